@@ -1,0 +1,26 @@
+"""dkernel: kernel methods for unsupervised learning at scale on Dask, stored in Zarr."""
+
+from dkernel.errors import (
+    DKernelError,
+    DKernelWarning,
+    InvalidInputError,
+    NumericalWarning,
+    ResourceLimitError,
+    SpecError,
+    StoreError,
+)
+from dkernel.metrics import clustering_accuracy, clustering_scores
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DKernelError",
+    "DKernelWarning",
+    "InvalidInputError",
+    "NumericalWarning",
+    "ResourceLimitError",
+    "SpecError",
+    "StoreError",
+    "clustering_accuracy",
+    "clustering_scores",
+]

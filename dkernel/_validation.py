@@ -1,0 +1,144 @@
+"""Parameter and array validation shared by estimators and job steps.
+
+Messages follow one template: ``The 'bandwidth' parameter of MeanShift must be a
+float > 0. Got -1 instead.``
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from dkernel.errors import InvalidInputError, NotFittedError
+
+
+def check_scalar(
+    value: Any,
+    name: str,
+    owner: str,
+    *,
+    kind: type | tuple[type, ...] = numbers.Real,
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+    allow_none: bool = False,
+) -> Any:
+    """Check a scalar parameter and raise :class:`InvalidInputError` with a clear message."""
+    if value is None and allow_none:
+        return value
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    is_bool = isinstance(value, bool | np.bool_)
+    if is_bool or not isinstance(value, kinds):
+        raise InvalidInputError(
+            f"The '{name}' parameter of {owner} must be {_describe(kinds, low, high, low_inclusive, high_inclusive)}. "
+            f"Got {value!r} instead."
+        )
+    bad = (
+        (low is not None and (value < low if low_inclusive else value <= low))
+        or (high is not None and (value > high if high_inclusive else value >= high))
+        or (isinstance(value, numbers.Real) and not np.isfinite(value))
+    )
+    if bad:
+        raise InvalidInputError(
+            f"The '{name}' parameter of {owner} must be {_describe(kinds, low, high, low_inclusive, high_inclusive)}. "
+            f"Got {value!r} instead."
+        )
+    return value
+
+
+def check_options(value: Any, name: str, owner: str, options: tuple | list) -> Any:
+    """Check that ``value`` is one of ``options``."""
+    if value not in options:
+        listed = ", ".join(repr(o) for o in options)
+        raise InvalidInputError(
+            f"The '{name}' parameter of {owner} must be one of {listed}. Got {value!r} instead."
+        )
+    return value
+
+
+def _describe(kinds, low, high, low_inclusive, high_inclusive) -> str:
+    if all(issubclass(k, numbers.Integral) for k in kinds):
+        what = "an int"
+    else:
+        what = "a float"
+    parts = []
+    if low is not None:
+        parts.append(f"{'>=' if low_inclusive else '>'} {low}")
+    if high is not None:
+        parts.append(f"{'<=' if high_inclusive else '<'} {high}")
+    return what + (" " + " and ".join(parts) if parts else "")
+
+
+def check_2d_array(
+    X: Any,
+    owner: str,
+    *,
+    allow_nan: bool = False,
+    min_samples: int = 2,
+    dtype: Any = None,
+) -> Any:
+    """Validate a 2-D numeric NumPy or Dask array from metadata, without computing.
+
+    NaN/inf are checked only for NumPy input (checking Dask input would need a pass over the
+    data; the graph builders check per chunk where it matters).
+    """
+    if hasattr(X, "dask") and hasattr(X, "chunks"):
+        if X.ndim != 2:
+            raise InvalidInputError(
+                f"{owner} expects a 2-D array of shape (n_samples, n_features); got {X.ndim}-D "
+                f"with shape {X.shape}. Reshape 1-D data with X.reshape(-1, 1)."
+            )
+        if any(np.isnan(c) for c in X.shape):
+            raise InvalidInputError(
+                f"{owner} needs a Dask array with known chunk sizes; call X.compute_chunk_sizes() first."
+            )
+        if len(X.chunks[1]) != 1:
+            raise InvalidInputError(
+                f"{owner} needs one chunk along the feature axis; got {len(X.chunks[1])} chunks. "
+                f"Use X.rechunk({{1: {X.shape[1]}}})."
+            )
+        _check_dtype_and_size(X.dtype, X.shape, owner, min_samples)
+        return X if dtype is None else X.astype(dtype)
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # pragma: no cover - exotic containers
+        raise InvalidInputError(f"{owner} could not convert the input to an array: {exc}") from exc
+    if arr.ndim != 2:
+        raise InvalidInputError(
+            f"{owner} expects a 2-D array of shape (n_samples, n_features); got {arr.ndim}-D "
+            f"with shape {arr.shape}. Reshape 1-D data with X.reshape(-1, 1)."
+        )
+    _check_dtype_and_size(arr.dtype, arr.shape, owner, min_samples)
+    arr = arr.astype(dtype if dtype is not None else np.result_type(arr.dtype, np.float32))
+    if np.isinf(arr).any():
+        raise InvalidInputError(f"{owner} got infinite values in X; replace them or mark them NaN.")
+    if not allow_nan and np.isnan(arr).any():
+        raise InvalidInputError(
+            f"{owner} does not accept missing values (NaN); {int(np.isnan(arr).sum())} found. "
+            "Impute them first or use a method that handles them (pck-spectral)."
+        )
+    return arr
+
+
+def _check_dtype_and_size(dtype, shape, owner, min_samples) -> None:
+    if not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
+        raise InvalidInputError(
+            f"{owner} needs numeric data; got dtype {dtype}. Convert or drop non-numeric columns."
+        )
+    if shape[0] < min_samples:
+        raise InvalidInputError(
+            f"{owner} needs at least {min_samples} samples; got {shape[0]}."
+        )
+    if shape[1] < 1:
+        raise InvalidInputError(f"{owner} needs at least one feature; got shape {shape}.")
+
+
+def check_is_fitted(estimator: Any, attribute: str) -> None:
+    """Raise :class:`NotFittedError` when ``estimator`` lacks the fitted ``attribute``."""
+    if not hasattr(estimator, attribute):
+        raise NotFittedError(
+            f"This {type(estimator).__name__} instance is not fitted yet; call 'fit' first."
+        )

@@ -1,0 +1,63 @@
+"""Exception and warning tree for dkernel.
+
+Every exception also subclasses the closest built-in so callers that catch
+``ValueError`` or ``FileNotFoundError`` keep working.
+"""
+
+from __future__ import annotations
+
+
+class DKernelError(Exception):
+    """Base class of every error raised by dkernel."""
+
+
+class InvalidInputError(DKernelError, ValueError):
+    """Data or parameters that cannot be used (wrong shape, NaN where not allowed, ...)."""
+
+
+class SpecError(DKernelError, ValueError):
+    """A job specification that does not validate.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, the value received and what is allowed.
+    key : str, optional
+        Dotted path of the offending key in the spec (``params.n_clusters``).
+    """
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class ResourceLimitError(DKernelError, MemoryError):
+    """A computation whose estimated cost exceeds a configured limit."""
+
+
+class StoreError(DKernelError, OSError):
+    """A results store that is missing, corrupt, foreign or in the wrong state."""
+
+
+class StoreNotFoundError(StoreError, FileNotFoundError):
+    """The results store does not exist."""
+
+
+class RuntimeConnectionError(DKernelError, ConnectionError):
+    """A Dask scheduler that cannot be reached."""
+
+
+class NotFittedError(DKernelError, AttributeError):
+    """An estimator used before ``fit``."""
+
+
+class DKernelWarning(UserWarning):
+    """Base class of warnings emitted by dkernel (errors in the test suite)."""
+
+
+class NumericalWarning(DKernelWarning):
+    """A numerical fix-up was applied (clipped eigenvalues, dropped columns, ...)."""
+
+
+class StoreStatusWarning(DKernelWarning):
+    """A results store that is not marked complete was opened."""

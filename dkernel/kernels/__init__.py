@@ -1,0 +1,5 @@
+"""Numeric kernel functions on in-memory blocks (NumPy only; no Dask, no I/O)."""
+
+from dkernel.kernels.rbf import median_distance, rbf_block, sigma_rule_of_thumb
+
+__all__ = ["median_distance", "rbf_block", "sigma_rule_of_thumb"]

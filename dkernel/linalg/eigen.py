@@ -1,0 +1,72 @@
+"""Dense symmetric eigen-solver with the conventions used across dkernel.
+
+Conventions: eigenvalues in descending order, each eigenvector's sign fixed so that its
+entry of largest magnitude is positive, tiny negative eigenvalues (round-off of a PSD
+matrix) clipped to zero with a :class:`~dkernel.errors.NumericalWarning`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy import linalg
+
+from dkernel.errors import NumericalWarning
+
+
+def fix_signs(vectors: np.ndarray) -> np.ndarray:
+    """Flip columns so that the entry of largest magnitude in each is positive."""
+    idx = np.argmax(np.abs(vectors), axis=0)
+    signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
+    signs[signs == 0] = 1
+    return vectors * signs
+
+
+def clip_negative(values: np.ndarray, scale: float, *, tol: float = 1e-8) -> np.ndarray:
+    """Clip eigenvalues below zero; warn when any beyond round-off (``tol * scale``) were clipped."""
+    neg = values < 0
+    if neg.any():
+        worst = float(values[neg].min())
+        if worst < -tol * max(scale, np.finfo(float).tiny):
+            warnings.warn(
+                f"{int(neg.sum())} negative eigenvalues (most negative {worst:.3g}) were clipped "
+                "to zero; the kernel matrix is not positive semi-definite to working precision.",
+                NumericalWarning,
+                stacklevel=3,
+            )
+        values = np.where(neg, 0.0, values)
+    return values
+
+
+def dense_eigh(
+    K: np.ndarray, n_components: int | None = None, *, clip: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top eigenpairs of a symmetric matrix, descending, with signs fixed.
+
+    Parameters
+    ----------
+    K : ndarray of shape (n, n)
+        Symmetric matrix (only the lower triangle is read).
+    n_components : int, optional
+        Number of leading eigenpairs; all when None.
+    clip : bool
+        Clip negative eigenvalues to zero (warning when they exceed round-off).
+
+    Returns
+    -------
+    values : ndarray of shape (k,)
+    vectors : ndarray of shape (n, k)
+
+    Notes
+    -----
+    O(n^3) time and O(n^2) memory: for n beyond a few times 10^4 use a matrix-free solver.
+    """
+    n = K.shape[0]
+    k = n if n_components is None else min(int(n_components), n)
+    values, vectors = linalg.eigh(K, subset_by_index=[n - k, n - 1], driver="evr")
+    order = np.argsort(values)[::-1]
+    values, vectors = values[order], vectors[:, order]
+    if clip:
+        values = clip_negative(values, float(np.abs(values).max(initial=0.0)))
+    return values, fix_signs(vectors)
