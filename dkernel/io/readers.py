@@ -1,0 +1,1 @@
+"""Built-in readers; importing this module registers them."""

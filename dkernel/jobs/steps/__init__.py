@@ -1,0 +1,1 @@
+"""Built-in job methods; importing this package registers them."""
