@@ -1,0 +1,486 @@
+"""Batched EM for Gaussian mixtures with missing values (NumPy only).
+
+Missing entries are NaN. A point with observed index set ``o`` is scored by the marginal of each
+component on ``o`` (PCKID Paper I, seed 002, §2.2 and Alg. 1). The E-step also yields the
+conditional expectation of the missing coordinates (Eq. 2) and the second-moment correction
+(Eq. 3); the M-step uses them. With no missing values this is ordinary EM (and matches
+scikit-learn's ``GaussianMixture`` update for update).
+
+Diagonal covariance: many models are fitted at once. A :class:`DiagMixtures` holds the
+components of ``M`` models stacked into ``C`` rows, model ``m`` owning rows
+``offsets[m]:offsets[m+1]``. With ``X0`` the data with NaN set to 0 and ``O`` the observed mask,
+the log-density of every point under every component is three BLAS products::
+
+    log N_ik = -1/2 [ X0² @ (1/σ²)ᵀ - 2 X0 @ (μ/σ²)ᵀ + O @ (μ²/σ² + log 2πσ²)ᵀ ]
+
+followed by one ``exp`` for a segmented log-sum-exp (one normaliser per model). The M-step is
+three more products ``Rᵀ X0``, ``Rᵀ X0²`` and ``Rᵀ O``. For complete data the products with
+``O`` collapse to row constants and are skipped.
+
+Full covariance (Alg. 1): one model at a time, points grouped by missingness pattern so that the
+Cholesky factors of the observed blocks are shared by every point with that pattern.
+
+Note on Alg. 1 as printed: the covariance update multiplies by γ twice (once in Ω and once in
+the weighted mean); the standard derivation (Ghahramani & Jordan 1994, the paper's ref. [21])
+and the diagonal Eq. 3 have it once, which is what is implemented here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+# --------------------------------------------------------------------------------------------
+# containers
+# --------------------------------------------------------------------------------------------
+@dataclass
+class DiagMixtures:
+    """Parameters of ``M`` diagonal-covariance mixtures stacked along the component axis.
+
+    Attributes
+    ----------
+    means : ndarray (C, p)
+    variances : ndarray (C, p)
+    weights : ndarray (C,)
+        Mixture weights; those of each model sum to one.
+    offsets : ndarray (M + 1,) of int
+        Model ``m`` owns components ``offsets[m]:offsets[m + 1]``.
+    """
+
+    means: np.ndarray
+    variances: np.ndarray
+    weights: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def n_models(self) -> int:
+        return int(self.offsets.size - 1)
+
+    @property
+    def n_components_per_model(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def astype(self, dtype) -> DiagMixtures:
+        return DiagMixtures(
+            self.means.astype(dtype),
+            self.variances.astype(dtype),
+            self.weights.astype(dtype),
+            self.offsets.copy(),
+        )
+
+    @staticmethod
+    def concatenate(parts: list[DiagMixtures]) -> DiagMixtures:
+        """Stack several batches into one (offsets shifted)."""
+        offsets = [np.zeros(1, dtype=np.int64)]
+        base = 0
+        for part in parts:
+            offsets.append(part.offsets[1:] + base)
+            base += int(part.offsets[-1])
+        return DiagMixtures(
+            np.concatenate([p.means for p in parts]),
+            np.concatenate([p.variances for p in parts]),
+            np.concatenate([p.weights for p in parts]),
+            np.concatenate(offsets).astype(np.int64),
+        )
+
+
+def split_missing(X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(X0, O)``: X with NaN replaced by 0 and the observed mask (None when complete)."""
+    nan = np.isnan(X)
+    if not nan.any():
+        return X, None
+    X0 = np.where(nan, 0, X).astype(X.dtype, copy=False)
+    return X0, (~nan).astype(X.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# diagonal covariance, batched over models
+# --------------------------------------------------------------------------------------------
+def diag_log_prob(
+    X0: np.ndarray, O: np.ndarray | None, means: np.ndarray, variances: np.ndarray
+) -> np.ndarray:
+    """Log-density of each point's observed part under each component.
+
+    Parameters
+    ----------
+    X0 : ndarray (N, p)
+        Data with missing entries set to 0.
+    O : ndarray (N, p) or None
+        Observed mask (1 observed, 0 missing) in the dtype of ``X0``; None when complete.
+    means, variances : ndarray (C, p)
+
+    Returns
+    -------
+    ndarray (N, C)
+
+    Notes
+    -----
+    Three (N×p)·(p×C) products; O(N p C) time, O(N C) memory.
+    """
+    prec = 1.0 / variances
+    const = means * means * prec + np.log(variances) + LOG_2PI
+    out = (X0 * X0) @ prec.T
+    out -= 2.0 * (X0 @ (means * prec).T)
+    if O is None:
+        out += const.sum(axis=1)[None, :]
+    else:
+        out += O @ const.T
+    out *= -0.5
+    return out
+
+
+def segment_logsumexp(L: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Row-wise log-sum-exp of ``L`` within each column segment; returns (N, M)."""
+    starts = offsets[:-1]
+    sizes = np.diff(offsets)
+    mx = np.maximum.reduceat(L, starts, axis=1)
+    mx = np.where(np.isfinite(mx), mx, 0)
+    E = np.exp(L - np.repeat(mx, sizes, axis=1))
+    return np.log(np.add.reduceat(E, starts, axis=1)) + mx
+
+
+def diag_log_resp(X0: np.ndarray, O: np.ndarray | None, mix: DiagMixtures) -> tuple:
+    """Log-responsibilities (N, C) and per-point log-likelihood per model (N, M).
+
+    Notes
+    -----
+    O(N p C) for the products plus one ``exp`` of an N×C array.
+    """
+    L = diag_log_prob(X0, O, mix.means, mix.variances)
+    L += np.log(mix.weights)[None, :]
+    sizes = np.diff(mix.offsets)
+    starts = mix.offsets[:-1]
+    mx = np.maximum.reduceat(L, starts, axis=1)
+    L -= np.repeat(mx, sizes, axis=1)
+    E = np.exp(L)
+    S = np.add.reduceat(E, starts, axis=1)
+    log_norm = np.log(S)
+    L -= np.repeat(log_norm, sizes, axis=1)
+    return L, log_norm + mx
+
+
+def diag_posteriors(X: np.ndarray, mix: DiagMixtures) -> np.ndarray:
+    """Posterior probabilities of every component (N, C) for data with NaN as missing.
+
+    A row with no observed value gets the mixture weights (its posterior is the prior).
+
+    Notes
+    -----
+    Same cost as :func:`diag_log_resp`; the exp is reused (no second pass).
+    """
+    X0, O = split_missing(X)
+    L = diag_log_prob(X0, O, mix.means, mix.variances)
+    L += np.log(mix.weights)[None, :]
+    sizes = np.diff(mix.offsets)
+    starts = mix.offsets[:-1]
+    mx = np.maximum.reduceat(L, starts, axis=1)
+    L -= np.repeat(mx, sizes, axis=1)
+    np.exp(L, out=L)
+    S = np.add.reduceat(L, starts, axis=1)
+    L /= np.repeat(S, sizes, axis=1)
+    return L
+
+
+def diag_m_step(
+    X0: np.ndarray,
+    O: np.ndarray | None,
+    resp: np.ndarray,
+    mix: DiagMixtures,
+    reg_covar: float,
+    *,
+    X0sq: np.ndarray | None = None,
+) -> DiagMixtures:
+    """One M-step for a batch of diagonal mixtures (Paper I Eq. 2–3 plugged into Alg. 1).
+
+    With ŷ = x on observed and μ_old on missing coordinates (Eq. 2),
+    ``μ_new = Σ r ŷ / N_k`` and ``σ²_new = Σ r [(ŷ - μ_new)² + σ²_old·[missing]] / N_k + reg``.
+
+    Notes
+    -----
+    Three (C×N)·(N×p) products; O(N p C).
+    """
+    n = X0.shape[0]
+    eps = 10 * np.finfo(resp.dtype).eps
+    nk = resp.sum(axis=0) + eps
+    A = resp.T @ X0
+    B = resp.T @ (X0 * X0 if X0sq is None else X0sq)
+    if O is None:
+        means = A / nk[:, None]
+        var = B / nk[:, None] - 2.0 * means * (A / nk[:, None]) + means * means + reg_covar
+    else:
+        Ro = resp.T @ O
+        Rm = nk[:, None] - Ro
+        mu_old = mix.means
+        means = (A + mu_old * Rm) / nk[:, None]
+        d = mu_old - means
+        var = (B - 2.0 * means * A + means * means * Ro + (d * d + mix.variances) * Rm) / nk[
+            :, None
+        ] + reg_covar
+    var = np.maximum(var, reg_covar)
+    weights = nk / n
+    return DiagMixtures(
+        means.astype(X0.dtype, copy=False),
+        var.astype(X0.dtype, copy=False),
+        weights.astype(X0.dtype, copy=False),
+        mix.offsets,
+    )
+
+
+def diag_em(
+    X: np.ndarray,
+    mix: DiagMixtures,
+    n_iter: int,
+    reg_covar: float = 1e-6,
+) -> tuple[DiagMixtures, np.ndarray]:
+    """Run ``n_iter`` EM iterations (E then M) for every model in ``mix`` on ``X``.
+
+    Parameters
+    ----------
+    X : ndarray (N, p)
+        Data, NaN = missing; its dtype (float32/float64) is the compute dtype.
+    mix : DiagMixtures
+        Initial parameters.
+    n_iter : int
+    reg_covar : float
+        Added to every variance after each M-step.
+
+    Returns
+    -------
+    mix : DiagMixtures
+        Parameters after the last M-step.
+    loglik : ndarray (n_iter, M)
+        Mean log-likelihood of each model before each M-step.
+
+    Notes
+    -----
+    Per iteration O(N p C) (six BLAS products, three for complete data) and one exp of N×C;
+    memory O(N C).
+    """
+    X0, O = split_missing(X)
+    X0sq = X0 * X0
+    mix = mix.astype(X.dtype)
+    history = np.empty((n_iter, mix.n_models))
+    for it in range(n_iter):
+        log_resp, ll = diag_log_resp(X0, O, mix)
+        history[it] = ll.mean(axis=0)
+        np.exp(log_resp, out=log_resp)
+        mix = diag_m_step(X0, O, log_resp, mix, reg_covar, X0sq=X0sq)
+    return mix, history
+
+
+# --------------------------------------------------------------------------------------------
+# full covariance, one model, points grouped by missingness pattern (Alg. 1)
+# --------------------------------------------------------------------------------------------
+def missingness_patterns(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unique observed-masks (P, p) of bool and the pattern index of every row (N,)."""
+    obs = ~np.isnan(X)
+    patterns, inverse = np.unique(obs, axis=0, return_inverse=True)
+    return patterns, inverse.reshape(-1)
+
+
+def _full_pattern_stats(X, means, covs, patterns, inverse):
+    """Yield (rows, obs, mis, log_prob (n_rows, g), yhat (g, n_rows, p), corr (g, p, p))."""
+    g, p = means.shape
+    for pi, obs in enumerate(patterns):
+        rows = np.flatnonzero(inverse == pi)
+        mis = ~obs
+        n_o = int(obs.sum())
+        if n_o == 0:
+            yhat = np.broadcast_to(means[:, None, :], (g, rows.size, p)).copy()
+            yield rows, obs, mis, np.zeros((rows.size, g)), yhat, covs.copy()
+            continue
+        xo = X[np.ix_(rows, np.flatnonzero(obs))]  # (n, o)
+        S_oo = covs[:, obs][:, :, obs]  # (g, o, o)
+        chol = np.linalg.cholesky(S_oo)
+        diff = xo[None, :, :] - means[:, None, obs]  # (g, n, o)
+        # solve L z = diff^T for each component
+        z = np.linalg.solve(chol, np.transpose(diff, (0, 2, 1)))  # (g, o, n)
+        maha = np.sum(z * z, axis=1)  # (g, n)
+        logdet = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
+        log_prob = -0.5 * (maha + logdet[:, None] + n_o * LOG_2PI)
+        yhat = np.empty((g, rows.size, p), dtype=X.dtype)
+        yhat[:, :, obs] = xo[None, :, :]
+        corr = np.zeros((g, p, p), dtype=X.dtype)
+        if mis.any():
+            # alpha = S_oo^{-1} (x_o - mu_o): solve L^T alpha = z
+            alpha = np.linalg.solve(np.transpose(chol, (0, 2, 1)), z)  # (g, o, n)
+            S_mo = covs[:, mis][:, :, obs]  # (g, m, o)
+            yhat[:, :, mis] = means[:, None, mis] + np.transpose(S_mo @ alpha, (0, 2, 1))
+            # conditional covariance of the missing block: S_mm - S_mo S_oo^{-1} S_om
+            W = np.linalg.solve(chol, np.transpose(S_mo, (0, 2, 1)))  # (g, o, m)
+            cond = covs[:, mis][:, :, mis] - np.transpose(W, (0, 2, 1)) @ W
+            idx = np.flatnonzero(mis)
+            corr[:, idx[:, None], idx[None, :]] = cond
+        yield rows, obs, mis, log_prob.T, yhat, corr
+
+
+def full_log_prob(X: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.ndarray:
+    """Log-density (N, g) of each point's observed part under each full-covariance component.
+
+    Notes
+    -----
+    O(P g o³ + N g o²) for P missingness patterns with o observed coordinates.
+    """
+    patterns, inverse = missingness_patterns(X)
+    out = np.empty((X.shape[0], means.shape[0]), dtype=X.dtype)
+    for rows, _o, _m, log_prob, _y, _c in _full_pattern_stats(X, means, covs, patterns, inverse):
+        out[rows] = log_prob
+    return out
+
+
+def full_posteriors(X: np.ndarray, means, covs, weights) -> np.ndarray:
+    """Posterior probabilities (N, g) under one full-covariance mixture (NaN = missing)."""
+    L = full_log_prob(X, means, covs) + np.log(weights)[None, :]
+    L -= L.max(axis=1, keepdims=True)
+    np.exp(L, out=L)
+    L /= L.sum(axis=1, keepdims=True)
+    return L
+
+
+def full_em(
+    X: np.ndarray,
+    means: np.ndarray,
+    covs: np.ndarray,
+    weights: np.ndarray,
+    n_iter: int,
+    reg_covar: float = 1e-6,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``n_iter`` EM iterations of one full-covariance mixture on incomplete data (Alg. 1).
+
+    Returns
+    -------
+    means (g, p), covs (g, p, p), weights (g,), loglik (n_iter,)
+
+    Notes
+    -----
+    Per iteration O(P g o³ + N g p²) with P distinct missingness patterns; memory O(N g p)
+    for one pattern's conditional expectations.
+    """
+    dtype = X.dtype
+    means = means.astype(dtype)
+    covs = covs.astype(dtype)
+    weights = weights.astype(dtype)
+    g, p = means.shape
+    n = X.shape[0]
+    patterns, inverse = missingness_patterns(X)
+    eps = 10 * np.finfo(dtype).eps
+    history = np.empty(n_iter)
+    for it in range(n_iter):
+        stats = list(_full_pattern_stats(X, means, covs, patterns, inverse))
+        L = np.empty((n, g), dtype=dtype)
+        for rows, _o, _m, log_prob, _y, _c in stats:
+            L[rows] = log_prob
+        L += np.log(weights)[None, :]
+        mx = L.max(axis=1, keepdims=True)
+        lse = np.log(np.exp(L - mx).sum(axis=1, keepdims=True)) + mx
+        history[it] = float(lse.mean())
+        R = np.exp(L - lse)
+        nk = R.sum(axis=0) + eps
+        sum_y = np.zeros((g, p), dtype=dtype)
+        for rows, _o, _m, _lp, yhat, _c in stats:
+            sum_y += np.einsum("nk,knp->kp", R[rows], yhat)
+        new_means = sum_y / nk[:, None]
+        new_covs = np.zeros((g, p, p), dtype=dtype)
+        for rows, _o, _m, _lp, yhat, corr in stats:
+            r = R[rows]  # (n, g)
+            d = yhat - new_means[:, None, :]  # (g, n, p)
+            new_covs += np.einsum("nk,knp,knq->kpq", r, d, d)
+            new_covs += r.sum(axis=0)[:, None, None] * corr
+        new_covs /= nk[:, None, None]
+        new_covs[:, np.arange(p), np.arange(p)] += reg_covar
+        means, covs, weights = new_means, new_covs, (nk / n).astype(dtype)
+    return means, covs, weights, history
+
+
+# --------------------------------------------------------------------------------------------
+# initialisation (Paper I §3.2)
+# --------------------------------------------------------------------------------------------
+def kmeans_plusplus(X: np.ndarray, n_clusters: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``n_clusters`` k-means++ seeds (D² sampling; Arthur & Vassilvitskii 2007).
+
+    Notes
+    -----
+    O(N p k).
+    """
+    n = X.shape[0]
+    chosen = np.empty(n_clusters, dtype=np.int64)
+    chosen[0] = rng.integers(n)
+    d2 = np.sum((X - X[chosen[0]]) ** 2, axis=1, dtype=np.float64)
+    for j in range(1, n_clusters):
+        total = d2.sum()
+        if total <= 0:  # fewer distinct points than clusters: pick any unused index
+            pool = np.setdiff1d(np.arange(n), chosen[:j])
+            chosen[j] = pool[rng.integers(pool.size)]
+        else:
+            c = np.cumsum(d2)
+            chosen[j] = min(int(np.searchsorted(c, rng.random() * total, side="right")), n - 1)
+        d2 = np.minimum(d2, np.sum((X - X[chosen[j]]) ** 2, axis=1, dtype=np.float64))
+    return chosen
+
+
+def init_diag_params(
+    X: np.ndarray, n_components: int, rng: np.random.Generator, reg_covar: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Paper I §3.2: mean-impute, k-means++ seeds, one k-means step, per-cluster stats.
+
+    Returns means (g, p), variances (g, p) and weights (g,). Clusters left with fewer than two
+    points take the seed as mean and the global variance.
+
+    Notes
+    -----
+    O(N p g).
+    """
+    Xi = mean_impute(X)
+    g = n_components
+    seeds = Xi[kmeans_plusplus(Xi, g, rng)]
+    d2 = (
+        np.sum(Xi * Xi, axis=1)[:, None]
+        - 2.0 * (Xi @ seeds.T)
+        + np.sum(seeds * seeds, axis=1)[None, :]
+    )
+    labels = np.argmin(d2, axis=1)
+    counts = np.bincount(labels, minlength=g).astype(np.float64)
+    sums = np.zeros((g, Xi.shape[1]))
+    np.add.at(sums, labels, Xi)
+    sq = np.zeros((g, Xi.shape[1]))
+    np.add.at(sq, labels, Xi.astype(np.float64) ** 2)
+    global_var = Xi.var(axis=0)
+    safe = np.maximum(counts, 1)[:, None]
+    means = np.where(counts[:, None] > 0, sums / safe, seeds)
+    var = np.where(counts[:, None] > 1, sq / safe - means * means, global_var[None, :])
+    var = np.maximum(var, 0) + reg_covar
+    weights = np.maximum(counts, 1) / np.maximum(counts, 1).sum()
+    return means.astype(X.dtype), var.astype(X.dtype), weights.astype(X.dtype)
+
+
+def init_full_params(X: np.ndarray, n_components: int, rng: np.random.Generator, reg_covar):
+    """Full-covariance version of :func:`init_diag_params`: covariances (g, p, p)."""
+    Xi = mean_impute(X)
+    g, p = n_components, X.shape[1]
+    seeds = Xi[kmeans_plusplus(Xi, g, rng)]
+    d2 = np.sum(Xi * Xi, axis=1)[:, None] - 2.0 * (Xi @ seeds.T) + np.sum(seeds**2, axis=1)
+    labels = np.argmin(d2, axis=1)
+    means = np.empty((g, p))
+    covs = np.empty((g, p, p))
+    gcov = np.atleast_2d(np.cov(Xi, rowvar=False, bias=True))
+    counts = np.bincount(labels, minlength=g)
+    for k in range(g):
+        pts = Xi[labels == k].astype(np.float64)
+        means[k] = pts.mean(axis=0) if len(pts) else seeds[k]
+        covs[k] = np.atleast_2d(np.cov(pts, rowvar=False, bias=True)) if len(pts) > p else gcov
+        covs[k].flat[:: p + 1] += reg_covar
+    weights = np.maximum(counts, 1) / np.maximum(counts, 1).sum()
+    return means.astype(X.dtype), covs.astype(X.dtype), weights.astype(X.dtype)
+
+
+def mean_impute(X: np.ndarray) -> np.ndarray:
+    """Replace NaN by the column mean of the observed values (a new array when NaN exist)."""
+    nan = np.isnan(X)
+    if not nan.any():
+        return X
+    col = np.nanmean(np.where(nan.all(axis=0), 0, X), axis=0)
+    return np.where(nan, col[None, :], X).astype(X.dtype)

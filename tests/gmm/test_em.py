@@ -1,0 +1,287 @@
+"""Batched EM engine against slow per-point, per-model references and scikit-learn."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+from scipy.stats import multivariate_normal
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+
+from dkernel.gmm.em import (
+    DiagMixtures,
+    diag_em,
+    diag_posteriors,
+    full_em,
+    full_posteriors,
+    init_diag_params,
+    init_full_params,
+    kmeans_plusplus,
+    mean_impute,
+    segment_logsumexp,
+)
+
+
+def _data(n=60, p=4, missing=0.3, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(scale=3.0, size=(3, p))
+    X = centers[rng.integers(0, 3, n)] + rng.normal(size=(n, p))
+    if missing:
+        mask = rng.random((n, p)) < missing
+        mask[np.arange(n), rng.integers(0, p, n)] = False  # every row keeps one value
+        X[mask] = np.nan
+    return X
+
+
+def _random_mix(sizes, p, seed=1):
+    rng = np.random.default_rng(seed)
+    C = sum(sizes)
+    w = rng.random(C) + 0.2
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    for a, b in zip(offsets[:-1], offsets[1:], strict=True):
+        w[a:b] /= w[a:b].sum()
+    return DiagMixtures(
+        rng.normal(scale=2.0, size=(C, p)), rng.random((C, p)) + 0.5, w, offsets.astype(np.int64)
+    )
+
+
+# ---- slow references ---------------------------------------------------------------------
+def ref_diag_em_one(X, means, var, w, n_iter, reg):
+    """Per point, per component, literal Eq. 2-3 and Alg. 1 (one γ in the covariance)."""
+    means, var, w = means.copy(), var.copy(), w.copy()
+    n, p = X.shape
+    g = len(w)
+    for _ in range(n_iter):
+        gam = np.zeros((n, g))
+        for i in range(n):
+            o = ~np.isnan(X[i])
+            lp = np.array(
+                [
+                    np.log(w[k])
+                    + sum(
+                        -0.5
+                        * ((X[i, j] - means[k, j]) ** 2 / var[k, j] + np.log(2 * np.pi * var[k, j]))
+                        for j in range(p)
+                        if o[j]
+                    )
+                    for k in range(g)
+                ]
+            )
+            gam[i] = np.exp(lp - logsumexp(lp))
+        new_means = np.zeros_like(means)
+        new_var = np.zeros_like(var)
+        for k in range(g):
+            ys = []
+            for i in range(n):
+                o = ~np.isnan(X[i])
+                s = np.where(o, 1.0 / var[k], 0.0)
+                ys.append(means[k] + var[k] * s * np.where(o, X[i] - means[k], 0.0))  # Eq. 2
+            ys = np.array(ys)
+            nk = gam[:, k].sum()
+            new_means[k] = (gam[:, k, None] * ys).sum(0) / nk
+            om = 0
+            for i in range(n):
+                o = ~np.isnan(X[i])
+                s = np.where(o, 1.0 / var[k], 0.0)
+                d = ys[i] - new_means[k]
+                om = om + gam[i, k] * (d * d + var[k] - var[k] * s * var[k])  # Eq. 3
+            new_var[k] = om / nk + reg
+        w = gam.sum(0) / n
+        means, var = new_means, new_var
+    return means, var, w
+
+
+def ref_full_em_one(X, means, covs, w, n_iter, reg):
+    """Per point, per component Alg. 1 with explicit O_i matrices."""
+    means, covs, w = means.copy(), covs.copy(), w.copy()
+    n, p = X.shape
+    g = len(w)
+    for _ in range(n_iter):
+        gam = np.zeros((n, g))
+        Y = np.zeros((g, n, p))
+        Corr = np.zeros((g, n, p, p))
+        for i in range(n):
+            o = ~np.isnan(X[i])
+            Oi = np.eye(p)[o]
+            lp = np.zeros(g)
+            for k in range(g):
+                mu_o = Oi @ means[k]
+                S_o = Oi @ covs[k] @ Oi.T
+                lp[k] = np.log(w[k]) + multivariate_normal(mu_o, S_o).logpdf(X[i, o])
+                Sk = Oi.T @ np.linalg.inv(S_o) @ Oi
+                xi = np.where(o, X[i], 0.0)
+                Y[k, i] = means[k] + covs[k] @ Sk @ (xi - means[k])
+                Corr[k, i] = (np.eye(p) - covs[k] @ Sk) @ covs[k]
+            gam[i] = np.exp(lp - logsumexp(lp))
+        nk = gam.sum(0)
+        new_means = np.einsum("nk,knp->kp", gam, Y) / nk[:, None]
+        new_covs = np.zeros_like(covs)
+        for k in range(g):
+            for i in range(n):
+                d = Y[k, i] - new_means[k]
+                new_covs[k] += gam[i, k] * (np.outer(d, d) + Corr[k, i])
+            new_covs[k] = new_covs[k] / nk[k] + reg * np.eye(p)
+        means, covs, w = new_means, new_covs, nk / n
+    return means, covs, w
+
+
+# ---- tests -------------------------------------------------------------------------------
+def test_segment_logsumexp_matches_scipy():
+    rng = np.random.default_rng(0)
+    L = rng.normal(size=(7, 9)) * 30
+    offsets = np.array([0, 2, 5, 9])
+    got = segment_logsumexp(L, offsets)
+    want = np.stack(
+        [logsumexp(L[:, a:b], axis=1) for a, b in zip(offsets[:-1], offsets[1:], strict=True)], 1
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_batched_diag_em_matches_reference_with_missing_values():
+    X = _data(n=50, p=4, missing=0.4)
+    assert 0.25 < np.isnan(X).mean() < 0.35  # about 30 % missing
+    mix = _random_mix([2, 3, 4], 4)
+    got, hist = diag_em(X, mix, n_iter=3, reg_covar=1e-6)
+    assert hist.shape == (3, 3)
+    for m in range(3):
+        a, b = mix.offsets[m], mix.offsets[m + 1]
+        mu, var, w = ref_diag_em_one(
+            X, mix.means[a:b], mix.variances[a:b], mix.weights[a:b], 3, 1e-6
+        )
+        np.testing.assert_allclose(got.means[a:b], mu, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(got.variances[a:b], var, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(got.weights[a:b], w, atol=1e-5, rtol=1e-5)
+
+
+def test_diag_em_matches_sklearn_on_complete_data():
+    X = _data(n=200, p=5, missing=0.0, seed=3)
+    for g in (2, 4):
+        rng = np.random.default_rng(g)
+        means, var, w = init_diag_params(X, g, rng, 1e-6)
+        mix = DiagMixtures(means, var, w, np.array([0, g]))
+        got, _ = diag_em(X, mix, n_iter=5, reg_covar=1e-6)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            sk = GaussianMixture(
+                g,
+                covariance_type="diag",
+                max_iter=5,
+                tol=0,
+                reg_covar=1e-6,
+                weights_init=w,
+                means_init=means,
+                precisions_init=1 / var,
+                random_state=0,
+            ).fit(X)
+        np.testing.assert_allclose(got.means, sk.means_, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(got.variances, sk.covariances_, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(got.weights, sk.weights_, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(diag_posteriors(X, got), sk.predict_proba(X), atol=1e-5)
+
+
+def test_diag_posteriors_match_reference_and_float32():
+    X = _data(n=80, p=6, missing=0.3, seed=5)
+    mix = _random_mix([2, 5, 3], 6, seed=7)
+    post = diag_posteriors(X, mix)
+    for m in range(mix.n_models):
+        a, b = mix.offsets[m], mix.offsets[m + 1]
+        for i in range(0, 80, 7):
+            o = ~np.isnan(X[i])
+            lp = np.log(mix.weights[a:b]) + np.array(
+                [
+                    np.sum(
+                        -0.5
+                        * (
+                            (X[i, o] - mix.means[k, o]) ** 2 / mix.variances[k, o]
+                            + np.log(2 * np.pi * mix.variances[k, o])
+                        )
+                    )
+                    for k in range(a, b)
+                ]
+            )
+            np.testing.assert_allclose(post[i, a:b], np.exp(lp - logsumexp(lp)), atol=1e-10)
+    post32 = diag_posteriors(X.astype(np.float32), mix.astype(np.float32))
+    assert post32.dtype == np.float32
+    assert np.abs(post32 - post).max() < 1e-4
+    sums = np.add.reduceat(post, mix.offsets[:-1], axis=1)
+    np.testing.assert_allclose(sums, 1.0, atol=1e-12)
+
+
+def test_float32_em_posteriors_agree_with_float64():
+    X = _data(n=300, p=8, missing=0.3, seed=11) * 10 + 50  # offset data, like raw sensor values
+    X = X - np.nanmean(X, axis=0)  # the estimator centres the data before EM
+    rng = np.random.default_rng(0)
+    m, v, w = init_diag_params(X, 6, rng, 1e-6)
+    mix = DiagMixtures(m, v, w, np.array([0, 6]))
+    f64, _ = diag_em(X, mix, 10, 1e-6)
+    f32, _ = diag_em(X.astype(np.float32), mix.astype(np.float32), 10, 1e-6)
+    p64 = diag_posteriors(X, f64)
+    p32 = diag_posteriors(X.astype(np.float32), f32)
+    assert np.abs(p64 - p32).max() < 1e-4
+
+
+def test_row_with_no_observed_value_gets_prior():
+    X = _data(n=20, p=3, missing=0.0)
+    X[4] = np.nan
+    mix = _random_mix([3], 3)
+    post = diag_posteriors(X, mix)
+    np.testing.assert_allclose(post[4], mix.weights, atol=1e-12)
+
+
+def test_full_em_matches_reference_with_missing_values():
+    X = _data(n=40, p=3, missing=0.3, seed=2)
+    rng = np.random.default_rng(0)
+    means, covs, w = init_full_params(X, 3, rng, 1e-3)
+    got = full_em(X, means, covs, w, n_iter=3, reg_covar=1e-6)
+    ref = ref_full_em_one(X, means, covs, w, 3, 1e-6)
+    for a, b in zip(got[:3], ref, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+    post = full_posteriors(X, *got[:3])
+    np.testing.assert_allclose(post.sum(1), 1.0, atol=1e-12)
+
+
+def test_full_em_matches_sklearn_full_on_complete_data():
+    X = _data(n=150, p=3, missing=0.0, seed=4)
+    rng = np.random.default_rng(1)
+    means, covs, w = init_full_params(X, 3, rng, 1e-6)
+    got = full_em(X, means, covs, w, n_iter=4, reg_covar=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        sk = GaussianMixture(
+            3,
+            covariance_type="full",
+            max_iter=4,
+            tol=0,
+            reg_covar=1e-6,
+            weights_init=w,
+            means_init=means,
+            precisions_init=np.linalg.inv(covs),
+            random_state=0,
+        ).fit(X)
+    np.testing.assert_allclose(got[0], sk.means_, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(got[1], sk.covariances_, atol=1e-5, rtol=1e-5)
+
+
+def test_kmeans_plusplus_and_init():
+    X = _data(n=100, p=3, missing=0.2)
+    idx = kmeans_plusplus(mean_impute(X), 5, np.random.default_rng(0))
+    assert len(set(idx.tolist())) == 5
+    again = kmeans_plusplus(mean_impute(X), 5, np.random.default_rng(0))
+    np.testing.assert_array_equal(idx, again)
+    m, v, w = init_diag_params(X, 5, np.random.default_rng(0), 1e-6)
+    assert np.all(np.isfinite(m)) and np.all(v > 0)
+    np.testing.assert_allclose(w.sum(), 1.0)
+    # duplicate points: fewer distinct values than clusters still yields distinct indices
+    Xd = np.zeros((10, 2))
+    assert len(set(kmeans_plusplus(Xd, 4, np.random.default_rng(0)).tolist())) == 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_em_increases_likelihood(dtype):
+    X = _data(n=200, p=4, missing=0.2).astype(dtype)
+    m, v, w = init_diag_params(X, 4, np.random.default_rng(0), 1e-6)
+    _, hist = diag_em(X, DiagMixtures(m, v, w, np.array([0, 4])), 8, 1e-6)
+    assert np.all(np.diff(hist[:, 0]) > -1e-4)
