@@ -1,0 +1,1 @@
+"""Mean shift and mean-shift spectral clustering (MSSC) of partitions."""

@@ -1,0 +1,170 @@
+"""Mean-shift / MSSC numeric kernels against slow, obvious reference code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError
+from dkernel.meanshift import kernels as K
+
+
+def _ref_step(x, D, h, w=None):
+    w = np.ones(len(D)) if w is None else w
+    k = np.array([wi * np.exp(-np.sum((x - d) ** 2) / (2 * h * h)) for d, wi in zip(D, w)])
+    return (k[:, None] * D).sum(0) / k.sum()
+
+
+def _blobs(rng, n=60):
+    a = rng.normal(0, 0.3, (n, 2))
+    b = rng.normal(3, 0.3, (n, 2))
+    return np.vstack([a, b])
+
+
+def test_gaussian_shift_matches_reference(rng):
+    D = rng.normal(size=(40, 3))
+    P = rng.normal(size=(7, 3))
+    w = rng.uniform(0.5, 3, 40)
+    got = K.gaussian_shift(P, D, 0.8, w)
+    ref = np.array([_ref_step(p, D, 0.8, w) for p in P])
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+    got32 = K.gaussian_shift(P, D, 0.8, w, dtype=np.float32)
+    np.testing.assert_allclose(got32, ref, atol=1e-4)
+
+
+def test_gaussian_shift_far_point_is_finite():
+    D = np.array([[0.0, 0.0], [1.0, 0.0]])
+    out = K.gaussian_shift(np.array([[100.0, 0.0]]), D, 0.01)
+    np.testing.assert_allclose(out, [[1.0, 0.0]])
+
+
+def test_nonblurring_matches_reference(rng):
+    X = _blobs(rng, 20)
+    res = K.mean_shift(X, X, 0.5, max_iter=30, tol=0.0, return_paths=True)
+    ref = X.copy()
+    for _ in range(30):
+        ref = np.array([_ref_step(p, X, 0.5) for p in ref])
+    np.testing.assert_allclose(res.ends, ref, atol=1e-9)
+    assert res.paths.shape == (31, 40, 2)
+    np.testing.assert_allclose(res.density_end, X)
+
+
+def test_blurring_matches_reference(rng):
+    X = _blobs(rng, 15)
+    res = K.mean_shift(X, X, 0.5, blurring=True, max_iter=10, tol=0.0)
+    ref = X.copy()
+    for _ in range(10):
+        ref = np.array([_ref_step(p, ref, 0.5) for p in ref])
+    np.testing.assert_allclose(res.ends, ref, atol=1e-9)
+    np.testing.assert_allclose(res.density_end, ref, atol=1e-9)
+
+
+def test_blurring_converges_faster(rng):
+    X = _blobs(rng, 50)
+    nb = K.mean_shift(X, X, 0.6, max_iter=500, tol=1e-4)
+    bl = K.mean_shift(X, X, 0.6, blurring=True, max_iter=500, tol=1e-4)
+    assert bl.converged and nb.converged
+    assert bl.n_iter < nb.n_iter
+
+
+def test_silverman_eq_5_1(rng):
+    X = rng.normal(size=(500, 4)) * [1, 2, 3, 4]
+    n, d = X.shape
+    tr = np.trace(np.cov(X.T))
+    expected = np.sqrt(tr / d * (4 / ((2 * d + 1) * n)) ** (2 / (d + 4)))
+    assert K.silverman_bandwidth(X) == pytest.approx(expected)
+    with pytest.raises(InvalidInputError, match="bandwidth explicitly"):
+        K.silverman_bandwidth(np.ones((5, 2)))
+
+
+def test_group_modes_two_blobs(rng):
+    X = _blobs(rng, 40)
+    res = K.mean_shift(X, X, 0.5)
+    tau = K.group_threshold(res.moves, 0.5)
+    assert 0.5e-3 <= tau <= 0.25
+    labels, modes = K.group_modes(res.ends, tau)
+    assert labels.max() == 1
+    assert set(labels[:40]) != set(labels[40:])
+    np.testing.assert_allclose(sorted(modes[:, 0]), [0, 3], atol=0.2)
+
+
+def test_group_modes_single_linkage_and_order():
+    ends = np.array([[0.0], [0.05], [0.1], [5.0], [5.01]])
+    labels, modes = K.group_modes(ends, 0.06, weights=np.array([1, 1, 1, 5, 5.0]))
+    assert labels.tolist() == [1, 1, 1, 0, 0]  # heaviest group first
+    np.testing.assert_allclose(modes[:, 0], [5.005, 0.05])
+
+
+def test_grid_seeds(rng):
+    X = rng.uniform(0, 1, (300, 2))
+    c, n = K.grid_seeds(X, 0.5)
+    assert n.sum() == 300 and len(c) == 4
+    keys = np.floor(X / 0.5).astype(int)
+    for centre, count in zip(c, n):
+        k = np.floor(centre / 0.5).astype(int)
+        members = X[(keys == k).all(1)]
+        assert len(members) == count
+        np.testing.assert_allclose(centre, members.mean(0))
+
+
+def test_nearest_centre(rng):
+    X = rng.normal(size=(200, 3))
+    C = rng.normal(size=(9, 3))
+    ref = np.argmin(((X[:, None] - C[None]) ** 2).sum(-1), axis=1)
+    np.testing.assert_array_equal(K.nearest_centre(X, C, dtype=np.float64), ref)
+
+
+def test_assign_to_modes_without_shortcut_equals_converged_nearest(rng):
+    X = _blobs(rng, 30)
+    res = K.mean_shift(X, X, 0.5, tol=1e-5, max_iter=1000)
+    labels, modes = K.group_modes(res.ends, K.group_threshold(res.moves, 0.5))
+    new = rng.normal(1.5, 1.5, (50, 2))
+    got = K.assign_to_modes(
+        new, X, 0.5, res.ends, labels, path_radius=0.0, tol=1e-5, max_iter=1000, dtype=np.float64
+    )
+    ends = K.mean_shift(new, X, 0.5, tol=1e-5, max_iter=1000).ends
+    ref = labels[np.argmin(((ends[:, None] - res.ends[None]) ** 2).sum(-1), axis=1)]
+    np.testing.assert_array_equal(got, ref)
+    # the path shortcut gives the same answer here and training points keep their labels
+    paths = K.mean_shift(X, X, 0.5, tol=1e-5, max_iter=1000, return_paths=True).paths
+    pl = np.tile(labels, paths.shape[0])
+    fast = K.assign_to_modes(new, X, 0.5, paths.reshape(-1, 2), pl, path_radius=0.2)
+    assert (fast == ref).mean() >= 0.95
+    own = K.assign_to_modes(X, X, 0.5, paths.reshape(-1, 2), pl, path_radius=0.2)
+    np.testing.assert_array_equal(own, labels)
+
+
+def _ref_cs(X, labels, m, h, w=None):
+    w = np.ones(len(X)) if w is None else w
+    S = np.zeros((m, m))
+    for k in range(len(X)):
+        for l in range(len(X)):
+            S[labels[k], labels[l]] += (
+                w[k] * w[l] * np.exp(-np.sum((X[k] - X[l]) ** 2) / (2 * h * h))
+            )
+    return S / np.sqrt(np.outer(np.diag(S), np.diag(S)))
+
+
+def test_cs_affinity_exact_matches_reference(rng, monkeypatch):
+    X = rng.normal(size=(37, 3))
+    labels = rng.integers(0, 5, 37)
+    w = rng.uniform(1, 4, 37)
+    ref = _ref_cs(X, labels, 5, 1.3, w)
+    monkeypatch.setattr(K, "BLOCK_BYTES", 8 * 37 * 5)  # force several row blocks
+    got = K.cs_affinity_exact(X, labels, 5, 1.3, weights=w)
+    np.testing.assert_allclose(got, ref, rtol=1e-10)
+    np.testing.assert_allclose(np.diag(got), 1.0)
+
+
+def test_cs_affinity_rff_approximates_exact(rng):
+    X = rng.normal(size=(400, 3))
+    labels = (X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0)
+    exact = K.cs_affinity_exact(X, labels, 4, 2.0)
+    W, b = K.rff_params(3, 4000, 2.0, np.random.default_rng(1))
+    S = K.partition_feature_sums(X[:150], labels[:150], 4, W, b)
+    S += K.partition_feature_sums(X[150:], labels[150:], 4, W, b)
+    approx = K.cs_affinity_from_sums(S)
+    np.testing.assert_allclose(approx, exact, atol=0.03)
+    # feature sums are exact sums of the feature map
+    Phi = K.rff_transform(X, W, b, dtype=np.float64)
+    np.testing.assert_allclose(S[2], Phi[labels == 2].sum(0), rtol=1e-3, atol=1e-3)
