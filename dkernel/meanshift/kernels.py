@@ -214,7 +214,8 @@ def mean_shift(
     paths = [X.copy()] if return_paths else None
     n_iter = 0
     converged = False
-    for n_iter in range(1, max_iter + 1):
+    for _ in range(max_iter):
+        n_iter += 1
         if blurring:
             new_x = gaussian_shift(X, D, h, weights, dtype=dtype)
             new_d = gaussian_shift(D, D, h, weights, dtype=dtype)

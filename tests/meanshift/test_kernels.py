@@ -11,7 +11,9 @@ from dkernel.meanshift import kernels as K
 
 def _ref_step(x, D, h, w=None):
     w = np.ones(len(D)) if w is None else w
-    k = np.array([wi * np.exp(-np.sum((x - d) ** 2) / (2 * h * h)) for d, wi in zip(D, w)])
+    k = np.array(
+        [wi * np.exp(-np.sum((x - d) ** 2) / (2 * h * h)) for d, wi in zip(D, w, strict=True)]
+    )
     return (k[:, None] * D).sum(0) / k.sum()
 
 
@@ -100,7 +102,7 @@ def test_grid_seeds(rng):
     c, n = K.grid_seeds(X, 0.5)
     assert n.sum() == 300 and len(c) == 4
     keys = np.floor(X / 0.5).astype(int)
-    for centre, count in zip(c, n):
+    for centre, count in zip(c, n, strict=True):
         k = np.floor(centre / 0.5).astype(int)
         members = X[(keys == k).all(1)]
         assert len(members) == count
