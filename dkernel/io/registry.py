@@ -26,12 +26,15 @@ class Reader:
     load : callable
         ``load(**options) -> LoadedData``.
     description : str
+    raster : bool
+        The reader returns an image (``LoadedData.raster`` set), as raster methods need.
     """
 
     name: str
     params: tuple[Param, ...]
     load: Callable[..., LoadedData]
     description: str = ""
+    raster: bool = False
 
 
 READERS: dict[str, Reader] = {}

@@ -92,6 +92,15 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
         X : array-like or dask.array.Array of shape (n_samples, n_features)
         y : ignored
         """
+        K = self.prepare_fit(X)
+        return self.fit_kernel(np.asarray(K.compute(), dtype=np.float64))
+
+    def prepare_fit(self, X: Any) -> da.Array:
+        """Validate, choose the width, and return the lazy blocked training kernel.
+
+        Together with :meth:`fit_kernel` this splits :meth:`fit` so a job can write the kernel
+        to its store and solve from there.
+        """
         owner = type(self).__name__
         X = check_2d_array(X, owner)
         n = int(X.shape[0])
@@ -110,11 +119,16 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
         self.sigma_ = (
             float(self.sigma)
             if self.sigma is not None
-            else sigma_rule_of_thumb(self.X_fit_, fraction=self.sigma_fraction,
-                                     seed=self.random_state)
+            else sigma_rule_of_thumb(
+                self.X_fit_, fraction=self.sigma_fraction, seed=self.random_state
+            )
         )
-        K = np.asarray(self._kernel_graph(X).compute(), dtype=np.float64)
-        self._fit_kernel(K)
+        return self._kernel_graph(X)
+
+    def fit_kernel(self, K: np.ndarray) -> _DenseKernelEmbedding:
+        """Finish fitting from the computed training kernel (after :meth:`prepare_fit`)."""
+        check_is_fitted(self, "sigma_")
+        self._fit_kernel(np.asarray(K, dtype=np.float64))
         if self.n_clusters is not None:
             self.labels_ = self._cluster(self.embedding_)
         return self

@@ -199,6 +199,13 @@ class ResultsStore:
             compute=compute,
         )
 
+    def read_array(self, group: str, name: str) -> Any:
+        """A stored array as a lazy Dask array (computed by whatever scheduler is active)."""
+        ds = xr.open_zarr(str(self.path), group=group, consolidated=False, zarr_format=3)
+        if name not in ds:
+            raise StoreError(f"{self.path}: group {group!r} has no array {name!r}.")
+        return ds[name].data
+
     def _register_group(self, group: str) -> None:
         root = self._root()
         groups = list(root.attrs.get("groups", []))

@@ -1,0 +1,145 @@
+"""``method: rbf-spectral`` — RBF kernel (blocked, stored) → KPCA or KECA → k-means."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import xarray as xr
+
+from dkernel._budget import dense_kernel_cost
+from dkernel.errors import InvalidInputError
+from dkernel.io.data import LoadedData
+from dkernel.jobs.params import Param
+from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION
+from dkernel.metrics import clustering_scores
+from dkernel.runtime import compute_with_progress
+from dkernel.spectral.estimators import KECA, KernelPCAEmbedding
+
+PARAMS = (
+    Param("embedding", "str", default="kpca", choices=("kpca", "kpca-uncentered", "keca"),
+          doc="KPCA (centered), uncentered KPCA, or KECA (entropy ordering, angular k-means)."),
+    Param("n_components", "int", default=None, nullable=True, low=1,
+          doc="Embedding dimension (default: n_clusters)."),
+    Param("n_clusters", "int", low=1, doc="Number of clusters for k-means."),
+    Param("sigma", "float", default=None, nullable=True, low=0, low_open=True,
+          doc="RBF width; default from the rule of thumb."),
+    Param("sigma_fraction", "float", default=DEFAULT_SIGMA_FRACTION, low=0, low_open=True,
+          doc="Rule of thumb: this fraction of the median pairwise distance."),
+    Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),
+    Param("block_size", "int", default=None, nullable=True, low=16,
+          doc="Rows per kernel block (default: ~64 MiB blocks)."),
+    Param("dtype", "str", default="float64", choices=("float32", "float64")),
+    Param("store_kernel", "bool", default=True, doc="Write the blocked kernel to /kernel."),
+)
+
+
+def _n_components(params: dict) -> int:
+    return params["n_components"] or params["n_clusters"]
+
+
+def check_data(params: dict, data: LoadedData) -> None:
+    n = data.n_samples
+    if n < 2:
+        raise InvalidInputError(f"rbf-spectral needs at least 2 samples; the data has {n}.")
+    if params["n_clusters"] > n:
+        raise InvalidInputError(
+            f"params.n_clusters ({params['n_clusters']}) is larger than the number of samples ({n})."
+        )
+    if _n_components(params) > n:
+        raise InvalidInputError(
+            f"params.n_components ({_n_components(params)}) is larger than the number of samples ({n})."
+        )
+    X = np.asarray(data.X)
+    if np.isnan(X).any():
+        raise InvalidInputError(
+            f"rbf-spectral does not handle missing values ({int(np.isnan(X).sum())} NaN found); "
+            "use method: pck-spectral, which handles them natively."
+        )
+    if np.isinf(X).any():
+        raise InvalidInputError("the data holds infinite values; rbf-spectral needs finite data.")
+
+
+def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
+    itemsize = np.dtype(params["dtype"]).itemsize
+    memory, disk = dense_kernel_cost(n_samples, itemsize)
+    return Cost(
+        memory_bytes=memory,
+        disk_bytes=disk if params["store_kernel"] else 0.0,
+        what=f"A dense {n_samples} x {n_samples} RBF kernel and eigen-solve",
+        alternative="method: spectral-clustering with Nyström landmarks (n_landmarks).",
+    )
+
+
+def run(ctx: JobContext) -> None:
+    p = ctx.params
+    cls = KECA if p["embedding"] == "keca" else KernelPCAEmbedding
+    kwargs = dict(
+        n_components=_n_components(p), sigma=p["sigma"], sigma_fraction=p["sigma_fraction"],
+        n_clusters=p["n_clusters"], n_init=p["n_init"], block_size=p["block_size"],
+        dtype=p["dtype"], random_state=ctx.seed, max_memory=ctx.spec.limits.get("max_memory"),
+    )
+    if cls is KernelPCAEmbedding:
+        kwargs["centered"] = p["embedding"] == "kpca"
+    est = cls(**kwargs)
+
+    t = time.perf_counter()
+    K_lazy = est.prepare_fit(ctx.data.X)
+    if p["store_kernel"]:
+        ds = xr.Dataset(
+            {"kernel": (("sample", "sample_"), K_lazy)},
+            attrs={"kernel": "rbf", "sigma": est.sigma_, "block_size": int(K_lazy.chunksize[0])},
+        )
+        ctx.log(f"[dkernel] writing the {K_lazy.shape[0]}² kernel in "
+                f"{K_lazy.numblocks[0] * K_lazy.numblocks[1]} blocks")
+        compute_with_progress(ctx.store.write("kernel", ds, compute=False), ctx.client,
+                              show=ctx.progress)
+        K_source = ctx.store.read_array("kernel", "kernel")
+    else:
+        K_source = K_lazy
+    K = np.asarray(ctx.client.compute(K_source).result(), dtype=np.float64)
+    ctx.store.record_timing("kernel", time.perf_counter() - t)
+
+    t = time.perf_counter()
+    est.fit_kernel(K)
+    ctx.store.record_timing("embedding_and_clustering", time.perf_counter() - t)
+
+    k = est.eigenvalues_.size
+    ctx.store.write(
+        "embedding",
+        xr.Dataset(
+            {
+                "embedding": (("sample", "component"), est.embedding_),
+                "eigenvalues": (("component",), est.eigenvalues_),
+                "criterion": (("component",), est.criterion_),
+                "eigen_index": (("component",), est.eigen_indices_.astype(np.int64)),
+            },
+            coords={"component": np.arange(k)},
+            attrs={"method": p["embedding"], "sigma": est.sigma_,
+                   "criterion": "entropy contribution" if p["embedding"] == "keca" else "eigenvalue"},
+        ),
+    )
+    ctx.store.write(
+        "labels",
+        xr.Dataset({"labels": (("sample",), est.labels_.astype(np.int64))},
+                   attrs={"n_clusters": p["n_clusters"],
+                          "clustering": "angular k-means" if cls is KECA else "k-means"}),
+    )
+    if ctx.data.y is not None:
+        scores = clustering_scores(ctx.data.y, est.labels_)
+        ctx.store.write("metrics", xr.Dataset({k_: ((), v) for k_, v in scores.items()},
+                                              attrs=scores))
+        ctx.log("[dkernel] " + ", ".join(f"{k_.upper()} {v:.3f}" for k_, v in scores.items()))
+
+
+register_method(
+    Method(
+        name="rbf-spectral",
+        params=PARAMS,
+        run=run,
+        check_data=check_data,
+        estimate=estimate,
+        description="RBF kernel (blocked, stored) → KPCA or KECA embedding → (angular) k-means.",
+    )
+)
