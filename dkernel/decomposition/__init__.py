@@ -1,0 +1,36 @@
+"""Clustering by kernel decomposition: the aggregate Markov model of seed 003.
+
+Row-normalised density kernels (Gaussian Eq. 15, cosine Eq. 16, k-NN sparsified), their
+stochastic NMF / PLSA factorisation ``G = W H``, out-of-sample posteriors (Eq. 8-10) and
+log-likelihood (Eq. 11-14), the :class:`KernelDecompositionClustering` estimator and
+:func:`select_model` over width, neighbours and number of clusters.
+"""
+
+from dkernel.decomposition.estimator import KernelDecompositionClustering, silverman_bandwidth
+from dkernel.decomposition.kernels import (
+    density_log_kernel,
+    knn_log_kernel,
+    knn_to_csr,
+    row_normalize_log,
+)
+from dkernel.decomposition.nmf import (
+    AggregateMarkovFit,
+    fit_aggregate_markov,
+    log_likelihood,
+    posteriors,
+    spectral_embedding,
+)
+
+__all__ = [
+    "AggregateMarkovFit",
+    "KernelDecompositionClustering",
+    "density_log_kernel",
+    "fit_aggregate_markov",
+    "knn_log_kernel",
+    "knn_to_csr",
+    "log_likelihood",
+    "posteriors",
+    "row_normalize_log",
+    "silverman_bandwidth",
+    "spectral_embedding",
+]

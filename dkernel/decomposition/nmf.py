@@ -1,0 +1,402 @@
+"""Aggregate Markov model: stochastic NMF / PLSA of the row-normalised kernel (seed 003).
+
+Numeric layer: NumPy/SciPy on in-memory arrays (dense or CSR), no Dask, no I/O.
+
+Notation. ``Kcheck`` is the row-normalised kernel, ``Kcheck[j, n] = P(x_n | x_j)`` (Eq. 4);
+the paper's matrix ``G = Kcheck.T`` is factored as ``G ~ W H`` (Eq. 6) with
+
+* ``W`` (n, C): ``W[i, c] = P(x_i | c)``, every column sums to 1;
+* ``H`` (C, n): ``H[c, j] = P(c | x_j)``, every column sums to 1.
+
+Two objectives are offered: ``'kl'`` (default), the PLSA/aggregate-Markov likelihood
+``sum_ij G_ij log (WH)_ij`` maximised by EM, equivalently Lee-Seung's multiplicative updates
+for the generalised KL divergence, which keep both stochastic constraints *exactly* and
+decrease the divergence monotonically; and ``'euclidean'``, the squared error of Eq. 7 with
+Lee-Seung's Euclidean multiplicative updates, rescaled every iteration so that the columns of
+``W`` sum to 1 (this leaves ``WH`` and the objective unchanged) and projected onto the simplex
+for ``H`` at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import sparse
+from scipy.sparse.linalg import eigsh
+from scipy.special import logsumexp
+
+from dkernel._random import derive_rng, derive_seed
+from dkernel.decomposition.kernels import density_log_kernel, knn_log_kernel, row_normalize_log
+from dkernel.errors import InvalidInputError
+from dkernel.linalg import dense_eigh, euclidean_kmeans
+
+LOSSES = ("kl", "euclidean")
+_TINY = 1e-300
+
+
+@dataclass
+class AggregateMarkovFit:
+    """Result of :func:`fit_aggregate_markov`.
+
+    Attributes
+    ----------
+    W : ndarray (n, C)
+        ``P(x_i | c)``; columns sum to 1.
+    H : ndarray (C, n)
+        ``P(c | x_j)``; columns sum to 1.
+    objective : float
+        Final objective of the best restart (KL divergence ``sum G log(G / WH)`` for
+        ``'kl'``, squared error of Eq. 7 for ``'euclidean'``); lower is better.
+    n_iter : int
+        Iterations run by the best restart.
+    objectives : list of float
+        Final objective of every restart (restart 0 is the plain eigenvector initialisation).
+    """
+
+    W: np.ndarray
+    H: np.ndarray
+    objective: float
+    n_iter: int
+    objectives: list[float] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- initialisation
+def spectral_embedding(
+    Kcheck: np.ndarray | sparse.spmatrix,
+    log_norm: np.ndarray,
+    n_components: int,
+    *,
+    seed: int | None = 0,
+) -> np.ndarray:
+    """Leading eigenvectors of the symmetrised normalised kernel ``D^{-1/2} K D^{-1/2}``.
+
+    ``K = D Kcheck`` with ``D = diag(exp(log_norm))``, so ``D^{-1/2} K D^{-1/2} =
+    D^{1/2} Kcheck D^{-1/2}``; it is symmetrised (``(S + S^T) / 2``, a no-op for a symmetric
+    kernel, the usual symmetrisation of a k-NN graph otherwise).
+
+    Returns
+    -------
+    ndarray of shape (n, n_components), rows scaled to unit norm (Ng-Jordan-Weiss).
+
+    Notes
+    -----
+    Dense: O(n^2) memory, O(n^2 k) time with the subset eigen-solver. Sparse: Lanczos
+    (``eigsh``), O(nnz k) per iteration, O(n k) memory.
+    """
+    n = Kcheck.shape[0]
+    k = min(int(n_components), n - 1) if sparse.issparse(Kcheck) else min(int(n_components), n)
+    s = np.exp(0.5 * (log_norm - np.mean(log_norm)))
+    if sparse.issparse(Kcheck):
+        S = sparse.diags(s) @ Kcheck @ sparse.diags(1.0 / s)
+        S = ((S + S.T) * 0.5).tocsr()
+        v0 = derive_rng(seed, "decomposition", "eigsh-v0").standard_normal(n)
+        _, U = eigsh(S, k=k, which="LA", v0=v0, tol=1e-6, maxiter=max(1000, 20 * n))
+        U = U[:, ::-1]
+    else:
+        S = (s[:, None] * np.asarray(Kcheck)) / s[None, :]
+        S = (S + S.T) * 0.5
+        _, U = dense_eigh(S, k, clip=False)
+    norms = np.linalg.norm(U, axis=1, keepdims=True)
+    return U / np.where(norms > 0, norms, 1.0)
+
+
+def _conditionals_from_posteriors(Kcheck, A: np.ndarray) -> np.ndarray:
+    """``B[c, i] ~ sum_j A[j, c] Kcheck[j, i]``, rows normalised: P(x_i | c) implied by A."""
+    B = np.asarray((Kcheck.T @ A).T) if sparse.issparse(Kcheck) else A.T @ Kcheck
+    B = np.maximum(B, 0.0) + _TINY
+    return B / B.sum(axis=1, keepdims=True)
+
+
+def initial_factors(
+    Kcheck,
+    embedding: np.ndarray,
+    n_components: int,
+    *,
+    restart: int,
+    seed: int | None,
+    smoothing: float = 0.1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stochastic starting factors from the eigenvector embedding.
+
+    k-means on the (row-normalised) leading ``n_components`` eigenvectors gives hard
+    assignments; ``A = P(c | x_j)`` is the one-hot assignment smoothed towards uniform
+    (weight ``smoothing``), and ``B = P(x_i | c)`` the mixture of kernel rows of each cluster.
+    Restart 0 uses a plain smoothing; later restarts add uniform noise (derived from
+    ``(seed, restart)``) so they explore other optima.
+
+    Returns
+    -------
+    A : ndarray (n, C), rows sum to 1.
+    B : ndarray (C, n), rows sum to 1.
+    """
+    n = embedding.shape[0]
+    C = int(n_components)
+    if C == 1:
+        A = np.ones((n, 1))
+    else:
+        Z = embedding[:, : min(C, embedding.shape[1])]
+        norms = np.linalg.norm(Z, axis=1, keepdims=True)
+        Z = Z / np.where(norms > 0, norms, 1.0)
+        labels, _, _ = euclidean_kmeans(
+            Z, C, n_init=3, random_state=derive_seed(seed, "decomposition", "kmeans", restart)
+        )
+        A = np.full((n, C), smoothing / C)
+        A[np.arange(n), labels] += 1.0 - smoothing
+        if restart > 0:
+            noise = derive_rng(seed, "decomposition", "noise", restart).random((n, C))
+            A = A + smoothing * noise
+        A /= A.sum(axis=1, keepdims=True)
+    return A, _conditionals_from_posteriors(Kcheck, A)
+
+
+# ----------------------------------------------------------------------------- updates
+def _product_at(Kcheck, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``(A B)`` at the stored entries of a sparse ``Kcheck`` (or in full when dense)."""
+    if sparse.issparse(Kcheck):
+        rows = np.repeat(np.arange(Kcheck.shape[0]), np.diff(Kcheck.indptr))
+        return np.einsum("kc,kc->k", A[rows], B.T[Kcheck.indices])
+    return A @ B
+
+
+def kl_objective(Kcheck, A: np.ndarray, B: np.ndarray) -> float:
+    """``sum Kcheck log(Kcheck / (A B))`` over the non-zero entries of Kcheck (>= 0)."""
+    P = np.maximum(_product_at(Kcheck, A, B), _TINY)
+    G = Kcheck.data if sparse.issparse(Kcheck) else np.asarray(Kcheck)
+    mask = G > 0
+    return float(np.sum(G[mask] * (np.log(G[mask]) - np.log(P[mask]))))
+
+
+def euclidean_objective(Kcheck, A: np.ndarray, B: np.ndarray) -> float:
+    """Squared error of Eq. 7, ``||Kcheck - A B||_F^2`` (never forms ``A B`` for sparse input)."""
+    if sparse.issparse(Kcheck):
+        P = _product_at(Kcheck, A, B)
+        cross = float(np.dot(Kcheck.data, P))
+        return float(np.dot(Kcheck.data, Kcheck.data) - 2 * cross + np.sum((A.T @ A) * (B @ B.T)))
+    R = np.asarray(Kcheck) - A @ B
+    return float(np.einsum("ij,ij->", R, R))
+
+
+def _kl_step(Kcheck, A, B):
+    """One PLSA EM step (== Lee-Seung KL updates with the stochastic normalisation)."""
+    P = np.maximum(_product_at(Kcheck, A, B), _TINY)
+    if sparse.issparse(Kcheck):
+        R = sparse.csr_matrix((Kcheck.data / P, Kcheck.indices, Kcheck.indptr), shape=Kcheck.shape)
+        RB = np.asarray(R @ B.T)
+        AR = np.asarray(R.T @ A).T
+    else:
+        R = np.asarray(Kcheck) / P
+        RB = R @ B.T
+        AR = A.T @ R
+    A_new = A * RB
+    B_new = B * AR
+    A_new /= np.maximum(A_new.sum(axis=1, keepdims=True), _TINY)
+    B_new /= np.maximum(B_new.sum(axis=1, keepdims=True), _TINY)
+    return A_new, B_new
+
+
+def _euclidean_step(Kcheck, A, B):
+    """Lee-Seung Euclidean updates, then rescale so that rows of B sum to 1 (AB unchanged)."""
+    eps = 1e-12
+    KtA = np.asarray(Kcheck.T @ A).T if sparse.issparse(Kcheck) else A.T @ Kcheck
+    B = B * KtA / np.maximum((A.T @ A) @ B, eps)
+    KB = np.asarray(Kcheck @ B.T)
+    A = A * KB / np.maximum(A @ (B @ B.T), eps)
+    s = np.maximum(B.sum(axis=1), _TINY)
+    return A * s[None, :], B / s[:, None]
+
+
+def factorize(
+    Kcheck,
+    A0: np.ndarray,
+    B0: np.ndarray,
+    *,
+    loss: str = "kl",
+    max_iter: int = 300,
+    tol: float = 1e-6,
+) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """Multiplicative updates from ``(A0, B0)`` until the relative objective change < ``tol``.
+
+    Parameters
+    ----------
+    Kcheck : ndarray or CSR matrix of shape (n, n)
+        Row-normalised kernel (rows sum to 1).
+    A0 : ndarray (n, C)
+        ``P(c | x_j)`` (= H^T), rows sum to 1.
+    B0 : ndarray (C, n)
+        ``P(x_i | c)`` (= W^T), rows sum to 1.
+
+    Returns
+    -------
+    A, B, objective, n_iter
+
+    Notes
+    -----
+    Each iteration costs O(n^2 C) dense or O(nnz C) sparse, memory the same order as
+    ``Kcheck`` plus O(n C).
+    """
+    if loss not in LOSSES:
+        raise InvalidInputError(f"loss must be one of {LOSSES}; got {loss!r}.")
+    step = _kl_step if loss == "kl" else _euclidean_step
+    objective = kl_objective if loss == "kl" else euclidean_objective
+    A, B = A0.astype(np.float64, copy=True), B0.astype(np.float64, copy=True)
+    prev = objective(Kcheck, A, B)
+    n_iter = 0
+    while n_iter < max_iter:
+        n_iter += 1
+        A, B = step(Kcheck, A, B)
+        cur = objective(Kcheck, A, B)
+        if abs(prev - cur) <= tol * max(abs(cur), 1e-12):
+            prev = cur
+            break
+        prev = cur
+    if loss == "euclidean":  # project P(c|x) onto the simplex (rows of A sum to 1)
+        A = np.maximum(A, 0.0)
+        A /= np.maximum(A.sum(axis=1, keepdims=True), _TINY)
+        prev = objective(Kcheck, A, B)
+    return A, B, float(prev), n_iter
+
+
+def fit_aggregate_markov(
+    Kcheck,
+    log_norm: np.ndarray,
+    n_components: int,
+    *,
+    loss: str = "kl",
+    n_init: int = 3,
+    max_iter: int = 300,
+    tol: float = 1e-6,
+    seed: int | None = 0,
+    embedding: np.ndarray | None = None,
+) -> AggregateMarkovFit:
+    """Factor ``Kcheck^T ~ W H`` from eigenvector initialisations; keep the best restart.
+
+    Parameters
+    ----------
+    Kcheck : ndarray or CSR matrix (n, n)
+        Row-normalised training kernel.
+    log_norm : ndarray (n,)
+        Log row sums of the un-normalised kernel (for the eigenvector initialisation).
+    n_components : int
+        Number of clusters C.
+    loss : {'kl', 'euclidean'}
+    n_init : int
+        Restarts; restart 0 is the plain eigenvector/k-means start, the others perturb it.
+    embedding : ndarray (n, >= C), optional
+        Precomputed :func:`spectral_embedding` (reuse it across C in model selection).
+
+    Returns
+    -------
+    AggregateMarkovFit
+
+    Notes
+    -----
+    Cost: one eigen-decomposition (O(n^2 C) dense, Lanczos for sparse) plus
+    ``n_init * n_iter`` updates of O(n^2 C) (dense) or O(nnz C) (sparse) each.
+    """
+    C = int(n_components)
+    if C < 1 or C > Kcheck.shape[0]:
+        raise InvalidInputError(
+            f"n_components must be an int in [1, n_samples={Kcheck.shape[0]}]; got {C}."
+        )
+    if embedding is None or embedding.shape[1] < min(C, Kcheck.shape[0] - 1):
+        embedding = (
+            spectral_embedding(Kcheck, log_norm, C, seed=seed)
+            if C > 1
+            else np.ones((Kcheck.shape[0], 1))
+        )
+    best = None
+    objectives = []
+    for r in range(max(1, int(n_init)) if C > 1 else 1):
+        A0, B0 = initial_factors(Kcheck, embedding, C, restart=r, seed=seed)
+        A, B, obj, it = factorize(Kcheck, A0, B0, loss=loss, max_iter=max_iter, tol=tol)
+        objectives.append(obj)
+        if best is None or obj < best[2]:
+            best = (A, B, obj, it)
+    A, B, obj, it = best
+    return AggregateMarkovFit(
+        W=B.T.copy(), H=A.T.copy(), objective=obj, n_iter=it, objectives=objectives
+    )
+
+
+# ----------------------------------------------------------------------------- out of sample
+def posteriors(Kcheck_q, H: np.ndarray) -> np.ndarray:
+    """Out-of-sample class posteriors, Eq. 8-10: ``P(c|z) = sum_n P(c|x_n) Kcheck(z, x_n)``.
+
+    Parameters
+    ----------
+    Kcheck_q : ndarray or CSR (n_query, n)
+        Row-normalised kernel between query and training points.
+    H : ndarray (C, n)
+
+    Returns
+    -------
+    ndarray (n_query, C); non-negative, rows sum to 1.
+
+    Notes
+    -----
+    O(n_query n C) dense, O(nnz C) sparse.
+    """
+    return np.asarray(Kcheck_q @ H.T)
+
+
+def point_weights(W: np.ndarray, H: np.ndarray) -> np.ndarray:
+    """``m_l = sum_c P(x_l | c) P(c)`` with ``P(c) = mean_n P(c | x_n)`` (Eq. 14 collapsed)."""
+    return W @ H.mean(axis=1)
+
+
+def log_likelihood(
+    logK_q: np.ndarray, W: np.ndarray, H: np.ndarray, indices: np.ndarray | None = None
+) -> np.ndarray:
+    """Out-of-sample log-density ``log p(z)`` of Eq. 14.
+
+    ``p(z) = 1/N sum_n sum_l sum_c K(z, x_l) P(x_l|c) P(c|x_n) = sum_l K(z, x_l) m_l`` with
+    ``m = W (H 1 / N)``; evaluated as a log-sum-exp so small widths never underflow.
+
+    Parameters
+    ----------
+    logK_q : ndarray (n_query, n) dense, or (n_query, k) with ``indices``
+        ``log K(z, x_l)`` (un-normalised kernel).
+    indices : ndarray (n_query, k), optional
+        Training indices of ``logK_q`` columns (k-NN kernel).
+
+    Notes
+    -----
+    O(n_query n) dense or O(n_query k) for the k-NN kernel, after O(n C) for ``m``.
+    """
+    with np.errstate(divide="ignore"):
+        log_m = np.log(np.maximum(point_weights(W, H), 0.0))
+    terms = logK_q + (log_m[indices] if indices is not None else log_m[None, :])
+    return logsumexp(terms, axis=1)
+
+
+def out_of_sample_rows(Xq: np.ndarray, model: tuple, *, what: str) -> np.ndarray:
+    """Posteriors (Eq. 8-10) or log-densities (Eq. 14) of one block of query points.
+
+    Parameters
+    ----------
+    Xq : ndarray (n_query, p)
+    model : tuple
+        ``(Xt, W, H, kernel, bandwidth, n_neighbors, index)``: training points, factors,
+        kernel settings and (k-NN kernel) the neighbour index over ``Xt``.
+    what : {'posteriors', 'loglik'}
+
+    Notes
+    -----
+    Dense kernel: O(n_query n p) time, O(n_query n) memory; k-NN: O(n_query k C) after the
+    neighbour search.
+    """
+    Xt, W, H, kernel, bandwidth, n_neighbors, index = model
+    if n_neighbors is None:
+        logK = density_log_kernel(Xq, Xt, kernel=kernel, bandwidth=bandwidth)
+        ind = None
+    else:
+        ind, logK = knn_log_kernel(
+            Xq, Xt, kernel=kernel, bandwidth=bandwidth, n_neighbors=n_neighbors, index=index
+        )
+    if what == "loglik":
+        return log_likelihood(logK, W, H, indices=ind)
+    Kc, _ = row_normalize_log(logK)
+    if ind is None:
+        return posteriors(Kc, H)
+    return np.einsum("qk,qkc->qc", Kc, H.T[ind])
