@@ -1,0 +1,280 @@
+"""Kernel registry: every kernel by name (``rbf``, ``cosine``, ``pck``, ``precomputed``) or a
+user callable with an explicit ``(X, Y)`` signature, behind one interface.
+
+A :class:`Kernel` evaluates blocks ``K[i, j] = k(x_i, y_j)`` on in-memory arrays, which is all
+the blocked Zarr writer (:func:`dkernel.graphs.blocked.blocked_kernel`) and the Nyström /
+out-of-sample code need. ``precomputed`` kernels take rows of the kernel matrix as "data":
+their landmarks are column indices rather than points.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dkernel.errors import InvalidInputError
+from dkernel.kernels.cosine import cosine_block
+from dkernel.kernels.rbf import rbf_block, sigma_rule_of_thumb
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel function bound to its parameters.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (``"callable"`` for user functions).
+    block : callable
+        ``block(X, Y, dtype=...) -> ndarray (n_x, n_y)``.
+    params : mapping
+        Resolved parameters (``sigma`` for RBF), JSON-serialisable where possible.
+    precomputed : bool
+        The data passed in are rows of a precomputed kernel matrix.
+    nonnegative : bool
+        All values are >= 0, so degrees ``K 1`` are positive (normalized embeddings need it).
+    """
+
+    name: str
+    block: Callable[..., np.ndarray]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    precomputed: bool = False
+    nonnegative: bool = True
+
+    def __call__(self, X: Any, Y: Any = None, *, dtype: Any = np.float64) -> np.ndarray:
+        """Evaluate the block ``K(X, Y)`` (``Y`` defaults to ``X``)."""
+        if self.precomputed:
+            X = np.asarray(X, dtype=dtype)
+            if Y is not None:
+                raise InvalidInputError(
+                    "A precomputed kernel has no (X, Y) form; pass the kernel rows as X."
+                )
+            return X
+        return self.block(X, X if Y is None else Y, dtype=dtype)
+
+    def landmark_data(self, X: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        """What :meth:`cross` needs to know about landmarks ``indices`` of the training data."""
+        if self.precomputed:
+            return np.asarray(indices, dtype=np.int64)
+        return np.asarray(X[indices], dtype=np.float64)
+
+    def cross(self, X: np.ndarray, landmarks: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
+        """``K(X, landmarks)`` (n, m); for precomputed kernels the columns ``landmarks``."""
+        if self.precomputed:
+            X = np.asarray(X, dtype=dtype)
+            if X.ndim != 2 or (landmarks.size and X.shape[1] <= int(landmarks.max())):
+                raise InvalidInputError(
+                    "A precomputed kernel needs rows of the kernel against all training points "
+                    f"(shape (n, n_train)); got shape {X.shape}."
+                )
+            return X[:, landmarks]
+        out = self.block(X, landmarks, dtype=dtype)
+        return out
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """A registry entry: ``factory(X=None, **params) -> Kernel``."""
+
+    name: str
+    factory: Callable[..., Kernel]
+    description: str = ""
+
+
+KERNELS: dict[str, KernelEntry] = {}
+
+
+def register_kernel(entry: KernelEntry) -> KernelEntry:
+    """Add a named kernel to the registry."""
+    if entry.name in KERNELS:
+        raise ValueError(f"kernel {entry.name!r} is already registered")
+    KERNELS[entry.name] = entry
+    return entry
+
+
+def available_kernels() -> list[str]:
+    """Names accepted by :func:`make_kernel`."""
+    return sorted(KERNELS)
+
+
+def _sample_rows(X: Any, size: int, seed: int | None) -> np.ndarray:
+    n = int(X.shape[0])
+    if n <= size:
+        return np.asarray(X, dtype=np.float64) if not hasattr(X, "dask") else X.compute()
+    idx = np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
+    sub = X[idx]
+    return np.asarray(sub.compute() if hasattr(sub, "dask") else sub, dtype=np.float64)
+
+
+def _rbf_factory(
+    X: Any = None,
+    *,
+    sigma: float | None = None,
+    sigma_fraction: float = 0.2,
+    seed: int | None = 0,
+) -> Kernel:
+    if sigma is None:
+        if X is None:
+            raise InvalidInputError(
+                "The 'sigma' parameter of the rbf kernel is None, so it is chosen by the rule of "
+                "thumb from the data; pass X (or an explicit sigma > 0)."
+            )
+        sigma = sigma_rule_of_thumb(_sample_rows(X, 2000, seed), fraction=sigma_fraction, seed=seed)
+    if not (isinstance(sigma, int | float) and np.isfinite(sigma) and sigma > 0):
+        raise InvalidInputError(
+            f"The 'sigma' parameter of the rbf kernel must be a float > 0. Got {sigma!r} instead."
+        )
+    sigma = float(sigma)
+
+    def block(A, B, *, dtype=np.float64):
+        return rbf_block(A, B, sigma, dtype=dtype)
+
+    return Kernel("rbf", block, {"sigma": sigma})
+
+
+def _cosine_factory(X: Any = None) -> Kernel:
+    return Kernel("cosine", cosine_block, {}, nonnegative=False)
+
+
+def _precomputed_factory(X: Any = None) -> Kernel:
+    if X is not None and X.ndim == 2 and X.shape[0] != X.shape[1]:
+        raise InvalidInputError(
+            "A precomputed kernel passed to fit must be square (n_train, n_train); got shape "
+            f"{X.shape}."
+        )
+    return Kernel(
+        "precomputed", lambda A, B, *, dtype=np.float64: A, {}, precomputed=True, nonnegative=False
+    )
+
+
+def _pck_factory(X: Any = None, *, model: Any = None) -> Kernel:
+    if model is None:
+        raise InvalidInputError(
+            "The 'pck' kernel needs a fitted dkernel.gmm.ProbabilisticClusterKernel passed as "
+            "model=...; fit one on the data first."
+        )
+    if not hasattr(model, "transform"):
+        raise InvalidInputError(
+            f"The 'model' parameter of the pck kernel must be a fitted ProbabilisticClusterKernel "
+            f"(an object with transform). Got {type(model).__name__} instead."
+        )
+
+    def block(A, B, *, dtype=np.float64):
+        GA = np.asarray(model.transform(A), dtype=dtype)
+        GB = GA if B is A else np.asarray(model.transform(B), dtype=dtype)
+        return GA @ GB.T
+
+    return Kernel("pck", block, {"model": type(model).__name__})
+
+
+def _check_callable_signature(func: Callable) -> None:
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"cannot read the signature of kernel callable {func!r}: {exc}. Use a Python "
+            "function def kernel(X, Y) -> ndarray."
+        ) from exc
+    positional = [
+        p
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    has_var = any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
+    if len(positional) != 2 and not (has_var and len(positional) < 2):
+        raise InvalidInputError(
+            f"A kernel callable must take exactly two required positional arguments (X, Y) and "
+            f"return the (len(X), len(Y)) matrix; {getattr(func, '__name__', func)!r} has "
+            f"signature {sig}."
+        )
+
+
+def _callable_kernel(func: Callable, nonnegative: bool) -> Kernel:
+    _check_callable_signature(func)
+    name = getattr(func, "__name__", type(func).__name__)
+
+    def block(A, B, *, dtype=np.float64):
+        out = np.asarray(func(A, B), dtype=dtype)
+        if out.shape != (len(A), len(B)):
+            raise InvalidInputError(
+                f"kernel callable {name!r} returned shape {out.shape} for inputs of "
+                f"{len(A)} and {len(B)} rows; it must return ({len(A)}, {len(B)})."
+            )
+        return out
+
+    return Kernel("callable", block, {"function": name}, nonnegative=nonnegative)
+
+
+def make_kernel(
+    kernel: str | Callable | Kernel,
+    X: Any = None,
+    *,
+    nonnegative: bool = True,
+    **params: Any,
+) -> Kernel:
+    """Resolve a kernel given by name, user callable or :class:`Kernel`.
+
+    Parameters
+    ----------
+    kernel : str, callable or Kernel
+        A registered name (see :func:`available_kernels`), a function ``f(X, Y) -> ndarray``
+        with exactly two positional parameters, or an already resolved :class:`Kernel`.
+    X : array-like, optional
+        Training data, for parameters chosen from the data (RBF ``sigma`` rule of thumb).
+    nonnegative : bool
+        For callables: whether the values are known to be >= 0.
+    **params
+        Kernel parameters (``sigma``, ``sigma_fraction`` for rbf; ``model`` for pck).
+
+    Returns
+    -------
+    Kernel
+
+    Raises
+    ------
+    InvalidInputError
+        Unknown names (listing the valid ones), bad parameters or callables without an
+        explicit (X, Y) signature.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> k = make_kernel("rbf", sigma=1.0)
+    >>> k(np.zeros((1, 2)), np.ones((1, 2))).round(4)
+    array([[0.3679]])
+    """
+    if isinstance(kernel, Kernel):
+        return kernel
+    if callable(kernel):
+        if params:
+            raise InvalidInputError(
+                f"kernel parameters {sorted(params)} cannot be passed with a kernel callable; "
+                "bind them in the function (functools.partial)."
+            )
+        return _callable_kernel(kernel, nonnegative)
+    if not isinstance(kernel, str) or kernel not in KERNELS:
+        raise InvalidInputError(
+            f"unknown kernel {kernel!r}. Valid kernels: {', '.join(available_kernels())}, or a "
+            "callable f(X, Y)."
+        )
+    factory = KERNELS[kernel].factory
+    allowed = set(inspect.signature(factory).parameters) - {"X"}
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise InvalidInputError(
+            f"unknown parameters {unknown} for the {kernel!r} kernel. Valid parameters: "
+            f"{', '.join(sorted(allowed)) or '(none)'}."
+        )
+    return factory(X, **params)
+
+
+register_kernel(
+    KernelEntry("rbf", _rbf_factory, "exp(-||x-y||^2 / 2 sigma^2), rule-of-thumb sigma")
+)
+register_kernel(KernelEntry("cosine", _cosine_factory, "<x, y> / (||x|| ||y||)"))
+register_kernel(KernelEntry("precomputed", _precomputed_factory, "X holds kernel rows"))
+register_kernel(KernelEntry("pck", _pck_factory, "probabilistic cluster kernel of a fitted model"))

@@ -1,0 +1,501 @@
+"""Nyström spectral embeddings with out-of-sample extension, block by block over Dask chunks.
+
+With m landmarks ``L`` and ``K_mm = U Λ Uᵀ`` (eigenvalues below ``rtol · λ_max`` dropped), every
+point gets the explicit feature map ``φ(x) = Λ^{-1/2} Uᵀ k_m(x)`` whose Gram matrix is the
+Nyström approximation ``K̃ = K_nm K_mm⁺ K_mn`` (DESIGN §3.4; seed 003 §I). The embeddings are
+then exact spectral embeddings *of K̃*, computed from r×r sums over the data
+(``C = Σ φ φᵀ``, ``t = Σ φ``) without any n×n matrix:
+
+* ``kpca`` (centered): eigenpairs (S, V) of ``C - n μ μᵀ``, μ = t/n; ``z(x) = Vᵀ(φ(x) - μ)``
+  (= rows of ``E S^{1/2}``);
+* ``uncentered``: eigenpairs of C; ``z(x) = Vᵀ φ(x)``;
+* ``keca``: eigenpairs of C ordered by the entropy contribution ``ψ_j = (tᵀ v_j)²``
+  (= ``λ_j (e_jᵀ 1)²``), top ``n_components`` kept;
+* ``normalized`` (Ng–Jordan–Weiss): degrees ``d(x) = φ(x)ᵀ t``; eigenpairs of
+  ``Σ φ φᵀ / d`` ; ``z(x) = S^{-1/2} Vᵀ φ(x) / √d(x)`` are the eigenvectors of
+  ``D^{-1/2} K̃ D^{-1/2}``.
+
+The same formula embeds training and new points (the out-of-sample extension, dask-ml's
+``ParallelPostFit`` pattern), so ``transform`` of a training point equals its in-sample row;
+with every point as a landmark the embedding is the exact dense one.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from dkernel._random import derive_rng, seed_from_random_state
+from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
+from dkernel.errors import InvalidInputError, NumericalWarning
+from dkernel.kernels.registry import Kernel, make_kernel
+from dkernel.linalg.eigen import dense_eigh
+from dkernel.spectral.normalized import check_degrees, eigengap_hint
+
+EMBEDDINGS = ("kpca", "uncentered", "keca", "normalized")
+LANDMARK_METHODS = ("kmeans++", "uniform")
+
+
+# --------------------------------------------------------------------------------------
+# numeric core (NumPy only)
+# --------------------------------------------------------------------------------------
+def nystrom_basis(K_mm: np.ndarray, *, rtol: float = 1e-10) -> np.ndarray:
+    """``W0 = U_r Λ_r^{-1/2}`` from the landmark kernel, dropping eigenvalues below rtol·λ_max.
+
+    ``φ(x) = W0ᵀ k_m(x)``; ``Φ Φᵀ = K_nm K_mm⁺ K_mn``.
+
+    Notes
+    -----
+    O(m^3) time, O(m^2) memory.
+    """
+    values, vectors = dense_eigh(np.asarray(K_mm, dtype=np.float64), clip=False)
+    top = float(values[0]) if values.size else 0.0
+    if not top > 0:
+        raise InvalidInputError(
+            "The landmark kernel matrix has no positive eigenvalue; the kernel is degenerate "
+            "on these landmarks (all points equal?). Check the data or the kernel parameters."
+        )
+    keep = values > rtol * top
+    return vectors[:, keep] / np.sqrt(values[keep])[None, :]
+
+
+def _sub_blocks(n: int, rows: int):
+    for r0 in range(0, n, rows):
+        yield r0, min(n, r0 + rows)
+
+
+def feature_block(kernel: Kernel, X: np.ndarray, L: np.ndarray, W0: np.ndarray, rows: int):
+    """``Φ = K(X, L) W0`` for one block, in sub-blocks of ``rows`` rows."""
+    X = np.asarray(X)
+    out = np.empty((X.shape[0], W0.shape[1]))
+    for r0, r1 in _sub_blocks(X.shape[0], rows):
+        out[r0:r1] = kernel.cross(X[r0:r1], L) @ W0
+    return out
+
+
+def _sums_block(X, kernel, L, W0, rows, t_norm):
+    """Partial sums over one block: (C, t, n). With ``t_norm`` the degree-weighted C."""
+    r = W0.shape[1]
+    C = np.zeros((r, r))
+    t = np.zeros(r)
+    dmin = np.inf
+    for r0, r1 in _sub_blocks(X.shape[0], rows):
+        P = kernel.cross(np.asarray(X[r0:r1]), L) @ W0
+        t += P.sum(axis=0)
+        if t_norm is None:
+            C += P.T @ P
+        else:
+            d = P @ t_norm
+            dmin = min(dmin, float(d.min(initial=np.inf)))
+            C += (P / np.maximum(d, np.finfo(float).tiny)[:, None]).T @ P
+    return C, t, X.shape[0], dmin
+
+
+def _degree_sums_block(X, kernel, L, W0, rows):
+    t = np.zeros(W0.shape[1])
+    for r0, r1 in _sub_blocks(X.shape[0], rows):
+        t += (kernel.cross(np.asarray(X[r0:r1]), L) @ W0).sum(axis=0)
+    return t
+
+
+@dataclass(frozen=True)
+class NystromModel:
+    """Everything needed to embed a point: kernel, landmarks and the linear maps.
+
+    ``z(x) = (φ(x) - offset) @ P`` with ``φ(x) = W0ᵀ k(x, L)``; for the normalized embedding
+    ``φ`` is first divided by ``√d(x)``, ``d(x) = φ(x) · t``.
+    """
+
+    kernel: Kernel
+    landmarks: np.ndarray
+    W0: np.ndarray
+    P: np.ndarray
+    offset: np.ndarray
+    t: np.ndarray | None
+    rows: int
+
+    def embed(self, X: np.ndarray) -> np.ndarray:
+        """Embed an in-memory block of points (rows of kernel values if precomputed)."""
+        X = np.asarray(X)
+        out = np.empty((X.shape[0], self.P.shape[1]))
+        for r0, r1 in _sub_blocks(X.shape[0], self.rows):
+            Phi = self.kernel.cross(X[r0:r1], self.landmarks) @ self.W0
+            if self.t is not None:
+                d = Phi @ self.t
+                check_degrees(d, "Nyström-approximated kernel")
+                Phi /= np.sqrt(d)[:, None]
+            out[r0:r1] = (Phi - self.offset) @ self.P
+        return out
+
+    def degrees(self, X: np.ndarray) -> np.ndarray:
+        """Nyström degrees ``d(x) = Σ_i K̃(x, x_i)`` (normalized embedding only)."""
+        if self.t is None:
+            raise InvalidInputError("degrees are only defined for the normalized embedding.")
+        X = np.asarray(X)
+        out = np.empty(X.shape[0])
+        for r0, r1 in _sub_blocks(X.shape[0], self.rows):
+            out[r0:r1] = (self.kernel.cross(X[r0:r1], self.landmarks) @ self.W0) @ self.t
+        return out
+
+
+def _embed_block(X, model: NystromModel):
+    return model.embed(X)
+
+
+def _add_sums(a: tuple, b: tuple) -> tuple:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], min(a[3], b[3]))
+
+
+def _tree_sum(parts: list) -> Any:
+    """Pairwise tree reduction of delayed tuples of partial sums."""
+    add_d = dask.delayed(_add_sums, pure=True)
+    while len(parts) > 1:
+        nxt = [add_d(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = nxt
+    return parts[0]
+
+
+# --------------------------------------------------------------------------------------
+# landmarks
+# --------------------------------------------------------------------------------------
+def _rows(X: Any, idx: np.ndarray) -> np.ndarray:
+    idx = np.asarray(idx)
+    if isinstance(X, da.Array):
+        order = np.argsort(idx)
+        sub = np.asarray(X[idx[order]].compute())
+        out = np.empty_like(sub)
+        out[order] = sub
+        return out
+    return np.asarray(X[idx])
+
+
+def select_landmarks(
+    X: Any,
+    n_landmarks: int,
+    kernel: Kernel,
+    *,
+    method: str = "kmeans++",
+    seed: int | None = 0,
+    pool_size: int | None = None,
+) -> np.ndarray:
+    """Indices of ``n_landmarks`` training points.
+
+    Parameters
+    ----------
+    X : ndarray or dask array
+        Training data (kernel rows for a precomputed kernel).
+    n_landmarks : int
+        m; all points (in order) when m >= n.
+    kernel : Kernel
+    method : {'kmeans++', 'uniform'}
+        ``uniform``: a uniform sample without replacement. ``kmeans++``: D² sampling with the
+        kernel-induced distance ``k(x,x) + k(c,c) - 2k(x,c)`` on a uniform pool of
+        ``pool_size`` points (default ``max(10 m, 5000)``), which spreads landmarks over the
+        feature space.
+    seed : int, optional
+
+    Notes
+    -----
+    k-means++ costs O(pool · m) kernel evaluations and O(pool · p) memory.
+    """
+    n = int(X.shape[0])
+    m = int(n_landmarks)
+    if m >= n:
+        return np.arange(n)
+    rng = derive_rng(seed, "landmarks", method)
+    if method == "uniform":
+        return np.sort(rng.choice(n, size=m, replace=False))
+    pool_n = min(n, int(pool_size or max(10 * m, 5000)))
+    pool = np.sort(rng.choice(n, size=pool_n, replace=False)) if pool_n < n else np.arange(n)
+    P = _rows(X, pool)
+    if kernel.precomputed:
+        diag = P[np.arange(pool_n), pool]
+    else:
+        diag = np.array([kernel.cross(P[i : i + 1], P[i : i + 1])[0, 0] for i in range(pool_n)])
+    ref = P if not kernel.precomputed else pool
+
+    def col(j: int) -> np.ndarray:
+        if kernel.precomputed:
+            return P[:, pool[j]]
+        return kernel.cross(P, ref[j : j + 1])[:, 0]
+
+    first = int(rng.integers(pool_n))
+    chosen = [first]
+    d2 = np.maximum(diag + diag[first] - 2 * col(first), 0)
+    d2[first] = 0
+    while len(chosen) < m:
+        total = d2.sum()
+        if total > 0:
+            nxt = int(rng.choice(pool_n, p=d2 / total))
+        else:  # every remaining point coincides with a landmark: fill uniformly
+            rest = np.setdiff1d(np.arange(pool_n), chosen)
+            nxt = int(rng.choice(rest))
+        chosen.append(nxt)
+        d2 = np.minimum(d2, np.maximum(diag + diag[nxt] - 2 * col(nxt), 0))
+        d2[nxt] = 0
+    return np.sort(pool[np.asarray(chosen)])
+
+
+# --------------------------------------------------------------------------------------
+# estimator
+# --------------------------------------------------------------------------------------
+class NystromEmbedding(TransformerMixin, BaseEstimator):
+    """Nyström KPCA / uncentered KPCA / KECA / normalized (NJW) embedding with ``transform``.
+
+    Parameters
+    ----------
+    n_components : int
+        Embedding dimension.
+    embedding : {'kpca', 'uncentered', 'keca', 'normalized'}
+    kernel : str, callable or Kernel
+        ``'rbf'``, ``'cosine'``, ``'pck'``, ``'precomputed'`` or ``f(X, Y)``
+        (see :func:`dkernel.kernels.registry.make_kernel`).
+    kernel_params : dict, optional
+        E.g. ``{"sigma": 1.5}`` or ``{"model": fitted_pck}``.
+    sigma : float, optional
+        RBF width (shortcut for ``kernel_params={'sigma': ...}``); rule of thumb when None.
+    sigma_fraction : float
+        Fraction of the median pairwise distance for the RBF rule of thumb.
+    n_landmarks : int
+        m; every point when m >= n (the exact embedding).
+    landmarks : {'kmeans++', 'uniform'}
+    rtol : float
+        Landmark-kernel eigenvalues below ``rtol · λ_max`` are dropped (pseudo-inverse).
+    block_rows : int, optional
+        Rows per kernel sub-block (bounds memory: block_rows × m doubles); default ≈ 32 MiB.
+    random_state : int, optional
+
+    Attributes
+    ----------
+    model_ : NystromModel
+    landmark_indices_ : ndarray (m,)
+    eigenvalues_ : ndarray (n_components,)
+        Eigenvalues of the (centered / normalized) approximated kernel for the kept axes.
+    criterion_ : ndarray (n_components,)
+        λ (kpca, uncentered, normalized) or ψ (keca) of the kept axes.
+    component_indices_ : ndarray (n_components,)
+        Rank of each kept axis among the eigenvalues (0 = largest).
+    all_eigenvalues_ : ndarray
+        Every eigenvalue of the r×r problem (normalized: the eigengap spectrum).
+    eigengap_hint_ : int or None
+        Suggested number of clusters (normalized embedding only).
+    embedding_ : ndarray (n, n_components) or dask array
+        In-sample embedding (lazy for Dask input).
+    kernel_ : Kernel
+
+    Notes
+    -----
+    Cost: O(n m (p + r)) time for each of one or two passes over the data (two for
+    ``kpca``-free normalized: degrees first), O(m^3) for the landmark eigen-solve and
+    O(r^3) for the final one; memory O(block_rows · m + m²) per worker, never n × n.
+    """
+
+    def __init__(
+        self,
+        n_components: int = 2,
+        *,
+        embedding: str = "kpca",
+        kernel: Any = "rbf",
+        kernel_params: dict | None = None,
+        sigma: float | None = None,
+        sigma_fraction: float = 0.2,
+        n_landmarks: int = 1000,
+        landmarks: str = "kmeans++",
+        rtol: float = 1e-10,
+        block_rows: int | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        self.n_components = n_components
+        self.embedding = embedding
+        self.kernel = kernel
+        self.kernel_params = kernel_params
+        self.sigma = sigma
+        self.sigma_fraction = sigma_fraction
+        self.n_landmarks = n_landmarks
+        self.landmarks = landmarks
+        self.rtol = rtol
+        self.block_rows = block_rows
+        self.random_state = random_state
+
+    def _validate(self, X: Any) -> Any:
+        owner = type(self).__name__
+        X = check_2d_array(X, owner)
+        check_scalar(self.n_components, "n_components", owner, kind=int, low=1)
+        check_options(self.embedding, "embedding", owner, EMBEDDINGS)
+        check_options(self.landmarks, "landmarks", owner, LANDMARK_METHODS)
+        check_scalar(self.n_landmarks, "n_landmarks", owner, kind=int, low=1)
+        check_scalar(self.sigma, "sigma", owner, low=0, low_inclusive=False, allow_none=True)
+        check_scalar(self.sigma_fraction, "sigma_fraction", owner, low=0, low_inclusive=False)
+        check_scalar(self.rtol, "rtol", owner, low=0, high=1)
+        check_scalar(self.block_rows, "block_rows", owner, kind=int, low=1, allow_none=True)
+        m = min(self.n_landmarks, X.shape[0])
+        if self.n_components > m:
+            raise InvalidInputError(
+                f"The 'n_components' parameter of {owner} must be <= n_landmarks ({m}). "
+                f"Got {self.n_components} instead."
+            )
+        return X
+
+    def _make_kernel(self, X: Any, seed: int | None) -> Kernel:
+        params = dict(self.kernel_params or {})
+        if isinstance(self.kernel, str) and self.kernel == "rbf":
+            params.setdefault("sigma", self.sigma)
+            params.setdefault("sigma_fraction", self.sigma_fraction)
+            params.setdefault("seed", seed if seed is not None else 0)
+        return make_kernel(self.kernel, X, **params)
+
+    def fit(self, X: Any, y: Any = None) -> NystromEmbedding:
+        """Choose landmarks, accumulate the r×r sums over the data and solve.
+
+        Parameters
+        ----------
+        X : ndarray or dask array (n, p)
+            Data (or the square kernel matrix for ``kernel='precomputed'``).
+        y : ignored
+        """
+        X = self._validate(X)
+        seed = seed_from_random_state(self.random_state)
+        kernel = self._make_kernel(X, seed)
+        n = int(X.shape[0])
+        idx = select_landmarks(X, self.n_landmarks, kernel, method=self.landmarks, seed=seed)
+        X_land = _rows(X, idx)
+        L = idx.astype(np.int64) if kernel.precomputed else np.asarray(X_land, dtype=np.float64)
+        K_mm = kernel.cross(X_land, L)
+        K_mm = 0.5 * (K_mm + K_mm.T)
+        W0 = nystrom_basis(K_mm, rtol=self.rtol)
+        m = idx.size
+        rows = self.block_rows or max(256, int(32 * 2**20 / (8 * max(m, 1))))
+        if self.embedding == "normalized":
+            t = self._reduce(X, kernel, L, W0, rows, degrees_only=True)
+            C, t2, _, dmin = self._reduce(X, kernel, L, W0, rows, t_norm=t)
+            if not dmin > 0:
+                raise InvalidInputError(
+                    "The normalized embedding needs positive degrees, but the Nyström degrees of "
+                    f"some points are <= 0 (smallest {dmin:.3g}). Use more landmarks, a "
+                    "non-negative kernel, or embedding='kpca'."
+                )
+        else:
+            C, t, _, _ = self._reduce(X, kernel, L, W0, rows)
+        k = int(self.n_components)
+        offset = np.zeros(W0.shape[1])
+        if self.embedding == "kpca":
+            mu = t / n
+            offset = mu
+            C = C - n * np.outer(mu, mu)
+        C = 0.5 * (C + C.T)
+        values, vectors = dense_eigh(C, clip=True)
+        if values.size < k:
+            raise InvalidInputError(
+                f"The approximated kernel has rank {values.size} < n_components = {k}; use more "
+                "landmarks, a smaller rtol or fewer components."
+            )
+        if self.embedding == "keca":
+            psi = (t @ vectors) ** 2
+            order = np.argsort(-psi, kind="stable")[:k]
+            criterion = psi[order]
+        else:
+            order = np.arange(k)
+            criterion = values[order]
+        V = vectors[:, order]
+        sel = values[order]
+        if self.embedding == "normalized":
+            if np.any(sel <= 0):
+                raise InvalidInputError(
+                    "The normalized embedding found non-positive eigenvalues among the kept "
+                    "components; use fewer components or more landmarks."
+                )
+            P = V / np.sqrt(sel)[None, :]
+            t_model = t
+        else:
+            P = V
+            t_model = None
+        if np.any(sel <= 1e-12 * max(values[0], 1e-300)):
+            warnings.warn(
+                f"{int(np.sum(sel <= 1e-12 * values[0]))} kept components have (near) zero "
+                "eigenvalue; their embedding coordinates are zero.",
+                NumericalWarning,
+                stacklevel=2,
+            )
+        self.kernel_ = kernel
+        self.landmark_indices_ = idx
+        self.model_ = NystromModel(kernel, L, W0, P, offset, t_model, rows)
+        self.eigenvalues_ = sel
+        self.criterion_ = criterion
+        self.component_indices_ = order
+        self.all_eigenvalues_ = values
+        normalized = self.embedding == "normalized"
+        self.eigengap_hint_ = eigengap_hint(values[:50]) if normalized else None
+        self.n_features_in_ = int(X.shape[1])
+        self.embedding_ = self.transform(X)
+        return self
+
+    def _reduce(self, X, kernel, L, W0, rows, *, t_norm=None, degrees_only=False):
+        if isinstance(X, da.Array):
+            blocks = X.to_delayed().ravel()
+            Ld, Wd = dask.delayed(L, pure=True), dask.delayed(W0, pure=True)
+            kd = dask.delayed(kernel, pure=True)
+            if degrees_only:
+                fn = dask.delayed(_degree_sums_block, pure=True)
+                parts = [fn(b, kd, Ld, Wd, rows) for b in blocks]
+                return np.asarray(dask.compute(_tree_sum_plain(parts))[0])
+            fn = dask.delayed(_sums_block, pure=True)
+            td = None if t_norm is None else dask.delayed(t_norm, pure=True)
+            parts = [fn(b, kd, Ld, Wd, rows, td) for b in blocks]
+            return dask.compute(_tree_sum(parts))[0]
+        if degrees_only:
+            return _degree_sums_block(X, kernel, L, W0, rows)
+        return _sums_block(X, kernel, L, W0, rows, t_norm)
+
+    def transform(self, X: Any) -> Any:
+        """Embed points with the Nyström formula (lazy, chunk by chunk, for Dask input).
+
+        Parameters
+        ----------
+        X : ndarray or dask array (n_new, p)
+            New points (for a precomputed kernel: their kernel rows against all training
+            points, shape (n_new, n_train)).
+
+        Returns
+        -------
+        ndarray or dask array (n_new, n_components)
+        """
+        check_is_fitted(self, "model_")
+        X = check_2d_array(X, type(self).__name__, min_samples=1)
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidInputError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} was fitted with "
+                f"{self.n_features_in_}."
+            )
+        k = self.model_.P.shape[1]
+        if isinstance(X, da.Array):
+            model_d = dask.delayed(self.model_, pure=True)
+            return X.map_blocks(
+                _embed_block,
+                model_d,
+                chunks=(X.chunks[0], (k,)),
+                dtype=np.float64,
+                meta=np.empty((0, k), dtype=np.float64),
+            )
+        return self.model_.embed(X)
+
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        """Fit and return the in-sample embedding."""
+        return self.fit(X).embedding_
+
+
+def _tree_sum_plain(parts: list) -> Any:
+    add_d = dask.delayed(np.add, pure=True)
+    while len(parts) > 1:
+        nxt = [add_d(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = nxt
+    return parts[0]
