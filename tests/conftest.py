@@ -50,12 +50,3 @@ def rng() -> np.random.Generator:
 def array_kind(request) -> str:
     """Run a test on NumPy input and on Dask input."""
     return request.param
-
-
-def as_kind(X: np.ndarray, kind: str, chunk_rows: int = 97):
-    """X as a NumPy array or a Dask array chunked along rows (one chunk along features)."""
-    if kind == "numpy":
-        return X
-    import dask.array as da
-
-    return da.from_array(X, chunks=(chunk_rows, X.shape[1]))

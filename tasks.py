@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Set up and run dkernel with nothing but Python >= 3.11.
+
+    python3 tasks.py demo    # virtualenv + install + run the demo job
+    python3 tasks.py test    # virtualenv + install with test extras + lint + the whole test suite
+
+The virtualenv lives in ``.venv`` and is reused (reinstalled when pyproject.toml changes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+
+
+def _run(*cmd: str | Path, env: dict | None = None) -> None:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True, env=env)
+
+
+def ensure_env(extras: str) -> None:
+    """Create ``.venv`` and install dkernel with ``extras`` unless already up to date."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"dkernel needs Python >= 3.11; this is {sys.version.split()[0]}.")
+    if not (BIN / "python").exists():
+        print(f"creating virtualenv {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    stamp = VENV / f".installed-{extras or 'base'}-{digest}"
+    if not stamp.exists():
+        _run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+        target = f".[{extras}]" if extras else "."
+        _run(BIN / "python", "-m", "pip", "install", "--quiet", "-e", target)
+        stamp.touch()
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    shared = ROOT.parent / "shared" / "data"
+    if "DKERNEL_DATA" not in env and shared.exists():
+        env["DKERNEL_DATA"] = str(shared)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("MPLBACKEND", "Agg")
+    return env
+
+
+def demo() -> None:
+    ensure_env("")
+    _run(BIN / "dkernel", "demo", env=_env())
+
+
+def test() -> None:
+    ensure_env("test")
+    env = _env()
+    _run(BIN / "ruff", "check", "dkernel", "tests", "benchmarks", env=env)
+    _run(BIN / "python", "-m", "pytest", *sys.argv[2:], env=env)
+
+
+if __name__ == "__main__":
+    commands = {"demo": demo, "test": test}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
+        sys.exit(f"usage: python3 tasks.py {{{'|'.join(commands)}}} [pytest args]")
+    try:
+        commands[sys.argv[1]]()
+    except subprocess.CalledProcessError as exc:
+        sys.exit(exc.returncode)

@@ -1,0 +1,90 @@
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import load_wine
+from sklearn.decomposition import KernelPCA
+from sklearn.preprocessing import StandardScaler
+
+from dkernel.errors import InvalidInputError, NotFittedError, ResourceLimitError
+from dkernel.metrics import clustering_accuracy
+from dkernel.spectral import KECA, KernelPCAEmbedding
+from dkernel.testing import as_kind
+
+
+@pytest.fixture(scope="module")
+def wine():
+    X, y = load_wine(return_X_y=True)
+    return StandardScaler().fit_transform(X), y
+
+
+def _assert_equal_up_to_sign(A, B, atol):
+    signs = np.sign(np.sum(A * B, axis=0))
+    np.testing.assert_allclose(A * signs, B, atol=atol)
+
+
+def test_kpca_embedding_equals_sklearn_kernelpca_up_to_sign(wine, array_kind):
+    X, _ = wine
+    ours = KernelPCAEmbedding(n_components=4, sigma=2.5, block_size=50)
+    Z = ours.fit_transform(as_kind(X, array_kind, 50))
+    ref = KernelPCA(n_components=4, kernel="rbf", gamma=0.5 / 2.5**2).fit_transform(X)
+    _assert_equal_up_to_sign(Z, ref, 1e-8)
+
+
+def test_kpca_same_result_threaded_and_distributed(wine, client):
+    X, _ = wine
+    Xd = da.from_array(X, chunks=(40, -1))
+    with dask.config.set(scheduler="threads"):
+        threaded = KernelPCAEmbedding(n_components=3, block_size=40).fit(Xd).embedding_
+    distributed = KernelPCAEmbedding(n_components=3, block_size=40).fit(Xd).embedding_
+    np.testing.assert_allclose(threaded, distributed, atol=1e-12)
+
+
+def test_default_rule_of_thumb_clusters_wine(wine):
+    X, y = wine
+    model = KernelPCAEmbedding(n_components=3, n_clusters=3, random_state=0).fit(X)
+    assert clustering_accuracy(y, model.labels_) >= 0.90
+
+
+def test_transform_of_training_points_equals_embedding(wine, array_kind):
+    X, _ = wine
+    for model in (KernelPCAEmbedding(n_components=3), KECA(n_components=3)):
+        model.fit(X)
+        Z = model.transform(as_kind(X, array_kind, 60))
+        if array_kind == "dask":
+            assert isinstance(Z, da.Array)
+            Z = Z.compute()
+        np.testing.assert_allclose(Z, model.embedding_, atol=1e-8)
+
+
+def test_predict_new_points_reproduces_training_labels(wine, array_kind):
+    X, _ = wine
+    model = KECA(n_components=3, n_clusters=3, random_state=0).fit(X)
+    pred = model.predict(as_kind(X, array_kind, 60))
+    pred = pred.compute() if array_kind == "dask" else pred
+    np.testing.assert_array_equal(pred, model.labels_)
+
+
+def test_keca_orders_by_entropy_contribution(wine):
+    X, _ = wine
+    model = KECA(n_components=3, sigma=1.0).fit(X)
+    K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / 2.0)
+    w, V = np.linalg.eigh(K)
+    psi = w * V.sum(axis=0) ** 2
+    np.testing.assert_allclose(model.criterion_, np.sort(psi)[::-1][:3], rtol=1e-8)
+
+
+def test_errors_are_specific(wine):
+    X, _ = wine
+    with pytest.raises(InvalidInputError, match="'n_components' parameter of KernelPCAEmbedding"):
+        KernelPCAEmbedding(n_components=0).fit(X)
+    with pytest.raises(InvalidInputError, match="must be a float > 0"):
+        KernelPCAEmbedding(sigma=-1.0).fit(X)
+    with pytest.raises(InvalidInputError, match="2-D"):
+        KernelPCAEmbedding().fit(X[:, 0])
+    with pytest.raises(InvalidInputError, match="missing values"):
+        KernelPCAEmbedding().fit(np.where(X > 2, np.nan, X))
+    with pytest.raises(NotFittedError, match="not fitted"):
+        KernelPCAEmbedding().transform(X)
+    with pytest.raises(ResourceLimitError, match="Nyström"):
+        KernelPCAEmbedding(max_memory="100kB").fit(X)
