@@ -1,0 +1,39 @@
+"""Ranking: exact PPR, Kernel Personalized PageRank (KPPR), joint ranking and clustering (JRC)."""
+
+from dkernel.ranking.graph import make_scorer, ranking_dataset, score_graph, top_k_graph
+from dkernel.ranking.jrc import JointRankingClustering, jrc_embedding
+from dkernel.ranking.kppr import (
+    KernelPersonalizedPageRank,
+    normalized_eigenpairs,
+    prop6_criterion,
+    select_components,
+)
+from dkernel.ranking.metrics import ndcg_at_k, score_cosine
+from dkernel.ranking.ppr import degrees, global_rank, ppr_exact, ppr_power, restart_beta
+from dkernel.ranking.query import top_k
+from dkernel.ranking.seeds import seed_vector
+
+KPPR = KernelPersonalizedPageRank
+
+__all__ = [
+    "KPPR",
+    "JointRankingClustering",
+    "KernelPersonalizedPageRank",
+    "degrees",
+    "global_rank",
+    "jrc_embedding",
+    "make_scorer",
+    "ndcg_at_k",
+    "normalized_eigenpairs",
+    "ppr_exact",
+    "ppr_power",
+    "prop6_criterion",
+    "ranking_dataset",
+    "restart_beta",
+    "score_cosine",
+    "score_graph",
+    "seed_vector",
+    "select_components",
+    "top_k",
+    "top_k_graph",
+]

@@ -1,0 +1,427 @@
+"""Kernel Personalized PageRank (Paper II, Løkse & Jenssen): spectral PPR with out-of-sample scores.
+
+Numerics (Paper II §3, notation of DESIGN.md §3.5). With eigenpairs ``(λ*_j, e_j)`` of
+``𝒦 = D^{-1/2} K D^{-1/2}`` and β = α/(1-α):
+
+* Green's-kernel embedding ``Z_β = E((1+β)I - Λ*)^{-1/2}`` and
+  ``π(α, s) = β D^{1/2} Z Z^T D^{-1/2} s``
+  (Prop. 3).
+* The top eigenvector ``e_1 = D^{1/2}1/√Vol`` (λ* = 1) gives the **base score** ``d/Vol``; all
+  other eigenvectors give the **restart component** (Prop. 4). It is therefore never part of
+  the kept embedding; ``n_components`` counts the non-trivial eigenvectors (Def. 4).
+* Low rank: keep eigenvectors ordered by ``c_i^2 = ‖D^{-1/2}e_i‖^2 / (1+β-λ*_i)^2`` (Prop. 6)
+  or by eigenvalue; out of sample, only those with λ* > ``min_eigenvalue`` (0.01, §4.2).
+* Out of sample (Defs. 1–3) and Prop. 8: a new point's score is ``Σ_i α_i(s) κ(x, x_i)`` with
+  ``α(s) = 1/Vol + A m'_s``, ``A = β D^{-1/2} E_k diag(1/(λ*√(1+β-λ*)))``; for an explicit feature
+  map it is ``γ(x)·(Γ^T α)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import linalg
+
+from dkernel._random import seed_from_random_state
+from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
+from dkernel.errors import InvalidInputError, ResourceLimitError
+from dkernel.linalg.eigen import fix_signs
+from dkernel.ranking.kernelmap import resolve_kernel
+from dkernel.ranking.ppr import degrees, restart_beta
+from dkernel.ranking.seeds import seed_vector
+
+ORDERINGS = ("prop6", "eigenvalue")
+DENSE_LIMIT_BYTES = 4 * 2**30
+
+
+def normalized_eigenpairs(
+    K: np.ndarray | None = None, *, features: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All eigenpairs of ``𝒦 = D^{-1/2} K D^{-1/2}``, eigenvalues descending, signs fixed.
+
+    Parameters
+    ----------
+    K : ndarray (N, N), optional
+        Symmetric non-negative affinity matrix.
+    features : ndarray (N, F), optional
+        Feature map with ``K = Γ Γ^T``. When ``F < N`` the eigenpairs come from the thin SVD of
+        ``B = D^{-1/2} Γ`` (𝒦 = B B^T), so K is never formed; only the ``F`` eigenpairs that
+        can be non-zero are returned.
+
+    Returns
+    -------
+    values : (r,), vectors : (N, r), d : (N,)
+
+    Notes
+    -----
+    Dense: O(N^3) time, O(N^2) memory. Feature map with F < N: O(N F^2) time, O(N F) memory.
+    """
+    if features is not None:
+        G = np.asarray(features, dtype=np.float64)
+        d = degrees(features=G)
+        B = G / np.sqrt(d)[:, None]
+        if G.shape[1] < G.shape[0]:
+            U, S, _ = linalg.svd(B, full_matrices=False, check_finite=False)
+            return S**2, fix_signs(U), d
+        Kn = B @ B.T
+    else:
+        K = np.asarray(K, dtype=np.float64)
+        d = degrees(K)
+        r = 1.0 / np.sqrt(d)
+        Kn = K * r[:, None]
+        Kn *= r[None, :]
+    Kn = 0.5 * (Kn + Kn.T)
+    values, vectors = linalg.eigh(Kn, check_finite=False)
+    order = np.argsort(values)[::-1]
+    return values[order], fix_signs(vectors[:, order]), d
+
+
+def prop6_criterion(
+    values: np.ndarray, vectors: np.ndarray, d: np.ndarray, beta: float
+) -> np.ndarray:
+    """``c_i^2 = ‖D^{-1/2} e_i‖^2 / (1 + β - λ*_i)^2`` (Paper II Prop. 6), one per eigenpair."""
+    norms = np.einsum("ij,ij->j", vectors, vectors / d[:, None])
+    return norms / (1.0 + beta - values) ** 2
+
+
+def select_components(
+    values: np.ndarray,
+    vectors: np.ndarray,
+    d: np.ndarray,
+    beta: float,
+    *,
+    n_components: int | None,
+    ordering: str,
+    min_eigenvalue: float | None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Indices of the kept non-trivial eigenpairs, in order; their criterion; the trivial index.
+
+    The trivial eigenvector is the one most aligned with ``D^{1/2} 1`` (λ* = 1 for a connected
+    graph); it carries the base score and is never selected.
+    """
+    e1 = np.sqrt(d) / np.sqrt(d.sum())
+    trivial = int(np.argmax(np.abs(e1 @ vectors)))
+    crit = prop6_criterion(values, vectors, d, beta)
+    cand = np.array([j for j in range(values.size) if j != trivial], dtype=np.int64)
+    if min_eigenvalue is not None:
+        cand = cand[values[cand] > min_eigenvalue]
+    key = crit[cand] if ordering == "prop6" else values[cand]
+    cand = cand[np.argsort(-key, kind="stable")]
+    if n_components is not None:
+        cand = cand[:n_components]
+    return cand, crit[cand], trivial
+
+
+class KernelPersonalizedPageRank:
+    """Kernel Personalized PageRank with Nyström-style out-of-sample scores (Paper II).
+
+    Parameters
+    ----------
+    kernel : {'rbf', 'precomputed', 'pck'}, callable or transformer, default='rbf'
+        'rbf': Gaussian kernel (``sigma`` or the rule of thumb). 'precomputed': ``fit`` takes the
+        N×N affinity matrix and scoring takes ``(n_new, N)`` rows κ(x, X_fit). 'pck': a default
+        :class:`~dkernel.gmm.pck.ProbabilisticClusterKernel` fitted on X. A callable is a block
+        function ``f(X, Y)``. An object with ``transform`` is an explicit feature map
+        (``K = γ γ^T``; fitted on X if not fitted yet), scored in O(F) per new point.
+    alpha : float, default=0.1
+        Restart probability (Paper II uses 0.1).
+    n_components : int or None, default=None
+        Number of non-trivial eigenvectors kept (Def. 4); None keeps all that pass
+        ``min_eigenvalue``.
+    ordering : {'prop6', 'eigenvalue'}, default='prop6'
+        Eigenvector ordering: Prop. 6 criterion ``c_i^2`` or eigenvalue.
+    min_eigenvalue : float or None, default=0.01
+        Drop eigenpairs with λ* ≤ this (out-of-sample scores divide by λ*; Paper II §4.2).
+        None keeps all (in-sample scores are then the exact PPR).
+    sigma : float, optional
+        RBF width; by default ``sigma_fraction`` × median pairwise distance.
+    sigma_fraction : float, default=0.2
+    dtype : {'float64', 'float32'}, default='float64'
+        Precision of RBF kernel rows when scoring new points.
+    random_state : int, optional
+        Seeds the rule-of-thumb sample and a 'pck' kernel.
+
+    Attributes
+    ----------
+    degrees_ : (N,) in-sample degrees. volume_ : float, ``Σ d``. beta_ : float.
+    base_score_ : (N,) global rank ``d/Vol`` (000 Alg. 7, Prop. 4 base score).
+    eigenvalues_ : (k,) kept λ*, in selection order. eigenvectors_ : (N, k).
+    criterion_ : (k,) Prop. 6 ``c_i^2`` of the kept pairs.
+    embedding_ : (N, k) restart part of ``Z_β``. n_components_ : int.
+    all_eigenvalues_ : (r,) every eigenvalue of 𝒦, descending.
+    kernel_ : the resolved kernel; kernel_params_ : dict.
+
+    Notes
+    -----
+    ``fit`` costs O(N^3) time and O(N^2) memory (dense eigendecomposition; for a feature map
+    with F < N, O(N F^2) and O(N F)); fit on an in-sample subset of a few thousand points and
+    score the rest out of sample. Scoring a new point for a fixed seed costs O(N p) for a block
+    kernel and O(F) for a feature map (Prop. 8). See :mod:`dkernel.ranking.graph` for scoring
+    millions of points through Dask.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> X = load_iris().data
+    >>> kppr = KernelPersonalizedPageRank(alpha=0.1, random_state=0).fit(X[:100])
+    >>> scores = kppr.score_samples(X[100:], seed=0)
+    >>> scores.shape
+    (50,)
+    """
+
+    def __init__(
+        self,
+        kernel: Any = "rbf",
+        *,
+        alpha: float = 0.1,
+        n_components: int | None = None,
+        ordering: str = "prop6",
+        min_eigenvalue: float | None = 0.01,
+        sigma: float | None = None,
+        sigma_fraction: float = 0.2,
+        dtype: str = "float64",
+        random_state: int | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.alpha = alpha
+        self.n_components = n_components
+        self.ordering = ordering
+        self.min_eigenvalue = min_eigenvalue
+        self.sigma = sigma
+        self.sigma_fraction = sigma_fraction
+        self.dtype = dtype
+        self.random_state = random_state
+
+    # -- scikit-learn plumbing ------------------------------------------------------------
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        names = (
+            "kernel alpha n_components ordering min_eigenvalue sigma sigma_fraction dtype "
+            "random_state"
+        ).split()
+        return {n: getattr(self, n) for n in names}
+
+    def set_params(self, **params: Any) -> KernelPersonalizedPageRank:
+        for k, v in params.items():
+            if k not in self.get_params():
+                raise InvalidInputError(f"KernelPersonalizedPageRank has no parameter {k!r}.")
+            setattr(self, k, v)
+        return self
+
+    def _validate(self) -> None:
+        owner = type(self).__name__
+        self.beta_ = restart_beta(self.alpha, owner)
+        check_scalar(self.n_components, "n_components", owner, kind=int, low=1, allow_none=True)
+        check_options(self.ordering, "ordering", owner, ORDERINGS)
+        check_scalar(self.min_eigenvalue, "min_eigenvalue", owner, allow_none=True)
+        check_scalar(self.sigma, "sigma", owner, low=0, low_inclusive=False, allow_none=True)
+        check_scalar(self.sigma_fraction, "sigma_fraction", owner, low=0, low_inclusive=False)
+        check_options(self.dtype, "dtype", owner, ("float64", "float32"))
+
+    # -- fitting --------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> KernelPersonalizedPageRank:
+        """Compute degrees and the eigenpairs of the normalized kernel on the in-sample points.
+
+        Parameters
+        ----------
+        X : array-like (N, p), or (N, N) affinity matrix when ``kernel='precomputed'``
+            NumPy or Dask (a Dask array is computed: the in-sample set must fit in memory).
+        y : ignored
+        """
+        self._validate()
+        owner = type(self).__name__
+        if self.kernel == "precomputed":
+            X = np.asarray(X.compute() if hasattr(X, "dask") else X, dtype=np.float64)
+        else:
+            X = check_2d_array(
+                X, owner, allow_nan=self.kernel == "pck" or hasattr(self.kernel, "transform")
+            )
+            if hasattr(X, "dask"):
+                X = X.compute()
+        n = X.shape[0]
+        need = 3.0 * 8 * n * n
+        if need > DENSE_LIMIT_BYTES:
+            raise ResourceLimitError(
+                f"{owner}.fit on N={n} points needs about {need / 2**30:.1f} GiB for the dense "
+                "eigendecomposition (limit 4 GiB). Fit on an in-sample subset of a few thousand "
+                "points (the kppr job's n_fit) and score the rest out of sample."
+            )
+        seed = seed_from_random_state(self.random_state)
+        self.kernel_, self.kernel_params_ = resolve_kernel(
+            self.kernel,
+            X,
+            sigma=self.sigma,
+            sigma_fraction=self.sigma_fraction,
+            dtype=self.dtype,
+            seed=seed,
+            owner=owner,
+        )
+        if self.kernel_.is_feature_map:
+            values, vectors, d = normalized_eigenpairs(features=self.kernel_.features_fit)
+        else:
+            values, vectors, d = normalized_eigenpairs(self.kernel_.gram())
+        self._set_spectrum(values, vectors, d)
+        return self
+
+    def _set_spectrum(self, values: np.ndarray, vectors: np.ndarray, d: np.ndarray) -> None:
+        beta = self.beta_
+        self.degrees_ = d
+        self.volume_ = float(d.sum())
+        self.base_score_ = d / self.volume_
+        self.all_eigenvalues_ = values
+        idx, crit, trivial = select_components(
+            values,
+            vectors,
+            d,
+            beta,
+            n_components=self.n_components,
+            ordering=self.ordering,
+            min_eigenvalue=self.min_eigenvalue,
+        )
+        self.trivial_eigenvalue_ = float(values[trivial])
+        self.selected_indices_ = idx
+        self.eigenvalues_ = values[idx]
+        self.eigenvectors_ = vectors[:, idx]
+        self.criterion_ = crit
+        self.n_components_ = int(idx.size)
+        self.embedding_ = self.eigenvectors_ / np.sqrt(1.0 + beta - self.eigenvalues_)[None, :]
+        self.n_samples_fit_ = int(d.size)
+
+    # -- seeds ----------------------------------------------------------------------------
+    def seed_vector(
+        self, seed: Any = None, *, cluster: Any = None, labels: Any = None
+    ) -> np.ndarray:
+        """The in-sample seed distribution ``s`` (see :func:`dkernel.ranking.seed_vector`)."""
+        check_is_fitted(self, "degrees_")
+        if cluster is not None and labels is None:
+            labels = getattr(self, "labels_", None)
+        return seed_vector(
+            seed, self.n_samples_fit_, cluster=cluster, labels=labels, owner=type(self).__name__
+        )
+
+    def mean_vector(
+        self,
+        seed: Any = None,
+        *,
+        cluster: Any = None,
+        labels: Any = None,
+        seed_X: Any = None,
+        seed_weights: Any = None,
+    ) -> np.ndarray:
+        """Restart part ``m'_s = Σ_k s_k z'_k / √d_k`` of the seed-weighted mean (Prop. 3, Def. 3).
+
+        With ``seed_X`` the seed lies out of sample: ``m'_s = Σ_i w_i ẑ'_i / √d̂_i`` with the
+        Def. 2 embeddings of the seed points (uniform ``w`` unless ``seed_weights``).
+        """
+        check_is_fitted(self, "degrees_")
+        if seed_X is not None:
+            if seed is not None or cluster is not None:
+                raise InvalidInputError("give either an in-sample seed or seed_X, not both.")
+            Kx = np.atleast_2d(np.asarray(self.kernel_.cross(seed_X), dtype=np.float64))
+            dh = Kx.sum(axis=1)
+            if not np.all(dh > 0):
+                raise InvalidInputError(
+                    "an out-of-sample seed has zero affinity to every in-sample point; it cannot "
+                    "be ranked against (widen the kernel or add in-sample points near it)."
+                )
+            w = (
+                np.full(Kx.shape[0], 1.0 / Kx.shape[0])
+                if seed_weights is None
+                else np.asarray(seed_weights, float)
+            )
+            w = w / w.sum()
+            # z'(x)/√d̂ = κ(x,X) D^{-1/2} E diag(1/(λ√(1+β-λ))) / d̂
+            proj = (Kx / np.sqrt(self.degrees_)[None, :]) @ self.eigenvectors_
+            proj /= (self.eigenvalues_ * np.sqrt(1.0 + self.beta_ - self.eigenvalues_))[None, :]
+            return (w / dh) @ proj
+        s = self.seed_vector(seed, cluster=cluster, labels=labels)
+        return self.embedding_.T @ (s / np.sqrt(self.degrees_))
+
+    # -- in-sample scores -----------------------------------------------------------------
+    def restart_component(self, seed: Any = None, **seed_kw: Any) -> np.ndarray:
+        """In-sample restart component ``π'(α, s) = β D^{1/2} Z_k m'_s`` (Prop. 4)."""
+        m = self.mean_vector(seed, **seed_kw)
+        return self.beta_ * np.sqrt(self.degrees_) * (self.embedding_ @ m)
+
+    def rank(self, seed: Any = None, **seed_kw: Any) -> np.ndarray:
+        """In-sample KPPR scores ``π̂ = d/Vol + π'`` for a seed (the exact PPR with all components).
+
+        ``seed_kw``: ``cluster=``, ``labels=``, ``seed_X=``, ``seed_weights=`` as in
+        :meth:`mean_vector`.
+        """
+        check_is_fitted(self, "degrees_")
+        return self.base_score_ + self.restart_component(seed, **seed_kw)
+
+    # -- out of sample --------------------------------------------------------------------
+    def _projection(self) -> np.ndarray:
+        lam = self.eigenvalues_
+        if np.any(np.abs(lam) < 1e-10):
+            raise InvalidInputError(
+                "out-of-sample scores divide by the eigenvalues λ*, and some kept ones are ~0; "
+                "set min_eigenvalue (default 0.01) or a smaller n_components."
+            )
+        scale = self.beta_ / (lam * np.sqrt(1.0 + self.beta_ - lam))
+        return (self.eigenvectors_ / np.sqrt(self.degrees_)[:, None]) * scale[None, :]
+
+    def coefficients(
+        self, seed: Any = None, *, component: str = "score", **seed_kw: Any
+    ) -> np.ndarray:
+        """Prop. 8 coefficients ``α(s)``: a new point scores ``Σ_i α_i κ(x, x_i)``.
+
+        Parameters
+        ----------
+        seed, **seed_kw
+            The seed (see :meth:`mean_vector`).
+        component : {'score', 'base', 'restart'}
+            The full score, the base score (``1/Vol`` for every i) or the restart component.
+
+        Notes
+        -----
+        O(N k) once per seed; afterwards a new point costs O(N) kernel evaluations (O(F) with a
+        feature map, through ``Γ^T α``).
+        """
+        check_is_fitted(self, "degrees_")
+        check_options(component, "component", "coefficients", ("score", "base", "restart"))
+        n = self.n_samples_fit_
+        base = np.full(n, 1.0 / self.volume_)
+        if component == "base":
+            return base
+        restart = self._projection() @ self.mean_vector(seed, **seed_kw)
+        return restart if component == "restart" else base + restart
+
+    def score_samples(
+        self, X: Any, seed: Any = None, *, component: str = "score", **seed_kw: Any
+    ) -> np.ndarray:
+        """Out-of-sample KPPR scores (Defs. 1–3, via Prop. 8) of new points for a seed.
+
+        Parameters
+        ----------
+        X : array-like (n, p), or (n, N) kernel rows for ``kernel='precomputed'``
+        seed, **seed_kw
+            The seed (in sample, a cluster, or ``seed_X`` out of sample).
+        component : {'score', 'base', 'restart'}
+            ``base`` is ``d̂(x)/Vol``; ``base + restart = score``.
+
+        Returns
+        -------
+        scores : ndarray (n,)
+
+        Notes
+        -----
+        O(n N p) for a block kernel; O(n F) for a feature map once ``Γ^T α`` is formed.
+        """
+        coef = self.coefficients(seed, component=component, **seed_kw)
+        w = self.kernel_.weights(coef)
+        if hasattr(X, "dask"):
+            X = X.compute()
+        return np.asarray(self.kernel_.apply(X, w), dtype=np.float64)
+
+    def embed_samples(self, X: Any) -> np.ndarray:
+        """Out-of-sample embeddings ``ẑ'`` (Def. 2) of new points, restart dimensions only."""
+        check_is_fitted(self, "degrees_")
+        Kx = np.atleast_2d(np.asarray(self.kernel_.cross(X), dtype=np.float64))
+        dh = Kx.sum(axis=1)
+        proj = (Kx / np.sqrt(self.degrees_)[None, :]) @ self.eigenvectors_
+        lam = self.eigenvalues_
+        proj /= (lam * np.sqrt(1.0 + self.beta_ - lam))[None, :]
+        return proj / np.sqrt(dh)[:, None]

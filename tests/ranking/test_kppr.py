@@ -1,0 +1,215 @@
+"""Kernel Personalized PageRank: exactness, Prop. 4/6/8, Defs. 1–3, kernels and seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError, NotFittedError
+from dkernel.kernels import rbf_block
+from dkernel.ranking import KernelPersonalizedPageRank, ppr_exact, seed_vector
+
+SIGMA = 0.8
+
+
+def full_kppr(X, **kw):
+    return KernelPersonalizedPageRank(sigma=SIGMA, min_eigenvalue=None, **kw).fit(X)
+
+
+@pytest.mark.parametrize("seed", [0, [5, 60, 120], None])
+def test_all_components_equal_exact_ppr(iris, iris_kernel, seed):
+    X, _ = iris
+    kppr = full_kppr(X)
+    assert kppr.n_components_ == X.shape[0] - 1
+    s = seed_vector(seed, X.shape[0])
+    exact = ppr_exact(iris_kernel, s, 0.1)
+    assert np.max(np.abs(kppr.rank(seed) - exact)) < 1e-8
+
+
+def test_base_plus_restart_is_score(iris):
+    X, _ = iris
+    kppr = KernelPersonalizedPageRank(sigma=SIGMA, n_components=6).fit(X)
+    base, restart = kppr.base_score_, kppr.restart_component(17)
+    np.testing.assert_allclose(base + restart, kppr.rank(17), atol=1e-15)
+    np.testing.assert_allclose(base, kppr.degrees_ / kppr.degrees_.sum())
+    # Prop. 4: the restart component of the exact PPR sums to zero (π and d/Vol both sum to 1)
+    assert full_kppr(X).restart_component(17).sum() == pytest.approx(0.0, abs=1e-12)
+    Y = X[:10] + 0.05
+    parts = [kppr.score_samples(Y, 17, component=c) for c in ("base", "restart", "score")]
+    np.testing.assert_allclose(parts[0] + parts[1], parts[2], atol=1e-15)
+    np.testing.assert_allclose(parts[0], rbf_block(Y, X, SIGMA).sum(axis=1) / kppr.volume_)
+
+
+def test_prop6_expected_error_and_ordering(wine):
+    """E||D^{-1/2} ε / β||^2 over single-point seeds equals (1/N) Σ_discarded c_i^2 (Prop. 6),
+    and the Prop. 6 ordering never has a larger expected error than eigenvalue ordering."""
+    X, _ = wine
+    n = X.shape[0]
+    K = rbf_block(X, X, 2.0)
+    exact = ppr_exact(K, np.eye(n), 0.1)
+    full = KernelPersonalizedPageRank(kernel="precomputed", min_eigenvalue=None).fit(K)
+    beta, d = full.beta_, full.degrees_
+    errors = {}
+    for ordering in ("prop6", "eigenvalue"):
+        errs = []
+        for k in (1, 3, 8, 20, 60):
+            m = KernelPersonalizedPageRank(
+                kernel="precomputed", n_components=k, ordering=ordering, min_eigenvalue=None
+            ).fit(K)
+            approx = np.stack([m.rank(j) for j in range(n)], axis=1)
+            err = np.mean(np.sum(((exact - approx) / (beta * np.sqrt(d)[:, None])) ** 2, axis=0))
+            crit_all = full.criterion_  # every non-trivial c_i^2
+            kept = set(m.selected_indices_.tolist())
+            dropped = [
+                c for c, i in zip(crit_all, full.selected_indices_, strict=True) if i not in kept
+            ]
+            assert err == pytest.approx(np.sum(dropped) / n, rel=1e-6)
+            errs.append(err)
+        errors[ordering] = np.array(errs)
+    assert np.all(errors["prop6"] <= errors["eigenvalue"] * (1 + 1e-9))
+    assert np.any(errors["prop6"] < errors["eigenvalue"] * 0.99)
+    crit = KernelPersonalizedPageRank(kernel="precomputed", min_eigenvalue=None).fit(K).criterion_
+    assert np.all(np.diff(crit) <= 0)
+
+
+def reference_out_of_sample(X_in, Y, sigma, alpha, s, lam, E, d):
+    """Defs. 1–3 written out literally (including the trivial eigenpair λ* = 1)."""
+    beta = alpha / (1 - alpha)
+    e1 = np.sqrt(d) / np.sqrt(d.sum())
+    lam = np.concatenate([[1.0], lam])
+    E = np.concatenate([e1[:, None], E], axis=1)
+    Z_in = E / np.sqrt(1 + beta - lam)[None, :]
+    m_s = sum(s[k] / np.sqrt(d[k]) * Z_in[k] for k in range(len(d)) if s[k] > 0)
+    out = []
+    for y in Y:
+        kap = np.array([np.exp(-np.sum((y - x) ** 2) / (2 * sigma**2)) for x in X_in])
+        dh = kap.sum()
+        Kh = kap / np.sqrt(dh * d)
+        z = np.array(
+            [Kh @ E[:, j] / (lam[j] * np.sqrt(1 + beta - lam[j])) for j in range(lam.size)]
+        )
+        out.append(beta * np.sqrt(dh) * z @ m_s)
+    return np.array(out)
+
+
+def test_out_of_sample_defs_and_prop8(iris):
+    X, _ = iris
+    rng = np.random.default_rng(1)
+    perm = rng.permutation(X.shape[0])
+    X_in, Y = X[perm[:90]], X[perm[90:]]
+    kppr = KernelPersonalizedPageRank(sigma=SIGMA).fit(X_in)
+    assert kppr.n_components_ < 89 and np.all(kppr.eigenvalues_ > 0.01)
+    s = kppr.seed_vector([3, 4])
+    ref = reference_out_of_sample(
+        X_in, Y, SIGMA, 0.1, s, kppr.eigenvalues_, kppr.eigenvectors_, kppr.degrees_
+    )
+    np.testing.assert_allclose(kppr.score_samples(Y, [3, 4]), ref, rtol=1e-10, atol=1e-14)
+    # Prop. 8: score = Σ_i α_i κ(x, x_i)
+    alpha = kppr.coefficients([3, 4])
+    np.testing.assert_allclose(rbf_block(Y, X_in, SIGMA) @ alpha, ref, rtol=1e-10, atol=1e-14)
+    # Thm. 1: the out-of-sample formula reproduces in-sample scores and embeddings
+    np.testing.assert_allclose(kppr.score_samples(X_in, [3, 4]), kppr.rank([3, 4]), atol=1e-12)
+    np.testing.assert_allclose(
+        kppr.embed_samples(X_in),
+        kppr.embedding_ / np.sqrt(kppr.degrees_)[:, None] * np.sqrt(kppr.degrees_)[:, None],
+        atol=1e-10,
+    )
+
+
+def test_out_of_sample_seed(iris):
+    """A seed given as new points: m_s from their Def. 2 embeddings; an in-sample point given
+    as seed_X reproduces the in-sample seed."""
+    X, _ = iris
+    kppr = KernelPersonalizedPageRank(sigma=SIGMA).fit(X[::2])
+    np.testing.assert_allclose(
+        kppr.mean_vector(seed_X=X[::2][[7]]), kppr.mean_vector(7), rtol=1e-9, atol=1e-14
+    )
+    scores = kppr.rank(seed_X=X[1:2])
+    assert scores.shape == (75,)
+    # the nearest in-sample points to the out-of-sample seed rank near the top
+    nearest = np.argsort(((X[::2] - X[1]) ** 2).sum(1))[:3]
+    assert set(nearest) & set(np.argsort(-scores)[:10])
+
+
+def test_seed_forms_agree(iris):
+    X, y = iris
+    kppr = KernelPersonalizedPageRank(sigma=SIGMA, n_components=10).fit(X)
+    mask = y == 0
+    by_mask = kppr.rank(mask)
+    np.testing.assert_allclose(kppr.rank(np.flatnonzero(mask)), by_mask, atol=1e-15)
+    np.testing.assert_allclose(kppr.rank(cluster=0, labels=y), by_mask, atol=1e-15)
+    np.testing.assert_allclose(kppr.rank(mask.astype(float) * 3.0), by_mask, atol=1e-15)
+    # seeding class 0 ranks class 0 highest
+    assert np.mean(y[np.argsort(-by_mask)[:30]] == 0) > 0.9
+
+
+def test_precomputed_callable_and_feature_map_kernels(iris, soft_assign):
+    SoftAssign = soft_assign
+    X, _ = iris
+    X_in, Y = X[:100], X[100:]
+    K = rbf_block(X_in, X_in, SIGMA)
+    by_rbf = KernelPersonalizedPageRank(sigma=SIGMA).fit(X_in)
+    by_pre = KernelPersonalizedPageRank(kernel="precomputed").fit(K)
+    by_fn = KernelPersonalizedPageRank(kernel=lambda A, B: rbf_block(A, B, SIGMA)).fit(X_in)
+    ref = by_rbf.score_samples(Y, 5)
+    np.testing.assert_allclose(by_pre.score_samples(rbf_block(Y, X_in, SIGMA), 5), ref, rtol=1e-9)
+    np.testing.assert_allclose(by_fn.score_samples(Y, 5), ref, rtol=1e-9)
+    # explicit feature map: dense path (N <= F would be used for F >= N) and SVD path (F < N)
+    fmap = SoftAssign(n_centers=12, width=1.0).fit(X_in)
+    G = fmap.transform(X_in)
+    by_map = KernelPersonalizedPageRank(kernel=fmap).fit(X_in)
+    by_gram = KernelPersonalizedPageRank(kernel="precomputed").fit(G @ G.T)
+    assert by_map.n_components_ == by_gram.n_components_
+    np.testing.assert_allclose(by_map.rank(5), by_gram.rank(5), atol=1e-10)
+    Ky = fmap.transform(Y) @ G.T
+    np.testing.assert_allclose(by_map.score_samples(Y, 5), by_gram.score_samples(Ky, 5), rtol=1e-6)
+    # Γ^T α: F weights, a new point costs O(F)
+    w = by_map.kernel_.weights(by_map.coefficients(5))
+    assert w.shape == (12,)
+    np.testing.assert_allclose(fmap.transform(Y) @ w, by_map.score_samples(Y, 5), rtol=1e-6)
+
+
+def test_feature_map_exact_when_n_le_f(rng, soft_assign):
+    SoftAssign = soft_assign
+    Xs = rng.standard_normal((30, 2))
+    fmap = SoftAssign(n_centers=30, width=0.7).fit(Xs)
+    G = fmap.transform(Xs)
+    kppr = KernelPersonalizedPageRank(kernel=fmap, min_eigenvalue=None).fit(Xs)
+    exact = ppr_exact(G @ G.T, seed_vector(2, 30), 0.1)
+    assert np.max(np.abs(kppr.rank(2) - exact)) < 1e-8
+
+
+def test_pck_kernel(wine):
+    from dkernel.gmm.pck import ProbabilisticClusterKernel
+
+    X, y = wine
+    pck = ProbabilisticClusterKernel(n_inits=4, max_components=6, random_state=0)
+    kppr = KernelPersonalizedPageRank(kernel=pck, random_state=0).fit(X[::2])
+    scores = kppr.score_samples(X[1::2], cluster=0, labels=y[::2])
+    Gy = pck.transform(X[1::2]).astype(np.float64)
+    Gx = pck.transform(X[::2]).astype(np.float64)
+    np.testing.assert_allclose(
+        scores, (Gy @ Gx.T) @ kppr.coefficients(cluster=0, labels=y[::2]), rtol=1e-4
+    )
+    top = np.argsort(-scores)[:20]
+    assert np.mean(y[1::2][top] == 0) > 0.8
+
+
+def test_validation_and_not_fitted(iris):
+    X, _ = iris
+    with pytest.raises(NotFittedError):
+        KernelPersonalizedPageRank().rank(0)
+    with pytest.raises(InvalidInputError, match="alpha"):
+        KernelPersonalizedPageRank(alpha=0.0).fit(X)
+    with pytest.raises(InvalidInputError, match="ordering"):
+        KernelPersonalizedPageRank(ordering="size").fit(X)
+    with pytest.raises(InvalidInputError, match="symmetric"):
+        KernelPersonalizedPageRank(kernel="precomputed").fit(np.triu(np.ones((4, 4))))
+    with pytest.raises(InvalidInputError, match="kernel rows"):
+        KernelPersonalizedPageRank(kernel="precomputed").fit(np.ones((4, 4))).score_samples(
+            np.ones((2, 3)), 0
+        )
+    m = full_kppr(X)
+    with pytest.raises(InvalidInputError, match="min_eigenvalue"):
+        m.score_samples(X[:2], 0)
+    assert KernelPersonalizedPageRank(alpha=0.2).get_params()["alpha"] == 0.2
