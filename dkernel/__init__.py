@@ -10,6 +10,7 @@ from dkernel.errors import (
     StoreError,
 )
 from dkernel.metrics import clustering_accuracy, clustering_scores
+from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank, top_k
 
 __version__ = "0.1.0"
 
@@ -21,6 +22,9 @@ __all__ = [
     "ResourceLimitError",
     "SpecError",
     "StoreError",
+    "JointRankingClustering",
+    "KernelPersonalizedPageRank",
+    "top_k",
     "clustering_accuracy",
     "clustering_scores",
 ]

@@ -162,7 +162,7 @@ def ranking_dataset(
     n = scores.shape[0]
     coords = {
         "sample": np.arange(n) if sample is None else np.asarray(sample),
-        "seed": np.asarray(seed_names, dtype=str),
+        "seed": np.asarray([str(s) for s in seed_names], dtype=object),
         "rank": np.arange(1, idx.shape[1] + 1),
     }
     ds = xr.Dataset(

@@ -1,0 +1,73 @@
+"""Joint ranking and clustering (000 Alg. 8–10)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError
+from dkernel.kernels import rbf_block
+from dkernel.metrics import clustering_accuracy
+from dkernel.ranking import JointRankingClustering, jrc_embedding, ppr_exact, seed_vector
+
+
+def test_full_embedding_gives_exact_ppr(iris, iris_kernel):
+    K = iris_kernel
+    for alpha in (0.15, 0.1):
+        Z, values, d = jrc_embedding(K, alpha)
+        assert np.all(np.diff(values) >= -1e-12)
+        for seed in (4, [1, 90, 140]):
+            s = seed_vector(seed, K.shape[0])
+            jrc_pi = d * (Z @ (Z.T @ s)) / d.sum()
+            assert np.max(np.abs(jrc_pi - ppr_exact(K, s, alpha))) < 1e-8
+
+
+def test_embedding_against_explicit_inverse(iris_kernel):
+    """Z Z^T = β Vol L_β^{-1} with L_β = βD + D - K (000 Eq. 8.10), for all eigenvectors."""
+    K = iris_kernel[:60, :60]
+    beta = 0.15 / 0.85
+    Z, _, d = jrc_embedding(K, 0.15)
+    L = beta * np.diag(d) + np.diag(d) - K
+    np.testing.assert_allclose(Z @ Z.T, beta * d.sum() * np.linalg.inv(L), rtol=1e-8, atol=1e-10)
+
+
+def test_cluster_seed_is_centroid_projection():
+    """JRC-EMBED-PCK on three blobs (000 Example 8.2.1): clusters found, cluster seed ⇔ centroid.
+
+    (With an RBF the unnormalized L_β embeds low-degree points along the axes, 000 Fig. 10.9.)
+    """
+    from sklearn.datasets import make_blobs
+
+    from dkernel.gmm.pck import ProbabilisticClusterKernel
+
+    X, y = make_blobs(300, centers=3, cluster_std=1.0, random_state=0)
+    pck = ProbabilisticClusterKernel(n_inits=5, max_components=6, random_state=0)
+    jrc = JointRankingClustering(kernel=pck, n_clusters=3, n_init=10, random_state=0).fit(X)
+    assert jrc.embedding_.shape == (300, 3)
+    assert clustering_accuracy(y, jrc.labels_) > 0.8
+    for c in range(3):
+        by_seed = jrc.rank(cluster=c)
+        by_centroid = jrc.degrees_ * (jrc.embedding_ @ jrc.cluster_centers_[c]) / jrc.volume_
+        np.testing.assert_allclose(by_seed, by_centroid, rtol=1e-6, atol=1e-12)
+        top = jrc.top_k_per_cluster(5, cluster=c)
+        assert set(top) == {0, 1, 2}
+        for lab, idx in top.items():
+            assert np.all(jrc.labels_[idx] == lab) and len(idx) == 5
+            assert np.all(np.diff(by_seed[idx]) <= 0)
+    # cluster seeds rank their own cluster first
+    for c in range(3):
+        top = np.argsort(-jrc.rank(cluster=c))[:20]
+        assert np.mean(jrc.labels_[top] == c) > 0.9
+    assert jrc.rank().shape == (300,)
+
+
+def test_jrc_precomputed_and_validation(iris):
+    X, _ = iris
+    K = rbf_block(X, X, 0.8)
+    a = JointRankingClustering(kernel="precomputed", n_init=3, random_state=1).fit(K)
+    b = JointRankingClustering(sigma=0.8, n_init=3, random_state=1).fit(X)
+    np.testing.assert_allclose(np.abs(a.embedding_), np.abs(b.embedding_), rtol=1e-8)
+    with pytest.raises(InvalidInputError, match="n_clusters"):
+        JointRankingClustering(n_clusters=200).fit(X)
+    with pytest.raises(InvalidInputError, match="alpha"):
+        JointRankingClustering(alpha=1.5).fit(X)
