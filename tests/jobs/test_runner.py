@@ -1,0 +1,81 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError, ResourceLimitError
+from dkernel.jobs.params import Param
+from dkernel.jobs.registry import METHODS, Method, register_method
+from dkernel.jobs.runner import JobFailedError, run_job
+from dkernel.jobs.spec import validate_spec
+from dkernel.storage import open_results
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wine_store(tmp_path_factory, client):
+    out = tmp_path_factory.mktemp("wine") / "wine.zarr"
+    return run_job(REPO / "jobs" / "wine-rbf-kpca.yaml", output=out, client=client, progress=False)
+
+
+def test_wine_job_writes_a_complete_store(wine_store):
+    tree = open_results(wine_store)
+    assert tree.attrs["status"] == "complete"
+    assert set(tree.attrs["timings"]) >= {"kernel", "total"}
+    assert tree["kernel"]["kernel"].dims == ("sample", "sample_")
+    K = tree["kernel"]["kernel"].values
+    np.testing.assert_allclose(K, K.T, atol=1e-12)
+    assert tree["embedding"]["embedding"].shape == (178, 3)
+    assert tree["labels"]["labels"].shape == (178,)
+    assert float(tree["metrics"]["acc"]) >= 0.90
+
+
+def _spec(**params):
+    return validate_spec(
+        {
+            "name": "t",
+            "data": {"reader": "sklearn", "name": "iris"},
+            "method": "rbf-spectral",
+            "params": {"n_clusters": 3, **params},
+            "output": "unused.zarr",
+        }
+    )
+
+
+def test_limits_refuse_before_any_store_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("DKERNEL_MAX_MEMORY", "100kB")
+    with pytest.raises(ResourceLimitError, match=r"needs about .* above the limit .*Nyström"):
+        run_job(_spec(), output=tmp_path / "x.zarr")
+    assert not (tmp_path / "x.zarr").exists()
+
+
+def test_too_many_clusters_is_invalid_input(tmp_path):
+    with pytest.raises(InvalidInputError, match="n_clusters .* larger than the number of samples"):
+        run_job(_spec(n_clusters=1000), output=tmp_path / "x.zarr")
+
+
+@pytest.fixture()
+def failing_method():
+    def run(ctx):
+        import xarray as xr
+
+        ctx.store.write("partial", xr.Dataset({"a": (("sample",), np.zeros(3))}))
+        raise RuntimeError("worker exploded halfway")
+
+    register_method(Method(name="test-fails-midway", params=(Param("x", "int", default=1),), run=run))
+    yield
+    del METHODS["test-fails-midway"]
+
+
+def test_job_failing_midway_is_marked_failed(tmp_path, client, failing_method):
+    spec = validate_spec(
+        {"name": "f", "data": {"reader": "sklearn", "name": "iris"},
+         "method": "test-fails-midway", "output": str(tmp_path / "f.zarr")}
+    )
+    with pytest.raises(JobFailedError, match="worker exploded halfway"):
+        run_job(spec, client=client, progress=False)
+    with pytest.warns(UserWarning, match="failed"):
+        tree = open_results(tmp_path / "f.zarr")
+    assert tree.attrs["status"] == "failed"
+    assert "worker exploded halfway" in tree.attrs["error"]

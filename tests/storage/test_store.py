@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
+from dkernel.storage import ResultsStore, describe_store, open_results
+from dkernel.testing import raise_if_dask_computes
+
+
+def _store(tmp_path, **kw):
+    return ResultsStore.create(tmp_path / "r.zarr", job={"name": "t", "method": "m"}, seed=3, **kw)
+
+
+def test_round_trip_is_lazy_and_keeps_provenance(tmp_path):
+    store = _store(tmp_path)
+    Z = np.arange(12.0).reshape(6, 2)
+    store.write("embedding", xr.Dataset({"embedding": (("sample", "component"), Z)}))
+    store.record_timing("phase", 1.5)
+    store.mark_complete()
+    with raise_if_dask_computes():
+        tree = open_results(store.path)
+        var = tree["embedding"]["embedding"]
+    assert tree.attrs["status"] == "complete"
+    assert tree.attrs["seed"] == 3 and tree.attrs["job"]["name"] == "t"
+    assert tree.attrs["timings"] == {"phase": 1.5}
+    assert "numpy" in tree.attrs["versions"]
+    np.testing.assert_array_equal(var.values, Z)
+    info = describe_store(store.path)
+    assert info["arrays"][0]["shape"] == [6, 2]
+
+
+def test_running_and_failed_stores_warn_on_open(tmp_path):
+    store = _store(tmp_path)
+    with pytest.warns(StoreStatusWarning, match="'running'"):
+        open_results(store.path)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError as exc:
+        store.mark_failed(exc)
+    with pytest.warns(StoreStatusWarning, match="RuntimeError: boom"):
+        tree = open_results(store.path)
+    assert "boom" in tree.attrs["traceback"]
+
+
+def test_complete_store_needs_overwrite(tmp_path):
+    store = _store(tmp_path)
+    store.mark_complete()
+    with pytest.raises(StoreError, match="--overwrite"):
+        _store(tmp_path)
+    assert _store(tmp_path, overwrite=True).attrs["status"] == "running"
+
+
+def test_foreign_and_missing_stores_are_refused(tmp_path):
+    with pytest.raises(StoreNotFoundError):
+        open_results(tmp_path / "nope.zarr")
+    zarr.open_group(str(tmp_path / "foreign.zarr"), mode="w").attrs["x"] = 1
+    with pytest.raises(StoreError, match="not a dkernel results store"):
+        open_results(tmp_path / "foreign.zarr")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "file.txt").write_text("precious")
+    with pytest.raises(StoreError, match="refusing to replace"):
+        ResultsStore.create(tmp_path / "dir", job={}, seed=0)
+    assert (tmp_path / "dir" / "file.txt").exists()
+
+
+def test_mark_complete_refuses_missing_groups(tmp_path):
+    store = _store(tmp_path)
+    store.write("labels", xr.Dataset({"labels": (("sample",), np.zeros(3))}))
+    import shutil
+
+    shutil.rmtree(store.path / "labels")
+    with pytest.raises(StoreError, match="missing"):
+        store.mark_complete()
