@@ -143,3 +143,4 @@ register_reader(
         description="A 2-D .npy array with optional labels.",
     )
 )
+from dkernel.io import frey  # noqa: E402,F401  (registers the frey-faces reader)
