@@ -1,0 +1,230 @@
+"""``dkernel.SpectralClustering``: Nyström spectral clustering that also predicts new points.
+
+Pipeline: :class:`~dkernel.spectral.nystrom.NystromEmbedding` (KPCA, uncentered KPCA, KECA or
+normalized NJW, any registered kernel), then k-means on the embedding — Euclidean for KPCA,
+Euclidean on unit-normalized rows for NJW, angular (KECA initialisation, seed 001 Eq. 4.17) for
+KECA. k-means runs on a uniform sample of at most ``kmeans_sample`` embedded points; every
+point (training or new) is then assigned to its nearest centre block by block, so fitting
+N = 10⁶ points never holds more than the (N, k) embedding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+
+from dkernel._random import derive_rng, derive_seed, seed_from_random_state
+from dkernel._validation import check_is_fitted, check_options, check_scalar
+from dkernel.errors import InvalidInputError
+from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
+from dkernel.spectral.normalized import row_normalize
+from dkernel.spectral.nystrom import EMBEDDINGS, LANDMARK_METHODS, NystromEmbedding
+
+ASSIGN = ("kmeans", "angular")
+
+
+def _prepare(Z: np.ndarray, embedding: str) -> np.ndarray:
+    return row_normalize(Z) if embedding == "normalized" else Z
+
+
+def _assign_block(Z: np.ndarray, centers: np.ndarray, embedding: str, assign: str) -> np.ndarray:
+    Z = _prepare(np.asarray(Z, dtype=np.float64), embedding)
+    if assign == "angular":
+        return np.argmax(row_normalize(Z) @ centers.T, axis=1).astype(np.int64)
+    d2 = (Z**2).sum(axis=1)[:, None] - 2 * Z @ centers.T + (centers**2).sum(axis=1)[None, :]
+    return np.argmin(d2, axis=1).astype(np.int64)
+
+
+class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
+    """Spectral clustering with Nyström landmarks, on NumPy or Dask input, with ``predict``.
+
+    Parameters
+    ----------
+    n_clusters : int
+    embedding : {'normalized', 'kpca', 'uncentered', 'keca'}
+        Spectral embedding clustered (NJW by default).
+    n_components : int, optional
+        Embedding dimension; ``n_clusters`` by default.
+    kernel : str, callable or Kernel
+        ``'rbf'``, ``'cosine'``, ``'pck'``, ``'precomputed'`` or ``f(X, Y)``.
+    kernel_params : dict, optional
+    sigma : float, optional
+        RBF width; ``sigma_fraction`` × median pairwise distance when None.
+    sigma_fraction : float
+    n_landmarks : int
+        Nyström landmarks m (every point when m >= n: the exact method).
+    landmarks : {'kmeans++', 'uniform'}
+    assign : {'kmeans', 'angular'}, optional
+        Clustering of the embedding; 'angular' for KECA and 'kmeans' otherwise by default.
+    n_init : int
+        k-means restarts (best by cost).
+    kmeans_sample : int
+        k-means is fitted on at most this many embedded points (uniform sample).
+    block_rows : int, optional
+        Rows per kernel sub-block.
+    random_state : int, optional
+
+    Attributes
+    ----------
+    labels_ : ndarray (n,)
+    cluster_centers_ : ndarray (n_clusters, n_components)
+        In the clustered space (unit-norm rows for NJW / angular).
+    embedding_ : ndarray or dask array (n, n_components)
+    eigenvalues_ : ndarray
+    eigengap_hint_ : int or None
+        Number of clusters suggested by the eigengap (normalized embedding).
+    nystrom_ : NystromEmbedding
+    landmark_indices_ : ndarray
+
+    Notes
+    -----
+    Cost: the Nyström passes, O(n m (p + r)) each, plus k-means on ≤ ``kmeans_sample`` rows and
+    one assignment pass O(n k^2). Memory: O(block_rows · m + m^2) per worker and the (n, k)
+    embedding; never n × n.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> X, y = make_blobs(500, centers=3, random_state=0)
+    >>> sc = SpectralClustering(3, n_landmarks=100, random_state=0).fit(X)
+    >>> sc.predict(X[:5]).shape
+    (5,)
+    """
+
+    def __init__(
+        self,
+        n_clusters: int = 2,
+        *,
+        embedding: str = "normalized",
+        n_components: int | None = None,
+        kernel: Any = "rbf",
+        kernel_params: dict | None = None,
+        sigma: float | None = None,
+        sigma_fraction: float = 0.2,
+        n_landmarks: int = 1000,
+        landmarks: str = "kmeans++",
+        assign: str | None = None,
+        n_init: int = 10,
+        kmeans_sample: int = 100_000,
+        block_rows: int | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.embedding = embedding
+        self.n_components = n_components
+        self.kernel = kernel
+        self.kernel_params = kernel_params
+        self.sigma = sigma
+        self.sigma_fraction = sigma_fraction
+        self.n_landmarks = n_landmarks
+        self.landmarks = landmarks
+        self.assign = assign
+        self.n_init = n_init
+        self.kmeans_sample = kmeans_sample
+        self.block_rows = block_rows
+        self.random_state = random_state
+
+    def _assign_mode(self) -> str:
+        if self.assign is not None:
+            return self.assign
+        return "angular" if self.embedding == "keca" else "kmeans"
+
+    def fit(self, X: Any, y: Any = None) -> SpectralClustering:
+        """Embed with Nyström, cluster a sample of the embedding, label every point.
+
+        Parameters
+        ----------
+        X : ndarray or dask array (n, p)
+        y : ignored
+        """
+        owner = type(self).__name__
+        check_scalar(self.n_clusters, "n_clusters", owner, kind=int, low=1)
+        check_options(self.embedding, "embedding", owner, EMBEDDINGS)
+        check_options(self.landmarks, "landmarks", owner, LANDMARK_METHODS)
+        if self.assign is not None:
+            check_options(self.assign, "assign", owner, ASSIGN)
+        check_scalar(self.n_components, "n_components", owner, kind=int, low=1, allow_none=True)
+        check_scalar(self.n_init, "n_init", owner, kind=int, low=1)
+        check_scalar(self.kmeans_sample, "kmeans_sample", owner, kind=int, low=2)
+        n = int(X.shape[0])
+        if self.n_clusters > n:
+            raise InvalidInputError(
+                f"The 'n_clusters' parameter of {owner} must be <= n_samples ({n}). "
+                f"Got {self.n_clusters} instead."
+            )
+        seed = seed_from_random_state(self.random_state)
+        self.nystrom_ = NystromEmbedding(
+            self.n_components or self.n_clusters,
+            embedding=self.embedding,
+            kernel=self.kernel,
+            kernel_params=self.kernel_params,
+            sigma=self.sigma,
+            sigma_fraction=self.sigma_fraction,
+            n_landmarks=self.n_landmarks,
+            landmarks=self.landmarks,
+            block_rows=self.block_rows,
+            random_state=seed,
+        ).fit(X)
+        Z = self.nystrom_.embedding_
+        if isinstance(Z, da.Array):
+            Z = Z.persist() if n <= 5_000_000 else Z
+        if n > self.kmeans_sample:
+            idx = np.sort(derive_rng(seed, "kmeans-sample").choice(n, self.kmeans_sample, False))
+            Zs = Z[idx]
+        else:
+            Zs = Z
+        Zs = np.asarray(Zs.compute() if isinstance(Zs, da.Array) else Zs)
+        Zs = _prepare(Zs, self.embedding)
+        km_seed = derive_seed(seed, "kmeans")
+        if self._assign_mode() == "angular":
+            _, centers, _ = angular_kmeans(
+                Zs, self.n_clusters, n_init=self.n_init, random_state=km_seed
+            )
+        else:
+            _, centers, _ = euclidean_kmeans(
+                Zs, self.n_clusters, n_init=self.n_init, random_state=km_seed
+            )
+        self.cluster_centers_ = centers
+        self.embedding_ = Z
+        self.eigenvalues_ = self.nystrom_.eigenvalues_
+        self.eigengap_hint_ = self.nystrom_.eigengap_hint_
+        self.landmark_indices_ = self.nystrom_.landmark_indices_
+        self.sigma_ = self.nystrom_.kernel_.params.get("sigma")
+        labels = self._assign(Z)
+        self.labels_ = np.asarray(labels.compute() if isinstance(labels, da.Array) else labels)
+        self.n_features_in_ = self.nystrom_.n_features_in_
+        return self
+
+    def _assign(self, Z: Any) -> Any:
+        mode = self._assign_mode()
+        if isinstance(Z, da.Array):
+            return Z.map_blocks(
+                _assign_block,
+                self.cluster_centers_,
+                self.embedding,
+                mode,
+                drop_axis=1,
+                dtype=np.int64,
+                meta=np.empty((0,), dtype=np.int64),
+            )
+        return _assign_block(Z, self.cluster_centers_, self.embedding, mode)
+
+    def transform(self, X: Any) -> Any:
+        """Out-of-sample spectral embedding of new points (lazy for Dask input)."""
+        check_is_fitted(self, "nystrom_")
+        return self.nystrom_.transform(X)
+
+    def predict(self, X: Any) -> Any:
+        """Cluster of new points: embed with the Nyström formula, nearest centre.
+
+        Returns a NumPy array for NumPy input and a lazy Dask array for Dask input.
+        """
+        check_is_fitted(self, "cluster_centers_")
+        return self._assign(self.transform(X))
+
+    def fit_predict(self, X: Any, y: Any = None, **kwargs: Any) -> np.ndarray:
+        """Fit and return ``labels_``."""
+        return self.fit(X).labels_
