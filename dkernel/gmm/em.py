@@ -185,6 +185,59 @@ def diag_posteriors(X: np.ndarray, mix: DiagMixtures) -> np.ndarray:
     return L
 
 
+def diag_suff_stats(
+    X0: np.ndarray,
+    O: np.ndarray | None,
+    resp: np.ndarray,
+    X0sq: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Sufficient statistics ``(N_k, Rᵀ X0, Rᵀ X0², Rᵀ O)`` of one row block.
+
+    Sums over row blocks give the statistics of the whole data; ``Rᵀ O`` is None for complete
+    data.
+
+    Notes
+    -----
+    Three (C×N)·(N×p) products; O(N p C).
+    """
+    nk = resp.sum(axis=0, dtype=np.float64)
+    A = resp.T @ X0
+    B = resp.T @ (X0 * X0 if X0sq is None else X0sq)
+    Ro = None if O is None else resp.T @ O
+    return nk, A, B, Ro
+
+
+def diag_m_step_from_stats(
+    stats: tuple, mix: DiagMixtures, n: int, reg_covar: float, dtype
+) -> DiagMixtures:
+    """M-step from summed sufficient statistics (Paper I Eq. 2–3 plugged into Alg. 1).
+
+    With ŷ = x on observed and μ_old on missing coordinates (Eq. 2),
+    ``μ_new = Σ r ŷ / N_k`` and ``σ²_new = Σ r [(ŷ - μ_new)² + σ²_old·[missing]] / N_k + reg``
+    (Eq. 3), expanded into the statistics so that no N×C×p array is formed.
+    """
+    nk, A, B, Ro = stats
+    nk = nk.astype(A.dtype) + 10 * np.finfo(dtype).eps
+    if Ro is None:
+        means = A / nk[:, None]
+        var = B / nk[:, None] - 2.0 * means * (A / nk[:, None]) + means * means + reg_covar
+    else:
+        Rm = nk[:, None] - Ro
+        mu_old = mix.means
+        means = (A + mu_old * Rm) / nk[:, None]
+        d = mu_old - means
+        num = B - 2.0 * means * A + means * means * Ro + (d * d + mix.variances) * Rm
+        var = num / nk[:, None] + reg_covar
+    var = np.maximum(var, reg_covar)
+    weights = nk / n
+    return DiagMixtures(
+        means.astype(dtype, copy=False),
+        var.astype(dtype, copy=False),
+        weights.astype(dtype, copy=False),
+        mix.offsets,
+    )
+
+
 def diag_m_step(
     X0: np.ndarray,
     O: np.ndarray | None,
@@ -194,40 +247,14 @@ def diag_m_step(
     *,
     X0sq: np.ndarray | None = None,
 ) -> DiagMixtures:
-    """One M-step for a batch of diagonal mixtures (Paper I Eq. 2–3 plugged into Alg. 1).
+    """One M-step for a batch of diagonal mixtures from responsibilities ``resp`` (N, C)."""
+    stats = diag_suff_stats(X0, O, resp, X0sq)
+    return diag_m_step_from_stats(stats, mix, X0.shape[0], reg_covar, X0.dtype)
 
-    With ŷ = x on observed and μ_old on missing coordinates (Eq. 2),
-    ``μ_new = Σ r ŷ / N_k`` and ``σ²_new = Σ r [(ŷ - μ_new)² + σ²_old·[missing]] / N_k + reg``.
 
-    Notes
-    -----
-    Three (C×N)·(N×p) products; O(N p C).
-    """
-    n = X0.shape[0]
-    eps = 10 * np.finfo(resp.dtype).eps
-    nk = resp.sum(axis=0) + eps
-    A = resp.T @ X0
-    B = resp.T @ (X0 * X0 if X0sq is None else X0sq)
-    if O is None:
-        means = A / nk[:, None]
-        var = B / nk[:, None] - 2.0 * means * (A / nk[:, None]) + means * means + reg_covar
-    else:
-        Ro = resp.T @ O
-        Rm = nk[:, None] - Ro
-        mu_old = mix.means
-        means = (A + mu_old * Rm) / nk[:, None]
-        d = mu_old - means
-        var = (B - 2.0 * means * A + means * means * Ro + (d * d + mix.variances) * Rm) / nk[
-            :, None
-        ] + reg_covar
-    var = np.maximum(var, reg_covar)
-    weights = nk / n
-    return DiagMixtures(
-        means.astype(X0.dtype, copy=False),
-        var.astype(X0.dtype, copy=False),
-        weights.astype(X0.dtype, copy=False),
-        mix.offsets,
-    )
+def row_block_size(n_columns: int, itemsize: int, target_bytes: float = 64 * 2**20) -> int:
+    """Rows per block so that an (rows × n_columns) work array stays near ``target_bytes``."""
+    return int(max(256, min(2**20, target_bytes // max(1, n_columns * itemsize))))
 
 
 def diag_em(
@@ -235,6 +262,8 @@ def diag_em(
     mix: DiagMixtures,
     n_iter: int,
     reg_covar: float = 1e-6,
+    *,
+    block_rows: int | None = None,
 ) -> tuple[DiagMixtures, np.ndarray]:
     """Run ``n_iter`` EM iterations (E then M) for every model in ``mix`` on ``X``.
 
@@ -247,6 +276,8 @@ def diag_em(
     n_iter : int
     reg_covar : float
         Added to every variance after each M-step.
+    block_rows : int, optional
+        Rows per E-step block (bounds memory to ``block_rows × C``); by default ~64 MiB.
 
     Returns
     -------
@@ -257,18 +288,36 @@ def diag_em(
 
     Notes
     -----
-    Per iteration O(N p C) (six BLAS products, three for complete data) and one exp of N×C;
-    memory O(N C).
+    Per iteration O(N p C) (six BLAS products, four for complete data) and one exp of N×C;
+    memory O(block_rows · C + N p). The block partition depends only on N and C, so results do
+    not depend on where the function runs.
     """
     X0, O = split_missing(X)
     X0sq = X0 * X0
-    mix = mix.astype(X.dtype)
+    dtype = X.dtype
+    mix = mix.astype(dtype)
+    n = X.shape[0]
+    C = int(mix.offsets[-1])
+    step = block_rows or row_block_size(C, np.dtype(dtype).itemsize)
     history = np.empty((n_iter, mix.n_models))
     for it in range(n_iter):
-        log_resp, ll = diag_log_resp(X0, O, mix)
-        history[it] = ll.mean(axis=0)
-        np.exp(log_resp, out=log_resp)
-        mix = diag_m_step(X0, O, log_resp, mix, reg_covar, X0sq=X0sq)
+        total = None
+        ll_sum = np.zeros(mix.n_models)
+        for start in range(0, n, step):
+            sl = slice(start, min(n, start + step))
+            Ob = None if O is None else O[sl]
+            log_resp, ll = diag_log_resp(X0[sl], Ob, mix)
+            ll_sum += ll.sum(axis=0, dtype=np.float64)
+            np.exp(log_resp, out=log_resp)
+            stats = diag_suff_stats(X0[sl], Ob, log_resp, X0sq[sl])
+            if total is None:
+                total = list(stats)
+            else:
+                for j, part in enumerate(stats):
+                    if part is not None:
+                        total[j] += part
+        history[it] = ll_sum / n
+        mix = diag_m_step_from_stats(tuple(total), mix, n, reg_covar, dtype)
     return mix, history
 
 
@@ -443,11 +492,12 @@ def init_diag_params(
         + np.sum(seeds * seeds, axis=1)[None, :]
     )
     labels = np.argmin(d2, axis=1)
-    counts = np.bincount(labels, minlength=g).astype(np.float64)
-    sums = np.zeros((g, Xi.shape[1]))
-    np.add.at(sums, labels, Xi)
-    sq = np.zeros((g, Xi.shape[1]))
-    np.add.at(sq, labels, Xi.astype(np.float64) ** 2)
+    onehot = np.zeros((Xi.shape[0], g))
+    onehot[np.arange(Xi.shape[0]), labels] = 1.0
+    X64 = Xi.astype(np.float64, copy=False)
+    counts = onehot.sum(axis=0)
+    sums = onehot.T @ X64
+    sq = onehot.T @ (X64 * X64)
     global_var = Xi.var(axis=0)
     safe = np.maximum(counts, 1)[:, None]
     means = np.where(counts[:, None] > 0, sums / safe, seeds)

@@ -1,0 +1,214 @@
+"""Dask graphs for the PCK ensemble: fitting split across workers, posteriors per row chunk.
+
+Fitting: one task per initial condition ``q`` fits the models of every ``g`` in ``sizes`` at
+once (the batched EM of :mod:`dkernel.gmm.em`). The data is placed on the cluster once (scattered
+NumPy input, or the Dask input computed into one future) and every task selects its own rows.
+Every random choice of task ``q`` derives from ``(seed, q)`` (its subsample) and
+``(seed, q, g)`` (the initialisation of model ``g``), so the result does not depend on the number
+of workers, on which worker runs a task, or on retries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from threadpoolctl import ThreadpoolController
+
+from dkernel._random import derive_rng
+from dkernel.gmm.em import (
+    DiagMixtures,
+    diag_em,
+    diag_posteriors,
+    full_em,
+    full_posteriors,
+    init_diag_params,
+    init_full_params,
+    row_block_size,
+)
+
+
+@dataclass
+class FullMixtures:
+    """Full-covariance models: per model ``(means (g, p), covariances (g, p, p), weights (g,))``."""
+
+    models: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum([len(m[2]) for m in self.models])]).astype(np.int64)
+
+    @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+
+def subsample_rows(seed: int | None, q: int, candidates: np.ndarray, n_sub: int) -> np.ndarray:
+    """Sorted row indices of initial condition ``q``'s subsample (derived from ``(seed, q)``)."""
+    if n_sub >= candidates.size:
+        return candidates
+    rng = derive_rng(seed, "pck-subsample", q)
+    return np.sort(rng.choice(candidates, size=n_sub, replace=False))
+
+
+def fit_init_batch(
+    X: np.ndarray,
+    candidates: np.ndarray,
+    *,
+    q: int,
+    sizes: tuple[int, ...],
+    n_sub: int,
+    seed: int | None,
+    n_iter: int,
+    reg_covar: float,
+    covariance_type: str,
+) -> DiagMixtures | FullMixtures:
+    """Fit the models of initial condition ``q`` (one per ``g`` in ``sizes``) on its subsample.
+
+    Notes
+    -----
+    Diagonal: ``n_iter`` batched EM iterations over ``C = Σ g`` components,
+    O(n_iter · n_sub · p · C). Full: one model at a time, O(n_iter · n_sub · Σ g p²).
+    """
+    rows = subsample_rows(seed, q, candidates, n_sub)
+    Xs = X[rows]
+    # small problems run faster on one BLAS thread (no thread start-up / contention)
+    small = Xs.shape[0] * sum(sizes) * max(1, Xs.shape[1]) < 5e7
+    if not small:
+        return _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type)
+    with _blas_controller().limit(limits=1, user_api="blas"):
+        return _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type)
+
+
+_CONTROLLER: list = []
+
+
+def _blas_controller() -> ThreadpoolController:
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0]
+
+
+def _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type):
+    if covariance_type == "diag":
+        parts = []
+        for g in sizes:
+            means, var, w = init_diag_params(Xs, g, derive_rng(seed, "pck-init", q, g), reg_covar)
+            parts.append(DiagMixtures(means, var, w, np.array([0, g], dtype=np.int64)))
+        mix = DiagMixtures.concatenate(parts)
+        fitted, _ = diag_em(Xs, mix, n_iter, reg_covar)
+        return fitted
+    models = []
+    for g in sizes:
+        means, covs, w = init_full_params(Xs, g, derive_rng(seed, "pck-init", q, g), reg_covar)
+        m, c, w, _ = full_em(Xs, means, covs, w, n_iter, reg_covar)
+        models.append((m, c, w))
+    return FullMixtures(models)
+
+
+def fit_ensemble(
+    X: Any,
+    candidates: np.ndarray,
+    *,
+    n_inits: int,
+    sizes: tuple[int, ...],
+    n_sub: int,
+    seed: int | None,
+    n_iter: int,
+    reg_covar: float,
+    covariance_type: str,
+    client: Any = None,
+) -> list[DiagMixtures | FullMixtures]:
+    """Fit every (q, g) model; one task per ``q`` on ``client`` (or in-process without one).
+
+    Parameters
+    ----------
+    X : ndarray or dask.array.Array (N, p)
+        Centred data, NaN = missing, in the compute dtype.
+    candidates : ndarray of int
+        Rows eligible for training (rows with at least one observed value).
+    client : distributed.Client, optional
+        Where to run; without one the tasks run one after another in this process.
+
+    Returns
+    -------
+    list, one entry per ``q`` in order.
+    """
+    kwargs = dict(
+        sizes=tuple(int(g) for g in sizes),
+        n_sub=int(n_sub),
+        seed=seed,
+        n_iter=int(n_iter),
+        reg_covar=float(reg_covar),
+        covariance_type=covariance_type,
+    )
+    is_dask = hasattr(X, "dask")
+    if client is None:
+        Xn = X.compute() if is_dask else X
+        return [fit_init_batch(Xn, candidates, q=q, **kwargs) for q in range(n_inits)]
+    if is_dask:
+        data = client.compute(X)  # one future holding the whole array, computed on the cluster
+    else:
+        data = client.scatter(X, broadcast=False)
+    cand = client.scatter(candidates, broadcast=False)
+    futures = [
+        client.submit(fit_init_batch, data, cand, q=q, pure=False, **kwargs) for q in range(n_inits)
+    ]
+    try:
+        return client.gather(futures)
+    finally:
+        for f in futures:
+            f.release()
+        data.release()
+        cand.release()
+
+
+def posterior_block(
+    X: np.ndarray, ensemble: DiagMixtures | FullMixtures, scale: float, dtype: Any
+) -> np.ndarray:
+    """Γ/√Z of one row block: the posteriors of every component of every model, concatenated.
+
+    Notes
+    -----
+    O(rows · p · F) and memory O(block · F), processed in sub-blocks of ~64 MiB.
+    """
+    X = np.asarray(X, dtype=dtype)
+    F = int(ensemble.offsets[-1])
+    out = np.empty((X.shape[0], F), dtype=dtype)
+    step = row_block_size(F, np.dtype(dtype).itemsize)
+    for start in range(0, X.shape[0], step):
+        sl = slice(start, min(X.shape[0], start + step))
+        if isinstance(ensemble, DiagMixtures):
+            out[sl] = diag_posteriors(X[sl], ensemble)
+        else:
+            offs = ensemble.offsets
+            for m, (means, covs, w) in enumerate(ensemble.models):
+                out[sl, offs[m] : offs[m + 1]] = full_posteriors(X[sl], means, covs, w)
+    out *= np.dtype(dtype).type(scale)
+    return out
+
+
+def posterior_feature_map_dask(X: Any, ensemble: Any, scale: float, dtype: Any) -> Any:
+    """Lazy Γ/√Z of a Dask array (rows chunked as ``X``, one chunk along the F features).
+
+    The ensemble parameters enter the graph once (as one delayed object), not once per chunk.
+    """
+    import dask
+    import dask.array as da
+
+    F = int(ensemble.offsets[-1])
+    rows = row_block_size(F, np.dtype(dtype).itemsize, target_bytes=128 * 2**20)
+    if max(X.chunks[0]) > rows:
+        X = X.rechunk({0: rows})
+    ens = dask.delayed(ensemble, pure=True)
+    return da.map_blocks(
+        posterior_block,
+        X,
+        ens,
+        scale,
+        np.dtype(dtype),
+        dtype=np.dtype(dtype),
+        chunks=(X.chunks[0], (F,)),
+        meta=np.empty((0, 0), dtype=dtype),
+    )

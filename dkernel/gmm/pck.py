@@ -1,0 +1,382 @@
+"""The Probabilistic Cluster Kernel (PCK; PCKID for incomplete data) as a scikit-learn estimator.
+
+Sources: Løkse MSc thesis (seed 000) ch. 6; Løkse PhD thesis (seed 002) Paper I, Eq. 4 and §3.
+An ensemble of diagonal (or full) covariance GMMs, one per initial condition ``q = 1..Q`` and
+number of components ``g = 2..G``, each trained for a few EM iterations on a random subsample,
+gives every point the concatenated posteriors ``Γ_i = [γ_i(q, g)]`` (F = Q Σ_g g features).
+``K = Γ Γᵀ / Z`` with ``Z = Q (G - 1)`` estimates the probability that two points come from the
+same component; its diagonal is close to 1.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from dkernel._random import seed_from_random_state
+from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
+from dkernel.errors import InvalidInputError, NumericalWarning, ResourceLimitError
+from dkernel.gmm.em import DiagMixtures
+from dkernel.gmm.graph import (
+    FullMixtures,
+    fit_ensemble,
+    posterior_block,
+    posterior_feature_map_dask,
+)
+
+_OWNER = "ProbabilisticClusterKernel"
+_DENSE_KERNEL_LIMIT = 2 * 2**30  # bytes of an in-memory K before we refuse
+
+
+def _is_dask(X: Any) -> bool:
+    return hasattr(X, "dask") and hasattr(X, "chunks")
+
+
+def _current_client() -> Any:
+    try:
+        from distributed import get_client
+
+        return get_client()
+    except (ImportError, ValueError):
+        return None
+
+
+class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
+    """Probabilistic cluster kernel from an ensemble of GMMs; missing values (NaN) native.
+
+    Parameters
+    ----------
+    n_inits : int, default=30
+        Q, the number of random initial conditions.
+    max_components : int, default=30
+        G; models with g = 2..G components are fitted for every initial condition.
+    n_iter : int, default=10
+        EM iterations per model (a weak learner; not run to convergence).
+    subsample : float, default=0.5
+        Fraction of the rows each initial condition is trained on (the models of one ``q``
+        share its subsample; the kernel is evaluated on all rows).
+    covariance_type : {'diag', 'full'}, default='diag'
+        'full' follows Alg. 1 with points grouped by missingness pattern (moderate p only).
+    reg_covar : float, default=1e-6
+        Added to every variance (diagonal of every covariance) after each M-step, relative to
+        the data after centring (the data are not rescaled).
+    random_state : int, numpy Generator or None
+        Seed; model (q, g) derives its generator from ``(random_state, q, g)``.
+    dtype : {'float32', 'float64'}, default='float32'
+        Compute dtype of EM and of Γ.
+
+    Attributes
+    ----------
+    ensemble_ : DiagMixtures or FullMixtures
+        All fitted models, stacked; model ``m`` is ``(model_inits_[m], model_components_[m])``.
+        Means are in centred coordinates (add ``location_``).
+    location_ : ndarray (n_kept,)
+        Column means of the observed training values, subtracted before EM.
+    feature_mask_ : ndarray (n_features_in_,) of bool
+        Columns used; all-NaN and zero-variance columns are dropped with a warning.
+    normalizer_ : float
+        Z = Q (G - 1).
+    n_features_out_ : int
+        F = Q Σ_{g=2}^{G} g.
+    degrees_ : ndarray (n_samples,)
+        ``K 1`` on the training data, computed on first access as ``Γ (Γᵀ 1)`` in two streaming
+        passes (K is never formed).
+
+    Notes
+    -----
+    Fit: one task per initial condition on the active ``distributed`` client (when there is
+    one), data scattered once. Cost O(Q · n_iter · N·subsample · p · Σ g) for 'diag'; memory
+    per task O(block · Σ g + N p). Transform: O(N p F) time, O(N F) output (lazy for Dask).
+    Rows with no observed value get posteriors equal to the mixture weights (warned);
+    they are excluded from training.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_wine
+    >>> X = load_wine().data
+    >>> pck = ProbabilisticClusterKernel(n_inits=3, max_components=5, random_state=0).fit(X)
+    >>> pck.transform(X).shape
+    (178, 42)
+    """
+
+    def __init__(
+        self,
+        n_inits: int = 30,
+        max_components: int = 30,
+        n_iter: int = 10,
+        subsample: float = 0.5,
+        covariance_type: str = "diag",
+        reg_covar: float = 1e-6,
+        random_state: int | np.random.Generator | None = None,
+        dtype: str = "float32",
+    ) -> None:
+        self.n_inits = n_inits
+        self.max_components = max_components
+        self.n_iter = n_iter
+        self.subsample = subsample
+        self.covariance_type = covariance_type
+        self.reg_covar = reg_covar
+        self.random_state = random_state
+        self.dtype = dtype
+
+    # ------------------------------------------------------------------ validation helpers
+    def _check_params(self) -> None:
+        check_scalar(self.n_inits, "n_inits", _OWNER, kind=numbers.Integral, low=1)
+        check_scalar(self.max_components, "max_components", _OWNER, kind=numbers.Integral, low=2)
+        check_scalar(self.n_iter, "n_iter", _OWNER, kind=numbers.Integral, low=1)
+        check_scalar(self.subsample, "subsample", _OWNER, low=0, high=1, low_inclusive=False)
+        check_scalar(self.reg_covar, "reg_covar", _OWNER, low=0)
+        check_options(self.covariance_type, "covariance_type", _OWNER, ("diag", "full"))
+        name = np.dtype(self.dtype).name if self._dtype_ok() else self.dtype
+        check_options(name, "dtype", _OWNER, ("float32", "float64"))
+
+    def _dtype_ok(self) -> bool:
+        try:
+            np.dtype(self.dtype)
+        except TypeError:
+            return False
+        return True
+
+    @property
+    def _np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    def _column_stats(self, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """(observed count, nanmean, nanvar) per column and whether any inf is present."""
+        if _is_dask(X):
+            import dask
+            import dask.array as da
+
+            obs = ~da.isnan(X)
+            Xz = da.where(obs, X, 0).astype(np.float64)
+            count, s1, s2, has_inf = dask.compute(
+                obs.sum(axis=0), Xz.sum(axis=0), (Xz * Xz).sum(axis=0), da.isinf(X).any()
+            )
+        else:
+            obs = ~np.isnan(X)
+            Xz = np.where(obs, X, 0).astype(np.float64)
+            count, s1, s2 = obs.sum(axis=0), Xz.sum(axis=0), (Xz * Xz).sum(axis=0)
+            has_inf = bool(np.isinf(X).any())
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = s1 / count
+            var = s2 / count - mean * mean
+        return np.asarray(count), mean, var, bool(has_inf)
+
+    def _prepare(self, X: Any) -> Any:
+        """Keep the fitted columns, centre, cast (lazy for Dask)."""
+        Xk = X[:, self.feature_mask_] if not self.feature_mask_.all() else X
+        return (Xk - self.location_.astype(Xk.dtype)).astype(self._np_dtype)
+
+    def _validate_new(self, X: Any) -> Any:
+        check_is_fitted(self, "ensemble_")
+        X = check_2d_array(X, _OWNER, allow_nan=True, min_samples=1)
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidInputError(
+                f"{_OWNER} was fitted on {self.n_features_in_} features; got X with "
+                f"{X.shape[1]}. Pass the same columns, NaN where a value is missing."
+            )
+        if not _is_dask(X):
+            empty = np.isnan(X[:, self.feature_mask_]).all(axis=1)
+            if empty.any():
+                warnings.warn(
+                    f"{int(empty.sum())} rows have no observed value in the used columns; their "
+                    "posteriors are the mixture weights (the prior).",
+                    NumericalWarning,
+                    stacklevel=3,
+                )
+        return X
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any, y: Any = None) -> ProbabilisticClusterKernel:
+        """Fit the GMM ensemble on ``X`` (NumPy or Dask, NaN = missing).
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        X = check_2d_array(X, _OWNER, allow_nan=True, min_samples=2)
+        n, p = X.shape
+        count, mean, var, has_inf = self._column_stats(X)
+        if has_inf:
+            raise InvalidInputError(
+                f"{_OWNER} got infinite values in X; replace them or mark them NaN (missing)."
+            )
+        all_nan = count == 0
+        const = (~all_nan) & ~(var > 1e-12 * np.maximum(1.0, mean * mean))
+        keep = ~(all_nan | const)
+        if not keep.any():
+            raise InvalidInputError(
+                f"{_OWNER} found no usable column: every column is all-NaN or constant "
+                f"({int(all_nan.sum())} all-NaN, {int(const.sum())} constant of {p})."
+            )
+        if not keep.all():
+            warnings.warn(
+                f"{_OWNER} drops {int(all_nan.sum())} all-NaN and {int(const.sum())} zero-variance "
+                f"columns (indices {np.flatnonzero(~keep).tolist()[:20]}); they carry no cluster "
+                "information and would make the covariances singular.",
+                NumericalWarning,
+                stacklevel=2,
+            )
+        self.n_features_in_ = p
+        self.feature_mask_ = keep
+        self.location_ = mean[keep].astype(np.float64)
+        Xc = self._prepare(X)
+        if _is_dask(Xc):
+            import dask.array as da
+
+            has_obs = np.asarray(((~da.isnan(Xc)).any(axis=1)).compute())
+        else:
+            has_obs = ~np.isnan(Xc).all(axis=1)
+        candidates = np.flatnonzero(has_obs)
+        if candidates.size < n:
+            warnings.warn(
+                f"{n - candidates.size} rows have no observed value; they are left out of "
+                "training and get the mixture weights as posteriors.",
+                NumericalWarning,
+                stacklevel=2,
+            )
+        G = int(self.max_components)
+        n_sub = int(round(self.subsample * candidates.size))
+        if n_sub < G:
+            raise InvalidInputError(
+                f"The subsample of {_OWNER} has {n_sub} rows ({self.subsample} of "
+                f"{candidates.size} usable rows), fewer than max_components={G}. Lower "
+                "max_components or raise subsample."
+            )
+        sizes = tuple(range(2, G + 1))
+        seed = seed_from_random_state(self.random_state)
+        parts = fit_ensemble(
+            Xc,
+            candidates,
+            n_inits=int(self.n_inits),
+            sizes=sizes,
+            n_sub=n_sub,
+            seed=seed,
+            n_iter=int(self.n_iter),
+            reg_covar=float(self.reg_covar),
+            covariance_type=self.covariance_type,
+            client=_current_client(),
+        )
+        if self.covariance_type == "diag":
+            self.ensemble_ = DiagMixtures.concatenate(parts)
+        else:
+            self.ensemble_ = FullMixtures([m for part in parts for m in part.models])
+        Q = int(self.n_inits)
+        self.model_inits_ = np.repeat(np.arange(Q), len(sizes))
+        self.model_components_ = np.tile(np.asarray(sizes), Q)
+        self.normalizer_ = float(Q * (G - 1))
+        self.n_features_out_ = int(self.ensemble_.offsets[-1])
+        self.seed_ = seed
+        self._X_fit = X
+        self._degrees = None
+        return self
+
+    # ------------------------------------------------------------------ transform & kernel
+    def transform(self, X: Any) -> Any:
+        """Γ/√Z for ``X`` (the out-of-sample map; any missingness pattern).
+
+        Returns
+        -------
+        ndarray or dask.array.Array (n_samples, n_features_out_)
+            Lazy (chunked by rows) for Dask input. ``transform(X) @ transform(Y).T`` is the PCK.
+
+        Notes
+        -----
+        O(N p F) time; O(N F) output.
+        """
+        X = self._validate_new(X)
+        Xc = self._prepare(X)
+        scale = 1.0 / np.sqrt(self.normalizer_)
+        if _is_dask(Xc):
+            return posterior_feature_map_dask(Xc, self.ensemble_, scale, self._np_dtype)
+        return posterior_block(Xc, self.ensemble_, scale, self._np_dtype)
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """Names ``pck_q{q}_g{g}_k{k}`` of the F posterior features."""
+        check_is_fitted(self, "ensemble_")
+        names = [
+            f"pck_q{q}_g{g}_k{k}"
+            for q, g in zip(self.model_inits_, self.model_components_, strict=True)
+            for k in range(g)
+        ]
+        return np.asarray(names, dtype=object)
+
+    def kernel(self, X: Any = None, Y: Any = None) -> Any:
+        """The PCK matrix ``K(X, Y) = Γ_X Γ_Yᵀ / Z`` (training data when None).
+
+        Lazy (Dask) when either input is Dask; an in-memory K above 2 GiB is refused.
+
+        Raises
+        ------
+        ResourceLimitError
+            When an in-memory K would exceed 2 GiB; use ``transform`` (the explicit feature map)
+            or Dask input instead.
+        """
+        check_is_fitted(self, "ensemble_")
+        X = self._X_fit if X is None else X
+        Y = X if Y is None else Y
+        nbytes = X.shape[0] * Y.shape[0] * self._np_dtype.itemsize
+        if not (_is_dask(X) or _is_dask(Y)) and nbytes > _DENSE_KERNEL_LIMIT:
+            raise ResourceLimitError(
+                f"the PCK matrix of {X.shape[0]} x {Y.shape[0]} points needs "
+                f"{nbytes / 2**30:.1f} GiB in memory. Use transform() (K = Γ Γᵀ, never formed) "
+                "or pass Dask arrays for a blocked, lazy K."
+            )
+        GX = self.transform(X)
+        GY = GX if Y is X else self.transform(Y)
+        if _is_dask(GX) or _is_dask(GY):
+            import dask.array as da
+
+            GX = GX if _is_dask(GX) else da.from_array(GX)
+            GY = GY if _is_dask(GY) else da.from_array(GY)
+            return GX @ GY.T
+        return GX @ GY.T
+
+    @property
+    def degrees_(self) -> np.ndarray:
+        """Degrees ``d = K 1 = Γ (Γᵀ 1) / Z`` of the training points (two streaming passes)."""
+        check_is_fitted(self, "ensemble_")
+        if self._degrees is None:
+            X = self._X_fit
+            if _is_dask(X):
+                self._degrees = feature_map_degrees(self.transform(X))
+            else:
+                Xc = self._prepare(X)
+                scale = 1.0 / np.sqrt(self.normalizer_)
+                step = 4096
+                blocks = [(slice(a, min(a + step, X.shape[0]))) for a in range(0, X.shape[0], step)]
+                s = np.zeros(self.n_features_out_)
+                for sl in blocks:
+                    s += posterior_block(Xc[sl], self.ensemble_, scale, self._np_dtype).sum(
+                        axis=0, dtype=np.float64
+                    )
+                d = np.empty(X.shape[0])
+                for sl in blocks:
+                    d[sl] = posterior_block(Xc[sl], self.ensemble_, scale, self._np_dtype) @ s
+                self._degrees = d
+        return self._degrees
+
+
+def feature_map_degrees(Phi: Any) -> np.ndarray:
+    """``Φ (Φᵀ 1)`` for a NumPy or Dask feature map, without forming ``Φ Φᵀ``.
+
+    Notes
+    -----
+    O(N F) time; for Dask input Φ is streamed twice (recomputed, not held).
+    """
+    if _is_dask(Phi):
+        s = Phi.sum(axis=0, dtype=np.float64).compute()
+        return np.asarray((Phi.astype(np.float64) @ s).compute())
+    Phi = np.asarray(Phi)
+    s = Phi.sum(axis=0, dtype=np.float64)
+    return Phi.astype(np.float64, copy=False) @ s

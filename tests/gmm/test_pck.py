@@ -1,0 +1,220 @@
+"""ProbabilisticClusterKernel: the estimator, the Dask ensemble graph, bad input."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError, NotFittedError, NumericalWarning, ResourceLimitError
+from dkernel.gmm.pck import ProbabilisticClusterKernel, feature_map_degrees
+from dkernel.testing import as_kind
+
+
+def _blobs(n=240, p=4, missing=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(scale=4.0, size=(3, p))
+    y = rng.integers(0, 3, n)
+    X = centers[y] + rng.normal(size=(n, p))
+    if missing:
+        mask = rng.random((n, p)) < missing
+        mask[np.arange(n), rng.integers(0, p, n)] = False
+        X[mask] = np.nan
+    return X, y
+
+
+SMALL = dict(n_inits=3, max_components=5, n_iter=5, random_state=0)
+
+
+def test_feature_map_kernel_and_degrees(array_kind):
+    X, _ = _blobs(missing=0.3)
+    pck = ProbabilisticClusterKernel(**SMALL).fit(as_kind(X, array_kind))
+    F = 3 * sum(range(2, 6))
+    assert pck.n_features_out_ == F and pck.normalizer_ == 12.0
+    G = pck.transform(as_kind(X, array_kind))
+    assert G.shape == (X.shape[0], F)
+    G = np.asarray(G)
+    assert G.dtype == np.float32
+    # each model's posteriors sum to one, so every row of Γ has squared-sum structure Z·(1/Z)
+    sums = np.add.reduceat(G * np.sqrt(12.0), pck.ensemble_.offsets[:-1], axis=1)
+    np.testing.assert_allclose(sums, 1.0, atol=1e-5)
+    K = np.asarray(pck.kernel())
+    np.testing.assert_allclose(K, G @ G.T, rtol=1e-5, atol=1e-6)
+    assert np.all(K.diagonal() <= 1 + 1e-5) and K.diagonal().mean() > 0.5
+    np.testing.assert_allclose(pck.degrees_, K.astype(np.float64).sum(axis=1), rtol=1e-4)
+    np.testing.assert_allclose(
+        feature_map_degrees(da.from_array(G, chunks=(50, F))),
+        K.astype(np.float64).sum(axis=1),
+        rtol=1e-4,
+    )
+    assert pck.get_feature_names_out()[:2].tolist() == ["pck_q0_g2_k0", "pck_q0_g2_k1"]
+
+
+def test_dask_transform_is_lazy_and_matches_numpy():
+    X, _ = _blobs(missing=0.2)
+    pck = ProbabilisticClusterKernel(**SMALL).fit(X)
+    lazy = pck.transform(da.from_array(X, chunks=(50, 4)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_array_equal(lazy.compute(), pck.transform(X))
+    Kd = pck.kernel(da.from_array(X[:30], chunks=(10, 4)), X[30:60])
+    assert isinstance(Kd, da.Array) and Kd.shape == (30, 30)
+    np.testing.assert_allclose(Kd.compute(), pck.kernel(X[:30], X[30:60]), rtol=1e-6)
+
+
+def test_dask_fit_matches_numpy_fit():
+    X, _ = _blobs(missing=0.2)
+    a = ProbabilisticClusterKernel(**SMALL).fit(X)
+    b = ProbabilisticClusterKernel(**SMALL).fit(da.from_array(X, chunks=(70, 4)))
+    np.testing.assert_allclose(a.transform(X), b.transform(X), atol=1e-4)
+
+
+def test_out_of_sample_other_missingness_pattern():
+    X, _ = _blobs(missing=0.0, seed=1)
+    pck = ProbabilisticClusterKernel(**SMALL).fit(X[:200])
+    Xn = X[200:].copy()
+    Xn[::2, 0] = np.nan
+    Xn[1::3, 2:] = np.nan
+    G = pck.transform(Xn)
+    assert np.all(np.isfinite(G))
+    Xn[0] = np.nan
+    with pytest.warns(NumericalWarning, match="no observed value"):
+        G = pck.transform(Xn)
+    np.testing.assert_allclose(G[0] * np.sqrt(pck.normalizer_), pck.ensemble_.weights, atol=1e-6)
+
+
+def test_clusters_recovered():
+    from sklearn.cluster import KMeans
+
+    from dkernel.metrics import clustering_accuracy
+    from dkernel.spectral.dense import kpca_embedding
+
+    X, y = _blobs(n=300, missing=0.3, seed=3)
+    pck = ProbabilisticClusterKernel(n_inits=5, max_components=8, random_state=1).fit(X)
+    emb = kpca_embedding(pck.kernel().astype(np.float64), 3).embedding
+    labels = KMeans(3, n_init=10, random_state=0).fit_predict(emb)
+    assert clustering_accuracy(y, labels) > 0.9
+
+
+def test_full_covariance_variant():
+    X, _ = _blobs(n=150, p=3, missing=0.2)
+    pck = ProbabilisticClusterKernel(
+        n_inits=2, max_components=4, covariance_type="full", random_state=0, dtype="float64"
+    ).fit(X)
+    G = pck.transform(X)
+    assert G.shape == (150, 2 * (2 + 3 + 4)) and G.dtype == np.float64
+    sums = np.add.reduceat(G * np.sqrt(pck.normalizer_), pck.ensemble_.offsets[:-1], axis=1)
+    np.testing.assert_allclose(sums, 1.0, atol=1e-10)
+
+
+def test_deterministic_across_runs_and_workers():
+    from dkernel.runtime import connect
+
+    X, _ = _blobs(n=300, missing=0.3, seed=4)
+    params = dict(n_inits=4, max_components=6, n_iter=4, random_state=7)
+    ref = ProbabilisticClusterKernel(**params).fit(X).transform(X)
+    again = ProbabilisticClusterKernel(**params).fit(X).transform(X)
+    assert np.array_equal(ref, again)
+    for n_workers in (1, 2, 4):
+        client = connect(n_workers=n_workers, threads_per_worker=1, quiet=True)
+        try:
+            pck = ProbabilisticClusterKernel(**params).fit(X)
+            got = pck.transform(da.from_array(X, chunks=(64, 4))).compute()
+            got_dask_fit = ProbabilisticClusterKernel(**params).fit(
+                da.from_array(X, chunks=(64, 4))
+            )
+        finally:
+            client.close()
+        assert np.array_equal(ref, got), n_workers
+        np.testing.assert_allclose(got_dask_fit.transform(X), ref, atol=1e-4)
+    other = ProbabilisticClusterKernel(**{**params, "random_state": 8}).fit(X).transform(X)
+    assert not np.array_equal(ref, other)
+
+
+# ---- bad input ---------------------------------------------------------------------------
+def test_all_nan_and_constant_columns_are_dropped_with_warning():
+    X, _ = _blobs()
+    X = np.column_stack([X, np.full(len(X), np.nan), np.full(len(X), 3.0)])
+    with pytest.warns(NumericalWarning, match="1 all-NaN and 1 zero-variance"):
+        pck = ProbabilisticClusterKernel(**SMALL).fit(X)
+    assert pck.feature_mask_.tolist() == [True] * 4 + [False, False]
+    assert pck.transform(X).shape[0] == len(X)
+
+
+def test_rows_without_values_are_left_out_with_warning():
+    X, _ = _blobs()
+    X[:5] = np.nan
+    with pytest.warns(NumericalWarning, match="5 rows have no observed value"):
+        ProbabilisticClusterKernel(**SMALL).fit(X)
+
+
+@pytest.mark.parametrize(
+    "X, match",
+    [
+        (np.array([[1.0, np.inf], [2.0, 3.0], [1.0, 1.0]]), "infinite"),
+        (np.ones((1, 3)), "at least 2 samples"),
+        (np.ones((5, 0)), "at least one feature"),
+        (np.array([["a", "b"], ["c", "d"]]), "numeric"),
+        (np.full((10, 2), np.nan), "no usable column"),
+        (np.ones(5), "2-D"),
+    ],
+)
+def test_bad_input_is_a_clear_error(X, match):
+    with pytest.raises(InvalidInputError, match=match):
+        ProbabilisticClusterKernel(**SMALL).fit(X)
+
+
+def test_inf_in_dask_input_is_an_error():
+    X, _ = _blobs()
+    X[3, 1] = np.inf
+    with pytest.raises(InvalidInputError, match="infinite"):
+        ProbabilisticClusterKernel(**SMALL).fit(da.from_array(X, chunks=(50, 4)))
+
+
+def test_subsample_smaller_than_max_components_is_an_error():
+    X, _ = _blobs(n=40)
+    with pytest.raises(InvalidInputError, match="fewer than max_components=30"):
+        ProbabilisticClusterKernel(max_components=30, subsample=0.5).fit(X)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"n_inits": 0}, "'n_inits'"),
+        ({"max_components": 1}, "'max_components'"),
+        ({"subsample": 0.0}, "'subsample'"),
+        ({"subsample": 1.5}, "'subsample'"),
+        ({"covariance_type": "tied"}, "'covariance_type'"),
+        ({"dtype": "int8"}, "'dtype'"),
+        ({"reg_covar": -1.0}, "'reg_covar'"),
+    ],
+)
+def test_bad_parameters(params, match):
+    X, _ = _blobs()
+    with pytest.raises(InvalidInputError, match=match):
+        ProbabilisticClusterKernel(**{**SMALL, **params}).fit(X)
+
+
+def test_not_fitted_and_wrong_width():
+    X, _ = _blobs()
+    with pytest.raises(NotFittedError):
+        ProbabilisticClusterKernel().transform(X)
+    pck = ProbabilisticClusterKernel(**SMALL).fit(X)
+    with pytest.raises(InvalidInputError, match="fitted on 4 features"):
+        pck.transform(X[:, :3])
+
+
+def test_dense_kernel_limit(monkeypatch):
+    import dkernel.gmm.pck as mod
+
+    X, _ = _blobs()
+    pck = ProbabilisticClusterKernel(**SMALL).fit(X)
+    monkeypatch.setattr(mod, "_DENSE_KERNEL_LIMIT", 1000)
+    with pytest.raises(ResourceLimitError, match="transform"):
+        pck.kernel()
+
+
+def test_sklearn_params_roundtrip():
+    from sklearn.base import clone
+
+    pck = ProbabilisticClusterKernel(n_inits=4, dtype="float64")
+    assert clone(pck).get_params()["n_inits"] == 4
