@@ -144,3 +144,4 @@ register_reader(
     )
 )
 from dkernel.io import frey  # noqa: E402,F401  (registers the frey-faces reader)
+from dkernel.io import raster  # noqa: E402,F401  (registers geotiff, demo-landsat, npy-raster, zarr-raster, samson, jasper)

@@ -1,0 +1,552 @@
+"""Raster input/output: GeoTIFF (rioxarray), ``.npy`` and Zarr images, pixel features.
+
+An image is an ``xarray.DataArray`` with dims ``(band, y, x)``, its CRS and transform kept
+(``image.rio``) when it has them, and a boolean coordinate ``valid`` (y, x) marking pixels
+that are not nodata. :func:`raster_features` turns the valid pixels into a Dask array of
+features (band values, optionally scaled, plus the pixel coordinates scaled to [0, c];
+seed 001 §6.1.2) chunked by row strips, so every pixel can be streamed chunk by chunk.
+Labels come back to the image grid with :func:`labels_to_raster` (nodata = -1) and are
+written with :func:`write_label_geotiff` and :func:`write_quicklook`.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from dkernel.errors import InvalidInputError
+from dkernel.io.data import LoadedData
+
+#: Pixels per row strip of the feature array (about 8 MiB of float32 features per chunk).
+STRIP_PIXELS = 2**18
+
+SCALES = ("minmax", "standardize", "none")
+
+DEMO_LANDSAT = "RGB.byte.tif"
+
+
+def package_data_path(name: str) -> Path:
+    """Path of a file vendored in ``dkernel/data`` (e.g. the demo Landsat scene)."""
+    path = Path(str(resources.files("dkernel") / "data" / name))
+    if not path.is_file():
+        raise InvalidInputError(
+            f"dkernel ships no data file {name!r}; available: "
+            f"{', '.join(sorted(p.name for p in path.parent.iterdir() if p.is_file()))}."
+        )
+    return path
+
+
+def resolve_path(path: str | os.PathLike) -> Path:
+    """Expand ``~`` and ``$VARS``; ``package:NAME`` names a file vendored in ``dkernel/data``."""
+    text = str(path)
+    if text.startswith("package:"):
+        return package_data_path(text.split(":", 1)[1])
+    return Path(os.path.expandvars(text)).expanduser()
+
+
+def _strip_rows(n_rows: int, n_cols: int) -> int:
+    return int(max(1, min(n_rows, STRIP_PIXELS // max(1, n_cols))))
+
+
+def open_geotiff(
+    path: str | os.PathLike, *, bands: list[int] | None = None, chunk_rows: int | None = None
+) -> xr.DataArray:
+    """Open a GeoTIFF lazily as ``(band, y, x)`` with CRS, transform and a ``valid`` mask.
+
+    Parameters
+    ----------
+    path : path or ``package:NAME``
+    bands : list of int, optional
+        1-based band numbers to keep (all by default).
+    chunk_rows : int, optional
+        Rows per chunk (full-width strips); default ≈ 2^18 pixels per chunk.
+
+    Notes
+    -----
+    The mask needs one pass over the image (1 byte per pixel is kept in memory). A pixel is
+    invalid when any band equals the nodata value (GDAL per-band nodata) or is NaN.
+    """
+    import rioxarray
+
+    path = resolve_path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"GeoTIFF {str(path)!r} does not exist.")
+    probe = rioxarray.open_rasterio(path)
+    n_rows, n_cols = int(probe.sizes["y"]), int(probe.sizes["x"])
+    rows = chunk_rows or _strip_rows(n_rows, n_cols)
+    image = rioxarray.open_rasterio(path, chunks={"band": -1, "y": rows, "x": -1})
+    if bands:
+        missing = [b for b in bands if b not in image["band"].values.tolist()]
+        if missing:
+            raise InvalidInputError(
+                f"{path} has bands {image['band'].values.tolist()}; bands {missing} do not exist."
+            )
+        image = image.sel(band=bands)
+    nodata = image.rio.nodata
+    data = image.data
+    invalid = da.isnan(data).any(axis=0) if np.issubdtype(data.dtype, np.floating) else None
+    if nodata is not None:
+        eq = (data == nodata).any(axis=0)
+        invalid = eq if invalid is None else invalid | eq
+    valid = np.ones((n_rows, n_cols), dtype=bool) if invalid is None else ~invalid.compute()
+    image = image.assign_coords(valid=(("y", "x"), np.asarray(valid)))
+    image.attrs["source"] = str(path)
+    return image
+
+
+def image_from_array(
+    cube: Any,
+    *,
+    layout: str = "yxb",
+    nodata: float | None = None,
+    chunk_rows: int | None = None,
+    name: str = "image",
+) -> xr.DataArray:
+    """Wrap an in-memory or Dask array as a ``(band, y, x)`` image without georeferencing.
+
+    ``layout`` is ``'yxb'`` (rows, cols, bands) or ``'byx'``; ``y``/``x`` are pixel indices.
+    """
+    if layout not in ("yxb", "byx"):
+        raise InvalidInputError(f"layout must be 'yxb' or 'byx'; got {layout!r}.")
+    arr = cube if isinstance(cube, da.Array) else np.asarray(cube)
+    if arr.ndim == 2:
+        arr = arr[..., None] if layout == "yxb" else arr[None]
+    if arr.ndim != 3:
+        raise InvalidInputError(f"an image must be 2-D or 3-D; got shape {arr.shape}.")
+    if layout == "yxb":
+        arr = arr.transpose(2, 0, 1)
+    n_rows, n_cols = int(arr.shape[1]), int(arr.shape[2])
+    rows = chunk_rows or _strip_rows(n_rows, n_cols)
+    arr = da.asarray(arr).rechunk((-1, rows, -1))
+    invalid = None
+    if np.issubdtype(arr.dtype, np.floating):
+        invalid = da.isnan(arr).any(axis=0)
+    if nodata is not None:
+        eq = (arr == nodata).any(axis=0)
+        invalid = eq if invalid is None else invalid | eq
+    valid = np.ones((n_rows, n_cols), bool) if invalid is None else ~np.asarray(invalid.compute())
+    image = xr.DataArray(
+        arr,
+        dims=("band", "y", "x"),
+        coords={
+            "band": np.arange(1, arr.shape[0] + 1),
+            "y": np.arange(n_rows, dtype=np.float64),
+            "x": np.arange(n_cols, dtype=np.float64),
+            "valid": (("y", "x"), valid),
+        },
+        name=name,
+    )
+    return image
+
+
+def raster_features(
+    image: xr.DataArray, *, scale: str = "minmax", coord_scale: float = 0.25
+) -> tuple[da.Array, list[str], dict[str, Any]]:
+    """Features of the valid pixels: scaled band values plus pixel coordinates in [0, c].
+
+    Parameters
+    ----------
+    image : DataArray (band, y, x) with a ``valid`` coordinate
+    scale : {'minmax', 'standardize', 'none'}
+        Per-band scaling over the valid pixels: to [0, 1], to zero mean / unit variance, or
+        raw values.
+    coord_scale : float
+        c: the column and row indices are multiplied by ``c / (max(rows, cols) - 1)`` (the
+        longer side spans [0, c], aspect kept). 0 drops the coordinates.
+
+    Returns
+    -------
+    X : dask array (n_valid, n_bands [+ 2]) float32, chunked by row strips of the image
+    names : list of str
+    stats : dict
+        Per-band offsets and scales used (JSON-serialisable).
+
+    Notes
+    -----
+    One pass over the image for the band statistics; the features themselves stay lazy.
+    Memory per chunk O(strip pixels · features).
+    """
+    if scale not in SCALES:
+        raise InvalidInputError(f"scale must be one of {', '.join(SCALES)}; got {scale!r}.")
+    if "valid" not in image.coords:
+        raise InvalidInputError(
+            "the image has no 'valid' mask coordinate; open it with dkernel.io."
+        )
+    n_bands, n_rows, n_cols = (int(s) for s in image.shape)
+    valid = np.asarray(image["valid"].values, dtype=bool)
+    if not valid.any():
+        raise InvalidInputError("every pixel of the image is nodata; nothing to cluster.")
+    data = image.data if isinstance(image.data, da.Array) else da.asarray(image.data)
+    rows = data.chunks[1]
+    pix = (
+        data.astype(np.float32)
+        .transpose(1, 2, 0)
+        .reshape((n_rows * n_cols, n_bands), merge_chunks=True)
+    )
+    pix = pix.rechunk({0: tuple(r * n_cols for r in rows)})
+    pix = pix.rechunk({1: -1})
+    flat_valid = valid.ravel()
+    X = pix[flat_valid]
+    if scale == "minmax":
+        lo, hi = da.compute(X.min(axis=0), X.max(axis=0))
+        offset, width = lo.astype(np.float64), (hi - lo).astype(np.float64)
+    elif scale == "standardize":
+        mean, std = da.compute(X.mean(axis=0, dtype=np.float64), X.std(axis=0, dtype=np.float64))
+        offset, width = mean, std
+    else:
+        offset, width = np.zeros(n_bands), np.ones(n_bands)
+    width = np.where(width > 0, width, 1.0)
+    X = (X - offset.astype(np.float32)) / width.astype(np.float32)
+    names = [f"band_{int(b)}" for b in image["band"].values]
+    if coord_scale > 0:
+        factor = np.float32(coord_scale / max(1, max(n_rows, n_cols) - 1))
+        r, c = np.nonzero(valid)
+        coords = np.stack([c, r], axis=1).astype(np.float32) * factor
+        C = da.from_array(coords, chunks=(X.chunks[0], 2))
+        X = da.concatenate([X, C], axis=1).rechunk({1: -1})
+        names += ["col_scaled", "row_scaled"]
+    stats = {
+        "scale": scale,
+        "offset": offset.tolist(),
+        "width": width.tolist(),
+        "coord_scale": float(coord_scale),
+    }
+    return X.astype(np.float32), names, stats
+
+
+def raster_to_loaded(
+    image: xr.DataArray,
+    *,
+    scale: str = "minmax",
+    coord_scale: float = 0.25,
+    labels: np.ndarray | None = None,
+    meta: dict[str, Any] | None = None,
+) -> LoadedData:
+    """A :class:`LoadedData` for raster methods: X = features of the valid pixels.
+
+    ``labels`` (rows, cols), if given, become ``y`` for the valid pixels (metrics only).
+    """
+    X, names, stats = raster_features(image, scale=scale, coord_scale=coord_scale)
+    valid = np.asarray(image["valid"].values)
+    y = None if labels is None else np.asarray(labels)[valid]
+    info = {
+        "shape": [int(s) for s in image.shape],
+        "n_valid": int(valid.sum()),
+        "features": stats,
+        **(meta or {}),
+    }
+    if image.rio.crs is not None:
+        info["crs"] = image.rio.crs.to_string()
+        info["transform"] = list(image.rio.transform())[:6]
+    return LoadedData(X=X, y=y, feature_names=names, meta=info, raster=image)
+
+
+def labels_to_raster(labels: np.ndarray, valid: np.ndarray, *, nodata: int = -1) -> np.ndarray:
+    """Scatter per-valid-pixel labels back onto the image grid (nodata elsewhere)."""
+    valid = np.asarray(valid, dtype=bool)
+    labels = np.asarray(labels)
+    if labels.shape[0] != int(valid.sum()):
+        raise InvalidInputError(
+            f"{labels.shape[0]} labels for {int(valid.sum())} valid pixels; they must match."
+        )
+    out = np.full(valid.shape, nodata, dtype=np.int32)
+    out[valid] = labels
+    return out
+
+
+def label_dataarray(label_map: np.ndarray, image: xr.DataArray, *, nodata: int = -1):
+    """The label map as a ``(y, x)`` DataArray with the image's coordinates, CRS, transform."""
+    out = xr.DataArray(
+        label_map.astype(np.int32),
+        dims=("y", "x"),
+        coords={"y": image["y"].values, "x": image["x"].values},
+        name="labels",
+    )
+    if image.rio.crs is not None:
+        out = out.rio.write_crs(image.rio.crs)
+        out = out.rio.write_transform(image.rio.transform())
+    out = out.rio.write_nodata(nodata, encoded=False)
+    return out
+
+
+def write_label_geotiff(
+    path: str | os.PathLike, label_map: np.ndarray, image: xr.DataArray, *, nodata: int = -1
+) -> Path:
+    """Write labels as a single-band int16 GeoTIFF with the image's CRS and transform.
+
+    Nodata pixels (the image's nodata collar) are written as ``nodata``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = label_dataarray(label_map, image, nodata=nodata).astype(np.int16)
+    out = out.rio.write_nodata(nodata, encoded=False)
+    out.rio.to_raster(path, compress="deflate")
+    return path
+
+
+def _rgb(image: xr.DataArray) -> np.ndarray:
+    n_bands = int(image.sizes["band"])
+    pick = [0, 1, 2] if n_bands >= 3 else [0] * 3
+    if n_bands > 3:  # hyperspectral: spread three bands over the spectrum
+        pick = [int(n_bands * f) for f in (0.75, 0.5, 0.25)]
+    arr = np.asarray(image.isel(band=pick).values, dtype=np.float64).transpose(1, 2, 0)
+    valid = np.asarray(image["valid"].values)
+    rgb = np.zeros_like(arr)
+    for i in range(3):
+        band = arr[..., i]
+        lo, hi = np.percentile(band[valid], [2, 98]) if valid.any() else (0.0, 1.0)
+        rgb[..., i] = np.clip((band - lo) / (hi - lo if hi > lo else 1.0), 0, 1)
+    rgb[~valid] = 1.0
+    return rgb
+
+
+def write_quicklook(
+    path: str | os.PathLike, image: xr.DataArray, label_map: np.ndarray, *, title: str = ""
+) -> Path:
+    """PNG with the image (2–98 % stretch) beside the cluster map, in map coordinates."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    xs, ys = image["x"].values, image["y"].values
+    extent = [float(xs[0]), float(xs[-1]), float(ys[-1]), float(ys[0])]
+    n_lab = int(label_map.max()) + 1 if (label_map >= 0).any() else 1
+    colors = plt.get_cmap("tab20")(np.arange(max(n_lab, 1)) % 20)
+    shown = np.ma.masked_less(label_map, 0)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5), sharex=True, sharey=True)
+    axes[0].imshow(_rgb(image), extent=extent, interpolation="nearest")
+    axes[0].set_title("image")
+    axes[1].imshow(
+        shown,
+        extent=extent,
+        cmap=ListedColormap(colors),
+        vmin=-0.5,
+        vmax=n_lab - 0.5,
+        interpolation="nearest",
+    )
+    axes[1].set_title(f"clusters ({n_lab})")
+    crs = image.rio.crs
+    for ax in axes:
+        ax.set_xlabel(f"x ({crs.to_string()})" if crs is not None else "column")
+    axes[0].set_ylabel("y" if crs is not None else "row")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# readers
+# ---------------------------------------------------------------------------------------
+
+
+def load_geotiff(
+    path: str,
+    bands: list[int] | None = None,
+    scale: str = "minmax",
+    coord_scale: float = 0.25,
+    chunk_rows: int | None = None,
+) -> LoadedData:
+    """Reader ``geotiff``: a GeoTIFF's valid pixels as features, the image kept for output."""
+    image = open_geotiff(path, bands=bands, chunk_rows=chunk_rows)
+    return raster_to_loaded(
+        image, scale=scale, coord_scale=coord_scale, meta={"source": str(resolve_path(path))}
+    )
+
+
+def load_demo_landsat(
+    scale: str = "minmax", coord_scale: float = 0.25, chunk_rows: int | None = None
+) -> LoadedData:
+    """Reader ``demo-landsat``: the vendored CC0 Landsat 7 scene (718 × 791 × 3, EPSG:32618)."""
+    return load_geotiff(
+        f"package:{DEMO_LANDSAT}", scale=scale, coord_scale=coord_scale, chunk_rows=chunk_rows
+    )
+
+
+def load_npy_raster(
+    path: str,
+    layout: str = "yxb",
+    nodata: float | None = None,
+    labels_path: str | None = None,
+    scale: str = "minmax",
+    coord_scale: float = 0.25,
+) -> LoadedData:
+    """Reader ``npy-raster``: a 3-D ``.npy`` image (memory-mapped), optional label image."""
+    try:
+        cube = np.load(resolve_path(path), mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"could not read {path} as a .npy array: {exc}") from exc
+    image = image_from_array(da.from_array(cube), layout=layout, nodata=nodata)
+    labels = np.load(resolve_path(labels_path), allow_pickle=False) if labels_path else None
+    return raster_to_loaded(
+        image, scale=scale, coord_scale=coord_scale, labels=labels, meta={"source": str(path)}
+    )
+
+
+def load_zarr_raster(
+    path: str,
+    variable: str | None = None,
+    layout: str = "byx",
+    nodata: float | None = None,
+    scale: str = "minmax",
+    coord_scale: float = 0.25,
+) -> LoadedData:
+    """Reader ``zarr-raster``: a 3-D array in a Zarr store (``variable`` names it in a group)."""
+    import zarr
+
+    node = zarr.open(str(resolve_path(path)), mode="r")
+    if isinstance(node, zarr.Group):
+        if variable is None:
+            names = [k for k, _ in node.arrays()]
+            raise InvalidInputError(
+                f"{path} is a Zarr group; set data.variable to one of {', '.join(names)}."
+            )
+        node = node[variable]
+    image = image_from_array(da.from_zarr(node), layout=layout, nodata=nodata)
+    return raster_to_loaded(image, scale=scale, coord_scale=coord_scale, meta={"source": str(path)})
+
+
+def load_hyperspectral(
+    scene: str, path: str | None = None, scale: str = "none", coord_scale: float = 0.25
+) -> LoadedData:
+    """Readers ``samson`` / ``jasper``: the unmixing scenes, argmax-abundance ground truth."""
+    from dkernel.io.hyperspectral import JASPER_CLASSES, SAMSON_CLASSES, load_jasper, load_samson
+
+    loader = load_samson if scene == "samson" else load_jasper
+    cube, labels = loader(path)
+    image = image_from_array(cube, layout="yxb", name=scene)
+    classes = SAMSON_CLASSES if scene == "samson" else JASPER_CLASSES
+    return raster_to_loaded(
+        image,
+        scale=scale,
+        coord_scale=coord_scale,
+        labels=labels,
+        meta={"source": scene, "classes": list(classes)},
+    )
+
+
+def _register() -> None:
+    from dkernel.io.registry import Reader, register_reader
+    from dkernel.jobs.params import Param
+
+    scale = Param(
+        "scale",
+        "str",
+        default="minmax",
+        choices=SCALES,
+        doc="Per-band scaling over valid pixels: minmax to [0, 1], standardize, or none.",
+    )
+    coord = Param(
+        "coord_scale",
+        "float",
+        default=0.25,
+        low=0.0,
+        doc="Pixel coordinates scaled to [0, c] (longer side); 0 drops them.",
+    )
+    chunk = Param(
+        "chunk_rows",
+        "int",
+        default=None,
+        nullable=True,
+        low=1,
+        doc="Rows per chunk (full-width strips).",
+    )
+    register_reader(
+        Reader(
+            name="geotiff",
+            params=(
+                Param("path", "str", doc="GeoTIFF file."),
+                Param(
+                    "bands", "int_list", default=None, nullable=True, doc="1-based bands to keep."
+                ),
+                scale,
+                coord,
+                chunk,
+            ),
+            load=load_geotiff,
+            description="A GeoTIFF (rioxarray): bands, nodata mask, CRS and transform kept.",
+            raster=True,
+        )
+    )
+    register_reader(
+        Reader(
+            name="demo-landsat",
+            params=(scale, coord, chunk),
+            load=load_demo_landsat,
+            description="The vendored CC0 Landsat 7 scene RGB.byte.tif (no DKERNEL_DATA needed).",
+            raster=True,
+        )
+    )
+    register_reader(
+        Reader(
+            name="npy-raster",
+            params=(
+                Param("path", "str"),
+                Param("layout", "str", default="yxb", choices=("yxb", "byx")),
+                Param("nodata", "float", default=None, nullable=True),
+                Param("labels_path", "str", default=None, nullable=True),
+                scale,
+                coord,
+            ),
+            load=load_npy_raster,
+            description="A 3-D .npy image (rows, cols, bands) or (bands, rows, cols).",
+            raster=True,
+        )
+    )
+    register_reader(
+        Reader(
+            name="zarr-raster",
+            params=(
+                Param("path", "str"),
+                Param("variable", "str", default=None, nullable=True),
+                Param("layout", "str", default="byx", choices=("yxb", "byx")),
+                Param("nodata", "float", default=None, nullable=True),
+                scale,
+                coord,
+            ),
+            load=load_zarr_raster,
+            description="A 3-D image array in a Zarr store.",
+            raster=True,
+        )
+    )
+    hs_scale = Param(
+        "scale",
+        "str",
+        default="none",
+        choices=SCALES,
+        doc="Band scaling (reflectances are already in [0, 1]).",
+    )
+    for scene, text in (
+        ("samson", "Samson (95 × 95 × 156)"),
+        ("jasper", "Jasper Ridge (100 × 100 × 198)"),
+    ):
+        register_reader(
+            Reader(
+                name=scene,
+                params=(
+                    Param("path", "str", default="${DKERNEL_DATA}", doc="DKERNEL_DATA folder."),
+                    hs_scale,
+                    coord,
+                ),
+                load=lambda path="${DKERNEL_DATA}", scale="none", coord_scale=0.25, _s=scene: (
+                    load_hyperspectral(_s, os.path.expandvars(path), scale, coord_scale)
+                ),
+                description=f"{text} hyperspectral scene with argmax-abundance ground truth.",
+                raster=True,
+            )
+        )
+
+
+_register()

@@ -1,0 +1,521 @@
+"""Scikit-learn-style estimators: :class:`MeanShift` and :class:`MSSC`.
+
+MSSC (seed 001 ch. 5): mean shift splits the data into m partitions (stage one); the
+Cauchy–Schwarz affinity between partitions (Eq. 5.3) with its own, larger bandwidth is
+embedded with KECA or KPCA and clustered with angular or Euclidean k-means (stage two);
+partition labels flow back to the points. For large inputs the first stage runs on seeds
+(grid bins or a k-means pre-partition weighted by counts, 001 §7.1) against a density from a
+sample, and every point is then streamed through mean shift against that stored density to a
+stored mode; ``predict`` does the same for new points.
+"""
+
+from __future__ import annotations
+
+import numbers
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from dkernel._random import derive_rng, derive_seed, seed_from_random_state
+from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
+from dkernel.errors import InvalidInputError, ResourceLimitError
+from dkernel.meanshift import kernels as K
+from dkernel.meanshift.graph import AssignModel, stream_assign, stream_feature_sums
+
+#: Largest number of points for which the exact (O(N²) work) CS affinity is used by 'auto'.
+EXACT_AFFINITY_MAX = 20000
+
+
+def _is_dask(X: Any) -> bool:
+    return hasattr(X, "dask") and hasattr(X, "chunks")
+
+
+def _take_rows(X: Any, idx: np.ndarray) -> np.ndarray:
+    idx = np.sort(idx)
+    sub = X[idx]
+    return np.asarray(sub.compute() if _is_dask(sub) else sub, dtype=np.float64)
+
+
+def _path_schedule(n_iter: int) -> list[int]:
+    """Iterates kept in the trajectory cache: 0, 1, 2, 4, 8, ... and the last."""
+    keep = [0]
+    k = 1
+    while k < n_iter:
+        keep.append(k)
+        k *= 2
+    keep.append(n_iter)
+    return sorted(set(keep))
+
+
+class MeanShift:
+    """Gaussian mean shift with seeds, a density sample and streaming assignment.
+
+    Parameters
+    ----------
+    bandwidth : float, optional
+        Kernel width h; Silverman's rule (001 Eq. 5.1) on the density points when None.
+    blurring : bool
+        Blurring mean shift (the density points move too; 001 §2.4.2).
+    seeds : {'all', 'grid', 'kmeans'}
+        Mode-finding vectors: every density point, the means of occupied grid bins of width
+        ``bin_size`` (weighted by counts), or a k-means pre-partition with ``n_seeds``
+        centres weighted by counts (001 §7.1, "three-stage").
+    n_seeds : int
+        Number of k-means centres for ``seeds='kmeans'``.
+    bin_size : float, optional
+        Grid bin width for ``seeds='grid'`` (default: the bandwidth).
+    density : {'sample', 'seeds'}
+        Density estimate from a uniform sample of the points, or from the weighted seeds
+        (cheapest; good when the seeds are much denser than h).
+    n_density : int
+        Size of the density sample (all points when there are fewer).
+    max_iter : int
+        Iteration cap.
+    tol : float
+        Convergence tolerance relative to h.
+    group_factor : float
+        End points closer than ``group_factor · median(move)`` (clipped to
+        [1e-3 h, h/2]) are one mode.
+    path_radius : float
+        Streaming assignment stops a point within ``path_radius · h`` of a stored seed
+        trajectory (0: run every point to convergence).
+    random_state : int, optional
+
+    Attributes
+    ----------
+    bandwidth_ : float
+    density_ : ndarray (m, d)
+    density_weights_ : ndarray (m,) or None
+    seeds_ : ndarray (s, d)
+    seed_weights_ : ndarray (s,) or None
+    seed_labels_ : ndarray (s,)
+    modes_ : ndarray (n_partitions, d)
+    n_partitions_ : int
+    labels_ : ndarray (N,) or dask array
+        Partition of every training point.
+    n_iter_ : int
+    converged_ : bool
+    group_threshold_ : float
+    path_points_, path_labels_ : ndarray
+        Trajectory cache used by streaming assignment and :meth:`predict`.
+    """
+
+    def __init__(
+        self,
+        bandwidth: float | None = None,
+        *,
+        blurring: bool = False,
+        seeds: str = "all",
+        n_seeds: int = 1000,
+        bin_size: float | None = None,
+        density: str = "sample",
+        n_density: int = 5000,
+        max_iter: int = 300,
+        tol: float = 1e-3,
+        group_factor: float = 0.25,
+        path_radius: float = 0.2,
+        random_state: int | None = None,
+    ) -> None:
+        self.bandwidth = bandwidth
+        self.blurring = blurring
+        self.seeds = seeds
+        self.n_seeds = n_seeds
+        self.bin_size = bin_size
+        self.density = density
+        self.n_density = n_density
+        self.max_iter = max_iter
+        self.tol = tol
+        self.group_factor = group_factor
+        self.path_radius = path_radius
+        self.random_state = random_state
+
+    # -- scikit-learn plumbing --------------------------------------------------------------
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        names = self.__init__.__code__.co_varnames[1 : self.__init__.__code__.co_argcount]
+        names += self.__init__.__code__.co_varnames[
+            self.__init__.__code__.co_argcount : self.__init__.__code__.co_argcount
+            + self.__init__.__code__.co_kwonlyargcount
+        ]
+        return {n: getattr(self, n) for n in names}
+
+    def set_params(self, **params: Any) -> MeanShift:
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def _validate(self) -> None:
+        owner = type(self).__name__
+        check_scalar(
+            self.bandwidth, "bandwidth", owner, low=0, low_inclusive=False, allow_none=True
+        )
+        check_options(self.blurring, "blurring", owner, (True, False))
+        check_options(self.seeds, "seeds", owner, ("all", "grid", "kmeans"))
+        check_options(self.density, "density", owner, ("sample", "seeds"))
+        check_scalar(self.n_seeds, "n_seeds", owner, kind=numbers.Integral, low=1)
+        check_scalar(self.bin_size, "bin_size", owner, low=0, low_inclusive=False, allow_none=True)
+        check_scalar(self.n_density, "n_density", owner, kind=numbers.Integral, low=2)
+        check_scalar(self.max_iter, "max_iter", owner, kind=numbers.Integral, low=1)
+        check_scalar(self.tol, "tol", owner, low=0)
+        check_scalar(self.group_factor, "group_factor", owner, low=0)
+        check_scalar(self.path_radius, "path_radius", owner, low=0, high=1)
+
+    # -- fitting ------------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> MeanShift:
+        """Find the modes and the partition of every point.
+
+        Notes
+        -----
+        With S seeds, M density points and T iterations: O(T · S · M · d) for the modes plus
+        O(N · t · M · d) to stream N points (t = mean steps per point, small with the
+        trajectory cache). Memory O(M · block + S · d · log T); never O(N²).
+        """
+        self._validate()
+        X = check_2d_array(X, type(self).__name__)
+        seed = seed_from_random_state(self.random_state)
+        n = int(X.shape[0])
+        dense_all = n <= self.n_density
+        if dense_all:
+            sample = np.asarray(X.compute() if _is_dask(X) else X, dtype=np.float64)
+        else:
+            idx = derive_rng(seed, "meanshift", "sample").choice(n, self.n_density, replace=False)
+            sample = _take_rows(X, idx)
+
+        # seeds
+        if self.seeds == "all":
+            seeds, seed_w = sample, None
+        elif self.seeds == "grid":
+            h0 = self.bandwidth or K.silverman_bandwidth(sample)
+            seeds, counts = K.grid_seeds(sample, self.bin_size or h0)
+            seed_w = counts.astype(np.float64)
+        else:
+            from sklearn.cluster import KMeans
+
+            k = min(self.n_seeds, sample.shape[0])
+            km = KMeans(
+                n_clusters=k, n_init=1, max_iter=50, random_state=derive_seed(seed, "kmeans")
+            ).fit(sample)
+            seeds = km.cluster_centers_
+            seed_w = np.bincount(km.labels_, minlength=k).astype(np.float64)
+            keep = seed_w > 0
+            seeds, seed_w = seeds[keep], seed_w[keep]
+
+        if self.density == "seeds":
+            density, dens_w = seeds, seed_w
+        else:
+            density, dens_w = sample, None
+        h = float(self.bandwidth) if self.bandwidth is not None else K.silverman_bandwidth(sample)
+
+        res = K.mean_shift(
+            seeds,
+            density,
+            h,
+            weights=dens_w,
+            blurring=self.blurring,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            return_paths=True,
+        )
+        tau = K.group_threshold(res.moves, h, group_factor=self.group_factor)
+        seed_labels, modes = K.group_modes(res.ends, tau, seed_w)
+        keep_it = _path_schedule(res.n_iter)
+        path_points = res.paths[keep_it].reshape(-1, seeds.shape[1])
+        path_labels = np.tile(seed_labels, len(keep_it))
+
+        self.bandwidth_ = h
+        self.density_ = density
+        self.density_weights_ = dens_w
+        self.seeds_ = seeds
+        self.seed_weights_ = seed_w
+        self.seed_labels_ = seed_labels
+        self.seed_ends_ = res.ends
+        self.modes_ = modes
+        self.n_partitions_ = int(modes.shape[0])
+        self.n_iter_ = res.n_iter
+        self.converged_ = res.converged
+        self.group_threshold_ = tau
+        self.path_points_ = path_points
+        self.path_labels_ = path_labels
+        self.n_features_in_ = int(X.shape[1])
+
+        if self.seeds == "all" and dense_all:
+            self.labels_ = seed_labels.copy()
+        else:
+            self.labels_ = MeanShift.predict(self, X)
+        return self
+
+    def assign_model(self, *, dtype: Any = np.float32) -> AssignModel:
+        """The stored density and trajectory cache as a picklable :class:`AssignModel`."""
+        check_is_fitted(self, "modes_")
+        return AssignModel(
+            density=self.density_,
+            weights=self.density_weights_,
+            bandwidth=self.bandwidth_,
+            path_points=self.path_points_,
+            path_labels=self.path_labels_,
+            path_radius=self.path_radius,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            dtype=dtype,
+        )
+
+    def predict(self, X: Any) -> Any:
+        """Partition of new points: mean shift against the stored density to a stored mode.
+
+        NumPy input gives a NumPy array; Dask input a lazy Dask array (one task per row chunk).
+        Rows with NaN get -1.
+
+        Notes
+        -----
+        O(N · t · M · d) time, O(block · M) memory per chunk.
+        """
+        check_is_fitted(self, "modes_")
+        model = self.assign_model()
+        if _is_dask(X):
+            X = check_2d_array(X, type(self).__name__)
+            self._check_features(X)
+            return stream_assign(X, model)
+        X = check_2d_array(X, type(self).__name__, allow_nan=True, min_samples=1)
+        self._check_features(X)
+        return model.assign(X)
+
+    def _check_features(self, X: Any) -> None:
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidInputError(
+                f"{type(self).__name__} was fitted on {self.n_features_in_} features; got "
+                f"{X.shape[1]}. Use the same feature layout as in fit."
+            )
+
+    def fit_predict(self, X: Any, y: Any = None) -> Any:
+        return self.fit(X).labels_
+
+
+class MSSC(MeanShift):
+    """Mean Shift Spectral Clustering (seed 001 ch. 5) of mean-shift partitions.
+
+    Parameters
+    ----------
+    n_clusters : int
+        Number of output clusters (= embedding dimension, as in 001 §5.6).
+    bandwidth : float, optional
+        Mean-shift bandwidth h_ms (Silverman's rule when None).
+    spectral_bandwidth : float, optional
+        Bandwidth of the Cauchy–Schwarz affinity; default half the median distance between
+        the partition modes (a "global" scale, 001 §5.5), at least ``2 h_ms``.
+    embedding : {'keca', 'kpca'}
+        KECA with angular k-means, or centered KPCA with Euclidean k-means.
+    affinity : {'auto', 'exact', 'rff'}
+        Exact blocked pairwise sums (O(N²) work), or the cosine between partition sums of
+        ``n_rff`` random Fourier features (one streaming pass); 'auto' picks exact up to
+        20 000 points.
+    n_rff : int
+        Number of random Fourier features.
+    n_init : int
+        k-means restarts in the second stage (best by cost).
+    **mean-shift parameters** : see :class:`MeanShift`.
+
+    Attributes
+    ----------
+    affinity_ : ndarray (m, m)
+    embedding_ : ndarray (m, n_clusters)
+    eigenvalues_ : ndarray (n_clusters,)
+    partition_labels_ : ndarray (m,)
+    partition_sizes_ : ndarray (m,)
+    spectral_bandwidth_ : float
+    pixel_partitions_ : ndarray (N,)
+        Stage-one partition of every training point.
+    labels_ : ndarray (N,)
+    """
+
+    def __init__(
+        self,
+        n_clusters: int = 2,
+        bandwidth: float | None = None,
+        *,
+        spectral_bandwidth: float | None = None,
+        embedding: str = "keca",
+        affinity: str = "auto",
+        n_rff: int = 2000,
+        n_init: int = 100,
+        blurring: bool = False,
+        seeds: str = "all",
+        n_seeds: int = 1000,
+        bin_size: float | None = None,
+        density: str = "sample",
+        n_density: int = 5000,
+        max_iter: int = 300,
+        tol: float = 1e-3,
+        group_factor: float = 0.25,
+        path_radius: float = 0.2,
+        random_state: int | None = None,
+    ) -> None:
+        super().__init__(
+            bandwidth,
+            blurring=blurring,
+            seeds=seeds,
+            n_seeds=n_seeds,
+            bin_size=bin_size,
+            density=density,
+            n_density=n_density,
+            max_iter=max_iter,
+            tol=tol,
+            group_factor=group_factor,
+            path_radius=path_radius,
+            random_state=random_state,
+        )
+        self.n_clusters = n_clusters
+        self.spectral_bandwidth = spectral_bandwidth
+        self.embedding = embedding
+        self.affinity = affinity
+        self.n_rff = n_rff
+        self.n_init = n_init
+
+    def _validate(self) -> None:
+        super()._validate()
+        owner = type(self).__name__
+        check_scalar(self.n_clusters, "n_clusters", owner, kind=numbers.Integral, low=1)
+        check_scalar(
+            self.spectral_bandwidth,
+            "spectral_bandwidth",
+            owner,
+            low=0,
+            low_inclusive=False,
+            allow_none=True,
+        )
+        check_options(self.embedding, "embedding", owner, ("keca", "kpca"))
+        check_options(self.affinity, "affinity", owner, ("auto", "exact", "rff"))
+        check_scalar(self.n_rff, "n_rff", owner, kind=numbers.Integral, low=1)
+        check_scalar(self.n_init, "n_init", owner, kind=numbers.Integral, low=1)
+
+    def fit(self, X: Any, y: Any = None) -> MSSC:
+        """Stage one (mean shift partitions), affinity, stage two (KECA/KPCA + k-means).
+
+        Notes
+        -----
+        Stage one: see :meth:`MeanShift.fit`. Affinity: exact O(N² d) work with O(block · N)
+        memory, or RFF O(N d D) in one pass with O(m D) memory. Stage two O(m³).
+        """
+        super().fit(X)
+        X = check_2d_array(X, type(self).__name__)
+        m = self.n_partitions_
+        if m < self.n_clusters:
+            raise InvalidInputError(
+                f"Mean shift found {m} partition(s) with bandwidth {self.bandwidth_:.4g}, fewer "
+                f"than n_clusters={self.n_clusters}. Use a smaller bandwidth (h_ms)."
+            )
+        n = int(X.shape[0])
+        seed = seed_from_random_state(self.random_state)
+        h_spec = self.spectral_bandwidth
+        if h_spec is None:
+            from scipy.spatial.distance import pdist
+
+            d = pdist(self.modes_) if m > 1 else np.array([1.0])
+            h_spec = max(0.5 * float(np.median(d)), 2.0 * self.bandwidth_)
+        self.spectral_bandwidth_ = float(h_spec)
+
+        method = self.affinity
+        if method == "auto":
+            method = "exact" if n <= EXACT_AFFINITY_MAX else "rff"
+        if method == "exact":
+            if n > 10 * EXACT_AFFINITY_MAX:
+                raise ResourceLimitError(
+                    f"The exact Cauchy–Schwarz affinity needs {n}² kernel evaluations for "
+                    f"{n} points; use affinity='rff' (one streaming pass) instead."
+                )
+            Xn = np.asarray(X.compute() if _is_dask(X) else X, dtype=np.float64)
+            labels = np.asarray(self.labels_.compute() if _is_dask(self.labels_) else self.labels_)
+            A = K.cs_affinity_exact(Xn, labels, m, self.spectral_bandwidth_)
+            sizes = np.bincount(labels, minlength=m)
+            self.labels_ = labels
+        else:
+            W, b = K.rff_params(
+                X.shape[1], self.n_rff, self.spectral_bandwidth_, derive_rng(seed, "mssc", "rff")
+            )
+            if _is_dask(X):
+                import dask
+
+                (S, sizes), labels = dask.compute(
+                    stream_feature_sums(X, self.labels_, m, W, b), self.labels_
+                )
+                self.labels_ = labels
+            else:
+                S = K.partition_feature_sums(X, self.labels_, m, W, b)
+                sizes = np.bincount(self.labels_, minlength=m)
+            A = K.cs_affinity_from_sums(S)
+        self.affinity_method_ = method
+        self.affinity_ = A
+        self.partition_sizes_ = np.asarray(sizes, dtype=np.int64)
+        self._second_stage(seed)
+        self.pixel_partitions_ = self.labels_
+        if _is_dask(self.labels_):
+            self.labels_ = self.labels_.map_blocks(
+                partial(_lookup, table=self.partition_labels_), dtype=np.int64
+            )
+        else:
+            self.labels_ = _lookup(self.labels_, self.partition_labels_)
+        return self
+
+    def _second_stage(self, seed: int | None) -> None:
+        labels, emb, values, cost = second_stage(
+            self.affinity_, self.n_clusters, self.embedding, n_init=self.n_init, seed=seed
+        )
+        self.embedding_ = emb
+        self.eigenvalues_ = values
+        self.kmeans_cost_ = cost
+        self.partition_labels_ = labels
+
+    def predict(self, X: Any) -> Any:
+        """Cluster of new points: mean shift to a stored mode, then that partition's cluster."""
+        check_is_fitted(self, "partition_labels_")
+        part = super().predict(X)
+        if _is_dask(part):
+            return part.map_blocks(partial(_lookup, table=self.partition_labels_), dtype=np.int64)
+        return _lookup(part, self.partition_labels_)
+
+    def predict_partition(self, X: Any) -> Any:
+        """Mean-shift partition of new points (stage one only)."""
+        return super().predict(X)
+
+
+def second_stage(
+    A: np.ndarray, n_clusters: int, embedding: str, *, n_init: int = 100, seed: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """MSSC stage two on an m × m partition affinity.
+
+    KECA (uncentered, entropy-ordered axes) + angular k-means, or centered KPCA + Euclidean
+    k-means, with ``n_clusters`` dimensions; best of ``n_init`` k-means runs by cost.
+
+    Returns
+    -------
+    labels : ndarray (m,) int64
+    embedding : ndarray (m, n_clusters)
+    eigenvalues : ndarray (n_clusters,)
+    cost : float
+
+    Notes
+    -----
+    O(m³) for the eigendecomposition, O(n_init · m · k²) for k-means.
+    """
+    from dkernel.linalg import angular_kmeans, euclidean_kmeans
+    from dkernel.spectral.dense import keca_embedding, kpca_embedding
+
+    check_options(embedding, "embedding", "MSSC", ("keca", "kpca"))
+    if embedding == "keca":
+        emb = keca_embedding(A, n_clusters)
+        labels, _, cost = angular_kmeans(
+            emb.embedding, n_clusters, n_init=n_init, random_state=derive_seed(seed, "kmeans2")
+        )
+    else:
+        emb = kpca_embedding(A, n_clusters)
+        labels, _, cost = euclidean_kmeans(
+            emb.embedding, n_clusters, n_init=n_init, random_state=derive_seed(seed, "kmeans2")
+        )
+    return np.asarray(labels, dtype=np.int64), emb.embedding, emb.eigenvalues, float(cost)
+
+
+def _lookup(part: np.ndarray, table: np.ndarray) -> np.ndarray:
+    part = np.asarray(part)
+    out = np.full(part.shape, -1, dtype=np.int64)
+    ok = part >= 0
+    out[ok] = table[part[ok]]
+    return out

@@ -1,0 +1,136 @@
+"""Dask graphs that stream every pixel (row) chunk by chunk through the mean-shift model.
+
+The fitted model (density, trajectory cache, modes) is put into the graph once as a
+``Delayed`` object; each row chunk becomes one task that runs
+:func:`dkernel.meanshift.kernels.assign_to_modes` against it. Random-Fourier-feature
+partition sums and counts are per-chunk partial sums reduced with a tree sum. Nothing here
+calls ``compute``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+
+from dkernel.meanshift import kernels as K
+
+
+@dataclass
+class AssignModel:
+    """What streaming assignment needs: the stored density and the seeds' trajectories."""
+
+    density: np.ndarray
+    weights: np.ndarray | None
+    bandwidth: float
+    path_points: np.ndarray
+    path_labels: np.ndarray
+    path_radius: float
+    max_iter: int
+    tol: float
+    dtype: Any = np.float32
+
+    def assign(self, X: np.ndarray) -> np.ndarray:
+        """Label rows of X (NaN rows get -1). O(n · steps · n_density · d)."""
+        X = np.asarray(X, dtype=np.float64)
+        out = np.full(X.shape[0], -1, dtype=np.int64)
+        ok = ~np.isnan(X).any(axis=1)
+        if ok.any():
+            out[ok] = K.assign_to_modes(
+                X[ok],
+                self.density,
+                self.bandwidth,
+                self.path_points,
+                self.path_labels,
+                weights=self.weights,
+                path_radius=self.path_radius,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                dtype=self.dtype,
+                tree=self._tree(),
+            )
+        return out
+
+    def _tree(self):
+        tree = getattr(self, "_cached_tree", None)
+        if tree is None:
+            from scipy.spatial import cKDTree
+
+            tree = cKDTree(self.path_points)
+            self._cached_tree = tree
+        return tree
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_cached_tree", None)
+        return state
+
+
+def _row_chunks(X: da.Array) -> list:
+    if len(X.chunks[1]) != 1:
+        X = X.rechunk({1: X.shape[1]})
+    return [blk for blk in X.to_delayed().ravel()]
+
+
+def stream_assign(X: da.Array, model: AssignModel) -> da.Array:
+    """Partition label of every row of a Dask array (one task per row chunk).
+
+    Returns
+    -------
+    dask.array.Array of shape (n,), int64, chunked like X's rows; NaN rows get -1.
+
+    Notes
+    -----
+    Memory per task O(chunk rows · n_density); the model travels once.
+    """
+    model_d = dask.delayed(model, pure=True)
+    parts = [
+        da.from_delayed(dask.delayed(_assign)(blk, model_d), shape=(n,), dtype=np.int64)
+        for blk, n in zip(_row_chunks(X), X.chunks[0], strict=True)
+    ]
+    return da.concatenate(parts) if parts else da.zeros((0,), dtype=np.int64)
+
+
+def _assign(block: np.ndarray, model: AssignModel) -> np.ndarray:
+    return model.assign(block)
+
+
+def stream_feature_sums(
+    X: da.Array, labels: da.Array, n_partitions: int, W: np.ndarray, b: np.ndarray
+) -> Any:
+    """Delayed ``(S, counts)``: random-Fourier-feature sums and sizes of each partition.
+
+    One pass over the rows; per-chunk partial sums are tree-reduced.
+
+    Notes
+    -----
+    O(N d D) work, O(chunk · D + m · D) memory per task.
+    """
+    params = dask.delayed((W, b), pure=True)
+    lab_chunks = labels.rechunk((X.chunks[0],)).to_delayed().ravel()
+    partials = [
+        dask.delayed(_feature_sums)(blk, lab, n_partitions, params)
+        for blk, lab in zip(_row_chunks(X), lab_chunks, strict=True)
+    ]
+    while len(partials) > 1:
+        partials = [
+            dask.delayed(_add_pairs)(*partials[i : i + 4]) for i in range(0, len(partials), 4)
+        ]
+    return partials[0]
+
+
+def _feature_sums(block, lab, m, params):
+    W, b = params
+    lab = np.asarray(lab)
+    S = K.partition_feature_sums(np.asarray(block), lab, m, W, b)
+    counts = np.bincount(lab[lab >= 0], minlength=m).astype(np.int64)
+    return S, counts
+
+
+def _add_pairs(*parts):
+    S = sum(p[0] for p in parts)
+    c = sum(p[1] for p in parts)
+    return S, c
