@@ -10,6 +10,9 @@ from dkernel.errors import (
     StoreError,
 )
 from dkernel.metrics import clustering_accuracy, clustering_scores
+from dkernel.runtime import connect
+from dkernel.spectral import KECA, KernelPCAEmbedding
+from dkernel.storage import ResultsStore, open_results
 from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank, top_k
 
 __version__ = "0.1.0"
@@ -25,6 +28,11 @@ __all__ = [
     "JointRankingClustering",
     "KernelPersonalizedPageRank",
     "top_k",
+    "KECA",
+    "KernelPCAEmbedding",
+    "ResultsStore",
+    "connect",
+    "open_results",
     "clustering_accuracy",
     "clustering_scores",
 ]
