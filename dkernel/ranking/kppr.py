@@ -389,6 +389,21 @@ class KernelPersonalizedPageRank:
         restart = self._projection() @ self.mean_vector(seed, **seed_kw)
         return restart if component == "restart" else base + restart
 
+    def coefficients_for_mean(self, mean: np.ndarray) -> np.ndarray:
+        """Prop. 8 coefficients ``1/Vol + A m'`` for a given restart mean ``m'`` (k,) or (k, m).
+
+        Seeds are linear in ``m'``: mixing in-sample and out-of-sample seed points means mixing
+        their :meth:`mean_vector` with the seed weights.
+        """
+        check_is_fitted(self, "degrees_")
+        mean = np.asarray(mean, dtype=np.float64)
+        if mean.shape[0] != self.n_components_:
+            raise InvalidInputError(
+                f"the restart mean must have {self.n_components_} rows; got shape {mean.shape}."
+            )
+        out = self._projection() @ mean
+        return out + 1.0 / self.volume_
+
     def score_samples(
         self, X: Any, seed: Any = None, *, component: str = "score", **seed_kw: Any
     ) -> np.ndarray:
