@@ -30,6 +30,7 @@ import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.cluster import kmeans_plusplus
 
 from dkernel._random import derive_rng, seed_from_random_state
 from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
@@ -93,7 +94,8 @@ def _sums_block(X, kernel, L, W0, rows, t_norm):
         else:
             d = P @ t_norm
             dmin = min(dmin, float(d.min(initial=np.inf)))
-            C += (P / np.maximum(d, np.finfo(float).tiny)[:, None]).T @ P
+            if dmin > 0:  # otherwise fit raises after the pass
+                C += (P / d[:, None]).T @ P
     return C, t, X.shape[0], dmin
 
 
@@ -196,10 +198,10 @@ def select_landmarks(
         m; all points (in order) when m >= n.
     kernel : Kernel
     method : {'kmeans++', 'uniform'}
-        ``uniform``: a uniform sample without replacement. ``kmeans++``: D² sampling with the
-        kernel-induced distance ``k(x,x) + k(c,c) - 2k(x,c)`` on a uniform pool of
-        ``pool_size`` points (default ``max(10 m, 5000)``), which spreads landmarks over the
-        feature space.
+        ``uniform``: a uniform sample without replacement. ``kmeans++``: k-means++ seeding
+        (D² sampling, scikit-learn's greedy variant) on a uniform pool of ``pool_size`` points
+        (default ``max(10 m, 5000)``), which spreads landmarks over the data; for a
+        precomputed kernel the D² distance is the kernel-induced ``k(x,x) + k(c,c) - 2k(x,c)``.
     seed : int, optional
 
     Notes
@@ -216,16 +218,17 @@ def select_landmarks(
     pool_n = min(n, int(pool_size or max(10 * m, 5000)))
     pool = np.sort(rng.choice(n, size=pool_n, replace=False)) if pool_n < n else np.arange(n)
     P = _rows(X, pool)
-    if kernel.precomputed:
-        diag = P[np.arange(pool_n), pool]
-    else:
-        diag = np.array([kernel.cross(P[i : i + 1], P[i : i + 1])[0, 0] for i in range(pool_n)])
-    ref = P if not kernel.precomputed else pool
+    if not kernel.precomputed:
+        # Euclidean D² sampling in input space (scikit-learn's k-means++ seeding)
+        _, chosen = kmeans_plusplus(
+            np.asarray(P, dtype=np.float64), m, random_state=int(rng.integers(2**31 - 1))
+        )
+        return np.sort(pool[np.asarray(chosen)])
+    # precomputed: D² sampling with the kernel-induced distance k(x,x) + k(c,c) - 2 k(x,c)
+    diag = P[np.arange(pool_n), pool]
 
     def col(j: int) -> np.ndarray:
-        if kernel.precomputed:
-            return P[:, pool[j]]
-        return kernel.cross(P, ref[j : j + 1])[:, 0]
+        return P[:, pool[j]]
 
     first = int(rng.integers(pool_n))
     chosen = [first]
