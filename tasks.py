@@ -28,7 +28,7 @@ def _run(*cmd: str | Path, env: dict | None = None) -> None:
 
 def ensure_env(extras: str) -> None:
     """Create ``.venv`` and install dkernel with ``extras`` unless already up to date."""
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036  (tasks.py may be run by an older python3)
         sys.exit(f"dkernel needs Python >= 3.11; this is {sys.version.split()[0]}.")
     if not (BIN / "python").exists():
         print(f"creating virtualenv {VENV}", flush=True)

@@ -52,11 +52,13 @@ def main() -> None:
                 X = rng.normal(size=(n, p)).astype(dtype)
                 gemm = best_of(lambda X=X: X @ X.T, 2)
 
-                def write(X=X, dtype=dtype):
-                    store = ResultsStore.create(tmp / "k.zarr", job={"name": "bench"}, seed=0,
-                                                overwrite=True)
-                    K = blocked_kernel(rbf_block, X, block_size=args.block, dtype=dtype,
-                                       sigma=float(np.sqrt(p)))
+                def write(X=X, dtype=dtype, p=p):
+                    store = ResultsStore.create(
+                        tmp / "k.zarr", job={"name": "bench"}, seed=0, overwrite=True
+                    )
+                    K = blocked_kernel(
+                        rbf_block, X, block_size=args.block, dtype=dtype, sigma=float(np.sqrt(p))
+                    )
                     store.write("kernel", xr.Dataset({"kernel": (("sample", "sample_"), K)}))
 
                 with dask.config.set(scheduler="threads"):

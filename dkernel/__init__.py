@@ -10,10 +10,10 @@ from dkernel.errors import (
     StoreError,
 )
 from dkernel.metrics import clustering_accuracy, clustering_scores
+from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank, top_k
 from dkernel.runtime import connect
 from dkernel.spectral import KECA, KernelPCAEmbedding
 from dkernel.storage import ResultsStore, open_results
-from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank, top_k
 
 __version__ = "0.1.0"
 

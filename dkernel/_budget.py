@@ -7,8 +7,18 @@ import re
 
 from dkernel.errors import InvalidInputError, ResourceLimitError
 
-_UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1e3,
+    "mb": 1e6,
+    "gb": 1e9,
+    "tb": 1e12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 DEFAULT_MAX_MEMORY = "4GiB"
 DEFAULT_MAX_DISK = "50GiB"

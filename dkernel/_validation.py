@@ -129,9 +129,7 @@ def _check_dtype_and_size(dtype, shape, owner, min_samples) -> None:
             f"{owner} needs numeric data; got dtype {dtype}. Convert or drop non-numeric columns."
         )
     if shape[0] < min_samples:
-        raise InvalidInputError(
-            f"{owner} needs at least {min_samples} samples; got {shape[0]}."
-        )
+        raise InvalidInputError(f"{owner} needs at least {min_samples} samples; got {shape[0]}.")
     if shape[1] < 1:
         raise InvalidInputError(f"{owner} needs at least one feature; got shape {shape}.")
 

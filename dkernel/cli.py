@@ -70,8 +70,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     spec = load_spec(args.job)
     if not args.no_data:
         spec, data = prepare_job(spec)
-        print(f"{args.job}: valid ({spec.method} on {data.n_samples} × {data.n_features}, "
-              f"output {spec.output})")
+        print(
+            f"{args.job}: valid ({spec.method} on {data.n_samples} × {data.n_features}, "
+            f"output {spec.output})"
+        )
     else:
         print(f"{args.job}: valid ({spec.method}, output {spec.output})")
     return EXIT_OK
@@ -81,8 +83,14 @@ def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
     from dkernel.jobs.runner import run_job
 
     if submit:
-        run_job(args.job, scheduler=args.scheduler, timeout=args.timeout, output=args.output,
-                overwrite=args.overwrite, progress=not args.no_progress)
+        run_job(
+            args.job,
+            scheduler=args.scheduler,
+            timeout=args.timeout,
+            output=args.output,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+        )
         return EXIT_OK
     run_job(
         args.job,
@@ -106,7 +114,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     attrs = info["attrs"]
     job = attrs.get("job", {})
     print(f"store:    {info['path']}")
-    print(f"status:   {attrs.get('status')}" + (f" ({attrs.get('error')})" if attrs.get("error") else ""))
+    print(
+        f"status:   {attrs.get('status')}"
+        + (f" ({attrs.get('error')})" if attrs.get("error") else "")
+    )
     print(f"job:      {job.get('name')} (method {job.get('method')}, seed {attrs.get('seed')})")
     print(f"created:  {attrs.get('created')}  finished: {attrs.get('finished', '-')}")
     print(f"git:      {attrs.get('git_revision') or '-'}")

@@ -18,8 +18,16 @@ def test_validate_ok_and_invalid(tmp_path, capsys):
 
 
 def test_submit_to_unreachable_scheduler_fails_fast(capsys):
-    code = main(["submit", str(REPO / "jobs" / "wine-rbf-kpca.yaml"),
-                 "--scheduler", "tcp://127.0.0.1:9", "--timeout", "1"])
+    code = main(
+        [
+            "submit",
+            str(REPO / "jobs" / "wine-rbf-kpca.yaml"),
+            "--scheduler",
+            "tcp://127.0.0.1:9",
+            "--timeout",
+            "1",
+        ]
+    )
     assert code == 2
     assert "could not reach the Dask scheduler" in capsys.readouterr().err
 
@@ -35,14 +43,30 @@ def test_run_and_show_through_the_installed_command(tmp_path):
     out = tmp_path / "w.zarr"
     cmd = [sys.executable, "-m", "dkernel.cli"]
     run = subprocess.run(
-        [*cmd, "run", str(REPO / "jobs" / "wine-rbf-kpca.yaml"), "--output", str(out),
-         "--workers", "1", "--threads", "1", "--no-progress"],
-        capture_output=True, text=True, timeout=300,
+        [
+            *cmd,
+            "run",
+            str(REPO / "jobs" / "wine-rbf-kpca.yaml"),
+            "--output",
+            str(out),
+            "--workers",
+            "1",
+            "--threads",
+            "1",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr
     assert "Dask dashboard: http://127.0.0.1:" in run.stderr
-    again = subprocess.run([*cmd, "run", str(REPO / "jobs" / "wine-rbf-kpca.yaml"), "--output",
-                            str(out)], capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        [*cmd, "run", str(REPO / "jobs" / "wine-rbf-kpca.yaml"), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 2 and "--overwrite" in again.stderr
     show = subprocess.run([*cmd, "show", str(out)], capture_output=True, text=True, timeout=120)
     assert show.returncode == 0

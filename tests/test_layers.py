@@ -12,8 +12,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "dkernel"
 FORBIDDEN = ("dask", "zarr", "distributed", "xarray", "rioxarray")
-NUMERIC = ["kernels/rbf.py", "linalg/eigen.py", "linalg/kmeans.py", "spectral/dense.py",
-           "metrics.py", "_validation.py", "_random.py", "errors.py"]
+NUMERIC = [
+    "kernels/rbf.py",
+    "linalg/eigen.py",
+    "linalg/kmeans.py",
+    "spectral/dense.py",
+    "metrics.py",
+    "_validation.py",
+    "_random.py",
+    "errors.py",
+]
 NUMERIC += [
     str(p.relative_to(PKG))
     for pattern in ("gmm/em*.py", "meanshift/kernels*.py", "decomposition/nmf*.py")
@@ -34,7 +42,10 @@ def _imports(path: Path) -> set[str]:
 
 def _module_path(name: str) -> Path | None:
     rel = Path(*name.split(".")[1:])
-    for candidate in (ROOT / "dkernel" / rel.with_suffix(".py"), ROOT / "dkernel" / rel / "__init__.py"):
+    for candidate in (
+        ROOT / "dkernel" / rel.with_suffix(".py"),
+        ROOT / "dkernel" / rel / "__init__.py",
+    ):
         if candidate.exists():
             return candidate
     return None

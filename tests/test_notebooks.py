@@ -25,9 +25,18 @@ def test_notebook_executes(path, wine_store_for_notebooks, data_dir, monkeypatch
     monkeypatch.setenv("DKERNEL_STORE_01", str(wine_store_for_notebooks))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
+    NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(REPO / "notebooks")}},
+    ).execute()
+    errors = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors
     assert os.environ["DKERNEL_STORE_01"]

@@ -138,14 +138,25 @@ def run_job(
             quiet=quiet,
         )
     try:
-        store = ResultsStore.create(spec.output, job=spec.to_dict(), seed=spec.seed,
-                                    overwrite=overwrite)
-        log(f"[dkernel] job {spec.name!r}: method {spec.method}, {data.n_samples} samples × "
-            f"{data.n_features} features → {spec.output}")
+        store = ResultsStore.create(
+            spec.output, job=spec.to_dict(), seed=spec.seed, overwrite=overwrite
+        )
+        log(
+            f"[dkernel] job {spec.name!r}: method {spec.method}, {data.n_samples} samples × "
+            f"{data.n_features} features → {spec.output}"
+        )
         try:
             _write_input(store, data)
-            ctx = JobContext(spec=spec, params=spec.params, data=data, client=client,
-                             store=store, seed=spec.seed, progress=progress, log=log)
+            ctx = JobContext(
+                spec=spec,
+                params=spec.params,
+                data=data,
+                client=client,
+                store=store,
+                seed=spec.seed,
+                progress=progress,
+                log=log,
+            )
             method.run(ctx)
             store.record_timing("total", time.perf_counter() - t_start)
             store.mark_complete()
@@ -172,7 +183,8 @@ def _write_input(store: ResultsStore, data: LoadedData) -> None:
     attrs = {
         "n_samples": data.n_samples,
         "n_features": data.n_features,
-        "n_missing": int(np.isnan(np.asarray(data.X)).sum()) if isinstance(data.X, np.ndarray)
+        "n_missing": int(np.isnan(np.asarray(data.X)).sum())
+        if isinstance(data.X, np.ndarray)
         else None,
         "feature_names": data.feature_names or [],
         **data.meta,

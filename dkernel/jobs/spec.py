@@ -37,9 +37,16 @@ from dkernel.errors import SpecError
 from dkernel.jobs.params import Param, validate_mapping
 
 TOP_LEVEL = (
-    Param("name", "str", doc="A short job name.",
-          check=lambda v: None if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v)
-          else "must be letters, digits, '.', '_' or '-' (no spaces or slashes)"),
+    Param(
+        "name",
+        "str",
+        doc="A short job name.",
+        check=lambda v: (
+            None
+            if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v)
+            else "must be letters, digits, '.', '_' or '-' (no spaces or slashes)"
+        ),
+    ),
     Param("description", "str", default=""),
     Param("data", "mapping", doc="What to read: 'reader' plus that reader's options."),
     Param("method", "str", doc="The method to run."),
@@ -52,8 +59,12 @@ TOP_LEVEL = (
 
 DATA_COMMON = (
     Param("reader", "str", doc="One of the registered readers."),
-    Param("standardize", "bool", default=False,
-          doc="Scale every feature to zero mean and unit variance."),
+    Param(
+        "standardize",
+        "bool",
+        default=False,
+        doc="Scale every feature to zero mean and unit variance.",
+    ),
 )
 
 RUNTIME = (
@@ -74,10 +85,22 @@ def _size_check(value: str) -> str | None:
 
 
 LIMITS = (
-    Param("max_memory", "str", default=None, nullable=True, check=_size_check,
-          doc="Refuse work estimated to need more memory (default DKERNEL_MAX_MEMORY or 4GiB)."),
-    Param("max_disk", "str", default=None, nullable=True, check=_size_check,
-          doc="Refuse work estimated to write more (default DKERNEL_MAX_DISK or 50GiB)."),
+    Param(
+        "max_memory",
+        "str",
+        default=None,
+        nullable=True,
+        check=_size_check,
+        doc="Refuse work estimated to need more memory (default DKERNEL_MAX_MEMORY or 4GiB).",
+    ),
+    Param(
+        "max_disk",
+        "str",
+        default=None,
+        nullable=True,
+        check=_size_check,
+        doc="Refuse work estimated to write more (default DKERNEL_MAX_DISK or 50GiB).",
+    ),
 )
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -204,7 +227,9 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
 def _existing_file(value: str, key: str) -> Path:
     expanded = Path(expand_env(value, key))
     if not expanded.exists():
-        shown = f"{value!r}" + (f" (expanded to {str(expanded)!r})" if str(expanded) != value else "")
+        shown = f"{value!r}" + (
+            f" (expanded to {str(expanded)!r})" if str(expanded) != value else ""
+        )
         raise SpecError(f"file not found: {shown}.", key)
     if not os.access(expanded, os.R_OK):
         raise SpecError(f"file is not readable: {str(expanded)!r}; check its permissions.", key)

@@ -181,9 +181,7 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
             )
         k = self.eigenvalues_.size
         if isinstance(X, da.Array):
-            return X.map_blocks(
-                self._transform_block, chunks=(X.chunks[0], (k,)), dtype=np.float64
-            )
+            return X.map_blocks(self._transform_block, chunks=(X.chunks[0], (k,)), dtype=np.float64)
         return self._transform_block(np.asarray(X, dtype=np.float64))
 
     def predict(self, X: Any) -> Any:

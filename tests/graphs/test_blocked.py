@@ -26,7 +26,9 @@ def test_sigma_rule_of_thumb_is_fraction_of_median_distance(rng):
 
 
 @pytest.mark.parametrize("scheduler", ["threads", "distributed"])
-def test_blocked_rbf_equals_sklearn_when_chunks_do_not_divide_n(rng, array_kind, scheduler, request):
+def test_blocked_rbf_equals_sklearn_when_chunks_do_not_divide_n(
+    rng, array_kind, scheduler, request
+):
     X = rng.normal(size=(2000, 5))
     sigma = 1.7
     K = blocked_kernel(rbf_block, as_kind(X, array_kind, 333), block_size=333, sigma=sigma)

@@ -63,15 +63,21 @@ def failing_method():
         ctx.store.write("partial", xr.Dataset({"a": (("sample",), np.zeros(3))}))
         raise RuntimeError("worker exploded halfway")
 
-    register_method(Method(name="test-fails-midway", params=(Param("x", "int", default=1),), run=run))
+    register_method(
+        Method(name="test-fails-midway", params=(Param("x", "int", default=1),), run=run)
+    )
     yield
     del METHODS["test-fails-midway"]
 
 
 def test_job_failing_midway_is_marked_failed(tmp_path, client, failing_method):
     spec = validate_spec(
-        {"name": "f", "data": {"reader": "sklearn", "name": "iris"},
-         "method": "test-fails-midway", "output": str(tmp_path / "f.zarr")}
+        {
+            "name": "f",
+            "data": {"reader": "sklearn", "name": "iris"},
+            "method": "test-fails-midway",
+            "output": str(tmp_path / "f.zarr"),
+        }
     )
     with pytest.raises(JobFailedError, match="worker exploded halfway"):
         run_job(spec, client=client, progress=False)

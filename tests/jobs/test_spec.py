@@ -33,25 +33,69 @@ def _with(**changes):
 _DELETE = object()
 
 MALFORMED = [
-    ("unknown top-level key", _with(outptu="x"), r"outptu: unknown key 'outptu'. Did you mean 'output'"),
+    (
+        "unknown top-level key",
+        _with(outptu="x"),
+        r"outptu: unknown key 'outptu'. Did you mean 'output'",
+    ),
     ("missing method", _with(method=_DELETE), r"method: is required"),
-    ("unknown method", _with(method="kmeans-magic"), r"unknown method 'kmeans-magic'. Valid methods: .*rbf-spectral"),
+    (
+        "unknown method",
+        _with(method="kmeans-magic"),
+        r"unknown method 'kmeans-magic'. Valid methods: .*rbf-spectral",
+    ),
     ("wrong type for seed", _with(seed="zero"), r"seed: must be an int >= 0 .*got 'zero' \(str\)"),
     ("negative seed", _with(seed=-1), r"seed: must be an int >= 0"),
-    ("n_clusters as string", _with(params__n_clusters="3"), r"params.n_clusters: must be an int >= 1; got '3' \(str\)"),
-    ("n_clusters zero", _with(params__n_clusters=0), r"params.n_clusters: must be an int >= 1; got 0"),
+    (
+        "n_clusters as string",
+        _with(params__n_clusters="3"),
+        r"params.n_clusters: must be an int >= 1; got '3' \(str\)",
+    ),
+    (
+        "n_clusters zero",
+        _with(params__n_clusters=0),
+        r"params.n_clusters: must be an int >= 1; got 0",
+    ),
     ("negative sigma", _with(params__sigma=-2.0), r"params.sigma: must be a number > 0 .*got -2.0"),
     ("bool where number", _with(params__sigma=True), r"params.sigma: .*got True \(bool\)"),
-    ("unknown param", _with(params__n_cluster=3), r"params.n_cluster: unknown key .*Did you mean 'n_clusters'"),
-    ("bad choice", _with(params__embedding="kpac"), r"params.embedding: must be one of .*Did you mean 'kpca'"),
-    ("unknown reader", _with(data__reader="hdf5"), r"data.reader: unknown reader 'hdf5'. Valid readers: .*csv"),
+    (
+        "unknown param",
+        _with(params__n_cluster=3),
+        r"params.n_cluster: unknown key .*Did you mean 'n_clusters'",
+    ),
+    (
+        "bad choice",
+        _with(params__embedding="kpac"),
+        r"params.embedding: must be one of .*Did you mean 'kpca'",
+    ),
+    (
+        "unknown reader",
+        _with(data__reader="hdf5"),
+        r"data.reader: unknown reader 'hdf5'. Valid readers: .*csv",
+    ),
     ("unknown dataset", _with(data__name="mnist"), r"data.name: must be one of 'wine'"),
-    ("missing file", _with(data={"reader": "csv", "path": "/nonexistent/x.csv"}), r"data.path: file not found: '/nonexistent/x.csv'"),
-    ("unset env var", _with(data={"reader": "csv", "path": "${DKERNEL_NO_SUCH_VAR}/x.csv"}), r"environment variable 'DKERNEL_NO_SUCH_VAR'"),
-    ("data not a mapping", _with(data="wine.csv"), r"data: must be a mapping; got 'wine.csv' \(str\)"),
+    (
+        "missing file",
+        _with(data={"reader": "csv", "path": "/nonexistent/x.csv"}),
+        r"data.path: file not found: '/nonexistent/x.csv'",
+    ),
+    (
+        "unset env var",
+        _with(data={"reader": "csv", "path": "${DKERNEL_NO_SUCH_VAR}/x.csv"}),
+        r"environment variable 'DKERNEL_NO_SUCH_VAR'",
+    ),
+    (
+        "data not a mapping",
+        _with(data="wine.csv"),
+        r"data: must be a mapping; got 'wine.csv' \(str\)",
+    ),
     ("name with slash", _with(name="../evil"), r"name: must be letters, digits"),
     ("bad size limit", _with(limits={"max_memory": "lots"}), r"limits.max_memory: must be a size"),
-    ("standardize not bool", _with(data__standardize="yes"), r"data.standardize: must be true or false"),
+    (
+        "standardize not bool",
+        _with(data__standardize="yes"),
+        r"data.standardize: must be true or false",
+    ),
     ("bad runtime", _with(runtime={"n_workers": 0}), r"runtime.n_workers: must be an int >= 1"),
 ]
 

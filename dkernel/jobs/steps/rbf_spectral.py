@@ -18,18 +18,48 @@ from dkernel.runtime import compute_with_progress
 from dkernel.spectral.estimators import KECA, KernelPCAEmbedding
 
 PARAMS = (
-    Param("embedding", "str", default="kpca", choices=("kpca", "kpca-uncentered", "keca"),
-          doc="KPCA (centered), uncentered KPCA, or KECA (entropy ordering, angular k-means)."),
-    Param("n_components", "int", default=None, nullable=True, low=1,
-          doc="Embedding dimension (default: n_clusters)."),
+    Param(
+        "embedding",
+        "str",
+        default="kpca",
+        choices=("kpca", "kpca-uncentered", "keca"),
+        doc="KPCA (centered), uncentered KPCA, or KECA (entropy ordering, angular k-means).",
+    ),
+    Param(
+        "n_components",
+        "int",
+        default=None,
+        nullable=True,
+        low=1,
+        doc="Embedding dimension (default: n_clusters).",
+    ),
     Param("n_clusters", "int", low=1, doc="Number of clusters for k-means."),
-    Param("sigma", "float", default=None, nullable=True, low=0, low_open=True,
-          doc="RBF width; default from the rule of thumb."),
-    Param("sigma_fraction", "float", default=DEFAULT_SIGMA_FRACTION, low=0, low_open=True,
-          doc="Rule of thumb: this fraction of the median pairwise distance."),
+    Param(
+        "sigma",
+        "float",
+        default=None,
+        nullable=True,
+        low=0,
+        low_open=True,
+        doc="RBF width; default from the rule of thumb.",
+    ),
+    Param(
+        "sigma_fraction",
+        "float",
+        default=DEFAULT_SIGMA_FRACTION,
+        low=0,
+        low_open=True,
+        doc="Rule of thumb: this fraction of the median pairwise distance.",
+    ),
     Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),
-    Param("block_size", "int", default=None, nullable=True, low=16,
-          doc="Rows per kernel block (default: ~64 MiB blocks)."),
+    Param(
+        "block_size",
+        "int",
+        default=None,
+        nullable=True,
+        low=16,
+        doc="Rows per kernel block (default: ~64 MiB blocks).",
+    ),
     Param("dtype", "str", default="float64", choices=("float32", "float64")),
     Param("store_kernel", "bool", default=True, doc="Write the blocked kernel to /kernel."),
 )
@@ -76,9 +106,15 @@ def run(ctx: JobContext) -> None:
     p = ctx.params
     cls = KECA if p["embedding"] == "keca" else KernelPCAEmbedding
     kwargs = dict(
-        n_components=_n_components(p), sigma=p["sigma"], sigma_fraction=p["sigma_fraction"],
-        n_clusters=p["n_clusters"], n_init=p["n_init"], block_size=p["block_size"],
-        dtype=p["dtype"], random_state=ctx.seed, max_memory=ctx.spec.limits.get("max_memory"),
+        n_components=_n_components(p),
+        sigma=p["sigma"],
+        sigma_fraction=p["sigma_fraction"],
+        n_clusters=p["n_clusters"],
+        n_init=p["n_init"],
+        block_size=p["block_size"],
+        dtype=p["dtype"],
+        random_state=ctx.seed,
+        max_memory=ctx.spec.limits.get("max_memory"),
     )
     if cls is KernelPCAEmbedding:
         kwargs["centered"] = p["embedding"] == "kpca"
@@ -91,10 +127,13 @@ def run(ctx: JobContext) -> None:
             {"kernel": (("sample", "sample_"), K_lazy)},
             attrs={"kernel": "rbf", "sigma": est.sigma_, "block_size": int(K_lazy.chunksize[0])},
         )
-        ctx.log(f"[dkernel] writing the {K_lazy.shape[0]}² kernel in "
-                f"{K_lazy.numblocks[0] * K_lazy.numblocks[1]} blocks")
-        compute_with_progress(ctx.store.write("kernel", ds, compute=False), ctx.client,
-                              show=ctx.progress)
+        ctx.log(
+            f"[dkernel] writing the {K_lazy.shape[0]}² kernel in "
+            f"{K_lazy.numblocks[0] * K_lazy.numblocks[1]} blocks"
+        )
+        compute_with_progress(
+            ctx.store.write("kernel", ds, compute=False), ctx.client, show=ctx.progress
+        )
         K_source = ctx.store.read_array("kernel", "kernel")
     else:
         K_source = K_lazy
@@ -116,20 +155,28 @@ def run(ctx: JobContext) -> None:
                 "eigen_index": (("component",), est.eigen_indices_.astype(np.int64)),
             },
             coords={"component": np.arange(k)},
-            attrs={"method": p["embedding"], "sigma": est.sigma_,
-                   "criterion": "entropy contribution" if p["embedding"] == "keca" else "eigenvalue"},
+            attrs={
+                "method": p["embedding"],
+                "sigma": est.sigma_,
+                "criterion": "entropy contribution" if p["embedding"] == "keca" else "eigenvalue",
+            },
         ),
     )
     ctx.store.write(
         "labels",
-        xr.Dataset({"labels": (("sample",), est.labels_.astype(np.int64))},
-                   attrs={"n_clusters": p["n_clusters"],
-                          "clustering": "angular k-means" if cls is KECA else "k-means"}),
+        xr.Dataset(
+            {"labels": (("sample",), est.labels_.astype(np.int64))},
+            attrs={
+                "n_clusters": p["n_clusters"],
+                "clustering": "angular k-means" if cls is KECA else "k-means",
+            },
+        ),
     )
     if ctx.data.y is not None:
         scores = clustering_scores(ctx.data.y, est.labels_)
-        ctx.store.write("metrics", xr.Dataset({k_: ((), v) for k_, v in scores.items()},
-                                              attrs=scores))
+        ctx.store.write(
+            "metrics", xr.Dataset({k_: ((), v) for k_, v in scores.items()}, attrs=scores)
+        )
         ctx.log("[dkernel] " + ", ".join(f"{k_.upper()} {v:.3f}" for k_, v in scores.items()))
 
 
