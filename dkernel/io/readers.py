@@ -143,5 +143,7 @@ register_reader(
         description="A 2-D .npy array with optional labels.",
     )
 )
-from dkernel.io import frey  # noqa: E402,F401  (registers the frey-faces reader)
-from dkernel.io import raster  # noqa: E402,F401  (registers geotiff, demo-landsat, npy-raster, zarr-raster, samson, jasper)
+from dkernel.io import (
+    frey,  # noqa: E402,F401  (registers the frey-faces reader)
+    raster,  # noqa: E402,F401  (registers geotiff, demo-landsat, npy-raster, zarr-raster, samson, jasper)
+)
