@@ -5,4 +5,5 @@ from dkernel.jobs.steps import (
     kppr,  # noqa: E402,F401
     mssc,  # noqa: E402,F401
     rbf_spectral,  # noqa: F401
+    spectral_clustering,  # noqa: F401
 )
