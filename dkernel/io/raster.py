@@ -70,7 +70,8 @@ def open_geotiff(
     Notes
     -----
     The mask needs one pass over the image (1 byte per pixel is kept in memory). A pixel is
-    invalid when any band equals the nodata value (GDAL per-band nodata) or is NaN.
+    invalid when every band equals the nodata value (the dataset mask of GDAL/rasterio: a
+    dark pixel with one zero band is still data) or any band is NaN.
     """
     import rioxarray
 
@@ -92,7 +93,7 @@ def open_geotiff(
     data = image.data
     invalid = da.isnan(data).any(axis=0) if np.issubdtype(data.dtype, np.floating) else None
     if nodata is not None:
-        eq = (data == nodata).any(axis=0)
+        eq = (data == nodata).all(axis=0)
         invalid = eq if invalid is None else invalid | eq
     valid = np.ones((n_rows, n_cols), dtype=bool) if invalid is None else ~invalid.compute()
     image = image.assign_coords(valid=(("y", "x"), np.asarray(valid)))
@@ -128,7 +129,7 @@ def image_from_array(
     if np.issubdtype(arr.dtype, np.floating):
         invalid = da.isnan(arr).any(axis=0)
     if nodata is not None:
-        eq = (arr == nodata).any(axis=0)
+        eq = (arr == nodata).all(axis=0)
         invalid = eq if invalid is None else invalid | eq
     valid = np.ones((n_rows, n_cols), bool) if invalid is None else ~np.asarray(invalid.compute())
     image = xr.DataArray(

@@ -80,6 +80,9 @@ class MeanShift:
     path_radius : float
         Streaming assignment stops a point within ``path_radius · h`` of a stored seed
         trajectory (0: run every point to convergence).
+    bandwidth_factor : float
+        Multiplies Silverman's bandwidth when ``bandwidth`` is None (a first stage that
+        over-partitions wants h below the rule of thumb, 001 §6.1.2).
     random_state : int, optional
 
     Attributes
@@ -115,9 +118,11 @@ class MeanShift:
         tol: float = 1e-3,
         group_factor: float = 0.25,
         path_radius: float = 0.2,
+        bandwidth_factor: float = 1.0,
         random_state: int | None = None,
     ) -> None:
         self.bandwidth = bandwidth
+        self.bandwidth_factor = bandwidth_factor
         self.blurring = blurring
         self.seeds = seeds
         self.n_seeds = n_seeds
@@ -159,6 +164,7 @@ class MeanShift:
         check_scalar(self.tol, "tol", owner, low=0)
         check_scalar(self.group_factor, "group_factor", owner, low=0)
         check_scalar(self.path_radius, "path_radius", owner, low=0, high=1)
+        check_scalar(self.bandwidth_factor, "bandwidth_factor", owner, low=0, low_inclusive=False)
 
     # -- fitting ------------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> MeanShift:
@@ -185,15 +191,20 @@ class MeanShift:
         if self.seeds == "all":
             seeds, seed_w = sample, None
         elif self.seeds == "grid":
-            h0 = self.bandwidth or K.silverman_bandwidth(sample)
+            h0 = self.bandwidth or self.bandwidth_factor * K.silverman_bandwidth(sample)
             seeds, counts = K.grid_seeds(sample, self.bin_size or h0)
             seed_w = counts.astype(np.float64)
         else:
             from sklearn.cluster import KMeans
 
             k = min(self.n_seeds, sample.shape[0])
+            # a pre-partition needs no k-means++ quality; random init is O(k) instead of O(N k²)
             km = KMeans(
-                n_clusters=k, n_init=1, max_iter=50, random_state=derive_seed(seed, "kmeans")
+                n_clusters=k,
+                init="random" if k > 64 else "k-means++",
+                n_init=1,
+                max_iter=50,
+                random_state=derive_seed(seed, "kmeans"),
             ).fit(sample)
             seeds = km.cluster_centers_
             seed_w = np.bincount(km.labels_, minlength=k).astype(np.float64)
@@ -204,7 +215,11 @@ class MeanShift:
             density, dens_w = seeds, seed_w
         else:
             density, dens_w = sample, None
-        h = float(self.bandwidth) if self.bandwidth is not None else K.silverman_bandwidth(sample)
+        h = (
+            float(self.bandwidth)
+            if self.bandwidth is not None
+            else self.bandwidth_factor * K.silverman_bandwidth(sample)
+        )
 
         res = K.mean_shift(
             seeds,
@@ -347,6 +362,7 @@ class MSSC(MeanShift):
         tol: float = 1e-3,
         group_factor: float = 0.25,
         path_radius: float = 0.2,
+        bandwidth_factor: float = 1.0,
         random_state: int | None = None,
     ) -> None:
         super().__init__(
@@ -361,6 +377,7 @@ class MSSC(MeanShift):
             tol=tol,
             group_factor=group_factor,
             path_radius=path_radius,
+            bandwidth_factor=bandwidth_factor,
             random_state=random_state,
         )
         self.n_clusters = n_clusters

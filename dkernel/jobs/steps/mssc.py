@@ -32,6 +32,14 @@ PARAMS = (
         doc="Mean-shift bandwidth h_ms (Silverman's rule, 001 Eq. 5.1, when null).",
     ),
     Param(
+        "bandwidth_factor",
+        "float",
+        default=0.5,
+        low=0,
+        low_open=True,
+        doc="Multiplies Silverman's h_ms when bandwidth is null (over-partition on purpose).",
+    ),
+    Param(
         "spectral_bandwidth",
         "float",
         default=None,
@@ -64,15 +72,21 @@ PARAMS = (
         choices=("all", "grid", "kmeans"),
         doc="Mode-finding vectors: all sampled pixels, grid bins or a k-means pre-partition.",
     ),
-    Param("n_seeds", "int", default=500, low=1, doc="k-means seeds."),
+    Param("n_seeds", "int", default=1000, low=1, doc="k-means seeds."),
     Param(
         "density",
         "str",
-        default="sample",
+        default="seeds",
         choices=("sample", "seeds"),
         doc="Density from a pixel sample or from the count-weighted seeds.",
     ),
-    Param("n_density", "int", default=5000, low=2, doc="Pixels in the density sample."),
+    Param(
+        "n_density",
+        "int",
+        default=20000,
+        low=2,
+        doc="Pixels sampled for the pre-partition / density.",
+    ),
     Param("max_iter", "int", default=300, low=1, doc="Mean-shift iteration cap."),
     Param("tol", "float", default=1e-3, low=0, doc="Convergence tolerance (× h)."),
     Param(
@@ -152,6 +166,7 @@ def run(ctx: JobContext) -> None:
         tol=p["tol"],
         group_factor=p["group_factor"],
         path_radius=p["path_radius"],
+        bandwidth_factor=p["bandwidth_factor"],
         random_state=ctx.seed,
     )
     t = time.perf_counter()
@@ -213,7 +228,6 @@ def run(ctx: JobContext) -> None:
             "seeds": (("seed", "feature"), est.seeds_),
             "seed_partition": (("seed",), est.seed_labels_),
         },
-        coords={"feature": ctx.data.feature_names or list(range(est.modes_.shape[1]))},
         attrs=attrs,
     )
     ctx.store.write("mssc", ds)
