@@ -85,3 +85,17 @@ def test_job_failing_midway_is_marked_failed(tmp_path, client, failing_method):
         tree = open_results(tmp_path / "f.zarr")
     assert tree.attrs["status"] == "failed"
     assert "worker exploded halfway" in tree.attrs["error"]
+
+
+def test_cli_exit_code_1_when_a_job_fails_midway(tmp_path, failing_method, capsys):
+    from dkernel.cli import main
+
+    spec = tmp_path / "fails.yaml"
+    spec.write_text(
+        "name: f\nmethod: test-fails-midway\ndata: {reader: sklearn, name: iris}\n"
+        f"output: {tmp_path / 'f.zarr'}\n"
+    )
+    assert main(["run", str(spec), "--workers", "1", "--threads", "1", "--no-progress"]) == 1
+    assert "worker exploded halfway" in capsys.readouterr().err
+    with pytest.warns(UserWarning, match="failed"):
+        assert open_results(tmp_path / "f.zarr").attrs["status"] == "failed"
