@@ -43,7 +43,7 @@ PARAMS = KERNEL_PARAMS + (
     ),
     Param("n_components", "int", default=3, low=1, doc="Embedding dimensions."),
     Param("n_clusters", "int", default=3, low=1, doc="k-means clusters."),
-    Param("n_init", "int", default=100, low=1, high=10000, doc="k-means restarts."),
+    Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),
     Param("top_k", "int", default=10, low=1, doc="Top-k stored per seed and per cluster."),
 )
 
