@@ -1,0 +1,92 @@
+"""Feature-map spectral embeddings against dense eigen-decompositions of K = Φ Φᵀ."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError
+from dkernel.linalg.eigen import dense_eigh
+from dkernel.spectral.dense import center_kernel, kpca_embedding
+from dkernel.spectral.feature_map import (
+    feature_map_kpca,
+    feature_map_normalized,
+    normalize_rows,
+)
+
+
+def _phi(n=120, f=40, seed=0, rank=None):
+    rng = np.random.default_rng(seed)
+    if rank is None:
+        return rng.random((n, f))
+    return rng.random((n, rank)) @ rng.random((rank, f))
+
+
+def _same_subspace(A, B, atol):
+    # compare column by column up to sign
+    for j in range(A.shape[1]):
+        s = np.sign(A[:, j] @ B[:, j]) or 1.0
+        np.testing.assert_allclose(A[:, j], s * B[:, j], atol=atol)
+
+
+@pytest.mark.parametrize("shape", [(120, 40), (40, 120)])
+def test_exact_kpca_matches_dense_kernel(shape):
+    Phi = _phi(*shape)
+    K = Phi @ Phi.T
+    ref = kpca_embedding(K, 4)
+    got = feature_map_kpca(Phi, 4, solver="exact")
+    assert got.solver == "exact"
+    np.testing.assert_allclose(got.eigenvalues, ref.eigenvalues, rtol=1e-8)
+    _same_subspace(got.embedding, ref.embedding, 1e-8)
+    unc = feature_map_kpca(Phi, 3, centered=False, solver="exact")
+    np.testing.assert_allclose(unc.eigenvalues, dense_eigh(K, 3)[0], rtol=1e-8)
+
+
+def test_randomized_kpca_numpy_and_dask_match_exact():
+    Phi = _phi(300, 60, rank=8) + 1e-3 * _phi(300, 60, seed=2)
+    ref = feature_map_kpca(Phi, 3, solver="exact")
+    rnd = feature_map_kpca(Phi, 3, solver="randomized", random_state=0)
+    np.testing.assert_allclose(rnd.eigenvalues, ref.eigenvalues, rtol=1e-6)
+    _same_subspace(rnd.embedding, ref.embedding, 1e-5)
+    lazy = feature_map_kpca(da.from_array(Phi, chunks=(70, 60)), 3, random_state=0)
+    assert lazy.solver == "randomized"
+    np.testing.assert_allclose(lazy.eigenvalues, ref.eigenvalues, rtol=1e-6)
+    _same_subspace(lazy.embedding, ref.embedding, 1e-5)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_normalized_embedding_matches_dense(kind):
+    Phi = _phi(150, 30, rank=5) + 0.01
+    K = Phi @ Phi.T
+    d = K.sum(axis=1)
+    Kn = K / np.sqrt(np.outer(d, d))
+    vals, vecs = dense_eigh(Kn, 3)
+    X = Phi if kind == "numpy" else da.from_array(Phi, chunks=(40, 30))
+    got = feature_map_normalized(X, 3, random_state=0)
+    np.testing.assert_allclose(got.degrees, d, rtol=1e-10)
+    np.testing.assert_allclose(got.eigenvalues, vals, rtol=1e-6)
+    assert abs(got.eigenvalues[0] - 1.0) < 1e-8  # top eigenvalue of the normalised kernel
+    _same_subspace(got.eigenvectors, vecs, 1e-5)
+    U = normalize_rows(got.embedding)
+    np.testing.assert_allclose(np.linalg.norm(U, axis=1), 1.0)
+
+
+def test_centering_matches_center_kernel():
+    Phi = _phi(50, 200)
+    got = feature_map_kpca(Phi, 5, solver="exact")
+    vals = dense_eigh(center_kernel(Phi @ Phi.T), 5)[0]
+    np.testing.assert_allclose(got.eigenvalues, vals, rtol=1e-8, atol=1e-10)
+
+
+def test_errors():
+    Phi = _phi(20, 5)
+    with pytest.raises(InvalidInputError, match="n_components"):
+        feature_map_kpca(Phi, 6)
+    with pytest.raises(InvalidInputError, match="solver"):
+        feature_map_kpca(Phi, 2, solver="lanczos")
+    with pytest.raises(InvalidInputError, match="not positive"):
+        feature_map_normalized(np.array([[1.0, 0.0], [1.0, 0.0], [-3.0, 1.0]]), 1)
+    big = da.zeros((5000, 4100), chunks=(1000, 4100))
+    with pytest.raises(InvalidInputError, match="randomized"):
+        feature_map_kpca(big, 2, solver="exact")
