@@ -147,4 +147,5 @@ from dkernel.io import (
     frey,  # noqa: E402,F401  (registers the frey-faces reader)
     raster,  # noqa: E402,F401  (registers geotiff, demo-landsat, npy-raster, zarr-raster, samson, jasper)
     shapes,  # noqa: E402,F401  (registers the SIPU 2-D shape sets)
+    tables,  # noqa: E402,F401  (registers wisconsin, statlog-landsat, ecoli)
 )

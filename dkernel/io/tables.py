@@ -1,0 +1,182 @@
+"""Loaders for the UCI tables in ``$DKERNEL_DATA`` (see its MANIFEST.md §1, §4, §5).
+
+* ``load_wisconsin`` — Breast Cancer Wisconsin (Original), 699 × 9, its 16 real ``?`` entries
+  (bare nuclei) become NaN; labels 0 benign, 1 malignant; the sample-code column is dropped.
+* ``load_statlog_landsat`` — Statlog (Landsat Satellite), 36 features (3×3 pixels × 4 MSS
+  bands), classes 1–5, 7 relabelled 0..5; ``split`` 'train' (4435), 'test' (2000) or 'all'.
+* ``load_ecoli`` — UCI Ecoli, 336 × 7, 8 localisation sites relabelled 0..7 (alphabetical).
+
+Each returns a :class:`~dkernel.io.data.LoadedData`; registered as readers ``wisconsin``,
+``statlog-landsat`` and ``ecoli``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from dkernel.errors import InvalidInputError
+from dkernel.io.data import LoadedData
+from dkernel.io.registry import Reader, register_reader
+from dkernel.jobs.params import Param
+
+WISCONSIN_DIR = "breast_cancer_wisconsin_original"
+STATLOG_DIR = "statlog_landsat_satellite"
+ECOLI_DIR = "uci_ecoli"
+
+WISCONSIN_FEATURES = [
+    "clump_thickness",
+    "uniformity_of_cell_size",
+    "uniformity_of_cell_shape",
+    "marginal_adhesion",
+    "single_epithelial_cell_size",
+    "bare_nuclei",
+    "bland_chromatin",
+    "normal_nucleoli",
+    "mitoses",
+]
+ECOLI_FEATURES = ["mcg", "gvh", "lip", "chg", "aac", "alm1", "alm2"]
+STATLOG_CLASSES = {
+    1: "red soil",
+    2: "cotton crop",
+    3: "grey soil",
+    4: "damp grey soil",
+    5: "soil with vegetation stubble",
+    7: "very damp grey soil",
+}
+
+
+def _file(data_dir: str | os.PathLike | None, sub: str, name: str) -> Path:
+    if data_dir is None:
+        env = os.environ.get("DKERNEL_DATA")
+        if not env:
+            raise InvalidInputError(
+                "No data_dir given and DKERNEL_DATA is not set; pass the shared data folder or "
+                "set DKERNEL_DATA."
+            )
+        data_dir = env
+    base = Path(os.path.expandvars(str(data_dir))).expanduser()
+    for candidate in (base / sub / name, base / name):
+        if candidate.is_file():
+            return candidate
+    raise InvalidInputError(f"{name} not found under {base} (expected {sub}/{name}).")
+
+
+def load_wisconsin(data_dir: str | os.PathLike | None = None) -> LoadedData:
+    """Breast Cancer Wisconsin (Original): X (699, 9) float64 with NaN for '?', y 0/1.
+
+    Notes
+    -----
+    Reads ~20 kB.
+    """
+    src = _file(data_dir, WISCONSIN_DIR, "breast-cancer-wisconsin.data")
+    rows = [line.split(",") for line in src.read_text().splitlines() if line.strip()]
+    if any(len(r) != 11 for r in rows):
+        raise InvalidInputError(f"{src}: expected 11 comma-separated fields per row.")
+    table = np.array(
+        [[np.nan if v.strip() == "?" else float(v) for v in r[1:]] for r in rows], dtype=np.float64
+    )
+    X, cls = table[:, :9], table[:, 9].astype(np.int64)
+    y = (cls == 4).astype(np.int64)
+    return LoadedData(
+        X=X,
+        y=y,
+        feature_names=list(WISCONSIN_FEATURES),
+        meta={
+            "source": str(src),
+            "dataset": "breast-cancer-wisconsin-original",
+            "n_missing": int(np.isnan(X).sum()),
+            "classes": {"0": "benign (2)", "1": "malignant (4)"},
+            "n_clusters": 2,
+        },
+    )
+
+
+def load_statlog_landsat(
+    data_dir: str | os.PathLike | None = None, split: str = "all"
+) -> LoadedData:
+    """Statlog (Landsat Satellite): X (n, 36) float64, y 0..5 (classes 1, 2, 3, 4, 5, 7).
+
+    Parameters
+    ----------
+    data_dir : path, optional
+        ``$DKERNEL_DATA`` by default.
+    split : {'train', 'test', 'all'}
+        ``sat.trn`` (4435 rows), ``sat.tst`` (2000) or both (6435, train first).
+    """
+    files = {"train": ["sat.trn"], "test": ["sat.tst"], "all": ["sat.trn", "sat.tst"]}
+    if split not in files:
+        raise InvalidInputError(f"split must be 'train', 'test' or 'all'; got {split!r}.")
+    tables = []
+    sources = []
+    for name in files[split]:
+        src = _file(data_dir, STATLOG_DIR, name)
+        sources.append(str(src))
+        tables.append(np.loadtxt(src, dtype=np.float64))
+    table = np.vstack(tables)
+    cls = table[:, 36].astype(np.int64)
+    codes = np.array(sorted(STATLOG_CLASSES))
+    y = np.searchsorted(codes, cls)
+    return LoadedData(
+        X=np.ascontiguousarray(table[:, :36]),
+        y=y.astype(np.int64),
+        feature_names=[f"pixel{p}_band{b}" for p in range(9) for b in range(1, 5)],
+        meta={
+            "source": sources,
+            "dataset": "statlog-landsat",
+            "split": split,
+            "classes": {str(i): STATLOG_CLASSES[c] for i, c in enumerate(codes)},
+            "n_clusters": 6,
+        },
+    )
+
+
+def load_ecoli(data_dir: str | os.PathLike | None = None) -> LoadedData:
+    """UCI Ecoli: X (336, 7) float64, y 0..7 (sites in alphabetical order)."""
+    src = _file(data_dir, ECOLI_DIR, "ecoli.data")
+    rows = [line.split() for line in src.read_text().splitlines() if line.strip()]
+    if any(len(r) != 9 for r in rows):
+        raise InvalidInputError(f"{src}: expected 9 whitespace-separated fields per row.")
+    X = np.array([[float(v) for v in r[1:8]] for r in rows], dtype=np.float64)
+    sites, y = np.unique([r[8] for r in rows], return_inverse=True)
+    return LoadedData(
+        X=X,
+        y=y.astype(np.int64),
+        feature_names=list(ECOLI_FEATURES),
+        meta={
+            "source": str(src),
+            "dataset": "ecoli",
+            "classes": {str(i): s for i, s in enumerate(sites.tolist())},
+            "n_clusters": int(sites.size),
+        },
+    )
+
+
+_DIR = Param("data_dir", "str", default="${DKERNEL_DATA}", doc="The DKERNEL_DATA folder.")
+
+register_reader(
+    Reader(
+        name="wisconsin",
+        params=(_DIR,),
+        load=lambda data_dir="${DKERNEL_DATA}": load_wisconsin(data_dir),
+        description="Breast Cancer Wisconsin (Original), 699 × 9, 16 real missing values (NaN).",
+    )
+)
+register_reader(
+    Reader(
+        name="statlog-landsat",
+        params=(_DIR, Param("split", "str", default="all", choices=("train", "test", "all"))),
+        load=lambda data_dir="${DKERNEL_DATA}", split="all": load_statlog_landsat(data_dir, split),
+        description="Statlog (Landsat Satellite), 36 features, 6 classes.",
+    )
+)
+register_reader(
+    Reader(
+        name="ecoli",
+        params=(_DIR,),
+        load=lambda data_dir="${DKERNEL_DATA}": load_ecoli(data_dir),
+        description="UCI Ecoli, 336 × 7, 8 classes.",
+    )
+)
