@@ -1,0 +1,336 @@
+"""Model selection for the aggregate Markov model by held-out likelihood (seed 003, Fig. 2/5/8).
+
+The generalization error of a model is the negative mean out-of-sample log-likelihood
+(Eq. 11-14) on held-out points. :func:`select_model` evaluates it over a grid of kernel
+widths ``h``, k-NN graph sizes ``K`` and numbers of clusters ``C`` on several repeats
+(train/held-out splits) and returns the error surface (mean and standard error over repeats)
+and the chosen model.
+
+Choice rule (the paper's): ``(K, h)`` minimise the error averaged over all model orders ``C``
+(Fig. 2 left: "averaged for all the model orders"); then, at that ``(K, h)``, ``C`` is the
+*largest* model order whose mean error is within one standard error of the minimum (Fig. 2
+right and the appendix: with well separated clusters every ``C`` up to the true number gives
+the same minimal error, so the largest minimiser is the natural model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dkernel._random import derive_rng
+from dkernel._validation import check_options, check_scalar
+from dkernel.decomposition.estimator import KernelDecompositionClustering
+from dkernel.decomposition.kernels import (
+    density_log_kernel,
+    fit_neighbors,
+    knn_log_kernel,
+    row_normalize_log,
+)
+from dkernel.decomposition.nmf import fit_aggregate_markov, log_likelihood, spectral_embedding
+from dkernel.errors import InvalidInputError
+from dkernel.metrics import clustering_accuracy
+
+_OWNER = "select_model"
+C_RULES = ("largest-within-se", "min")
+
+
+@dataclass
+class ModelSelectionResult:
+    """Error surface and chosen model of :func:`select_model`.
+
+    Attributes
+    ----------
+    errors : ndarray (n_repeats, n_neighbors, n_bandwidths, n_clusters)
+        Generalization error (negative mean held-out log-likelihood) of every fit.
+    accuracy : ndarray, same shape, or None
+        Held-out clustering accuracy (Hungarian) when labels were given.
+    confidence : ndarray, same shape
+        Mean over held-out points of ``max_c P(c | z)`` (1 = crisp 0/1 posteriors).
+    bandwidths, n_neighbors, n_clusters : lists
+        The grid (``None`` in ``n_neighbors`` is the dense kernel).
+    chosen : dict
+        ``bandwidth``, ``n_neighbors``, ``n_clusters`` and their grid indices.
+    best_estimator : KernelDecompositionClustering or None
+        The chosen model refitted on the first training set.
+    """
+
+    errors: np.ndarray
+    confidence: np.ndarray
+    accuracy: np.ndarray | None
+    bandwidths: list[float]
+    n_neighbors: list[int | None]
+    n_clusters: list[int]
+    chosen: dict[str, Any]
+    c_rule: str = "largest-within-se"
+    best_estimator: KernelDecompositionClustering | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_repeats(self) -> int:
+        return int(self.errors.shape[0])
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Mean error over repeats, shape (n_neighbors, n_bandwidths, n_clusters)."""
+        return self.errors.mean(axis=0)
+
+    @property
+    def sem(self) -> np.ndarray:
+        """Standard error of the mean over repeats (0 with a single repeat)."""
+        r = self.n_repeats
+        return self.errors.std(axis=0, ddof=1) / np.sqrt(r) if r > 1 else np.zeros_like(self.mean)
+
+    def error_vs_bandwidth(self) -> tuple[np.ndarray, np.ndarray]:
+        """Error averaged over model orders C per repeat: mean and SE, (n_neighbors, n_bandwidths)."""
+        per = self.errors.mean(axis=3)
+        r = self.n_repeats
+        sem = per.std(axis=0, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(per.shape[1:])
+        return per.mean(axis=0), sem
+
+    def error_vs_clusters(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and SE of the error over C at the chosen ``(K, h)``."""
+        k, h = self.chosen["neighbors_index"], self.chosen["bandwidth_index"]
+        return self.mean[k, h], self.sem[k, h]
+
+    def to_dataset(self):
+        """The surface as an :class:`xarray.Dataset` (dims repeat, neighbors, bandwidth, n_clusters)."""
+        import xarray as xr
+
+        nn = np.asarray([0 if k is None else k for k in self.n_neighbors], dtype=np.int64)
+        dims = ("repeat", "neighbors", "bandwidth", "n_clusters")
+        data = {
+            "error": (dims, self.errors),
+            "error_mean": (dims[1:], self.mean),
+            "error_sem": (dims[1:], self.sem),
+            "confidence": (dims, self.confidence),
+        }
+        if self.accuracy is not None:
+            data["accuracy"] = (dims, self.accuracy)
+        hm, hs = self.error_vs_bandwidth()
+        data["error_vs_bandwidth_mean"] = (("neighbors", "bandwidth"), hm)
+        data["error_vs_bandwidth_sem"] = (("neighbors", "bandwidth"), hs)
+        chosen = {k: (v if v is not None else 0) for k, v in self.chosen.items()}
+        return xr.Dataset(
+            data,
+            coords={
+                "repeat": np.arange(self.n_repeats),
+                "neighbors": nn,
+                "bandwidth": np.asarray(self.bandwidths, dtype=np.float64),
+                "n_clusters": np.asarray(self.n_clusters, dtype=np.int64),
+            },
+            attrs={
+                "error": "negative mean held-out log-likelihood (Eq. 11-14)",
+                "neighbors_note": "0 = dense kernel (no k-NN sparsification)",
+                "c_rule": self.c_rule,
+                **{f"chosen_{k}": v for k, v in chosen.items()},
+                **self.meta,
+            },
+        )
+
+
+def choose(errors: np.ndarray, *, c_rule: str = "largest-within-se") -> tuple[int, int, int]:
+    """Grid indices ``(k, h, c)`` chosen from an error array (repeat, K, h, C)."""
+    check_options(c_rule, "c_rule", _OWNER, C_RULES)
+    per = errors.mean(axis=3).mean(axis=0)
+    k, h = np.unravel_index(int(np.argmin(per)), per.shape)
+    mean = errors[:, k, h, :].mean(axis=0)
+    r = errors.shape[0]
+    sem = errors[:, k, h, :].std(axis=0, ddof=1) / np.sqrt(r) if r > 1 else np.zeros_like(mean)
+    c_min = int(np.argmin(mean))
+    if c_rule == "min":
+        return int(k), int(h), c_min
+    ok = np.flatnonzero(mean <= mean[c_min] + sem[c_min])
+    return int(k), int(h), int(ok.max())
+
+
+def _random_splits(X, y, n_repeats, validation_fraction, seed):
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    n_val = int(round(validation_fraction * n))
+    if not 1 <= n_val < n - 1:
+        raise InvalidInputError(
+            f"validation_fraction={validation_fraction} leaves {n_val} held-out and "
+            f"{n - n_val} training points of {n}; both need at least 2."
+        )
+    for r in range(n_repeats):
+        perm = derive_rng(seed, "select_model", "split", r).permutation(n)
+        va, tr = perm[:n_val], perm[n_val:]
+        yield (X[tr], X[va], None if y is None else np.asarray(y)[va])
+
+
+def select_model(
+    X: Any = None,
+    y: Any = None,
+    *,
+    splits: Iterable[tuple] | None = None,
+    bandwidths: Sequence[float],
+    n_clusters: Sequence[int],
+    n_neighbors: Sequence[int | None] = (None,),
+    n_repeats: int = 10,
+    validation_fraction: float = 0.5,
+    kernel: str = "gaussian",
+    loss: str = "kl",
+    n_init: int = 3,
+    max_iter: int = 300,
+    tol: float = 1e-6,
+    c_rule: str = "largest-within-se",
+    refit: bool = True,
+    random_state: int | None = 0,
+    progress: Any = None,
+) -> ModelSelectionResult:
+    """Held-out likelihood model selection over ``h``, ``K`` and ``C`` (seed 003).
+
+    Parameters
+    ----------
+    X, y : array-like, optional
+        Data (and optional labels, used only to report held-out accuracy) split at random
+        ``n_repeats`` times into training and held-out parts.
+    splits : iterable of tuples, optional
+        Instead of ``X``: ``(X_train, X_val)`` or ``(X_train, X_val, y_val)`` per repeat (the
+        paper's protocol: fresh training samples, one fixed validation set).
+    bandwidths : sequence of float
+        Kernel widths ``h`` (ignored by the cosine kernel; pass ``[1.0]``).
+    n_clusters : sequence of int
+        Model orders ``C``.
+    n_neighbors : sequence of int or None
+        k-NN graph sizes; ``None`` is the dense kernel.
+    c_rule : {'largest-within-se', 'min'}
+        How to pick C at the chosen ``(K, h)`` (module docstring).
+    refit : bool
+        Refit the chosen model on the first training set (``best_estimator``).
+    progress : callable, optional
+        Called with a one-line message after each (repeat, K, h).
+
+    Returns
+    -------
+    ModelSelectionResult
+
+    Notes
+    -----
+    Per repeat and ``(K, h)``: one training kernel (O(N^2) dense / O(N k) sparse), one
+    validation kernel (O(N_val N) dense / O(N_val k)), one eigen-decomposition shared by
+    all ``C``, then ``len(n_clusters) * n_init`` factorisations. Memory is that of one
+    training and one validation kernel.
+    """
+    check_options(c_rule, "c_rule", _OWNER, C_RULES)
+    check_options(kernel, "kernel", _OWNER, ("gaussian", "cosine"))
+    bandwidths = [
+        float(check_scalar(h, "bandwidths", _OWNER, low=0, low_inclusive=False)) for h in bandwidths
+    ]
+    n_clusters = [int(check_scalar(c, "n_clusters", _OWNER, kind=int, low=1)) for c in n_clusters]
+    n_neighbors = [
+        None if k is None else int(check_scalar(k, "n_neighbors", _OWNER, kind=int, low=1))
+        for k in n_neighbors
+    ]
+    if not bandwidths or not n_clusters or not n_neighbors:
+        raise InvalidInputError(f"{_OWNER} needs non-empty bandwidths, n_clusters and n_neighbors.")
+    if splits is None:
+        if X is None:
+            raise InvalidInputError(f"{_OWNER} needs X (random splits) or splits.")
+        check_scalar(n_repeats, "n_repeats", _OWNER, kind=int, low=1)
+        splits = _random_splits(X, y, n_repeats, validation_fraction, random_state)
+    splits = list(splits)
+    if not splits:
+        raise InvalidInputError(f"{_OWNER} got an empty list of splits.")
+
+    shape = (len(splits), len(n_neighbors), len(bandwidths), len(n_clusters))
+    errors = np.full(shape, np.nan)
+    confidence = np.full(shape, np.nan)
+    has_y = all(len(s) > 2 and s[2] is not None for s in splits)
+    accuracy = np.full(shape, np.nan) if has_y else None
+    c_max = max(n_clusters)
+
+    for r, split in enumerate(splits):
+        X_tr, X_va = np.asarray(split[0], dtype=np.float64), np.asarray(split[1], np.float64)
+        y_va = np.asarray(split[2]) if has_y else None
+        for ki, k in enumerate(n_neighbors):
+            index = None if k is None else fit_neighbors(X_tr, kernel=kernel)
+            for hi, h in enumerate(bandwidths):
+                est = KernelDecompositionClustering(
+                    c_max if c_max <= X_tr.shape[0] else 1,
+                    kernel=kernel,
+                    bandwidth=h,
+                    n_neighbors=k,
+                    loss=loss,
+                    n_init=n_init,
+                    max_iter=max_iter,
+                    tol=tol,
+                    random_state=random_state,
+                )
+                Kc, log_norm, Xn = est.training_kernel(X_tr)
+                if k is None:
+                    logKv = density_log_kernel(X_va, Xn, kernel=kernel, bandwidth=h)
+                    ind = None
+                else:
+                    ind, logKv = knn_log_kernel(
+                        X_va, Xn, kernel=kernel, bandwidth=h, n_neighbors=k, index=index
+                    )
+                Kv, _ = row_normalize_log(logKv)
+                emb = (
+                    spectral_embedding(Kc, log_norm, c_max, seed=random_state)
+                    if c_max > 1
+                    else None
+                )
+                for ci, C in enumerate(n_clusters):
+                    fit = fit_aggregate_markov(
+                        Kc,
+                        log_norm,
+                        C,
+                        loss=loss,
+                        n_init=n_init,
+                        max_iter=max_iter,
+                        tol=tol,
+                        seed=random_state,
+                        embedding=emb if C > 1 else None,
+                    )
+                    errors[r, ki, hi, ci] = -float(
+                        np.mean(log_likelihood(logKv, fit.W, fit.H, indices=ind))
+                    )
+                    P = Kv @ fit.H.T if ind is None else np.einsum("qk,qkc->qc", Kv, fit.H.T[ind])
+                    confidence[r, ki, hi, ci] = float(np.mean(P.max(axis=1)))
+                    if has_y:
+                        accuracy[r, ki, hi, ci] = clustering_accuracy(y_va, P.argmax(axis=1))
+                if progress is not None:
+                    progress(
+                        f"repeat {r + 1}/{len(splits)} K={k} h={h:g}: "
+                        f"errors {np.round(errors[r, ki, hi], 4).tolist()}"
+                    )
+
+    kk, hh, cc = choose(errors, c_rule=c_rule)
+    chosen = {
+        "bandwidth": bandwidths[hh],
+        "n_neighbors": n_neighbors[kk],
+        "n_clusters": n_clusters[cc],
+        "bandwidth_index": hh,
+        "neighbors_index": kk,
+        "clusters_index": cc,
+    }
+    best = None
+    if refit:
+        best = KernelDecompositionClustering(
+            n_clusters[cc],
+            kernel=kernel,
+            bandwidth=bandwidths[hh],
+            n_neighbors=n_neighbors[kk],
+            loss=loss,
+            n_init=n_init,
+            max_iter=max_iter,
+            tol=tol,
+            random_state=random_state,
+        ).fit(np.asarray(splits[0][0], dtype=np.float64))
+    return ModelSelectionResult(
+        errors=errors,
+        confidence=confidence,
+        accuracy=accuracy,
+        bandwidths=bandwidths,
+        n_neighbors=n_neighbors,
+        n_clusters=n_clusters,
+        chosen=chosen,
+        c_rule=c_rule,
+        best_estimator=best,
+        meta={"kernel": kernel, "loss": loss, "n_init": n_init},
+    )

@@ -1,0 +1,163 @@
+"""Aggregate Markov factorisation, posteriors and likelihood against slow reference code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from dkernel.decomposition.kernels import density_log_kernel, row_normalize_log
+from dkernel.decomposition.nmf import (
+    _euclidean_step,
+    _kl_step,
+    euclidean_objective,
+    factorize,
+    fit_aggregate_markov,
+    kl_objective,
+    log_likelihood,
+    posteriors,
+    truncate_kernel,
+)
+
+
+def _random_stochastic(rng, n, C):
+    A = rng.random((n, C))
+    B = rng.random((C, n))
+    return A / A.sum(1, keepdims=True), B / B.sum(1, keepdims=True)
+
+
+def _kernel(rng, n=30, h=0.25):
+    X = np.vstack([rng.normal(0, 0.1, (n // 2, 2)), rng.normal(1, 0.1, (n - n // 2, 2))])
+    Kc, log_norm = row_normalize_log(density_log_kernel(X, X, bandwidth=h))
+    return X, Kc, log_norm
+
+
+def _plsa_em_reference(Kc, A, B):
+    """PLSA EM written out: q(c | j, i) then expected counts, loop over every (j, i, c)."""
+    n, C = A.shape
+    newA, newB = np.zeros_like(A), np.zeros_like(B)
+    for j in range(n):
+        for i in range(n):
+            p = sum(A[j, c] * B[c, i] for c in range(C))
+            for c in range(C):
+                q = A[j, c] * B[c, i] / p
+                newA[j, c] += Kc[j, i] * q
+                newB[c, i] += Kc[j, i] * q
+    return newA / newA.sum(1, keepdims=True), newB / newB.sum(1, keepdims=True)
+
+
+def test_kl_step_is_plsa_em(rng):
+    _, Kc, _ = _kernel(rng, n=12)
+    A, B = _random_stochastic(rng, 12, 3)
+    refA, refB = _plsa_em_reference(Kc, A, B)
+    gotA, gotB = _kl_step(Kc, A, B)
+    np.testing.assert_allclose(gotA, refA, rtol=1e-10)
+    np.testing.assert_allclose(gotB, refB, rtol=1e-10)
+    spA, spB = _kl_step(sparse.csr_matrix(Kc), A, B)
+    np.testing.assert_allclose(spA, refA, rtol=1e-10)
+    np.testing.assert_allclose(spB, refB, rtol=1e-10)
+
+
+def test_kl_updates_monotone_and_stochastic(rng):
+    _, Kc, _ = _kernel(rng)
+    A, B = _random_stochastic(rng, Kc.shape[0], 4)
+    prev = kl_objective(Kc, A, B)
+    for _ in range(30):
+        A, B = _kl_step(Kc, A, B)
+        cur = kl_objective(Kc, A, B)
+        assert cur <= prev + 1e-10
+        prev = cur
+        np.testing.assert_allclose(A.sum(1), 1.0, atol=1e-12)
+        np.testing.assert_allclose(B.sum(1), 1.0, atol=1e-12)
+        assert (A >= 0).all() and (B >= 0).all()
+    ref = sum(Kc[j, i] * np.log(Kc[j, i] / (A @ B)[j, i]) for j in range(30) for i in range(30))
+    assert abs(kl_objective(Kc, A, B) - ref) < 1e-9
+
+
+def test_euclidean_updates_decrease_eq7(rng):
+    _, Kc, _ = _kernel(rng)
+    A, B = _random_stochastic(rng, Kc.shape[0], 3)
+    prev = euclidean_objective(Kc, A, B)
+    for _ in range(30):
+        A, B = _euclidean_step(Kc, A, B)
+        cur = euclidean_objective(Kc, A, B)
+        assert cur <= prev + 1e-12
+        prev = cur
+    np.testing.assert_allclose(B.sum(1), 1.0, atol=1e-12)
+    ref = sum((Kc[j, i] - (A @ B)[j, i]) ** 2 for j in range(30) for i in range(30))
+    assert abs(cur - ref) < 1e-10
+    assert abs(euclidean_objective(sparse.csr_matrix(Kc), A, B) - ref) < 1e-10
+    A2, B2, _, _ = factorize(Kc, A, B, loss="euclidean", max_iter=20)
+    np.testing.assert_allclose(A2.sum(1), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["kl", "euclidean"])
+def test_fit_separates_two_blobs_and_factors_are_stochastic(rng, loss):
+    _, Kc, log_norm = _kernel(rng, n=40)
+    fit = fit_aggregate_markov(Kc, log_norm, 2, loss=loss, n_init=3, seed=0)
+    np.testing.assert_allclose(fit.W.sum(0), 1.0, atol=1e-10)  # P(x_i | c)
+    np.testing.assert_allclose(fit.H.sum(0), 1.0, atol=1e-10)  # P(c | x_j)
+    assert fit.objective == min(fit.objectives) and len(fit.objectives) == 3
+    labels = fit.H.argmax(0)
+    assert len(set(labels[:20])) == 1 and len(set(labels[20:])) == 1 and labels[0] != labels[-1]
+
+
+def test_fit_is_deterministic(rng):
+    _, Kc, log_norm = _kernel(rng, n=40)
+    a = fit_aggregate_markov(Kc, log_norm, 3, seed=7)
+    b = fit_aggregate_markov(Kc, log_norm, 3, seed=7)
+    np.testing.assert_array_equal(a.H, b.H)
+
+
+def test_sparse_and_dense_agree(rng):
+    _, Kc, log_norm = _kernel(rng, n=30)
+    d = fit_aggregate_markov(Kc, log_norm, 2, seed=0, truncate=False, n_init=1)
+    s = fit_aggregate_markov(sparse.csr_matrix(Kc), log_norm, 2, seed=0, n_init=1)
+    np.testing.assert_allclose(s.H, d.H, atol=1e-6)
+
+
+def test_truncation_only_drops_negligible_entries(rng):
+    X = rng.random((200, 2))
+    Kc, _ = row_normalize_log(density_log_kernel(X, X, bandwidth=0.01))
+    T = truncate_kernel(Kc)
+    assert sparse.issparse(T)
+    assert np.abs(T.toarray() - Kc).max() < 1e-12
+    wide, _ = row_normalize_log(density_log_kernel(X, X, bandwidth=0.5))
+    assert truncate_kernel(wide) is wide
+
+
+def test_posteriors_and_loglik_match_eq8_and_eq14(rng):
+    X, Kc, log_norm = _kernel(rng, n=16)
+    fit = fit_aggregate_markov(Kc, log_norm, 2, seed=0)
+    Z = rng.random((5, 2))
+    logK = density_log_kernel(Z, X, bandwidth=0.25)
+    K = np.exp(logK)
+    Kz = K / K.sum(1, keepdims=True)
+    P = posteriors(Kz, fit.H)
+    ref = np.array(
+        [[sum(fit.H[c, n] * Kz[z, n] for n in range(16)) for c in range(2)] for z in range(5)]
+    )
+    np.testing.assert_allclose(P, ref, rtol=1e-12)
+    np.testing.assert_allclose(P.sum(1), 1.0)
+    N = 16
+    ref_ll = np.array(
+        [
+            np.log(
+                sum(
+                    K[z, l_] * fit.W[l_, c] * fit.H[c, n]
+                    for n in range(N)
+                    for l_ in range(N)
+                    for c in range(2)
+                )
+                / N
+            )
+            for z in range(5)
+        ]
+    )
+    np.testing.assert_allclose(log_likelihood(logK, fit.W, fit.H), ref_ll, rtol=1e-10)
+    # k-NN form: the same with the kernel restricted to given columns
+    idx = np.argsort(-logK, 1)[:, :4]
+    sub = np.take_along_axis(logK, idx, 1)
+    m = fit.W @ fit.H.mean(1)
+    ref_knn = np.log((np.exp(sub) * m[idx]).sum(1))
+    np.testing.assert_allclose(log_likelihood(sub, fit.W, fit.H, indices=idx), ref_knn, rtol=1e-10)
