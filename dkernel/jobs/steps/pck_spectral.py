@@ -1,0 +1,314 @@
+"""``method: pck-spectral`` — PCK (PCKID when values are missing) spectral clustering.
+
+GMM ensemble fitted across the job's workers → posterior feature map Γ (never K) → centred KPCA
+(Paper I Eq. 5) or the normalised (NJW) embedding from the SVD of Γ or D^{-1/2}Γ → k-means.
+Writes ``/gmm`` (parameters of every (q, g) model, NaN-padded to G components, and the mean
+posterior entropy per model), ``/embedding``, ``/labels``, optionally ``/features`` (Γ/√Z) and
+``/kernel`` (blocked K, only on request), and ``/metrics`` when ground truth is given.
+"""
+
+from __future__ import annotations
+
+import time
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from dkernel._random import derive_seed
+from dkernel.errors import InvalidInputError
+from dkernel.gmm.em import DiagMixtures
+from dkernel.gmm.pck import ProbabilisticClusterKernel
+from dkernel.io.data import LoadedData
+from dkernel.jobs.params import Param
+from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.linalg.kmeans import euclidean_kmeans
+from dkernel.metrics import clustering_scores
+from dkernel.runtime import compute_with_progress
+from dkernel.spectral.feature_map import (
+    EXACT_LIMIT,
+    feature_map_kpca,
+    feature_map_normalized,
+    normalize_rows,
+)
+
+KERNEL_LIMIT = 20_000  # rows above which /kernel (N × N) is refused
+
+PARAMS = (
+    Param("n_clusters", "int", low=1, doc="Number of clusters (k)."),
+    Param("n_inits", "int", default=30, low=1, doc="Q, random initial conditions."),
+    Param("max_components", "int", default=30, low=2, doc="G; models with g = 2..G components."),
+    Param("n_iter", "int", default=10, low=1, doc="EM iterations per model."),
+    Param("subsample", "float", default=0.5, low=0, low_open=True, high=1, doc="Rows per init."),
+    Param("covariance_type", "str", default="diag", choices=("diag", "full")),
+    Param("reg_covar", "float", default=1e-6, low=0, doc="Added to every variance."),
+    Param("dtype", "str", default="float32", choices=("float32", "float64")),
+    Param(
+        "embedding",
+        "str",
+        default="kpca",
+        choices=("kpca", "normalized"),
+        doc="Centred KPCA (Paper I) or the NJW normalized embedding.",
+    ),
+    Param("n_components", "int", default=None, nullable=True, low=1, doc="Default n_clusters."),
+    Param("solver", "str", default="auto", choices=("auto", "exact", "randomized")),
+    Param("n_init", "int", default=100, low=1, high=10000, doc="k-means restarts."),
+    Param("store_features", "bool", default=False, doc="Write Γ/√Z to /features."),
+    Param("store_kernel", "bool", default=False, doc=f"Write K to /kernel (N <= {KERNEL_LIMIT})."),
+    Param("chunk_rows", "int", default=None, nullable=True, low=16, doc="Rows per chunk of Γ."),
+)
+
+
+def _F(params: dict) -> int:
+    G = params["max_components"]
+    return params["n_inits"] * (G * (G + 1) // 2 - 1)
+
+
+def check_data(params: dict, data: LoadedData) -> None:
+    n = data.n_samples
+    if params["n_clusters"] > n:
+        raise InvalidInputError(
+            f"params.n_clusters ({params['n_clusters']}) is larger than the number of samples "
+            f"({n})."
+        )
+    k = params["n_components"] or params["n_clusters"]
+    if k > n:
+        raise InvalidInputError(f"params.n_components ({k}) must be <= n_samples ({n}).")
+    n_sub = int(round(params["subsample"] * n))
+    if n_sub < params["max_components"]:
+        raise InvalidInputError(
+            f"params.subsample ({params['subsample']}) of {n} rows gives {n_sub} rows, fewer than "
+            f"params.max_components ({params['max_components']}); lower max_components or raise "
+            "subsample."
+        )
+    if params["store_kernel"] and n > KERNEL_LIMIT:
+        raise InvalidInputError(
+            f"params.store_kernel would write a {n} x {n} kernel; allowed up to {KERNEL_LIMIT} "
+            "rows. Use store_features (Γ, whose Gram matrix is K) instead."
+        )
+
+
+def _chunk_rows(params: dict, n: int) -> int:
+    if params["chunk_rows"]:
+        return int(params["chunk_rows"])
+    return int(max(256, min(n, 64 * 2**20 // (4 * _F(params)))))
+
+
+def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
+    F = _F(params)
+    G = params["max_components"]
+    C = G * (G + 1) // 2 - 1  # components of one task
+    item = 4 if params["dtype"] == "float32" else 8
+    n_sub = params["subsample"] * n_samples
+    task = 8.0 * n_sub * n_features * 3 + 4 * 64 * 2**20 + 8.0 * C * n_features * 4
+    gamma = item * n_samples * F if n_samples <= EXACT_LIMIT else 8.0 * n_samples * 64
+    memory = 8.0 * n_samples * n_features * 2 + task + gamma
+    disk = 8.0 * n_samples * 8
+    if params["store_features"]:
+        disk += item * n_samples * F
+    if params["store_kernel"]:
+        disk += 8.0 * n_samples * n_samples
+    return Cost(
+        memory_bytes=memory,
+        disk_bytes=disk,
+        what=f"PCK ensemble of {params['n_inits'] * (G - 1)} GMMs, Γ with {F} features",
+        alternative="smaller n_inits / max_components, or store_features: false.",
+    )
+
+
+def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dataset:
+    Q = int(est.n_inits)
+    G = int(est.max_components)
+    p = int(est.feature_mask_.sum())
+    means = np.full((Q, G - 1, G, p), np.nan)
+    weights = np.full((Q, G - 1, G), np.nan)
+    var_shape = (Q, G - 1, G, p) if est.covariance_type == "diag" else (Q, G - 1, G, p, p)
+    second = np.full(var_shape, np.nan)
+    offs = est.ensemble_.offsets
+    for m, (q, g) in enumerate(zip(est.model_inits_, est.model_components_, strict=True)):
+        if isinstance(est.ensemble_, DiagMixtures):
+            sl = slice(offs[m], offs[m + 1])
+            mu, sec, w = (
+                est.ensemble_.means[sl],
+                est.ensemble_.variances[sl],
+                est.ensemble_.weights[sl],
+            )
+        else:
+            mu, sec, w = est.ensemble_.models[m]
+        means[q, g - 2, :g] = mu + est.location_[None, :]
+        second[q, g - 2, :g] = sec
+        weights[q, g - 2, :g] = w
+    coords = {"init": np.arange(Q), "n_components": np.arange(2, G + 1), "component": np.arange(G)}
+    dims = ("init", "n_components", "component", "feature")
+    data = {
+        "means": (dims, means),
+        "weights": (dims[:3], weights),
+        "mean_entropy": (dims[:2], entropy.reshape(Q, G - 1)),
+        "location": (("feature",), est.location_),
+        "feature_index": (("feature",), np.flatnonzero(est.feature_mask_).astype(np.int64)),
+    }
+    if est.covariance_type == "diag":
+        data["variances"] = (dims, second)
+    else:
+        data["covariances"] = ((*dims, "feature_"), second)
+    return xr.Dataset(
+        data,
+        coords=coords,
+        attrs={
+            "n_inits": Q,
+            "max_components": G,
+            "n_iter": int(est.n_iter),
+            "subsample": float(est.subsample),
+            "covariance_type": est.covariance_type,
+            "reg_covar": float(est.reg_covar),
+            "dtype": str(est.dtype),
+            "normalizer": est.normalizer_,
+            "n_features_out": est.n_features_out_,
+            "seed": est.seed_,
+            "description": "means are in input coordinates (after data.standardize); "
+            "padding components are NaN; mean_entropy is the mean posterior entropy (nats) of "
+            "each model over all samples.",
+        },
+    )
+
+
+def _model_entropy(Gamma, offsets: np.ndarray, scale: float) -> np.ndarray:
+    """Mean over samples of each model's posterior entropy (nats)."""
+
+    def block(G):
+        P = np.asarray(G, dtype=np.float64) * scale
+        H = -np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0)
+        return np.add.reduceat(H, offsets[:-1], axis=1).sum(axis=0, keepdims=True)
+
+    if isinstance(Gamma, da.Array):
+        parts = Gamma.map_blocks(
+            block, dtype=np.float64, chunks=((1,) * Gamma.numblocks[0], (offsets.size - 1,))
+        )
+        total = parts.sum(axis=0).compute()
+    else:
+        total = block(Gamma)[0]
+    return total / Gamma.shape[0]
+
+
+def run(ctx: JobContext) -> None:
+    p = ctx.params
+    X = ctx.data.X
+    n = int(X.shape[0])
+    k = p["n_components"] or p["n_clusters"]
+    est = ProbabilisticClusterKernel(
+        n_inits=p["n_inits"],
+        max_components=p["max_components"],
+        n_iter=p["n_iter"],
+        subsample=p["subsample"],
+        covariance_type=p["covariance_type"],
+        reg_covar=p["reg_covar"],
+        random_state=ctx.seed,
+        dtype=p["dtype"],
+    )
+    n_missing = (
+        int(da.isnan(X).sum().compute()) if isinstance(X, da.Array) else int(np.isnan(X).sum())
+    )
+    variant = "PCKID" if n_missing else "PCK"
+    t = time.perf_counter()
+    est.fit(X)
+    ctx.store.record_timing("fit_ensemble", time.perf_counter() - t)
+    ctx.log(
+        f"[dkernel] {variant}: {est.model_inits_.size} GMMs ({p['covariance_type']}), "
+        f"F = {est.n_features_out_} features, {n_missing} missing values"
+    )
+
+    t = time.perf_counter()
+    rows = _chunk_rows(p, n)
+    Xd = (
+        X.rechunk({0: rows, 1: -1})
+        if isinstance(X, da.Array)
+        else da.from_array(np.asarray(X), chunks=(rows, -1))
+    )
+    Gamma = est.transform(Xd)
+    in_memory = n <= EXACT_LIMIT or p["solver"] == "exact"
+    if in_memory:
+        Gamma = compute_with_progress(Gamma, ctx.client, show=ctx.progress)
+    seed = derive_seed(ctx.seed, "pck-spectral", "svd")
+    if p["embedding"] == "kpca":
+        emb = feature_map_kpca(Gamma, k, solver=p["solver"], random_state=seed)
+        Z = emb.embedding
+    else:
+        emb = feature_map_normalized(Gamma, k, solver=p["solver"], random_state=seed)
+        Z = normalize_rows(emb.embedding)
+    ctx.store.record_timing("embedding", time.perf_counter() - t)
+    ctx.log(f"[dkernel] {p['embedding']} eigenvalues {np.round(emb.eigenvalues, 4).tolist()}")
+
+    t = time.perf_counter()
+    labels, centers, inertia = euclidean_kmeans(
+        Z, p["n_clusters"], n_init=p["n_init"], random_state=derive_seed(ctx.seed, "kmeans")
+    )
+    ctx.store.record_timing("kmeans", time.perf_counter() - t)
+
+    t = time.perf_counter()
+    entropy = _model_entropy(Gamma, est.ensemble_.offsets, np.sqrt(est.normalizer_))
+    ctx.store.write("gmm", _gmm_dataset(est, entropy))
+    attrs = {
+        "method": p["embedding"],
+        "kernel": "pck",
+        "variant": variant,
+        "solver": emb.solver,
+        "criterion": "eigenvalue",
+        "n_missing": n_missing,
+    }
+    data = {
+        "embedding": (("sample", "component"), emb.embedding),
+        "eigenvalues": (("component",), emb.eigenvalues),
+    }
+    if emb.degrees is not None:
+        data["degrees"] = (("sample",), emb.degrees)
+    ctx.store.write("embedding", xr.Dataset(data, coords={"component": np.arange(k)}, attrs=attrs))
+    ctx.store.write(
+        "labels",
+        xr.Dataset(
+            {
+                "labels": (("sample",), labels.astype(np.int64)),
+                "centers": (("cluster", "component"), centers),
+            },
+            attrs={"n_clusters": p["n_clusters"], "clustering": "k-means", "inertia": inertia},
+        ),
+    )
+    if p["store_features"]:
+        G = Gamma if isinstance(Gamma, da.Array) else da.from_array(Gamma, chunks=(rows, -1))
+        ds = xr.Dataset(
+            {"features": (("sample", "feature"), G)},
+            attrs={
+                "description": "Γ/√Z: posteriors of every (q, g) model; K = features @ features.T"
+            },
+        )
+        compute_with_progress(
+            ctx.store.write("features", ds, compute=False), ctx.client, show=ctx.progress
+        )
+    if p["store_kernel"]:
+        G = Gamma if isinstance(Gamma, da.Array) else da.from_array(Gamma, chunks=(rows, -1))
+        K = (G @ G.T).rechunk((min(n, 2048), min(n, 2048)))
+        ds = xr.Dataset(
+            {"kernel": (("sample", "sample_"), K)}, attrs={"kernel": "pck", "normalized": False}
+        )
+        compute_with_progress(
+            ctx.store.write("kernel", ds, compute=False), ctx.client, show=ctx.progress
+        )
+    ctx.store.record_timing("write", time.perf_counter() - t)
+    if ctx.data.y is not None:
+        scores = clustering_scores(ctx.data.y, labels)
+        ctx.store.write(
+            "metrics", xr.Dataset({k_: ((), v) for k_, v in scores.items()}, attrs=scores)
+        )
+        ctx.log("[dkernel] " + ", ".join(f"{k_.upper()} {v:.3f}" for k_, v in scores.items()))
+
+
+register_method(
+    Method(
+        name="pck-spectral",
+        params=PARAMS,
+        run=run,
+        check_data=check_data,
+        estimate=estimate,
+        description="Probabilistic cluster kernel (PCKID with missing values): GMM ensemble "
+        "across workers → KPCA / normalized embedding from Γ (K never formed) → k-means.",
+    )
+)
