@@ -163,6 +163,25 @@ def diag_log_resp(X0: np.ndarray, O: np.ndarray | None, mix: DiagMixtures) -> tu
     return L, log_norm + mx
 
 
+def diag_resp(X0: np.ndarray, O: np.ndarray | None, mix: DiagMixtures) -> tuple:
+    """Responsibilities (N, C) and per-point log-likelihood per model (N, M), one ``exp``.
+
+    Notes
+    -----
+    O(N p C) for the products plus one ``exp`` of an N×C array.
+    """
+    L = diag_log_prob(X0, O, mix.means, mix.variances)
+    L += np.log(mix.weights)[None, :]
+    sizes = np.diff(mix.offsets)
+    starts = mix.offsets[:-1]
+    mx = np.maximum.reduceat(L, starts, axis=1)
+    L -= np.repeat(mx, sizes, axis=1)
+    np.exp(L, out=L)
+    S = np.add.reduceat(L, starts, axis=1)
+    L /= np.repeat(S, sizes, axis=1)
+    return L, np.log(S) + mx
+
+
 def diag_posteriors(X: np.ndarray, mix: DiagMixtures) -> np.ndarray:
     """Posterior probabilities of every component (N, C) for data with NaN as missing.
 
@@ -306,10 +325,9 @@ def diag_em(
         for start in range(0, n, step):
             sl = slice(start, min(n, start + step))
             Ob = None if O is None else O[sl]
-            log_resp, ll = diag_log_resp(X0[sl], Ob, mix)
+            resp, ll = diag_resp(X0[sl], Ob, mix)
             ll_sum += ll.sum(axis=0, dtype=np.float64)
-            np.exp(log_resp, out=log_resp)
-            stats = diag_suff_stats(X0[sl], Ob, log_resp, X0sq[sl])
+            stats = diag_suff_stats(X0[sl], Ob, resp, X0sq[sl])
             if total is None:
                 total = list(stats)
             else:
@@ -456,9 +474,14 @@ def kmeans_plusplus(X: np.ndarray, n_clusters: int, rng: np.random.Generator) ->
     O(N p k).
     """
     n = X.shape[0]
+    sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+
+    def dist2(i: int) -> np.ndarray:
+        return np.maximum(sq - 2.0 * (X @ X[i]).astype(np.float64) + sq[i], 0.0)
+
     chosen = np.empty(n_clusters, dtype=np.int64)
     chosen[0] = rng.integers(n)
-    d2 = np.sum((X - X[chosen[0]]) ** 2, axis=1, dtype=np.float64)
+    d2 = dist2(chosen[0])
     for j in range(1, n_clusters):
         total = d2.sum()
         if total <= 0:  # fewer distinct points than clusters: pick any unused index
@@ -467,14 +490,28 @@ def kmeans_plusplus(X: np.ndarray, n_clusters: int, rng: np.random.Generator) ->
         else:
             c = np.cumsum(d2)
             chosen[j] = min(int(np.searchsorted(c, rng.random() * total, side="right")), n - 1)
-        d2 = np.minimum(d2, np.sum((X - X[chosen[j]]) ** 2, axis=1, dtype=np.float64))
+        d2 = np.minimum(d2, dist2(chosen[j]))
     return chosen
+
+
+SEED_SAMPLE = 20_000
+
+
+def _seed_points(Xi: np.ndarray, g: int, rng: np.random.Generator) -> np.ndarray:
+    """k-means++ seeds, drawn on at most ``SEED_SAMPLE`` rows (all rows when fewer)."""
+    if Xi.shape[0] > SEED_SAMPLE:
+        rows = rng.choice(Xi.shape[0], size=SEED_SAMPLE, replace=False)
+        return Xi[rows[kmeans_plusplus(Xi[rows], g, rng)]]
+    return Xi[kmeans_plusplus(Xi, g, rng)]
 
 
 def init_diag_params(
     X: np.ndarray, n_components: int, rng: np.random.Generator, reg_covar: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Paper I §3.2: mean-impute, k-means++ seeds, one k-means step, per-cluster stats.
+
+    The k-means++ seeds are drawn on at most 20 000 rows (a random sample of ``X`` when it is
+    larger); the k-means step and the statistics use every row.
 
     Returns means (g, p), variances (g, p) and weights (g,). Clusters left with fewer than two
     points take the seed as mean and the global variance.
@@ -485,7 +522,7 @@ def init_diag_params(
     """
     Xi = mean_impute(X)
     g = n_components
-    seeds = Xi[kmeans_plusplus(Xi, g, rng)]
+    seeds = _seed_points(Xi, g, rng)
     d2 = (
         np.sum(Xi * Xi, axis=1)[:, None]
         - 2.0 * (Xi @ seeds.T)
@@ -511,7 +548,7 @@ def init_full_params(X: np.ndarray, n_components: int, rng: np.random.Generator,
     """Full-covariance version of :func:`init_diag_params`: covariances (g, p, p)."""
     Xi = mean_impute(X)
     g, p = n_components, X.shape[1]
-    seeds = Xi[kmeans_plusplus(Xi, g, rng)]
+    seeds = _seed_points(Xi, g, rng)
     d2 = np.sum(Xi * Xi, axis=1)[:, None] - 2.0 * (Xi @ seeds.T) + np.sum(seeds**2, axis=1)
     labels = np.argmin(d2, axis=1)
     means = np.empty((g, p))
