@@ -40,8 +40,12 @@ class Scorer:
         out_dtype = np.dtype(self.dtype)
         out = np.empty((Y.shape[0], self.weights.shape[1]), dtype=out_dtype)
         if self.kind == "feature-map":
-            G = np.asarray(self.transformer.transform(Y))
-            return (G @ self.weights.astype(G.dtype, copy=False)).astype(out_dtype, copy=False)
+            # posteriors of a sub-block at a time: memory ~64 MiB whatever F is
+            step = max(64, (64 * 2**20) // (4 * max(self.weights.shape[0], 1)))
+            for start in range(0, Y.shape[0], step):
+                G = np.asarray(self.transformer.transform(Y[start : start + step]))
+                out[start : start + step] = G @ self.weights.astype(G.dtype, copy=False)
+            return out
         w = self.weights.astype(np.result_type(out_dtype, np.float32), copy=False)
         for start in range(0, Y.shape[0], self.rows):
             stop = min(start + self.rows, Y.shape[0])

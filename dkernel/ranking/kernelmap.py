@@ -121,9 +121,15 @@ class FeatureMapKernel:
         """``Γ_fit^T α`` (F,) or (F, m): a new point's score is then ``γ(x) · w``, O(F)."""
         return self.features_fit.T @ coef
 
-    def apply(self, Y: np.ndarray, w: np.ndarray, *, rows: int = 65536) -> np.ndarray:
-        F = self.features(Y)
-        return F @ w.astype(F.dtype, copy=False)
+    def apply(self, Y: np.ndarray, w: np.ndarray, *, rows: int | None = None) -> np.ndarray:
+        """``γ(Y) @ w`` in row sub-blocks of ~64 MiB of features."""
+        Y = np.asarray(Y)
+        step = rows or max(64, (64 * 2**20) // (4 * max(w.shape[0], 1)))
+        parts = []
+        for start in range(0, Y.shape[0], step):
+            F = self.features(Y[start : start + step])
+            parts.append(F @ w.astype(F.dtype, copy=False))
+        return np.concatenate(parts, axis=0) if parts else np.zeros((0,) + w.shape[1:])
 
 
 def resolve_kernel(
