@@ -9,6 +9,7 @@ from dkernel.errors import (
     SpecError,
     StoreError,
 )
+from dkernel.gmm.pck import ProbabilisticClusterKernel
 from dkernel.metrics import clustering_accuracy, clustering_scores
 from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank, top_k
 from dkernel.runtime import connect
@@ -29,6 +30,7 @@ __all__ = [
     "KernelPersonalizedPageRank",
     "top_k",
     "KECA",
+    "ProbabilisticClusterKernel",
     "KernelPCAEmbedding",
     "ResultsStore",
     "connect",
