@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,84 +25,165 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 INVALID = (SpecError, InvalidInputError, ResourceLimitError, StoreError, RuntimeConnectionError)
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and the exception, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def setup_logging(level: str = "info", json_lines: bool = False) -> logging.Logger:
+    """Configure the ``dkernel`` logger (stderr) for the command line."""
+    logger = logging.getLogger("dkernel")
+    for handler in list(logger.handlers):
+        if getattr(handler, "_dkernel_cli", False):
+            logger.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler._dkernel_cli = True  # type: ignore[attr-defined]
+    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+    logger.propagate = False
+    return logger
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dkernel",
         description="Kernel methods for unsupervised learning at scale on Dask, "
         "with Zarr results stores.",
     )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--log-level", choices=LOG_LEVELS, default="info", help="log verbosity (default info)"
+    )
+    common.add_argument(
+        "--log-json", action="store_true", help="log one JSON object per line (no progress bars)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("validate", help="validate a job spec (and its data) without running it")
+    p = sub.add_parser(
+        "validate", parents=[common], help="validate a job spec (and its data) without running it"
+    )
     p.add_argument("job", type=Path)
     p.add_argument("--no-data", action="store_true", help="check the spec only, don't read data")
+    p.add_argument("--output-root", type=Path, help="directory outputs are confined to")
 
     def add_run_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("job", type=Path)
         p.add_argument("--output", type=Path, help="results store path (overrides the spec)")
-        p.add_argument("--overwrite", action="store_true", help="replace a complete store")
+        p.add_argument(
+            "--output-root",
+            type=Path,
+            help="directory the spec's output is confined to (default $DKERNEL_OUTPUT_ROOT, "
+            "else the current directory and the spec's directory)",
+        )
+        mode = p.add_mutually_exclusive_group()
+        mode.add_argument("--overwrite", action="store_true", help="replace a complete store")
+        mode.add_argument(
+            "--resume",
+            action="store_true",
+            help="continue an interrupted store of the same job (finished groups and chunks "
+            "are kept); starts fresh when there is nothing to resume",
+        )
         p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
-    p = sub.add_parser("run", help="run a job on an embedded LocalCluster (or --scheduler)")
+    p = sub.add_parser(
+        "run", parents=[common], help="run a job on an embedded LocalCluster (or --scheduler)"
+    )
     add_run_options(p)
     p.add_argument("--scheduler", help="address of a running Dask scheduler")
     p.add_argument("--workers", type=int, help="number of workers of the embedded cluster")
     p.add_argument("--threads", type=int, help="threads per worker of the embedded cluster")
 
-    p = sub.add_parser("submit", help="run a job on an existing Dask cluster")
+    p = sub.add_parser("submit", parents=[common], help="run a job on an existing Dask cluster")
     add_run_options(p)
     p.add_argument("--scheduler", required=True, help="address, e.g. tcp://10.0.0.5:8786")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    p.add_argument(
+        "--security-config",
+        help="YAML with tls_ca_file, tls_client_cert, tls_client_key (see deploy/tls/README.md)",
+    )
+    p.add_argument("--tls-ca-file", help="CA certificate (PEM) for a tls:// scheduler")
+    p.add_argument("--tls-cert", help="client certificate (PEM)")
+    p.add_argument("--tls-key", help="client private key (PEM)")
 
-    p = sub.add_parser("show", help="summarise a results store")
+    p = sub.add_parser("show", parents=[common], help="summarise a results store")
     p.add_argument("store", type=Path)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("demo", help="run the demo job (writes results/demo.zarr)")
+    p = sub.add_parser("demo", parents=[common], help="run the demo job (writes results/demo.zarr)")
     p.add_argument("--output", type=Path, default=Path("results/demo.zarr"))
     p.add_argument("--no-progress", action="store_true")
     return parser
 
 
+def _log(message: str) -> None:
+    logging.getLogger("dkernel").info(message)
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from dkernel.jobs.runner import prepare_job
-    from dkernel.jobs.spec import load_spec
+    from dkernel.jobs.spec import OutputPolicy, load_spec
 
     spec = load_spec(args.job)
+    output = OutputPolicy.default(args.job, args.output_root).confine(spec.output)
     if not args.no_data:
         spec, data = prepare_job(spec)
         print(
             f"{args.job}: valid ({spec.method} on {data.n_samples} × {data.n_features}, "
-            f"output {spec.output})"
+            f"output {output})"
         )
     else:
-        print(f"{args.job}: valid ({spec.method}, output {spec.output})")
+        print(f"{args.job}: valid ({spec.method}, output {output})")
     return EXIT_OK
 
 
 def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
     from dkernel.jobs.runner import run_job
+    from dkernel.jobs.spec import OutputPolicy
 
-    if submit:
-        run_job(
-            args.job,
-            scheduler=args.scheduler,
-            timeout=args.timeout,
-            output=args.output,
-            overwrite=args.overwrite,
-            progress=not args.no_progress,
-        )
-        return EXIT_OK
-    run_job(
-        args.job,
+    kwargs: dict[str, Any] = dict(
         scheduler=args.scheduler,
-        n_workers=args.workers,
-        threads_per_worker=args.threads,
         output=args.output,
         overwrite=args.overwrite,
-        progress=not args.no_progress,
+        resume=args.resume,
+        progress=not (args.no_progress or args.log_json),
+        output_policy=OutputPolicy.default(args.job, args.output_root),
+        log=_log,
     )
+    if submit:
+        from dkernel.runtime import load_security
+
+        kwargs["timeout"] = args.timeout
+        kwargs["security"] = load_security(
+            config=args.security_config,
+            ca_file=args.tls_ca_file,
+            cert=args.tls_cert,
+            key=args.tls_key,
+        )
+    else:
+        kwargs["n_workers"] = args.workers
+        kwargs["threads_per_worker"] = args.threads
+    run_job(args.job, **kwargs)
     return EXIT_OK
+
+
+def _fmt_bytes(n: Any) -> str:
+    from dkernel._budget import format_size
+
+    return format_size(float(n)) if n is not None else "-"
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -117,15 +199,32 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(
         f"status:   {attrs.get('status')}"
         + (f" ({attrs.get('error')})" if attrs.get("error") else "")
+        + (f", resumed {attrs['resumes']}×" if attrs.get("resumes") else "")
     )
     print(f"job:      {job.get('name')} (method {job.get('method')}, seed {attrs.get('seed')})")
     print(f"created:  {attrs.get('created')}  finished: {attrs.get('finished', '-')}")
     print(f"git:      {attrs.get('git_revision') or '-'}")
     versions = attrs.get("versions", {})
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    runtime = attrs.get("runtime") or {}
+    if runtime:
+        print(
+            f"cluster:  {runtime.get('scheduler')}, {runtime.get('n_workers')} workers, "
+            f"{runtime.get('n_threads')} threads"
+        )
     timings = attrs.get("timings", {})
     if timings:
         print("timings:  " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
+    resources = attrs.get("resources") or {}
+    if resources:
+        print(
+            f"tasks:    {resources.get('n_tasks')} on {resources.get('n_workers')} workers; "
+            f"peak worker memory {_fmt_bytes(resources.get('peak_worker_memory'))}"
+        )
+        for name, w in (resources.get("workers") or {}).items():
+            print(
+                f"  worker {name}: {w.get('tasks')} tasks, peak {_fmt_bytes(w.get('peak_memory'))}"
+            )
     print("arrays:")
     for a in info["arrays"]:
         dims = ", ".join(f"{d}={s}" for d, s in zip(a["dims"], a["shape"], strict=True))
@@ -138,13 +237,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from dkernel.jobs.demo import demo_spec
     from dkernel.jobs.runner import run_job
 
-    run_job(demo_spec(), output=args.output, overwrite=True, progress=not args.no_progress)
+    run_job(
+        demo_spec(),
+        output=args.output,
+        overwrite=True,
+        progress=not (args.no_progress or args.log_json),
+        log=_log,
+    )
     return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dkernel`` command; returns the exit code."""
     args = _parser().parse_args(argv)
+    setup_logging(args.log_level, args.log_json)
     handlers: dict[str, Any] = {
         "validate": _cmd_validate,
         "run": _cmd_run,
@@ -155,14 +261,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except INVALID as exc:
-        print(f"dkernel: error: {exc}", file=sys.stderr)
+        _report(args, "error", f"dkernel: error: {exc}")
         return EXIT_INVALID
     except DKernelError as exc:
-        print(f"dkernel: failed: {exc}", file=sys.stderr)
+        _report(args, "error", f"dkernel: failed: {exc}")
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("dkernel: interrupted", file=sys.stderr)
+        _report(args, "error", "dkernel: interrupted")
         return 130
+
+
+def _report(args: argparse.Namespace, level: str, message: str) -> None:
+    """Errors always reach stderr: as a JSON line with --log-json, as plain text otherwise."""
+    if args.log_json:
+        entry = {"level": level, "logger": "dkernel", "message": message}
+        print(json.dumps(entry), file=sys.stderr, flush=True)
+    else:
+        print(message, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

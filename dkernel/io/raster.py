@@ -18,6 +18,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
 
 from dkernel.errors import InvalidInputError
@@ -362,6 +363,12 @@ def load_geotiff(
 ) -> LoadedData:
     """Reader ``geotiff``: a GeoTIFF's valid pixels as features, the image kept for output."""
     image = open_geotiff(path, bands=bands, chunk_rows=chunk_rows)
+    if image.rio.crs is None:
+        raise InvalidInputError(
+            f"GeoTIFF {path} has no CRS (it is not georeferenced), so its label map could not "
+            "be placed on a map. Assign one (e.g. gdal_edit.py -a_srs EPSG:32618 FILE) or read "
+            "the pixels as a plain image with reader npy-raster."
+        )
     return raster_to_loaded(
         image, scale=scale, coord_scale=coord_scale, meta={"source": str(resolve_path(path))}
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -18,8 +19,8 @@ from dkernel.io.data import LoadedData
 from dkernel.io.preprocess import standardize
 from dkernel.io.registry import get_reader
 from dkernel.jobs.registry import JobContext, get_method
-from dkernel.jobs.spec import JobSpec, load_spec
-from dkernel.storage.store import ResultsStore
+from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
+from dkernel.storage.store import ResultsStore, check_target
 
 
 class JobFailedError(DKernelError, RuntimeError):
@@ -34,22 +35,55 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _source_of(spec: JobSpec) -> str:
+    paths = [str(v) for k, v in spec.data.items() if (k == "path" or k.endswith("_path")) and v]
+    return f" on {paths[0]}" if paths else ""
+
+
 def load_data(spec: JobSpec) -> LoadedData:
-    """Read the spec's data with its reader and apply the common preprocessing."""
+    """Read the spec's data with its reader, check it and apply the common preprocessing.
+
+    Raises
+    ------
+    InvalidInputError
+        When the reader fails, or the data is not a non-empty 2-D numeric array, or every
+        sample is identical (nothing to cluster).
+    """
     reader = get_reader(spec.reader)
     try:
         data = reader.load(**spec.data)
     except DKernelError:
         raise
-    except (OSError, ValueError, KeyError) as exc:
-        raise InvalidInputError(f"reader {spec.reader!r} failed: {exc}") from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"reader {spec.reader!r} failed{_source_of(spec)}: {exc}") from exc
+    source = data.meta.get("source") or spec.reader
     if data.X.ndim != 2:
         raise InvalidInputError(
             f"reader {spec.reader!r} returned {data.X.ndim}-D data; methods need 2-D "
             "(samples × features)."
         )
-    if data.X.shape[0] == 0:
-        raise InvalidInputError(f"the data read by {spec.reader!r} has no samples.")
+    dtype = np.dtype(data.X.dtype)
+    if dtype.kind not in "biuf":
+        raise InvalidInputError(
+            f"{source} holds {dtype.str} ({dtype.name}) values; dkernel needs a numeric "
+            "(integer or real floating-point) array. Convert it, e.g. with "
+            "numpy.asarray(x, dtype=float)."
+        )
+    if data.X.shape[0] == 0 or data.X.shape[1] == 0:
+        raise InvalidInputError(
+            f"the data read by {spec.reader!r} from {source} is empty "
+            f"(shape {tuple(data.X.shape)})."
+        )
+    if isinstance(data.X, np.ndarray) and data.X.shape[0] > 1:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            spread = np.nanmax(data.X, axis=0) - np.nanmin(data.X, axis=0)
+        if not np.any(spread > 0):
+            raise InvalidInputError(
+                f"every sample of {source} is identical (all {data.X.shape[1]} features are "
+                "constant), so there is nothing to cluster or rank. Check the file and "
+                "data.skip_columns."
+            )
     if spec.standardize:
         data = replace(data, X=standardize(data.X, data.feature_names))
         data.meta["standardized"] = True
@@ -85,10 +119,13 @@ def run_job(
     threads_per_worker: int | None = None,
     output: str | Path | None = None,
     overwrite: bool = False,
+    resume: bool = False,
     progress: bool = True,
     quiet: bool = False,
     client: Any = None,
     timeout: float = 10.0,
+    security: Any = None,
+    output_policy: OutputPolicy | None = None,
     log: Callable[[str], None] = _stderr,
 ) -> Path:
     """Run a job end to end and return the path of its complete results store.
@@ -102,28 +139,49 @@ def run_job(
     n_workers, threads_per_worker : int, optional
         Size of the embedded cluster (default: the spec's ``runtime``, else the machine).
     output : path, optional
-        Overrides the spec's ``output``.
+        Overrides the spec's ``output`` (not subject to ``output_policy``: the caller chose it).
     overwrite : bool
         Replace an existing complete store.
+    resume : bool
+        Continue an unfinished store of the same spec: finished groups are kept, interrupted
+        ones write only their missing chunks. Without a store to resume the job starts
+        fresh; a store of a different spec is refused (use ``overwrite``).
     progress : bool
         Show progress bars.
+    quiet : bool
+        Do not print the dashboard link.
     client : distributed.Client, optional
         Use this client instead of creating one (notebooks, tests).
     timeout : float
         Seconds to wait for ``scheduler``.
+    security : distributed.Security, optional
+        TLS settings for ``scheduler`` (see ``dkernel.runtime.load_security``).
+    output_policy : OutputPolicy, optional
+        Confine the spec's ``output`` to these roots (the CLI always passes one).
 
     Raises
     ------
     SpecError, InvalidInputError, ResourceLimitError, StoreError
-        Invalid spec, data or limits: raised before any cluster starts or store is written.
+        Invalid spec, data, output or limits: raised before any cluster starts or store is
+        written.
     JobFailedError
         The method failed while running; the store is marked ``failed`` with the error.
+
+    Notes
+    -----
+    Root attributes record per-phase wall times (``timings``) and, from the scheduler, the
+    number of tasks run and the peak memory of each worker (``resources``).
     """
     from dkernel.runtime import connect
+    from dkernel.runtime.monitor import ResourceMonitor
 
     spec, data = prepare_job(spec)
     if output is not None:
         spec = replace(spec, output=Path(output))
+    elif output_policy is not None:
+        spec = replace(spec, output=output_policy.confine(spec.output))
+    status = check_target(spec.output, overwrite=overwrite or resume)
+    resume = resume and status in ("running", "failed")
     method = get_method(spec.method)
     t_start = time.perf_counter()
 
@@ -136,32 +194,48 @@ def run_job(
             memory_limit=spec.runtime.get("memory_limit", "auto"),
             timeout=timeout,
             quiet=quiet,
+            security=security,
+            log=log,
         )
     try:
-        store = ResultsStore.create(
-            spec.output, job=spec.to_dict(), seed=spec.seed, overwrite=overwrite
-        )
+        if resume:
+            store = ResultsStore.resume(spec.output, job=spec.to_dict(), seed=spec.seed)
+            log(f"[dkernel] resuming {spec.output} (finished groups are kept)")
+        else:
+            store = ResultsStore.create(
+                spec.output, job=spec.to_dict(), seed=spec.seed, overwrite=True
+            )
+        store.update_attrs(runtime=runtime_info(client, scheduler))
         log(
             f"[dkernel] job {spec.name!r}: method {spec.method}, {data.n_samples} samples × "
             f"{data.n_features} features → {spec.output}"
         )
+        monitor = ResourceMonitor(client)
         try:
-            _write_input(store, data)
-            ctx = JobContext(
-                spec=spec,
-                params=spec.params,
-                data=data,
-                client=client,
-                store=store,
-                seed=spec.seed,
-                progress=progress,
-                log=log,
-            )
-            method.run(ctx)
+            with monitor:
+                t = time.perf_counter()
+                _write_input(store, data)
+                store.record_timing("input", time.perf_counter() - t)
+                ctx = JobContext(
+                    spec=spec,
+                    params=spec.params,
+                    data=data,
+                    client=client,
+                    store=store,
+                    seed=spec.seed,
+                    progress=progress,
+                    log=log,
+                )
+                method.run(ctx)
+            store.update_attrs(resources=monitor.summary())
             store.record_timing("total", time.perf_counter() - t_start)
             store.mark_complete()
         except BaseException as exc:
             store.mark_failed(exc)
+            try:
+                store.update_attrs(resources=monitor.summary())
+            except Exception:  # noqa: BLE001  (best effort: the scheduler may be gone)
+                pass
             # bad input found while running keeps its own type (exit code 2 in the CLI)
             if isinstance(exc, KeyboardInterrupt | InvalidInputError | ResourceLimitError):
                 raise
@@ -174,6 +248,21 @@ def run_job(
             client.close()
     log(f"[dkernel] complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
     return spec.output
+
+
+def runtime_info(client: Any, scheduler: str | None) -> dict[str, Any]:
+    """Where the job ran (no environment, no credentials): scheduler kind and workers."""
+    try:
+        info = client.scheduler_info()
+        workers = info.get("workers", {})
+        threads = sum(int(w.get("nthreads", 0)) for w in workers.values())
+    except Exception:  # noqa: BLE001
+        workers, threads = {}, 0
+    return {
+        "scheduler": "external" if scheduler else "embedded LocalCluster",
+        "n_workers": len(workers),
+        "n_threads": threads,
+    }
 
 
 def _write_input(store: ResultsStore, data: LoadedData) -> None:

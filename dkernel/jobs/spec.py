@@ -240,3 +240,58 @@ def _plain(raw: Mapping) -> dict[str, Any]:
     import json
 
     return json.loads(json.dumps(raw, default=str))
+
+
+#: Environment variable naming the directory job outputs are confined to.
+OUTPUT_ROOT_ENV = "DKERNEL_OUTPUT_ROOT"
+
+
+@dataclass(frozen=True)
+class OutputPolicy:
+    """Where a job spec may write: ``roots`` (resolved) and the ``base`` of relative paths."""
+
+    roots: tuple[Path, ...]
+    base: Path
+
+    @classmethod
+    def default(
+        cls, spec_path: str | Path | None = None, root: str | Path | None = None
+    ) -> OutputPolicy:
+        """``root`` (``--output-root``), else ``$DKERNEL_OUTPUT_ROOT``, else the current
+        directory together with the directory holding the spec file.
+
+        With an explicit root, relative outputs are taken relative to it; otherwise relative
+        to the current directory.
+        """
+        chosen = root if root is not None else (os.environ.get(OUTPUT_ROOT_ENV) or None)
+        if chosen is not None:
+            resolved = Path(expand_env(str(chosen), "--output-root")).resolve()
+            return cls(roots=(resolved,), base=resolved)
+        roots = [Path.cwd().resolve()]
+        if spec_path is not None:
+            roots.append(Path(spec_path).resolve().parent)
+        return cls(roots=tuple(roots), base=Path.cwd())
+
+    def confine(self, output: str | Path) -> Path:
+        """Resolve ``output`` and refuse it unless it lies strictly inside one of the roots.
+
+        ``..`` components and symbolic links are resolved before the check, so neither can
+        escape.
+
+        Raises
+        ------
+        SpecError
+            Naming the output, what it resolves to, the allowed root(s) and the override.
+        """
+        output = Path(output)
+        resolved = (self.base / output).resolve()
+        if any(resolved != r and resolved.is_relative_to(r) for r in self.roots):
+            return resolved
+        shown = ", ".join(str(r) for r in self.roots)
+        raise SpecError(
+            f"{output} is outside the output root ({shown}); it resolves to {resolved}. Job "
+            f"specs may only write below the output root. Choose a path inside it, or set "
+            f"{OUTPUT_ROOT_ENV}=DIR (or pass --output-root DIR, or --output PATH on the "
+            "command line) to choose where results go.",
+            "output",
+        )

@@ -26,6 +26,7 @@ def connect(
     timeout: float = 10.0,
     quiet: bool = False,
     security: Any = None,
+    log: Any = None,
 ) -> Any:
     """Return a :class:`distributed.Client`.
 
@@ -45,6 +46,8 @@ def connect(
         Do not print the dashboard link.
     security : distributed.Security, optional
         TLS configuration for connecting to a secured scheduler.
+    log : callable, optional
+        Where the dashboard link goes (default: printed to stderr).
 
     Raises
     ------
@@ -56,7 +59,7 @@ def connect(
     if scheduler is not None:
         try:
             client = Client(scheduler, timeout=timeout, security=security)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError, TypeError) as exc:
             raise RuntimeConnectionError(
                 f"could not reach the Dask scheduler at {scheduler} within {timeout:g} s ({exc}). "
                 "Check the address and that `dask scheduler` is running, or drop --scheduler to "
@@ -75,8 +78,97 @@ def connect(
             silence_logs=logging.ERROR,
         )
     if not quiet:
-        print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr, flush=True)
+        message = f"Dask dashboard: {client.dashboard_link}"
+        if log is None:
+            print(message, file=sys.stderr, flush=True)
+        else:
+            log(message)
     return client
+
+
+def load_security(
+    *,
+    config: str | None = None,
+    ca_file: str | None = None,
+    cert: str | None = None,
+    key: str | None = None,
+) -> Any:
+    """A :class:`distributed.Security` for TLS, from a YAML file or certificate paths.
+
+    Parameters
+    ----------
+    config : str, optional
+        A YAML file with keys ``tls_ca_file``, ``tls_client_cert``, ``tls_client_key`` (paths
+        relative to the file) and optionally ``require_encryption`` (default true). The format
+        is documented in ``deploy/tls/README.md``.
+    ca_file, cert, key : str, optional
+        Paths of the CA certificate, the client certificate and its key (``--tls-*`` flags);
+        they override the file's entries.
+
+    Returns
+    -------
+    distributed.Security or None
+        None when nothing was given.
+
+    Raises
+    ------
+    SpecError
+        When the file does not parse, holds unknown keys, or a certificate file is missing.
+    """
+    from pathlib import Path
+
+    from dkernel.errors import SpecError
+
+    if config is None and not (ca_file or cert or key):
+        return None
+    settings: dict[str, Any] = {"require_encryption": True}
+    base = Path.cwd()
+    if config is not None:
+        import yaml
+
+        path = Path(config)
+        if not path.is_file():
+            raise SpecError(f"security config {config} does not exist.", "--security-config")
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise SpecError(f"security config {config} is not valid YAML: {exc}") from exc
+        allowed = {"tls_ca_file", "tls_client_cert", "tls_client_key", "require_encryption"}
+        if not isinstance(raw, dict) or set(raw) - allowed:
+            unknown = sorted(set(raw) - allowed) if isinstance(raw, dict) else raw
+            raise SpecError(
+                f"security config {config}: unknown keys {unknown}; allowed: {sorted(allowed)}.",
+                "--security-config",
+            )
+        settings.update(raw)
+        base = path.resolve().parent
+    for name, value in (
+        ("tls_ca_file", ca_file),
+        ("tls_client_cert", cert),
+        ("tls_client_key", key),
+    ):
+        if value:
+            settings[name] = value
+            if config is None:
+                base = Path.cwd()
+    missing = [
+        n for n in ("tls_ca_file", "tls_client_cert", "tls_client_key") if not settings.get(n)
+    ]
+    if missing:
+        raise SpecError(
+            f"TLS needs a CA certificate, a client certificate and its key; missing {missing}. "
+            "Pass --tls-ca-file/--tls-cert/--tls-key or a --security-config file.",
+            "--security-config",
+        )
+    for name in ("tls_ca_file", "tls_client_cert", "tls_client_key"):
+        p = Path(settings[name])
+        p = p if p.is_absolute() else base / p
+        if not p.is_file():
+            raise SpecError(f"{name}: file {p} does not exist.", "--security-config")
+        settings[name] = str(p)
+    from distributed.security import Security
+
+    return Security(**settings)
 
 
 def compute_with_progress(obj: Any, client: Any, *, show: bool = True) -> Any:

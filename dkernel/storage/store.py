@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import xarray as xr
 import zarr
 
@@ -107,18 +108,7 @@ class ResultsStore:
             that is not a dkernel store.
         """
         path = Path(path)
-        if path.exists():
-            status = _existing_status(path)
-            if status == "complete" and not overwrite:
-                raise StoreError(
-                    f"{path} already holds a complete results store; pass --overwrite to replace "
-                    "it or choose another --output."
-                )
-            if status is None and any(path.iterdir()) and not overwrite:
-                raise StoreError(
-                    f"{path} exists and is not a dkernel results store; refusing to replace it. "
-                    "Choose another output path or remove it."
-                )
+        if check_target(path, overwrite=overwrite) is not None or path.exists():
             shutil.rmtree(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         group = zarr.open_group(str(path), mode="w", zarr_format=3)
@@ -158,12 +148,28 @@ class ResultsStore:
         root.attrs["timings"] = timings
 
     def mark_complete(self) -> None:
-        """Set ``status: complete``; call only after every array has been written."""
+        """Set ``status: complete``; refuses while any registered group is unfinished.
+
+        Raises
+        ------
+        StoreError
+            Naming the groups that are missing or whose write did not finish.
+        """
         root = self._root()
-        missing = [g for g in root.attrs.get("groups", []) if g not in root]
-        if missing:
-            raise StoreError(f"cannot mark {self.path} complete: groups {missing} are missing.")
+        unfinished = [g for g in root.attrs.get("groups", []) if not self.group_complete(g, root)]
+        if unfinished:
+            raise StoreError(
+                f"cannot mark {self.path} complete: groups {unfinished} are missing or "
+                "their write did not finish."
+            )
         root.attrs.update({"status": "complete", "finished": _now()})
+
+    def group_complete(self, group: str, root: zarr.Group | None = None) -> bool:
+        """Whether ``/group`` exists and every array of its last write finished."""
+        root = self._root("r") if root is None else root
+        if group not in root:
+            return False
+        return root[group].attrs.get(GROUP_MARKER) == "complete"
 
     def mark_failed(self, error: BaseException) -> None:
         """Set ``status: failed`` with the error and its traceback."""
@@ -182,22 +188,115 @@ class ResultsStore:
         """Write one stage's dataset to ``/group`` (replacing it).
 
         Dask-backed variables are written chunk by chunk by whatever scheduler is active
-        (the job's distributed client). With ``compute=False`` the delayed write is returned
-        so the caller can show progress while it runs.
+        (the job's distributed client); their chunks are first made regular so that every
+        Dask block maps onto exactly one Zarr chunk (no two tasks ever write one chunk). With
+        ``compute=False`` the delayed write is returned so the caller can show progress while
+        it runs. The group is marked written (attribute ``dkernel_write``) only after its
+        last chunk lands; :meth:`mark_complete` refuses a store with an unfinished group.
+
+        In a resumed store (:meth:`resume`), a group already written is not written again
+        (a no-op is returned), and a group whose write was interrupted keeps the chunks that
+        reached disk and writes only the missing ones.
+
+        Notes
+        -----
+        Memory: one chunk per running task. Writes are atomic per chunk (the Zarr local store
+        writes a temporary file and renames it).
         """
         if not group or "/" in group.strip("/") or group.startswith("."):
             raise StoreError(f"invalid group name {group!r}: use a single word such as 'kernel'.")
-        self._register_group(group)
-        dataset = dataset.copy()
+        dataset = _regular_chunks(dataset.copy())
         dataset.attrs = _jsonable(dict(dataset.attrs))
-        return dataset.to_zarr(
+        if self.resuming:
+            resumed = self._resume_write(group, dataset, compute=compute)
+            if resumed is not _NOT_RESUMABLE:
+                return resumed
+        self._register_group(group)
+        dataset.attrs[GROUP_MARKER] = "writing"
+        delayed_write = dataset.to_zarr(
             str(self.path),
             group=group,
             mode="w",
             zarr_format=3,
             consolidated=False,
-            compute=compute,
+            compute=False,
         )
+        finish = _finish_group_delayed(delayed_write, str(self.path), group)
+        if compute:
+            finish.compute()
+            return None
+        return finish
+
+    # -- resuming ------------------------------------------------------------------------
+    resuming: bool = False
+
+    @classmethod
+    def resume(cls, path: str | Path, *, job: Mapping[str, Any], seed: int | None) -> ResultsStore:
+        """Reopen an unfinished store of the same job to continue it.
+
+        Groups whose write finished are kept (and skipped by :meth:`write`); interrupted
+        groups keep their finished chunks. The spec and seed must equal the stored ones.
+
+        Raises
+        ------
+        StoreError
+            When ``path`` holds no dkernel store, a complete one, or one written by a
+            different spec or seed (then start over with ``--overwrite``).
+        """
+        path = Path(path)
+        status = check_target(path, overwrite=True)
+        if status is None:
+            raise StoreError(
+                f"cannot resume: {path} holds no dkernel results store; run without --resume."
+            )
+        root = zarr.open_group(str(path), mode="r+", zarr_format=3)
+        if status == "complete":
+            raise StoreError(
+                f"cannot resume: {path} is already complete; pass --overwrite to recompute it."
+            )
+        stored_job, stored_seed = root.attrs.get("job"), root.attrs.get("seed")
+        if stored_job != _jsonable(dict(job)) or stored_seed != seed:
+            raise StoreError(
+                f"cannot resume {path}: it was written by a different job spec or seed. Pass "
+                "--overwrite to start it over, or choose another --output."
+            )
+        for partial in path.rglob("*.partial"):  # temporary chunk files of a killed writer
+            partial.unlink(missing_ok=True)
+        resumes = int(root.attrs.get("resumes", 0)) + 1
+        root.attrs.update({"status": "running", "resumes": resumes, "resumed": _now()})
+        for key in ("error", "traceback", "finished"):
+            if key in root.attrs:
+                del root.attrs[key]
+        store = cls(path)
+        store.resuming = True
+        return store
+
+    def _resume_write(self, group: str, dataset: xr.Dataset, *, compute: bool) -> Any:
+        """Skip a finished group, or write only the missing chunks of an interrupted one."""
+        root = self._root("r")
+        if group not in root:
+            return _NOT_RESUMABLE
+        node = root[group]
+        if not isinstance(node, zarr.Group) or not _same_layout(node, dataset):
+            return _NOT_RESUMABLE
+        if node.attrs.get(GROUP_MARKER) == "complete":
+            return None if compute else _noop_delayed()
+        # interrupted: in-memory variables are rewritten (cheap); Dask ones chunk by chunk
+        tasks = []
+        for name, var in dataset.variables.items():
+            target = f"{group}/{name}"
+            if _is_dask(var.data):
+                tasks.extend(_missing_chunk_writes(var.data, str(self.path), target))
+            else:
+                arr = zarr.open_array(str(self.path), path=target, mode="r+", zarr_format=3)
+                arr[...] = np.asarray(var.values)
+        import dask
+
+        finish = dask.delayed(_mark_group, pure=False)(str(self.path), group, tasks)
+        if compute:
+            finish.compute()
+            return None
+        return finish
 
     def read_array(self, group: str, name: str) -> Any:
         """A stored array as a lazy Dask array (computed by whatever scheduler is active)."""
@@ -212,6 +311,137 @@ class ResultsStore:
         if group not in groups:
             groups.append(group)
             root.attrs["groups"] = groups
+
+
+GROUP_MARKER = "dkernel_write"
+_NOT_RESUMABLE = object()
+
+
+def _is_dask(data: Any) -> bool:
+    import dask.array as da
+
+    return isinstance(data, da.Array)
+
+
+def _regular_chunks(dataset: xr.Dataset) -> xr.Dataset:
+    """Rechunk Dask variables so every block but the last along each axis has one size.
+
+    Zarr chunks are regular; a regular Dask chunking is then written block ↔ chunk, one
+    writer per chunk.
+    """
+    for name, var in dataset.variables.items():
+        if not _is_dask(var.data) or var.ndim == 0:
+            continue
+        chunks = var.data.chunks
+        regular = all(len(set(c[:-1])) <= 1 and c[-1] <= c[0] for c in chunks)
+        if not regular:
+            target = tuple(max(c) for c in chunks)
+            dataset[name] = var.copy(data=var.data.rechunk(target))
+        for key in ("chunks", "preferred_chunks"):
+            dataset[name].encoding.pop(key, None)
+    return dataset
+
+
+def _finish_group_delayed(write: Any, path: str, group: str) -> Any:
+    import dask
+
+    return dask.delayed(_mark_group, pure=False)(path, group, write)
+
+
+def _mark_group(path: str, group: str, _done: Any) -> None:
+    """Runs after the group's last chunk is written (a dependency of the write)."""
+    zarr.open_group(path, path=group, mode="r+", zarr_format=3).attrs[GROUP_MARKER] = "complete"
+
+
+def _noop_delayed() -> Any:
+    import dask
+
+    return dask.delayed(lambda: None)()
+
+
+def _same_layout(node: zarr.Group, dataset: xr.Dataset) -> bool:
+    arrays = dict(node.arrays())
+    if set(arrays) != set(dataset.variables):
+        return False
+    for name, var in dataset.variables.items():
+        arr = arrays[name]
+        if tuple(arr.shape) != tuple(var.shape):
+            return False
+        if (
+            _is_dask(var.data)
+            and var.ndim
+            and tuple(arr.chunks) != tuple(c[0] for c in var.data.chunks)
+        ):
+            return False
+    return True
+
+
+def _missing_chunk_writes(x: Any, path: str, target: str) -> list[Any]:
+    """One delayed write per block of ``x`` whose Zarr chunk is not on disk yet."""
+    import dask
+
+    arr = zarr.open_array(path, path=target, mode="r", zarr_format=3)
+    prefix = f"{target}/" if target else ""
+    present = {k[len(prefix) :] for k in _list_keys(arr) if k.startswith(prefix)}
+    tasks = []
+    starts = [np.cumsum((0, *c[:-1])) for c in x.chunks]
+    for idx in np.ndindex(*x.numblocks):
+        key = "c/" + "/".join(str(i) for i in idx)
+        if key in present:
+            continue
+        region = tuple(
+            slice(int(st[i]), int(st[i]) + c[i])
+            for st, c, i in zip(starts, x.chunks, idx, strict=True)
+        )
+        tasks.append(dask.delayed(_put_block, pure=False)(x.blocks[idx], path, target, region))
+    return tasks
+
+
+def _list_keys(arr: zarr.Array) -> list[str]:
+    import asyncio
+
+    async def collect() -> list[str]:
+        return [k async for k in arr.store.list_prefix(arr.path + "/c/")]
+
+    return asyncio.run(collect())
+
+
+def _put_block(block: Any, path: str, target: str, region: tuple[slice, ...]) -> None:
+    arr = zarr.open_array(path, path=target, mode="r+", zarr_format=3)
+    arr[region] = block
+
+
+def check_target(path: str | Path, *, overwrite: bool = False) -> str | None:
+    """Check that a store may be created at ``path``; return the existing store's status.
+
+    Called before any cluster starts, so a wrong output fails fast.
+
+    Raises
+    ------
+    StoreError
+        ``path`` is a file, a directory that is not a dkernel store, or a complete store
+        while ``overwrite`` is False.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    if not path.is_dir():
+        raise StoreError(
+            f"{path} exists and is not a dkernel results store (it is a file); refusing to "
+            "replace it. Choose another output path."
+        )
+    status = _existing_status(path)
+    if status == "complete" and not overwrite:
+        raise StoreError(
+            f"{path} already holds a complete results store; pass --overwrite to replace "
+            "it or choose another --output."
+        )
+    if status is None and any(path.iterdir()):
+        raise StoreError(
+            f"{path} exists and is not a dkernel results store; refusing to replace it. "
+            "Choose another output path or remove it."
+        )
+    return status
 
 
 def _existing_status(path: Path) -> str | None:

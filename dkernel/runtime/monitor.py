@@ -1,0 +1,104 @@
+"""Resource accounting of a job on its Dask cluster: tasks run and worker memory.
+
+Used by the job runner; the summary lands in the results store's root attribute
+``resources`` and ``dkernel show`` prints it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+def _worker_snapshot(dask_worker: Any) -> dict[str, Any]:
+    """Runs on each worker: tasks executed so far, current and peak RSS of the process."""
+    import resource
+    import sys
+
+    import psutil
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_bytes = peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
+    return {
+        "name": str(dask_worker.name),
+        "executed": int(dask_worker.state.executed_count),
+        "rss": int(psutil.Process().memory_info().rss),
+        "peak_rss": int(peak_bytes),
+    }
+
+
+class ResourceMonitor:
+    """Context manager that measures what a job used on ``client``'s cluster.
+
+    Task counts are the difference of each worker's executed-task counter between entry and
+    exit; peak memory is the larger of the sampled worker memory (scheduler heartbeats, every
+    ``interval`` seconds) and the worker process's peak RSS at exit (on a long-lived external
+    worker this is the process's lifetime peak).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    interval : float
+        Seconds between memory samples.
+
+    Notes
+    -----
+    Cost: one ``client.run`` round trip at entry and exit and one ``scheduler_info`` call per
+    interval; nothing on the workers' task path.
+    """
+
+    def __init__(self, client: Any, interval: float = 0.5) -> None:
+        self.client = client
+        self.interval = interval
+        self._start: dict[str, dict[str, Any]] = {}
+        self._end: dict[str, dict[str, Any]] = {}
+        self._peak: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _snapshot(self) -> dict[str, dict[str, Any]]:
+        try:
+            return dict(self.client.run(_worker_snapshot))
+        except Exception:  # noqa: BLE001  (a worker may be gone; accounting is best effort)
+            return {}
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+            except TypeError:
+                workers = self.client.scheduler_info().get("workers", {})
+            except Exception:  # noqa: BLE001
+                continue
+            for addr, w in workers.items():
+                mem = int(w.get("metrics", {}).get("memory", 0) or 0)
+                self._peak[addr] = max(self._peak.get(addr, 0), mem)
+
+    def __enter__(self) -> ResourceMonitor:
+        self._start = self._snapshot()
+        self._thread = threading.Thread(target=self._sample, name="dkernel-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._end = self._snapshot()
+
+    def summary(self) -> dict[str, Any]:
+        """``{"n_tasks", "n_workers", "peak_worker_memory", "workers": {...}}`` (bytes)."""
+        workers = {}
+        for addr in sorted(set(self._end) | set(self._peak)):
+            end = self._end.get(addr, {})
+            start = self._start.get(addr, {})
+            executed = end.get("executed", 0) - start.get("executed", 0) if end else None
+            peak = max(self._peak.get(addr, 0), int(end.get("peak_rss", 0)))
+            workers[end.get("name", addr)] = {"tasks": executed, "peak_memory": peak}
+        counted = [w["tasks"] for w in workers.values() if w["tasks"] is not None]
+        return {
+            "n_tasks": int(sum(counted)),
+            "n_workers": len(workers),
+            "peak_worker_memory": max((w["peak_memory"] for w in workers.values()), default=0),
+            "workers": workers,
+        }
