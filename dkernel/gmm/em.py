@@ -100,6 +100,25 @@ def split_missing(X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 # --------------------------------------------------------------------------------------------
 # diagonal covariance, batched over models
 # --------------------------------------------------------------------------------------------
+def design_matrix(X0: np.ndarray, O: np.ndarray | None) -> np.ndarray:
+    """``[X0², X0]`` (complete data) or ``[X0², X0, O]`` (N × 2p or 3p), built once per fit.
+
+    One GEMM of this matrix with stacked parameters gives every log-density (E-step), and one
+    GEMM of the responsibilities with it gives every sufficient statistic (M-step).
+    """
+    parts = [X0 * X0, X0] if O is None else [X0 * X0, X0, O]
+    return np.ascontiguousarray(np.concatenate(parts, axis=1))
+
+
+def _stacked_params(mix: DiagMixtures, p: int, with_mask: bool, dtype) -> tuple:
+    prec = 1.0 / mix.variances
+    const = -0.5 * (mix.means * mix.means * prec + np.log(mix.variances) + LOG_2PI)
+    rows = [-0.5 * prec, mix.means * prec] + ([const] if with_mask else [])
+    W = np.ascontiguousarray(np.concatenate(rows, axis=1).T, dtype=dtype)  # (2p or 3p, C)
+    bias = np.log(mix.weights) + (0.0 if with_mask else const.sum(axis=1))
+    return W, bias.astype(dtype)
+
+
 def diag_log_prob(
     X0: np.ndarray, O: np.ndarray | None, means: np.ndarray, variances: np.ndarray
 ) -> np.ndarray:
@@ -119,67 +138,62 @@ def diag_log_prob(
 
     Notes
     -----
-    Three (N×p)·(p×C) products; O(N p C) time, O(N C) memory.
+    One (N×2p or 3p)·(… ×C) GEMM; O(N p C) time, O(N C) memory.
     """
-    prec = 1.0 / variances
-    const = means * means * prec + np.log(variances) + LOG_2PI
-    out = (X0 * X0) @ prec.T
-    out -= 2.0 * (X0 @ (means * prec).T)
-    if O is None:
-        out += const.sum(axis=1)[None, :]
-    else:
-        out += O @ const.T
-    out *= -0.5
+    C = means.shape[0]
+    mix = DiagMixtures(means, variances, np.ones(C, dtype=means.dtype), np.array([0, C]))
+    W, bias = _stacked_params(mix, X0.shape[1], O is not None, X0.dtype)
+    out = design_matrix(X0, O) @ W
+    out += bias[None, :]
     return out
+
+
+def _normalize_segments(L: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """In place: log-joint L (N, C) → responsibilities; returns the log-normaliser (N, M)."""
+    starts = offsets[:-1]
+    mx = np.maximum.reduceat(L, starts, axis=1)
+    mx[~np.isfinite(mx)] = 0
+    for m in range(starts.size):
+        L[:, offsets[m] : offsets[m + 1]] -= mx[:, m : m + 1]
+    np.exp(L, out=L)
+    S = np.add.reduceat(L, starts, axis=1)
+    inv = 1.0 / S
+    for m in range(starts.size):
+        L[:, offsets[m] : offsets[m + 1]] *= inv[:, m : m + 1]
+    return np.log(S) + mx
 
 
 def segment_logsumexp(L: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Row-wise log-sum-exp of ``L`` within each column segment; returns (N, M)."""
-    starts = offsets[:-1]
-    sizes = np.diff(offsets)
-    mx = np.maximum.reduceat(L, starts, axis=1)
-    mx = np.where(np.isfinite(mx), mx, 0)
-    E = np.exp(L - np.repeat(mx, sizes, axis=1))
-    return np.log(np.add.reduceat(E, starts, axis=1)) + mx
+    return _normalize_segments(np.array(L, copy=True), offsets)
 
 
-def diag_log_resp(X0: np.ndarray, O: np.ndarray | None, mix: DiagMixtures) -> tuple:
-    """Log-responsibilities (N, C) and per-point log-likelihood per model (N, M).
+def diag_resp_design(D: np.ndarray, mix: DiagMixtures, with_mask: bool) -> tuple:
+    """Responsibilities (N, C) and per-point log-likelihood per model (N, M) from the design
+    matrix ``D`` of :func:`design_matrix`: one GEMM and one ``exp``.
 
     Notes
     -----
-    O(N p C) for the products plus one ``exp`` of an N×C array.
+    O(N p C) + one exp of N×C; memory O(N C).
     """
-    L = diag_log_prob(X0, O, mix.means, mix.variances)
-    L += np.log(mix.weights)[None, :]
-    sizes = np.diff(mix.offsets)
-    starts = mix.offsets[:-1]
-    mx = np.maximum.reduceat(L, starts, axis=1)
-    L -= np.repeat(mx, sizes, axis=1)
-    E = np.exp(L)
-    S = np.add.reduceat(E, starts, axis=1)
-    log_norm = np.log(S)
-    L -= np.repeat(log_norm, sizes, axis=1)
-    return L, log_norm + mx
+    p = D.shape[1] // (3 if with_mask else 2)
+    W, bias = _stacked_params(mix, p, with_mask, D.dtype)
+    L = D @ W
+    L += bias[None, :]
+    ll = _normalize_segments(L, mix.offsets)
+    return L, ll
 
 
 def diag_resp(X0: np.ndarray, O: np.ndarray | None, mix: DiagMixtures) -> tuple:
-    """Responsibilities (N, C) and per-point log-likelihood per model (N, M), one ``exp``.
+    """Responsibilities (N, C) and per-point log-likelihood per model (N, M)."""
+    return diag_resp_design(design_matrix(X0, O), mix, O is not None)
 
-    Notes
-    -----
-    O(N p C) for the products plus one ``exp`` of an N×C array.
-    """
-    L = diag_log_prob(X0, O, mix.means, mix.variances)
-    L += np.log(mix.weights)[None, :]
-    sizes = np.diff(mix.offsets)
-    starts = mix.offsets[:-1]
-    mx = np.maximum.reduceat(L, starts, axis=1)
-    L -= np.repeat(mx, sizes, axis=1)
-    np.exp(L, out=L)
-    S = np.add.reduceat(L, starts, axis=1)
-    L /= np.repeat(S, sizes, axis=1)
-    return L, np.log(S) + mx
+
+def diag_log_resp(X0: np.ndarray, O: np.ndarray | None, mix: DiagMixtures) -> tuple:
+    """Log-responsibilities (N, C) and per-point log-likelihood per model (N, M)."""
+    R, ll = diag_resp(X0, O, mix)
+    with np.errstate(divide="ignore"):
+        return np.log(R), ll
 
 
 def diag_posteriors(X: np.ndarray, mix: DiagMixtures) -> np.ndarray:
@@ -189,19 +203,10 @@ def diag_posteriors(X: np.ndarray, mix: DiagMixtures) -> np.ndarray:
 
     Notes
     -----
-    Same cost as :func:`diag_log_resp`; the exp is reused (no second pass).
+    One GEMM and one exp of N×C.
     """
     X0, O = split_missing(X)
-    L = diag_log_prob(X0, O, mix.means, mix.variances)
-    L += np.log(mix.weights)[None, :]
-    sizes = np.diff(mix.offsets)
-    starts = mix.offsets[:-1]
-    mx = np.maximum.reduceat(L, starts, axis=1)
-    L -= np.repeat(mx, sizes, axis=1)
-    np.exp(L, out=L)
-    S = np.add.reduceat(L, starts, axis=1)
-    L /= np.repeat(S, sizes, axis=1)
-    return L
+    return diag_resp(X0, O, mix)[0]
 
 
 def diag_suff_stats(
@@ -312,7 +317,9 @@ def diag_em(
     not depend on where the function runs.
     """
     X0, O = split_missing(X)
-    X0sq = X0 * X0
+    with_mask = O is not None
+    D = design_matrix(X0, O)
+    p = X.shape[1]
     dtype = X.dtype
     mix = mix.astype(dtype)
     n = X.shape[0]
@@ -320,22 +327,18 @@ def diag_em(
     step = block_rows or row_block_size(C, np.dtype(dtype).itemsize)
     history = np.empty((n_iter, mix.n_models))
     for it in range(n_iter):
-        total = None
+        nk = np.zeros(C)
+        T = np.zeros((C, D.shape[1]), dtype=dtype)
         ll_sum = np.zeros(mix.n_models)
         for start in range(0, n, step):
-            sl = slice(start, min(n, start + step))
-            Ob = None if O is None else O[sl]
-            resp, ll = diag_resp(X0[sl], Ob, mix)
+            Db = D[start : start + step]
+            resp, ll = diag_resp_design(Db, mix, with_mask)
             ll_sum += ll.sum(axis=0, dtype=np.float64)
-            stats = diag_suff_stats(X0[sl], Ob, resp, X0sq[sl])
-            if total is None:
-                total = list(stats)
-            else:
-                for j, part in enumerate(stats):
-                    if part is not None:
-                        total[j] += part
+            nk += resp.sum(axis=0, dtype=np.float64)
+            T += resp.T @ Db
         history[it] = ll_sum / n
-        mix = diag_m_step_from_stats(tuple(total), mix, n, reg_covar, dtype)
+        stats = (nk, T[:, p : 2 * p], T[:, :p], T[:, 2 * p :] if with_mask else None)
+        mix = diag_m_step_from_stats(stats, mix, n, reg_covar, dtype)
     return mix, history
 
 
@@ -529,12 +532,10 @@ def init_diag_params(
         + np.sum(seeds * seeds, axis=1)[None, :]
     )
     labels = np.argmin(d2, axis=1)
-    onehot = np.zeros((Xi.shape[0], g))
-    onehot[np.arange(Xi.shape[0]), labels] = 1.0
+    counts = np.bincount(labels, minlength=g).astype(np.float64)
     X64 = Xi.astype(np.float64, copy=False)
-    counts = onehot.sum(axis=0)
-    sums = onehot.T @ X64
-    sq = onehot.T @ (X64 * X64)
+    sums = np.stack([np.bincount(labels, X64[:, j], minlength=g) for j in range(X.shape[1])], 1)
+    sq = np.stack([np.bincount(labels, X64[:, j] ** 2, minlength=g) for j in range(X.shape[1])], 1)
     global_var = Xi.var(axis=0)
     safe = np.maximum(counts, 1)[:, None]
     means = np.where(counts[:, None] > 0, sums / safe, seeds)
