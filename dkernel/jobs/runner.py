@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 
 from dkernel._budget import check_budget
-from dkernel.errors import DKernelError, InvalidInputError, ResourceLimitError
+from dkernel.errors import DKernelError, InvalidInputError, ResourceLimitError, StoreError
 from dkernel.io.data import LoadedData
 from dkernel.io.preprocess import standardize
 from dkernel.io.registry import get_reader
@@ -181,6 +181,10 @@ def run_job(
     elif output_policy is not None:
         spec = replace(spec, output=output_policy.confine(spec.output))
     status = check_target(spec.output, overwrite=overwrite or resume)
+    if resume and status == "complete":
+        raise StoreError(
+            f"cannot resume: {spec.output} is already complete; pass --overwrite to recompute it."
+        )
     resume = resume and status in ("running", "failed")
     method = get_method(spec.method)
     t_start = time.perf_counter()

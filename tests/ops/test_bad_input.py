@@ -199,6 +199,11 @@ def test_pck_components_not_below_subsample(work):
     expect_invalid(work, spec, r"max_components.*subsample|subsample .* fewer than max_components")
 
 
+def test_pck_spectral_components_not_below_subsample(work):
+    spec = _spec(method="pck-spectral", params={"n_clusters": 2, "max_components": 16})
+    expect_invalid(work, spec, r"subsample \(0\.5\) of 30 rows gives 15 rows, fewer than")
+
+
 # ------------------------------------------------------------------------------------------
 # parameter problems
 # ------------------------------------------------------------------------------------------
