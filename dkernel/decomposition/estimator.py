@@ -80,9 +80,11 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
     n_neighbors : int, optional
         Keep only the ``n_neighbors`` nearest training points per row (sparse kernel, the
         scalable path: memory O(N k)). None keeps the dense kernel (O(N^2) memory).
-    loss : {'kl', 'euclidean'}
-        ``'kl'``: PLSA / KL multiplicative updates (exactly stochastic factors);
-        ``'euclidean'``: squared error of Eq. 7 with Lee-Seung updates.
+    loss : {'euclidean', 'kl'}
+        ``'euclidean'``: squared error of Eq. 7 with Lee-Seung updates (the paper's);
+        ``'kl'``: PLSA / KL multiplicative updates (exactly stochastic factors). With ``'kl'``
+        the held-out likelihood (:meth:`score`) is the same for every ``n_clusters`` (see
+        :mod:`dkernel.decomposition.nmf`), so it cannot be used to choose ``n_clusters``.
     n_init : int
         Restarts (restart 0 is the eigenvector initialisation).
     max_iter : int
@@ -138,7 +140,7 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
         kernel: str = "gaussian",
         bandwidth: float | None = None,
         n_neighbors: int | None = None,
-        loss: str = "kl",
+        loss: str = "kl-euclidean",
         n_init: int = 3,
         max_iter: int = 300,
         tol: float = 1e-6,

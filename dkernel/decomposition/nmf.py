@@ -8,13 +8,24 @@ the paper's matrix ``G = Kcheck.T`` is factored as ``G ~ W H`` (Eq. 6) with
 * ``W`` (n, C): ``W[i, c] = P(x_i | c)``, every column sums to 1;
 * ``H`` (C, n): ``H[c, j] = P(c | x_j)``, every column sums to 1.
 
-Two objectives are offered: ``'kl'`` (default), the PLSA/aggregate-Markov likelihood
-``sum_ij G_ij log (WH)_ij`` maximised by EM, equivalently Lee-Seung's multiplicative updates
-for the generalised KL divergence, which keep both stochastic constraints *exactly* and
-decrease the divergence monotonically; and ``'euclidean'``, the squared error of Eq. 7 with
-Lee-Seung's Euclidean multiplicative updates, rescaled every iteration so that the columns of
-``W`` sum to 1 (this leaves ``WH`` and the objective unchanged) and projected onto the simplex
-for ``H`` at the end.
+Two objectives are offered. ``'euclidean'``: the squared error of Eq. 7 with Lee-Seung's
+Euclidean multiplicative updates (the paper's choice), rescaled every iteration so that the
+columns of ``W`` sum to 1 (this leaves ``WH`` and the objective unchanged) and with ``H``
+projected onto the simplex at the end. ``'kl'``: the PLSA / aggregate-Markov likelihood
+``sum_ij G_ij log (WH)_ij`` maximised by EM, i.e. Lee-Seung's generalised-KL updates, which keep
+both stochastic constraints exactly and decrease the divergence monotonically.
+
+Caveat for model selection: every PLSA EM step preserves the marginal
+``m_l = sum_c P(x_l | c) P(c) = mean_j Kcheck[j, l]`` (the M-step reproduces the data
+marginal), so with ``'kl'`` the out-of-sample likelihood of Eq. 14,
+``p(z) = sum_l K(z, x_l) m_l``, does not depend on ``C`` and cannot select it; the
+squared-error factorisation has no such invariance, which is why it is the default.
+
+The default, ``'kl-euclidean'``, uses each for what it is good at: restarts are fitted by PLSA
+EM and compared by likelihood (on the ring data the correct partition has a ~10 % better
+KL objective than a wrong one, but a squared error within 0.01 % of it, so Eq. 7 alone cannot
+tell restarts apart), and the most likely one is then refined by the Eq. 7 updates, which
+makes Eq. 14 depend on C.
 """
 
 from __future__ import annotations
@@ -31,7 +42,7 @@ from dkernel.decomposition.kernels import density_log_kernel, knn_log_kernel, ro
 from dkernel.errors import InvalidInputError
 from dkernel.linalg import dense_eigh, euclidean_kmeans
 
-LOSSES = ("kl", "euclidean")
+LOSSES = ("kl-euclidean", "euclidean", "kl")
 _TINY = 1e-300
 
 
@@ -46,12 +57,13 @@ class AggregateMarkovFit:
     H : ndarray (C, n)
         ``P(c | x_j)``; columns sum to 1.
     objective : float
-        Final objective of the best restart (KL divergence ``sum G log(G / WH)`` for
-        ``'kl'``, squared error of Eq. 7 for ``'euclidean'``); lower is better.
+        Final objective (KL divergence ``sum G log(G / WH)`` for ``'kl'``, squared error of
+        Eq. 7 otherwise); lower is better.
     n_iter : int
         Iterations run by the best restart.
     objectives : list of float
-        Final objective of every restart (restart 0 is the plain eigenvector initialisation).
+        Objective of every restart (KL for ``'kl'`` and ``'kl-euclidean'``, which picks the
+        restart by likelihood before refining; restart 0 is the plain eigenvector start).
     """
 
     W: np.ndarray
@@ -108,6 +120,41 @@ def _conditionals_from_posteriors(Kcheck, A: np.ndarray) -> np.ndarray:
     return B / B.sum(axis=1, keepdims=True)
 
 
+def merge_by_flow(Kcheck, labels: np.ndarray, n_groups: int) -> np.ndarray:
+    """Greedily merge the parts of a partition along the random walk ``Kcheck``.
+
+    The score of a pair of groups is the mean probability of a one-step jump from one into
+    the other, in both directions, ``F_ab / n_a + F_ba / n_b`` with
+    ``F_ab = sum_{i in a, j in b} Kcheck[i, j]``; the best pair is merged until ``n_groups``
+    remain. Parts along a thin manifold (arcs of a ring) join their neighbours first.
+
+    Notes
+    -----
+    O(nnz) for the part-to-part flow matrix, then O(M^3) for M parts.
+    """
+    M = int(labels.max()) + 1
+    E = np.zeros((labels.size, M))
+    E[np.arange(labels.size), labels] = 1.0
+    F = E.T @ np.asarray(Kcheck @ E)  # F[a, b] = sum_{i in a, j in b} Kcheck[i, j]
+    sizes = np.bincount(labels, minlength=M).astype(np.float64)
+    group = np.arange(M)
+    alive = list(range(M))
+    while len(alive) > n_groups:
+        sub = F[np.ix_(alive, alive)]
+        sz = sizes[alive]
+        score = sub / sz[:, None] + sub.T / sz[None, :]
+        np.fill_diagonal(score, -np.inf)
+        a, b = np.unravel_index(int(np.argmax(score)), score.shape)
+        ga, gb = alive[a], alive[b]
+        F[ga, :] += F[gb, :]
+        F[:, ga] += F[:, gb]
+        sizes[ga] += sizes[gb]
+        group[group == gb] = ga
+        alive.remove(gb)
+    _, out = np.unique(group[labels], return_inverse=True)
+    return out
+
+
 def initial_factors(
     Kcheck,
     embedding: np.ndarray,
@@ -119,11 +166,15 @@ def initial_factors(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Stochastic starting factors from the eigenvector embedding.
 
-    k-means on the (row-normalised) leading ``n_components`` eigenvectors gives hard
-    assignments; ``A = P(c | x_j)`` is the one-hot assignment smoothed towards uniform
-    (weight ``smoothing``), and ``B = P(x_i | c)`` the mixture of kernel rows of each cluster.
-    Restart 0 uses a plain smoothing; later restarts add uniform noise (derived from
-    ``(seed, restart)``) so they explore other optima.
+    Restart 0 is the classical start: k-means into C clusters on the row-normalised leading
+    C eigenvectors. Restart ``r >= 1`` over-segments: k-means into ``M = (r + 2) C`` parts on
+    the leading M eigenvectors, merged down to C clusters by :func:`merge_by_flow` (when
+    eigenvalues near 1 are nearly degenerate, e.g. long thin clusters whose slow internal
+    modes compete with the between-cluster ones, the C leading vectors need not span the
+    cluster indicators, but more vectors cut the data into parts that do not straddle
+    clusters). The hard assignment gives ``A = P(c | x_j)`` smoothed towards uniform (weight
+    ``smoothing``; later restarts also add uniform noise derived from ``(seed, restart)``) and
+    ``B = P(x_i | c)``, the mixture of kernel rows of each cluster.
 
     Returns
     -------
@@ -135,12 +186,18 @@ def initial_factors(
     if C == 1:
         A = np.ones((n, 1))
     else:
-        Z = embedding[:, : min(C, embedding.shape[1])]
+        M = C if restart == 0 else min((restart + 2) * C, n - 1, embedding.shape[1])
+        Z = embedding[:, :M]
         norms = np.linalg.norm(Z, axis=1, keepdims=True)
         Z = Z / np.where(norms > 0, norms, 1.0)
         labels, _, _ = euclidean_kmeans(
-            Z, C, n_init=3, random_state=derive_seed(seed, "decomposition", "kmeans", restart)
+            Z,
+            max(M, C),
+            n_init=3,
+            random_state=derive_seed(seed, "decomposition", "kmeans", restart),
         )
+        if M > C:
+            labels = merge_by_flow(Kcheck, labels, C)
         A = np.full((n, C), smoothing / C)
         A[np.arange(n), labels] += 1.0 - smoothing
         if restart > 0:
@@ -213,15 +270,26 @@ def _kl_step(Kcheck, A, B):
     return A_new, B_new
 
 
+def _simplex_multiplicative(X, pos, neg):
+    """Multiplicative step for ``X`` with rows on the simplex, gradient ``pos - neg``.
+
+    ``X <- X * (neg + <X, pos>) / (pos + <X, neg>)`` row-wise (the Lagrange multiplier of the
+    row-sum constraint split into both terms, which keeps the step non-negative and has the
+    KKT points of the constrained problem as fixed points), then rows renormalised.
+    """
+    a = np.einsum("ij,ij->i", X, pos)[:, None]
+    b = np.einsum("ij,ij->i", X, neg)[:, None]
+    X = X * (neg + a) / np.maximum(pos + b, _TINY)
+    return X / np.maximum(X.sum(axis=1, keepdims=True), _TINY)
+
+
 def _euclidean_step(Kcheck, A, B):
-    """Lee-Seung Euclidean updates, then rescale so that rows of B sum to 1 (AB unchanged)."""
-    eps = 1e-12
-    KtA = np.asarray(Kcheck.T @ A).T if sparse.issparse(Kcheck) else A.T @ Kcheck
-    B = B * KtA / np.maximum((A.T @ A) @ B, eps)
-    KB = np.asarray(Kcheck @ B.T)
-    A = A * KB / np.maximum(A @ (B @ B.T), eps)
-    s = np.maximum(B.sum(axis=1), _TINY)
-    return A * s[None, :], B / s[:, None]
+    """Multiplicative updates of the squared error (Eq. 7) under both stochastic constraints."""
+    KB = np.asarray(Kcheck @ B.T)  # negative part of the gradient in A
+    A = _simplex_multiplicative(A, A @ (B @ B.T), KB)
+    KtA = np.asarray(Kcheck.T @ A) if sparse.issparse(Kcheck) else (A.T @ Kcheck).T
+    B = _simplex_multiplicative(B.T.T, (A.T @ A) @ B, KtA.T)
+    return A, B
 
 
 def factorize(
@@ -257,8 +325,8 @@ def factorize(
     Each iteration costs O(n^2 C) dense or O(nnz C) sparse, memory the same order as
     ``Kcheck`` plus O(n C).
     """
-    if loss not in LOSSES:
-        raise InvalidInputError(f"loss must be one of {LOSSES}; got {loss!r}.")
+    if loss not in ("kl", "euclidean"):
+        raise InvalidInputError(f"factorize's loss must be 'kl' or 'euclidean'; got {loss!r}.")
     step = _kl_step if loss == "kl" else _euclidean_step
     objective = kl_objective if loss == "kl" else euclidean_objective
     A, B = A0.astype(np.float64, copy=True), B0.astype(np.float64, copy=True)
@@ -304,10 +372,15 @@ def fit_aggregate_markov(
         Log row sums of the un-normalised kernel (for the eigenvector initialisation).
     n_components : int
         Number of clusters C.
-    loss : {'kl', 'euclidean'}
+    loss : {'kl-euclidean', 'euclidean', 'kl'}
+        ``'kl'``: PLSA EM only. ``'euclidean'``: Eq. 7 only. ``'kl-euclidean'``: every restart
+        is fitted by PLSA EM and the best by likelihood is refined with the Eq. 7 updates
+        (module docstring: the likelihood separates good and bad restarts, the squared error
+        hardly does, but only the squared error makes Eq. 14 depend on C).
     n_init : int
-        Restarts; restart 0 is the plain eigenvector/k-means start, the others perturb it.
-    embedding : ndarray (n, >= C), optional
+        Restarts; restart 0 is the plain eigenvector/k-means start, restart r uses
+        ``(r + 2) C`` eigenvectors, over-segmentation and merging (:func:`initial_factors`).
+    embedding : ndarray (n, >= C (n_init + 1)), optional
         Precomputed :func:`spectral_embedding` (reuse it across C in model selection).
     truncate : bool
         Factor a dense kernel as CSR without its entries below 1e-14
@@ -327,22 +400,30 @@ def fit_aggregate_markov(
         raise InvalidInputError(
             f"n_components must be an int in [1, n_samples={Kcheck.shape[0]}]; got {C}."
         )
-    if embedding is None or embedding.shape[1] < min(C, Kcheck.shape[0] - 1):
+    n_restarts = max(1, int(n_init)) if C > 1 else 1
+    want = min(C * (n_restarts + 1), Kcheck.shape[0] - 1)
+    if embedding is None or embedding.shape[1] < min(C, want):
         embedding = (
-            spectral_embedding(Kcheck, log_norm, C, seed=seed)
+            spectral_embedding(Kcheck, log_norm, want, seed=seed)
             if C > 1
             else np.ones((Kcheck.shape[0], 1))
         )
     Kfac = truncate_kernel(Kcheck) if truncate else Kcheck
     best = None
     objectives = []
-    for r in range(max(1, int(n_init)) if C > 1 else 1):
+    if loss not in LOSSES:
+        raise InvalidInputError(f"loss must be one of {LOSSES}; got {loss!r}.")
+    first = "kl" if loss == "kl-euclidean" else loss
+    for r in range(n_restarts):
         A0, B0 = initial_factors(Kfac, embedding, C, restart=r, seed=seed)
-        A, B, obj, it = factorize(Kfac, A0, B0, loss=loss, max_iter=max_iter, tol=tol)
+        A, B, obj, it = factorize(Kfac, A0, B0, loss=first, max_iter=max_iter, tol=tol)
         objectives.append(obj)
         if best is None or obj < best[2]:
             best = (A, B, obj, it)
     A, B, obj, it = best
+    if loss == "kl-euclidean":  # refine the most likely restart under the squared error (Eq. 7)
+        A, B, obj, it2 = factorize(Kfac, A, B, loss="euclidean", max_iter=max_iter, tol=tol)
+        it += it2
     return AggregateMarkovFit(
         W=B.T.copy(), H=A.T.copy(), objective=obj, n_iter=it, objectives=objectives
     )

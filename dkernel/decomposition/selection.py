@@ -8,9 +8,10 @@ and the chosen model.
 
 Choice rule (the paper's): ``(K, h)`` minimise the error averaged over all model orders ``C``
 (Fig. 2 left: "averaged for all the model orders"); then, at that ``(K, h)``, ``C`` is the
-*largest* model order whose mean error is within one standard error of the minimum (Fig. 2
-right and the appendix: with well separated clusters every ``C`` up to the true number gives
-the same minimal error, so the largest minimiser is the natural model).
+*largest* model order whose error is within one standard error of the minimum (Fig. 2 right
+and the appendix: with well separated clusters every ``C`` up to the true number gives the
+same minimal error, so the largest minimiser is the natural model). The standard error is
+that of the paired difference to the minimiser over repeats (:func:`choose`).
 """
 
 from __future__ import annotations
@@ -96,6 +97,15 @@ class ModelSelectionResult:
         k, h = self.chosen["neighbors_index"], self.chosen["bandwidth_index"]
         return self.mean[k, h], self.sem[k, h]
 
+    def paired_difference_vs_clusters(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and SE over repeats of ``error(C) - error(C_min)`` at the chosen ``(K, h)``."""
+        k, h = self.chosen["neighbors_index"], self.chosen["bandwidth_index"]
+        e = self.errors[:, k, h, :]
+        d = e - e[:, [int(np.argmin(e.mean(axis=0)))]]
+        r = self.n_repeats
+        se = d.std(axis=0, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(d.shape[1])
+        return d.mean(axis=0), se
+
     def to_dataset(self):
         """The surface as an :class:`xarray.Dataset` (dims repeat, neighbors, bandwidth, n_clusters)."""
         import xarray as xr
@@ -133,17 +143,25 @@ class ModelSelectionResult:
 
 
 def choose(errors: np.ndarray, *, c_rule: str = "largest-within-se") -> tuple[int, int, int]:
-    """Grid indices ``(k, h, c)`` chosen from an error array (repeat, K, h, C)."""
+    """Grid indices ``(k, h, c)`` chosen from an error array (repeat, K, h, C).
+
+    ``(k, h)`` minimise the error averaged over C and repeats. With ``'largest-within-se'``
+    C is the largest model order whose error is not significantly above the minimiser's:
+    the mean over repeats of the *paired* difference to the minimiser (every model of a repeat
+    is fitted to the same training set and scored on the same held-out set) is at most its
+    standard error. ``'min'`` takes the minimiser.
+    """
     check_options(c_rule, "c_rule", _OWNER, C_RULES)
     per = errors.mean(axis=3).mean(axis=0)
     k, h = np.unravel_index(int(np.argmin(per)), per.shape)
-    mean = errors[:, k, h, :].mean(axis=0)
-    r = errors.shape[0]
-    sem = errors[:, k, h, :].std(axis=0, ddof=1) / np.sqrt(r) if r > 1 else np.zeros_like(mean)
-    c_min = int(np.argmin(mean))
+    e = errors[:, k, h, :]
+    c_min = int(np.argmin(e.mean(axis=0)))
     if c_rule == "min":
         return int(k), int(h), c_min
-    ok = np.flatnonzero(mean <= mean[c_min] + sem[c_min])
+    diff = e - e[:, [c_min]]
+    r = errors.shape[0]
+    se = diff.std(axis=0, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(diff.shape[1])
+    ok = np.flatnonzero(diff.mean(axis=0) <= se)
     return int(k), int(h), int(ok.max())
 
 
@@ -173,7 +191,7 @@ def select_model(
     n_repeats: int = 10,
     validation_fraction: float = 0.5,
     kernel: str = "gaussian",
-    loss: str = "kl",
+    loss: str = "kl-euclidean",
     n_init: int = 3,
     max_iter: int = 300,
     tol: float = 1e-6,
@@ -271,7 +289,9 @@ def select_model(
                     )
                 Kv, _ = row_normalize_log(logKv)
                 emb = (
-                    spectral_embedding(Kc, log_norm, c_max, seed=random_state)
+                    spectral_embedding(
+                        Kc, log_norm, min(c_max * (n_init + 1), Kc.shape[0] - 1), seed=random_state
+                    )
                     if c_max > 1
                     else None
                 )

@@ -161,3 +161,21 @@ def test_posteriors_and_loglik_match_eq8_and_eq14(rng):
     m = fit.W @ fit.H.mean(1)
     ref_knn = np.log((np.exp(sub) * m[idx]).sum(1))
     np.testing.assert_allclose(log_likelihood(sub, fit.W, fit.H, indices=idx), ref_knn, rtol=1e-10)
+
+
+def test_kl_preserves_the_marginal_so_eq14_cannot_select_c(rng):
+    """PLSA EM keeps m = W P(c) equal to the column mean of Kcheck for every C; the
+    squared-error factorisation does not (why it is the default for model selection)."""
+    X, Kc, log_norm = _kernel(rng, n=40)
+    target = Kc.mean(axis=0)
+    for C in (1, 2, 4):
+        fit = fit_aggregate_markov(Kc, log_norm, C, loss="kl", seed=0, n_init=1)
+        np.testing.assert_allclose(fit.W @ fit.H.mean(1), target, atol=1e-10)
+    lls = []
+    Z = rng.random((20, 2))
+    logK = density_log_kernel(Z, X, bandwidth=0.25)
+    for C in (2, 4):
+        fit = fit_aggregate_markov(Kc, log_norm, C, loss="euclidean", seed=0, n_init=1)
+        assert np.abs(fit.W @ fit.H.mean(1) - target).max() > 1e-6  # KL: < 1e-10
+        lls.append(log_likelihood(logK, fit.W, fit.H).mean())
+    assert abs(lls[0] - lls[1]) > 1e-8

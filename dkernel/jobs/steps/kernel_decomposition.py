@@ -1,0 +1,299 @@
+"""``method: kernel-decomposition`` — aggregate Markov model (seed 003) with held-out model
+selection over kernel width, k-NN graph size and number of clusters, then a final fit.
+
+Groups written: ``/selection`` (error surface: error per repeat, mean and standard error over
+repeats, held-out accuracy when labels exist, chosen model in the attributes; only when a grid
+is given), ``/decomposition`` (``W = P(x_i | c)``, ``H = P(c | x_j)``, priors), ``/posteriors``
+(Eq. 9 class posteriors of every sample), ``/labels``, ``/metrics`` (when labels exist).
+"""
+
+from __future__ import annotations
+
+import time
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from dkernel._random import derive_rng
+from dkernel.decomposition.estimator import KernelDecompositionClustering
+from dkernel.decomposition.selection import C_RULES, select_model
+from dkernel.errors import InvalidInputError
+from dkernel.io.data import LoadedData
+from dkernel.jobs.params import Param
+from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.metrics import clustering_scores
+
+
+def _positive(values):
+    if not values:
+        return "must be a non-empty list"
+    if any(v <= 0 for v in values):
+        return "every entry must be > 0"
+    return None
+
+
+def _non_negative(values):
+    if not values:
+        return "must be a non-empty list"
+    if any(v < 0 for v in values):
+        return "every entry must be >= 0 (0 = dense kernel)"
+    return None
+
+
+PARAMS = (
+    Param(
+        "n_clusters",
+        "int_list",
+        check=_positive,
+        doc="Model orders C to compare (one entry: no selection over C).",
+    ),
+    Param(
+        "bandwidths",
+        "float_list",
+        default=[0.05],
+        check=_positive,
+        doc="Gaussian widths h to compare (data scaled as per 'scale').",
+    ),
+    Param(
+        "n_neighbors",
+        "int_list",
+        default=[0],
+        check=_non_negative,
+        doc="k-NN graph sizes to compare; 0 = dense kernel (small N only).",
+    ),
+    Param("kernel", "str", default="gaussian", choices=("gaussian", "cosine")),
+    Param(
+        "loss",
+        "str",
+        default="kl-euclidean",
+        choices=("kl-euclidean", "euclidean", "kl"),
+        doc="kl = PLSA / KL multiplicative updates; euclidean = Eq. 7.",
+    ),
+    Param(
+        "scale",
+        "str",
+        default="minmax",
+        choices=("minmax", "none"),
+        doc="minmax: each feature to [0, 1] as in the paper.",
+    ),
+    Param(
+        "n_repeats",
+        "int",
+        default=5,
+        low=1,
+        high=1000,
+        doc="Random train / held-out splits for the error surface.",
+    ),
+    Param(
+        "validation_fraction", "float", default=0.5, low=0, high=1, low_open=True, high_open=True
+    ),
+    Param(
+        "selection_max_samples",
+        "int",
+        default=2000,
+        low=10,
+        doc="Model selection runs on a random subsample of at most this many points.",
+    ),
+    Param(
+        "c_rule",
+        "str",
+        default="largest-within-se",
+        choices=C_RULES,
+        doc="Largest C within one SE of the minimum (paper) or the minimiser.",
+    ),
+    Param("n_init", "int", default=3, low=1, high=100, doc="Restarts per factorisation."),
+    Param("max_iter", "int", default=300, low=1),
+    Param("tol", "float", default=1e-6, low=0),
+    Param(
+        "block_size",
+        "int",
+        default=None,
+        nullable=True,
+        low=16,
+        doc="Rows per task for the k-NN search and out-of-sample evaluation.",
+    ),
+)
+
+
+def _grid_size(params: dict) -> int:
+    return len(params["n_clusters"]) * len(params["bandwidths"]) * len(params["n_neighbors"])
+
+
+def check_data(params: dict, data: LoadedData) -> None:
+    n = data.n_samples
+    if max(params["n_clusters"]) > n:
+        raise InvalidInputError(
+            f"params.n_clusters has {max(params['n_clusters'])} clusters but the data has only "
+            f"{n} samples."
+        )
+    if max(params["n_neighbors"]) > n:
+        raise InvalidInputError(
+            f"params.n_neighbors ({max(params['n_neighbors'])}) exceeds the number of samples {n}."
+        )
+    if 0 in params["n_neighbors"] and n > 20_000:
+        raise InvalidInputError(
+            f"params.n_neighbors contains 0 (dense kernel), which needs an {n} x {n} matrix; "
+            "use k-NN graphs (e.g. n_neighbors: [10, 30]) for data this large."
+        )
+
+
+def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
+    k = max(params["n_neighbors"])
+    n_sel = min(n_samples, params["selection_max_samples"])
+    if 0 in params["n_neighbors"]:  # the dense kernel may be chosen for the final fit
+        memory = 5.0 * 8 * max(n_samples, n_sel) ** 2
+        what = f"A dense {n_samples} x {n_samples} row-normalised kernel and its factorisation"
+    else:  # CSR kernel, update workspace (nnz x C gathers) and the neighbour index
+        c = max(params["n_clusters"])
+        memory = 8.0 * n_samples * k * (4 + 2 * c) + 8.0 * n_samples * (n_features + 4 * c)
+        what = f"A {k}-NN sparse kernel over {n_samples} samples"
+    return Cost(
+        memory_bytes=memory,
+        what=what,
+        alternative="use k-NN graphs (params.n_neighbors > 0) instead of 0 (dense).",
+    )
+
+
+def _scale(X: np.ndarray, how: str) -> tuple[np.ndarray, dict]:
+    if how == "none":
+        return X, {}
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return (X - lo) / span, {"scale_min": lo.tolist(), "scale_span": span.tolist()}
+
+
+def run(ctx: JobContext) -> None:
+    p = ctx.params
+    X = np.asarray(
+        ctx.data.X.compute() if isinstance(ctx.data.X, da.Array) else ctx.data.X, dtype=np.float64
+    )
+    if not np.all(np.isfinite(X)):
+        raise InvalidInputError(
+            "kernel-decomposition does not handle missing or infinite values; "
+            f"{int(np.sum(~np.isfinite(X)))} found. Impute them or use method: pck-spectral."
+        )
+    X, scale_attrs = _scale(X, p["scale"])
+    y = ctx.data.y
+    neighbors = [None if k == 0 else int(k) for k in p["n_neighbors"]]
+    common = dict(
+        kernel=p["kernel"], loss=p["loss"], n_init=p["n_init"], max_iter=p["max_iter"], tol=p["tol"]
+    )
+
+    if _grid_size(p) > 1:
+        t = time.perf_counter()
+        n = X.shape[0]
+        sub = np.arange(n)
+        if n > p["selection_max_samples"]:
+            sub = np.sort(
+                derive_rng(ctx.seed, "kdc", "selection-subsample").choice(
+                    n, p["selection_max_samples"], replace=False
+                )
+            )
+        ctx.log(
+            f"[dkernel] model selection on {sub.size} points: {_grid_size(p)} models x "
+            f"{p['n_repeats']} repeats"
+        )
+        res = select_model(
+            X[sub],
+            None if y is None else np.asarray(y)[sub],
+            bandwidths=p["bandwidths"],
+            n_clusters=p["n_clusters"],
+            n_neighbors=neighbors,
+            n_repeats=p["n_repeats"],
+            validation_fraction=p["validation_fraction"],
+            c_rule=p["c_rule"],
+            refit=False,
+            random_state=ctx.seed,
+            **common,
+        )
+        ds = res.to_dataset()
+        ds.attrs["n_selection_samples"] = int(sub.size)
+        ctx.store.write("selection", ds)
+        ctx.store.record_timing("model_selection", time.perf_counter() - t)
+        chosen = res.chosen
+        ctx.log(
+            f"[dkernel] chosen: h={chosen['bandwidth']:g}, "
+            f"n_neighbors={chosen['n_neighbors'] or 'dense'}, C={chosen['n_clusters']}"
+        )
+        h, k, C = chosen["bandwidth"], chosen["n_neighbors"], chosen["n_clusters"]
+    else:
+        h, k, C = p["bandwidths"][0], neighbors[0], p["n_clusters"][0]
+
+    t = time.perf_counter()
+    model = KernelDecompositionClustering(
+        C,
+        bandwidth=h,
+        n_neighbors=k,
+        block_size=p["block_size"],
+        random_state=ctx.seed,
+        max_memory=ctx.spec.limits.get("max_memory"),
+        **common,
+    )
+    Xd = da.from_array(X, chunks=(p["block_size"] or max(1000, -(-X.shape[0] // 16)), -1))
+    model.fit(Xd)
+    ctx.store.record_timing("fit", time.perf_counter() - t)
+
+    n, C = model.posteriors_.shape
+    attrs = {
+        "bandwidth": float(model.bandwidth_),
+        "n_neighbors": k or 0,
+        "n_clusters": int(C),
+        "kernel": p["kernel"],
+        "loss": p["loss"],
+        "objective": float(model.objective_),
+        "n_iter": int(model.n_iter_),
+        "restart_objectives": model.objectives_.tolist(),
+        **scale_attrs,
+    }
+    coords = {"sample": np.arange(n), "cluster": np.arange(C)}
+    ctx.store.write(
+        "decomposition",
+        xr.Dataset(
+            {
+                "W": (("sample", "cluster"), model.W_),
+                "H": (("cluster", "sample"), model.H_),
+                "priors": (("cluster",), model.priors_),
+            },
+            coords=coords,
+            attrs={
+                **attrs,
+                "W": "P(x_i | c), columns sum to 1",
+                "H": "P(c | x_j), columns sum to 1",
+            },
+        ),
+    )
+    ctx.store.write(
+        "posteriors",
+        xr.Dataset(
+            {"posteriors": (("sample", "cluster"), model.posteriors_)},
+            coords=coords,
+            attrs={"posteriors": "Eq. 9 class posteriors P(c | x) (rows sum to 1)"},
+        ),
+    )
+    ctx.store.write(
+        "labels",
+        xr.Dataset(
+            {"labels": (("sample",), model.labels_.astype(np.int64))},
+            attrs={"n_clusters": int(C), "clustering": "argmax of the aggregate Markov posteriors"},
+        ),
+    )
+    if y is not None:
+        scores = clustering_scores(np.asarray(y), model.labels_)
+        ctx.store.write(
+            "metrics", xr.Dataset({k_: ((), v) for k_, v in scores.items()}, attrs=scores)
+        )
+        ctx.log("[dkernel] " + ", ".join(f"{k_.upper()} {v:.3f}" for k_, v in scores.items()))
+
+
+register_method(
+    Method(
+        name="kernel-decomposition",
+        params=PARAMS,
+        run=run,
+        check_data=check_data,
+        estimate=estimate,
+        description="Aggregate Markov model (NMF/PLSA of the row-normalised density kernel) with "
+        "held-out likelihood selection of width, k-NN graph and number of clusters (seed 003).",
+    )
+)

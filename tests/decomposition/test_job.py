@@ -1,0 +1,81 @@
+"""``method: kernel-decomposition`` end to end through the job runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError, SpecError
+from dkernel.jobs.runner import run_job
+from dkernel.jobs.spec import load_spec, validate_spec
+from dkernel.storage import open_results
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _spec(out, **params):
+    return validate_spec(
+        {
+            "name": "kdc-test",
+            "seed": 0,
+            "data": {"reader": "sklearn", "name": "iris"},
+            "method": "kernel-decomposition",
+            "params": params,
+            "output": str(out),
+        }
+    )
+
+
+def test_selection_job_writes_surface_factors_and_posteriors(tmp_path, client):
+    spec = _spec(
+        tmp_path / "s.zarr", bandwidths=[0.02, 0.1, 0.6], n_clusters=[2, 3], n_repeats=2, n_init=2
+    )
+    out = run_job(spec, client=client, progress=False, quiet=True, log=lambda _m: None)
+    tree = open_results(out)
+    assert tree.attrs["status"] == "complete"
+    sel = tree["selection"]
+    assert sel["error"].shape == (2, 1, 3, 2)
+    assert sel.attrs["chosen_bandwidth"] in (0.02, 0.1, 0.6)
+    hm = sel["error_vs_bandwidth_mean"].values[0]
+    assert np.argmin(hm) == 1  # too narrow and too wide both generalise worse
+    dec = tree["decomposition"]
+    C = int(dec.attrs["n_clusters"])
+    np.testing.assert_allclose(dec["W"].values.sum(0), 1.0, atol=1e-8)
+    np.testing.assert_allclose(dec["H"].values.sum(0), 1.0, atol=1e-8)
+    P = tree["posteriors"]["posteriors"].values
+    assert P.shape == (150, C) and (P >= 0).all()
+    np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-10)
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, P.argmax(1))
+    assert {"model_selection", "fit"} <= set(tree.attrs["timings"])
+    assert float(tree["metrics"]["acc"]) > 0.8
+
+
+def test_single_knn_model_job(tmp_path, client):
+    spec = _spec(tmp_path / "k.zarr", bandwidths=[0.1], n_clusters=[3], n_neighbors=[15])
+    tree = open_results(
+        run_job(spec, client=client, progress=False, quiet=True, log=lambda _m: None)
+    )
+    assert "selection" not in tree.children
+    assert int(tree["decomposition"].attrs["n_neighbors"]) == 15
+    assert float(tree["metrics"]["acc"]) > 0.8
+
+
+def test_invalid_params_are_refused(tmp_path):
+    with pytest.raises(SpecError, match="n_clusters"):
+        _spec(tmp_path / "x.zarr", n_clusters=[])
+    with pytest.raises(SpecError, match="loss"):
+        _spec(tmp_path / "x.zarr", n_clusters=[2], loss="l2")
+    with pytest.raises(InvalidInputError, match="n_clusters"):
+        run_job(
+            _spec(tmp_path / "x.zarr", n_clusters=[500]),
+            progress=False,
+            quiet=True,
+            log=lambda _m: None,
+        )
+
+
+def test_example_spec_validates(data_dir):
+    spec = load_spec(REPO / "jobs" / "kdc-shapes-jain.yaml")
+    assert spec.method == "kernel-decomposition"
