@@ -203,7 +203,7 @@ class MeanShift:
                 n_clusters=k,
                 init="random" if k > 64 else "k-means++",
                 n_init=1,
-                max_iter=50,
+                max_iter=10,
                 random_state=derive_seed(seed, "kmeans"),
             ).fit(sample)
             seeds = km.cluster_centers_
@@ -238,6 +238,7 @@ class MeanShift:
         path_labels = np.tile(seed_labels, len(keep_it))
 
         self.bandwidth_ = h
+        self._fit_sample_ = sample
         self.density_ = density
         self.density_weights_ = dens_w
         self.seeds_ = seeds
@@ -315,8 +316,8 @@ class MSSC(MeanShift):
     bandwidth : float, optional
         Mean-shift bandwidth h_ms (Silverman's rule when None).
     spectral_bandwidth : float, optional
-        Bandwidth of the Cauchy–Schwarz affinity; default half the median distance between
-        the partition modes (a "global" scale, 001 §5.5), at least ``2 h_ms``.
+        Bandwidth of the Cauchy–Schwarz affinity; default the project's RBF rule of thumb
+        (20 % of the median pairwise distance of the fitted sample), at least ``h_ms``.
     embedding : {'keca', 'kpca'}
         KECA with angular k-means, or centered KPCA with Euclidean k-means.
     affinity : {'auto', 'exact', 'rff'}
@@ -327,11 +328,19 @@ class MSSC(MeanShift):
         Number of random Fourier features.
     n_init : int
         k-means restarts in the second stage (best by cost).
+    normalization : {'cs', 'size'}
+        'cs': the Cauchy–Schwarz affinity of Eq. 5.4, every partition one point. 'size':
+        ``S_ij / sqrt(n_i n_j)``, the point-level kernel on partition-constant functions, so
+        the embedding and k-means weight partitions by their number of points (see
+        :func:`second_stage`).
     **mean-shift parameters** : see :class:`MeanShift`.
 
     Attributes
     ----------
     affinity_ : ndarray (m, m)
+        The normalised affinity the embedding used.
+    pair_sums_ : ndarray (m, m)
+        ``S_ij = Σ_{k∈C_i, l∈C_j} K(x_k, x_l)`` (exact, or from random Fourier features).
     embedding_ : ndarray (m, n_clusters)
     eigenvalues_ : ndarray (n_clusters,)
     partition_labels_ : ndarray (m,)
@@ -352,6 +361,7 @@ class MSSC(MeanShift):
         affinity: str = "auto",
         n_rff: int = 2000,
         n_init: int = 100,
+        normalization: str = "cs",
         blurring: bool = False,
         seeds: str = "all",
         n_seeds: int = 1000,
@@ -386,6 +396,7 @@ class MSSC(MeanShift):
         self.affinity = affinity
         self.n_rff = n_rff
         self.n_init = n_init
+        self.normalization = normalization
 
     def _validate(self) -> None:
         super()._validate()
@@ -403,6 +414,7 @@ class MSSC(MeanShift):
         check_options(self.affinity, "affinity", owner, ("auto", "exact", "rff"))
         check_scalar(self.n_rff, "n_rff", owner, kind=numbers.Integral, low=1)
         check_scalar(self.n_init, "n_init", owner, kind=numbers.Integral, low=1)
+        check_options(self.normalization, "normalization", owner, ("cs", "size"))
 
     def fit(self, X: Any, y: Any = None) -> MSSC:
         """Stage one (mean shift partitions), affinity, stage two (KECA/KPCA + k-means).
@@ -424,10 +436,16 @@ class MSSC(MeanShift):
         seed = seed_from_random_state(self.random_state)
         h_spec = self.spectral_bandwidth
         if h_spec is None:
-            from scipy.spatial.distance import pdist
+            from dkernel.kernels import sigma_rule_of_thumb
 
-            d = pdist(self.modes_) if m > 1 else np.array([1.0])
-            h_spec = max(0.5 * float(np.median(d)), 2.0 * self.bandwidth_)
+            # the RBF rule of thumb (20 % of the median distance, DESIGN §3.3) on the sample:
+            # a global scale, larger than h_ms (001 §5.5)
+            h_spec = max(
+                sigma_rule_of_thumb(
+                    self._fit_sample_, fraction=0.2, seed=derive_seed(seed, "sigma")
+                ),
+                self.bandwidth_,
+            )
         self.spectral_bandwidth_ = float(h_spec)
 
         method = self.affinity
@@ -441,7 +459,7 @@ class MSSC(MeanShift):
                 )
             Xn = np.asarray(X.compute() if _is_dask(X) else X, dtype=np.float64)
             labels = np.asarray(self.labels_.compute() if _is_dask(self.labels_) else self.labels_)
-            A = K.cs_affinity_exact(Xn, labels, m, self.spectral_bandwidth_)
+            S = K.cs_pair_sums_block(Xn, labels, Xn, labels, m, self.spectral_bandwidth_)
             sizes = np.bincount(labels, minlength=m)
             self.labels_ = labels
         else:
@@ -451,14 +469,21 @@ class MSSC(MeanShift):
             if _is_dask(X):
                 import dask
 
-                (S, sizes), labels = dask.compute(
+                (F, sizes), labels = dask.compute(
                     stream_feature_sums(X, self.labels_, m, W, b), self.labels_
                 )
                 self.labels_ = labels
             else:
-                S = K.partition_feature_sums(X, self.labels_, m, W, b)
+                F = K.partition_feature_sums(X, self.labels_, m, W, b)
                 sizes = np.bincount(self.labels_, minlength=m)
-            A = K.cs_affinity_from_sums(S)
+            S = F @ F.T
+        sizes = np.asarray(sizes, dtype=np.float64)
+        S = 0.5 * (S + S.T)
+        self.pair_sums_ = S
+        if self.normalization == "cs":
+            A = K.cs_normalize(S)
+        else:
+            A = S / np.sqrt(np.outer(np.maximum(sizes, 1), np.maximum(sizes, 1)))
         self.affinity_method_ = method
         self.affinity_ = A
         self.partition_sizes_ = np.asarray(sizes, dtype=np.int64)
@@ -474,7 +499,12 @@ class MSSC(MeanShift):
 
     def _second_stage(self, seed: int | None) -> None:
         labels, emb, values, cost = second_stage(
-            self.affinity_, self.n_clusters, self.embedding, n_init=self.n_init, seed=seed
+            self.affinity_,
+            self.n_clusters,
+            self.embedding,
+            n_init=self.n_init,
+            seed=seed,
+            sizes=self.partition_sizes_ if self.normalization == "size" else None,
         )
         self.embedding_ = emb
         self.eigenvalues_ = values
@@ -495,12 +525,26 @@ class MSSC(MeanShift):
 
 
 def second_stage(
-    A: np.ndarray, n_clusters: int, embedding: str, *, n_init: int = 100, seed: int | None = None
+    A: np.ndarray,
+    n_clusters: int,
+    embedding: str,
+    *,
+    n_init: int = 100,
+    seed: int | None = None,
+    sizes: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """MSSC stage two on an m × m partition affinity.
 
     KECA (uncentered, entropy-ordered axes) + angular k-means, or centered KPCA + Euclidean
     k-means, with ``n_clusters`` dimensions; best of ``n_init`` k-means runs by cost.
+
+    With ``sizes`` (n_i points per partition), ``A`` must be the size-normalised sums
+    ``B_ij = S_ij / sqrt(n_i n_j)``: B is the point-level kernel matrix restricted to
+    functions constant on partitions, written in the orthonormal basis ``1_{C_i}/sqrt(n_i)``.
+    Its eigenvectors give the point-level KPCA/KECA axes (centering and the entropy terms
+    ``ψ_j = λ_j (e_j·sqrt(n))²`` use the point counts), each partition is embedded at
+    ``e_j,i sqrt(λ_j / n_i)`` and k-means (Euclidean) weights partitions by their size. Without
+    ``sizes`` every partition counts once (seed 001 ch. 5).
 
     Returns
     -------
@@ -513,21 +557,46 @@ def second_stage(
     -----
     O(m³) for the eigendecomposition, O(n_init · m · k²) for k-means.
     """
-    from dkernel.linalg import angular_kmeans, euclidean_kmeans
+    from sklearn.cluster import KMeans
+
+    from dkernel.linalg import angular_kmeans, dense_eigh, euclidean_kmeans
     from dkernel.spectral.dense import keca_embedding, kpca_embedding
 
     check_options(embedding, "embedding", "MSSC", ("keca", "kpca"))
-    if embedding == "keca":
-        emb = keca_embedding(A, n_clusters)
-        labels, _, cost = angular_kmeans(
-            emb.embedding, n_clusters, n_init=n_init, random_state=derive_seed(seed, "kmeans2")
-        )
+    rs = derive_seed(seed, "kmeans2")
+    if sizes is None:
+        if embedding == "keca":
+            emb = keca_embedding(A, n_clusters)
+            labels, _, cost = angular_kmeans(
+                emb.embedding, n_clusters, n_init=n_init, random_state=rs
+            )
+        else:
+            emb = kpca_embedding(A, n_clusters)
+            labels, _, cost = euclidean_kmeans(
+                emb.embedding, n_clusters, n_init=n_init, random_state=rs
+            )
+        return np.asarray(labels, dtype=np.int64), emb.embedding, emb.eigenvalues, float(cost)
+
+    n = np.maximum(np.asarray(sizes, dtype=np.float64), 1.0)
+    sw = np.sqrt(n)
+    total = n.sum()
+    if embedding == "kpca":
+        Bs = A @ sw
+        Bc = A - np.outer(sw, Bs) / total - np.outer(Bs, sw) / total
+        Bc += np.outer(sw, sw) * (sw @ Bs) / total**2
+        values, vectors = dense_eigh(Bc, n_clusters)
     else:
-        emb = kpca_embedding(A, n_clusters)
-        labels, _, cost = euclidean_kmeans(
-            emb.embedding, n_clusters, n_init=n_init, random_state=derive_seed(seed, "kmeans2")
-        )
-    return np.asarray(labels, dtype=np.int64), emb.embedding, emb.eigenvalues, float(cost)
+        all_values, all_vectors = dense_eigh(A, None)
+        psi = all_values * (all_vectors.T @ sw) ** 2
+        order = np.argsort(-psi, kind="stable")[:n_clusters]
+        values, vectors = all_values[order], all_vectors[:, order]
+    Z = vectors / sw[:, None] * np.sqrt(values)[None, :]
+    if embedding == "kpca":
+        km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rs).fit(Z, sample_weight=n)
+        labels, cost = km.labels_, float(km.inertia_)
+    else:
+        labels, _, cost = angular_kmeans(Z, n_clusters, n_init=n_init, random_state=rs)
+    return np.asarray(labels, dtype=np.int64), Z, values, float(cost)
 
 
 def _lookup(part: np.ndarray, table: np.ndarray) -> np.ndarray:

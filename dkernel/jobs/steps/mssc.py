@@ -46,7 +46,7 @@ PARAMS = (
         nullable=True,
         low=0,
         low_open=True,
-        doc="CS-affinity bandwidth (half the median distance between modes when null).",
+        doc="CS-affinity bandwidth (20 % of the median pixel distance when null).",
     ),
     Param(
         "embedding",
@@ -64,6 +64,13 @@ PARAMS = (
     ),
     Param("n_rff", "int", default=2000, low=1, doc="Random Fourier features for 'rff'."),
     Param("n_init", "int", default=100, low=1, doc="k-means restarts in stage two."),
+    Param(
+        "normalization",
+        "str",
+        default="size",
+        choices=("size", "cs"),
+        doc="'size': S_ij/sqrt(n_i n_j), partitions weighted by pixel count; 'cs': Eq. 5.4.",
+    ),
     Param("blurring", "bool", default=False, doc="Blurring mean shift."),
     Param(
         "seeds",
@@ -157,6 +164,7 @@ def run(ctx: JobContext) -> None:
         affinity=p["affinity"],
         n_rff=p["n_rff"],
         n_init=p["n_init"],
+        normalization=p["normalization"],
         blurring=p["blurring"],
         seeds=p["seeds"],
         n_seeds=p["n_seeds"],
@@ -194,6 +202,7 @@ def run(ctx: JobContext) -> None:
         "n_partitions": m,
         "n_clusters": k,
         "embedding": p["embedding"],
+        "normalization": p["normalization"],
         "affinity_method": est.affinity_method_,
         "mean_shift_iterations": est.n_iter_,
         "mean_shift_converged": bool(est.converged_),
