@@ -74,7 +74,6 @@ def open_geotiff(
     invalid when every band equals the nodata value (the dataset mask of GDAL/rasterio: a
     dark pixel with one zero band is still data) or any band is NaN.
     """
-    import rioxarray
 
     path = resolve_path(path)
     if not path.is_file():
