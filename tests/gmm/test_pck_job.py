@@ -27,6 +27,7 @@ params:
   n_inits: 4
   max_components: 6
   embedding: {embedding}
+  solver: {solver}
   store_features: true
   store_kernel: true
   n_init: 10
@@ -34,10 +35,11 @@ output: {out}
 """
 
 
-@pytest.mark.parametrize("embedding", ["kpca", "normalized"])
-def test_pck_spectral_job_end_to_end(tmp_path, client, embedding):
+@pytest.mark.parametrize("embedding, solver", [("kpca", "auto"), ("normalized", "randomized")])
+def test_pck_spectral_job_end_to_end(tmp_path, client, embedding, solver):
+    """kpca/auto: Γ in memory, exact; normalized/randomized: Γ lazy, dask svd_compressed."""
     spec = tmp_path / "job.yaml"
-    spec.write_text(SPEC.format(embedding=embedding, out=tmp_path / "out.zarr"))
+    spec.write_text(SPEC.format(embedding=embedding, solver=solver, out=tmp_path / "out.zarr"))
     store = run_job(spec, client=client, progress=False, log=lambda m: None)
     tree = open_results(store)
     assert tree.attrs["status"] == "complete"
@@ -52,6 +54,7 @@ def test_pck_spectral_job_end_to_end(tmp_path, client, embedding):
     K = tree["kernel"]["kernel"].values
     np.testing.assert_allclose(K, F @ F.T, rtol=1e-5, atol=1e-6)
     emb = tree["embedding"].to_dataset()
+    assert emb.attrs["solver"] == ("exact" if solver == "auto" else "randomized")
     assert emb["embedding"].shape == (178, 3)
     assert np.all(np.diff(emb["eigenvalues"].values) <= 0)
     labels = tree["labels"]["labels"].values
@@ -67,13 +70,13 @@ def test_example_specs_validate(monkeypatch, data_dir):
 
 
 def test_bad_job_params(tmp_path, client):
-    bad = SPEC.format(embedding="kpca", out=tmp_path / "o.zarr").replace(
+    bad = SPEC.format(embedding="kpca", solver="auto", out=tmp_path / "o.zarr").replace(
         "max_components: 6", "max_components: 200"
     )
     spec = tmp_path / "bad.yaml"
     spec.write_text(bad)
     with pytest.raises((InvalidInputError, SpecError), match="max_components"):
         run_job(spec, client=client, progress=False, log=lambda m: None)
-    spec.write_text(SPEC.format(embedding="tsne", out=tmp_path / "o.zarr"))
+    spec.write_text(SPEC.format(embedding="tsne", solver="auto", out=tmp_path / "o.zarr"))
     with pytest.raises(SpecError):
         load_spec(spec)

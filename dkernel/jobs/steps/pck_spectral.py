@@ -225,7 +225,9 @@ def run(ctx: JobContext) -> None:
         else da.from_array(np.asarray(X), chunks=(rows, -1))
     )
     Gamma = est.transform(Xd)
-    in_memory = n <= EXACT_LIMIT or p["solver"] == "exact"
+    # Γ in memory for the exact solver; otherwise it stays lazy and every pass of the
+    # randomized SVD recomputes it chunk by chunk from the ensemble parameters
+    in_memory = p["solver"] == "exact" or (p["solver"] == "auto" and n <= EXACT_LIMIT)
     if in_memory:
         Gamma = compute_with_progress(Gamma, ctx.client, show=ctx.progress)
     seed = derive_seed(ctx.seed, "pck-spectral", "svd")
