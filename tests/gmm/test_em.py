@@ -286,3 +286,13 @@ def test_em_increases_likelihood(dtype):
     m, v, w = init_diag_params(X, 4, np.random.default_rng(0), 1e-6)
     _, hist = diag_em(X, DiagMixtures(m, v, w, np.array([0, 4])), 8, 1e-6)
     assert np.all(np.diff(hist[:, 0]) > -1e-4)
+
+
+def test_row_blocks_do_not_change_the_result():
+    X = _data(n=300, p=4, missing=0.3, seed=9)
+    mix = _random_mix([2, 3], 4)
+    one, h1 = diag_em(X, mix, 4, 1e-6)
+    many, h2 = diag_em(X, mix, 4, 1e-6, block_rows=37)
+    np.testing.assert_allclose(many.means, one.means, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(many.variances, one.variances, rtol=1e-10)
+    np.testing.assert_allclose(h2, h1, rtol=1e-10)
