@@ -1,5 +1,7 @@
 """dkernel: kernel methods for unsupervised learning at scale on Dask, stored in Zarr."""
 
+from dkernel.decomposition import KernelDecompositionClustering
+from dkernel.decomposition.selection import select_model as select_kdc_model
 from dkernel.errors import (
     DKernelError,
     DKernelWarning,
@@ -30,6 +32,8 @@ __all__ = [
     "KernelPersonalizedPageRank",
     "top_k",
     "KECA",
+    "KernelDecompositionClustering",
+    "select_kdc_model",
     "ProbabilisticClusterKernel",
     "KernelPCAEmbedding",
     "ResultsStore",
