@@ -1,0 +1,236 @@
+"""Nyström spectral clustering at N = 10⁶: dkernel vs dask-ml vs scikit-learn, side by side.
+
+Issue 4 acceptance: on N = 10⁶ points (20-D, 6 blobs; and a non-convex set: three noisy
+concentric rings in 2-D), dkernel's Nyström spectral clustering with 200 and 1 000 landmarks
+is no slower than dask-ml ``SpectralClustering`` with the same number of landmarks
+(``n_components``), uses no more memory and reaches at least its ARI; the same run records
+where scikit-learn's dense ``SpectralClustering`` stops (time or memory).
+
+Every run is a fresh subprocess with the threaded Dask scheduler (2 threads) on the same
+row-chunked Dask array, the same RBF width (``gamma = 1 / (2 σ²)``) and the same seed; the
+subprocess reports its own wall time and peak RSS (``ru_maxrss``). Runs alternate between
+libraries so that background load affects both alike. dkernel also predicts held-out points
+(dask-ml's estimator has no ``predict``); its ARI on 10⁴ new points is reported.
+
+Usage: python benchmarks/bench_spectral_million.py [--quick] [--n N] [--landmarks 200 1000]
+       [--datasets blobs rings] [--timeout S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+SIGMA = {"rings": 0.15}  # blobs: dkernel's rule of thumb (0.2 × median distance)
+
+
+def make_data(name: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    if name == "blobs":
+        from sklearn.datasets import make_blobs
+
+        return make_blobs(n, n_features=20, centers=6, cluster_std=1.0, random_state=seed)
+    if name == "rings":
+        y = rng.integers(0, 3, n)
+        theta = rng.uniform(0, 2 * np.pi, n)
+        r = 1.0 + y + rng.normal(0, 0.1, n)
+        X = np.c_[r * np.cos(theta), r * np.sin(theta)]
+        return X, y
+    raise ValueError(name)
+
+
+def sigma_for(name: str, X: np.ndarray) -> float:
+    if name in SIGMA:
+        return SIGMA[name]
+    from dkernel.kernels.rbf import sigma_rule_of_thumb
+
+    return sigma_rule_of_thumb(X)
+
+
+def child(lib: str, name: str, n: int, m: int, n_clusters: int) -> dict:
+    import dask
+    import dask.array as da
+    from sklearn.metrics import adjusted_rand_score
+
+    X_all, y_all = make_data(name, n + 10_000)  # the last 10⁴ points are held out
+    X, y, Xn, yn = X_all[:n], y_all[:n], X_all[n:], y_all[n:]
+    sigma = sigma_for(name, X)
+    gamma = 1.0 / (2 * sigma**2)
+    chunk = 50_000 if m <= 300 else 20_000
+    Xd = da.from_array(X, chunks=(chunk, X.shape[1]))
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    out = {"lib": lib, "dataset": name, "n": n, "landmarks": m, "sigma": sigma}
+    t = time.perf_counter()
+    with dask.config.set(scheduler="threads", num_workers=2):
+        if lib == "dkernel":
+            from dkernel.spectral.clustering import SpectralClustering
+
+            est = SpectralClustering(
+                n_clusters, sigma=sigma, n_landmarks=m, landmarks="uniform", random_state=0
+            ).fit(Xd)
+            labels = est.labels_
+            out["fit_s"] = time.perf_counter() - t
+            out["ari_new_points"] = float(adjusted_rand_score(yn, est.predict(Xn)))
+        elif lib == "dask-ml":
+            from dask_ml.cluster import SpectralClustering
+
+            est = SpectralClustering(
+                n_clusters=n_clusters, n_components=m, gamma=gamma, random_state=0
+            ).fit(Xd)
+            labels = est.labels_
+            labels = np.asarray(labels.compute() if hasattr(labels, "compute") else labels)
+            out["fit_s"] = time.perf_counter() - t
+        else:
+            from sklearn.cluster import SpectralClustering
+
+            labels = (
+                SpectralClustering(n_clusters, affinity="rbf", gamma=gamma, random_state=0)
+                .fit(X)
+                .labels_
+            )
+            out["fit_s"] = time.perf_counter() - t
+    out["ari"] = float(adjusted_rand_score(y, labels))
+    out["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    out["data_rss_gib"] = base_rss
+    return out
+
+
+def run_child(args: list[str], timeout: float) -> dict:
+    try:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"status": f"timeout > {timeout:.0f} s"}
+    if proc.returncode:
+        return {"status": "failed", "error": proc.stderr.strip().splitlines()[-1][-300:]}
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res["status"] = "ok"
+    return res
+
+
+def sklearn_stop(name: str, timeout: float, mem_limit_gib: float) -> list[dict]:
+    """Double N for scikit-learn's dense SpectralClustering until time or memory stops it."""
+    rows = []
+    n = 2000
+    while True:
+        need = 3 * 8 * n * n / 2**30  # affinity + Laplacian + eigensolver copy, float64
+        if need > mem_limit_gib:
+            rows.append(
+                {
+                    "lib": "sklearn",
+                    "dataset": name,
+                    "n": n,
+                    "status": f"not run: needs ≈ {need:.1f} GiB > {mem_limit_gib} GiB budget",
+                }
+            )
+            break
+        res = run_child(["sklearn", name, str(n), "0", "6" if name == "blobs" else "3"], timeout)
+        res.setdefault("n", n)
+        res.setdefault("lib", "sklearn")
+        res.setdefault("dataset", name)
+        rows.append(res)
+        print(fmt(res), flush=True)
+        if res["status"] != "ok":
+            break
+        n *= 2
+    return rows
+
+
+def fmt(r: dict) -> str:
+    if r.get("status") != "ok":
+        return f"{r['lib']:8s} {r.get('dataset', ''):6s} n={r.get('n')} m={r.get('landmarks', '-')}: {r['status']}"
+    extra = f", ARI new points {r['ari_new_points']:.3f}" if "ari_new_points" in r else ""
+    return (
+        f"{r['lib']:8s} {r['dataset']:6s} n={r['n']} m={r.get('landmarks', '-')}: "
+        f"{r['fit_s']:.1f} s, peak RSS {r['peak_rss_gib']:.2f} GiB, ARI {r['ari']:.4f}{extra}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="N = 50 000")
+    ap.add_argument("--n", type=int, default=None)
+    ap.add_argument("--landmarks", type=int, nargs="+", default=[200, 1000])
+    ap.add_argument("--datasets", nargs="+", default=["blobs", "rings"])
+    ap.add_argument("--timeout", type=float, default=900.0, help="per-run limit (s)")
+    ap.add_argument("--sklearn-timeout", type=float, default=300.0)
+    ap.add_argument("--sklearn-mem-gib", type=float, default=5.0)
+    ap.add_argument("--no-sklearn", action="store_true")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        lib, name, n, m, k = args.child
+        print(json.dumps(child(lib, name, int(n), int(m), int(k))))
+        return
+    n = args.n or (50_000 if args.quick else 1_000_000)
+    rows = []
+    for name in args.datasets:
+        k = 6 if name == "blobs" else 3
+        for m in args.landmarks:
+            for lib in ("dkernel", "dask-ml"):
+                res = run_child([lib, name, str(n), str(m), str(k)], args.timeout)
+                res.update({"lib": lib, "dataset": name, "n": n, "landmarks": m})
+                rows.append(res)
+                print(fmt(res), flush=True)
+    if not args.no_sklearn:
+        for name in args.datasets:
+            rows += sklearn_stop(name, args.sklearn_timeout, args.sklearn_mem_gib)
+
+    print("\nratios dkernel / dask-ml (time, memory) and ARI difference:")
+    verdicts = []
+    for name in args.datasets:
+        for m in args.landmarks:
+            a = next(
+                r
+                for r in rows
+                if r["lib"] == "dkernel" and r["dataset"] == name and r.get("landmarks") == m
+            )
+            b = next(
+                r
+                for r in rows
+                if r["lib"] == "dask-ml" and r["dataset"] == name and r.get("landmarks") == m
+            )
+            if a.get("status") != "ok":
+                print(f"  {name} m={m}: dkernel did not finish ({a.get('status')})")
+                verdicts.append(False)
+                continue
+            if b.get("status") != "ok":
+                print(
+                    f"  {name} m={m}: dask-ml did not finish ({b.get('status')}); dkernel "
+                    f"{a['fit_s']:.1f} s"
+                )
+                verdicts.append(True)
+                continue
+            ok = (
+                a["fit_s"] <= b["fit_s"]
+                and a["peak_rss_gib"] <= b["peak_rss_gib"]
+                and a["ari"] >= b["ari"] - 1e-9
+            )
+            verdicts.append(ok)
+            print(
+                f"  {name} m={m}: time {a['fit_s'] / b['fit_s']:.2f}x, memory "
+                f"{a['peak_rss_gib'] / b['peak_rss_gib']:.2f}x, ARI {a['ari']:.4f} vs "
+                f"{b['ari']:.4f} -> {'PASS' if ok else 'FAIL'}"
+            )
+    if not args.quick and args.n is None:
+        RESULTS.mkdir(exist_ok=True)
+        out = RESULTS / "spectral_million.json"
+        out.write_text(json.dumps({"rows": rows, "pass": all(verdicts)}, indent=2))
+        print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
