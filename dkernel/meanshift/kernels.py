@@ -585,11 +585,14 @@ def partition_feature_sums(
     labels = labels[keep]
     w = None if weights is None else np.asarray(weights)[keep]
     out = np.zeros((n_partitions, W.shape[1]))
-    step = _block_rows(W.shape[1], 4)
+    step = _block_rows(max(W.shape[1], n_partitions), 4)
     for s in range(0, X.shape[0], step):
         Phi = rff_transform(X[s : s + step], W, b, dtype=dtype)
-        E = _indicator(labels[s : s + step], n_partitions, None if w is None else w[s : s + step])
-        out += np.asarray(E.T @ Phi, dtype=np.float64)
+        lab = labels[s : s + step]
+        # dense one-hot GEMM (float32) beats a sparse product for m up to a few thousand
+        E = np.zeros((n_partitions, lab.size), dtype=Phi.dtype)
+        E[lab, np.arange(lab.size)] = 1.0 if w is None else w[s : s + step]
+        out += (E @ Phi).astype(np.float64)
     return out
 
 

@@ -62,7 +62,7 @@ PARAMS = (
         choices=("auto", "exact", "rff"),
         doc="Exact blocked CS sums or random Fourier features (auto: exact up to 20 000).",
     ),
-    Param("n_rff", "int", default=2000, low=1, doc="Random Fourier features for 'rff'."),
+    Param("n_rff", "int", default=1000, low=1, doc="Random Fourier features for 'rff'."),
     Param("n_init", "int", default=100, low=1, doc="k-means restarts in stage two."),
     Param(
         "normalization",
@@ -79,7 +79,7 @@ PARAMS = (
         choices=("all", "grid", "kmeans"),
         doc="Mode-finding vectors: all sampled pixels, grid bins or a k-means pre-partition.",
     ),
-    Param("n_seeds", "int", default=1000, low=1, doc="k-means seeds."),
+    Param("n_seeds", "int", default=500, low=1, doc="k-means seeds."),
     Param(
         "density",
         "str",
@@ -106,7 +106,7 @@ PARAMS = (
     Param(
         "path_radius",
         "float",
-        default=0.2,
+        default=0.3,
         low=0,
         high=1,
         doc="Streaming assignment stops within this × h of a seed trajectory.",
