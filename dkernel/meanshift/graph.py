@@ -110,6 +110,8 @@ def stream_feature_sums(
     O(N d D) work, O(chunk · D + m · D) memory per task.
     """
     params = dask.delayed((W, b), pure=True)
+    if not isinstance(labels, da.Array):
+        labels = da.from_array(np.asarray(labels), chunks=(X.chunks[0],))
     lab_chunks = labels.rechunk((X.chunks[0],)).to_delayed().ravel()
     partials = [
         dask.delayed(_feature_sums)(blk, lab, n_partitions, params)

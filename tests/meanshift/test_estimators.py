@@ -1,0 +1,170 @@
+"""MeanShift / MSSC estimators: NumPy and Dask input, predict consistency, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from dkernel.errors import InvalidInputError, NotFittedError
+from dkernel.meanshift import kernels as K
+from dkernel.meanshift.estimators import MSSC, MeanShift, second_stage
+from dkernel.testing import as_kind
+
+
+def _toy(seed=0):
+    """001 §6.1.3: two noisy half circles (250 points each) and a Gaussian blob (100)."""
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0, np.pi, 250)
+    a = np.c_[5 * np.cos(t), 5 * np.sin(t)] + rng.normal(0, 0.4, (250, 2))
+    t = rng.uniform(0, np.pi, 250)
+    b = np.c_[5 - 5 * np.cos(t), 2 - 5 * np.sin(t)] + rng.normal(0, 0.6, (250, 2))
+    c = rng.normal([11, 7], 1.0, (100, 2))
+    return np.vstack([a, b, c]), np.repeat([0, 1, 2], [250, 250, 100])
+
+
+def _blobs(rng, n=200):
+    centers = np.array([[0, 0], [4, 0], [0, 4]])
+    X = np.vstack([rng.normal(c, 0.5, (n, 2)) for c in centers])
+    return X, np.repeat([0, 1, 2], n)
+
+
+def test_meanshift_all_seeds_matches_kernels(rng):
+    X, y = _blobs(rng, 60)
+    ms = MeanShift(0.8, tol=1e-4).fit(X)
+    res = K.mean_shift(X, X, 0.8, tol=1e-4)
+    labels, modes = K.group_modes(res.ends, K.group_threshold(res.moves, 0.8))
+    np.testing.assert_array_equal(ms.labels_, labels)
+    np.testing.assert_allclose(ms.modes_, modes)
+    assert ms.n_partitions_ == 3
+    assert adjusted_rand_score(y, ms.labels_) == 1.0
+
+
+def test_silverman_default_bandwidth(rng):
+    X, _ = _blobs(rng, 50)
+    assert MeanShift().fit(X).bandwidth_ == pytest.approx(K.silverman_bandwidth(X))
+    ms = MeanShift(bandwidth_factor=0.5).fit(X)
+    assert ms.bandwidth_ == pytest.approx(0.5 * K.silverman_bandwidth(X))
+
+
+@pytest.mark.parametrize("seeds", ["all", "grid", "kmeans"])
+def test_predict_reproduces_fit_labels(rng, seeds, array_kind):
+    X, y = _blobs(rng, 400)
+    ms = MeanShift(
+        0.6, seeds=seeds, n_seeds=60, n_density=500, density="sample", random_state=0
+    ).fit(as_kind(X, array_kind, chunk_rows=300))
+    fit_labels = np.asarray(ms.labels_.compute() if hasattr(ms.labels_, "compute") else ms.labels_)
+    assert adjusted_rand_score(y, fit_labels) > 0.95
+    pred = ms.predict(X)
+    assert (pred == fit_labels).mean() >= 0.99
+    # pure mean shift to convergence (no trajectory shortcut) also agrees
+    pure = MeanShift(
+        0.6, seeds=seeds, n_seeds=60, n_density=500, path_radius=0.0, random_state=0
+    ).fit(X)
+    assert (pure.predict(X) == pure.labels_).mean() >= 0.99
+
+
+def test_dask_predict_is_lazy_and_equal(rng):
+    import dask.array as da
+
+    X, _ = _blobs(rng, 200)
+    ms = MeanShift(0.6, seeds="kmeans", n_seeds=30, random_state=1).fit(X)
+    lazy = ms.predict(da.from_array(X, chunks=(128, 2)))
+    assert isinstance(lazy, da.Array) and lazy.numblocks == (5,)
+    np.testing.assert_array_equal(lazy.compute(), ms.predict(X))
+
+
+def test_nan_rows_get_minus_one(rng):
+    X, _ = _blobs(rng, 50)
+    ms = MeanShift(0.6).fit(X)
+    Z = X[:5].copy()
+    Z[2, 0] = np.nan
+    out = ms.predict(Z)
+    assert out[2] == -1 and (out[[0, 1, 3, 4]] >= 0).all()
+
+
+def test_seeded_fit_is_deterministic(rng):
+    X, _ = _blobs(rng, 300)
+    a = MeanShift(0.6, seeds="kmeans", n_seeds=40, n_density=400, random_state=3).fit(X)
+    b = MeanShift(0.6, seeds="kmeans", n_seeds=40, n_density=400, random_state=3).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.modes_, b.modes_)
+
+
+def test_mssc_toy_beats_direct_spectral():
+    """001 §6.1.3 (Fig. 6.13–6.14): MSSC separates what KPCA/KECA on the raw kernel cannot."""
+    from dkernel.kernels import rbf_block
+    from dkernel.linalg import angular_kmeans, euclidean_kmeans
+    from dkernel.spectral.dense import keca_embedding, kpca_embedding
+
+    X, y = _toy()
+    h = 1.0
+    Kx = rbf_block(X, X, h)
+    kpca = euclidean_kmeans(kpca_embedding(Kx, 3).embedding, 3, n_init=10, random_state=0)[0]
+    keca = angular_kmeans(keca_embedding(Kx, 3).embedding, 3, n_init=10, random_state=0)[0]
+    direct = max(adjusted_rand_score(y, kpca), adjusted_rand_score(y, keca))
+    m = MSSC(
+        3, 1.0, spectral_bandwidth=h, embedding="keca", blurring=True, max_iter=50, n_init=10
+    ).fit(X)
+    assert adjusted_rand_score(y, m.labels_) > direct + 0.1
+    assert (m.predict(X) == m.labels_).mean() >= 0.99
+
+
+@pytest.mark.parametrize("embedding", ["kpca", "keca"])
+@pytest.mark.parametrize("normalization", ["cs", "size"])
+def test_mssc_blobs_and_attributes(rng, embedding, normalization):
+    X, y = _blobs(rng, 150)
+    m = MSSC(
+        3, 0.3, embedding=embedding, normalization=normalization, n_init=10, random_state=0
+    ).fit(X)
+    assert m.n_partitions_ >= 3
+    assert adjusted_rand_score(y, m.labels_) > 0.95
+    assert m.affinity_.shape == (m.n_partitions_, m.n_partitions_)
+    np.testing.assert_allclose(m.affinity_, m.affinity_.T)
+    assert m.embedding_.shape == (m.n_partitions_, 3)
+    assert m.partition_sizes_.sum() == X.shape[0]
+    np.testing.assert_array_equal(m.labels_, m.partition_labels_[m.pixel_partitions_])
+
+
+def test_mssc_rff_matches_exact_on_blobs(rng, array_kind):
+    X, y = _blobs(rng, 150)
+    exact = MSSC(3, 0.3, spectral_bandwidth=2.0, affinity="exact", n_init=10, random_state=0).fit(X)
+    rff = MSSC(
+        3, 0.3, spectral_bandwidth=2.0, affinity="rff", n_rff=3000, n_init=10, random_state=0
+    ).fit(as_kind(X, array_kind))
+    np.testing.assert_allclose(rff.affinity_, exact.affinity_, atol=0.05)
+    labels = np.asarray(rff.labels_.compute() if hasattr(rff.labels_, "compute") else rff.labels_)
+    assert adjusted_rand_score(exact.labels_, labels) > 0.95
+
+
+def test_second_stage_size_weighting_equals_point_level_kpca(rng):
+    """Size-normalised sums = point-level kernel on partition-constant functions."""
+    from dkernel.spectral.dense import kpca_embedding
+
+    X = rng.normal(size=(40, 2))
+    lab = rng.integers(0, 6, 40)
+    n = np.bincount(lab, minlength=6)
+    S = K.cs_pair_sums_block(X, lab, X, lab, 6, 1.0)
+    B = S / np.sqrt(np.outer(n, n))
+    _, Z, vals, _ = second_stage(B, 2, "kpca", n_init=5, seed=0, sizes=n)
+    # reference: KPCA of the N x N block-constant kernel E diag(1/n) S diag(1/n) E^T
+    E = np.eye(6)[lab]
+    Kblock = E @ (S / np.outer(n, n)) @ E.T
+    ref = kpca_embedding(Kblock, 2)
+    np.testing.assert_allclose(vals, ref.eigenvalues, rtol=1e-8)
+    np.testing.assert_allclose(np.abs(Z[lab]), np.abs(ref.embedding), atol=1e-8)
+
+
+def test_errors(rng):
+    X, _ = _blobs(rng, 30)
+    with pytest.raises(InvalidInputError, match="'bandwidth' parameter of MeanShift"):
+        MeanShift(-1.0).fit(X)
+    with pytest.raises(InvalidInputError, match="'seeds' parameter"):
+        MeanShift(seeds="random").fit(X)
+    with pytest.raises(NotFittedError):
+        MeanShift().predict(X)
+    with pytest.raises(InvalidInputError, match="fewer than n_clusters"):
+        MSSC(5, bandwidth=50.0).fit(X)
+    ms = MeanShift(0.5).fit(X)
+    with pytest.raises(InvalidInputError, match="fitted on 2 features"):
+        ms.predict(np.zeros((3, 4)))
