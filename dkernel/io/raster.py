@@ -287,7 +287,7 @@ def write_label_geotiff(
     path.parent.mkdir(parents=True, exist_ok=True)
     out = label_dataarray(label_map, image, nodata=nodata).astype(np.int16)
     out = out.rio.write_nodata(nodata, encoded=False)
-    out.rio.to_raster(path, compress="deflate")
+    out.rio.to_raster(path, compress="deflate", recalc_transform=False)
     return path
 
 

@@ -1,0 +1,119 @@
+"""Raster io: GeoTIFF reading with nodata/CRS/transform, features, label GeoTIFF, PNG, readers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import rioxarray
+import xarray as xr
+
+from dkernel.errors import InvalidInputError
+from dkernel.io import raster as R
+from dkernel.io.registry import get_reader
+
+
+@pytest.fixture(scope="module")
+def demo_image():
+    return R.open_geotiff("package:RGB.byte.tif")
+
+
+def test_vendored_scene_matches_shared_copy(data_dir):
+    import hashlib
+
+    vendored = R.package_data_path("RGB.byte.tif").read_bytes()
+    shared = (data_dir / "geotiff_rasterio_RGB_byte" / "RGB.byte.tif").read_bytes()
+    assert hashlib.sha256(vendored).hexdigest() == hashlib.sha256(shared).hexdigest()
+    assert (R.package_data_path("ATTRIBUTION.md")).read_text().count("CC0") >= 1
+
+
+def test_open_geotiff_mask_crs_transform(demo_image):
+    img = demo_image
+    assert img.dims == ("band", "y", "x") and img.shape == (3, 718, 791)
+    assert img.rio.crs.to_epsg() == 32618
+    np.testing.assert_allclose(
+        list(img.rio.transform())[:6],
+        [300.037927, 0, 101985.0, 0, -300.041783, 2826915.0],
+        rtol=1e-7,
+    )
+    valid = img["valid"].values
+    raw = img.values
+    np.testing.assert_array_equal(valid, (raw != 0).any(axis=0))
+    assert valid.mean() == pytest.approx(0.6746, abs=5e-4)  # MANIFEST: 67.5 % valid
+
+
+def test_features_minmax_and_coords(demo_image):
+    X, names, stats = R.raster_features(demo_image, scale="minmax", coord_scale=0.25)
+    assert names == ["band_1", "band_2", "band_3", "col_scaled", "row_scaled"]
+    assert X.chunks[1] == (5,)
+    Xn = X.compute()
+    valid = demo_image["valid"].values
+    assert Xn.shape == (int(valid.sum()), 5)
+    np.testing.assert_allclose(Xn[:, :3].min(0), 0, atol=1e-6)
+    np.testing.assert_allclose(Xn[:, :3].max(0), 1, atol=1e-6)
+    r, c = np.nonzero(valid)
+    raw = demo_image.values[:, r[:50], c[:50]].T.astype(np.float64)
+    lo, width = np.array(stats["offset"]), np.array(stats["width"])
+    np.testing.assert_allclose(Xn[:50, :3], (raw - lo) / width, rtol=1e-6)
+    np.testing.assert_allclose(Xn[:50, 3], c[:50] * 0.25 / 790, rtol=1e-6)
+    np.testing.assert_allclose(Xn[:50, 4], r[:50] * 0.25 / 790, rtol=1e-6)
+
+
+def test_standardize_and_no_coords(demo_image):
+    X, names, _ = R.raster_features(demo_image, scale="standardize", coord_scale=0.0)
+    Xn = X.compute().astype(np.float64)
+    assert len(names) == 3
+    np.testing.assert_allclose(Xn.mean(0), 0, atol=1e-4)
+    np.testing.assert_allclose(Xn.std(0), 1, atol=1e-4)
+
+
+def test_label_geotiff_roundtrip_and_png(demo_image, tmp_path):
+    valid = demo_image["valid"].values
+    labels = np.arange(int(valid.sum())) % 4
+    label_map = R.labels_to_raster(labels, valid)
+    assert (label_map[~valid] == -1).all() and (label_map[valid] == labels).all()
+    path = R.write_label_geotiff(tmp_path / "labels.tif", label_map, demo_image)
+    back = rioxarray.open_rasterio(path)
+    assert back.rio.crs == demo_image.rio.crs
+    assert back.rio.transform() == demo_image.rio.transform()
+    assert back.rio.nodata == -1
+    np.testing.assert_array_equal(back.values[0], label_map)
+    png = R.write_quicklook(tmp_path / "q.png", demo_image, label_map)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_npy_and_zarr_rasters(tmp_path, rng):
+    import zarr
+
+    cube = rng.uniform(1, 2, (20, 30, 4)).astype(np.float32)
+    cube[:3, :5] = -9
+    np.save(tmp_path / "c.npy", cube)
+    np.save(tmp_path / "y.npy", (np.arange(600) % 3).reshape(20, 30))
+    d = R.load_npy_raster(str(tmp_path / "c.npy"), nodata=-9, labels_path=str(tmp_path / "y.npy"))
+    assert d.X.shape == (600 - 15, 6) and d.y.shape == (585,)
+    assert not d.raster["valid"].values[:3, :5].any()
+    z = zarr.open_group(str(tmp_path / "c.zarr"), mode="w")
+    z.create_array("img", data=cube.transpose(2, 0, 1))
+    with pytest.raises(InvalidInputError, match="variable"):
+        R.load_zarr_raster(str(tmp_path / "c.zarr"))
+    dz = R.load_zarr_raster(str(tmp_path / "c.zarr"), variable="img", nodata=-9)
+    np.testing.assert_allclose(dz.X.compute(), d.X.compute())
+
+
+def test_registered_readers(data_dir):
+    for name in ("geotiff", "demo-landsat", "npy-raster", "zarr-raster", "samson", "jasper"):
+        assert get_reader(name).raster
+    d = get_reader("samson").load(path=str(data_dir))
+    assert d.X.shape == (9025, 158) and d.y.shape == (9025,)
+    assert d.raster.shape == (156, 95, 95)
+    assert isinstance(d.raster, xr.DataArray)
+
+
+def test_errors(tmp_path):
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        R.open_geotiff(tmp_path / "missing.tif")
+    with pytest.raises(InvalidInputError, match="ships no data file"):
+        R.resolve_path("package:nope.tif")
+    with pytest.raises(InvalidInputError, match="scale must be"):
+        R.raster_features(R.image_from_array(np.ones((4, 4, 2))), scale="zscore")
+    with pytest.raises(InvalidInputError, match="must match"):
+        R.labels_to_raster(np.zeros(3), np.ones((2, 2), bool))
