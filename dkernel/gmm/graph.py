@@ -150,8 +150,9 @@ def fit_ensemble(
     if is_dask:
         data = client.compute(X)  # one future holding the whole array, computed on the cluster
     else:
-        data = client.scatter(X, broadcast=False)
-    cand = client.scatter(candidates, broadcast=False)
+        # replicated on every worker: losing one worker must not lose the only copy
+        data = client.scatter(X, broadcast=True)
+    cand = client.scatter(candidates, broadcast=True)
     futures = [
         client.submit(fit_init_batch, data, cand, q=q, pure=False, **kwargs) for q in range(n_inits)
     ]
