@@ -272,7 +272,8 @@ def label_dataarray(label_map: np.ndarray, image: xr.DataArray, *, nodata: int =
     if image.rio.crs is not None:
         out = out.rio.write_crs(image.rio.crs)
         out = out.rio.write_transform(image.rio.transform())
-    out = out.rio.write_nodata(nodata, encoded=False)
+    # plain integer attribute, not a _FillValue: stores keep -1 instead of decoding it to NaN
+    out.attrs["nodata"] = nodata
     return out
 
 

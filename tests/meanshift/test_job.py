@@ -1,0 +1,89 @@
+"""The ``mssc`` job method end to end on a small GeoTIFF cut from the vendored scene."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rioxarray
+
+from dkernel.io import raster as R
+from dkernel.jobs.runner import prepare_job, run_job
+from dkernel.storage.store import open_results
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def small_tif(tmp_path_factory):
+    """A 90 x 120 corner of RGB.byte.tif that contains part of the nodata collar."""
+    img = rioxarray.open_rasterio(R.package_data_path("RGB.byte.tif"))
+    cut = img.isel(y=slice(300, 390), x=slice(0, 120))
+    path = tmp_path_factory.mktemp("tif") / "small.tif"
+    cut.rio.to_raster(path)
+    return path
+
+
+def _spec(tmp_path, tif, **params):
+    lines = (
+        [
+            "name: small-mssc",
+            "seed: 3",
+            "data:",
+            "  reader: geotiff",
+            f"  path: {tif}",
+            "  scale: standardize",
+            "  coord_scale: 1.0",
+            "method: mssc",
+            "params:",
+            "  n_clusters: 3",
+            "  n_seeds: 100",
+            "  n_init: 10",
+        ]
+        + [f"  {k}: {v}" for k, v in params.items()]
+        + [f"output: {tmp_path / 'out.zarr'}"]
+    )
+    path = tmp_path / "job.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("affinity", ["exact", "rff"])
+def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
+    out = run_job(
+        _spec(tmp_path, small_tif, affinity=affinity),
+        client=client,
+        progress=False,
+        quiet=True,
+        log=lambda m: None,
+    )
+    tree = open_results(out)
+    ms = tree["mssc"].to_dataset()
+    src = rioxarray.open_rasterio(small_tif)
+    valid = (src.values != 0).any(axis=0)
+    labels = ms["labels"].values
+    assert labels.shape == (90, 120) and ms["labels"].dims == ("y", "x")
+    np.testing.assert_allclose(ms["x"].values, src["x"].values)
+    assert (labels[~valid] == -1).all() and (labels[valid] >= 0).all()
+    assert (~valid).any()  # the cut really has a collar
+    assert set(np.unique(labels[valid])) == {0, 1, 2}
+    assert ms.attrs["crs"] == "EPSG:32618"
+    assert ms.attrs["affinity_method"] == affinity
+    m = ms.attrs["n_partitions"]
+    assert ms["affinity"].shape == (m, m) and ms["modes"].shape == (m, 5)
+    part = ms["partition"].values
+    np.testing.assert_array_equal(labels[valid], ms["partition_labels"].values[part[valid]])
+    tif = Path(ms.attrs["label_geotiff"])
+    assert tif == out.parent / "out.labels.tif"
+    back = rioxarray.open_rasterio(tif)
+    assert back.rio.crs == src.rio.crs and back.rio.transform() == src.rio.transform()
+    np.testing.assert_array_equal(back.values[0], labels)
+    assert Path(ms.attrs["quicklook_png"]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_example_jobs_validate(monkeypatch, data_dir):
+    monkeypatch.setenv("DKERNEL_DATA", str(data_dir))
+    for job in sorted((REPO / "jobs").glob("*mssc*.yaml")):
+        spec, data = prepare_job(job)
+        assert spec.method == "mssc" and data.raster is not None
