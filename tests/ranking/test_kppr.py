@@ -213,3 +213,17 @@ def test_validation_and_not_fitted(iris):
     with pytest.raises(InvalidInputError, match="min_eigenvalue"):
         m.score_samples(X[:2], 0)
     assert KernelPersonalizedPageRank(alpha=0.2).get_params()["alpha"] == 0.2
+
+
+def test_coefficients_for_mean_mixes_seeds(iris):
+    """Seeds are linear in m'_s: mixing an in-sample and an out-of-sample seed point."""
+    X, _ = iris
+    kppr = KernelPersonalizedPageRank(sigma=SIGMA).fit(X[::2])
+    np.testing.assert_allclose(
+        kppr.coefficients_for_mean(kppr.mean_vector(3)), kppr.coefficients(3), rtol=1e-12
+    )
+    mixed = 0.5 * kppr.mean_vector(3) + 0.5 * kppr.mean_vector(seed_X=X[1:2])
+    both = kppr.mean_vector(seed_X=np.vstack([X[::2][3], X[1]]))
+    np.testing.assert_allclose(mixed, both, rtol=1e-9, atol=1e-14)
+    with pytest.raises(InvalidInputError, match="rows"):
+        kppr.coefficients_for_mean(np.ones(kppr.n_components_ + 1))
