@@ -398,12 +398,12 @@ def _missing_chunk_writes(x: Any, path: str, target: str) -> list[Any]:
 
 
 def _list_keys(arr: zarr.Array) -> list[str]:
-    import asyncio
+    from zarr.core.sync import sync  # zarr's own event loop: safe inside Jupyter too
 
     async def collect() -> list[str]:
         return [k async for k in arr.store.list_prefix(arr.path + "/c/")]
 
-    return asyncio.run(collect())
+    return sync(collect())
 
 
 def _put_block(block: Any, path: str, target: str, region: tuple[slice, ...]) -> None:
