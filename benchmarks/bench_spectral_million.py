@@ -176,18 +176,28 @@ def main() -> None:
         print(json.dumps(child(lib, name, int(n), int(m), int(k))))
         return
     n = args.n or (50_000 if args.quick else 1_000_000)
-    rows = []
-    for name in args.datasets:
-        k = 6 if name == "blobs" else 3
-        for m in args.landmarks:
+    rows: list[dict] = []
+    full = not args.quick and args.n is None
+    out = RESULTS / "spectral_million.json"
+
+    def save(done: bool) -> None:
+        if full:  # written after every run so an interrupted benchmark keeps its rows
+            RESULTS.mkdir(exist_ok=True)
+            out.write_text(json.dumps({"rows": rows, "complete": done}, indent=2))
+
+    if not args.no_sklearn:
+        for name in args.datasets:
+            rows += sklearn_stop(name, args.sklearn_timeout, args.sklearn_mem_gib)
+            save(False)
+    for m in args.landmarks:
+        for name in args.datasets:
+            k = 6 if name == "blobs" else 3
             for lib in ("dkernel", "dask-ml"):
                 res = run_child([lib, name, str(n), str(m), str(k)], args.timeout)
                 res.update({"lib": lib, "dataset": name, "n": n, "landmarks": m})
                 rows.append(res)
                 print(fmt(res), flush=True)
-    if not args.no_sklearn:
-        for name in args.datasets:
-            rows += sklearn_stop(name, args.sklearn_timeout, args.sklearn_mem_gib)
+                save(False)
 
     print("\nratios dkernel / dask-ml (time, memory) and ARI difference:")
     verdicts = []
@@ -225,10 +235,11 @@ def main() -> None:
                 f"{a['peak_rss_gib'] / b['peak_rss_gib']:.2f}x, ARI {a['ari']:.4f} vs "
                 f"{b['ari']:.4f} -> {'PASS' if ok else 'FAIL'}"
             )
-    if not args.quick and args.n is None:
+    if full:
         RESULTS.mkdir(exist_ok=True)
-        out = RESULTS / "spectral_million.json"
-        out.write_text(json.dumps({"rows": rows, "pass": all(verdicts)}, indent=2))
+        out.write_text(
+            json.dumps({"rows": rows, "complete": True, "pass": all(verdicts)}, indent=2)
+        )
         print(f"wrote {out}")
 
 
