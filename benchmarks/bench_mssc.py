@@ -197,10 +197,20 @@ def _job_estimator(n_clusters: int, seed: int = 0):
     ), p
 
 
-def bench_scenes(quick: bool) -> None:
+def _peer(name: str, X: np.ndarray, k: int) -> np.ndarray:
     from sklearn.cluster import KMeans, SpectralClustering
     from sklearn.mixture import GaussianMixture
 
+    if name == "k-means":
+        return KMeans(k, n_init=10, random_state=0).fit_predict(X)
+    if name == "GMM (diag)":
+        return GaussianMixture(k, covariance_type="diag", random_state=0).fit(X).predict(X)
+    if name == "SpectralClustering (kNN)":
+        return SpectralClustering(k, affinity="nearest_neighbors", random_state=0).fit_predict(X)
+    return SpectralClustering(k, random_state=0).fit_predict(X)
+
+
+def bench_scenes(quick: bool) -> None:
     from dkernel.io.raster import load_hyperspectral
     from dkernel.metrics import clustering_scores
 
@@ -245,32 +255,14 @@ def bench_scenes(quick: bool) -> None:
                 f"h_spec={est.spectral_bandwidth_:.3g}",
             )
         )
-        peers = [
-            ("k-means", lambda: KMeans(k, n_init=10, random_state=0).fit_predict(X)),
-            (
-                "GMM (diag)",
-                lambda: (
-                    GaussianMixture(k, covariance_type="diag", random_state=0).fit(X).predict(X)
-                ),
-            ),
-            (
-                "SpectralClustering (kNN)",
-                lambda: SpectralClustering(
-                    k, affinity="nearest_neighbors", random_state=0
-                ).fit_predict(X),
-            ),
-        ]
+        peers = ["k-means", "GMM (diag)", "SpectralClustering (kNN)"]
         if not quick:
-            peers.append(
-                (
-                    "SpectralClustering (rbf, defaults)",
-                    lambda: SpectralClustering(k, random_state=0).fit_predict(X),
-                )
-            )
-        for name, fn in peers:
+            peers.append("SpectralClustering (rbf, defaults)")
+        for name in peers:
             t = time.perf_counter()
             try:
-                rows.append((name, clustering_scores(y, fn()), time.perf_counter() - t, ""))
+                labels = _peer(name, X, k)
+                rows.append((name, clustering_scores(y, labels), time.perf_counter() - t, ""))
             except Exception as exc:  # record failures, do not hide them
                 rows.append((name, None, time.perf_counter() - t, f"failed: {exc}"))
         out.append(f"## {scene} ({X.shape[0]} pixels × {X.shape[1]} features, k = {k})\n")
