@@ -12,10 +12,13 @@ from dkernel.errors import (
     StoreError,
 )
 from dkernel.gmm.pck import ProbabilisticClusterKernel
+from dkernel.meanshift.estimators import MSSC, MeanShift
 from dkernel.metrics import clustering_accuracy, clustering_scores
 from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank, top_k
 from dkernel.runtime import connect
 from dkernel.spectral import KECA, KernelPCAEmbedding
+from dkernel.spectral.clustering import SpectralClustering
+from dkernel.spectral.nystrom import NystromEmbedding
 from dkernel.storage import ResultsStore, open_results
 
 __version__ = "0.1.0"
@@ -36,6 +39,10 @@ __all__ = [
     "select_kdc_model",
     "ProbabilisticClusterKernel",
     "KernelPCAEmbedding",
+    "NystromEmbedding",
+    "SpectralClustering",
+    "MSSC",
+    "MeanShift",
     "ResultsStore",
     "connect",
     "open_results",
