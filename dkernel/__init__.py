@@ -17,6 +17,8 @@ from dkernel.metrics import clustering_accuracy, clustering_scores
 from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank, top_k
 from dkernel.runtime import connect
 from dkernel.spectral import KECA, KernelPCAEmbedding
+from dkernel.spectral.clustering import SpectralClustering
+from dkernel.spectral.nystrom import NystromEmbedding
 from dkernel.storage import ResultsStore, open_results
 
 __version__ = "0.1.0"
@@ -37,6 +39,8 @@ __all__ = [
     "select_kdc_model",
     "ProbabilisticClusterKernel",
     "KernelPCAEmbedding",
+    "NystromEmbedding",
+    "SpectralClustering",
     "MSSC",
     "MeanShift",
     "ResultsStore",
