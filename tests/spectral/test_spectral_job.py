@@ -1,0 +1,88 @@
+"""The spectral-clustering job method end to end, and the SIPU shapes reader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError, SpecError
+from dkernel.io.registry import get_reader
+from dkernel.io.shapes import SHAPE_SETS, load_shapes
+from dkernel.jobs.registry import get_method
+
+REPO = Path(__file__).resolve().parents[2]
+
+COUNTS = {
+    "jain": (373, 2),
+    "Aggregation": (788, 7),
+    "Compound": (399, 6),
+    "pathbased": (300, 3),
+    "spiral": (312, 3),
+    "flame": (240, 2),
+    "R15": (600, 15),
+    "D31": (3100, 31),
+}
+
+
+@pytest.mark.parametrize("name", SHAPE_SETS)
+def test_shapes_reader(data_dir, name):
+    data = load_shapes(name, data_dir)
+    n, k = COUNTS[name]
+    assert data.X.shape == (n, 2) and data.y.shape == (n,)
+    assert np.unique(data.y).tolist() == list(range(k))
+    assert get_reader("shapes").load is load_shapes
+
+
+def test_shapes_reader_errors(tmp_path):
+    with pytest.raises(InvalidInputError, match="Valid sets"):
+        load_shapes("moons")
+    with pytest.raises(InvalidInputError, match="not found"):
+        load_shapes("jain", tmp_path)
+
+
+def test_method_is_registered_with_schema():
+    method = get_method("spectral-clustering")
+    names = [p.name for p in method.params]
+    assert {"n_clusters", "embedding", "n_landmarks", "landmarks", "kernel"} <= set(names)
+    with pytest.raises(SpecError, match="Valid methods"):
+        get_method("spectral-clusterin")
+
+
+def test_job_end_to_end(tmp_path, client, data_dir):
+    from dkernel.jobs.runner import run_job
+    from dkernel.storage import open_results
+
+    out = run_job(
+        REPO / "jobs" / "spectral-shapes-jain.yaml",
+        output=tmp_path / "jain.zarr",
+        client=client,
+        progress=False,
+        log=lambda m: None,
+    )
+    tree = open_results(out)
+    assert tree.attrs["status"] == "complete"
+    emb = tree["embedding"]
+    assert emb["embedding"].dims == ("sample", "component")
+    assert emb["embedding"].shape == (373, 2)
+    assert emb.attrs["n_landmarks"] == 373 and emb.attrs["eigengap_hint"] >= 1
+    assert tree["labels"]["labels"].shape == (373,)
+    assert tree["landmarks"]["index"].size == 373
+    assert float(tree["metrics"].attrs["ari"]) == pytest.approx(1.0)
+
+
+def test_job_rejects_bad_params(tmp_path):
+    from dkernel.jobs.runner import prepare_job
+    from dkernel.jobs.spec import load_spec
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: bad\nseed: 0\ndata:\n  reader: sklearn\n  name: iris\nmethod: spectral-clustering\n"
+        "params:\n  n_clusters: 3\n  n_landmarks: 2\noutput: out.zarr\n"
+    )
+    with pytest.raises(InvalidInputError, match="n_components"):
+        prepare_job(spec)
+    spec.write_text(spec.read_text().replace("n_landmarks: 2", "embedding: laplacian"))
+    with pytest.raises(SpecError, match="embedding"):
+        load_spec(spec)
