@@ -236,7 +236,7 @@ def bench_scenes(quick: bool) -> None:
         "h_spec = 20 % of the median distance. Peers on the same features: k-means "
         "(n_init=10), GMM (diagonal covariances, 156/198-D), SpectralClustering (sklearn "
         "defaults except affinity='nearest_neighbors', the scalable choice; the default "
-        "dense RBF with gamma=1 is also run).\n"
+        "dense RBF with gamma=1 is added without --quick).\n"
     )
     for scene, k in (("samson", 3), ("jasper", 4)):
         d = load_hyperspectral(scene, os.environ.get("DKERNEL_DATA"))
