@@ -109,3 +109,24 @@ def test_registry_feeds_the_blocked_writer(rng):
         K = blocked_kernel(k.block, X, block_size=7).compute()
         np.testing.assert_allclose(K, k(X), atol=1e-12)
     assert isinstance(make_kernel(k), Kernel)
+
+
+def test_pck_kernel_with_a_fitted_model_gives_exact_nystrom_kpca():
+    from sklearn.datasets import load_iris
+
+    from dkernel.gmm.pck import ProbabilisticClusterKernel
+    from dkernel.linalg.eigen import fix_signs
+    from dkernel.spectral.dense import kpca_embedding
+    from dkernel.spectral.nystrom import NystromEmbedding
+
+    X = load_iris().data
+    pck = ProbabilisticClusterKernel(
+        n_inits=2, max_components=4, random_state=0, dtype="float64"
+    ).fit(X)
+    G = np.asarray(pck.transform(X))
+    k = make_kernel("pck", model=pck)
+    np.testing.assert_allclose(k(X[:5], X[:7]), G[:5] @ G[:7].T, atol=1e-12)
+    est = NystromEmbedding(2, kernel="pck", kernel_params={"model": pck}, n_landmarks=150)
+    Z = est.fit_transform(X)
+    ref = kpca_embedding(G @ G.T, 2).embedding
+    np.testing.assert_allclose(fix_signs(Z), fix_signs(ref), atol=1e-6)
