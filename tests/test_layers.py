@@ -24,7 +24,14 @@ NUMERIC = [
 ]
 NUMERIC += [
     str(p.relative_to(PKG))
-    for pattern in ("gmm/em*.py", "meanshift/kernels*.py", "decomposition/nmf*.py")
+    for pattern in (
+        "gmm/em*.py",
+        "meanshift/kernels*.py",
+        "decomposition/nmf*.py",
+        "ranking/ppr.py",
+        "ranking/seeds.py",
+        "ranking/metrics.py",
+    )
     for p in sorted(PKG.glob(pattern))
 ]
 
