@@ -134,7 +134,9 @@ def main() -> None:
         f"{json.dumps(tree.attrs.get('timings', {}))}; h_ms = {attrs['bandwidth']:.4g}, "
         f"{attrs['n_partitions']} partitions, h_spec = {attrs['spectral_bandwidth']:.4g}, "
         f"affinity {attrs['affinity_method']}; vs the 6 generating classes: "
-        + ", ".join(f"{k.upper()} {v:.3f}" for k, v in metrics.items())
+        + ", ".join(
+            f"{k.upper()} {float(v):.3f}" for k, v in metrics.items() if k in ("acc", "nmi", "ari")
+        )
     )
     lines.append("")
 
