@@ -80,6 +80,10 @@ def feature_block(kernel: Kernel, X: np.ndarray, L: np.ndarray, W0: np.ndarray, 
     return out
 
 
+def _feature_block_first(X, model):
+    return feature_block(model.kernel, X, model.landmarks, model.W0, model.rows)
+
+
 def _sums_block(X, kernel, L, W0, rows, t_norm):
     """Partial sums over one block: (C, t, n). With ``t_norm`` the degree-weighted C."""
     r = W0.shape[1]
@@ -489,6 +493,27 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
                 meta=np.empty((0, k), dtype=np.float64),
             )
         return self.model_.embed(X)
+
+    def feature_map(self, X: Any) -> Any:
+        """The explicit Nyström feature map ``φ(x) = W0ᵀ k(x, L)`` (n, r), Gram matrix K̃.
+
+        Feed it to :func:`dkernel.spectral.feature_map.feature_map_kpca` /
+        ``feature_map_normalized`` (SVD of an explicit feature map) or to any linear method.
+        Lazy, chunk by chunk, for Dask input.
+        """
+        check_is_fitted(self, "model_")
+        X = check_2d_array(X, type(self).__name__, min_samples=1)
+        model = self.model_
+        r = model.W0.shape[1]
+        if isinstance(X, da.Array):
+            return X.map_blocks(
+                _feature_block_first,
+                dask.delayed(model, pure=True),
+                chunks=(X.chunks[0], (r,)),
+                dtype=np.float64,
+                meta=np.empty((0, r), dtype=np.float64),
+            )
+        return feature_block(model.kernel, X, model.landmarks, model.W0, model.rows)
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """Fit and return the in-sample embedding."""

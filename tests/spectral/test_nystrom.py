@@ -198,3 +198,22 @@ def test_parameter_errors(data):
         NystromEmbedding(5, n_landmarks=3).fit(X)
     with pytest.raises(InvalidInputError, match="features"):
         NystromEmbedding(2, n_landmarks=20).fit(X).transform(X[:, :2])
+
+
+@pytest.mark.parametrize("embedding", ["kpca", "normalized"])
+def test_feature_map_svd_solver_agrees(data, embedding):
+    """The Nyström map fed to the explicit-feature-map SVD solver gives the same embedding."""
+    from dkernel.spectral.feature_map import feature_map_kpca, feature_map_normalized
+
+    X, _ = data
+    est = NystromEmbedding(3, embedding=embedding, sigma=SIGMA, n_landmarks=50, random_state=0)
+    Z = est.fit_transform(X)
+    Phi = est.feature_map(X)
+    np.testing.assert_allclose(Phi @ Phi.T, (Phi @ Phi.T).T, atol=1e-12)
+    if embedding == "kpca":
+        ref = feature_map_kpca(Phi, 3, solver="exact").embedding
+    else:
+        ref = feature_map_normalized(Phi, 3, solver="exact").eigenvectors
+    np.testing.assert_allclose(fix_signs(Z), fix_signs(ref), atol=1e-6)
+    Phid = est.feature_map(as_kind(X, "dask"))
+    np.testing.assert_allclose(Phid.compute(), Phi, atol=1e-12)
