@@ -131,15 +131,20 @@ def test_resume_refuses_other_spec_and_complete_store(tmp_path):
 # ------------------------------------------------------------------------------------------
 
 
+_SCHEDULER: list[str] = []
+
+
 def _cli(*args: str) -> tuple[int, str]:
+    """``dkernel run`` on the session's LocalCluster (saves starting one per call)."""
     err = io.StringIO()
     with redirect_stderr(err):
-        code = main([*args, "--no-progress", "--workers", "1", "--threads", "1"])
+        code = main([*args, "--no-progress", "--scheduler", _SCHEDULER[0]])
     return code, err.getvalue()
 
 
 @pytest.fixture()
-def wine_job(tmp_path, monkeypatch):
+def wine_job(tmp_path, monkeypatch, client):
+    _SCHEDULER[:] = [client.scheduler.address]
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DKERNEL_OUTPUT_ROOT", raising=False)
     spec = tmp_path / "wine.yaml"
