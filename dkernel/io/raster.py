@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 import rioxarray  # noqa: F401  (registers the .rio accessor)
@@ -207,10 +208,17 @@ def raster_features(
     names = [f"band_{int(b)}" for b in image["band"].values]
     if coord_scale > 0:
         factor = np.float32(coord_scale / max(1, max(n_rows, n_cols) - 1))
-        r, c = np.nonzero(valid)
-        coords = np.stack([c, r], axis=1).astype(np.float32) * factor
-        C = da.from_array(coords, chunks=(X.chunks[0], 2))
-        X = da.concatenate([X, C], axis=1).rechunk({1: -1})
+        # coordinates are made per row strip from its slice of the mask (1 byte per pixel in
+        # the graph instead of 8 bytes of coordinates)
+        bounds = np.cumsum((0, *rows))
+        counts = tuple(int(valid[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+        X = X.rechunk({0: counts})
+        parts, r0 = [], 0
+        for n_r, n_valid in zip(rows, counts, strict=True):
+            part = dask.delayed(_strip_coords)(valid[r0 : r0 + n_r], r0, factor)
+            parts.append(da.from_delayed(part, shape=(n_valid, 2), dtype=np.float32))
+            r0 += n_r
+        X = da.concatenate([X, da.concatenate(parts, axis=0)], axis=1).rechunk({1: -1})
         names += ["col_scaled", "row_scaled"]
     stats = {
         "scale": scale,
@@ -219,6 +227,33 @@ def raster_features(
         "coord_scale": float(coord_scale),
     }
     return X.astype(np.float32), names, stats
+
+
+def _strip_coords(valid_rows: np.ndarray, row0: int, factor: np.float32) -> np.ndarray:
+    r, c = np.nonzero(valid_rows)
+    return np.stack([c, r + row0], axis=1).astype(np.float32) * factor
+
+
+def _npy_strip(path: str, start: int, stop: int) -> np.ndarray:
+    return np.asarray(np.load(path, mmap_mode="r", allow_pickle=False)[start:stop])
+
+
+def _lazy_npy(path: Path, layout: str) -> da.Array:
+    """A ``.npy`` file as a Dask array read strip by strip (the graph holds only the path)."""
+    head = np.load(path, mmap_mode="r", allow_pickle=False)
+    shape, dtype = head.shape, head.dtype
+    if layout != "yxb" or len(shape) != 3:
+        return da.from_array(np.asarray(head))
+    rows = _strip_rows(shape[0], shape[1])
+    parts = [
+        da.from_delayed(
+            dask.delayed(_npy_strip)(str(path), r, min(r + rows, shape[0])),
+            shape=(min(r + rows, shape[0]) - r, *shape[1:]),
+            dtype=dtype,
+        )
+        for r in range(0, shape[0], rows)
+    ]
+    return da.concatenate(parts, axis=0)
 
 
 def raster_to_loaded(
@@ -393,10 +428,10 @@ def load_npy_raster(
 ) -> LoadedData:
     """Reader ``npy-raster``: a 3-D ``.npy`` image (memory-mapped), optional label image."""
     try:
-        cube = np.load(resolve_path(path), mmap_mode="r", allow_pickle=False)
+        cube = _lazy_npy(resolve_path(path), layout)
     except (OSError, ValueError) as exc:
         raise InvalidInputError(f"could not read {path} as a .npy array: {exc}") from exc
-    image = image_from_array(da.from_array(cube), layout=layout, nodata=nodata)
+    image = image_from_array(cube, layout=layout, nodata=nodata)
     labels = np.load(resolve_path(labels_path), allow_pickle=False) if labels_path else None
     return raster_to_loaded(
         image, scale=scale, coord_scale=coord_scale, labels=labels, meta={"source": str(path)}
