@@ -109,11 +109,15 @@ def test_fit_is_deterministic(rng):
     np.testing.assert_array_equal(a.H, b.H)
 
 
-def test_sparse_and_dense_agree(rng):
-    _, Kc, log_norm = _kernel(rng, n=30)
-    d = fit_aggregate_markov(Kc, log_norm, 2, seed=0, truncate=False, n_init=1)
-    s = fit_aggregate_markov(sparse.csr_matrix(Kc), log_norm, 2, seed=0, n_init=1)
-    np.testing.assert_allclose(s.H, d.H, atol=1e-6)
+@pytest.mark.parametrize("loss", ["kl", "euclidean"])
+def test_sparse_and_dense_agree(rng, loss):
+    _, Kc, _ = _kernel(rng, n=30)
+    A0, B0 = _random_stochastic(rng, 30, 2)
+    d = factorize(Kc, A0, B0, loss=loss, max_iter=50)
+    s = factorize(sparse.csr_matrix(Kc), A0, B0, loss=loss, max_iter=50)
+    np.testing.assert_allclose(s[0], d[0], atol=1e-10)
+    np.testing.assert_allclose(s[1], d[1], atol=1e-10)
+    assert s[2] == pytest.approx(d[2], rel=1e-10)
 
 
 def test_truncation_only_drops_negligible_entries(rng):
@@ -179,3 +183,19 @@ def test_kl_preserves_the_marginal_so_eq14_cannot_select_c(rng):
         assert np.abs(fit.W @ fit.H.mean(1) - target).max() > 1e-6  # KL: < 1e-10
         lls.append(log_likelihood(logK, fit.W, fit.H).mean())
     assert abs(lls[0] - lls[1]) > 1e-8
+
+
+def test_knn_spectral_init_is_not_captured_by_isolated_outliers(rng):
+    from dkernel.decomposition.kernels import knn_log_kernel, knn_to_csr
+    from dkernel.decomposition.nmf import spectral_embedding
+    from dkernel.linalg import euclidean_kmeans
+    from dkernel.metrics import clustering_accuracy
+
+    X = np.vstack(
+        [rng.normal(0, 0.05, (150, 2)), rng.normal(1, 0.05, (150, 2)), rng.uniform(3, 6, (5, 2))]
+    )
+    ind, logK = knn_log_kernel(X, X, bandwidth=0.02, n_neighbors=8)
+    Kc, log_norm = knn_to_csr(ind, logK, X.shape[0])
+    U = spectral_embedding(Kc, log_norm, 2)
+    labels = euclidean_kmeans(U, 2, random_state=0)[0]
+    assert clustering_accuracy(np.repeat([0, 1], 150), labels[:300]) == 1.0
