@@ -123,6 +123,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("store", type=Path)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
+    p = sub.add_parser(
+        "methods", parents=[common], help="list the methods and readers a job spec can name"
+    )
+    p.add_argument("name", nargs="?", help="show one method's or reader's parameters")
+
     p = sub.add_parser("demo", parents=[common], help="run the demo job (writes results/demo.zarr)")
     p.add_argument("--output", type=Path, default=Path("results/demo.zarr"))
     p.add_argument("--no-progress", action="store_true")
@@ -233,6 +238,34 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_methods(args: argparse.Namespace) -> int:
+    from dkernel.io.registry import READERS, get_reader
+    from dkernel.jobs.registry import METHODS, get_method
+
+    get_method("rbf-spectral")  # importing the registries' built-ins
+    get_reader("csv")
+    if args.name:
+        entry = METHODS.get(args.name) or READERS.get(args.name)
+        if entry is None:
+            valid = ", ".join(sorted(METHODS) + sorted(READERS))
+            raise SpecError(f"no method or reader named {args.name!r}. Valid names: {valid}.")
+        kind = "method" if args.name in METHODS else "reader"
+        print(f"{kind} {entry.name}: {entry.description}")
+        for param in entry.params:
+            default = "required" if repr(param.default) == "REQUIRED" else f"{param.default!r}"
+            doc = f"  {param.doc}" if param.doc else ""
+            print(f"  {param.name}: {param.describe()} (default {default}){doc}")
+        return EXIT_OK
+    print("methods (method: NAME in a job spec):")
+    for name, method in sorted(METHODS.items()):
+        print(f"  {name:22} {method.description}")
+    print("readers (data: {reader: NAME, ...}):")
+    for name, reader in sorted(READERS.items()):
+        print(f"  {name:22} {reader.description}")
+    print("`dkernel methods NAME` lists a method's or reader's parameters.")
+    return EXIT_OK
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from dkernel.jobs.demo import demo_spec
     from dkernel.jobs.runner import run_job
@@ -256,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": _cmd_run,
         "submit": lambda a: _cmd_run(a, submit=True),
         "show": _cmd_show,
+        "methods": _cmd_methods,
         "demo": _cmd_demo,
     }
     try:

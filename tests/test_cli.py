@@ -73,3 +73,13 @@ def test_run_and_show_through_the_installed_command(tmp_path):
     assert "status:   complete" in show.stdout
     assert "/kernel/kernel: (sample=178, sample_=178)" in show.stdout
     assert "timings:" in show.stdout
+
+
+def test_methods_lists_registries_and_parameters(capsys):
+    assert main(["methods"]) == 0
+    out = capsys.readouterr().out
+    assert "rbf-spectral" in out and "sklearn" in out
+    assert main(["methods", "rbf-spectral"]) == 0
+    assert "n_clusters: an int >= 1 (default required)" in capsys.readouterr().out
+    assert main(["methods", "nope"]) == 2
+    assert "Valid names:" in capsys.readouterr().err
