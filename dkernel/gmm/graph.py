@@ -10,6 +10,8 @@ of workers, on which worker runs a task, or on retries.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +65,7 @@ def fit_init_batch(
     n_iter: int,
     reg_covar: float,
     covariance_type: str,
+    limit_blas: bool = True,
 ) -> DiagMixtures | FullMixtures:
     """Fit the models of initial condition ``q`` (one per ``g`` in ``sizes``) on its subsample.
 
@@ -75,7 +78,7 @@ def fit_init_batch(
     Xs = X[rows]
     # small problems run faster on one BLAS thread (no thread start-up / contention)
     small = Xs.shape[0] * sum(sizes) * max(1, Xs.shape[1]) < 5e7
-    if not small:
+    if not (small and limit_blas):
         return _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type)
     with _blas_controller().limit(limits=1, user_api="blas"):
         return _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type)
@@ -129,7 +132,8 @@ def fit_ensemble(
     candidates : ndarray of int
         Rows eligible for training (rows with at least one observed value).
     client : distributed.Client, optional
-        Where to run; without one the tasks run one after another in this process.
+        Where to run; without one the tasks run on a thread pool in this process (one thread
+        per core, one BLAS thread each).
 
     Returns
     -------
@@ -146,7 +150,20 @@ def fit_ensemble(
     is_dask = hasattr(X, "dask")
     if client is None:
         Xn = X.compute() if is_dask else X
-        return [fit_init_batch(Xn, candidates, q=q, **kwargs) for q in range(n_inits)]
+        n_threads = min(n_inits, os.cpu_count() or 1)
+        if n_threads == 1:
+            return [fit_init_batch(Xn, candidates, q=q, **kwargs) for q in range(n_inits)]
+        # one task per core, each on one BLAS thread (results do not depend on the threads)
+        with (
+            _blas_controller().limit(limits=1, user_api="blas"),
+            ThreadPoolExecutor(n_threads) as pool,
+        ):
+            return list(
+                pool.map(
+                    lambda q: fit_init_batch(Xn, candidates, q=q, limit_blas=False, **kwargs),
+                    range(n_inits),
+                )
+            )
     if is_dask:
         data = client.compute(X)  # one future holding the whole array, computed on the cluster
     else:
