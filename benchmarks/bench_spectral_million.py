@@ -115,7 +115,8 @@ def run_child(args: list[str], timeout: float) -> dict:
     except subprocess.TimeoutExpired:
         return {"status": f"timeout > {timeout:.0f} s"}
     if proc.returncode:
-        return {"status": "failed", "error": proc.stderr.strip().splitlines()[-1][-300:]}
+        lines = proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"]
+        return {"status": "failed", "error": lines[-1][-300:]}
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     res["status"] = "ok"
     return res

@@ -57,6 +57,8 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     n_landmarks : int
         Nyström landmarks m (every point when m >= n: the exact method).
     landmarks : {'kmeans++', 'uniform'}
+    degrees : {'nystrom', 'landmarks'}
+        Degree estimate of the normalized embedding (see :class:`NystromEmbedding`).
     assign : {'kmeans', 'angular'}, optional
         Clustering of the embedding; 'angular' for KECA and 'kmeans' otherwise by default.
     n_init : int
@@ -106,6 +108,7 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         sigma_fraction: float = 0.2,
         n_landmarks: int = 1000,
         landmarks: str = "kmeans++",
+        degrees: str = "nystrom",
         assign: str | None = None,
         n_init: int = 10,
         kmeans_sample: int = 100_000,
@@ -121,6 +124,7 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         self.sigma_fraction = sigma_fraction
         self.n_landmarks = n_landmarks
         self.landmarks = landmarks
+        self.degrees = degrees
         self.assign = assign
         self.n_init = n_init
         self.kmeans_sample = kmeans_sample
@@ -165,6 +169,7 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             sigma_fraction=self.sigma_fraction,
             n_landmarks=self.n_landmarks,
             landmarks=self.landmarks,
+            degrees=self.degrees,
             block_rows=self.block_rows,
             random_state=seed,
         ).fit(X)

@@ -41,6 +41,7 @@ from dkernel.spectral.normalized import check_degrees, eigengap_hint
 
 EMBEDDINGS = ("kpca", "uncentered", "keca", "normalized")
 LANDMARK_METHODS = ("kmeans++", "uniform")
+DEGREES = ("nystrom", "landmarks")
 
 
 # --------------------------------------------------------------------------------------
@@ -84,19 +85,23 @@ def _feature_block_first(X, model):
     return feature_block(model.kernel, X, model.landmarks, model.W0, model.rows)
 
 
-def _sums_block(X, kernel, L, W0, rows, t_norm):
-    """Partial sums over one block: (C, t, n). With ``t_norm`` the degree-weighted C."""
+def _sums_block(X, kernel, L, W0, rows, a):
+    """Partial sums over one block: (C, t, n, min degree).
+
+    With degree weights ``a`` (degrees ``d = K(X, L) a``) C is the degree-normalized sum.
+    """
     r = W0.shape[1]
     C = np.zeros((r, r))
     t = np.zeros(r)
     dmin = np.inf
     for r0, r1 in _sub_blocks(X.shape[0], rows):
-        P = kernel.cross(np.asarray(X[r0:r1]), L) @ W0
+        Kb = kernel.cross(np.asarray(X[r0:r1]), L)
+        P = Kb @ W0
         t += P.sum(axis=0)
-        if t_norm is None:
+        if a is None:
             C += P.T @ P  # NumPy dispatches Aᵀ A to SYRK (half the flops of a GEMM)
         else:
-            d = P @ t_norm
+            d = Kb @ a
             dmin = min(dmin, float(d.min(initial=np.inf)))
             if dmin > 0:  # otherwise fit raises after the pass
                 Q = P / np.sqrt(d)[:, None]
@@ -116,7 +121,8 @@ class NystromModel:
     """Everything needed to embed a point: kernel, landmarks and the linear maps.
 
     ``z(x) = (φ(x) - offset) @ P`` with ``φ(x) = W0ᵀ k(x, L)``; for the normalized embedding
-    ``φ`` is first divided by ``√d(x)``, ``d(x) = φ(x) · t``.
+    ``φ`` is first divided by ``√d(x)``, ``d(x) = k(x, L) · a`` (``a = W0 t`` for the degrees
+    of K̃, ``a = (n/m) 1`` for the landmark estimate).
     """
 
     kernel: Kernel
@@ -124,7 +130,7 @@ class NystromModel:
     W0: np.ndarray
     P: np.ndarray
     offset: np.ndarray
-    t: np.ndarray | None
+    a: np.ndarray | None
     rows: int
 
     def embed(self, X: np.ndarray) -> np.ndarray:
@@ -132,9 +138,10 @@ class NystromModel:
         X = np.asarray(X)
         out = np.empty((X.shape[0], self.P.shape[1]))
         for r0, r1 in _sub_blocks(X.shape[0], self.rows):
-            Phi = self.kernel.cross(X[r0:r1], self.landmarks) @ self.W0
-            if self.t is not None:
-                d = Phi @ self.t
+            Kb = self.kernel.cross(X[r0:r1], self.landmarks)
+            Phi = Kb @ self.W0
+            if self.a is not None:
+                d = Kb @ self.a
                 check_degrees(d, "Nyström-approximated kernel")
                 Phi /= np.sqrt(d)[:, None]
             out[r0:r1] = (Phi - self.offset) @ self.P
@@ -142,12 +149,12 @@ class NystromModel:
 
     def degrees(self, X: np.ndarray) -> np.ndarray:
         """Nyström degrees ``d(x) = Σ_i K̃(x, x_i)`` (normalized embedding only)."""
-        if self.t is None:
+        if self.a is None:
             raise InvalidInputError("degrees are only defined for the normalized embedding.")
         X = np.asarray(X)
         out = np.empty(X.shape[0])
         for r0, r1 in _sub_blocks(X.shape[0], self.rows):
-            out[r0:r1] = (self.kernel.cross(X[r0:r1], self.landmarks) @ self.W0) @ self.t
+            out[r0:r1] = self.kernel.cross(X[r0:r1], self.landmarks) @ self.a
         return out
 
 
@@ -277,6 +284,11 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
     landmarks : {'kmeans++', 'uniform'}
     rtol : float
         Landmark-kernel eigenvalues below ``rtol · λ_max`` are dropped (pseudo-inverse).
+    degrees : {'nystrom', 'landmarks'}
+        Normalized embedding only. ``'nystrom'``: the degrees of the approximated kernel,
+        ``d = K̃ 1`` (one extra pass; can turn negative for points far from every landmark).
+        ``'landmarks'``: ``d(x) = (n/m) Σ_j k(x, l_j)``, positive for non-negative kernels and
+        free (no extra pass). Both are exactly ``K 1`` when every point is a landmark.
     block_rows : int, optional
         Rows per kernel sub-block (bounds memory: block_rows × m doubles); default ≈ 32 MiB.
     random_state : int, optional
@@ -318,9 +330,11 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         n_landmarks: int = 1000,
         landmarks: str = "kmeans++",
         rtol: float = 1e-10,
+        degrees: str = "nystrom",
         block_rows: int | None = None,
         random_state: int | None = None,
     ) -> None:
+        self.degrees = degrees
         self.n_components = n_components
         self.embedding = embedding
         self.kernel = kernel
@@ -339,6 +353,7 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         check_scalar(self.n_components, "n_components", owner, kind=int, low=1)
         check_options(self.embedding, "embedding", owner, EMBEDDINGS)
         check_options(self.landmarks, "landmarks", owner, LANDMARK_METHODS)
+        check_options(self.degrees, "degrees", owner, DEGREES)
         check_scalar(self.n_landmarks, "n_landmarks", owner, kind=int, low=1)
         check_scalar(self.sigma, "sigma", owner, low=0, low_inclusive=False, allow_none=True)
         check_scalar(self.sigma_fraction, "sigma_fraction", owner, low=0, low_inclusive=False)
@@ -382,13 +397,18 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         m = idx.size
         rows = self.block_rows or max(256, int(32 * 2**20 / (8 * max(m, 1))))
         if self.embedding == "normalized":
-            t = self._reduce(X, kernel, L, W0, rows, degrees_only=True)
-            C, t2, _, dmin = self._reduce(X, kernel, L, W0, rows, t_norm=t)
+            if self.degrees == "nystrom" and m < n:
+                t = self._reduce(X, kernel, L, W0, rows, degrees_only=True)
+                a = W0 @ t
+            else:  # landmark estimate; with every point a landmark both are exactly K 1
+                a = np.full(m, n / m)
+            C, t, _, dmin = self._reduce(X, kernel, L, W0, rows, a=a)
             if not dmin > 0:
                 raise InvalidInputError(
-                    "The normalized embedding needs positive degrees, but the Nyström degrees of "
-                    f"some points are <= 0 (smallest {dmin:.3g}). Use more landmarks, a "
-                    "non-negative kernel, or embedding='kpca'."
+                    f"The normalized embedding needs positive degrees, but the {self.degrees} "
+                    f"degree estimates of some points are <= 0 (smallest {dmin:.3g}). Use "
+                    "degrees='landmarks' (positive for non-negative kernels), more landmarks, "
+                    "a non-negative kernel, or embedding='kpca'."
                 )
         else:
             C, t, _, _ = self._reduce(X, kernel, L, W0, rows)
@@ -421,10 +441,10 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
                     "components; use fewer components or more landmarks."
                 )
             P = V / np.sqrt(sel)[None, :]
-            t_model = t
+            a_model = a
         else:
             P = V
-            t_model = None
+            a_model = None
         if np.any(sel <= 1e-12 * max(values[0], 1e-300)):
             warnings.warn(
                 f"{int(np.sum(sel <= 1e-12 * values[0]))} kept components have (near) zero "
@@ -434,7 +454,7 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
             )
         self.kernel_ = kernel
         self.landmark_indices_ = idx
-        self.model_ = NystromModel(kernel, L, W0, P, offset, t_model, rows)
+        self.model_ = NystromModel(kernel, L, W0, P, offset, a_model, rows)
         self.eigenvalues_ = sel
         self.criterion_ = criterion
         self.component_indices_ = order
@@ -445,7 +465,7 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         self.embedding_ = self.transform(X)
         return self
 
-    def _reduce(self, X, kernel, L, W0, rows, *, t_norm=None, degrees_only=False):
+    def _reduce(self, X, kernel, L, W0, rows, *, a=None, degrees_only=False):
         if isinstance(X, da.Array):
             blocks = X.to_delayed().ravel()
             Ld, Wd = dask.delayed(L, pure=True), dask.delayed(W0, pure=True)
@@ -455,12 +475,12 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
                 parts = [fn(b, kd, Ld, Wd, rows) for b in blocks]
                 return np.asarray(dask.compute(_tree_sum_plain(parts))[0])
             fn = dask.delayed(_sums_block, pure=True)
-            td = None if t_norm is None else dask.delayed(t_norm, pure=True)
+            td = None if a is None else dask.delayed(a, pure=True)
             parts = [fn(b, kd, Ld, Wd, rows, td) for b in blocks]
             return dask.compute(_tree_sum(parts))[0]
         if degrees_only:
             return _degree_sums_block(X, kernel, L, W0, rows)
-        return _sums_block(X, kernel, L, W0, rows, t_norm)
+        return _sums_block(X, kernel, L, W0, rows, a)
 
     def transform(self, X: Any) -> Any:
         """Embed points with the Nyström formula (lazy, chunk by chunk, for Dask input).

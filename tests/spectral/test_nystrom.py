@@ -217,3 +217,29 @@ def test_feature_map_svd_solver_agrees(data, embedding):
     np.testing.assert_allclose(fix_signs(Z), fix_signs(ref), atol=1e-6)
     Phid = est.feature_map(as_kind(X, "dask"))
     np.testing.assert_allclose(Phid.compute(), Phi, atol=1e-12)
+
+
+def test_landmark_degree_estimate(data, array_kind):
+    X, K = data
+    exact = NystromEmbedding(
+        3, embedding="normalized", degrees="landmarks", sigma=SIGMA, n_landmarks=10_000
+    ).fit(X)
+    np.testing.assert_allclose(
+        fix_signs(exact.embedding_), fix_signs(_exact(K, "normalized", 3)), atol=1e-6
+    )
+    est = NystromEmbedding(
+        3,
+        embedding="normalized",
+        degrees="landmarks",
+        sigma=SIGMA,
+        n_landmarks=40,
+        landmarks="uniform",
+        random_state=0,
+    )
+    Z = est.fit_transform(as_kind(X, array_kind))
+    Z = np.asarray(Z.compute() if hasattr(Z, "compute") else Z)
+    np.testing.assert_allclose(est.transform(X[:20]), Z[:20], atol=1e-12)
+    d = est.model_.degrees(X)
+    np.testing.assert_allclose(d, 160 / 40 * K[:, est.landmark_indices_].sum(axis=1), rtol=1e-12)
+    with pytest.raises(InvalidInputError, match="'degrees'"):
+        NystromEmbedding(2, degrees="exact").fit(X)

@@ -43,6 +43,13 @@ PARAMS = (
     ),
     Param("n_landmarks", "int", default=1000, low=1, doc="Nyström landmarks (>= n: exact)."),
     Param("landmarks", "str", default="kmeans++", choices=("kmeans++", "uniform")),
+    Param(
+        "degrees",
+        "str",
+        default="nystrom",
+        choices=("nystrom", "landmarks"),
+        doc="Normalized embedding: degrees of the Nyström kernel, or the landmark estimate.",
+    ),
     Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),
     Param("kmeans_sample", "int", default=100_000, low=2, doc="k-means is fitted on a sample."),
     Param(
@@ -117,6 +124,7 @@ def run(ctx: JobContext) -> None:
         sigma_fraction=p["sigma_fraction"],
         n_landmarks=p["n_landmarks"],
         landmarks=p["landmarks"],
+        degrees=p["degrees"],
         n_init=p["n_init"],
         kmeans_sample=p["kmeans_sample"],
         random_state=ctx.seed,
