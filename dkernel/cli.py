@@ -128,8 +128,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("name", nargs="?", help="show one method's or reader's parameters")
 
-    p = sub.add_parser("demo", parents=[common], help="run the demo job (writes results/demo.zarr)")
-    p.add_argument("--output", type=Path, default=Path("results/demo.zarr"))
+    p = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="run the demo: MSSC on a Landsat scene (writes results/demo-landsat-mssc.zarr, "
+        "a label GeoTIFF and a quick-look PNG)",
+    )
+    p.add_argument("--output", type=Path, default=Path("results/demo-landsat-mssc.zarr"))
     p.add_argument("--no-progress", action="store_true")
     return parser
 
