@@ -205,7 +205,7 @@ class ResultsStore:
         """
         if not group or "/" in group.strip("/") or group.startswith("."):
             raise StoreError(f"invalid group name {group!r}: use a single word such as 'kernel'.")
-        dataset = _regular_chunks(dataset.copy())
+        dataset = _variable_length_strings(_regular_chunks(dataset.copy()))
         dataset.attrs = _jsonable(dict(dataset.attrs))
         if self.resuming:
             resumed = self._resume_write(group, dataset, compute=compute)
@@ -442,6 +442,24 @@ def check_target(path: str | Path, *, overwrite: bool = False) -> str | None:
             "Choose another output path or remove it."
         )
     return status
+
+
+def _variable_length_strings(dataset: xr.Dataset) -> xr.Dataset:
+    """Fixed-width NumPy strings (``<U``) as variable-length ones.
+
+    Zarr v3 has a stable specification only for variable-length UTF-8 strings; fixed-width
+    ones raise ``UnstableSpecificationWarning`` and may not be readable elsewhere.
+    """
+    fixed = [
+        name
+        for name, var in dataset.variables.items()
+        if var.dtype.kind == "U" and not hasattr(var.data, "dask")
+    ]
+    if not fixed:
+        return dataset
+    return dataset.assign_coords(
+        {n: dataset[n].astype(object) for n in fixed if n in dataset.coords}
+    ).assign({n: dataset[n].astype(object) for n in fixed if n in dataset.data_vars})
 
 
 def _existing_status(path: Path) -> str | None:
