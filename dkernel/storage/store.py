@@ -220,6 +220,7 @@ class ResultsStore:
             zarr_format=3,
             consolidated=False,
             compute=False,
+            encoding=_encoding(group, dataset),
         )
         finish = _finish_group_delayed(delayed_write, str(self.path), group)
         if compute:
@@ -442,6 +443,21 @@ def check_target(path: str | Path, *, overwrite: bool = False) -> str | None:
             "Choose another output path or remove it."
         )
     return status
+
+
+#: Groups of dense floating-point matrices stored without compression: their values hardly
+#: compress, compressing costs as much as computing a block, and matrix-free solvers re-read them.
+UNCOMPRESSED_GROUPS = ("kernel",)
+
+
+def _encoding(group: str, dataset: xr.Dataset) -> dict[str, dict[str, Any]] | None:
+    if group not in UNCOMPRESSED_GROUPS:
+        return None
+    return {
+        name: {"compressors": None}
+        for name, var in dataset.data_vars.items()
+        if var.dtype.kind == "f" and "compressors" not in var.encoding
+    }
 
 
 def _variable_length_strings(dataset: xr.Dataset) -> xr.Dataset:
