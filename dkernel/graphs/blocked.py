@@ -7,6 +7,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 
 def as_row_chunked(X: Any, block_size: int) -> da.Array:
@@ -70,4 +71,7 @@ def blocked_kernel(
 
 
 def _apply_block(x, y, *, block_fn, out_dtype, kwargs):
-    return block_fn(x, y, dtype=out_dtype.type, **kwargs)
+    # blocks run in parallel (one per scheduler thread or worker): a multi-threaded BLAS
+    # inside each would oversubscribe the cores
+    with threadpool_limits(limits=1, user_api="blas"):
+        return block_fn(x, y, dtype=out_dtype.type, **kwargs)
