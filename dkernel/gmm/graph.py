@@ -167,9 +167,11 @@ def fit_ensemble(
     if is_dask:
         data = client.compute(X)  # one future holding the whole array, computed on the cluster
     else:
-        # replicated on every worker: losing one worker must not lose the only copy
-        data = client.scatter(X, broadcast=True)
-    cand = client.scatter(candidates, broadcast=True)
+        # replicated on every worker: losing one worker must not lose the only copy. Unique
+        # keys (hash=False): a previous fit of the same data releasing its identically-hashed
+        # key could otherwise race with this scatter and cancel these tasks.
+        data = client.scatter(X, broadcast=True, hash=False)
+    cand = client.scatter(candidates, broadcast=True, hash=False)
     futures = [
         client.submit(fit_init_batch, data, cand, q=q, pure=False, **kwargs) for q in range(n_inits)
     ]
