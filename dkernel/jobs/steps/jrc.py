@@ -15,10 +15,10 @@ import xarray as xr
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
+from dkernel.jobs.outputs import write_clustering_metrics
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.jobs.steps.kppr import KERNEL_PARAMS
-from dkernel.metrics import clustering_scores
 from dkernel.ranking.graph import ranking_dataset
 from dkernel.ranking.jrc import JointRankingClustering
 
@@ -151,11 +151,7 @@ def run(ctx: JobContext) -> None:
         ),
     )
     if ctx.data.y is not None:
-        result = clustering_scores(ctx.data.y, jrc.labels_)
-        ctx.store.write(
-            "metrics", xr.Dataset({k_: ((), v) for k_, v in result.items()}, attrs=result)
-        )
-        ctx.log("[dkernel] " + ", ".join(f"{k_.upper()} {v:.3f}" for k_, v in result.items()))
+        write_clustering_metrics(ctx, ctx.data.y, jrc.labels_)
 
 
 register_method(

@@ -20,9 +20,9 @@ from dkernel.decomposition.estimator import KernelDecompositionClustering
 from dkernel.decomposition.selection import C_RULES, select_model
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
+from dkernel.jobs.outputs import write_clustering_metrics
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.metrics import clustering_scores
 
 
 def _positive(values):
@@ -279,11 +279,7 @@ def run(ctx: JobContext) -> None:
         ),
     )
     if y is not None:
-        scores = clustering_scores(np.asarray(y), model.labels_)
-        ctx.store.write(
-            "metrics", xr.Dataset({k_: ((), v) for k_, v in scores.items()}, attrs=scores)
-        )
-        ctx.log("[dkernel] " + ", ".join(f"{k_.upper()} {v:.3f}" for k_, v in scores.items()))
+        write_clustering_metrics(ctx, np.asarray(y), model.labels_)
 
 
 register_method(

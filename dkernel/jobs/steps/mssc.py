@@ -16,9 +16,9 @@ import xarray as xr
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
+from dkernel.jobs.outputs import write_clustering_metrics
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.metrics import clustering_scores
 
 PARAMS = (
     Param("n_clusters", "int", default=5, low=1, doc="Number of output clusters."),
@@ -242,11 +242,7 @@ def run(ctx: JobContext) -> None:
     ctx.store.write("mssc", ds)
     ctx.store.record_timing("mssc_write", time.perf_counter() - t)
     if ctx.data.y is not None:
-        scores = clustering_scores(ctx.data.y, labels)
-        ctx.store.write(
-            "metrics", xr.Dataset({k_: ((), v) for k_, v in scores.items()}, attrs=scores)
-        )
-        ctx.log("[dkernel] " + ", ".join(f"{k_.upper()} {v:.3f}" for k_, v in scores.items()))
+        write_clustering_metrics(ctx, ctx.data.y, labels)
     ctx.log(
         f"[dkernel] label GeoTIFF {geotiff if p['write_geotiff'] else '(off)'}; "
         f"quick-look {png if p['write_png'] else '(off)'}"

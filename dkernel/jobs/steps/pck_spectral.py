@@ -20,10 +20,10 @@ from dkernel.errors import InvalidInputError
 from dkernel.gmm.em import DiagMixtures
 from dkernel.gmm.pck import ProbabilisticClusterKernel
 from dkernel.io.data import LoadedData
+from dkernel.jobs.outputs import write_clustering_metrics
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.linalg.kmeans import euclidean_kmeans
-from dkernel.metrics import clustering_scores
 from dkernel.runtime import compute_with_progress
 from dkernel.spectral.feature_map import (
     EXACT_LIMIT,
@@ -296,11 +296,7 @@ def run(ctx: JobContext) -> None:
         )
     ctx.store.record_timing("write", time.perf_counter() - t)
     if ctx.data.y is not None:
-        scores = clustering_scores(ctx.data.y, labels)
-        ctx.store.write(
-            "metrics", xr.Dataset({k_: ((), v) for k_, v in scores.items()}, attrs=scores)
-        )
-        ctx.log("[dkernel] " + ", ".join(f"{k_.upper()} {v:.3f}" for k_, v in scores.items()))
+        write_clustering_metrics(ctx, ctx.data.y, labels)
 
 
 register_method(

@@ -10,10 +10,10 @@ import xarray as xr
 from dkernel._budget import dense_kernel_cost
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
+from dkernel.jobs.outputs import write_clustering_metrics
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION
-from dkernel.metrics import clustering_scores
 from dkernel.runtime import compute_with_progress
 from dkernel.spectral.estimators import KECA, KernelPCAEmbedding
 
@@ -173,11 +173,7 @@ def run(ctx: JobContext) -> None:
         ),
     )
     if ctx.data.y is not None:
-        scores = clustering_scores(ctx.data.y, est.labels_)
-        ctx.store.write(
-            "metrics", xr.Dataset({k_: ((), v) for k_, v in scores.items()}, attrs=scores)
-        )
-        ctx.log("[dkernel] " + ", ".join(f"{k_.upper()} {v:.3f}" for k_, v in scores.items()))
+        write_clustering_metrics(ctx, ctx.data.y, est.labels_)
 
 
 register_method(
