@@ -233,7 +233,8 @@ def _existing_file(value: str, key: str) -> Path:
         raise SpecError(f"file not found: {shown}.", key)
     if not os.access(expanded, os.R_OK):
         raise SpecError(f"file is not readable: {str(expanded)!r}; check its permissions.", key)
-    return expanded
+    # absolute: lazy readers open the file later, in worker processes with another cwd
+    return expanded.resolve()
 
 
 def _plain(raw: Mapping) -> dict[str, Any]:
