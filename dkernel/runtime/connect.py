@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -57,9 +58,11 @@ def connect(
     from distributed import Client
 
     if scheduler is not None:
+        registered = _registered_clients()
         try:
             client = Client(scheduler, timeout=timeout, security=security)
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
+            _forget_clients_since(registered)
             raise RuntimeConnectionError(
                 f"could not reach the Dask scheduler at {scheduler} within {timeout:g} s ({exc}). "
                 "Check the address and that `dask scheduler` is running, or drop --scheduler to "
@@ -169,6 +172,27 @@ def load_security(
     from distributed.security import Security
 
     return Security(**settings)
+
+
+def _registered_clients() -> set:
+    from distributed import client as dclient
+
+    return set(dclient._global_clients)
+
+
+def _forget_clients_since(before: set) -> None:
+    """Drop clients registered after ``before`` by a failed ``Client(...)``.
+
+    distributed registers a client as the default before it connects; a failed connection
+    would otherwise stay the default and later ``compute()`` calls would go to it.
+    """
+    from distributed import client as dclient
+
+    for key in set(dclient._global_clients) - before:
+        stale = dclient._global_clients.pop(key, None)
+        if stale is not None:
+            with contextlib.suppress(Exception):
+                stale.close(timeout=1)
 
 
 def compute_with_progress(obj: Any, client: Any, *, show: bool = True) -> Any:
