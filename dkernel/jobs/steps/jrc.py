@@ -18,7 +18,7 @@ from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import write_clustering_metrics
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.jobs.steps.kppr import KERNEL_PARAMS
+from dkernel.jobs.steps.kppr import KERNEL_PARAMS, ranking_kernel
 from dkernel.ranking.graph import ranking_dataset
 from dkernel.ranking.jrc import JointRankingClustering
 
@@ -71,17 +71,7 @@ def run(ctx: JobContext) -> None:
     p = ctx.params
     X = ctx.data.X
     X = np.asarray(X.compute() if hasattr(X, "dask") else X, dtype=np.float64)
-    if p["kernel"] == "pck":
-        from dkernel.gmm.pck import ProbabilisticClusterKernel
-
-        kernel = ProbabilisticClusterKernel(
-            n_inits=p["pck_n_inits"],
-            max_components=p["pck_max_components"],
-            n_iter=p["pck_n_iter"],
-            random_state=ctx.seed,
-        )
-    else:
-        kernel = "rbf"
+    kernel = ranking_kernel(p, ctx.seed)
     jrc = JointRankingClustering(
         kernel=kernel,
         alpha=p["alpha"],

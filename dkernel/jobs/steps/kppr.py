@@ -177,6 +177,20 @@ def _seed_mean(kppr: KernelPersonalizedPageRank, rows: np.ndarray, fit_pos: dict
     return mean / len(rows)
 
 
+def ranking_kernel(params: Mapping[str, Any], seed: int) -> Any:
+    """The ``kernel`` argument of the ranking estimators from the shared KERNEL_PARAMS."""
+    if params["kernel"] != "pck":
+        return "rbf"
+    from dkernel.gmm.pck import ProbabilisticClusterKernel
+
+    return ProbabilisticClusterKernel(
+        n_inits=params["pck_n_inits"],
+        max_components=params["pck_max_components"],
+        n_iter=params["pck_n_iter"],
+        random_state=seed,
+    )
+
+
 def run(ctx: JobContext) -> None:
     p = ctx.params
     X = ctx.data.X
@@ -186,17 +200,7 @@ def run(ctx: JobContext) -> None:
     fit_idx = np.arange(n) if m >= n else np.sort(rng.choice(n, size=m, replace=False))
     X_fit = X[fit_idx]
     X_fit = np.asarray(X_fit.compute() if hasattr(X_fit, "dask") else X_fit, dtype=np.float64)
-    if p["kernel"] == "pck":
-        from dkernel.gmm.pck import ProbabilisticClusterKernel
-
-        kernel = ProbabilisticClusterKernel(
-            n_inits=p["pck_n_inits"],
-            max_components=p["pck_max_components"],
-            n_iter=p["pck_n_iter"],
-            random_state=ctx.seed,
-        )
-    else:
-        kernel = "rbf"
+    kernel = ranking_kernel(p, ctx.seed)
     kppr = KernelPersonalizedPageRank(
         kernel=kernel,
         alpha=p["alpha"],
