@@ -20,6 +20,13 @@ Caveat for model selection: every PLSA EM step preserves the marginal
 marginal), so with ``'kl'`` the out-of-sample likelihood of Eq. 14,
 ``p(z) = sum_l K(z, x_l) m_l``, does not depend on ``C`` and cannot select it; the
 squared-error factorisation has no such invariance, which is why it is the default.
+It has a weaker one, which is the paper's appendix argument: if ``W`` is the unconstrained
+least-squares solution given ``H`` (columns of ``H`` summing to 1), then ``W H 1`` is ``G``
+projected onto the row space of ``H``, which contains ``1``, so ``m`` is again the data
+marginal. Eq. 14 therefore ties for every ``C`` whose posteriors are crisp (``C`` up to the
+number of well separated clusters) and changes only where ``W >= 0`` is active, i.e. where a
+cluster is split and the posteriors become soft. On data where every split falls in an
+empty gap (a thin structure sampled more sparsely than the kernel width) all ``C`` tie.
 
 The default, ``'kl-euclidean'``, uses each for what it is good at: restarts are fitted by PLSA
 EM and compared by likelihood (on the ring data the correct partition has a ~10 % better

@@ -199,3 +199,20 @@ def test_knn_spectral_init_is_not_captured_by_isolated_outliers(rng):
     U = spectral_embedding(Kc, log_norm, 2)
     labels = euclidean_kmeans(U, 2, random_state=0)[0]
     assert clustering_accuracy(np.repeat([0, 1], 150), labels[:300]) == 1.0
+
+
+def test_eq14_ties_for_every_c_with_crisp_posteriors():
+    """The paper's appendix: with crisp (0/1) posteriors the least-squares W reproduces the
+    data marginal exactly, so Eq. 14 is the same for every C up to the true number (it can
+    change only where a split cluster gets soft posteriors and W >= 0 becomes active)."""
+    centres = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(c, 0.05, (40, 2)) for c in centres])
+    Kc, log_norm = row_normalize_log(density_log_kernel(X, X, bandwidth=0.05))
+    target = Kc.mean(axis=0)
+    gap = {}
+    for C in (1, 2, 3):
+        fit = fit_aggregate_markov(Kc, log_norm, C, n_init=2, max_iter=2000, tol=1e-10, seed=0)
+        gap[C] = np.abs(fit.W @ fit.H.mean(1) - target).max() / target.max()
+        assert fit.H.max(axis=0).min() > 0.999
+    assert max(gap.values()) < 1e-8
