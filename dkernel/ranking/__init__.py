@@ -8,7 +8,7 @@ from dkernel.ranking.kppr import (
     prop6_criterion,
     select_components,
 )
-from dkernel.ranking.metrics import ndcg_at_k, score_cosine
+from dkernel.ranking.metrics import ndcg_at_k, ndcg_at_k_columns, score_cosine
 from dkernel.ranking.ppr import degrees, global_rank, ppr_exact, ppr_power, restart_beta
 from dkernel.ranking.query import top_k
 from dkernel.ranking.seeds import seed_vector
@@ -24,6 +24,7 @@ __all__ = [
     "jrc_embedding",
     "make_scorer",
     "ndcg_at_k",
+    "ndcg_at_k_columns",
     "normalized_eigenpairs",
     "ppr_exact",
     "ppr_power",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dkernel.errors import InvalidInputError
-from dkernel.ranking import ndcg_at_k, score_cosine
+from dkernel.ranking import ndcg_at_k, ndcg_at_k_columns, score_cosine
 
 
 def reference_ndcg(rel, scores, k):
@@ -33,6 +33,25 @@ def test_ndcg_exclude_drops_the_seed(rng):
     rel[4] = 100.0
     assert ndcg_at_k(rel, scores, 5) < 0.5
     assert ndcg_at_k(rel, scores, 5, exclude=4) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("k", [1, 10, 40])
+def test_ndcg_columns_equal_per_column(rng, k):
+    rel = rng.random((60, 7))
+    scores = rel + 0.3 * rng.standard_normal((60, 7))
+    scores[:, 3] = np.round(scores[:, 3], 1)  # ties: handed to the per-column function
+    seeds = rng.integers(0, 60, size=7)
+    for exclude in (None, seeds):
+        got = ndcg_at_k_columns(rel, scores, k, exclude=exclude)
+        want = [
+            ndcg_at_k(rel[:, j], scores[:, j], k, exclude=None if exclude is None else seeds[j])
+            for j in range(7)
+        ]
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    with pytest.raises(InvalidInputError):
+        ndcg_at_k_columns(rel, scores[:, :3], k)
+    with pytest.raises(InvalidInputError):
+        ndcg_at_k_columns(-rel, scores, k)
 
 
 def test_cosine():
