@@ -140,3 +140,17 @@ def check_is_fitted(estimator: Any, attribute: str) -> None:
         raise NotFittedError(
             f"This {type(estimator).__name__} instance is not fitted yet; call 'fit' first."
         )
+
+
+def aligned(a: Any) -> Any:
+    """``a`` itself, or an aligned copy when its buffer is not aligned to its item size.
+
+    Arrays that come back from ``dask.distributed`` (results, or chunks moved between
+    workers) may sit at any byte offset in a message buffer. NumPy's matmul hands only
+    aligned arrays to BLAS and multiplies unaligned ones with its own loop, whose rounding
+    differs, so the same inputs would give results that differ in the last bits depending
+    on how they travelled. Non-arrays pass through unchanged.
+    """
+    if isinstance(a, np.ndarray) and not a.flags.aligned:
+        return np.require(a, requirements="A")
+    return a

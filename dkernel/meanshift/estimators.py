@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 
 from dkernel._random import derive_rng, derive_seed, seed_from_random_state
-from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
+from dkernel._validation import (
+    aligned,
+    check_2d_array,
+    check_is_fitted,
+    check_options,
+    check_scalar,
+)
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.graph import AssignModel, stream_assign, stream_feature_sums
@@ -472,6 +478,7 @@ class MSSC(MeanShift):
                 (F, sizes), labels = dask.compute(
                     stream_feature_sums(X, self.labels_, m, W, b), self.labels_
                 )
+                F = aligned(F)
                 self.labels_ = labels
             else:
                 F = K.partition_feature_sums(X, self.labels_, m, W, b)

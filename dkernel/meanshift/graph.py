@@ -16,6 +16,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from dkernel._validation import aligned
 from dkernel.meanshift import kernels as K
 
 
@@ -95,7 +96,7 @@ def stream_assign(X: da.Array, model: AssignModel) -> da.Array:
 
 
 def _assign(block: np.ndarray, model: AssignModel) -> np.ndarray:
-    return model.assign(block)
+    return model.assign(aligned(block))
 
 
 def stream_feature_sums(
@@ -127,7 +128,7 @@ def stream_feature_sums(
 def _feature_sums(block, lab, m, params):
     W, b = params
     lab = np.asarray(lab)
-    S = K.partition_feature_sums(np.asarray(block), lab, m, W, b)
+    S = K.partition_feature_sums(aligned(np.asarray(block)), lab, m, W, b)
     counts = np.bincount(lab[lab >= 0], minlength=m).astype(np.int64)
     return S, counts
 
