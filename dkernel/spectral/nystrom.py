@@ -33,7 +33,13 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.cluster import kmeans_plusplus
 
 from dkernel._random import derive_rng, seed_from_random_state
-from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
+from dkernel._validation import (
+    aligned,
+    check_2d_array,
+    check_is_fitted,
+    check_options,
+    check_scalar,
+)
 from dkernel.errors import InvalidInputError, NumericalWarning
 from dkernel.kernels.registry import Kernel, make_kernel
 from dkernel.linalg.eigen import dense_eigh
@@ -89,6 +95,9 @@ def _sums_block(X, kernel, L, W0, rows, a):
     """Partial sums over one block: (C, t, n, min degree).
 
     With degree weights ``a`` (degrees ``d = K(X, L) a``) C is the degree-normalized sum.
+    C is accumulated as a Gram matrix in feature space (``Pᵀ P``), which keeps it positive
+    semi-definite in floating point; forming ``W0ᵀ (Σ k kᵀ) W0`` instead would be cheaper
+    but ``W0`` amplifies rounding by up to ``1/rtol`` and breaks that.
     """
     r = W0.shape[1]
     C = np.zeros((r, r))
@@ -109,11 +118,12 @@ def _sums_block(X, kernel, L, W0, rows, a):
     return C, t, X.shape[0], dmin
 
 
-def _degree_sums_block(X, kernel, L, W0, rows):
-    t = np.zeros(W0.shape[1])
+def _degree_sums_block(X, kernel, L, rows):
+    """``Σ k(x, L)`` over one block (the landmark-space column sums)."""
+    s = np.zeros(np.shape(L)[0])
     for r0, r1 in _sub_blocks(X.shape[0], rows):
-        t += (kernel.cross(np.asarray(X[r0:r1]), L) @ W0).sum(axis=0)
-    return t
+        s += kernel.cross(np.asarray(X[r0:r1]), L).sum(axis=0)
+    return s
 
 
 @dataclass(frozen=True)
@@ -137,14 +147,17 @@ class NystromModel:
         """Embed an in-memory block of points (rows of kernel values if precomputed)."""
         X = np.asarray(X)
         out = np.empty((X.shape[0], self.P.shape[1]))
+        # (φ/√d - offset) P = (k(x, L) W0 P)/√d - offset P: one thin GEMM per row block
+        M = self.W0 @ self.P
+        shift = self.offset @ self.P
         for r0, r1 in _sub_blocks(X.shape[0], self.rows):
             Kb = self.kernel.cross(X[r0:r1], self.landmarks)
-            Phi = Kb @ self.W0
+            Z = Kb @ M
             if self.a is not None:
                 d = Kb @ self.a
                 check_degrees(d, "Nyström-approximated kernel")
-                Phi /= np.sqrt(d)[:, None]
-            out[r0:r1] = (Phi - self.offset) @ self.P
+                Z /= np.sqrt(d)[:, None]
+            out[r0:r1] = Z - shift
         return out
 
     def degrees(self, X: np.ndarray) -> np.ndarray:
@@ -466,20 +479,22 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         return self
 
     def _reduce(self, X, kernel, L, W0, rows, *, a=None, degrees_only=False):
+        """One pass over the data: ``t = Σ φ`` (degrees_only) or ``(C, t, n, min degree)``."""
         if isinstance(X, da.Array):
             blocks = X.to_delayed().ravel()
-            Ld, Wd = dask.delayed(L, pure=True), dask.delayed(W0, pure=True)
-            kd = dask.delayed(kernel, pure=True)
+            Ld, kd = dask.delayed(L, pure=True), dask.delayed(kernel, pure=True)
             if degrees_only:
                 fn = dask.delayed(_degree_sums_block, pure=True)
-                parts = [fn(b, kd, Ld, Wd, rows) for b in blocks]
-                return np.asarray(dask.compute(_tree_sum_plain(parts))[0])
+                parts = [fn(b, kd, Ld, rows) for b in blocks]
+                return W0.T @ aligned(np.asarray(dask.compute(_tree_sum_plain(parts))[0]))
             fn = dask.delayed(_sums_block, pure=True)
+            Wd = dask.delayed(W0, pure=True)
             td = None if a is None else dask.delayed(a, pure=True)
             parts = [fn(b, kd, Ld, Wd, rows, td) for b in blocks]
-            return dask.compute(_tree_sum(parts))[0]
+            C, t, n, dmin = dask.compute(_tree_sum(parts))[0]
+            return aligned(C), aligned(t), n, dmin
         if degrees_only:
-            return _degree_sums_block(X, kernel, L, W0, rows)
+            return W0.T @ _degree_sums_block(X, kernel, L, rows)
         return _sums_block(X, kernel, L, W0, rows, a)
 
     def transform(self, X: Any) -> Any:
