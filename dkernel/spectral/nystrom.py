@@ -108,14 +108,23 @@ def _sums_block(X, kernel, L, W0, rows, a):
         P = Kb @ W0
         t += P.sum(axis=0)
         if a is None:
-            C += P.T @ P  # NumPy dispatches Aᵀ A to SYRK (half the flops of a GEMM)
+            C += gram(P)
         else:
             d = Kb @ a
             dmin = min(dmin, float(d.min(initial=np.inf)))
             if dmin > 0:  # otherwise fit raises after the pass
-                Q = P / np.sqrt(d)[:, None]
-                C += Q.T @ Q
+                C += gram(P / np.sqrt(d)[:, None])
     return C, t, X.shape[0], dmin
+
+
+def gram(P: np.ndarray) -> np.ndarray:
+    """``Pᵀ P`` for a tall block, symmetric to the last bit.
+
+    ``P.T @ P`` is dispatched by NumPy to OpenBLAS SYRK, which is 2–4× slower than a GEMM
+    on an explicitly transposed copy for tall-skinny blocks (measured: 20 971 × 200).
+    """
+    G = np.ascontiguousarray(P.T) @ P
+    return 0.5 * (G + G.T)
 
 
 def _degree_sums_block(X, kernel, L, rows):
