@@ -148,24 +148,30 @@ def diag_log_prob(
     return out
 
 
-def _normalize_segments(L: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """In place: log-joint L (N, C) → responsibilities; returns the log-normaliser (N, M)."""
-    starts = offsets[:-1]
-    mx = np.maximum.reduceat(L, starts, axis=1)
-    mx[~np.isfinite(mx)] = 0
-    for m in range(starts.size):
-        L[:, offsets[m] : offsets[m + 1]] -= mx[:, m : m + 1]
-    np.exp(L, out=L)
-    S = np.add.reduceat(L, starts, axis=1)
-    inv = 1.0 / S
-    for m in range(starts.size):
-        L[:, offsets[m] : offsets[m + 1]] *= inv[:, m : m + 1]
-    return np.log(S) + mx
+def _normalize_segments_t(Lt: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """In place: transposed log-joint ``Lt`` (C, N) → responsibilities; returns (N, M).
+
+    Components are rows, so model ``m`` is the contiguous row block ``offsets[m]:offsets[m+1]``
+    and every step (max, subtract, exp, sum, scale) is a vectorised operation over the N
+    points on a block that stays in cache. The returned array is the per-model log-normaliser.
+    """
+    n_models = offsets.size - 1
+    ll = np.empty((n_models, Lt.shape[1]), dtype=Lt.dtype)
+    for m in range(n_models):
+        seg = Lt[offsets[m] : offsets[m + 1]]
+        mx = seg.max(axis=0)
+        mx[~np.isfinite(mx)] = 0
+        seg -= mx
+        np.exp(seg, out=seg)
+        tot = seg.sum(axis=0)
+        seg *= 1.0 / tot
+        ll[m] = np.log(tot) + mx
+    return ll.T
 
 
 def segment_logsumexp(L: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Row-wise log-sum-exp of ``L`` within each column segment; returns (N, M)."""
-    return _normalize_segments(np.array(L, copy=True), offsets)
+    return _normalize_segments_t(np.array(L.T, order="C", copy=True), offsets)
 
 
 def diag_resp_design(D: np.ndarray, mix: DiagMixtures, with_mask: bool) -> tuple:
@@ -174,14 +180,17 @@ def diag_resp_design(D: np.ndarray, mix: DiagMixtures, with_mask: bool) -> tuple
 
     Notes
     -----
-    O(N p C) + one exp of N×C; memory O(N C).
+    O(N p C) + one exp of N×C; memory O(N C). The GEMM produces the transposed (C, N)
+    log-joint so that the per-model normalisation runs over contiguous blocks; the
+    responsibilities are returned as its (Fortran-ordered) transpose, which BLAS consumes
+    without a copy.
     """
     p = D.shape[1] // (3 if with_mask else 2)
     W, bias = _stacked_params(mix, p, with_mask, D.dtype)
-    L = D @ W
-    L += bias[None, :]
-    ll = _normalize_segments(L, mix.offsets)
-    return L, ll
+    Lt = W.T @ D.T
+    Lt += bias[:, None]
+    ll = _normalize_segments_t(Lt, mix.offsets)
+    return Lt.T, ll
 
 
 def diag_resp(X0: np.ndarray, O: np.ndarray | None, mix: DiagMixtures) -> tuple:

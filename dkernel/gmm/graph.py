@@ -191,21 +191,26 @@ def posterior_block(
 
     Notes
     -----
-    O(rows · p · F) and memory O(block · F), processed in sub-blocks of ~64 MiB.
+    O(rows · p · F) and memory O(block · F), processed in sub-blocks of ~64 MiB. The result is
+    Fortran-ordered for diagonal ensembles (the posteriors are computed component-major, see
+    :func:`dkernel.gmm.em.diag_resp_design`); NumPy and BLAS consume it without a copy.
     """
     X = np.asarray(X, dtype=dtype)
     F = int(ensemble.offsets[-1])
-    out = np.empty((X.shape[0], F), dtype=dtype)
+    diag = isinstance(ensemble, DiagMixtures)
+    out = np.empty((X.shape[0], F), dtype=dtype, order="F" if diag else "C")
+    s = np.dtype(dtype).type(scale)
     step = row_block_size(F, np.dtype(dtype).itemsize)
     for start in range(0, X.shape[0], step):
         sl = slice(start, min(X.shape[0], start + step))
-        if isinstance(ensemble, DiagMixtures):
-            out[sl] = diag_posteriors(X[sl], ensemble)
+        if diag:
+            np.multiply(diag_posteriors(X[sl], ensemble), s, out=out[sl])
         else:
             offs = ensemble.offsets
             for m, (means, covs, w) in enumerate(ensemble.models):
                 out[sl, offs[m] : offs[m + 1]] = full_posteriors(X[sl], means, covs, w)
-    out *= np.dtype(dtype).type(scale)
+    if not diag:
+        out *= s
     return out
 
 
