@@ -1,6 +1,14 @@
 """Ranking: exact PPR, Kernel Personalized PageRank (KPPR), joint ranking and clustering (JRC)."""
 
-from dkernel.ranking.graph import make_scorer, ranking_dataset, score_graph, top_k_graph
+from dkernel.ranking.graph import (
+    make_projected_scorer,
+    make_projector,
+    make_scorer,
+    ranking_dataset,
+    score_graph,
+    scorer_for_seeds,
+    top_k_graph,
+)
 from dkernel.ranking.jrc import JointRankingClustering, jrc_embedding
 from dkernel.ranking.kppr import (
     KernelPersonalizedPageRank,
@@ -22,6 +30,8 @@ __all__ = [
     "degrees",
     "global_rank",
     "jrc_embedding",
+    "make_projected_scorer",
+    "make_projector",
     "make_scorer",
     "ndcg_at_k",
     "ndcg_at_k_columns",
@@ -33,6 +43,7 @@ __all__ = [
     "restart_beta",
     "score_cosine",
     "score_graph",
+    "scorer_for_seeds",
     "seed_vector",
     "select_components",
     "top_k",

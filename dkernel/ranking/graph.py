@@ -5,6 +5,12 @@ every seed) is put in the graph once; each row chunk of X becomes one task
 ``κ(chunk, X_fit) @ α`` (or ``γ(chunk) @ Γ^T α`` for a feature map). Top-k is a per-chunk
 ``argpartition`` followed by one merge task, so nothing but the (n, n_seeds) scores and
 k candidates per chunk is ever materialised.
+
+A *projected* scorer (:func:`make_projected_scorer`) instead applies the seed-independent
+basis ``[1/Vol, A]`` (Prop. 8; ``Γ^T [1/Vol, A]`` for a feature map) and then each seed's
+``[1; m'_s]``: a chunk costs O(b F (k+1)) + O(b k m) instead of O(b F m), which is cheaper
+with more seeds than components, and :func:`project_graph` gives the (n, k+1) coordinates
+themselves, from which any later seed is scored in O(k) per point.
 """
 
 from __future__ import annotations
@@ -34,17 +40,30 @@ class Scorer:
     transformer: Any = None
     dtype: str = "float32"
     rows: int = 4096
+    head: np.ndarray | None = None  # (r, m): scores = (rows @ weights) @ head (projected)
+
+    @property
+    def n_outputs(self) -> int:
+        """Number of output columns (seeds, or projection coordinates)."""
+        return int((self.weights if self.head is None else self.head).shape[1])
+
+    def _finish(self, part: np.ndarray) -> np.ndarray:
+        if self.head is None:
+            return part
+        return part @ self.head.astype(part.dtype, copy=False)
 
     def __call__(self, Y: np.ndarray) -> np.ndarray:
         Y = np.asarray(Y)
         out_dtype = np.dtype(self.dtype)
-        out = np.empty((Y.shape[0], self.weights.shape[1]), dtype=out_dtype)
+        out = np.empty((Y.shape[0], self.n_outputs), dtype=out_dtype)
         if self.kind == "feature-map":
             # posteriors of a sub-block at a time: memory ~64 MiB whatever F is
             step = max(64, (64 * 2**20) // (4 * max(self.weights.shape[0], 1)))
             for start in range(0, Y.shape[0], step):
                 G = np.asarray(self.transformer.transform(Y[start : start + step]))
-                out[start : start + step] = G @ self.weights.astype(G.dtype, copy=False)
+                out[start : start + step] = self._finish(
+                    G @ self.weights.astype(G.dtype, copy=False)
+                )
             return out
         w = self.weights.astype(np.result_type(out_dtype, np.float32), copy=False)
         for start in range(0, Y.shape[0], self.rows):
@@ -53,7 +72,7 @@ class Scorer:
                 block = Y[start:stop]
             else:
                 block = self.fn(Y[start:stop], self.X_fit)
-            out[start:stop] = block @ w.astype(block.dtype, copy=False)
+            out[start:stop] = self._finish(block @ w.astype(block.dtype, copy=False))
         return out
 
 
@@ -73,6 +92,58 @@ def make_scorer(model: Any, coefficients: np.ndarray, *, dtype: str = "float32")
     raise InvalidInputError(f"cannot build a scorer for kernel {kern!r}.")
 
 
+def make_projector(model: Any, *, dtype: str = "float32") -> Scorer:
+    """A :class:`Scorer` whose output is :meth:`KernelPersonalizedPageRank.project`: (n, k+1).
+
+    Scores of any seed are then ``Z @ model.seed_weights(seed)`` (O(k) per point).
+    """
+    check_is_fitted(model, "degrees_")
+    return make_scorer(model, model.score_basis(), dtype=dtype)
+
+
+def make_projected_scorer(
+    model: Any, seed_weights: np.ndarray, *, dtype: str = "float32"
+) -> Scorer:
+    """A :class:`Scorer` that projects each point once and scores every seed from it.
+
+    Parameters
+    ----------
+    model : fitted KernelPersonalizedPageRank
+    seed_weights : ndarray (k+1,) or (k+1, m)
+        ``[1; m'_s]`` per seed (:meth:`~KernelPersonalizedPageRank.seed_weights`).
+
+    Notes
+    -----
+    Gives the same scores as :func:`make_scorer` with ``model.score_basis() @ seed_weights``
+    (to rounding); per point O(F (k+1) + k m) instead of O(F m) for a feature map.
+    """
+    W = np.asarray(seed_weights, dtype=np.float64)
+    if W.ndim == 1:
+        W = W[:, None]
+    scorer = make_projector(model, dtype=dtype)
+    if W.shape[0] != scorer.weights.shape[1]:
+        raise InvalidInputError(
+            f"seed weights must have {scorer.weights.shape[1]} rows (1 + n_components); got "
+            f"shape {W.shape}."
+        )
+    scorer.head = W
+    return scorer
+
+
+def scorer_for_seeds(model: Any, seed_weights: np.ndarray, *, dtype: str = "float32") -> Scorer:
+    """The cheaper of the direct (O(F m) per point) and projected (O(F (k+1))) scorers.
+
+    Both give the same scores; the projected one wins when there are more seeds than
+    ``n_components + 1``.
+    """
+    W = np.asarray(seed_weights, dtype=np.float64)
+    if W.ndim == 1:
+        W = W[:, None]
+    if W.shape[1] > W.shape[0]:
+        return make_projected_scorer(model, W, dtype=dtype)
+    return make_scorer(model, model.score_basis() @ W, dtype=dtype)
+
+
 def score_graph(X: Any, scorer: Scorer) -> da.Array:
     """Lazy ``(n, m)`` scores of the rows of ``X`` (NumPy or Dask, row-chunked).
 
@@ -85,7 +156,7 @@ def score_graph(X: Any, scorer: Scorer) -> da.Array:
     X = check_2d_array(X, "score_graph", allow_nan=scorer.kind == "feature-map")
     if not isinstance(X, da.Array):
         X = da.from_array(X, chunks=(max(1, min(X.shape[0], 100_000)), X.shape[1]))
-    m = scorer.weights.shape[1]
+    m = scorer.n_outputs
     payload = dask.delayed(scorer, pure=True, traverse=False)
     parts = []
     for blk, rows in zip(X.to_delayed().ravel(), X.chunks[0], strict=True):

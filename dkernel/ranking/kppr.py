@@ -14,6 +14,11 @@ Numerics (Paper II §3, notation of DESIGN.md §3.5). With eigenpairs ``(λ*_j, 
 * Out of sample (Defs. 1–3) and Prop. 8: a new point's score is ``Σ_i α_i(s) κ(x, x_i)`` with
   ``α(s) = 1/Vol + A m'_s``, ``A = β D^{-1/2} E_k diag(1/(λ*√(1+β-λ*)))``; for an explicit feature
   map it is ``γ(x)·(Γ^T α)``.
+* Projected scores (Defs. 2–3 with Prop. 8): every seed's ``α(s) = [1/Vol, A] [1; m'_s]`` lies in
+  one (k+1)-dimensional, seed-independent subspace, so a new point's score is
+  ``z(x)·[1; m'_s]`` with ``z(x) = κ(x, X)[1/Vol, A] = [d̂(x)/Vol, β√d̂(x) ẑ'(x)]``: its base
+  score and its Def. 2 embedding scaled as in Def. 3. Projecting a point once (O(N) kernel
+  rows times k+1, or O(F (k+1)) from γ(x)) makes each seed an O(k) dot product.
 """
 
 from __future__ import annotations
@@ -157,7 +162,9 @@ class KernelPersonalizedPageRank:
     ``fit`` costs O(N^3) time and O(N^2) memory (dense eigendecomposition; for a feature map
     with F < N, O(N F^2) and O(N F)); fit on an in-sample subset of a few thousand points and
     score the rest out of sample. Scoring a new point for a fixed seed costs O(N p) for a block
-    kernel and O(F) for a feature map (Prop. 8). See :mod:`dkernel.ranking.graph` for scoring
+    kernel and O(F) for a feature map (Prop. 8). With many seeds, :meth:`project` a point once
+    (its base score and scaled Def. 2 embedding, k+1 numbers) and score each seed in O(k) as
+    ``project(X) @ seed_weights(seed)``. See :mod:`dkernel.ranking.graph` for scoring
     millions of points through Dask.
 
     Examples
@@ -354,6 +361,7 @@ class KernelPersonalizedPageRank:
 
     # -- out of sample --------------------------------------------------------------------
     def _projection(self) -> np.ndarray:
+        """Prop. 8 ``A = β D^{-1/2} E_k diag(1/(λ*√(1+β-λ*)))`` (N, k)."""
         lam = self.eigenvalues_
         if np.any(np.abs(lam) < 1e-10):
             raise InvalidInputError(
@@ -403,6 +411,86 @@ class KernelPersonalizedPageRank:
             )
         out = self._projection() @ mean
         return out + 1.0 / self.volume_
+
+    def score_basis(self) -> np.ndarray:
+        """The seed-independent Prop. 8 basis ``[1/Vol, A]`` (N, k+1).
+
+        Every seed's coefficients are ``α(s) = score_basis() @ seed_weights(s)``; column 0
+        carries the base score, columns 1..k the restart component.
+
+        Notes
+        -----
+        O(N k) time and memory.
+        """
+        check_is_fitted(self, "degrees_")
+        n = self.n_samples_fit_
+        return np.concatenate([np.full((n, 1), 1.0 / self.volume_), self._projection()], axis=1)
+
+    def seed_weights(
+        self, seed: Any = None, *, component: str = "score", **seed_kw: Any
+    ) -> np.ndarray:
+        """Weights ``[1; m'_s]`` (k+1,) of a seed on the :meth:`project` coordinates.
+
+        Parameters
+        ----------
+        seed, **seed_kw
+            The seed (see :meth:`mean_vector`).
+        component : {'score', 'base', 'restart'}
+            ``[1; m'_s]``, ``[1; 0]`` or ``[0; m'_s]`` (Prop. 4).
+
+        Returns
+        -------
+        w : ndarray (k+1,)
+            ``project(X) @ w`` equals ``score_samples(X, seed, component=component)``.
+        """
+        check_is_fitted(self, "degrees_")
+        check_options(component, "component", "seed_weights", ("score", "base", "restart"))
+        w = np.zeros(self.n_components_ + 1)
+        if component != "restart":
+            w[0] = 1.0
+        if component != "base":
+            w[1:] = self.mean_vector(seed, **seed_kw)
+        return w
+
+    def seed_weights_for_mean(self, mean: np.ndarray) -> np.ndarray:
+        """``[1; m']`` for given restart means ``m'`` (k,) or (k, m): (k+1,) or (k+1, m)."""
+        check_is_fitted(self, "degrees_")
+        mean = np.asarray(mean, dtype=np.float64)
+        if mean.shape[0] != self.n_components_:
+            raise InvalidInputError(
+                f"the restart mean must have {self.n_components_} rows; got shape {mean.shape}."
+            )
+        ones = np.ones((1,) + mean.shape[1:])
+        return np.concatenate([ones, mean], axis=0)
+
+    def project(self, X: Any) -> np.ndarray:
+        """Score coordinates ``z(x) = [d̂(x)/Vol, β√d̂(x) ẑ'(x)]`` (n, k+1) of new points.
+
+        A seed's out-of-sample score (Def. 3, Prop. 8) is ``project(X) @ seed_weights(seed)``:
+        the point is projected once and every seed then costs O(k).
+
+        Parameters
+        ----------
+        X : array-like (n, p), or (n, N) kernel rows for ``kernel='precomputed'``
+
+        Returns
+        -------
+        Z : ndarray (n, k+1)
+            Column 0 is the base score ``d̂(x)/Vol``; columns 1..k are ``β√d̂(x) ẑ'(x)``
+            (:meth:`embed_samples` scaled as in Def. 3). In the working precision of the
+            kernel (float32 for a default PCK).
+
+        Notes
+        -----
+        O(n N (p + k)) for a block kernel; O(n F (k+1)) from the feature map γ(x) (the
+        seed-independent ``Γ^T [1/Vol, A]`` is formed once, O(N F k)). For an in-sample point
+        ``z`` reproduces the in-sample scores of the kept components (Nyström property).
+        """
+        check_is_fitted(self, "degrees_")
+        if hasattr(X, "dask"):
+            X = X.compute()
+        basis = self.kernel_.weights(self.score_basis())
+        return np.asarray(self.kernel_.apply(X, basis))
 
     def score_samples(
         self, X: Any, seed: Any = None, *, component: str = "score", **seed_kw: Any

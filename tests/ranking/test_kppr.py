@@ -227,3 +227,83 @@ def test_coefficients_for_mean_mixes_seeds(iris):
     np.testing.assert_allclose(mixed, both, rtol=1e-9, atol=1e-14)
     with pytest.raises(InvalidInputError, match="rows"):
         kppr.coefficients_for_mean(np.ones(kppr.n_components_ + 1))
+
+
+def _projected_kernels(X_in, soft_assign):
+    from dkernel.gmm.pck import ProbabilisticClusterKernel
+
+    pck = ProbabilisticClusterKernel(n_inits=3, max_components=5, random_state=0, dtype="float64")
+    return {
+        "rbf": KernelPersonalizedPageRank(sigma=SIGMA).fit(X_in),
+        "precomputed": KernelPersonalizedPageRank(kernel="precomputed").fit(
+            rbf_block(X_in, X_in, SIGMA)
+        ),
+        "feature-map": KernelPersonalizedPageRank(kernel=soft_assign(12, 1.0).fit(X_in)).fit(X_in),
+        "pck": KernelPersonalizedPageRank(kernel=pck, random_state=0).fit(X_in),
+    }
+
+
+def test_projected_scores_equal_prop8_scores(iris, soft_assign):
+    """project(X) @ seed_weights(s) is the Prop. 8 score Σ α_i κ(x, x_i) for every seed form and
+    every component (base, restart, score), for block, precomputed and feature-map kernels:
+    α(s) = [1/Vol, A] [1; m'_s] with a seed-independent basis (Defs. 2–3, Prop. 4, Prop. 8)."""
+    X, y = iris
+    X_in, Y = X[::2], X[1::2]
+    y_in = y[::2]
+    for name, kppr in _projected_kernels(X_in, soft_assign).items():
+        Xn = rbf_block(Y, X_in, SIGMA) if name == "precomputed" else Y
+        Z = kppr.project(Xn)
+        assert Z.shape == (Y.shape[0], kppr.n_components_ + 1)
+        seeds = [
+            ((3,), {}),
+            (([3, 10, 40],), {}),
+            ((None,), {}),
+            ((), {"cluster": 1, "labels": y_in}),
+        ]
+        if name != "precomputed":
+            seeds.append(((), {"seed_X": Y[:2]}))
+        for args, kw in seeds:
+            for comp in ("score", "base", "restart"):
+                ref = kppr.score_samples(Xn, *args, component=comp, **kw)
+                got = Z @ kppr.seed_weights(*args, component=comp, **kw)
+                scale = np.abs(kppr.score_samples(Xn, *args, **kw)).max()
+                assert np.abs(got - ref).max() <= 1e-10 * scale, (name, args, kw, comp)
+        # column 0 is the base score d̂(x)/Vol; the rest is β√d̂ ẑ' (Def. 3)
+        np.testing.assert_allclose(Z[:, 0], kppr.score_samples(Xn, 3, component="base"), rtol=1e-10)
+        if name != "precomputed":
+            dh = Z[:, 0] * kppr.volume_
+            ref = kppr.beta_ * np.sqrt(dh)[:, None] * kppr.embed_samples(Xn)
+            assert np.abs(Z[:, 1:] - ref).max() <= 1e-10 * np.abs(ref).max()
+        # the basis carries every seed's Prop. 8 coefficients
+        means = np.stack([kppr.mean_vector(3), kppr.mean_vector(None)], axis=1)
+        for got, ref in (
+            (kppr.score_basis() @ kppr.seed_weights(3), kppr.coefficients(3)),
+            (
+                kppr.score_basis() @ kppr.seed_weights_for_mean(means),
+                kppr.coefficients_for_mean(means),
+            ),
+        ):
+            assert np.abs(got - ref).max() <= 1e-12 * np.abs(ref).max()
+
+
+def test_projection_of_in_sample_points_gives_in_sample_scores(iris):
+    """Nyström property (Thm. 1): projecting the in-sample points reproduces π̂ = d/Vol + π'."""
+    X, _ = iris
+    kppr = KernelPersonalizedPageRank(sigma=SIGMA).fit(X[::2])
+    Z = kppr.project(X[::2])
+    np.testing.assert_allclose(Z[:, 0], kppr.base_score_, rtol=1e-12)
+    for seed in (5, None, [1, 2, 3]):
+        np.testing.assert_allclose(Z @ kppr.seed_weights(seed), kppr.rank(seed), atol=1e-12)
+
+
+def test_seed_weights_validation(iris):
+    X, _ = iris
+    kppr = KernelPersonalizedPageRank(sigma=SIGMA, n_components=5).fit(X)
+    assert kppr.seed_weights(0).shape == (6,)
+    np.testing.assert_array_equal(kppr.seed_weights(0, component="base"), np.eye(6)[0])
+    with pytest.raises(InvalidInputError, match="component"):
+        kppr.seed_weights(0, component="all")
+    with pytest.raises(InvalidInputError, match="rows"):
+        kppr.seed_weights_for_mean(np.ones(6))
+    with pytest.raises(NotFittedError):
+        KernelPersonalizedPageRank().project(X)

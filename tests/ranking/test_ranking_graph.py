@@ -11,9 +11,12 @@ import dkernel
 from dkernel.errors import InvalidInputError, StoreError
 from dkernel.ranking import (
     KernelPersonalizedPageRank,
+    make_projected_scorer,
+    make_projector,
     make_scorer,
     ranking_dataset,
     score_graph,
+    scorer_for_seeds,
     top_k,
     top_k_graph,
 )
@@ -45,6 +48,37 @@ def test_score_graph_matches_estimator(iris, fitted):
     f32 = score_graph(Y, make_scorer(fitted, coefs)).compute(scheduler="threads")
     assert f32.dtype == np.float32
     np.testing.assert_allclose(f32, got, rtol=2e-4, atol=1e-9)
+
+
+def test_projected_scorer_matches_direct_scorer(iris, fitted, soft_assign):
+    """Projecting each point once ([1/Vol, A] basis) and scoring every seed in O(k) gives the
+    direct Prop. 8 scores, for a block kernel and a feature map; the projector's output is
+    KernelPersonalizedPageRank.project."""
+    X, _ = iris
+    Y = big_points(iris, 2000, seed=2)
+    fmap = KernelPersonalizedPageRank(kernel=soft_assign(12, 1.0).fit(X[::3])).fit(X[::3])
+    for model in (fitted, fmap):
+        seeds = (0, 7, None, [1, 2])
+        W = np.stack([model.seed_weights(s) for s in seeds], axis=1)
+        direct = score_graph(Y, make_scorer(model, model.score_basis() @ W, dtype="float64"))
+        proj = score_graph(Y, make_projected_scorer(model, W, dtype="float64"))
+        with dask.config.set(scheduler="threads"):
+            d, p = direct.compute(), proj.compute()
+            Z = score_graph(Y, make_projector(model, dtype="float64")).compute()
+        assert p.shape == (2000, 4) and Z.shape == (2000, model.n_components_ + 1)
+        assert np.abs(p - d).max() <= 1e-10 * np.abs(d).max()
+        assert np.abs(Z @ W - d).max() <= 1e-10 * np.abs(d).max()
+        np.testing.assert_allclose(Z, model.project(Y), rtol=1e-10, atol=1e-15)
+        # float32 projection: same scores to float32 rounding
+        p32 = score_graph(Y, make_projected_scorer(model, W)).compute(scheduler="threads")
+        assert p32.dtype == np.float32
+        assert np.abs(p32 - d).max() <= 1e-5 * np.abs(d).max()
+        # the cheaper path: direct for few seeds, projected for more seeds than components+1
+        assert scorer_for_seeds(model, W).head is None
+        many = np.tile(W, (1, model.n_components_))
+        assert scorer_for_seeds(model, many).head is not None
+    with pytest.raises(InvalidInputError, match="rows"):
+        make_projected_scorer(fitted, np.ones(3))
 
 
 def test_score_graph_on_distributed_client(iris, fitted, client):

@@ -22,7 +22,7 @@ from dkernel.errors import InvalidInputError, SpecError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.ranking.graph import make_scorer, ranking_dataset, score_graph
+from dkernel.ranking.graph import ranking_dataset, score_graph, scorer_for_seeds
 from dkernel.ranking.kppr import KernelPersonalizedPageRank
 from dkernel.ranking.metrics import ndcg_at_k
 from dkernel.ranking.ppr import ppr_exact
@@ -234,8 +234,10 @@ def run(ctx: JobContext) -> None:
             mean = _seed_mean(kppr, rows, fit_pos, X)
         names.append(str(name))
         means.append(mean)
-    coefs = kppr.coefficients_for_mean(np.stack(means, axis=1))
-    scorer = make_scorer(kppr, coefs, dtype=p["dtype"])
+    # per point: O(F m) direct, or project once (O(F (k+1))) and O(k) per seed with many seeds
+    scorer = scorer_for_seeds(
+        kppr, kppr.seed_weights_for_mean(np.stack(means, axis=1)), dtype=p["dtype"]
+    )
 
     if p["chunk_rows"]:
         rows = p["chunk_rows"]
@@ -269,7 +271,10 @@ def run(ctx: JobContext) -> None:
     )
     ds["in_sample"] = (("sample",), da.from_array(in_sample, chunks=Xd.chunks[0]))
     t = time.perf_counter()
-    ctx.log(f"[dkernel] scoring {n} rows for {len(names)} seeds in {Xd.numblocks[0]} tasks")
+    ctx.log(
+        f"[dkernel] scoring {n} rows for {len(names)} seeds in {Xd.numblocks[0]} tasks"
+        + (" (projected: O(k) per seed)" if scorer.head is not None else "")
+    )
     compute_with_progress(
         ctx.store.write("ranking", ds, compute=False), ctx.client, show=ctx.progress
     )
