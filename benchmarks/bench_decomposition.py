@@ -248,7 +248,7 @@ def to_markdown(r: dict) -> str:
         strict=True,
     )
     for c, m, s, d, ds, a in rows:
-        lines.append(f"| {c} | {m:.4f} | {s:.4f} | {d:.5f} | {ds:.5f} | {a:.4f} |")
+        lines.append(f"| {c} | {m:.4f} | {s:.4f} | {d:.2e} | {ds:.2e} | {a:.4f} |")
     lines += [
         "",
         f"C within one paired SE of the minimum: {r['c_within_one_se_of_min']}; chosen "
