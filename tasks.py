@@ -61,6 +61,7 @@ def test() -> None:
     ensure_env("test")
     env = _env()
     _run(BIN / "ruff", "check", "dkernel", "tests", "benchmarks", env=env)
+    _run(BIN / "ruff", "format", "--check", "dkernel", "tests", "benchmarks", env=env)
     _run(BIN / "python", "-m", "pytest", *sys.argv[2:], env=env)
 
 
