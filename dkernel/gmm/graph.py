@@ -63,7 +63,7 @@ def fit_init_batch(
     n_sub: int,
     seed: int | None,
     n_iter: int,
-    reg_covar: float,
+    reg_covar: float | np.ndarray,
     covariance_type: str,
     limit_blas: bool = True,
 ) -> DiagMixtures | FullMixtures:
@@ -119,7 +119,7 @@ def fit_ensemble(
     n_sub: int,
     seed: int | None,
     n_iter: int,
-    reg_covar: float,
+    reg_covar: float | np.ndarray,
     covariance_type: str,
     client: Any = None,
 ) -> list[DiagMixtures | FullMixtures]:
@@ -131,6 +131,8 @@ def fit_ensemble(
         Centred data, NaN = missing, in the compute dtype.
     candidates : ndarray of int
         Rows eligible for training (rows with at least one observed value).
+    reg_covar : float or ndarray (p,)
+        Added to every variance; an array gives one value per column.
     client : distributed.Client, optional
         Where to run; without one the tasks run on a thread pool in this process (one thread
         per core, one BLAS thread each).
@@ -144,7 +146,7 @@ def fit_ensemble(
         n_sub=int(n_sub),
         seed=seed,
         n_iter=int(n_iter),
-        reg_covar=float(reg_covar),
+        reg_covar=np.asarray(reg_covar, dtype=X.dtype) if np.ndim(reg_covar) else float(reg_covar),
         covariance_type=covariance_type,
     )
     is_dask = hasattr(X, "dask")

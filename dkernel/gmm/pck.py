@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from dkernel._random import seed_from_random_state
+from dkernel._random import derive_rng, seed_from_random_state
 from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
 from dkernel.errors import InvalidInputError, NumericalWarning, ResourceLimitError
 from dkernel.gmm.em import DiagMixtures
@@ -63,7 +63,8 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         'full' follows Alg. 1 with points grouped by missingness pattern (moderate p only).
     reg_covar : float, default=1e-6
         Added to every variance (diagonal of every covariance) after each M-step, relative to
-        the data after centring (the data are not rescaled).
+        the data after centring (the data are not rescaled). Per column it is raised to the
+        squared resolution of that column (see Notes and ``variance_floor_``).
     random_state : int, numpy Generator or None
         Seed; model (q, g) derives its generator from ``(random_state, q, g)``.
     dtype : {'float32', 'float64'}, default='float32'
@@ -78,6 +79,9 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         Column means of the observed training values, subtracted before EM.
     feature_mask_ : ndarray (n_features_in_,) of bool
         Columns used; all-NaN and zero-variance columns are dropped with a warning.
+    variance_floor_ : ndarray (n_kept,)
+        What is added to the variances per used column: ``max(reg_covar, Δ_j²)`` with ``Δ_j``
+        the resolution of column ``j`` (smallest gap between two distinct observed values).
     normalizer_ : float
         Z = Q (G - 1).
     n_features_out_ : int
@@ -93,6 +97,17 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
     per task O(block · Σ g + N p). Transform: O(N p F) time, O(N F) output (lazy for Dask).
     Rows with no observed value get posteriors equal to the mixture weights (warned);
     they are excluded from training.
+
+    Coarsely quantised columns (integer-coded attributes, scores 1..10): many points share
+    exactly the same value, so a component can put a variance of almost zero on one level of
+    one column and its likelihood grows without bound (the degenerate maximum of a Gaussian
+    mixture on tied data); the posteriors then split points by single-level differences.
+    Components narrower than the data's resolution model the rounding grid, not the density,
+    so every variance of column ``j`` gets at least ``Δ_j²`` (standard deviation of one
+    level) added instead of ``reg_covar`` when that is larger. For continuous data ``Δ_j`` is
+    negligible and nothing changes. ``Δ_j`` is the smallest positive gap between sorted
+    distinct observed values, on all rows up to 100 000 and otherwise on a fixed random
+    sample of 100 000 rows (the same for NumPy and Dask input).
 
     Examples
     --------
@@ -145,26 +160,36 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
     def _np_dtype(self) -> np.dtype:
         return np.dtype(self.dtype)
 
-    def _column_stats(self, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-        """(observed count, nanmean, nanvar) per column and whether any inf is present."""
+    def _column_stats(self, X: Any) -> tuple[np.ndarray, ...]:
+        """(observed count, nanmean, nanvar, resolution) per column and whether inf occurs."""
         if _is_dask(X):
             import dask
             import dask.array as da
 
             obs = ~da.isnan(X)
             Xz = da.where(obs, X, 0).astype(np.float64)
-            count, s1, s2, has_inf = dask.compute(
-                obs.sum(axis=0), Xz.sum(axis=0), (Xz * Xz).sum(axis=0), da.isinf(X).any()
+            rows = _resolution_rows(X.shape[0])
+            sample = X if rows is None else X[rows]
+            count, s1, s2, sample, has_inf = dask.compute(
+                obs.sum(axis=0),
+                Xz.sum(axis=0),
+                (Xz * Xz).sum(axis=0),
+                sample,
+                da.isinf(X).any(),
             )
+            res = column_resolution(sample) if not has_inf else np.full(X.shape[1], np.inf)
         else:
             obs = ~np.isnan(X)
             Xz = np.where(obs, X, 0).astype(np.float64)
             count, s1, s2 = obs.sum(axis=0), Xz.sum(axis=0), (Xz * Xz).sum(axis=0)
             has_inf = bool(np.isinf(X).any())
+            rows = _resolution_rows(X.shape[0])
+            sample = X if rows is None else X[rows]
+            res = column_resolution(sample) if not has_inf else np.full(X.shape[1], np.inf)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = s1 / count
             var = s2 / count - mean * mean
-        return np.asarray(count), mean, var, bool(has_inf)
+        return np.asarray(count), mean, var, np.asarray(res, dtype=np.float64), bool(has_inf)
 
     def _prepare(self, X: Any) -> Any:
         """Keep the fitted columns, centre, cast (lazy for Dask)."""
@@ -206,7 +231,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         self._check_params()
         X = check_2d_array(X, _OWNER, allow_nan=True, min_samples=2)
         n, p = X.shape
-        count, mean, var, has_inf = self._column_stats(X)
+        count, mean, var, resolution, has_inf = self._column_stats(X)
         if has_inf:
             raise InvalidInputError(
                 f"{_OWNER} got infinite values in X; replace them or mark them NaN (missing)."
@@ -230,6 +255,15 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         self.n_features_in_ = p
         self.feature_mask_ = keep
         self.location_ = mean[keep].astype(np.float64)
+        res = resolution[keep]
+        floor = np.where(np.isfinite(res), res * res, 0.0)
+        self.variance_floor_ = np.maximum(float(self.reg_covar), floor)
+        # a scalar when no column is coarser than reg_covar (continuous data: as before)
+        reg = (
+            self.variance_floor_
+            if np.any(self.variance_floor_ > float(self.reg_covar))
+            else float(self.reg_covar)
+        )
         Xc = self._prepare(X)
         if _is_dask(Xc):
             import dask.array as da
@@ -263,7 +297,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
             n_sub=n_sub,
             seed=seed,
             n_iter=int(self.n_iter),
-            reg_covar=float(self.reg_covar),
+            reg_covar=reg,
             covariance_type=self.covariance_type,
             client=_current_client(),
         )
@@ -365,6 +399,37 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
                     d[sl] = posterior_block(Xc[sl], self.ensemble_, scale, self._np_dtype) @ s
                 self._degrees = d
         return self._degrees
+
+
+_RESOLUTION_SAMPLE = 100_000
+
+
+def _resolution_rows(n: int) -> np.ndarray | None:
+    """Rows on which the column resolution is measured: all (None) or a fixed sample."""
+    if n <= _RESOLUTION_SAMPLE:
+        return None
+    rng = derive_rng(0, "pck-resolution-sample")
+    return np.sort(rng.choice(n, size=_RESOLUTION_SAMPLE, replace=False))
+
+
+def column_resolution(X: np.ndarray) -> np.ndarray:
+    """Smallest positive gap between distinct observed (non-NaN) values of every column.
+
+    ``inf`` for a column with fewer than two distinct values. For integer-coded data this is
+    the step of the grid (1); for continuous data it is tiny.
+
+    Notes
+    -----
+    O(N log N) per column (a sort).
+    """
+    X = np.asarray(X)
+    out = np.full(X.shape[1], np.inf)
+    for j in range(X.shape[1]):
+        col = X[:, j]
+        v = np.unique(col[~np.isnan(col)])
+        if v.size > 1:
+            out[j] = float(np.min(np.diff(v.astype(np.float64))))
+    return out
 
 
 def feature_map_degrees(Phi: Any) -> np.ndarray:

@@ -218,3 +218,24 @@ def test_sklearn_params_roundtrip():
 
     pck = ProbabilisticClusterKernel(n_inits=4, dtype="float64")
     assert clone(pck).get_params()["n_inits"] == 4
+
+
+def test_column_resolution():
+    from dkernel.gmm.pck import column_resolution
+
+    X = np.array([[1.0, 0.5, 2.0], [3.0, np.nan, 2.0], [2.0, 0.75, np.nan], [1.0, 1.5, 2.0]])
+    np.testing.assert_array_equal(column_resolution(X), [1.0, 0.25, np.inf])
+
+
+def test_integer_coded_columns_get_a_resolution_variance_floor(array_kind):
+    # integer scores 1..10 (one attribute on a coarser grid of 2): each variance gets at least
+    # Δ² added, so no component collapses onto one level of one column
+    X, y = _blobs(n=300, p=4, missing=0.1, seed=3)
+    Xq = np.round(X)
+    Xq[:, 3] = 2 * np.round(X[:, 3] / 2)
+    pck = ProbabilisticClusterKernel(**SMALL).fit(as_kind(Xq, array_kind))
+    np.testing.assert_allclose(pck.variance_floor_, [1.0, 1.0, 1.0, 4.0])
+    assert np.all(pck.ensemble_.variances >= pck.variance_floor_[None, :].astype(np.float32))
+    # continuous data: reg_covar everywhere (unchanged behaviour)
+    cont = ProbabilisticClusterKernel(**SMALL).fit(as_kind(X, array_kind))
+    np.testing.assert_array_equal(cont.variance_floor_, 1e-6)
