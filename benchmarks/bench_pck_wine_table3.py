@@ -201,8 +201,8 @@ def write_results(
         "(paper) | ≥ paper − 1 sd | ≥ k-means AI |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for mech, rows in results.items():
-        for row in rows:
+    for mech in [m for m in PAPER if m in results]:  # the paper's order, whatever the run order
+        for row in results[mech]:
             lines.append(
                 f"| {mech} | {row['pm']:.0%} | {row['pckid_mean']:.3f} ± {row['pckid_std']:.3f} "
                 f"| {row['paper_pckid_mean']:.3f} ± {row['paper_pckid_std']:.3f} "
