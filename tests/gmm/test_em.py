@@ -296,25 +296,3 @@ def test_row_blocks_do_not_change_the_result():
     np.testing.assert_allclose(many.means, one.means, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(many.variances, one.variances, rtol=1e-10)
     np.testing.assert_allclose(h2, h1, rtol=1e-10)
-
-
-def test_init_column_without_observed_values_in_a_cluster_gets_the_global_variance():
-    # two well-separated groups; column 2 is observed only in the first group, so the second
-    # group's cluster sees nothing but imputed (equal) values there
-    rng = np.random.default_rng(0)
-    X = np.concatenate([rng.normal(0, 1, (40, 3)), rng.normal(20, 1, (40, 3))])
-    X[40:, 2] = np.nan
-    X[:30, 2] = np.nan  # 10 observed values in column 2, all in the first group
-    obs_var = np.nanvar(X[:, 2])
-    m, v, w = init_diag_params(X, 2, np.random.default_rng(1), 1e-6)
-    blind = int(np.argmax(m[:, 0]))  # the cluster of the second group
-    np.testing.assert_allclose(v[blind, 2], obs_var + 1e-6, rtol=1e-6)
-    assert v[1 - blind, 2] < obs_var  # the other cluster keeps its own (imputed-data) variance
-    _, covs, _ = init_full_params(X, 2, np.random.default_rng(1), 1e-6)
-    np.testing.assert_allclose(covs[blind, 2, 2], obs_var + 1e-6, rtol=1e-6)
-    np.testing.assert_array_equal(covs[blind, 2, :2], 0.0)
-    # complete data: unchanged (every column of every cluster is observed)
-    Xc = np.nan_to_num(X, nan=0.5)
-    m, v, _ = init_diag_params(Xc, 2, np.random.default_rng(1), 1e-6)
-    lab = np.argmin(((Xc[:, None, :] - m[None]) ** 2).sum(-1), axis=1)
-    np.testing.assert_allclose(v[blind], Xc[lab == blind].var(axis=0) + 1e-6, rtol=1e-6)
