@@ -54,6 +54,9 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     sigma : float, optional
         RBF width; ``sigma_fraction`` × median pairwise distance when None.
     sigma_fraction : float
+        Fraction of the median pairwise distance for the RBF rule of thumb. 0.2 (the PCKID
+        baseline's local width) rather than KernelPCAEmbedding's 1/√2: clustering needs the
+        kernel to separate groups, and the wider median heuristic merges blobs for KECA.
     n_landmarks : int
         Nyström landmarks m (every point when m >= n: the exact method).
     landmarks : {'kmeans++', 'uniform'}
