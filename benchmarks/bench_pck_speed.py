@@ -48,6 +48,9 @@ def samson() -> np.ndarray:
     return cube.reshape(-1, cube.shape[-1]).astype(np.float32)
 
 
+LOAD_AT_START = os.getloadavg()[0]
+
+
 def time_ours(X: np.ndarray, Q: int, G: int) -> tuple[float, float]:
     """(wall s, CPU s of this process) of the ensemble fit."""
     t, c = time.perf_counter(), time.process_time()
@@ -137,11 +140,12 @@ def main() -> None:
         "# PCK ensemble fit vs a loop of scikit-learn GaussianMixture (diag, max_iter=10)",
         "",
         f"Q = G = {Q} (870 models), 10 EM iterations, 50 % subsample; same process, same "
-        f"{os.cpu_count()} cores (shared dev machine, other jobs running). The scikit-learn loop "
+        f"{os.cpu_count()} cores (load average {LOAD_AT_START:.1f} at the start). The scikit-learn loop "
         f"was timed for {sk_inits} of the {Q} initial conditions and scaled by {Q}/{sk_inits} "
         "(the 30 repetitions are identical in cost).",
         "",
         "Command: `python benchmarks/bench_pck_speed.py"
+        + (f" --sk-inits {args.sk_inits}" if args.sk_inits != 5 else "")
         + (" --million" if args.million else "")
         + "`",
         "",
