@@ -397,18 +397,22 @@ class KernelPersonalizedPageRank:
         restart = self._projection() @ self.mean_vector(seed, **seed_kw)
         return restart if component == "restart" else base + restart
 
-    def coefficients_for_mean(self, mean: np.ndarray) -> np.ndarray:
-        """Prop. 8 coefficients ``1/Vol + A m'`` for a given restart mean ``m'`` (k,) or (k, m).
-
-        Seeds are linear in ``m'``: mixing in-sample and out-of-sample seed points means mixing
-        their :meth:`mean_vector` with the seed weights.
-        """
+    def _check_restart_mean(self, mean: np.ndarray) -> np.ndarray:
         check_is_fitted(self, "degrees_")
         mean = np.asarray(mean, dtype=np.float64)
         if mean.shape[0] != self.n_components_:
             raise InvalidInputError(
                 f"the restart mean must have {self.n_components_} rows; got shape {mean.shape}."
             )
+        return mean
+
+    def coefficients_for_mean(self, mean: np.ndarray) -> np.ndarray:
+        """Prop. 8 coefficients ``1/Vol + A m'`` for a given restart mean ``m'`` (k,) or (k, m).
+
+        Seeds are linear in ``m'``: mixing in-sample and out-of-sample seed points means mixing
+        their :meth:`mean_vector` with the seed weights.
+        """
+        mean = self._check_restart_mean(mean)
         out = self._projection() @ mean
         return out + 1.0 / self.volume_
 
@@ -454,12 +458,7 @@ class KernelPersonalizedPageRank:
 
     def seed_weights_for_mean(self, mean: np.ndarray) -> np.ndarray:
         """``[1; m']`` for given restart means ``m'`` (k,) or (k, m): (k+1,) or (k+1, m)."""
-        check_is_fitted(self, "degrees_")
-        mean = np.asarray(mean, dtype=np.float64)
-        if mean.shape[0] != self.n_components_:
-            raise InvalidInputError(
-                f"the restart mean must have {self.n_components_} rows; got shape {mean.shape}."
-            )
+        mean = self._check_restart_mean(mean)
         ones = np.ones((1,) + mean.shape[1:])
         return np.concatenate([ones, mean], axis=0)
 
