@@ -9,13 +9,15 @@ scikit-learn's ``GaussianMixture`` update for update).
 Diagonal covariance: many models are fitted at once. A :class:`DiagMixtures` holds the
 components of ``M`` models stacked into ``C`` rows, model ``m`` owning rows
 ``offsets[m]:offsets[m+1]``. With ``X0`` the data with NaN set to 0 and ``O`` the observed mask,
-the log-density of every point under every component is three BLAS products::
+the log-density of every point under every component is::
 
     log N_ik = -1/2 [ X0² @ (1/σ²)ᵀ - 2 X0 @ (μ/σ²)ᵀ + O @ (μ²/σ² + log 2πσ²)ᵀ ]
 
-followed by one ``exp`` for a segmented log-sum-exp (one normaliser per model). The M-step is
-three more products ``Rᵀ X0``, ``Rᵀ X0²`` and ``Rᵀ O``. For complete data the products with
-``O`` collapse to row constants and are skipped.
+computed as one GEMM of the design matrix ``[X0², X0, O, 1]`` with the stacked parameters (the
+ones column carries the log-weights), followed by one ``exp`` for a segmented log-sum-exp (one
+normaliser per model). The M-step is one more GEMM ``Rᵀ [X0², X0, O, 1]``, which yields
+``Rᵀ X0²``, ``Rᵀ X0``, ``Rᵀ O`` and ``N_k`` together. For complete data the ``O`` columns
+collapse into the constant and are left out.
 
 Full covariance (Alg. 1): one model at a time, points grouped by missingness pattern so that the
 Cholesky factors of the observed blocks are shared by every point with that pattern.
@@ -101,22 +103,24 @@ def split_missing(X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 # diagonal covariance, batched over models
 # --------------------------------------------------------------------------------------------
 def design_matrix(X0: np.ndarray, O: np.ndarray | None) -> np.ndarray:
-    """``[X0², X0]`` (complete data) or ``[X0², X0, O]`` (N × 2p or 3p), built once per fit.
+    """``[X0², X0, 1]`` (complete data) or ``[X0², X0, O, 1]`` (N × 2p+1 or 3p+1), built once.
 
-    One GEMM of this matrix with stacked parameters gives every log-density (E-step), and one
-    GEMM of the responsibilities with it gives every sufficient statistic (M-step).
+    One GEMM of this matrix with stacked parameters gives every log-joint, bias included
+    (E-step), and one GEMM of the responsibilities with it gives every sufficient statistic,
+    the responsibility sums included (M-step).
     """
-    parts = [X0 * X0, X0] if O is None else [X0 * X0, X0, O]
+    ones = np.ones((X0.shape[0], 1), dtype=X0.dtype)
+    parts = [X0 * X0, X0, ones] if O is None else [X0 * X0, X0, O, ones]
     return np.ascontiguousarray(np.concatenate(parts, axis=1))
 
 
-def _stacked_params(mix: DiagMixtures, p: int, with_mask: bool, dtype) -> tuple:
+def _stacked_params(mix: DiagMixtures, with_mask: bool, dtype) -> np.ndarray:
+    """``W`` (2p+1 or 3p+1, C) such that ``design_matrix(X0, O) @ W`` is the log-joint."""
     prec = 1.0 / mix.variances
     const = -0.5 * (mix.means * mix.means * prec + np.log(mix.variances) + LOG_2PI)
-    rows = [-0.5 * prec, mix.means * prec] + ([const] if with_mask else [])
-    W = np.ascontiguousarray(np.concatenate(rows, axis=1).T, dtype=dtype)  # (2p or 3p, C)
     bias = np.log(mix.weights) + (0.0 if with_mask else const.sum(axis=1))
-    return W, bias.astype(dtype)
+    rows = [-0.5 * prec, mix.means * prec] + ([const] if with_mask else []) + [bias[:, None]]
+    return np.ascontiguousarray(np.concatenate(rows, axis=1).T, dtype=dtype)
 
 
 def diag_log_prob(
@@ -138,14 +142,11 @@ def diag_log_prob(
 
     Notes
     -----
-    One (N×2p or 3p)·(… ×C) GEMM; O(N p C) time, O(N C) memory.
+    One (N × 2p+1 or 3p+1)·(… × C) GEMM; O(N p C) time, O(N C) memory.
     """
     C = means.shape[0]
     mix = DiagMixtures(means, variances, np.ones(C, dtype=means.dtype), np.array([0, C]))
-    W, bias = _stacked_params(mix, X0.shape[1], O is not None, X0.dtype)
-    out = design_matrix(X0, O) @ W
-    out += bias[None, :]
-    return out
+    return design_matrix(X0, O) @ _stacked_params(mix, O is not None, X0.dtype)
 
 
 def _normalize_segments_t(Lt: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -185,10 +186,7 @@ def diag_resp_design(D: np.ndarray, mix: DiagMixtures, with_mask: bool) -> tuple
     responsibilities are returned as its (Fortran-ordered) transpose, which BLAS consumes
     without a copy.
     """
-    p = D.shape[1] // (3 if with_mask else 2)
-    W, bias = _stacked_params(mix, p, with_mask, D.dtype)
-    Lt = W.T @ D.T
-    Lt += bias[:, None]
+    Lt = _stacked_params(mix, with_mask, D.dtype).T @ D.T
     ll = _normalize_segments_t(Lt, mix.offsets)
     return Lt.T, ll
 
@@ -285,6 +283,11 @@ def diag_m_step(
     return diag_m_step_from_stats(stats, mix, X0.shape[0], reg_covar, X0.dtype)
 
 
+# A row block's (C × rows) log-joint stays near this size in the EM loop: the per-model
+# normalisation then works on segments that fit in cache (20 % faster than 64 MiB blocks).
+EM_BLOCK_BYTES = 16 * 2**20
+
+
 def row_block_size(n_columns: int, itemsize: int, target_bytes: float = 64 * 2**20) -> int:
     """Rows per block so that an (rows × n_columns) work array stays near ``target_bytes``."""
     return int(max(256, min(2**20, target_bytes // max(1, n_columns * itemsize))))
@@ -310,7 +313,7 @@ def diag_em(
     reg_covar : float
         Added to every variance after each M-step.
     block_rows : int, optional
-        Rows per E-step block (bounds memory to ``block_rows × C``); by default ~64 MiB.
+        Rows per E-step block (bounds memory to ``block_rows × C``); by default ~16 MiB.
 
     Returns
     -------
@@ -321,7 +324,7 @@ def diag_em(
 
     Notes
     -----
-    Per iteration O(N p C) (six BLAS products, four for complete data) and one exp of N×C;
+    Per iteration two BLAS products (log-joints and statistics) and one exp of N×C, O(N p C);
     memory O(block_rows · C + N p). The block partition depends only on N and C, so results do
     not depend on where the function runs.
     """
@@ -333,20 +336,19 @@ def diag_em(
     mix = mix.astype(dtype)
     n = X.shape[0]
     C = int(mix.offsets[-1])
-    step = block_rows or row_block_size(C, np.dtype(dtype).itemsize)
+    step = block_rows or row_block_size(C, np.dtype(dtype).itemsize, EM_BLOCK_BYTES)
     history = np.empty((n_iter, mix.n_models))
     for it in range(n_iter):
-        nk = np.zeros(C)
         T = np.zeros((C, D.shape[1]), dtype=dtype)
         ll_sum = np.zeros(mix.n_models)
         for start in range(0, n, step):
             Db = D[start : start + step]
             resp, ll = diag_resp_design(Db, mix, with_mask)
             ll_sum += ll.sum(axis=0, dtype=np.float64)
-            nk += resp.sum(axis=0, dtype=np.float64)
             T += resp.T @ Db
         history[it] = ll_sum / n
-        stats = (nk, T[:, p : 2 * p], T[:, :p], T[:, 2 * p :] if with_mask else None)
+        # the design's last column is all ones, so its statistic is N_k
+        stats = (T[:, -1], T[:, p : 2 * p], T[:, :p], T[:, 2 * p : 3 * p] if with_mask else None)
         mix = diag_m_step_from_stats(stats, mix, n, reg_covar, dtype)
     return mix, history
 
@@ -520,44 +522,94 @@ def _seed_points(Xi: np.ndarray, g: int, rng: np.random.Generator) -> np.ndarray
 def init_diag_params(
     X: np.ndarray, n_components: int, rng: np.random.Generator, reg_covar: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Paper I §3.2: mean-impute, k-means++ seeds, one k-means step, per-cluster stats.
+    """Paper I §3.2 initialisation of one model: means (g, p), variances (g, p), weights (g,).
 
+    See :func:`init_diag_mixtures`, of which this is the one-model case.
+    """
+    mix = init_diag_mixtures(X, (n_components,), [rng], reg_covar)
+    return mix.means, mix.variances, mix.weights
+
+
+def init_diag_mixtures(
+    X: np.ndarray,
+    sizes: tuple[int, ...],
+    rngs: list[np.random.Generator],
+    reg_covar: float | np.ndarray,
+    *,
+    block_rows: int | None = None,
+) -> DiagMixtures:
+    """Paper I §3.2 for several models at once: mean-impute, k-means++ seeds, one k-means
+    step, per-cluster statistics.
+
+    Parameters
+    ----------
+    X : ndarray (N, p)
+        Data, NaN = missing.
+    sizes : tuple of int
+        Number of components of each model.
+    rngs : list of numpy.random.Generator
+        One per model; model ``m``'s seeds depend only on ``rngs[m]``.
+    reg_covar : float or ndarray (p,)
+
+    Returns
+    -------
+    DiagMixtures
+        The models stacked in the order of ``sizes``.
+
+    Notes
+    -----
     The k-means++ seeds are drawn on at most 20 000 rows (a random sample of ``X`` when it is
-    larger); the k-means step and the statistics use every row.
+    larger); the k-means step and the statistics use every row. The assignment of all models
+    is one GEMM per row block and the statistics one sparse product, so the cost is
+    O(N p C) for C = Σ sizes with no per-model pass over the data.
 
-    Returns means (g, p), variances (g, p) and weights (g,). Clusters left with fewer than two
-    points take the seed as mean and the global variance.
-
+    Clusters left with fewer than two points take the seed as mean and the global variance.
     As §3.2 prescribes, the variances come from the mean-imputed data: in a column where a
     cluster has no observed value they are 0 + ``reg_covar``, so that component keeps away
     from points observed in the column (missingness acts as a feature). Replacing them by the
     observed global variance was tried on Wine (Paper I Table 3): it raised PCKID at MAR 21 %
     (+0.007) and lowered it at NMAR 35 % (-0.008) and 45 % (about -0.02); it is not done.
-
-    Notes
-    -----
-    O(N p g).
     """
+    from scipy.sparse import csr_matrix
+
     Xi = mean_impute(X)
-    g = n_components
-    seeds = _seed_points(Xi, g, rng)
-    d2 = (
-        np.sum(Xi * Xi, axis=1)[:, None]
-        - 2.0 * (Xi @ seeds.T)
-        + np.sum(seeds * seeds, axis=1)[None, :]
-    )
-    labels = np.argmin(d2, axis=1)
-    counts = np.bincount(labels, minlength=g).astype(np.float64)
-    X64 = Xi.astype(np.float64, copy=False)
-    sums = np.stack([np.bincount(labels, X64[:, j], minlength=g) for j in range(X.shape[1])], 1)
-    sq = np.stack([np.bincount(labels, X64[:, j] ** 2, minlength=g) for j in range(X.shape[1])], 1)
-    global_var = Xi.var(axis=0)
+    n, p = Xi.shape
+    sizes = tuple(int(g) for g in sizes)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    C = int(offsets[-1])
+    seeds = np.concatenate([_seed_points(Xi, g, rng) for g, rng in zip(sizes, rngs, strict=True)])
+    half_sq = 0.5 * np.sum(seeds * seeds, axis=1)[:, None]
+    stats = np.zeros((C, 2 * p))
+    counts = np.zeros(C)
+    step = block_rows or row_block_size(C, Xi.dtype.itemsize, EM_BLOCK_BYTES)
+    for start in range(0, n, step):
+        Xb = Xi[start : start + step]
+        # nearest seed per model: argmin of |s|²/2 - s·x (the |x|² term is common)
+        d = seeds @ Xb.T
+        np.subtract(half_sq, d, out=d)
+        cols = np.stack(
+            [np.argmin(d[offsets[m] : offsets[m + 1]], axis=0) for m in range(len(sizes))], 1
+        )
+        cols += offsets[:-1][None, :]
+        b = Xb.shape[0]
+        onehot = csr_matrix(
+            (np.ones(cols.size), cols.ravel(), np.arange(0, cols.size + 1, len(sizes))),
+            shape=(b, C),
+        )
+        X64 = Xb.astype(np.float64)
+        stats += onehot.T @ np.concatenate([X64, X64 * X64], axis=1)
+        counts += np.bincount(cols.ravel(), minlength=C)
+    sums, sq = stats[:, :p], stats[:, p:]
+    global_var = Xi.var(axis=0, dtype=np.float64)
     safe = np.maximum(counts, 1)[:, None]
     means = np.where(counts[:, None] > 0, sums / safe, seeds)
     var = np.where(counts[:, None] > 1, sq / safe - means * means, global_var[None, :])
     var = np.maximum(var, 0) + reg_covar
-    weights = np.maximum(counts, 1) / np.maximum(counts, 1).sum()
-    return means.astype(X.dtype), var.astype(X.dtype), weights.astype(X.dtype)
+    clipped = np.maximum(counts, 1)
+    weights = clipped / np.repeat(np.add.reduceat(clipped, offsets[:-1]), sizes)
+    return DiagMixtures(
+        means.astype(X.dtype), var.astype(X.dtype), weights.astype(X.dtype), offsets
+    )
 
 
 def init_full_params(X: np.ndarray, n_components: int, rng: np.random.Generator, reg_covar):

@@ -25,7 +25,7 @@ from dkernel.gmm.em import (
     diag_posteriors,
     full_em,
     full_posteriors,
-    init_diag_params,
+    init_diag_mixtures,
     init_full_params,
     row_block_size,
 )
@@ -95,11 +95,8 @@ def _blas_controller() -> ThreadpoolController:
 
 def _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type):
     if covariance_type == "diag":
-        parts = []
-        for g in sizes:
-            means, var, w = init_diag_params(Xs, g, derive_rng(seed, "pck-init", q, g), reg_covar)
-            parts.append(DiagMixtures(means, var, w, np.array([0, g], dtype=np.int64)))
-        mix = DiagMixtures.concatenate(parts)
+        rngs = [derive_rng(seed, "pck-init", q, g) for g in sizes]
+        mix = init_diag_mixtures(Xs, sizes, rngs, reg_covar)
         fitted, _ = diag_em(Xs, mix, n_iter, reg_covar)
         return fitted
     models = []
