@@ -14,7 +14,12 @@ from dkernel.errors import (
 from dkernel.gmm.pck import ProbabilisticClusterKernel
 from dkernel.meanshift.estimators import MSSC, MeanShift
 from dkernel.metrics import clustering_accuracy, clustering_scores
-from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank, top_k
+from dkernel.ranking import (
+    JointRankingClustering,
+    KernelPersonalizedPageRank,
+    seed_scores,
+    top_k,
+)
 from dkernel.runtime import connect
 from dkernel.spectral import KECA, KernelPCAEmbedding
 from dkernel.spectral.clustering import SpectralClustering
@@ -33,6 +38,7 @@ __all__ = [
     "StoreError",
     "JointRankingClustering",
     "KernelPersonalizedPageRank",
+    "seed_scores",
     "top_k",
     "KECA",
     "KernelDecompositionClustering",

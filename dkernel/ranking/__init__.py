@@ -4,9 +4,11 @@ from dkernel.ranking.graph import (
     make_projected_scorer,
     make_projector,
     make_scorer,
+    project_graph,
     ranking_dataset,
     score_graph,
     scorer_for_seeds,
+    scores_from_projection,
     top_k_graph,
 )
 from dkernel.ranking.jrc import JointRankingClustering, jrc_embedding
@@ -18,7 +20,7 @@ from dkernel.ranking.kppr import (
 )
 from dkernel.ranking.metrics import ndcg_at_k, ndcg_at_k_columns, score_cosine
 from dkernel.ranking.ppr import degrees, global_rank, ppr_exact, ppr_power, restart_beta
-from dkernel.ranking.query import top_k
+from dkernel.ranking.query import seed_scores, top_k
 from dkernel.ranking.seeds import seed_vector
 
 KPPR = KernelPersonalizedPageRank
@@ -33,6 +35,7 @@ __all__ = [
     "make_projected_scorer",
     "make_projector",
     "make_scorer",
+    "project_graph",
     "ndcg_at_k",
     "ndcg_at_k_columns",
     "normalized_eigenpairs",
@@ -44,6 +47,8 @@ __all__ = [
     "score_cosine",
     "score_graph",
     "scorer_for_seeds",
+    "scores_from_projection",
+    "seed_scores",
     "seed_vector",
     "select_components",
     "top_k",

@@ -169,6 +169,37 @@ def _apply(scorer: Scorer, block: np.ndarray) -> np.ndarray:
     return scorer(block)
 
 
+def project_graph(X: Any, model: Any, *, dtype: str = "float32") -> da.Array:
+    """Lazy score coordinates ``z(x) = [d̂/Vol, β√d̂ ẑ']`` (n, k+1) of the rows of ``X``.
+
+    Any seed's scores are then ``Z @ [1; m'_s]`` (:meth:`KernelPersonalizedPageRank.project`),
+    O(k) per point; stored in ``/ranking`` they let :func:`dkernel.ranking.query.seed_scores`
+    rank for seeds chosen after the job.
+    """
+    return score_graph(X, make_projector(model, dtype=dtype))
+
+
+def scores_from_projection(Z: da.Array, seed_weights: np.ndarray) -> da.Array:
+    """Lazy ``Z @ W`` per row chunk for seed weights ``W`` (k+1, m)."""
+    W = np.asarray(seed_weights, dtype=np.float64)
+    W = W[:, None] if W.ndim == 1 else W
+    if W.shape[0] != Z.shape[1]:
+        raise InvalidInputError(
+            f"seed weights must have {Z.shape[1]} rows (1 + n_components); got shape {W.shape}."
+        )
+    return Z.map_blocks(
+        _times,
+        W.astype(Z.dtype),
+        chunks=(Z.chunks[0], (W.shape[1],)),
+        dtype=Z.dtype,
+        meta=np.empty((0, 0), Z.dtype),
+    )
+
+
+def _times(block: np.ndarray, W: np.ndarray) -> np.ndarray:
+    return block @ W
+
+
 def _chunk_top(block: np.ndarray, offset: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     n, m = block.shape
     kk = min(k, n)

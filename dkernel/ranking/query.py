@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -11,17 +12,94 @@ from dkernel.errors import InvalidInputError, StoreError
 from dkernel.storage import open_results
 
 
-def top_k(store: str | Path, seed: str, k: int = 10) -> pd.DataFrame:
-    """The ``k`` best-ranked points of a store for one named seed.
+def _ranking(store: str | Path):
+    tree = open_results(store)
+    if "ranking" not in tree.children:
+        raise StoreError(f"{store} has no /ranking group; it was not written by a ranking job.")
+    return tree["ranking"].to_dataset()
 
-    Uses the stored ``top_index``/``top_score`` when they hold at least ``k`` ranks; otherwise
-    reads the seed's score column (O(N) read, lazily) and selects.
+
+def seed_scores(store: str | Path, rows: Any, *, weights: Any = None) -> np.ndarray:
+    """Scores of every stored row for a seed chosen after the job, from the stored projection.
+
+    The seed is uniform over ``rows`` (or weighted by ``weights``); its restart mean is
+    ``m'_s = Σ_i w_i z'_i / (β d̂_i)`` from the stored coordinates of the seed rows (Def. 3; for
+    in-sample rows this equals the in-sample mean, by the Nyström property), and every row's
+    score is ``z_i · [1; m'_s]``: O(k) per row, no kernel, no cluster.
+
+    Parameters
+    ----------
+    store : path of a results store written by a ``kppr`` job with ``store_projection``.
+    rows : int or sequence of int
+        Row positions (along ``sample``) of the seed points.
+    weights : sequence of float, optional
+        Non-negative seed weights, one per row (normalised to sum to one).
+
+    Returns
+    -------
+    ndarray (n,)
+        Scores in the stored precision.
+
+    Examples
+    --------
+    >>> seed_scores("results/kppr.zarr", [12, 40])  # doctest: +SKIP
+    """
+    ds = _ranking(store)
+    if "projection" not in ds:
+        raise StoreError(
+            f"{store} holds scores for its named seeds only (no projection); rerun the kppr job "
+            "with params.store_projection: true to rank for new seeds from the store."
+        )
+    n = int(ds.sizes["sample"])
+    idx = np.atleast_1d(np.asarray(rows))
+    if idx.size == 0 or idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+        raise InvalidInputError(f"rows must be one or more integer row positions; got {rows!r}.")
+    if np.any((idx < -n) | (idx >= n)):
+        raise InvalidInputError(
+            f"rows {idx[(idx < -n) | (idx >= n)].tolist()} are outside [0, {n})."
+        )
+    idx = idx % n
+    if weights is None:
+        w = np.full(idx.size, 1.0 / idx.size)
+    else:
+        w = np.asarray(weights, dtype=np.float64).ravel()
+        if w.shape != idx.shape or np.any(w < 0) or not np.isfinite(w).all() or w.sum() <= 0:
+            raise InvalidInputError(
+                "weights must be finite, non-negative, one per row, and not all zero."
+            )
+        w = w / w.sum()
+    Z = ds["projection"]
+    Zs = np.asarray(Z[idx].values, dtype=np.float64)
+    beta, volume = float(ds.attrs["beta"]), float(ds.attrs["volume"])
+    d_hat = volume * Zs[:, 0]
+    if not np.all(d_hat > 0):
+        raise InvalidInputError(
+            "a seed row has zero affinity to every in-sample point; it cannot seed a ranking."
+        )
+    mean = (w / (beta * d_hat)) @ Zs[:, 1:]
+    head = np.concatenate([[1.0], mean]).astype(Z.dtype)
+    return np.asarray((Z.data @ head).compute())
+
+
+def _select(col: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    kk = min(k, col.size)
+    cand = np.argpartition(-col, kk - 1)[:kk]
+    order = np.lexsort((cand, -col[cand]))
+    return cand[order], col[cand[order]]
+
+
+def top_k(store: str | Path, seed: Any, k: int = 10) -> pd.DataFrame:
+    """The ``k`` best-ranked points of a store for a named seed or for seed rows.
+
+    A named seed uses the stored ``top_index``/``top_score`` when they hold at least ``k``
+    ranks; otherwise it reads the seed's score column (O(N) read, lazily) and selects. Seed
+    rows (an int or a list of ints) are ranked from the stored projection (:func:`seed_scores`).
 
     Parameters
     ----------
     store : path of a results store with a ``/ranking`` group.
-    seed : str
-        A seed name (``tree['ranking'].seed`` lists them).
+    seed : str, int or sequence of int
+        A seed name (``tree['ranking'].seed`` lists them), or row positions of seed points.
     k : int
 
     Returns
@@ -33,13 +111,14 @@ def top_k(store: str | Path, seed: str, k: int = 10) -> pd.DataFrame:
     Examples
     --------
     >>> top_k("results/kppr.zarr", "class_0", k=5)  # doctest: +SKIP
+    >>> top_k("results/kppr.zarr", [12, 40], k=5)  # doctest: +SKIP
     """
     if not isinstance(k, int | np.integer) or k < 1:
         raise InvalidInputError(f"k must be an int >= 1; got {k!r}.")
-    tree = open_results(store)
-    if "ranking" not in tree.children:
-        raise StoreError(f"{store} has no /ranking group; it was not written by a ranking job.")
-    ds = tree["ranking"].to_dataset()
+    ds = _ranking(store)
+    if not isinstance(seed, str):
+        idx, val = _select(np.asarray(seed_scores(store, seed), dtype=np.float64), k)
+        return _frame(ds, idx, val)
     names = [str(s) for s in ds["seed"].values]
     if seed not in names:
         raise InvalidInputError(
@@ -50,11 +129,11 @@ def top_k(store: str | Path, seed: str, k: int = 10) -> pd.DataFrame:
         idx = np.asarray(ds["top_index"][j, :k].values, dtype=np.int64)
         val = np.asarray(ds["top_score"][j, :k].values, dtype=np.float64)
     else:
-        col = np.asarray(ds["score"][:, j].values, dtype=np.float64)
-        kk = min(k, col.size)
-        cand = np.argpartition(-col, kk - 1)[:kk]
-        order = np.lexsort((cand, -col[cand]))
-        idx, val = cand[order], col[cand[order]]
+        idx, val = _select(np.asarray(ds["score"][:, j].values, dtype=np.float64), k)
+    return _frame(ds, idx, val)
+
+
+def _frame(ds, idx: np.ndarray, val: np.ndarray) -> pd.DataFrame:
     sample = np.asarray(ds["sample"].values)[idx]
     return pd.DataFrame(
         {"index": idx, "sample": sample, "score": val},

@@ -59,6 +59,70 @@ def test_kppr_job(tmp_path, client):
     assert tree.attrs["status"] == "complete"
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "pck"])
+def test_kppr_job_projection_ranks_new_seeds(tmp_path, client, kernel):
+    """Stored score coordinates rank seeds chosen after the job, matching the job's scores."""
+    params = {
+        "kernel": kernel,
+        "n_fit": 60,
+        "seeds": {"rows": [10, 140], "setosa": {"class": 0}, "out": [3, 77, 120]},
+        "top_k": 15,
+        "chunk_rows": 40,
+    }
+    if kernel == "rbf":
+        params["store_projection"] = True
+    else:  # pck stores the projection by default
+        params.update(pck_n_inits=4, pck_max_components=5)
+    out = run_job(
+        _spec("kppr", params, tmp_path / "k.zarr"),
+        client=client,
+        progress=False,
+        log=lambda _: None,
+    )
+    tree = open_results(out)
+    rk = tree["ranking"].to_dataset()
+    k = int(tree["embedding"].to_dataset().sizes["component"])
+    assert rk["projection"].shape == (150, k + 1)
+    y = tree["input"].to_dataset()["labels_true"].values
+    in_sample = rk["in_sample"].values
+    assert not in_sample[[3, 77, 120]].all()  # the "out" seed has out-of-sample rows
+    # every named seed, in sample, out of sample or mixed, is reproduced from the projection
+    for name, rows in (
+        ("rows", [10, 140]),
+        ("setosa", np.flatnonzero(y == 0)),
+        ("out", [3, 77, 120]),
+    ):
+        stored = rk["score"].sel(seed=name).values.astype(np.float64)
+        again = dkernel.seed_scores(out, rows).astype(np.float64)
+        np.testing.assert_allclose(again, stored, rtol=0, atol=1e-5 * np.abs(stored).max())
+    # a new seed: weighted rows, ranked from the store without a cluster
+    top = dkernel.top_k(out, [0, 1, 2], 10)
+    scores = dkernel.seed_scores(out, [0, 1, 2])
+    np.testing.assert_array_equal(top["index"].to_numpy(), np.argsort(-scores, kind="stable")[:10])
+    assert np.mean(y[top["index"].to_numpy()] == 0) == 1.0
+    weighted = dkernel.seed_scores(out, [0, 100], weights=[1.0, 0.0])
+    np.testing.assert_allclose(weighted, dkernel.seed_scores(out, 0), rtol=1e-6)
+    with pytest.raises(dkernel.errors.InvalidInputError, match="outside"):
+        dkernel.seed_scores(out, [150])
+    with pytest.raises(dkernel.errors.InvalidInputError, match="non-negative"):
+        dkernel.seed_scores(out, [1, 2], weights=[1.0, -1.0])
+
+
+def test_seed_scores_needs_projection(tmp_path, client):
+    params = {"n_fit": 40, "seeds": {"global": None}, "top_k": 5}
+    out = run_job(
+        _spec("kppr", params, tmp_path / "k.zarr"),
+        client=client,
+        progress=False,
+        log=lambda _: None,
+    )
+    assert "projection" not in open_results(out)["ranking"].to_dataset()
+    with pytest.raises(dkernel.errors.StoreError, match="store_projection: true"):
+        dkernel.seed_scores(out, [0])
+    with pytest.raises(dkernel.errors.StoreError, match="store_projection"):
+        dkernel.top_k(out, [0], 3)
+
+
 def test_jrc_job(tmp_path, client):
     params = {"kernel": "pck", "pck_n_inits": 8, "pck_max_components": 8, "n_init": 5, "top_k": 4}
     out = run_job(

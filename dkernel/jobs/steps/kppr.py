@@ -22,7 +22,13 @@ from dkernel.errors import InvalidInputError, SpecError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.ranking.graph import ranking_dataset, score_graph, scorer_for_seeds
+from dkernel.ranking.graph import (
+    project_graph,
+    ranking_dataset,
+    score_graph,
+    scorer_for_seeds,
+    scores_from_projection,
+)
 from dkernel.ranking.kppr import KernelPersonalizedPageRank
 from dkernel.ranking.metrics import ndcg_at_k
 from dkernel.ranking.ppr import ppr_exact
@@ -100,6 +106,15 @@ PARAMS = KERNEL_PARAMS + (
         doc="name: null | row | [rows] | {class: c}.",
     ),
     Param("top_k", "int", default=100, low=1, doc="Top-k indices stored per seed."),
+    Param(
+        "store_projection",
+        "bool",
+        default=None,
+        nullable=True,
+        doc="Store every row's score coordinates (n x (k+1)) so that seeds chosen later are "
+        "ranked from the store in O(k) per row (dkernel.seed_scores); default: yes for pck "
+        "(the posteriors dominate the cost), no for rbf.",
+    ),
     Param(
         "chunk_rows",
         "int",
@@ -234,10 +249,12 @@ def run(ctx: JobContext) -> None:
             mean = _seed_mean(kppr, rows, fit_pos, X)
         names.append(str(name))
         means.append(mean)
+    seed_weights = kppr.seed_weights_for_mean(np.stack(means, axis=1))
+    store_projection = p["store_projection"]
+    if store_projection is None:
+        store_projection = bool(kppr.kernel_.is_feature_map)
     # per point: O(F m) direct, or project once (O(F (k+1))) and O(k) per seed with many seeds
-    scorer = scorer_for_seeds(
-        kppr, kppr.seed_weights_for_mean(np.stack(means, axis=1)), dtype=p["dtype"]
-    )
+    scorer = scorer_for_seeds(kppr, seed_weights, dtype=p["dtype"])
 
     if p["chunk_rows"]:
         rows = p["chunk_rows"]
@@ -251,7 +268,11 @@ def run(ctx: JobContext) -> None:
     Xd = X if isinstance(X, da.Array) else da.from_array(np.asarray(X), chunks=(rows, X.shape[1]))
     if isinstance(X, da.Array) and p["chunk_rows"]:
         Xd = X.rechunk({0: rows})
-    scores = score_graph(Xd, scorer)
+    if store_projection:
+        Z = project_graph(Xd, kppr, dtype=p["dtype"])
+        scores = scores_from_projection(Z, seed_weights)
+    else:
+        scores = score_graph(Xd, scorer)
     in_sample = np.zeros(n, dtype=bool)
     in_sample[fit_idx] = True
     ds = ranking_dataset(
@@ -267,13 +288,21 @@ def run(ctx: JobContext) -> None:
             "min_eigenvalue": p["min_eigenvalue"],
             "kernel": kppr.kernel_params_,
             "seeds": {k: v for k, v in p["seeds"].items()},
+            "beta": kppr.beta_,
+            "volume": kppr.volume_,
         },
     )
+    if store_projection:
+        ds["projection"] = (("sample", "basis"), Z)
+        ds["projection"].attrs["description"] = (
+            "score coordinates [d/Vol, beta sqrt(d) z'] of every row: a seed's scores are "
+            "projection @ [1; m'_s] (dkernel.seed_scores)"
+        )
     ds["in_sample"] = (("sample",), da.from_array(in_sample, chunks=Xd.chunks[0]))
     t = time.perf_counter()
     ctx.log(
         f"[dkernel] scoring {n} rows for {len(names)} seeds in {Xd.numblocks[0]} tasks"
-        + (" (projected: O(k) per seed)" if scorer.head is not None else "")
+        + (" (projected: O(k) per seed)" if store_projection or scorer.head is not None else "")
     )
     compute_with_progress(
         ctx.store.write("ranking", ds, compute=False), ctx.client, show=ctx.progress
