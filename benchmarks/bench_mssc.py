@@ -441,6 +441,30 @@ def _peer(name: str, X: np.ndarray, k: int) -> np.ndarray:
     return SpectralClustering(k, random_state=0).fit_predict(X)
 
 
+TRIED_SCENES = """
+## Default changes tried (one run each, seed 0; not adopted)
+
+Label-free candidates, each applied to both scenes with everything else at the job defaults
+(MSSC estimator in-process, NMI; baseline Samson 0.714, Jasper 0.663; – = not run on Jasper
+because it already lost on Samson):
+
+| change | why it could help | Samson NMI | Jasper NMI |
+|---|---|---|---|
+| h_spec = 0.5 × median distance | 001 §5.5: spectral kernel 'global' | 0.647 | 0.646 |
+| h_spec = 0.707 × median distance | KernelPCAEmbedding's rule | 0.471 | – |
+| h_spec = 0.1 × median distance | smaller merge scale | 0.699 | – |
+| KECA + angular k-means | 001's preferred method | 0.667 | 0.549 |
+| normalization 'cs' (Eq. 5.4) | 001's affinity as written | 0.232 | – |
+| bands standardised per band | equal weight per band | 0.666 | 0.675 |
+| first 10 band PCs (+ coords) | bands are highly correlated | 0.676 | 0.634 |
+| unit-norm spectra (spectral angle) | illumination invariance | 0.443 | – |
+| coordinates in [0, 1] instead of [0, 0.25] | more spatial coherence | 0.709 | – |
+
+No change helps both scenes; the defaults stay. Reproduce one row with the `mssc` job defaults
+and the change applied (e.g. `MSSC(..., spectral_bandwidth=sigma_rule_of_thumb(X, fraction=0.5))`).
+"""
+
+
 def bench_scenes(quick: bool) -> None:
     from dkernel.io.raster import load_hyperspectral
     from dkernel.metrics import clustering_scores
@@ -509,6 +533,7 @@ def bench_scenes(quick: bool) -> None:
                 )
         out.append("")
     out.append("Targets (issue #6): NMI ≥ 0.83 on Samson, ≥ 0.70 on Jasper Ridge.")
+    out.append(TRIED_SCENES)
     _write("mssc_scenes.md", "\n".join(out) + "\n")
 
 
