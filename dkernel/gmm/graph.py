@@ -213,6 +213,31 @@ def posterior_block(
     return out
 
 
+def sparse_posteriors(
+    X: np.ndarray, ensemble: DiagMixtures | FullMixtures, scale: float, dtype: Any, threshold: float
+) -> Any:
+    """Γ/√Z of the rows of ``X`` as a CSR matrix without the posteriors below ``threshold``.
+
+    Notes
+    -----
+    Row blocks of ~64 MiB of dense posteriors are computed and thresholded one at a time:
+    memory O(block · F + non-zeros).
+    """
+    from scipy.sparse import csr_matrix, vstack
+
+    X = np.asarray(X, dtype=dtype)
+    F = int(ensemble.offsets[-1])
+    step = row_block_size(F, np.dtype(dtype).itemsize)
+    parts = []
+    for start in range(0, X.shape[0], step):
+        block = posterior_block(X[start : start + step], ensemble, scale, dtype)
+        block[block < threshold] = 0
+        parts.append(csr_matrix(block))
+    if not parts:
+        return csr_matrix((0, F), dtype=dtype)
+    return vstack(parts, format="csr")
+
+
 def posterior_feature_map_dask(X: Any, ensemble: Any, scale: float, dtype: Any) -> Any:
     """Lazy Γ/√Z of a Dask array (rows chunked as ``X``, one chunk along the F features).
 

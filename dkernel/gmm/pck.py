@@ -26,6 +26,7 @@ from dkernel.gmm.graph import (
     fit_ensemble,
     posterior_block,
     posterior_feature_map_dask,
+    sparse_posteriors,
 )
 
 _OWNER = "ProbabilisticClusterKernel"
@@ -316,21 +317,40 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         return self
 
     # ------------------------------------------------------------------ transform & kernel
-    def transform(self, X: Any) -> Any:
+    def transform(self, X: Any, *, sparse_threshold: float | None = None) -> Any:
         """Γ/√Z for ``X`` (the out-of-sample map; any missingness pattern).
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array (n_samples, n_features)
+            NaN = missing.
+        sparse_threshold : float, optional
+            Return a ``scipy.sparse.csr_matrix`` without the posteriors below this value
+            (NumPy input only). Every model's posteriors are nearly one-hot, so at 1e-4 about
+            ``Q (G - 1)`` entries per row remain instead of F (≈ 980 of 13 920 at the
+            defaults): 14× less memory, and a Prop. 8 score ``γ(x)·w`` costs O(non-zeros).
+            Built a row block at a time, so the dense Γ of all rows never exists.
 
         Returns
         -------
-        ndarray or dask.array.Array (n_samples, n_features_out_)
+        ndarray, dask.array.Array or scipy.sparse.csr_matrix (n_samples, n_features_out_)
             Lazy (chunked by rows) for Dask input. ``transform(X) @ transform(Y).T`` is the PCK.
 
         Notes
         -----
-        O(N p F) time; O(N F) output.
+        O(N p F) time; O(N F) output (O(non-zeros) sparse).
         """
         X = self._validate_new(X)
         Xc = self._prepare(X)
         scale = 1.0 / np.sqrt(self.normalizer_)
+        if sparse_threshold is not None:
+            check_scalar(sparse_threshold, "sparse_threshold", _OWNER, low=0)
+            if _is_dask(Xc):
+                raise InvalidInputError(
+                    "sparse_threshold needs NumPy input; for a Dask array map transform over its "
+                    "row blocks (X.map_blocks) or compute the rows you need."
+                )
+            return sparse_posteriors(Xc, self.ensemble_, scale, self._np_dtype, sparse_threshold)
         if _is_dask(Xc):
             return posterior_feature_map_dask(Xc, self.ensemble_, scale, self._np_dtype)
         return posterior_block(Xc, self.ensemble_, scale, self._np_dtype)

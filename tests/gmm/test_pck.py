@@ -61,6 +61,25 @@ def test_dask_transform_is_lazy_and_matches_numpy():
     np.testing.assert_allclose(Kd.compute(), pck.kernel(X[:30], X[30:60]), rtol=1e-6)
 
 
+def test_sparse_transform_drops_small_posteriors(monkeypatch):
+    X, _ = _blobs(missing=0.2)
+    pck = ProbabilisticClusterKernel(**SMALL).fit(X)
+    G = pck.transform(X)
+    import dkernel.gmm.graph as graph
+
+    monkeypatch.setattr(graph, "row_block_size", lambda *a, **k: 70)  # several row blocks
+    S = pck.transform(X, sparse_threshold=1e-4)
+    assert S.format == "csr" and S.shape == G.shape and S.dtype == G.dtype
+    np.testing.assert_array_equal(S.toarray(), np.where(G >= 1e-4, G, 0))
+    assert S.nnz < 0.5 * G.size  # nearly one-hot per model
+    w = np.random.default_rng(0).random(G.shape[1]).astype(np.float32)
+    np.testing.assert_allclose(S @ w, G @ w, rtol=0, atol=1e-4 * np.abs(w).sum())
+    with pytest.raises(InvalidInputError, match="NumPy input"):
+        pck.transform(da.from_array(X, chunks=(50, 4)), sparse_threshold=1e-4)
+    with pytest.raises(InvalidInputError, match="sparse_threshold"):
+        pck.transform(X, sparse_threshold=-1.0)
+
+
 def test_dask_fit_matches_numpy_fit():
     X, _ = _blobs(missing=0.2)
     a = ProbabilisticClusterKernel(**SMALL).fit(X)
