@@ -216,11 +216,11 @@ def end_to_end(name, kppr, y_fit, X, n_new, tmp) -> dict:
         names = ["global", "row_0", "class_1"]
         attrs = {"beta": kppr.beta_, "volume": kppr.volume_}
         if kppr.kernel_.is_feature_map:  # as the kppr job: store the projection for PCK
-            Z = project_graph(Xn, kppr, dtype="float32")
+            Z = project_graph(Xn, kppr, dtype="float32", client=client)
             ds = ranking_dataset(scores_from_projection(Z, W), names, k=100, attrs=attrs)
             ds["projection"] = (("sample", "basis"), Z)
         else:
-            ds = ranking_dataset(score_graph(Xn, scorer), names, k=100, attrs=attrs)
+            ds = ranking_dataset(score_graph(Xn, scorer, client=client), names, k=100, attrs=attrs)
         client.compute(store.write("ranking", ds, compute=False)).result()
         store.mark_complete()
         wall = time.perf_counter() - t

@@ -144,8 +144,16 @@ def scorer_for_seeds(model: Any, seed_weights: np.ndarray, *, dtype: str = "floa
     return make_scorer(model, model.score_basis() @ W, dtype=dtype)
 
 
-def score_graph(X: Any, scorer: Scorer) -> da.Array:
+def score_graph(X: Any, scorer: Scorer, *, client: Any = None) -> da.Array:
     """Lazy ``(n, m)`` scores of the rows of ``X`` (NumPy or Dask, row-chunked).
+
+    Parameters
+    ----------
+    X : ndarray or dask.array.Array (n, p)
+    scorer : Scorer
+    client : distributed.Client, optional
+        When given, the scorer (megabytes for a default PCK: its Prop. 8 weights and the
+        ensemble) is scattered to every worker once instead of travelling inside the graph.
 
     Notes
     -----
@@ -157,7 +165,11 @@ def score_graph(X: Any, scorer: Scorer) -> da.Array:
     if not isinstance(X, da.Array):
         X = da.from_array(X, chunks=(max(1, min(X.shape[0], 100_000)), X.shape[1]))
     m = scorer.n_outputs
-    payload = dask.delayed(scorer, pure=True, traverse=False)
+    if client is not None:
+        # replicated (a lost worker must not lose the only copy); unique key (hash=False)
+        payload = client.scatter(scorer, broadcast=True, hash=False)
+    else:
+        payload = dask.delayed(scorer, pure=True, traverse=False)
     parts = []
     for blk, rows in zip(X.to_delayed().ravel(), X.chunks[0], strict=True):
         part = dask.delayed(_apply, pure=True)(payload, blk)
@@ -169,14 +181,14 @@ def _apply(scorer: Scorer, block: np.ndarray) -> np.ndarray:
     return scorer(block)
 
 
-def project_graph(X: Any, model: Any, *, dtype: str = "float32") -> da.Array:
+def project_graph(X: Any, model: Any, *, dtype: str = "float32", client: Any = None) -> da.Array:
     """Lazy score coordinates ``z(x) = [d̂/Vol, β√d̂ ẑ']`` (n, k+1) of the rows of ``X``.
 
     Any seed's scores are then ``Z @ [1; m'_s]`` (:meth:`KernelPersonalizedPageRank.project`),
     O(k) per point; stored in ``/ranking`` they let :func:`dkernel.ranking.query.seed_scores`
     rank for seeds chosen after the job.
     """
-    return score_graph(X, make_projector(model, dtype=dtype))
+    return score_graph(X, make_projector(model, dtype=dtype), client=client)
 
 
 def scores_from_projection(Z: da.Array, seed_weights: np.ndarray) -> da.Array:

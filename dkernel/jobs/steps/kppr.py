@@ -269,10 +269,10 @@ def run(ctx: JobContext) -> None:
     if isinstance(X, da.Array) and p["chunk_rows"]:
         Xd = X.rechunk({0: rows})
     if store_projection:
-        Z = project_graph(Xd, kppr, dtype=p["dtype"])
+        Z = project_graph(Xd, kppr, dtype=p["dtype"], client=ctx.client)
         scores = scores_from_projection(Z, seed_weights)
     else:
-        scores = score_graph(Xd, scorer)
+        scores = score_graph(Xd, scorer, client=ctx.client)
     in_sample = np.zeros(n, dtype=bool)
     in_sample[fit_idx] = True
     ds = ranking_dataset(
