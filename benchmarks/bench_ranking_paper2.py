@@ -371,6 +371,13 @@ def _paired(res: dict) -> dict[int, tuple[float, float]]:
     return out
 
 
+def _by_protocol(figs: dict):
+    """(dataset, protocol, results) in the order of FIG1_PROTOCOLS."""
+    for name, protos in figs.items():
+        for proto in [p for p in FIG1_PROTOCOLS if p in protos]:
+            yield name, proto, protos[proto]
+
+
 def report_from_csv() -> None:
     """Write ranking_paper2.md from the two CSVs and ranking_paper2_runs.json."""
     import csv
@@ -413,16 +420,14 @@ def report_from_csv() -> None:
         "| dataset | N | protocol | dims | " + " | ".join(f"k = {k}" for k in KS) + " |",
         "|---|---|---|---|" + "---|" * len(KS),
     ]
-    for name, protos in figs.items():
-        for proto in [p for p in FIG1_PROTOCOLS if p in protos]:
-            res = protos[proto]
-            w, lo = _wins(res), _wins(res, 20)
-            n_pts = max(figs[name]["paper"]["dims"]) + 1
-            lines.append(
-                f"| {name} | {n_pts} | {proto} | {len(res['dims'])} | "
-                + " | ".join(f"{100 * w[k]:.0f} % ({100 * lo[k]:.0f} %)" for k in KS)
-                + " |"
-            )
+    for name, proto, res in _by_protocol(figs):
+        w, lo = _wins(res), _wins(res, 20)
+        n_pts = max(figs[name]["paper"]["dims"]) + 1
+        lines.append(
+            f"| {name} | {n_pts} | {proto} | {len(res['dims'])} | "
+            + " | ".join(f"{100 * w[k]:.0f} % ({100 * lo[k]:.0f} %)" for k in KS)
+            + " |"
+        )
     has_se = all("se" in protos["paper"] for protos in figs.values())
     if has_se:
         lines += [
@@ -435,14 +440,13 @@ def report_from_csv() -> None:
             "| dataset | protocol | " + " | ".join(f"k = {k}" for k in KS) + " |",
             "|---|---|" + "---|" * len(KS),
         ]
-        for name, protos in figs.items():
-            for proto in [p for p in FIG1_PROTOCOLS if p in protos]:
-                pr = _paired(protos[proto])
-                lines.append(
-                    f"| {name} | {proto} | "
-                    + " | ".join(f"{100 * pr[k][0]:.0f} % / {100 * pr[k][1]:.0f} %" for k in KS)
-                    + " |"
-                )
+        for name, proto, res in _by_protocol(figs):
+            pr = _paired(res)
+            lines.append(
+                f"| {name} | {proto} | "
+                + " | ".join(f"{100 * pr[k][0]:.0f} % / {100 * pr[k][1]:.0f} %" for k in KS)
+                + " |"
+            )
     lines += [
         "",
         "Mean over all dimensionalities of NDCG@k(Prop. 6) − NDCG@k(eigenvalue):",
@@ -450,16 +454,11 @@ def report_from_csv() -> None:
         "| dataset | protocol | " + " | ".join(f"k = {k}" for k in KS) + " |",
         "|---|---|" + "---|" * len(KS),
     ]
-    for name, protos in figs.items():
-        for proto in [p for p in FIG1_PROTOCOLS if p in protos]:
-            res = protos[proto]
-            diff = {
-                k: np.mean(np.asarray(res["prop6"][k]) - np.asarray(res["eigenvalue"][k]))
-                for k in KS
-            }
-            lines.append(
-                f"| {name} | {proto} | " + " | ".join(f"{diff[k]:+.4f}" for k in KS) + " |"
-            )
+    for name, proto, res in _by_protocol(figs):
+        diff = {
+            k: np.mean(np.asarray(res["prop6"][k]) - np.asarray(res["eigenvalue"][k])) for k in KS
+        }
+        lines.append(f"| {name} | {proto} | " + " | ".join(f"{diff[k]:+.4f}" for k in KS) + " |")
     lines += [
         "",
         "Smallest dimensionality at which the mean NDCG@k reaches a level, Prop. 6 / eigenvalue "

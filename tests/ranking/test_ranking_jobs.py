@@ -29,6 +29,10 @@ def _spec(method, params, output, data=None):
     )
 
 
+def _run_kppr(params, output, client):
+    return run_job(_spec("kppr", params, output), client=client, progress=False, log=lambda _: None)
+
+
 def test_kppr_job(tmp_path, client):
     params = {
         "n_fit": 60,
@@ -36,12 +40,7 @@ def test_kppr_job(tmp_path, client):
         "top_k": 15,
         "chunk_rows": 40,
     }
-    out = run_job(
-        _spec("kppr", params, tmp_path / "k.zarr"),
-        client=client,
-        progress=False,
-        log=lambda _: None,
-    )
+    out = _run_kppr(params, tmp_path / "k.zarr", client)
     tree = open_results(out)
     rk = tree["ranking"].to_dataset()
     assert rk["score"].shape == (150, 4)
@@ -73,12 +72,7 @@ def test_kppr_job_projection_ranks_new_seeds(tmp_path, client, kernel):
         params["store_projection"] = True
     else:  # pck stores the projection by default
         params.update(pck_n_inits=4, pck_max_components=5)
-    out = run_job(
-        _spec("kppr", params, tmp_path / "k.zarr"),
-        client=client,
-        progress=False,
-        log=lambda _: None,
-    )
+    out = _run_kppr(params, tmp_path / "k.zarr", client)
     tree = open_results(out)
     rk = tree["ranking"].to_dataset()
     k = int(tree["embedding"].to_dataset().sizes["component"])
@@ -110,12 +104,7 @@ def test_kppr_job_projection_ranks_new_seeds(tmp_path, client, kernel):
 
 def test_seed_scores_needs_projection(tmp_path, client):
     params = {"n_fit": 40, "seeds": {"global": None}, "top_k": 5}
-    out = run_job(
-        _spec("kppr", params, tmp_path / "k.zarr"),
-        client=client,
-        progress=False,
-        log=lambda _: None,
-    )
+    out = _run_kppr(params, tmp_path / "k.zarr", client)
     assert "projection" not in open_results(out)["ranking"].to_dataset()
     with pytest.raises(dkernel.errors.StoreError, match="store_projection: true"):
         dkernel.seed_scores(out, [0])
