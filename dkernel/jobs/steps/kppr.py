@@ -253,9 +253,6 @@ def run(ctx: JobContext) -> None:
     store_projection = p["store_projection"]
     if store_projection is None:
         store_projection = bool(kppr.kernel_.is_feature_map)
-    # per point: O(F m) direct, or project once (O(F (k+1))) and O(k) per seed with many seeds
-    scorer = scorer_for_seeds(kppr, seed_weights, dtype=p["dtype"])
-
     if p["chunk_rows"]:
         rows = p["chunk_rows"]
     else:
@@ -271,8 +268,12 @@ def run(ctx: JobContext) -> None:
     if store_projection:
         Z = project_graph(Xd, kppr, dtype=p["dtype"], client=ctx.client)
         scores = scores_from_projection(Z, seed_weights)
+        projected = True
     else:
+        # per point: O(F m) direct, or project once (O(F (k+1))) and O(k) per seed
+        scorer = scorer_for_seeds(kppr, seed_weights, dtype=p["dtype"])
         scores = score_graph(Xd, scorer, client=ctx.client)
+        projected = scorer.head is not None
     in_sample = np.zeros(n, dtype=bool)
     in_sample[fit_idx] = True
     ds = ranking_dataset(
@@ -302,7 +303,7 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     ctx.log(
         f"[dkernel] scoring {n} rows for {len(names)} seeds in {Xd.numblocks[0]} tasks"
-        + (" (projected: O(k) per seed)" if store_projection or scorer.head is not None else "")
+        + (" (projected: O(k) per seed)" if projected else "")
     )
     compute_with_progress(
         ctx.store.write("ranking", ds, compute=False), ctx.client, show=ctx.progress
