@@ -216,7 +216,7 @@ def posterior_block(
 def sparse_posteriors(
     X: np.ndarray, ensemble: DiagMixtures | FullMixtures, scale: float, dtype: Any, threshold: float
 ) -> Any:
-    """Γ/√Z of the rows of ``X`` as a CSR matrix without the posteriors below ``threshold``.
+    """Γ/√Z of the rows of ``X`` as a CSR matrix without its entries below ``threshold``.
 
     Notes
     -----

@@ -325,8 +325,8 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         X : array-like or dask.array.Array (n_samples, n_features)
             NaN = missing.
         sparse_threshold : float, optional
-            Return a ``scipy.sparse.csr_matrix`` without the posteriors below this value
-            (NumPy input only). Every model's posteriors are nearly one-hot, so at 1e-4 about
+            Return a ``scipy.sparse.csr_matrix`` without the entries of Γ/√Z below this value,
+            i.e. posteriors below ``sparse_threshold · √Z`` (NumPy input only). Every model's posteriors are nearly one-hot, so at 1e-4 about
             ``Q (G - 1)`` entries per row remain instead of F (≈ 980 of 13 920 at the
             defaults): 14× less memory, and a Prop. 8 score ``γ(x)·w`` costs O(non-zeros).
             Built a row block at a time, so the dense Γ of all rows never exists.
