@@ -291,22 +291,18 @@ def _plot_fig1(figs: dict) -> None:
         for ax, (name, r1) in zip(axes[row], figs.items(), strict=True):
             res = r1[proto]
             for k in KS:
-                ax.plot(
-                    res["dims"],
-                    res["prop6"][k],
-                    "-",
-                    color=colors[k],
-                    lw=1,
-                    label=f"Prop. 6, k={k}",
-                )
-                ax.plot(
-                    res["dims"],
-                    res["eigenvalue"][k],
-                    "--",
-                    color=colors[k],
-                    lw=1,
-                    label=f"eigenvalue, k={k}",
-                )
+                for ordering, style, label in (
+                    ("prop6", "-", "Prop. 6"),
+                    ("eigenvalue", "--", "eigenvalue"),
+                ):
+                    ax.plot(
+                        res["dims"],
+                        res[ordering][k],
+                        style,
+                        color=colors[k],
+                        lw=1,
+                        label=f"{label}, k={k}",
+                    )
             ax.set_xscale("log")
             ax.set_title(f"{name} — {proto}", fontsize=9)
             if row == len(protos) - 1:
