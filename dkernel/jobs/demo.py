@@ -27,6 +27,7 @@ LANDSAT_DEMO: dict[str, Any] = {
         "n_seeds": 500,
         "n_density": 20000,
         "density": "seeds",
+        "spectral_fraction": 0.2,
     },
     "output": "results/demo-landsat-mssc.zarr",
 }

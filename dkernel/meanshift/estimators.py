@@ -322,10 +322,16 @@ class MSSC(MeanShift):
     bandwidth : float, optional
         Mean-shift bandwidth h_ms (Silverman's rule when None).
     spectral_bandwidth : float, optional
-        Bandwidth of the Cauchy–Schwarz affinity; default the project's RBF rule of thumb
-        (20 % of the median pairwise distance of the fitted sample), at least ``h_ms``.
-    embedding : {'keca', 'kpca'}
-        KECA with angular k-means, or centered KPCA with Euclidean k-means.
+        Bandwidth of the Cauchy–Schwarz affinity; default ``spectral_fraction`` times the
+        median pairwise distance of the fitted sample (the project's RBF rule of thumb),
+        at least ``h_ms``.
+    spectral_fraction : float
+        Fraction of the median pairwise distance used when ``spectral_bandwidth`` is None
+        (0.2: the RBF rule of thumb, DESIGN §3.3; 0.5: 001 §5.5's 'global' scale).
+    embedding : {'keca', 'kpca', 'njw'}
+        KECA with angular k-means, centered KPCA with Euclidean k-means, or normalized
+        spectral clustering (Ng–Jordan–Weiss: top eigenvectors of ``D^-1/2 S D^-1/2``, rows
+        to unit length, k-means); see :func:`second_stage`.
     affinity : {'auto', 'exact', 'rff'}
         Exact blocked pairwise sums (O(N²) work), or the cosine between partition sums of
         ``n_rff`` random Fourier features (one streaming pass); 'auto' picks exact up to
@@ -363,6 +369,7 @@ class MSSC(MeanShift):
         bandwidth: float | None = None,
         *,
         spectral_bandwidth: float | None = None,
+        spectral_fraction: float = 0.2,
         embedding: str = "keca",
         affinity: str = "auto",
         n_rff: int = 2000,
@@ -398,6 +405,7 @@ class MSSC(MeanShift):
         )
         self.n_clusters = n_clusters
         self.spectral_bandwidth = spectral_bandwidth
+        self.spectral_fraction = spectral_fraction
         self.embedding = embedding
         self.affinity = affinity
         self.n_rff = n_rff
@@ -416,7 +424,8 @@ class MSSC(MeanShift):
             low_inclusive=False,
             allow_none=True,
         )
-        check_options(self.embedding, "embedding", owner, ("keca", "kpca"))
+        check_scalar(self.spectral_fraction, "spectral_fraction", owner, low=0, low_inclusive=False)
+        check_options(self.embedding, "embedding", owner, ("keca", "kpca", "njw"))
         check_options(self.affinity, "affinity", owner, ("auto", "exact", "rff"))
         check_scalar(self.n_rff, "n_rff", owner, kind=numbers.Integral, low=1)
         check_scalar(self.n_init, "n_init", owner, kind=numbers.Integral, low=1)
@@ -444,11 +453,13 @@ class MSSC(MeanShift):
         if h_spec is None:
             from dkernel.kernels import sigma_rule_of_thumb
 
-            # the RBF rule of thumb (20 % of the median distance, DESIGN §3.3) on the sample:
-            # a global scale, larger than h_ms (001 §5.5)
+            # a fraction of the median distance on the sample (the RBF rule of thumb, DESIGN
+            # §3.3): a global scale, larger than h_ms (001 §5.5)
             h_spec = max(
                 sigma_rule_of_thumb(
-                    self._fit_sample_, fraction=0.2, seed=derive_seed(seed, "sigma")
+                    self._fit_sample_,
+                    fraction=self.spectral_fraction,
+                    seed=derive_seed(seed, "sigma"),
                 ),
                 self.bandwidth_,
             )
@@ -542,8 +553,9 @@ def second_stage(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """MSSC stage two on an m × m partition affinity.
 
-    KECA (uncentered, entropy-ordered axes) + angular k-means, or centered KPCA + Euclidean
-    k-means, with ``n_clusters`` dimensions; best of ``n_init`` k-means runs by cost.
+    KECA (uncentered, entropy-ordered axes) + angular k-means, centered KPCA + Euclidean
+    k-means, or normalized spectral clustering ('njw'), with ``n_clusters`` dimensions; best
+    of ``n_init`` k-means runs by cost.
 
     With ``sizes`` (n_i points per partition), ``A`` must be the size-normalised sums
     ``B_ij = S_ij / sqrt(n_i n_j)``: B is the point-level kernel matrix restricted to
@@ -552,6 +564,15 @@ def second_stage(
     ``ψ_j = λ_j (e_j·sqrt(n))²`` use the point counts), each partition is embedded at
     ``e_j,i sqrt(λ_j / n_i)`` and k-means (Euclidean) weights partitions by their size. Without
     ``sizes`` every partition counts once (seed 001 ch. 5).
+
+    'njw' (Ng, Jordan & Weiss 2002) is the normalized-cut relaxation of the same point-level
+    graph: with ``sizes`` the pair sums ``S_ij = B_ij sqrt(n_i n_j)`` give the degrees
+    ``d_i = Σ_j S_ij`` (the point degrees summed over C_i), the leading eigenvectors of
+    ``D^-1/2 S D^-1/2`` are the point-level ones restricted to partition-constant functions
+    (``u_i / sqrt(n_i)`` at each point of C_i), every row is scaled to unit length and k-means
+    weights partitions by ``n_i``. Without ``sizes``, ``A`` is the graph and every partition
+    counts once. Unlike KPCA it divides out each partition's degree, so a large, spread-out
+    cluster does not dominate the leading axes.
 
     Returns
     -------
@@ -569,8 +590,10 @@ def second_stage(
     from dkernel.linalg import angular_kmeans, dense_eigh, euclidean_kmeans
     from dkernel.spectral.dense import keca_embedding, kpca_embedding
 
-    check_options(embedding, "embedding", "MSSC", ("keca", "kpca"))
+    check_options(embedding, "embedding", "MSSC", ("keca", "kpca", "njw"))
     rs = derive_seed(seed, "kmeans2")
+    if embedding == "njw":
+        return _njw_stage(A, n_clusters, n_init=n_init, random_state=rs, sizes=sizes)
     if sizes is None:
         if embedding == "keca":
             emb = keca_embedding(A, n_clusters)
@@ -604,6 +627,40 @@ def second_stage(
     else:
         labels, _, cost = angular_kmeans(Z, n_clusters, n_init=n_init, random_state=rs)
     return np.asarray(labels, dtype=np.int64), Z, values, float(cost)
+
+
+def _njw_stage(
+    A: np.ndarray,
+    n_clusters: int,
+    *,
+    n_init: int,
+    random_state: int,
+    sizes: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Normalized spectral clustering of the partition graph (see :func:`second_stage`)."""
+    from sklearn.cluster import KMeans
+
+    from dkernel.linalg import dense_eigh
+
+    if sizes is None:
+        n = np.ones(A.shape[0])
+        S = A
+    else:
+        n = np.maximum(np.asarray(sizes, dtype=np.float64), 1.0)
+        sw = np.sqrt(n)
+        S = A * np.outer(sw, sw)
+    deg = S.sum(axis=1)
+    # an isolated (or, with random features, slightly negative) degree: no edges, own row
+    deg = np.maximum(deg, 1e-12 * float(np.abs(deg).max(initial=1.0)))
+    isd = 1.0 / np.sqrt(deg)
+    M = S * np.outer(isd, isd)
+    values, vectors = dense_eigh(0.5 * (M + M.T), n_clusters)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    Z = vectors / np.where(norms > 0, norms, 1.0)
+    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state).fit(
+        Z, sample_weight=n
+    )
+    return np.asarray(km.labels_, dtype=np.int64), Z, values, float(km.inertia_)
 
 
 def _lookup(part: np.ndarray, table: np.ndarray) -> np.ndarray:

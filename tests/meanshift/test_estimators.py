@@ -110,7 +110,7 @@ def test_mssc_toy_beats_direct_spectral():
     assert (m.predict(X) == m.labels_).mean() >= 0.99
 
 
-@pytest.mark.parametrize("embedding", ["kpca", "keca"])
+@pytest.mark.parametrize("embedding", ["kpca", "keca", "njw"])
 @pytest.mark.parametrize("normalization", ["cs", "size"])
 def test_mssc_blobs_and_attributes(rng, embedding, normalization):
     X, y = _blobs(rng, 150)
@@ -153,6 +153,58 @@ def test_second_stage_size_weighting_equals_point_level_kpca(rng):
     ref = kpca_embedding(Kblock, 2)
     np.testing.assert_allclose(vals, ref.eigenvalues, rtol=1e-8)
     np.testing.assert_allclose(np.abs(Z[lab]), np.abs(ref.embedding), atol=1e-8)
+
+
+@pytest.mark.parametrize("sized", [True, False])
+def test_second_stage_njw_equals_point_level_njw(rng, sized):
+    """'njw' = Ng–Jordan–Weiss on the point graph restricted to partition-constant functions."""
+    X = rng.normal(size=(40, 2))
+    lab = rng.integers(0, 6, 40)
+    n = np.bincount(lab, minlength=6)
+    S = K.cs_pair_sums_block(X, lab, X, lab, 6, 1.0)
+    E = np.eye(6)[lab]
+    if sized:
+        A, sizes = S / np.sqrt(np.outer(n, n)), n
+        W = E @ (S / np.outer(n, n)) @ E.T  # N x N block-constant point kernel
+    else:
+        A, sizes = S, None
+        W = S  # every partition one point
+    labels, Z, vals, _ = second_stage(A, 3, "njw", n_init=5, seed=0, sizes=sizes)
+    # slow obvious reference: NJW on W (D^-1/2 W D^-1/2, top eigenvectors, unit rows)
+    d = W.sum(axis=1)
+    M = W / np.sqrt(np.outer(d, d))
+    w, V = np.linalg.eigh(M)
+    order = np.argsort(w)[::-1][:3]
+    U = V[:, order]
+    U = U / np.linalg.norm(U, axis=1, keepdims=True)
+    np.testing.assert_allclose(vals, w[order], rtol=1e-8, atol=1e-12)
+    rows = Z[lab] if sized else Z
+    # each column up to sign
+    for j in range(3):
+        s = np.sign(rows[:, j] @ U[:, j])
+        np.testing.assert_allclose(s * rows[:, j], U[:, j], atol=1e-8)
+    np.testing.assert_allclose(np.linalg.norm(Z, axis=1), 1.0)
+    assert labels.shape == (6,) and set(labels) <= {0, 1, 2}
+
+
+def test_second_stage_njw_separates_blocks():
+    """Two dense diagonal blocks with a weak link: NJW puts each block in one cluster."""
+    A = np.full((6, 6), 0.01)
+    A[:3, :3] = A[3:, 3:] = 1.0
+    labels = second_stage(A, 2, "njw", n_init=5, seed=0, sizes=np.array([5, 1, 9, 2, 30, 4]))[0]
+    assert len(set(labels[:3])) == 1 and len(set(labels[3:])) == 1 and labels[0] != labels[3]
+
+
+def test_spectral_fraction_sets_default_bandwidth(rng):
+    from dkernel._random import derive_seed
+    from dkernel.kernels import sigma_rule_of_thumb
+
+    X, _ = _blobs(rng, 60)
+    m = MSSC(3, 0.3, spectral_fraction=0.5, n_init=5, random_state=0).fit(X)
+    ref = sigma_rule_of_thumb(X, fraction=0.5, seed=derive_seed(0, "sigma"))
+    assert m.spectral_bandwidth_ == pytest.approx(max(ref, 0.3))
+    with pytest.raises(InvalidInputError, match="'spectral_fraction' parameter of MSSC"):
+        MSSC(3, 0.3, spectral_fraction=0.0).fit(X)
 
 
 def test_errors(rng):

@@ -1,4 +1,9 @@
-"""Job method ``mssc``: mean-shift partitions → Cauchy–Schwarz affinity → KECA/KPCA → label map.
+"""Job method ``mssc``: mean-shift partitions → Cauchy–Schwarz affinity → NJW/KPCA/KECA → labels.
+
+Non-negative bands are first scaled to unit length per pixel (``band_norm='auto'``: the
+spectral angle, brightness dropped; pixel coordinates kept); the partition affinity uses
+``h_spec`` = half the median pixel distance and is clustered by normalized spectral clustering
+(``embedding='njw'``) by default. See ``benchmarks/results/mssc_scenes.md`` for the choice.
 
 Writes ``/mssc`` (label raster and partition raster with dims ``y``, ``x`` and the image's
 CRS/transform; modes, bandwidths, partition affinity, embedding, partition labels) and,
@@ -46,14 +51,35 @@ PARAMS = (
         nullable=True,
         low=0,
         low_open=True,
-        doc="CS-affinity bandwidth (20 % of the median pixel distance when null).",
+        doc="CS-affinity bandwidth (spectral_fraction × the median pixel distance when null).",
+    ),
+    Param(
+        "spectral_fraction",
+        "float",
+        default=0.5,
+        low=0,
+        low_open=True,
+        doc="h_spec as a fraction of the median pixel distance (001 §5.5: a global scale).",
+    ),
+    Param(
+        "band_norm",
+        "str",
+        default="auto",
+        choices=("auto", "unit", "none"),
+        doc=(
+            "'unit': every pixel's band vector to unit length (spectral angle; coordinates "
+            "kept); 'auto': 'unit' when no band feature is negative, else 'none'."
+        ),
     ),
     Param(
         "embedding",
         "str",
-        default="kpca",
-        choices=("kpca", "keca"),
-        doc="KPCA + k-means or KECA + angular k-means on the partition affinity.",
+        default="njw",
+        choices=("njw", "kpca", "keca"),
+        doc=(
+            "Normalized spectral clustering (NJW), KPCA + k-means or KECA + angular k-means "
+            "on the partition affinity."
+        ),
     ),
     Param(
         "affinity",
@@ -144,6 +170,36 @@ def _side_paths(store_path) -> tuple:
     return (store_path.parent / f"{stem}.labels.tif", store_path.parent / f"{stem}.quicklook.png")
 
 
+def resolve_band_norm(X, n_bands: int, band_norm: str) -> str:
+    """'unit' or 'none' for ``band_norm``; 'auto' is 'unit' iff no band feature is negative.
+
+    The spectral angle is defined for non-negative spectra (reflectance, radiance, digital
+    numbers, min-max scaled bands); standardised bands have no meaningful direction.
+    One pass over the band columns for 'auto'.
+    """
+    if band_norm != "auto":
+        return band_norm
+    low = X[:, :n_bands].min()
+    low = float(low.compute() if hasattr(low, "compute") else low)
+    return "unit" if low >= 0 else "none"
+
+
+def apply_band_norm(X, n_bands: int, band_norm: str):
+    """The features with the first ``n_bands`` columns of each row scaled to unit length.
+
+    Lazy for Dask input (one task per row chunk), eager for NumPy; ``band_norm='none'``
+    returns ``X`` itself.
+    """
+    from dkernel.meanshift.kernels import unit_spectra
+
+    if band_norm == "none":
+        return X
+    if hasattr(X, "map_blocks"):
+        X = X.rechunk({1: -1})
+        return X.map_blocks(unit_spectra, n_bands, dtype=X.dtype)
+    return unit_spectra(X, n_bands)
+
+
 def run(ctx: JobContext) -> None:
     from dkernel.io.raster import (
         label_dataarray,
@@ -156,10 +212,14 @@ def run(ctx: JobContext) -> None:
     p = ctx.params
     image = ctx.data.raster
     valid = np.asarray(image["valid"].values, dtype=bool)
+    n_bands = int(image.shape[0])
+    band_norm = resolve_band_norm(ctx.data.X, n_bands, p["band_norm"])
+    X = apply_band_norm(ctx.data.X, n_bands, band_norm)
     est = MSSC(
         n_clusters=p["n_clusters"],
         bandwidth=p["bandwidth"],
         spectral_bandwidth=p["spectral_bandwidth"],
+        spectral_fraction=p["spectral_fraction"],
         embedding=p["embedding"],
         affinity=p["affinity"],
         n_rff=p["n_rff"],
@@ -178,14 +238,14 @@ def run(ctx: JobContext) -> None:
         random_state=ctx.seed,
     )
     t = time.perf_counter()
-    est.fit(ctx.data.X)
+    est.fit(X)
     labels = np.asarray(est.labels_.compute() if hasattr(est.labels_, "compute") else est.labels_)
     partition = est.partition_labels_  # partition -> cluster
     ctx.store.record_timing("mssc_fit", time.perf_counter() - t)
     ctx.log(
         f"[dkernel] mean shift: h_ms={est.bandwidth_:.4g}, {est.n_partitions_} partitions "
         f"({est.n_iter_} iterations); affinity {est.affinity_method_}, "
-        f"h_spec={est.spectral_bandwidth_:.4g}"
+        f"h_spec={est.spectral_bandwidth_:.4g}; bands {band_norm}"
     )
 
     # partition of each pixel = inverse lookup is not unique; recompute from the stage-one labels
@@ -203,6 +263,7 @@ def run(ctx: JobContext) -> None:
         "n_clusters": k,
         "embedding": p["embedding"],
         "normalization": p["normalization"],
+        "band_norm": band_norm,
         "affinity_method": est.affinity_method_,
         "mean_shift_iterations": est.n_iter_,
         "mean_shift_converged": bool(est.converged_),
@@ -257,6 +318,6 @@ register_method(
         check_data=check_data,
         estimate=estimate,
         needs_raster=True,
-        description="Mean-shift partitions → Cauchy–Schwarz affinity → KECA/KPCA → label map.",
+        description="Mean-shift partitions → Cauchy–Schwarz affinity → NJW/KPCA/KECA → label map.",
     )
 )
