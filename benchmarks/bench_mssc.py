@@ -441,7 +441,7 @@ def _job_estimator(n_clusters: int, seed: int = 0):
 
 def _job_features(X: np.ndarray, n_bands: int, p: dict) -> np.ndarray:
     """The features the ``mssc`` job clusters: its ``band_norm`` applied to the bands."""
-    from dkernel.jobs.steps.mssc import apply_band_norm, resolve_band_norm
+    from dkernel.io.preprocess import apply_band_norm, resolve_band_norm
 
     return apply_band_norm(X, n_bands, resolve_band_norm(X, n_bands, p["band_norm"]))
 
@@ -451,7 +451,7 @@ def _peer(name: str, X: np.ndarray, k: int) -> np.ndarray:
     from sklearn.mixture import GaussianMixture
 
     if name.endswith("unit spectra)"):
-        from dkernel.jobs.steps.mssc import apply_band_norm
+        from dkernel.io.preprocess import apply_band_norm
 
         X = apply_band_norm(X, X.shape[1] - 2, "unit")
         name = name.replace(", unit spectra)", ")").replace(" (unit spectra)", "")
@@ -523,7 +523,7 @@ derived seed; the job itself gives the table above.) Unit-norm spectra without t
 coordinates, NJW, h_spec 0.5: 0.829 / 0.686. KPCA at the old h_spec (20 %) with unit-norm
 spectra: 0.528 / 0.638 (coordinates scaled with the spectral spread). Reproduce a cell with
 `MSSC(..., spectral_fraction=f, embedding=e, bandwidth_factor=b, random_state=s)` on
-`dkernel.jobs.steps.mssc.apply_band_norm(X, n_bands, 'unit')`.
+`dkernel.io.preprocess.apply_band_norm(X, n_bands, 'unit')`.
 """
 
 

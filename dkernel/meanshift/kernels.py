@@ -604,37 +604,3 @@ def cs_affinity_from_sums(S: np.ndarray) -> np.ndarray:
     construction (a Gram matrix of unit vectors).
     """
     return cs_normalize(S @ S.T)
-
-
-def unit_spectra(X: np.ndarray, n_bands: int) -> np.ndarray:
-    """Scale the first ``n_bands`` columns of every row to unit Euclidean length.
-
-    The spectral-angle representation of non-negative spectra: ``x / ‖x‖`` keeps each
-    pixel's spectral shape and drops its brightness (illumination, shading), so Euclidean
-    distances between rows become chord lengths ``2 sin(θ/2)`` of the spectral angle θ.
-    Further columns (pixel coordinates) are copied unchanged; an all-zero spectrum stays zero.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n, d)
-    n_bands : int
-        Number of leading band columns (``0 < n_bands <= d``).
-
-    Returns
-    -------
-    ndarray of shape (n, d), the dtype of ``X`` (float64 for integer input)
-
-    Notes
-    -----
-    O(n d) time, one output array.
-    """
-    X = np.asarray(X)
-    if not 0 < n_bands <= X.shape[1]:
-        raise InvalidInputError(
-            f"n_bands must be in [1, {X.shape[1]}] for {X.shape[1]} columns; got {n_bands}."
-        )
-    out = np.array(X, dtype=X.dtype if np.issubdtype(X.dtype, np.floating) else np.float64)
-    bands = out[:, :n_bands]
-    norm = np.sqrt(np.einsum("ij,ij->i", bands, bands, dtype=np.float64))
-    bands /= np.where(norm > 0, norm, 1.0)[:, None].astype(out.dtype)
-    return out

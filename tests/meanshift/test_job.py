@@ -82,28 +82,6 @@ def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
     assert Path(ms.attrs["quicklook_png"]).read_bytes()[:4] == b"\x89PNG"
 
 
-def test_band_norm_auto_and_unit(rng):
-    """'auto' picks the spectral angle only for non-negative bands; coordinates stay."""
-    import dask.array as da
-
-    from dkernel.jobs.steps.mssc import apply_band_norm, resolve_band_norm
-    from dkernel.meanshift.kernels import unit_spectra
-
-    X = rng.uniform(0, 2, (300, 5)).astype(np.float32)  # 3 bands + 2 coordinates
-    Xd = da.from_array(X, chunks=(64, 3))
-    assert resolve_band_norm(Xd, 3, "auto") == "unit"
-    Z = X.copy()
-    Z[7, 1] = -0.1
-    assert resolve_band_norm(Z, 3, "auto") == "none"
-    assert resolve_band_norm(Z, 3, "unit") == "unit"
-    Z[7, 1], Z[9, 4] = 0.5, -1.0  # a negative coordinate does not count
-    assert resolve_band_norm(Z, 3, "auto") == "unit"
-    out = apply_band_norm(Xd, 3, "unit")
-    assert isinstance(out, da.Array)
-    np.testing.assert_allclose(out.compute(), unit_spectra(X, 3))
-    assert apply_band_norm(Xd, 3, "none") is Xd
-
-
 def test_mssc_job_unit_bands(tmp_path, small_tif, client):
     """Min-max scaled (non-negative) bands: the job clusters spectral angles by default."""
     spec = _spec(tmp_path, small_tif).read_text().replace("scale: standardize", "scale: minmax")

@@ -170,23 +170,3 @@ def test_cs_affinity_rff_approximates_exact(rng):
     # feature sums are exact sums of the feature map
     Phi = K.rff_transform(X, W, b, dtype=np.float64)
     np.testing.assert_allclose(S[2], Phi[labels == 2].sum(0), rtol=1e-3, atol=1e-3)
-
-
-def test_unit_spectra_matches_reference(rng):
-    X = rng.uniform(0, 1, (50, 7)).astype(np.float32)
-    X[3, :5] = 0.0  # an all-zero spectrum stays zero
-    out = K.unit_spectra(X, 5)
-    ref = X.astype(np.float64).copy()
-    for i in range(X.shape[0]):  # slow obvious reference: one row at a time
-        norm = np.sqrt(sum(float(v) ** 2 for v in X[i, :5]))
-        if norm > 0:
-            ref[i, :5] = X[i, :5] / norm
-    assert out.dtype == np.float32
-    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-7)
-    np.testing.assert_array_equal(out[:, 5:], X[:, 5:])  # coordinates untouched
-    np.testing.assert_array_equal(out[3, :5], 0.0)
-    # brightness drops out: a scaled spectrum maps to the same point
-    np.testing.assert_allclose(K.unit_spectra(3.0 * X[:, :5], 5), out[:, :5], rtol=1e-6)
-    assert np.shares_memory(out, X) is False
-    with pytest.raises(InvalidInputError, match="n_bands"):
-        K.unit_spectra(X, 0)

@@ -170,37 +170,8 @@ def _side_paths(store_path) -> tuple:
     return (store_path.parent / f"{stem}.labels.tif", store_path.parent / f"{stem}.quicklook.png")
 
 
-def resolve_band_norm(X, n_bands: int, band_norm: str) -> str:
-    """'unit' or 'none' for ``band_norm``; 'auto' is 'unit' iff no band feature is negative.
-
-    The spectral angle is defined for non-negative spectra (reflectance, radiance, digital
-    numbers, min-max scaled bands); standardised bands have no meaningful direction.
-    One pass over the band columns for 'auto'.
-    """
-    if band_norm != "auto":
-        return band_norm
-    low = X[:, :n_bands].min()
-    low = float(low.compute() if hasattr(low, "compute") else low)
-    return "unit" if low >= 0 else "none"
-
-
-def apply_band_norm(X, n_bands: int, band_norm: str):
-    """The features with the first ``n_bands`` columns of each row scaled to unit length.
-
-    Lazy for Dask input (one task per row chunk), eager for NumPy; ``band_norm='none'``
-    returns ``X`` itself.
-    """
-    from dkernel.meanshift.kernels import unit_spectra
-
-    if band_norm == "none":
-        return X
-    if hasattr(X, "map_blocks"):
-        X = X.rechunk({1: -1})
-        return X.map_blocks(unit_spectra, n_bands, dtype=X.dtype)
-    return unit_spectra(X, n_bands)
-
-
 def run(ctx: JobContext) -> None:
+    from dkernel.io.preprocess import apply_band_norm, resolve_band_norm
     from dkernel.io.raster import (
         label_dataarray,
         labels_to_raster,
