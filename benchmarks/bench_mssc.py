@@ -446,21 +446,15 @@ def _job_features(X: np.ndarray, n_bands: int, p: dict) -> np.ndarray:
     return apply_band_norm(X, n_bands, resolve_band_norm(X, n_bands, p["band_norm"]))
 
 
-def _peer(name: str, X: np.ndarray, k: int) -> np.ndarray:
+def _peer(method: str, X: np.ndarray, k: int) -> np.ndarray:
     from sklearn.cluster import KMeans, SpectralClustering
     from sklearn.mixture import GaussianMixture
 
-    if name.endswith("unit spectra)"):
-        from dkernel.io.preprocess import apply_band_norm
-
-        X = apply_band_norm(X, X.shape[1] - 2, "unit")
-        name = name.replace(", unit spectra)", ")").replace(" (unit spectra)", "")
-
-    if name == "k-means":
+    if method == "k-means":
         return KMeans(k, n_init=10, random_state=0).fit_predict(X)
-    if name == "GMM (diag)":
+    if method == "GMM (diag)":
         return GaussianMixture(k, covariance_type="diag", random_state=0).fit(X).predict(X)
-    if name == "SpectralClustering (kNN)":
+    if method == "SpectralClustering (kNN)":
         return SpectralClustering(k, affinity="nearest_neighbors", random_state=0).fit_predict(X)
     return SpectralClustering(k, random_state=0).fit_predict(X)
 
@@ -527,6 +521,13 @@ spectra: 0.528 / 0.638 (coordinates scaled with the spectral spread). Reproduce 
 """
 
 
+SEED_SPREAD = """
+Seed spread of the job itself (`dkernel run jobs/mssc-{samson,jasper}.yaml` with `seed:` 0–4, job
+defaults otherwise): Samson NMI 0.858 / 0.858 / 0.858 / 0.866 / 0.862, Jasper Ridge 0.748 / 0.731 /
+0.743 / 0.708 / 0.743 (ACC 0.965–0.968 / 0.726–0.753). The defaults were chosen while these two
+scenes' scores were visible (the tables below), so they are a design choice checked on these
+scenes, not an independent test; they are not tuned per scene."""
+
 #: The ``mssc`` job defaults before issue #6's fix (raw bands, h_spec 20 %, KPCA).
 PREVIOUS_DEFAULTS = {"band_norm": "none", "spectral_fraction": 0.2, "embedding": "kpca"}
 
@@ -565,6 +566,8 @@ def bench_scenes(quick: bool) -> None:
         "defaults except affinity='nearest_neighbors', the scalable choice; the default "
         "dense RBF with gamma=1 is added without --quick).\n"
     )
+    from dkernel.io.preprocess import apply_band_norm
+
     for scene, k in (("samson", 3), ("jasper", 4)):
         d = load_hyperspectral(scene, os.environ.get("DKERNEL_DATA"))
         X = np.asarray(d.X.compute(), dtype=np.float64)
@@ -587,14 +590,18 @@ def bench_scenes(quick: bool) -> None:
                     f"h_spec={est.spectral_bandwidth_:.3g}",
                 )
             )
-        peers = ["k-means", "GMM (diag)", "SpectralClustering (kNN)"]
-        peers += ["k-means (unit spectra)", "GMM (diag, unit spectra)"]
+        X_unit = apply_band_norm(X, X.shape[1] - 2, "unit")
+        peers = [(m, m, X) for m in ("k-means", "GMM (diag)", "SpectralClustering (kNN)")]
+        peers += [
+            ("k-means (unit spectra)", "k-means", X_unit),
+            ("GMM (diag, unit spectra)", "GMM (diag)", X_unit),
+        ]
         if not quick:
-            peers.append("SpectralClustering (rbf, defaults)")
-        for name in peers:
+            peers.append(("SpectralClustering (rbf, defaults)", "rbf", X))
+        for name, method, features in peers:
             t = time.perf_counter()
             try:
-                labels = _peer(name, X, k)
+                labels = _peer(method, features, k)
                 rows.append((name, clustering_scores(y, labels), time.perf_counter() - t, ""))
             except Exception as exc:  # record failures, do not hide them
                 rows.append((name, None, time.perf_counter() - t, f"failed: {exc}"))
@@ -611,6 +618,7 @@ def bench_scenes(quick: bool) -> None:
                 )
         out.append("")
     out.append("Targets (issue #6): NMI ≥ 0.83 on Samson, ≥ 0.70 on Jasper Ridge.")
+    out.append(SEED_SPREAD)
     out.append(TRIED_SCENES)
     _write("mssc_scenes.md", "\n".join(out) + "\n")
 
