@@ -51,12 +51,17 @@ class DiagMixtures:
         Mixture weights; those of each model sum to one.
     offsets : ndarray (M + 1,) of int
         Model ``m`` owns components ``offsets[m]:offsets[m + 1]``.
+    missing_probs : ndarray (C, p) or None
+        Probability that each coordinate is missing under each component (the informative
+        missingness model, :class:`MissingnessModel`); None when missingness is ignorable
+        (Paper I), the default.
     """
 
     means: np.ndarray
     variances: np.ndarray
     weights: np.ndarray
     offsets: np.ndarray
+    missing_probs: np.ndarray | None = None
 
     @property
     def n_models(self) -> int:
@@ -72,6 +77,7 @@ class DiagMixtures:
             self.variances.astype(dtype),
             self.weights.astype(dtype),
             self.offsets.copy(),
+            None if self.missing_probs is None else self.missing_probs.astype(dtype),
         )
 
     @staticmethod
@@ -82,12 +88,64 @@ class DiagMixtures:
         for part in parts:
             offsets.append(part.offsets[1:] + base)
             base += int(part.offsets[-1])
+        informative = [p.missing_probs is not None for p in parts]
+        if any(informative) and not all(informative):
+            raise ValueError("cannot stack mixtures with and without missing_probs")
         return DiagMixtures(
             np.concatenate([p.means for p in parts]),
             np.concatenate([p.variances for p in parts]),
             np.concatenate([p.weights for p in parts]),
             np.concatenate(offsets).astype(np.int64),
+            np.concatenate([p.missing_probs for p in parts]) if all(informative) else None,
         )
+
+
+@dataclass(frozen=True)
+class MissingnessModel:
+    """Informative missingness: an opt-in extension of Paper I's (ignorable) PCKID.
+
+    Every component ``k`` also carries the probability ``ρ_kj`` that coordinate ``j`` is
+    missing, so a point's log-joint gains ``Σ_j [m_ij log ρ_kj + (1 - m_ij) log(1 - ρ_kj)]``
+    (``m_ij`` = 1 where missing): the pattern of missing values becomes evidence, as it is when
+    a sensor saturates (NMAR). The M-step smooths ``ρ`` towards the column's missing rate with
+    ``missing_strength`` pseudo-points, so a component with few members does not claim that a
+    column is always (or never) missing.
+
+    Under ignorable EM a component whose members are mostly missing in a column keeps the
+    variance it started with there (Eq. 3 adds the old variance for every missing coordinate),
+    and §3.2 starts it from mean-imputed constants, i.e. near zero. The M-step therefore also
+    pulls each variance towards the column's observed variance with ``variance_strength``
+    pseudo-points times the component's missing share in that column; columns its members
+    observe are untouched.
+
+    Attributes
+    ----------
+    missing_rate : ndarray (p,)
+        Share of missing values per column in the training data (the prior mean of ρ).
+    column_variance : ndarray (p,)
+        Observed variance per column (the prior's target for the variances).
+    missing_strength, variance_strength : float
+        Pseudo-point counts of the two priors.
+    """
+
+    missing_rate: np.ndarray
+    column_variance: np.ndarray
+    missing_strength: float = 5.0
+    variance_strength: float = 3.0
+
+    def initial_probs(self, n_components: int, dtype) -> np.ndarray:
+        """ρ before the first M-step: every component at the column's missing rate (neutral)."""
+        rate = clip_probs(np.asarray(self.missing_rate, dtype=np.float64))
+        return np.broadcast_to(rate, (n_components, rate.size)).astype(dtype)
+
+
+# ρ is kept away from 0 and 1 so that a pattern never seen in training is unlikely, not
+# impossible (its log stays finite and equal across components where no component saw it).
+_PROB_EPS = 1e-6
+
+
+def clip_probs(rho: np.ndarray) -> np.ndarray:
+    return np.clip(rho, _PROB_EPS, 1.0 - _PROB_EPS)
 
 
 def split_missing(X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -119,6 +177,15 @@ def _stacked_params(mix: DiagMixtures, with_mask: bool, dtype) -> np.ndarray:
     prec = 1.0 / mix.variances
     const = -0.5 * (mix.means * mix.means * prec + np.log(mix.variances) + LOG_2PI)
     bias = np.log(mix.weights) + (0.0 if with_mask else const.sum(axis=1))
+    if mix.missing_probs is not None:
+        # Bernoulli missingness: log ρ where missing, log(1 - ρ) where observed
+        rho = mix.missing_probs.astype(np.float64)
+        log_miss, log_obs = np.log(rho), np.log1p(-rho)
+        if with_mask:
+            const = const + (log_obs - log_miss)
+            bias = bias + log_miss.sum(axis=1)
+        else:
+            bias = bias + log_obs.sum(axis=1)
     rows = [-0.5 * prec, mix.means * prec] + ([const] if with_mask else []) + [bias[:, None]]
     return np.ascontiguousarray(np.concatenate(rows, axis=1).T, dtype=dtype)
 
@@ -239,13 +306,23 @@ def diag_suff_stats(
 
 
 def diag_m_step_from_stats(
-    stats: tuple, mix: DiagMixtures, n: int, reg_covar: float, dtype
+    stats: tuple,
+    mix: DiagMixtures,
+    n: int,
+    reg_covar: float,
+    dtype,
+    missingness: MissingnessModel | None = None,
 ) -> DiagMixtures:
     """M-step from summed sufficient statistics (Paper I Eq. 2–3 plugged into Alg. 1).
 
     With ŷ = x on observed and μ_old on missing coordinates (Eq. 2),
     ``μ_new = Σ r ŷ / N_k`` and ``σ²_new = Σ r [(ŷ - μ_new)² + σ²_old·[missing]] / N_k + reg``
     (Eq. 3), expanded into the statistics so that no N×C×p array is formed.
+
+    With a :class:`MissingnessModel`, also ``ρ_kj = (M_kj + a m_j) / (N_k + a)`` (``M_kj`` the
+    responsibility mass missing in column j, ``m_j`` the column's missing rate, ``a`` its
+    strength) and ``σ²_kj ← (N_k σ²_kj + w_kj s_j²) / (N_k + w_kj)`` with
+    ``w_kj = b M_kj / N_k`` and ``s_j²`` the column's observed variance.
     """
     nk, A, B, Ro = stats
     nk = nk.astype(A.dtype) + 10 * np.finfo(dtype).eps
@@ -260,12 +337,22 @@ def diag_m_step_from_stats(
         num = B - 2.0 * means * A + means * means * Ro + (d * d + mix.variances) * Rm
         var = num / nk[:, None] + reg_covar
     var = np.maximum(var, reg_covar)
+    rho = None
+    if missingness is not None:
+        Rm = np.zeros_like(A) if Ro is None else np.maximum(nk[:, None] - Ro, 0)
+        a = missingness.missing_strength
+        rho = clip_probs((Rm + a * missingness.missing_rate) / (nk[:, None] + a))
+        w = missingness.variance_strength * Rm / nk[:, None]
+        var = (nk[:, None] * var + w * missingness.column_variance) / (nk[:, None] + w)
+        var = np.maximum(var, reg_covar)
+        rho = rho.astype(dtype, copy=False)
     weights = nk / n
     return DiagMixtures(
         means.astype(dtype, copy=False),
         var.astype(dtype, copy=False),
         weights.astype(dtype, copy=False),
         mix.offsets,
+        rho,
     )
 
 
@@ -277,10 +364,11 @@ def diag_m_step(
     reg_covar: float,
     *,
     X0sq: np.ndarray | None = None,
+    missingness: MissingnessModel | None = None,
 ) -> DiagMixtures:
     """One M-step for a batch of diagonal mixtures from responsibilities ``resp`` (N, C)."""
     stats = diag_suff_stats(X0, O, resp, X0sq)
-    return diag_m_step_from_stats(stats, mix, X0.shape[0], reg_covar, X0.dtype)
+    return diag_m_step_from_stats(stats, mix, X0.shape[0], reg_covar, X0.dtype, missingness)
 
 
 # A row block's (C × rows) log-joint stays near this size in the EM loop: the per-model
@@ -300,6 +388,7 @@ def diag_em(
     reg_covar: float = 1e-6,
     *,
     block_rows: int | None = None,
+    missingness: MissingnessModel | None = None,
 ) -> tuple[DiagMixtures, np.ndarray]:
     """Run ``n_iter`` EM iterations (E then M) for every model in ``mix`` on ``X``.
 
@@ -314,6 +403,9 @@ def diag_em(
         Added to every variance after each M-step.
     block_rows : int, optional
         Rows per E-step block (bounds memory to ``block_rows × C``); by default ~16 MiB.
+    missingness : MissingnessModel, optional
+        Fit the informative missingness model too (ρ starts at the column missing rates, so
+        the first E-step is that of ignorable EM). None: Paper I's ignorable EM.
 
     Returns
     -------
@@ -336,6 +428,8 @@ def diag_em(
     mix = mix.astype(dtype)
     n = X.shape[0]
     C = int(mix.offsets[-1])
+    if missingness is not None and mix.missing_probs is None:
+        mix.missing_probs = missingness.initial_probs(C, dtype)
     step = block_rows or row_block_size(C, np.dtype(dtype).itemsize, EM_BLOCK_BYTES)
     history = np.empty((n_iter, mix.n_models))
     for it in range(n_iter):
@@ -349,7 +443,7 @@ def diag_em(
         history[it] = ll_sum / n
         # the design's last column is all ones, so its statistic is N_k
         stats = (T[:, -1], T[:, p : 2 * p], T[:, :p], T[:, 2 * p : 3 * p] if with_mask else None)
-        mix = diag_m_step_from_stats(stats, mix, n, reg_covar, dtype)
+        mix = diag_m_step_from_stats(stats, mix, n, reg_covar, dtype, missingness)
     return mix, history
 
 

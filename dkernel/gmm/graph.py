@@ -21,6 +21,7 @@ from threadpoolctl import ThreadpoolController
 from dkernel._random import derive_rng
 from dkernel.gmm.em import (
     DiagMixtures,
+    MissingnessModel,
     diag_em,
     diag_posteriors,
     full_em,
@@ -66,6 +67,7 @@ def fit_init_batch(
     reg_covar: float | np.ndarray,
     covariance_type: str,
     limit_blas: bool = True,
+    missingness: MissingnessModel | None = None,
 ) -> DiagMixtures | FullMixtures:
     """Fit the models of initial condition ``q`` (one per ``g`` in ``sizes``) on its subsample.
 
@@ -78,10 +80,11 @@ def fit_init_batch(
     Xs = X[rows]
     # small problems run faster on one BLAS thread (no thread start-up / contention)
     small = Xs.shape[0] * sum(sizes) * max(1, Xs.shape[1]) < 5e7
+    args = (Xs, q, sizes, seed, n_iter, reg_covar, covariance_type, missingness)
     if not (small and limit_blas):
-        return _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type)
+        return _fit_rows(*args)
     with _blas_controller().limit(limits=1, user_api="blas"):
-        return _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type)
+        return _fit_rows(*args)
 
 
 _CONTROLLER: list = []
@@ -93,11 +96,11 @@ def _blas_controller() -> ThreadpoolController:
     return _CONTROLLER[0]
 
 
-def _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type):
+def _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type, missingness):
     if covariance_type == "diag":
         rngs = [derive_rng(seed, "pck-init", q, g) for g in sizes]
         mix = init_diag_mixtures(Xs, sizes, rngs, reg_covar)
-        fitted, _ = diag_em(Xs, mix, n_iter, reg_covar)
+        fitted, _ = diag_em(Xs, mix, n_iter, reg_covar, missingness=missingness)
         return fitted
     models = []
     for g in sizes:
@@ -119,6 +122,7 @@ def fit_ensemble(
     reg_covar: float | np.ndarray,
     covariance_type: str,
     client: Any = None,
+    missingness: MissingnessModel | None = None,
 ) -> list[DiagMixtures | FullMixtures]:
     """Fit every (q, g) model; one task per ``q`` on ``client`` (or in-process without one).
 
@@ -133,6 +137,8 @@ def fit_ensemble(
     client : distributed.Client, optional
         Where to run; without one the tasks run on a thread pool in this process (one thread
         per core, one BLAS thread each).
+    missingness : MissingnessModel, optional
+        Fit the informative missingness model as well (diagonal covariance only).
 
     Returns
     -------
@@ -145,6 +151,7 @@ def fit_ensemble(
         n_iter=int(n_iter),
         reg_covar=np.asarray(reg_covar, dtype=X.dtype) if np.ndim(reg_covar) else float(reg_covar),
         covariance_type=covariance_type,
+        missingness=missingness,
     )
     is_dask = hasattr(X, "dask")
     if client is None:

@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from dkernel._random import derive_rng, seed_from_random_state
 from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
 from dkernel.errors import InvalidInputError, NumericalWarning, ResourceLimitError
-from dkernel.gmm.em import DiagMixtures
+from dkernel.gmm.em import DiagMixtures, MissingnessModel
 from dkernel.gmm.graph import (
     FullMixtures,
     fit_ensemble,
@@ -70,6 +70,14 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         Seed; model (q, g) derives its generator from ``(random_state, q, g)``.
     dtype : {'float32', 'float64'}, default='float32'
         Compute dtype of EM and of Γ.
+    missingness : {'ignorable', 'informative'}, default='ignorable'
+        'ignorable' is Paper I's PCKID: a point is scored on its observed coordinates only,
+        whatever its pattern of missing values. 'informative' (an extension, diagonal
+        covariance only) also gives every component a probability of each coordinate being
+        missing, so the pattern itself is evidence (a saturated sensor: NMAR), and pulls the
+        variance of a component in a column its members mostly miss towards the column's
+        observed variance (see :class:`dkernel.gmm.em.MissingnessModel`). On complete training
+        data the two are identical.
 
     Attributes
     ----------
@@ -80,6 +88,9 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         Column means of the observed training values, subtracted before EM.
     feature_mask_ : ndarray (n_features_in_,) of bool
         Columns used; all-NaN and zero-variance columns are dropped with a warning.
+    missingness_model_ : MissingnessModel or None
+        The priors of the informative model (None when missingness is ignorable or the
+        training data are complete).
     variance_floor_ : ndarray (n_kept,)
         What is added to the variances per used column: ``max(reg_covar, Δ_j²)`` with ``Δ_j``
         the resolution of column ``j`` (smallest gap between two distinct observed values).
@@ -129,6 +140,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         reg_covar: float = 1e-6,
         random_state: int | np.random.Generator | None = None,
         dtype: str = "float32",
+        missingness: str = "ignorable",
     ) -> None:
         self.n_inits = n_inits
         self.max_components = max_components
@@ -138,6 +150,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         self.reg_covar = reg_covar
         self.random_state = random_state
         self.dtype = dtype
+        self.missingness = missingness
 
     # ------------------------------------------------------------------ validation helpers
     def _check_params(self) -> None:
@@ -147,6 +160,12 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         check_scalar(self.subsample, "subsample", _OWNER, low=0, high=1, low_inclusive=False)
         check_scalar(self.reg_covar, "reg_covar", _OWNER, low=0)
         check_options(self.covariance_type, "covariance_type", _OWNER, ("diag", "full"))
+        check_options(self.missingness, "missingness", _OWNER, ("ignorable", "informative"))
+        if self.missingness == "informative" and self.covariance_type != "diag":
+            raise InvalidInputError(
+                f"{_OWNER}: missingness='informative' is implemented for covariance_type='diag' "
+                "only; use covariance_type='diag' or missingness='ignorable'."
+            )
         name = np.dtype(self.dtype).name if self._dtype_ok() else self.dtype
         check_options(name, "dtype", _OWNER, ("float32", "float64"))
 
@@ -290,6 +309,12 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
             )
         sizes = tuple(range(2, G + 1))
         seed = seed_from_random_state(self.random_state)
+        missing_rate = 1.0 - count[keep] / n
+        self.missingness_model_ = (
+            MissingnessModel(missing_rate=missing_rate, column_variance=var[keep].astype(float))
+            if self.missingness == "informative" and missing_rate.any()
+            else None
+        )
         parts = fit_ensemble(
             Xc,
             candidates,
@@ -301,6 +326,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
             reg_covar=reg,
             covariance_type=self.covariance_type,
             client=_current_client(),
+            missingness=self.missingness_model_,
         )
         if self.covariance_type == "diag":
             self.ensemble_ = DiagMixtures.concatenate(parts)

@@ -44,6 +44,13 @@ PARAMS = (
     Param("reg_covar", "float", default=1e-6, low=0, doc="Added to every variance."),
     Param("dtype", "str", default="float32", choices=("float32", "float64")),
     Param(
+        "missingness",
+        "str",
+        default="ignorable",
+        choices=("ignorable", "informative"),
+        doc="PCKID as in Paper I, or with the pattern of missing values as evidence (diag only).",
+    ),
+    Param(
         "embedding",
         "str",
         default="kpca",
@@ -66,6 +73,11 @@ def _F(params: dict) -> int:
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
+    if params["missingness"] == "informative" and params["covariance_type"] != "diag":
+        raise InvalidInputError(
+            "params.missingness: informative is implemented for covariance_type: diag only; "
+            "use covariance_type: diag or missingness: ignorable."
+        )
     if params["n_clusters"] > n:
         raise InvalidInputError(
             f"params.n_clusters ({params['n_clusters']}) is larger than the number of samples "
@@ -149,6 +161,11 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
     }
     if est.covariance_type == "diag":
         data["variances"] = (dims, second)
+        if est.ensemble_.missing_probs is not None:
+            rho = np.full((Q, G - 1, G, p), np.nan)
+            for m, (q, g) in enumerate(zip(est.model_inits_, est.model_components_, strict=True)):
+                rho[q, g - 2, :g] = est.ensemble_.missing_probs[offs[m] : offs[m + 1]]
+            data["missing_probs"] = (dims, rho)
     else:
         data["covariances"] = ((*dims, "feature_"), second)
     return xr.Dataset(
@@ -162,6 +179,7 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
             "covariance_type": est.covariance_type,
             "reg_covar": float(est.reg_covar),
             "dtype": str(est.dtype),
+            "missingness": est.missingness,
             "normalizer": est.normalizer_,
             "n_features_out": est.n_features_out_,
             "seed": est.seed_,
@@ -204,6 +222,7 @@ def run(ctx: JobContext) -> None:
         reg_covar=p["reg_covar"],
         random_state=ctx.seed,
         dtype=p["dtype"],
+        missingness=p["missingness"],
     )
     n_missing = (
         int(da.isnan(X).sum().compute()) if isinstance(X, da.Array) else int(np.isnan(X).sum())
