@@ -227,9 +227,15 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         if not _is_dask(X):
             empty = np.isnan(X[:, self.feature_mask_]).all(axis=1)
             if empty.any():
+                prior = (
+                    "the mixture weights (the prior)"
+                    if getattr(self.ensemble_, "missing_probs", None) is None
+                    else "the mixture weights times each component's probability of an "
+                    "all-missing row"
+                )
                 warnings.warn(
                     f"{int(empty.sum())} rows have no observed value in the used columns; their "
-                    "posteriors are the mixture weights (the prior).",
+                    f"posteriors are {prior}.",
                     NumericalWarning,
                     stacklevel=3,
                 )

@@ -13,6 +13,7 @@ from sklearn.mixture import GaussianMixture
 
 from dkernel.gmm.em import (
     DiagMixtures,
+    MissingnessModel,
     diag_em,
     diag_posteriors,
     full_em,
@@ -49,27 +50,36 @@ def _random_mix(sizes, p, seed=1):
 
 
 # ---- slow references ---------------------------------------------------------------------
-def ref_diag_em_one(X, means, var, w, n_iter, reg):
-    """Per point, per component, literal Eq. 2-3 and Alg. 1 (one γ in the covariance)."""
+def ref_log_joint(x, means, var, w, rho=None):
+    """log π_k + log N(x_o | μ_k, σ_k) (+ the Bernoulli missingness terms) for one point."""
+    o = ~np.isnan(x)
+    lp = np.log(w).copy()
+    for k in range(len(w)):
+        for j in range(len(x)):
+            if o[j]:
+                lp[k] += -0.5 * (
+                    (x[j] - means[k, j]) ** 2 / var[k, j] + np.log(2 * np.pi * var[k, j])
+                )
+            if rho is not None:
+                lp[k] += np.log(1 - rho[k, j]) if o[j] else np.log(rho[k, j])
+    return lp
+
+
+def ref_diag_em_one(X, means, var, w, n_iter, reg, model=None):
+    """Per point, per component, literal Eq. 2-3 and Alg. 1 (one γ in the covariance).
+
+    With a MissingnessModel ``model``: ρ starts at the column missing rates, enters the
+    log-joint as Bernoulli terms and is re-estimated with its prior; the variances are then
+    pulled towards the column variances by the missing share.
+    """
     means, var, w = means.copy(), var.copy(), w.copy()
     n, p = X.shape
     g = len(w)
+    rho = None if model is None else np.tile(model.missing_rate, (g, 1))
     for _ in range(n_iter):
         gam = np.zeros((n, g))
         for i in range(n):
-            o = ~np.isnan(X[i])
-            lp = np.array(
-                [
-                    np.log(w[k])
-                    + sum(
-                        -0.5
-                        * ((X[i, j] - means[k, j]) ** 2 / var[k, j] + np.log(2 * np.pi * var[k, j]))
-                        for j in range(p)
-                        if o[j]
-                    )
-                    for k in range(g)
-                ]
-            )
+            lp = ref_log_joint(X[i], means, var, w, rho)
             gam[i] = np.exp(lp - logsumexp(lp))
         new_means = np.zeros_like(means)
         new_var = np.zeros_like(var)
@@ -89,8 +99,16 @@ def ref_diag_em_one(X, means, var, w, n_iter, reg):
                 d = ys[i] - new_means[k]
                 om = om + gam[i, k] * (d * d + var[k] - var[k] * s * var[k])  # Eq. 3
             new_var[k] = om / nk + reg
+            if model is not None:
+                miss = (gam[:, k, None] * np.isnan(X)).sum(0)  # responsibility mass missing
+                a, b = model.missing_strength, model.variance_strength
+                rho[k] = (miss + a * model.missing_rate) / (nk + a)
+                wk = b * miss / nk
+                new_var[k] = (nk * new_var[k] + wk * model.column_variance) / (nk + wk)
         w = gam.sum(0) / n
         means, var = new_means, new_var
+    if model is not None:
+        return means, var, w, rho
     return means, var, w
 
 
@@ -154,6 +172,59 @@ def test_batched_diag_em_matches_reference_with_missing_values():
         np.testing.assert_allclose(got.means[a:b], mu, atol=1e-5, rtol=1e-5)
         np.testing.assert_allclose(got.variances[a:b], var, atol=1e-5, rtol=1e-5)
         np.testing.assert_allclose(got.weights[a:b], w, atol=1e-5, rtol=1e-5)
+
+
+def _informative_model(X, **strengths):
+    return MissingnessModel(
+        missing_rate=np.isnan(X).mean(axis=0),
+        column_variance=np.nanvar(X, axis=0),
+        **strengths,
+    )
+
+
+@pytest.mark.parametrize("strengths", [{}, {"missing_strength": 0.5, "variance_strength": 20.0}])
+def test_informative_em_matches_reference(strengths):
+    X = _data(n=50, p=4, missing=0.4, seed=5)
+    X[X[:, 0] > 1.0, 0] = np.nan  # a saturated sensor: missingness depends on the value
+    model = _informative_model(X, **strengths)
+    mix = _random_mix([2, 3], 4)
+    got, _ = diag_em(X, mix, n_iter=3, reg_covar=1e-6, missingness=model)
+    for m in range(2):
+        a, b = mix.offsets[m], mix.offsets[m + 1]
+        mu, var, w, rho = ref_diag_em_one(
+            X, mix.means[a:b], mix.variances[a:b], mix.weights[a:b], 3, 1e-6, model=model
+        )
+        np.testing.assert_allclose(got.means[a:b], mu, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(got.variances[a:b], var, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(got.weights[a:b], w, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(got.missing_probs[a:b], rho, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("missing", [0.3, 0.0])
+def test_informative_posteriors_match_reference(missing):
+    """Posteriors with missing_probs, for data with missing values and for complete rows (the
+    complete-data design path then adds log(1 - ρ) for every column)."""
+    X = _data(n=40, p=4, missing=missing, seed=6)
+    mix = _random_mix([3, 2], 4, seed=2)
+    mix.missing_probs = np.random.default_rng(3).uniform(0.05, 0.9, size=mix.means.shape)
+    got = diag_posteriors(X, mix)
+    for m in range(2):
+        a, b = mix.offsets[m], mix.offsets[m + 1]
+        for i in range(X.shape[0]):
+            lp = ref_log_joint(
+                X[i], mix.means[a:b], mix.variances[a:b], mix.weights[a:b], mix.missing_probs[a:b]
+            )
+            np.testing.assert_allclose(got[i, a:b], np.exp(lp - logsumexp(lp)), atol=1e-10)
+
+
+def test_missing_probs_survive_astype_and_concatenate():
+    mix = _random_mix([2, 3], 4)
+    mix.missing_probs = np.full(mix.means.shape, 0.25)
+    both = DiagMixtures.concatenate([mix, mix.astype(np.float32)])
+    assert both.missing_probs.shape == (10, 4) and both.missing_probs.dtype == np.float64
+    assert mix.astype(np.float32).missing_probs.dtype == np.float32
+    with pytest.raises(ValueError, match="missing_probs"):
+        DiagMixtures.concatenate([mix, _random_mix([2], 4)])
 
 
 def test_diag_em_matches_sklearn_on_complete_data():

@@ -125,12 +125,13 @@ def test_full_covariance_variant():
     np.testing.assert_allclose(sums, 1.0, atol=1e-10)
 
 
-def test_deterministic_across_runs_and_on_a_cluster(client, monkeypatch):
+@pytest.mark.parametrize("missingness", ["ignorable", "informative"])
+def test_deterministic_across_runs_and_on_a_cluster(client, monkeypatch, missingness):
     """Bit-identical Γ across runs, in-process and on the 2-worker cluster (NumPy and Dask
     input). The 1/2/4-worker comparison runs in benchmarks/bench_pck_scaling.py (cluster
     start-up is too slow for the test budget on 2 cores)."""
     X, _ = _blobs(n=300, missing=0.3, seed=4)
-    params = dict(n_inits=4, max_components=6, n_iter=4, random_state=7)
+    params = dict(n_inits=4, max_components=6, n_iter=4, random_state=7, missingness=missingness)
     from distributed import Client
 
     assert Client.current() is client
@@ -205,6 +206,8 @@ def test_subsample_smaller_than_max_components_is_an_error():
         ({"covariance_type": "tied"}, "'covariance_type'"),
         ({"dtype": "int8"}, "'dtype'"),
         ({"reg_covar": -1.0}, "'reg_covar'"),
+        ({"missingness": "mnar"}, "'missingness'"),
+        ({"missingness": "informative", "covariance_type": "full"}, "covariance_type='diag'"),
     ],
 )
 def test_bad_parameters(params, match):
@@ -258,3 +261,41 @@ def test_integer_coded_columns_get_a_resolution_variance_floor(array_kind):
     # continuous data: reg_covar everywhere (unchanged behaviour)
     cont = ProbabilisticClusterKernel(**SMALL).fit(as_kind(X, array_kind))
     np.testing.assert_array_equal(cont.variance_floor_, 1e-6)
+
+
+# ---- informative missingness ---------------------------------------------------------------
+def test_informative_equals_ignorable_on_complete_training_data():
+    X, _ = _blobs(n=200)
+    ign = ProbabilisticClusterKernel(**SMALL).fit(X)
+    inf = ProbabilisticClusterKernel(**SMALL, missingness="informative").fit(X)
+    assert inf.missingness_model_ is None and inf.ensemble_.missing_probs is None
+    Xn = X[:20].copy()
+    Xn[::2, 1] = np.nan
+    assert np.array_equal(ign.transform(Xn), inf.transform(Xn))
+
+
+def test_informative_missingness_uses_a_saturated_sensor():
+    """Paper I §4.3.6's NMAR Wine (the largest 45 % of every column removed): with the pattern
+    of missing values as evidence PCKID clusters far better than the ignorable model."""
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import load_wine
+
+    from dkernel.metrics import clustering_accuracy
+    from dkernel.spectral.dense import kpca_embedding
+
+    X, y = load_wine(return_X_y=True)
+    top = np.argsort(-X, axis=0, kind="stable")[: int(0.45 * len(X))]
+    X[top, np.arange(X.shape[1])] = np.nan
+    X = (X - np.nanmean(X, 0)) / np.nanstd(X, 0)
+    acc = {}
+    for missingness in ("ignorable", "informative"):
+        pck = ProbabilisticClusterKernel(
+            n_inits=10, max_components=10, random_state=0, missingness=missingness
+        ).fit(X)
+        assert (pck.missingness_model_ is None) == (missingness == "ignorable")
+        emb = kpca_embedding(pck.kernel().astype(np.float64), 3).embedding
+        acc[missingness] = clustering_accuracy(
+            y, KMeans(3, n_init=20, random_state=0).fit_predict(emb)
+        )
+    assert acc["informative"] > 0.93
+    assert acc["informative"] > acc["ignorable"] + 0.03

@@ -80,3 +80,49 @@ def test_bad_job_params(tmp_path, client):
     spec.write_text(SPEC.format(embedding="tsne", solver="auto", out=tmp_path / "o.zarr"))
     with pytest.raises(SpecError):
         load_spec(spec)
+
+
+def test_informative_missingness_job(tmp_path, client):
+    """Wine with its largest 45 % per column removed (NMAR), read from a CSV with empty fields:
+    missingness: informative stores ρ beside the variances and clusters well."""
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    top = np.argsort(-X, axis=0, kind="stable")[: int(0.45 * len(X))]
+    X[top, np.arange(X.shape[1])] = np.nan
+    rows = [
+        ",".join("" if np.isnan(v) else str(float(v)) for v in x) + f",{t}"
+        for x, t in zip(X, y, strict=True)
+    ]
+    (tmp_path / "wine.csv").write_text("\n".join(rows) + "\n")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        f"""
+name: pckid-nmar
+seed: 1
+data:
+  reader: csv
+  path: {tmp_path / "wine.csv"}
+  label_column: 13
+  standardize: true
+method: pck-spectral
+params:
+  n_clusters: 3
+  n_inits: 6
+  max_components: 8
+  missingness: informative
+  n_init: 10
+output: {tmp_path / "out.zarr"}
+"""
+    )
+    store = run_job(spec, client=client, progress=False, log=lambda m: None)
+    tree = open_results(store)
+    gmm = tree["gmm"].to_dataset()
+    assert gmm.attrs["missingness"] == "informative"
+    rho = gmm["missing_probs"].values
+    assert rho.shape == (6, 7, 8, 13) and np.isnan(rho[:, 0, 2:]).all()
+    assert np.nanmin(rho) > 0 and np.nanmax(rho) < 1
+    assert tree["metrics"].attrs["acc"] > 0.9
+    spec.write_text(spec.read_text().replace("n_init: 10", "n_init: 10\n  covariance_type: full"))
+    with pytest.raises(InvalidInputError, match="informative"):
+        run_job(spec, client=client, progress=False, log=lambda m: None)
