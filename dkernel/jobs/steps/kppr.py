@@ -67,6 +67,13 @@ KERNEL_PARAMS = (
     Param("pck_n_inits", "int", default=30, low=1, doc="PCK Q (initial conditions)."),
     Param("pck_max_components", "int", default=30, low=2, doc="PCK G (largest mixture)."),
     Param("pck_n_iter", "int", default=10, low=1, doc="PCK EM iterations per model."),
+    Param(
+        "pck_missingness",
+        "str",
+        default="ignorable",
+        choices=("ignorable", "informative"),
+        doc="PCKID as in Paper I, or with the pattern of missing values as evidence.",
+    ),
 )
 
 PARAMS = KERNEL_PARAMS + (
@@ -203,6 +210,7 @@ def ranking_kernel(params: Mapping[str, Any], seed: int) -> Any:
         max_components=params["pck_max_components"],
         n_iter=params["pck_n_iter"],
         random_state=seed,
+        missingness=params["pck_missingness"],
     )
 
 
