@@ -94,7 +94,13 @@ MAR_COLUMNS = (0, 3, 6)
 SEED = 2020
 
 
-def remove_values(X: np.ndarray, mechanism: str, pm: float, rng: np.random.Generator):
+def remove_values(
+    X: np.ndarray,
+    mechanism: str,
+    pm: float,
+    rng: np.random.Generator,
+    mar_columns: tuple[int, ...] = MAR_COLUMNS,
+):
     """Return a copy of X with NaN where values are removed (Paper I §4.3.6).
 
     Counts are ``int(p_m · size)`` (truncated):
@@ -112,7 +118,7 @@ def remove_values(X: np.ndarray, mechanism: str, pm: float, rng: np.random.Gener
     n, p = X.shape
     mask = np.zeros((n, p), dtype=bool)
     if mechanism in ("MCAR", "MAR"):
-        cols = np.arange(p) if mechanism == "MCAR" else np.asarray(MAR_COLUMNS)
+        cols = np.arange(p) if mechanism == "MCAR" else np.asarray(mar_columns)
         cells = rng.choice(n * cols.size, size=int(pm * n * p), replace=False)
         mask[cells // cols.size, cols[cells % cols.size]] = True
     elif mechanism == "NMAR":

@@ -19,6 +19,10 @@ normaliser per model). The M-step is one more GEMM ``Rᵀ [X0², X0, O, 1]``, wh
 ``Rᵀ X0²``, ``Rᵀ X0``, ``Rᵀ O`` and ``N_k`` together. For complete data the ``O`` columns
 collapse into the constant and are left out.
 
+Informative missingness (an opt-in extension, :class:`MissingnessModel`): every component also
+carries Bernoulli probabilities of each coordinate being missing; their log-terms are linear in
+``O`` and so fold into the same GEMM (the ``O`` and ones rows of the stacked parameters).
+
 Full covariance (Alg. 1): one model at a time, points grouped by missingness pattern so that the
 Cholesky factors of the observed blocks are shared by every point with that pattern.
 

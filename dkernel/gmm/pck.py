@@ -301,7 +301,12 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         if candidates.size < n:
             warnings.warn(
                 f"{n - candidates.size} rows have no observed value; they are left out of "
-                "training and get the mixture weights as posteriors.",
+                "training and get the mixture weights as posteriors"
+                + (
+                    " (times each component's probability of an all-missing row)."
+                    if self.missingness == "informative"
+                    else "."
+                ),
                 NumericalWarning,
                 stacklevel=2,
             )
