@@ -7,7 +7,9 @@ worker count and for a second run. Timing ratios are meaningful only on a machin
 4 free cores (the acceptance asks for ≥ 3× from 1 to 4 workers there).
 
 Run:  python benchmarks/bench_pck_scaling.py [--n 20000] [--inits 30] [--components 30]
-Writes benchmarks/results/pck_scaling.md (and .json).
+          [--missingness informative]
+Writes benchmarks/results/pck_scaling.md (and .json; ``pck_scaling_informative`` for the
+informative missingness model).
 """
 
 from __future__ import annotations
@@ -40,11 +42,19 @@ def main() -> None:
     ap.add_argument("--inits", type=int, default=30)
     ap.add_argument("--components", type=int, default=30)
     ap.add_argument("--workers", default="1,2,4")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "pck_scaling"))
+    ap.add_argument("--missingness", default="ignorable", choices=("ignorable", "informative"))
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    suffix = "" if args.missingness == "ignorable" else f"_{args.missingness}"
+    args.out = args.out or str(Path(__file__).parent / "results" / f"pck_scaling{suffix}")
     X = data(args.n)
     Xd = da.from_array(X, chunks=(2048, X.shape[1]))
-    params = dict(n_inits=args.inits, max_components=args.components, random_state=11)
+    params = dict(
+        n_inits=args.inits,
+        max_components=args.components,
+        random_state=11,
+        missingness=args.missingness,
+    )
     rows = []
     for nw in [int(w) for w in args.workers.split(",")]:
         client = connect(n_workers=nw, threads_per_worker=1, quiet=True)
@@ -91,10 +101,10 @@ def main() -> None:
     lines = [
         "# PCK ensemble fit on 1, 2, 4 workers: determinism and scaling",
         "",
-        f"N = {args.n}, p = 20, 10 % missing; Q = {args.inits}, G = {args.components}; "
-        f"machine with {os.cpu_count()} cores (shared). Command: "
-        f"`python benchmarks/bench_pck_scaling.py --n {args.n} --inits {args.inits} "
-        f"--components {args.components}`",
+        f"N = {args.n}, p = 20, 10 % missing; Q = {args.inits}, G = {args.components}, "
+        f"missingness = {args.missingness}; machine with {os.cpu_count()} cores (shared). "
+        f"Command: `python benchmarks/bench_pck_scaling.py --n {args.n} --inits {args.inits} "
+        f"--components {args.components} --missingness {args.missingness}`",
         "",
         "| workers | fit (s, best of 2) | speed-up vs 1 | Γ sha256 | two runs equal |",
         "|---|---|---|---|---|",
