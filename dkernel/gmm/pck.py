@@ -320,7 +320,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
             )
         sizes = tuple(range(2, G + 1))
         seed = seed_from_random_state(self.random_state)
-        missing_rate = 1.0 - count[keep] / n
+        missing_rate = 1.0 - count[keep] / candidates.size  # over the rows that can train
         self.missingness_model_ = (
             MissingnessModel(missing_rate=missing_rate, column_variance=var[keep].astype(float))
             if self.missingness == "informative" and missing_rate.any()
