@@ -37,6 +37,7 @@ from bench_pck_wine_table3 import (
 from sklearn.datasets import load_breast_cancer, load_iris
 
 from dkernel._random import derive_rng, derive_seed
+from dkernel.io.tables import load_ecoli
 
 SEED = 2026
 SETTINGS = (("MCAR", 0.30), ("MAR", 0.15), ("NMAR", 0.30))
@@ -44,20 +45,14 @@ RESULTS = Path(__file__).resolve().parent / "results" / "pck_missingness"
 
 
 def load_datasets() -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    data_dir = Path(
-        os.environ.get("DKERNEL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    data_dir = os.environ.get(
+        "DKERNEL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
     )
-    rows = [
-        line.split()
-        for line in (data_dir / "uci_ecoli" / "ecoli.data").read_text().splitlines()
-        if line.strip()
-    ]
-    ecoli = np.array([[float(v) for v in r[1:8]] for r in rows])
-    ecoli_y = np.unique([r[8] for r in rows], return_inverse=True)[1]
-    keep = ecoli.std(axis=0) > 0
+    ecoli = load_ecoli(data_dir)
+    keep = ecoli.X.std(axis=0) > 0
     iris = load_iris(return_X_y=True)
     wdbc = load_breast_cancer(return_X_y=True)
-    return {"Iris": iris, "WDBC": wdbc, "Ecoli": (ecoli[:, keep], ecoli_y)}
+    return {"Iris": iris, "WDBC": wdbc, "Ecoli": (ecoli.X[:, keep], ecoli.y)}
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ from sklearn.datasets import load_breast_cancer, load_iris, load_wine
 
 from dkernel._random import derive_rng
 from dkernel.gmm.pck import ProbabilisticClusterKernel
+from dkernel.io.tables import load_ecoli
 from dkernel.kernels import rbf_block, sigma_rule_of_thumb
 from dkernel.ranking import ppr_exact, score_cosine
 
@@ -39,20 +40,14 @@ RATES = (0.05, 0.10, 0.15, 0.20)
 
 
 def load_datasets() -> dict[str, np.ndarray]:
-    data_dir = Path(
-        os.environ.get("DKERNEL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    data_dir = os.environ.get(
+        "DKERNEL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
     )
-    rows = [
-        line.split()
-        for line in (data_dir / "uci_ecoli" / "ecoli.data").read_text().splitlines()
-        if line.strip()
-    ]
-    ecoli = np.array([[float(v) for v in r[1:8]] for r in rows])
     return {
         "wine": load_wine().data,
         "iris": load_iris().data,
         "wdbc": load_breast_cancer().data,
-        "ecoli": ecoli,
+        "ecoli": load_ecoli(data_dir).X,
     }
 
 
