@@ -136,6 +136,8 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
     weights = np.full((Q, G - 1, G), np.nan)
     var_shape = (Q, G - 1, G, p) if est.covariance_type == "diag" else (Q, G - 1, G, p, p)
     second = np.full(var_shape, np.nan)
+    probs = getattr(est.ensemble_, "missing_probs", None)
+    rho = None if probs is None else np.full((Q, G - 1, G, p), np.nan)
     offs = est.ensemble_.offsets
     for m, (q, g) in enumerate(zip(est.model_inits_, est.model_components_, strict=True)):
         if isinstance(est.ensemble_, DiagMixtures):
@@ -150,6 +152,8 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
         means[q, g - 2, :g] = mu + est.location_[None, :]
         second[q, g - 2, :g] = sec
         weights[q, g - 2, :g] = w
+        if rho is not None:
+            rho[q, g - 2, :g] = probs[offs[m] : offs[m + 1]]
     coords = {"init": np.arange(Q), "n_components": np.arange(2, G + 1), "component": np.arange(G)}
     dims = ("init", "n_components", "component", "feature")
     data = {
@@ -161,10 +165,7 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
     }
     if est.covariance_type == "diag":
         data["variances"] = (dims, second)
-        if est.ensemble_.missing_probs is not None:
-            rho = np.full((Q, G - 1, G, p), np.nan)
-            for m, (q, g) in enumerate(zip(est.model_inits_, est.model_components_, strict=True)):
-                rho[q, g - 2, :g] = est.ensemble_.missing_probs[offs[m] : offs[m + 1]]
+        if rho is not None:
             data["missing_probs"] = (dims, rho)
     else:
         data["covariances"] = ((*dims, "feature_"), second)
