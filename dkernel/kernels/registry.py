@@ -1,4 +1,5 @@
-"""Kernel registry: every kernel by name (``rbf``, ``cosine``, ``pck``, ``precomputed``) or a
+"""Kernel registry: every kernel by name (``rbf``, ``local_scaling``, ``knn``, ``cosine``, ``pck``,
+``precomputed``) or a
 user callable with an explicit ``(X, Y)`` signature, behind one interface.
 
 A :class:`Kernel` evaluates blocks ``K[i, j] = k(x_i, y_j)`` on in-memory arrays, which is all
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.adaptive import RadiusKernelBlock, neighbor_radius, reference_neighbors
 from dkernel.kernels.cosine import cosine_block
 from dkernel.kernels.rbf import rbf_block, sigma_rule_of_thumb
 
@@ -136,6 +138,88 @@ def _rbf_factory(
     return Kernel("rbf", block, {"sigma": sigma})
 
 
+#: Default neighbour rank of the adaptive kernels: Zelnik-Manor & Perona's k = 7 for local
+#: scaling; scikit-learn's ``SpectralClustering`` uses 10 for its k-NN affinity.
+DEFAULT_LOCAL_SCALING_NEIGHBORS = 7
+DEFAULT_KNN_NEIGHBORS = 10
+#: Reference points for the neighbour radii: all points up to this size, a uniform sample above.
+DEFAULT_N_REFERENCE = 2000
+#: Kernels whose widths adapt to each point's neighbourhood.
+ADAPTIVE_KERNELS = ("local_scaling", "knn")
+
+
+def _radius_kernel(
+    kind: str, X: Any, n_neighbors: int, n_reference: int | None, seed: int | None
+) -> Kernel:
+    label = "local_scaling" if kind == "local_scaling" else "knn"
+    if (
+        not isinstance(n_neighbors, int | np.integer)
+        or isinstance(n_neighbors, bool)
+        or (n_neighbors < 1)
+    ):
+        raise InvalidInputError(
+            f"The 'n_neighbors' parameter of the {label} kernel must be an int >= 1. "
+            f"Got {n_neighbors!r} instead."
+        )
+    if n_reference is not None and (
+        not isinstance(n_reference, int | np.integer)
+        or isinstance(n_reference, bool)
+        or n_reference < 2
+    ):
+        raise InvalidInputError(
+            f"The 'n_reference' parameter of the {label} kernel must be an int >= 2 or None "
+            f"(every training point). Got {n_reference!r} instead."
+        )
+    if X is None:
+        raise InvalidInputError(
+            f"The {label} kernel measures each point's neighbour distance among the training "
+            "points; pass the training data X."
+        )
+    n = int(X.shape[0])
+    if n_neighbors >= n:
+        raise InvalidInputError(
+            f"The 'n_neighbors' parameter of the {label} kernel must be < the number of training "
+            f"points ({n}). Got {n_neighbors} instead; use a smaller n_neighbors."
+        )
+    size = n if n_reference is None else min(n, int(n_reference))
+    reference = _sample_rows(X, size, seed)
+    if not np.all(np.isfinite(reference)):
+        raise InvalidInputError(
+            f"The {label} kernel got non-finite values (NaN or inf) in X; remove or impute them."
+        )
+    k_ref = reference_neighbors(int(n_neighbors), size, n)
+    radii = neighbor_radius(reference, reference, k_ref)
+    if not np.all(radii > 0):
+        raise InvalidInputError(
+            f"The {label} kernel found {int(np.sum(radii <= 0))} points whose every reference "
+            "neighbour coincides with them (all points identical?), so their neighbour "
+            "distance is 0; remove duplicates or use kernel='rbf' with an explicit sigma."
+        )
+    block = RadiusKernelBlock(kind, reference, k_ref)
+    params = {"n_neighbors": int(n_neighbors), "n_reference": size, "reference_neighbors": k_ref}
+    return Kernel(label, block, params)
+
+
+def _local_scaling_factory(
+    X: Any = None,
+    *,
+    n_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
+    n_reference: int | None = DEFAULT_N_REFERENCE,
+    seed: int | None = 0,
+) -> Kernel:
+    return _radius_kernel("local_scaling", X, n_neighbors, n_reference, seed)
+
+
+def _knn_factory(
+    X: Any = None,
+    *,
+    n_neighbors: int = DEFAULT_KNN_NEIGHBORS,
+    n_reference: int | None = DEFAULT_N_REFERENCE,
+    seed: int | None = 0,
+) -> Kernel:
+    return _radius_kernel("knn", X, n_neighbors, n_reference, seed)
+
+
 def _cosine_factory(X: Any = None) -> Kernel:
     return Kernel("cosine", cosine_block, {}, nonnegative=False)
 
@@ -228,7 +312,8 @@ def make_kernel(
     nonnegative : bool
         For callables: whether the values are known to be >= 0.
     **params
-        Kernel parameters (``sigma``, ``sigma_fraction`` for rbf; ``model`` for pck).
+        Kernel parameters (``sigma``, ``sigma_fraction`` for rbf; ``n_neighbors``,
+        ``n_reference`` and ``seed`` for local_scaling and knn; ``model`` for pck).
 
     Returns
     -------
@@ -274,6 +359,16 @@ def make_kernel(
 
 register_kernel(
     KernelEntry("rbf", _rbf_factory, "exp(-||x-y||^2 / 2 sigma^2), rule-of-thumb sigma")
+)
+register_kernel(
+    KernelEntry(
+        "local_scaling",
+        _local_scaling_factory,
+        "exp(-||x-y||^2 / (s_x s_y)), s = distance to the k-th neighbour (self-tuning)",
+    )
+)
+register_kernel(
+    KernelEntry("knn", _knn_factory, "symmetric k-nearest-neighbour graph (0/1), self-loops")
 )
 register_kernel(KernelEntry("cosine", _cosine_factory, "<x, y> / (||x|| ||y||)"))
 register_kernel(KernelEntry("precomputed", _precomputed_factory, "X holds kernel rows"))

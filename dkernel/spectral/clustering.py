@@ -1,7 +1,9 @@
-"""``dkernel.SpectralClustering``: Nyström spectral clustering that also predicts new points.
+"""``dkernel.SpectralClustering``: spectral clustering that also predicts new points.
 
-Pipeline: :class:`~dkernel.spectral.nystrom.NystromEmbedding` (KPCA, uncentered KPCA, KECA or
-normalized NJW, any registered kernel), then k-means on the embedding — Euclidean for KPCA,
+Pipeline: an embedding — by default the exact NJW embedding of a sparse self-tuning k-NN graph
+(:mod:`dkernel.spectral.sparse`); with ``n_landmarks`` (or above ``EXACT_MAX_SAMPLES`` points)
+:class:`~dkernel.spectral.nystrom.NystromEmbedding` (KPCA, uncentered KPCA, KECA or normalized
+NJW, any registered kernel) — then k-means on the embedding — Euclidean for KPCA,
 Euclidean on unit-normalized rows for NJW, angular (KECA initialisation, seed 001 Eq. 4.17) for
 KECA. k-means runs on a uniform sample of at most ``kmeans_sample`` embedded points; every
 point (training or new) is then assigned to its nearest centre block by block, so fitting
@@ -20,10 +22,15 @@ from dkernel._random import derive_rng, derive_seed, seed_from_random_state
 from dkernel._validation import check_is_fitted, check_options, check_scalar
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
-from dkernel.spectral.normalized import row_normalize
+from dkernel.spectral.normalized import eigengap_hint, row_normalize
 from dkernel.spectral.nystrom import EMBEDDINGS, LANDMARK_METHODS, NystromEmbedding
+from dkernel.spectral.sparse import fit_sparse_embedding
 
 ASSIGN = ("kmeans", "angular")
+#: With ``n_landmarks=None``, the exact sparse k-NN path is used up to this many points and
+#: Nyström with ``DEFAULT_LANDMARKS`` landmarks above (the k-NN search is O(n²p) in high p).
+EXACT_MAX_SAMPLES = 100_000
+DEFAULT_LANDMARKS = 1000
 
 
 def _prepare(Z: np.ndarray, embedding: str) -> np.ndarray:
@@ -48,17 +55,27 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         Spectral embedding clustered (NJW by default).
     n_components : int, optional
         Embedding dimension; ``n_clusters`` by default.
-    kernel : str, callable or Kernel
-        ``'rbf'``, ``'cosine'``, ``'pck'``, ``'precomputed'`` or ``f(X, Y)``.
+    kernel : str, callable or Kernel, optional
+        ``'local_scaling'``, ``'knn'``, ``'rbf'``, ``'cosine'``, ``'pck'``, ``'precomputed'``
+        or ``f(X, Y)``. None (default): ``'local_scaling'`` for the normalized embedding
+        (self-tuning widths, each point's σ the distance to its ``n_neighbors``-th neighbour;
+        best mean ARI in ``benchmarks/bench_defaults.py``, see ``docs/choosing_defaults.md``)
+        and ``'rbf'`` for KPCA / KECA, whose leading components need one global width, or
+        when ``sigma`` is given.
     kernel_params : dict, optional
+    n_neighbors : int
+        Neighbour rank of the adaptive kernels (``local_scaling``, ``knn``); 7 is the
+        self-tuning paper's choice.
     sigma : float, optional
         RBF width; ``sigma_fraction`` × median pairwise distance when None.
     sigma_fraction : float
         Fraction of the median pairwise distance for the RBF rule of thumb. 0.2 (the PCKID
         baseline's local width) rather than KernelPCAEmbedding's 1/√2: clustering needs the
         kernel to separate groups, and the wider median heuristic merges blobs for KECA.
-    n_landmarks : int
-        Nyström landmarks m (every point when m >= n: the exact method).
+    n_landmarks : int, optional
+        Nyström landmarks m (every point when m >= n). None (default): the exact embedding of
+        the sparse k-NN graph for the ``local_scaling`` kernel with the normalized embedding
+        up to ``EXACT_MAX_SAMPLES`` points, otherwise ``DEFAULT_LANDMARKS`` Nyström landmarks.
     landmarks : {'kmeans++', 'uniform'}
     degrees : {'nystrom', 'landmarks'}
         Degree estimate of the normalized embedding (see :class:`NystromEmbedding`).
@@ -81,12 +98,17 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     eigenvalues_ : ndarray
     eigengap_hint_ : int or None
         Number of clusters suggested by the eigengap (normalized embedding).
-    nystrom_ : NystromEmbedding
+    nystrom_ : NystromEmbedding or None
+        The Nyström model (None on the exact sparse path).
+    graph_model_ : SparseSpectralModel or None
+        The sparse k-NN graph model (None on the Nyström path).
     landmark_indices_ : ndarray
+        Nyström landmarks (every training point on the exact sparse path).
 
     Notes
     -----
-    Cost: the Nyström passes, O(n m (p + r)) each, plus k-means on ≤ ``kmeans_sample`` rows and
+    Exact sparse path: a k-NN search (tree in low dimension, chunked brute force above),
+    O(n · 3k) memory and a block eigensolver. Nyström: the Nyström passes, O(n m (p + r)) each, plus k-means on ≤ ``kmeans_sample`` rows and
     one assignment pass O(n k^2). Memory: O(block_rows · m + m^2) per worker and the (n, k)
     embedding; never n × n.
 
@@ -94,7 +116,7 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     --------
     >>> from sklearn.datasets import make_blobs
     >>> X, y = make_blobs(500, centers=3, random_state=0)
-    >>> sc = SpectralClustering(3, n_landmarks=100, random_state=0).fit(X)
+    >>> sc = SpectralClustering(3, random_state=0).fit(X)
     >>> sc.predict(X[:5]).shape
     (5,)
     """
@@ -105,11 +127,12 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         *,
         embedding: str = "normalized",
         n_components: int | None = None,
-        kernel: Any = "rbf",
+        kernel: Any = None,
         kernel_params: dict | None = None,
+        n_neighbors: int = 7,
         sigma: float | None = None,
         sigma_fraction: float = 0.2,
-        n_landmarks: int = 1000,
+        n_landmarks: int | None = None,
         landmarks: str = "kmeans++",
         degrees: str = "nystrom",
         assign: str | None = None,
@@ -123,6 +146,7 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         self.n_components = n_components
         self.kernel = kernel
         self.kernel_params = kernel_params
+        self.n_neighbors = n_neighbors
         self.sigma = sigma
         self.sigma_fraction = sigma_fraction
         self.n_landmarks = n_landmarks
@@ -156,6 +180,8 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         check_scalar(self.n_components, "n_components", owner, kind=int, low=1, allow_none=True)
         check_scalar(self.n_init, "n_init", owner, kind=int, low=1)
         check_scalar(self.kmeans_sample, "kmeans_sample", owner, kind=int, low=2)
+        check_scalar(self.n_neighbors, "n_neighbors", owner, kind=int, low=1)
+        check_scalar(self.n_landmarks, "n_landmarks", owner, kind=int, low=1, allow_none=True)
         n = int(X.shape[0])
         if self.n_clusters > n:
             raise InvalidInputError(
@@ -163,20 +189,44 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
                 f"Got {self.n_clusters} instead."
             )
         seed = seed_from_random_state(self.random_state)
-        self.nystrom_ = NystromEmbedding(
-            self.n_components or self.n_clusters,
-            embedding=self.embedding,
-            kernel=self.kernel,
-            kernel_params=self.kernel_params,
-            sigma=self.sigma,
-            sigma_fraction=self.sigma_fraction,
-            n_landmarks=self.n_landmarks,
-            landmarks=self.landmarks,
-            degrees=self.degrees,
-            block_rows=self.block_rows,
-            random_state=seed,
-        ).fit(X)
-        Z = self.nystrom_.embedding_
+        n_components = self.n_components or self.n_clusters
+        if self._use_graph(n):
+            if self.n_neighbors >= n:
+                raise InvalidInputError(
+                    f"The 'n_neighbors' parameter of {owner} must be < n_samples ({n}). "
+                    f"Got {self.n_neighbors} instead."
+                )
+            Z, self.graph_model_ = fit_sparse_embedding(
+                X, n_components, n_neighbors=self.n_neighbors, seed=seed
+            )
+            self.nystrom_ = None
+            values = self.graph_model_.spectrum
+            self.eigenvalues_ = self.graph_model_.eigenvalues
+            self.eigengap_hint_ = eigengap_hint(values)
+            self.landmark_indices_ = np.arange(n)
+            self.sigma_ = None
+            self.n_features_in_ = int(X.shape[1])
+        else:
+            self.graph_model_ = None
+            self.nystrom_ = NystromEmbedding(
+                n_components,
+                embedding=self.embedding,
+                kernel=self._resolved_kernel(),
+                kernel_params=self._kernel_params(),
+                sigma=self.sigma,
+                sigma_fraction=self.sigma_fraction,
+                n_landmarks=self.n_landmarks or DEFAULT_LANDMARKS,
+                landmarks=self.landmarks,
+                degrees=self.degrees,
+                block_rows=self.block_rows,
+                random_state=seed,
+            ).fit(X)
+            Z = self.nystrom_.embedding_
+            self.eigenvalues_ = self.nystrom_.eigenvalues_
+            self.eigengap_hint_ = self.nystrom_.eigengap_hint_
+            self.landmark_indices_ = self.nystrom_.landmark_indices_
+            self.sigma_ = self.nystrom_.kernel_.params.get("sigma")
+            self.n_features_in_ = self.nystrom_.n_features_in_
         if isinstance(Z, da.Array):
             Z = Z.persist() if n <= 5_000_000 else Z
         if n > self.kmeans_sample:
@@ -197,14 +247,30 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             )
         self.cluster_centers_ = centers
         self.embedding_ = Z
-        self.eigenvalues_ = self.nystrom_.eigenvalues_
-        self.eigengap_hint_ = self.nystrom_.eigengap_hint_
-        self.landmark_indices_ = self.nystrom_.landmark_indices_
-        self.sigma_ = self.nystrom_.kernel_.params.get("sigma")
         labels = self._assign(Z)
         self.labels_ = np.asarray(labels.compute() if isinstance(labels, da.Array) else labels)
-        self.n_features_in_ = self.nystrom_.n_features_in_
         return self
+
+    def _resolved_kernel(self) -> Any:
+        if self.kernel is not None:
+            return self.kernel
+        if self.sigma is not None or self.embedding != "normalized":
+            return "rbf"
+        return "local_scaling"
+
+    def _use_graph(self, n: int) -> bool:
+        return (
+            self.n_landmarks is None
+            and self._resolved_kernel() == "local_scaling"
+            and self.embedding == "normalized"
+            and not self.kernel_params
+            and n <= EXACT_MAX_SAMPLES
+        )
+
+    def _kernel_params(self) -> dict | None:
+        if self._resolved_kernel() in ("local_scaling", "knn"):
+            return {"n_neighbors": self.n_neighbors, **(self.kernel_params or {})}
+        return self.kernel_params
 
     def _assign(self, Z: Any) -> Any:
         mode = self._assign_mode()
@@ -222,8 +288,18 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def transform(self, X: Any) -> Any:
         """Out-of-sample spectral embedding of new points (lazy for Dask input)."""
-        check_is_fitted(self, "nystrom_")
+        check_is_fitted(self, "embedding_")
+        if self.graph_model_ is not None:
+            return self.graph_model_.transform(self._check_new(X))
         return self.nystrom_.transform(X)
+
+    def _check_new(self, X: Any) -> Any:
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise InvalidInputError(
+                f"X has {X.shape[-1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        return X
 
     def predict(self, X: Any) -> Any:
         """Cluster of new points: embed with the Nyström formula, nearest centre.

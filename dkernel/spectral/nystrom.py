@@ -41,7 +41,7 @@ from dkernel._validation import (
     check_scalar,
 )
 from dkernel.errors import InvalidInputError, NumericalWarning
-from dkernel.kernels.registry import Kernel, make_kernel
+from dkernel.kernels.registry import ADAPTIVE_KERNELS, Kernel, make_kernel
 from dkernel.linalg.eigen import dense_eigh
 from dkernel.spectral.normalized import check_degrees, eigengap_hint
 
@@ -394,6 +394,8 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         if isinstance(self.kernel, str) and self.kernel == "rbf":
             params.setdefault("sigma", self.sigma)
             params.setdefault("sigma_fraction", self.sigma_fraction)
+            params.setdefault("seed", seed if seed is not None else 0)
+        elif isinstance(self.kernel, str) and self.kernel in ADAPTIVE_KERNELS:
             params.setdefault("seed", seed if seed is not None else 0)
         return make_kernel(self.kernel, X, **params)
 

@@ -21,11 +21,15 @@ def _naive_rbf(X, Y, sigma):
 
 
 def test_available_names():
-    assert {"rbf", "cosine", "pck", "precomputed"} <= set(available_kernels())
+    assert {"rbf", "local_scaling", "knn", "cosine", "pck", "precomputed"} <= set(
+        available_kernels()
+    )
 
 
 def test_unknown_name_lists_valid_ones():
-    with pytest.raises(InvalidInputError, match="Valid kernels: cosine, pck, precomputed, rbf"):
+    with pytest.raises(
+        InvalidInputError, match="Valid kernels: cosine, knn, local_scaling, pck, precomputed, rbf"
+    ):
         make_kernel("gaussian")
 
 

@@ -41,7 +41,7 @@ def test_numpy_and_dask_give_the_same_labels(blobs):
 
 def test_predicts_new_points(blobs):
     X, y = blobs
-    sc = SpectralClustering(3, n_landmarks=80, random_state=0).fit(X[:600])
+    sc = SpectralClustering(3, kernel="rbf", n_landmarks=80, random_state=0).fit(X[:600])
     pred = sc.predict(X[600:])
     assert clustering_scores(y[600:], pred)["ari"] > 0.95
     assert sc.transform(X[600:]).shape == (300, 3)

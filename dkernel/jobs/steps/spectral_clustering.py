@@ -19,7 +19,7 @@ from dkernel.jobs.outputs import write_clustering_metrics
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.runtime import compute_with_progress
-from dkernel.spectral.clustering import SpectralClustering
+from dkernel.spectral.clustering import DEFAULT_LANDMARKS, EXACT_MAX_SAMPLES, SpectralClustering
 
 PARAMS = (
     Param("n_clusters", "int", low=1, doc="Number of clusters."),
@@ -31,7 +31,22 @@ PARAMS = (
         doc="NJW normalized embedding, centered/uncentered KPCA, or KECA (angular k-means).",
     ),
     Param("n_components", "int", default=None, nullable=True, low=1, doc="Default n_clusters."),
-    Param("kernel", "str", default="rbf", choices=("rbf", "cosine"), doc="Kernel by name."),
+    Param(
+        "kernel",
+        "str",
+        default=None,
+        nullable=True,
+        choices=("local_scaling", "knn", "rbf", "cosine"),
+        doc="Kernel by name. Default: local_scaling (self-tuning widths) for the normalized "
+        "embedding, rbf for kpca/keca or when sigma is given.",
+    ),
+    Param(
+        "n_neighbors",
+        "int",
+        default=7,
+        low=1,
+        doc="Neighbour rank whose distance is each point's width (local_scaling, knn).",
+    ),
     Param("sigma", "float", default=None, nullable=True, low=0, low_open=True, doc="RBF width."),
     Param(
         "sigma_fraction",
@@ -41,7 +56,15 @@ PARAMS = (
         low_open=True,
         doc="RBF rule of thumb: this fraction of the median pairwise distance.",
     ),
-    Param("n_landmarks", "int", default=1000, low=1, doc="Nyström landmarks (>= n: exact)."),
+    Param(
+        "n_landmarks",
+        "int",
+        default=None,
+        nullable=True,
+        low=1,
+        doc="Nyström landmarks (>= n: exact). Default: the exact sparse k-NN graph for "
+        f"local_scaling up to {EXACT_MAX_SAMPLES} points, else {DEFAULT_LANDMARKS} landmarks.",
+    ),
     Param("landmarks", "str", default="kmeans++", choices=("kmeans++", "uniform")),
     Param(
         "degrees",
@@ -71,10 +94,10 @@ def check_data(params: dict, data: LoadedData) -> None:
             f"({n})."
         )
     k = params["n_components"] or params["n_clusters"]
-    if k > min(n, params["n_landmarks"]):
+    if k > _landmarks(params, n):
         raise InvalidInputError(
             f"params.n_components ({k}) must be <= min(n_samples, n_landmarks) = "
-            f"{min(n, params['n_landmarks'])}."
+            f"{_landmarks(params, n)}."
         )
     if isinstance(data.X, np.ndarray) and np.isnan(data.X).any():
         raise InvalidInputError(
@@ -83,25 +106,51 @@ def check_data(params: dict, data: LoadedData) -> None:
         )
 
 
+def _landmarks(params: dict, n: int) -> int:
+    """Landmarks of the Nyström path (n on the exact sparse path)."""
+    if params["n_landmarks"] is None:
+        return n if n <= EXACT_MAX_SAMPLES else min(n, DEFAULT_LANDMARKS)
+    return min(n, params["n_landmarks"])
+
+
 def _chunk_rows(params: dict, n: int) -> int:
     if params["chunk_rows"]:
         return int(params["chunk_rows"])
-    m = min(n, params["n_landmarks"])
+    m = min(_landmarks(params, n), DEFAULT_LANDMARKS)
     return int(max(1000, min(n, 64 * 2**20 // (8 * max(m, 1)))))
 
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
-    m = min(n_samples, params["n_landmarks"])
     rows = _chunk_rows(params, n_samples)
     k = params["n_components"] or params["n_clusters"]
-    # per task: a chunk of kernel rows against the landmarks, the landmark kernel and its basis
-    memory = 8.0 * (2 * rows * m + 3 * m * m + rows * n_features) + 8.0 * n_samples * k
+    if _graph_path(params, n_samples):
+        g = 3 * params["n_neighbors"] + 1
+        # the data, the (n, g) neighbour lists and the sparse graph (three copies while
+        # symmetrising), the dense eigenproblem below 2 500 points, the embedding
+        dense = 2 * 8.0 * n_samples**2 if n_samples <= 2500 else 0.0
+        memory = 8.0 * n_samples * (n_features + 8 * g + 2 * k) + dense
+        what = f"exact spectral clustering on the {params['n_neighbors']}-NN self-tuning graph"
+    else:
+        m = _landmarks(params, n_samples)
+        # per task: a chunk of kernel rows against the landmarks, the landmark kernel and basis
+        memory = 8.0 * (2 * rows * m + 3 * m * m + rows * n_features) + 8.0 * n_samples * k
+        what = f"Nyström spectral clustering with {m} landmarks"
     return Cost(
         memory_bytes=memory,
         disk_bytes=8.0 * n_samples * (k + 1),
-        what=f"Nyström spectral clustering with {m} landmarks",
-        alternative="fewer n_landmarks or smaller chunk_rows.",
+        what=what,
+        alternative="set n_landmarks (Nyström), fewer n_landmarks or smaller chunk_rows.",
     )
+
+
+def _graph_path(params: dict, n: int) -> bool:
+    return SpectralClustering(
+        params["n_clusters"],
+        embedding=params["embedding"],
+        kernel=params["kernel"],
+        sigma=params["sigma"],
+        n_landmarks=params["n_landmarks"],
+    )._use_graph(n)
 
 
 def run(ctx: JobContext) -> None:
@@ -120,6 +169,7 @@ def run(ctx: JobContext) -> None:
         embedding=p["embedding"],
         n_components=p["n_components"],
         kernel=p["kernel"],
+        n_neighbors=p["n_neighbors"],
         sigma=p["sigma"],
         sigma_fraction=p["sigma_fraction"],
         n_landmarks=p["n_landmarks"],
@@ -132,37 +182,54 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     est.fit(Xd)
     ctx.store.record_timing("fit", time.perf_counter() - t)
-    ctx.log(
-        f"[dkernel] Nyström {p['embedding']} embedding with {est.landmark_indices_.size} "
-        f"landmarks; eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
-    )
-
     t = time.perf_counter()
-    ny = est.nystrom_
     k = est.eigenvalues_.size
-    kernel_attrs = {"kernel": ny.kernel_.name, **dict(ny.kernel_.params)}
+    if est.graph_model_ is not None:
+        ctx.log(
+            f"[dkernel] exact {p['embedding']} embedding of the {p['n_neighbors']}-NN self-tuning graph; "
+            f"eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
+        )
+        gm = est.graph_model_
+        criterion, eigen_index, spectrum = est.eigenvalues_, np.arange(k), gm.spectrum[:50]
+        solver_attrs = {
+            "solver": "knn-graph",
+            "kernel": "local_scaling",
+            "n_neighbors": gm.n_neighbors,
+            "graph_neighbors": gm.graph_neighbors,
+        }
+    else:
+        ctx.log(
+            f"[dkernel] Nyström {p['embedding']} embedding with {est.landmark_indices_.size} "
+            f"landmarks; eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
+        )
+        ny = est.nystrom_
+        criterion, eigen_index = ny.criterion_, ny.component_indices_.astype(np.int64)
+        spectrum = ny.all_eigenvalues_[:50]
+        solver_attrs = {
+            "solver": "nystrom",
+            "n_landmarks": int(est.landmark_indices_.size),
+            "landmarks": p["landmarks"],
+            "kernel": ny.kernel_.name,
+            **dict(ny.kernel_.params),
+        }
     ds = xr.Dataset(
         {
             "embedding": (("sample", "component"), est.embedding_),
             "eigenvalues": (("component",), est.eigenvalues_),
-            "criterion": (("component",), ny.criterion_),
-            "eigen_index": (("component",), ny.component_indices_.astype(np.int64)),
+            "criterion": (("component",), criterion),
+            "eigen_index": (("component",), eigen_index),
         },
         coords={"component": np.arange(k)},
         attrs={
             "method": p["embedding"],
-            "solver": "nystrom",
-            "n_landmarks": int(est.landmark_indices_.size),
-            "landmarks": p["landmarks"],
             "criterion": "entropy contribution" if p["embedding"] == "keca" else "eigenvalue",
             "eigengap_hint": est.eigengap_hint_,
-            **kernel_attrs,
+            **solver_attrs,
         },
     )
     compute_with_progress(
         ctx.store.write("embedding", ds, compute=False), ctx.client, show=ctx.progress
     )
-    spectrum = ny.all_eigenvalues_[:50]
     ctx.store.write(
         "landmarks",
         xr.Dataset(

@@ -1,0 +1,202 @@
+"""Adaptive affinities: local scaling (self-tuning) and the symmetric k-nearest-neighbour graph.
+
+Both are built on one quantity, the *neighbour radius* of a point: its distance to the k-th
+nearest point of a fixed reference set R (a uniform sample of the training data, or all of it),
+not counting reference points that coincide with it. Because the radius is a function of the
+point alone, each kernel is an ordinary function κ(x, y), and a new point is scored exactly like
+a training point: out-of-sample extension needs no special case.
+
+- Local scaling: ``κ(x, y) = exp(-||x - y||² / (σ_x σ_y))`` with σ the radius.
+- k-NN graph: ``κ(x, y) = 1`` when y lies within x's radius or x within y's, else 0 — the
+  symmetric ("or") k-nearest-neighbour graph with self-loops when R is the whole training set.
+
+When R is a sample of ``m`` of the ``n`` training points, the k-th neighbour in the data is
+estimated by the ``round(k m / n)``-th neighbour in R (at least the first), which keeps the
+density quantile and bounds the cost at O(n m p) instead of O(n² p).
+
+NumPy only: no Dask, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# Rows per distance sub-block, so that the (rows, |R|) scratch stays near 32 MiB.
+_SCRATCH_ELEMENTS = 4 * 2**20
+
+
+def squared_distances(X: np.ndarray, Y: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
+    """``||x - y||²`` for every row pair (one GEMM), clipped at 0 against round-off."""
+    dtype = np.dtype(dtype)
+    X = np.asarray(X, dtype=dtype)
+    Y = np.asarray(Y, dtype=dtype)
+    D = X @ Y.T
+    D *= dtype.type(-2.0)
+    D += np.einsum("ij,ij->i", X, X)[:, None]
+    D += np.einsum("ij,ij->i", Y, Y)[None, :]
+    np.maximum(D, 0, out=D)
+    return D
+
+
+def _coincidence_tolerance(X: np.ndarray, R: np.ndarray) -> np.ndarray:
+    # GEMM-based squared distances carry an absolute error ~ eps (|x|² + |r|²); below this a
+    # reference point counts as the point itself (or an exact duplicate of it).
+    xx = np.einsum("ij,ij->i", X, X)[:, None]
+    rr = np.einsum("ij,ij->i", R, R)[None, :]
+    return 1e-10 * (xx + rr) + 1e-300
+
+
+def neighbor_radius(X: Any, reference: Any, n_neighbors: int) -> np.ndarray:
+    """Distance from each row of X to its ``n_neighbors``-th nearest row of ``reference``.
+
+    Reference rows that coincide with the point (its own copy when X is part of the reference,
+    or exact duplicates) are not counted, so a training point's radius is the distance to its
+    k-th *other* neighbour. When fewer than k distinct reference rows exist the farthest one is
+    used.
+
+    Parameters
+    ----------
+    X : ndarray (n, p)
+    reference : ndarray (m, p)
+    n_neighbors : int
+        k >= 1.
+
+    Returns
+    -------
+    ndarray (n,)
+        Radii (0 only when every reference row coincides with the point).
+
+    Notes
+    -----
+    O(n m p) time in GEMMs; O(rows · m) scratch memory, processed in row blocks.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    R = np.asarray(reference, dtype=np.float64)
+    k = int(n_neighbors)
+    m = R.shape[0]
+    out = np.empty(X.shape[0], dtype=np.float64)
+    rows = max(1, _SCRATCH_ELEMENTS // max(m, 1))
+    for r0 in range(0, X.shape[0], rows):
+        Xb = X[r0 : r0 + rows]
+        D = squared_distances(Xb, R)
+        coincide = D <= _coincidence_tolerance(Xb, R)
+        D[coincide] = np.inf
+        distinct = m - coincide.sum(axis=1)
+        kk = np.clip(np.minimum(k, distinct), 1, None) - 1
+        if np.all(kk == k - 1) and k <= m:
+            kth = np.partition(D, k - 1, axis=1)[:, k - 1] if k > 1 else D.min(axis=1)
+        else:
+            D.sort(axis=1)
+            kth = D[np.arange(D.shape[0]), kk]
+        kth[~np.isfinite(kth)] = 0.0
+        out[r0 : r0 + rows] = np.sqrt(kth)
+    return out
+
+
+def reference_neighbors(n_neighbors: int, n_reference: int, n_train: int) -> int:
+    """The neighbour rank in a reference sample of ``n_reference`` of ``n_train`` points that
+    matches rank ``n_neighbors`` in the whole data (same density quantile, at least 1)."""
+    if n_reference >= n_train:
+        return int(n_neighbors)
+    return max(1, int(round(n_neighbors * n_reference / n_train)))
+
+
+def local_scaling_block(
+    X: np.ndarray,
+    Y: np.ndarray,
+    sigma_x: np.ndarray,
+    sigma_y: np.ndarray,
+    *,
+    dtype: Any = np.float64,
+) -> np.ndarray:
+    """``exp(-||x - y||² / (σ_x σ_y))`` for every row pair (Zelnik-Manor & Perona's kernel)."""
+    dtype = np.dtype(dtype)
+    G = squared_distances(X, Y, dtype=dtype)
+    G /= np.asarray(sigma_x, dtype=dtype)[:, None]
+    G /= np.asarray(sigma_y, dtype=dtype)[None, :]
+    np.negative(G, out=G)
+    np.exp(G, out=G)
+    return G
+
+
+def knn_block(
+    X: np.ndarray,
+    Y: np.ndarray,
+    radius_x: np.ndarray,
+    radius_y: np.ndarray,
+    *,
+    dtype: Any = np.float64,
+) -> np.ndarray:
+    """1 where y is within x's neighbour radius or x within y's, else 0 (symmetric k-NN graph)."""
+    D = squared_distances(X, Y)
+    reach = np.maximum(
+        np.asarray(radius_x, dtype=np.float64)[:, None] ** 2,
+        np.asarray(radius_y, dtype=np.float64)[None, :] ** 2,
+    )
+    # a relative slack so that a neighbour exactly at the radius is kept despite round-off
+    return (D <= reach * (1 + 1e-9)).astype(dtype)
+
+
+@dataclass
+class RadiusKernelBlock:
+    """A picklable ``block(A, B, dtype=...)`` for the radius-based kernels.
+
+    Holds the reference set and its neighbour rank; caches the radii of the last ``B`` it saw
+    (the landmarks, in Nyström passes), so that repeated blocks against the same landmarks
+    compute their radii once.
+    """
+
+    kind: str
+    reference: np.ndarray
+    n_neighbors: int
+    _cache: tuple = field(default=(None, None), repr=False, compare=False)
+
+    def radius(self, A: Any) -> np.ndarray:
+        """Neighbour radius of each row of A among the reference rows."""
+        last, radii = self._cache
+        if A is last:
+            return radii
+        radii = neighbor_radius(A, self.reference, self.n_neighbors)
+        self._cache = (A, radii)
+        return radii
+
+    def __call__(self, A: Any, B: Any, *, dtype: Any = np.float64) -> np.ndarray:
+        rb = self.radius(B)
+        ra = rb if A is B else neighbor_radius(A, self.reference, self.n_neighbors)
+        if self.kind == "knn":
+            return knn_block(A, B, ra, rb, dtype=dtype)
+        return local_scaling_block(A, B, ra, rb, dtype=dtype)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_cache"] = (None, None)
+        return state
+
+
+def kth_distinct_distance(distances: np.ndarray, n_neighbors: int) -> np.ndarray:
+    """Per row of sorted neighbour distances, the ``n_neighbors``-th one that is not ~0.
+
+    ``distances`` (n, g) holds each point's distances to its g nearest training points in
+    increasing order, its own copy (distance 0) included when it is a training point. Zero
+    distances are skipped, as in :func:`neighbor_radius`; the last column is used when fewer
+    than k non-zero distances are present.
+    """
+    D = np.asarray(distances, dtype=np.float64)
+    scale = np.maximum(D[:, -1:], 1e-300)
+    distinct = D > 1e-5 * scale
+    rank = np.cumsum(distinct, axis=1)
+    hit = distinct & (rank == int(n_neighbors))
+    col = np.where(hit.any(axis=1), hit.argmax(axis=1), D.shape[1] - 1)
+    return D[np.arange(D.shape[0]), col]
+
+
+def local_scaling_weights(
+    distances: np.ndarray, sigma_rows: np.ndarray, sigma_neighbors: np.ndarray
+) -> np.ndarray:
+    """``exp(-d² / (σ_i σ_j))`` on neighbour lists: ``distances`` and ``sigma_neighbors`` are
+    (n, g) (the σ of each listed neighbour), ``sigma_rows`` is (n,)."""
+    D = np.asarray(distances, dtype=np.float64)
+    return np.exp(-(D**2) / (np.asarray(sigma_rows)[:, None] * np.asarray(sigma_neighbors)))

@@ -1,0 +1,124 @@
+"""Adaptive kernels (local scaling, k-NN graph) against brute-force references."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError
+from dkernel.kernels.adaptive import kth_distinct_distance, neighbor_radius
+from dkernel.kernels.registry import make_kernel
+
+
+def _naive_radius(X, R, k):
+    out = []
+    for x in X:
+        d = np.sort([np.linalg.norm(x - r) for r in R])
+        d = d[d > 1e-9]
+        out.append(d[min(k, d.size) - 1])
+    return np.array(out)
+
+
+def _naive_local_scaling(X, Y, R, k):
+    sx, sy = _naive_radius(X, R, k), _naive_radius(Y, R, k)
+    K = np.empty((len(X), len(Y)))
+    for i in range(len(X)):
+        for j in range(len(Y)):
+            K[i, j] = np.exp(-np.sum((X[i] - Y[j]) ** 2) / (sx[i] * sy[j]))
+    return K
+
+
+def _naive_knn(X, Y, R, k):
+    rx, ry = _naive_radius(X, R, k), _naive_radius(Y, R, k)
+    K = np.zeros((len(X), len(Y)))
+    for i in range(len(X)):
+        for j in range(len(Y)):
+            d = np.linalg.norm(X[i] - Y[j])
+            K[i, j] = float(d <= rx[i] or d <= ry[j])
+    return K
+
+
+def test_radius_skips_the_point_itself(rng):
+    X = rng.normal(size=(40, 3))
+    np.testing.assert_allclose(neighbor_radius(X, X, 5), _naive_radius(X, X, 5), rtol=1e-10)
+
+
+def test_radius_with_duplicates_and_few_neighbours():
+    X = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [3.0, 0.0]])
+    np.testing.assert_allclose(neighbor_radius(X, X, 1), [1.0, 1.0, 1.0, 2.0])
+    # fewer than k distinct neighbours: the farthest one
+    np.testing.assert_allclose(neighbor_radius(X[:1], X, 10), [3.0])
+
+
+def test_kth_distinct_distance_matches_radius(rng):
+    from sklearn.neighbors import NearestNeighbors
+
+    X = rng.normal(size=(60, 2))
+    dist, _ = NearestNeighbors(n_neighbors=12).fit(X).kneighbors(X)
+    np.testing.assert_allclose(kth_distinct_distance(dist, 7), neighbor_radius(X, X, 7))
+
+
+@pytest.mark.parametrize(
+    "name, naive", [("local_scaling", _naive_local_scaling), ("knn", _naive_knn)]
+)
+def test_kernel_against_brute_force(rng, name, naive):
+    X = rng.normal(size=(50, 3))
+    Y = rng.normal(size=(9, 3))
+    k = make_kernel(name, X, n_neighbors=6)
+    np.testing.assert_allclose(k(X, Y), naive(X, Y, X, 6), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(k(X), naive(X, X, X, 6), rtol=1e-10, atol=1e-12)
+
+
+def test_knn_graph_is_the_symmetric_knn_graph(rng):
+    from sklearn.neighbors import kneighbors_graph
+
+    X = rng.normal(size=(80, 2))
+    A = kneighbors_graph(X, 5, include_self=False).toarray()
+    expected = np.maximum(A, A.T) + np.eye(80)
+    np.testing.assert_array_equal(make_kernel("knn", X, n_neighbors=5)(X), expected)
+
+
+def test_out_of_sample_is_the_same_function(rng):
+    """A training point evaluated as a 'new' point gets the same row."""
+    X = rng.normal(size=(70, 2))
+    k = make_kernel("local_scaling", X)
+    full = k(X, X[:10])
+    rows = k(X[:5].copy(), X[:10])
+    np.testing.assert_allclose(rows, full[:5], rtol=1e-12)
+
+
+def test_reference_sample_is_deterministic_and_scales_the_rank(rng):
+    X = rng.normal(size=(500, 2))
+    a = make_kernel("local_scaling", X, n_reference=100, seed=3)
+    b = make_kernel("local_scaling", X, n_reference=100, seed=3)
+    assert a.params["reference_neighbors"] == 1  # round(7 * 100 / 500)
+    np.testing.assert_array_equal(a(X[:20], X[:30]), b(X[:20], X[:30]))
+    pickle.loads(pickle.dumps(a))
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"n_neighbors": 0}, "must be an int >= 1"),
+        ({"n_neighbors": 2.5}, "must be an int >= 1"),
+        ({"n_neighbors": 30}, "must be < the number of training points"),
+        ({"n_reference": 1}, "must be an int >= 2 or None"),
+    ],
+)
+@pytest.mark.parametrize("name", ["local_scaling", "knn"])
+def test_bad_parameters(rng, name, params, match):
+    with pytest.raises(InvalidInputError, match=match):
+        make_kernel(name, rng.normal(size=(30, 2)), **params)
+
+
+def test_non_finite_and_identical_points(rng):
+    X = rng.normal(size=(30, 2))
+    X[3, 1] = np.nan
+    with pytest.raises(InvalidInputError, match="non-finite"):
+        make_kernel("local_scaling", X)
+    with pytest.raises(InvalidInputError, match="coincides"):
+        make_kernel("local_scaling", np.ones((30, 2)))
+    with pytest.raises(InvalidInputError, match="pass the training data"):
+        make_kernel("knn")

@@ -1,0 +1,86 @@
+"""The exact sparse self-tuning spectral path of SpectralClustering."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import make_circles, make_moons
+
+import dkernel.spectral.sparse as sparse
+from dkernel import SpectralClustering, clustering_scores
+from dkernel.kernels.registry import make_kernel
+
+
+def _rings(n=900, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(3), n // 3)
+    theta = rng.uniform(0, 2 * np.pi, n)
+    r = 1.0 + y + rng.normal(0, 0.1, n)
+    return np.c_[r * np.cos(theta), r * np.sin(theta)], y
+
+
+@pytest.mark.parametrize(
+    "data, k",
+    [
+        (make_moons(800, noise=0.07, random_state=0), 2),
+        (make_circles(800, factor=0.5, noise=0.05, random_state=0), 2),
+        (_rings(), 3),
+    ],
+)
+def test_defaults_separate_non_convex_shapes(data, k):
+    X, y = data
+    sc = SpectralClustering(k, random_state=0).fit(X)
+    assert sc.graph_model_ is not None and sc.nystrom_ is None
+    assert clustering_scores(y, sc.labels_)["ari"] > 0.99
+    assert np.mean(sc.predict(X) == sc.labels_) >= 0.99
+
+
+def test_graph_matches_the_dense_local_scaling_kernel():
+    """With every neighbour kept, the sparse graph is the dense self-tuning kernel."""
+    X, _ = make_moons(120, noise=0.05, random_state=1)
+    U, model = sparse.fit_sparse_embedding(X, 2, graph_neighbors=119)
+    K = make_kernel("local_scaling", X, n_reference=None)(X)
+    d = K.sum(axis=1)
+    M = K / np.sqrt(np.outer(d, d))
+    values, vectors = np.linalg.eigh(M)
+    np.testing.assert_allclose(model.eigenvalues, values[::-1][:2], atol=1e-10)
+    np.testing.assert_allclose(np.abs(U.T @ vectors[:, ::-1][:, :2]), np.eye(2), atol=1e-8)
+    np.testing.assert_allclose(model.transform(X), U, atol=1e-8)
+
+
+def test_block_solver_matches_dense_and_is_deterministic(monkeypatch):
+    X, _ = _rings(600, seed=2)
+    dense = SpectralClustering(3, random_state=0).fit(X)
+    monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
+    a = SpectralClustering(3, random_state=0).fit(X)
+    b = SpectralClustering(3, random_state=0).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert clustering_scores(dense.labels_, a.labels_)["ari"] == 1.0
+    np.testing.assert_allclose(a.eigenvalues_, dense.eigenvalues_, atol=1e-5)
+
+
+def test_dask_input_gives_the_same_labels_and_lazy_predict():
+    X, _ = make_moons(500, noise=0.06, random_state=3)
+    a = SpectralClustering(2, random_state=0).fit(X)
+    b = SpectralClustering(2, random_state=0).fit(da.from_array(X, chunks=(128, 2)))
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    pred = a.predict(da.from_array(X, chunks=(100, 2)))
+    assert isinstance(pred, da.Array)
+    np.testing.assert_array_equal(pred.compute(), a.predict(X))
+
+
+def test_explicit_landmarks_use_nystrom_with_the_adaptive_kernel():
+    X, y = make_moons(600, noise=0.05, random_state=0)
+    sc = SpectralClustering(2, n_landmarks=300, random_state=0).fit(X)
+    assert sc.nystrom_ is not None and sc.nystrom_.kernel_.name == "local_scaling"
+    assert sc.predict(X[:50]).shape == (50,)
+
+
+def test_bad_neighbours_and_features():
+    X, _ = make_moons(50, random_state=0)
+    with pytest.raises(Exception, match="n_neighbors"):
+        SpectralClustering(2, n_neighbors=50).fit(X)
+    sc = SpectralClustering(2, random_state=0).fit(X)
+    with pytest.raises(Exception, match="expecting 2 features"):
+        sc.predict(np.zeros((3, 3)))
