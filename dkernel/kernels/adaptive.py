@@ -164,11 +164,34 @@ class RadiusKernelBlock:
         return radii
 
     def __call__(self, A: Any, B: Any, *, dtype: Any = np.float64) -> np.ndarray:
+        if B is self.reference and A is not B:
+            return self._against_reference(A, dtype)
         rb = self.radius(B)
         ra = rb if A is B else neighbor_radius(A, self.reference, self.n_neighbors)
         if self.kind == "knn":
             return knn_block(A, B, ra, rb, dtype=dtype)
         return local_scaling_block(A, B, ra, rb, dtype=dtype)
+
+    def _against_reference(self, A: Any, dtype: Any) -> np.ndarray:
+        # B is the reference set itself (Nyström landmarks): one distance block gives both the
+        # kernel and A's radii.
+        A = np.asarray(A, dtype=np.float64)
+        R = self.reference
+        D = squared_distances(A, R)
+        scratch = np.where(D <= _coincidence_tolerance(A, R), np.inf, D)
+        k = min(self.n_neighbors, R.shape[0])
+        kth = scratch.min(axis=1) if k == 1 else np.partition(scratch, k - 1, axis=1)[:, k - 1]
+        if not np.all(np.isfinite(kth)):
+            return self(A, R.copy(), dtype=dtype)
+        ra, rb = np.sqrt(kth), self.radius(R)
+        if self.kind == "knn":
+            reach = np.maximum(ra[:, None] ** 2, rb[None, :] ** 2)
+            return (D <= reach * (1 + 1e-9)).astype(dtype)
+        D /= ra[:, None]
+        D /= rb[None, :]
+        np.negative(D, out=D)
+        np.exp(D, out=D)
+        return D.astype(dtype, copy=False)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

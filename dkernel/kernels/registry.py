@@ -200,6 +200,27 @@ def _radius_kernel(
     return Kernel(label, block, params)
 
 
+def with_landmark_reference(kernel: Kernel, landmarks: np.ndarray, n_train: int) -> Kernel:
+    """The adaptive ``kernel`` with its neighbour radii measured among ``landmarks``.
+
+    Nyström evaluates every point against the landmarks anyway, so taking the landmarks as the
+    reference set makes the radii free (one distance block gives both). The neighbour rank is
+    *not* rescaled to the landmarks' share of the data: a Nyström kernel must be smooth at the
+    landmark spacing to be represented by the landmarks, so σ is the distance to the k-th
+    nearest landmark — self-tuning at the landmarks' resolution. Other kernels are returned
+    unchanged.
+    """
+    if kernel.name not in ADAPTIVE_KERNELS or not isinstance(kernel.block, RadiusKernelBlock):
+        return kernel
+    m = int(landmarks.shape[0])
+    k_ref = min(int(kernel.params["n_neighbors"]), m - 1)
+    reference = np.asarray(landmarks, dtype=np.float64)
+    block = RadiusKernelBlock(kernel.block.kind, reference, k_ref)
+    params = {**kernel.params, "n_reference": m, "reference_neighbors": k_ref}
+    params["reference"] = "landmarks"
+    return Kernel(kernel.name, block, params)
+
+
 def _local_scaling_factory(
     X: Any = None,
     *,

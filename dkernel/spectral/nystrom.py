@@ -41,7 +41,12 @@ from dkernel._validation import (
     check_scalar,
 )
 from dkernel.errors import InvalidInputError, NumericalWarning
-from dkernel.kernels.registry import ADAPTIVE_KERNELS, Kernel, make_kernel
+from dkernel.kernels.registry import (
+    ADAPTIVE_KERNELS,
+    Kernel,
+    make_kernel,
+    with_landmark_reference,
+)
 from dkernel.linalg.eigen import dense_eigh
 from dkernel.spectral.normalized import check_degrees, eigengap_hint
 
@@ -415,6 +420,9 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         idx = select_landmarks(X, self.n_landmarks, kernel, method=self.landmarks, seed=seed)
         X_land = _rows(X, idx)
         L = idx.astype(np.int64) if kernel.precomputed else np.asarray(X_land, dtype=np.float64)
+        if idx.size < n and kernel.name in ADAPTIVE_KERNELS:
+            kernel = with_landmark_reference(kernel, L, n)
+            X_land = L
         K_mm = kernel.cross(X_land, L)
         K_mm = 0.5 * (K_mm + K_mm.T)
         W0 = nystrom_basis(K_mm, rtol=self.rtol)

@@ -122,3 +122,22 @@ def test_non_finite_and_identical_points(rng):
         make_kernel("local_scaling", np.ones((30, 2)))
     with pytest.raises(InvalidInputError, match="pass the training data"):
         make_kernel("knn")
+
+
+@pytest.mark.parametrize("name", ["local_scaling", "knn"])
+def test_landmark_reference_fast_path_equals_the_general_formula(rng, name):
+    from dkernel.kernels.registry import with_landmark_reference
+
+    X = rng.normal(size=(300, 3))
+    L = X[:40].copy()
+    k = with_landmark_reference(make_kernel(name, X, n_neighbors=7), L, 300)
+    assert k.params["reference"] == "landmarks" and k.params["reference_neighbors"] == 7
+    fast = k(X[40:90], L)
+    general = k(X[40:90], L.copy())
+    np.testing.assert_allclose(fast, general, rtol=1e-12, atol=1e-300)
+    # landmarks against themselves skip their own copy
+    np.testing.assert_allclose(
+        k(L, L),
+        _naive_local_scaling(L, L, L, 7) if name == "local_scaling" else _naive_knn(L, L, L, 7),
+        rtol=1e-10,
+    )
