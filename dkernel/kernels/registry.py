@@ -10,6 +10,7 @@ their landmarks are column indices rather than points.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -131,11 +132,8 @@ def _rbf_factory(
             f"The 'sigma' parameter of the rbf kernel must be a float > 0. Got {sigma!r} instead."
         )
     sigma = float(sigma)
-
-    def block(A, B, *, dtype=np.float64):
-        return rbf_block(A, B, sigma, dtype=dtype)
-
-    return Kernel("rbf", block, {"sigma": sigma})
+    # a partial of a module-level function, so fitted models pickle (joblib, Dask workers)
+    return Kernel("rbf", functools.partial(rbf_block, sigma=sigma), {"sigma": sigma})
 
 
 #: Default neighbour rank of the adaptive kernels: Zelnik-Manor & Perona's k = 7 for local

@@ -17,9 +17,13 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from dkernel._budget import check_budget, dense_kernel_cost
 from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
 from dkernel.graphs.blocked import blocked_kernel
-from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION, rbf_block, sigma_rule_of_thumb
+from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION, sigma_rule_of_thumb
+from dkernel.kernels.registry import DEFAULT_LOCAL_SCALING_NEIGHBORS, make_kernel
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
 from dkernel.spectral.dense import keca_embedding, kpca_embedding
+
+#: Kernels of the dense embeddings: one global RBF width, or the adaptive ones.
+DENSE_KERNELS = ("rbf", "local_scaling", "knn")
 
 
 class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
@@ -30,6 +34,7 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
         n_components: int = 2,
         *,
         kernel: str = "rbf",
+        n_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
         sigma: float | None = None,
         sigma_fraction: float = DEFAULT_SIGMA_FRACTION,
         n_clusters: int | None = None,
@@ -41,6 +46,7 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
     ) -> None:
         self.n_components = n_components
         self.kernel = kernel
+        self.n_neighbors = n_neighbors
         self.sigma = sigma
         self.sigma_fraction = sigma_fraction
         self.n_clusters = n_clusters
@@ -59,7 +65,8 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
                 f"The 'n_components' parameter of {owner} must be <= n_samples ({n_samples}). "
                 f"Got {self.n_components} instead."
             )
-        check_options(self.kernel, "kernel", owner, ("rbf",))
+        check_options(self.kernel, "kernel", owner, DENSE_KERNELS)
+        check_scalar(self.n_neighbors, "n_neighbors", owner, kind=int, low=1)
         check_scalar(self.sigma, "sigma", owner, low=0, low_inclusive=False, allow_none=True)
         check_scalar(self.sigma_fraction, "sigma_fraction", owner, low=0, low_inclusive=False)
         check_scalar(self.n_clusters, "n_clusters", owner, kind=int, low=1, allow_none=True)
@@ -75,12 +82,12 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
     # -- kernel --------------------------------------------------------------------------
     def _kernel_graph(self, X: Any, Y: Any = None) -> da.Array:
         return blocked_kernel(
-            rbf_block, X, Y, block_size=self.block_size, dtype=self.dtype, sigma=self.sigma_
+            self.kernel_.block, X, Y, block_size=self.block_size, dtype=self.dtype
         )
 
     def kernel_matrix(self, X: Any) -> da.Array:
         """The lazy blocked kernel between ``X`` and itself, with the fitted width."""
-        check_is_fitted(self, "sigma_")
+        check_is_fitted(self, "kernel_")
         return self._kernel_graph(X)
 
     # -- fit -----------------------------------------------------------------------------
@@ -116,18 +123,26 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
         X_local = X.compute() if isinstance(X, da.Array) else X
         self.X_fit_ = np.asarray(X_local, dtype=np.float64)
         self.n_features_in_ = self.X_fit_.shape[1]
-        self.sigma_ = (
-            float(self.sigma)
-            if self.sigma is not None
-            else sigma_rule_of_thumb(
-                self.X_fit_, fraction=self.sigma_fraction, seed=self.random_state
+        if self.kernel == "rbf":
+            self.sigma_ = (
+                float(self.sigma)
+                if self.sigma is not None
+                else sigma_rule_of_thumb(
+                    self.X_fit_, fraction=self.sigma_fraction, seed=self.random_state
+                )
             )
-        )
+            self.kernel_ = make_kernel("rbf", sigma=self.sigma_)
+        else:
+            # the dense solve is O(n²) anyway: every training point is a reference point
+            self.sigma_ = None
+            self.kernel_ = make_kernel(
+                self.kernel, self.X_fit_, n_neighbors=self.n_neighbors, n_reference=None
+            )
         return self._kernel_graph(X)
 
     def fit_kernel(self, K: np.ndarray) -> _DenseKernelEmbedding:
         """Finish fitting from the computed training kernel (after :meth:`prepare_fit`)."""
-        check_is_fitted(self, "sigma_")
+        check_is_fitted(self, "kernel_")
         self._fit_kernel(np.asarray(K, dtype=np.float64))
         if self.n_clusters is not None:
             self.labels_ = self._cluster(self.embedding_)
@@ -154,7 +169,7 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
 
     # -- out of sample -------------------------------------------------------------------
     def _transform_block(self, Xb: np.ndarray) -> np.ndarray:
-        Kx = rbf_block(Xb, self.X_fit_, self.sigma_, dtype=np.float64)
+        Kx = self.kernel_(Xb, self.X_fit_)
         if self._centered:
             Kx = (
                 Kx
@@ -194,14 +209,21 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
 
 
 class KernelPCAEmbedding(_DenseKernelEmbedding):
-    """Kernel PCA with an RBF kernel, computed blockwise and solved densely.
+    """Kernel PCA (RBF or adaptive kernel), computed blockwise and solved densely.
 
     Parameters
     ----------
     n_components : int
         Dimension of the embedding.
-    kernel : {'rbf'}
-        Kernel name.
+    kernel : {'rbf', 'local_scaling', 'knn'}
+        Kernel name. ``rbf`` (one width, by the rule of thumb) stays the default: the leading
+        components of KPCA / KECA summarise the data's global shape, which a single width
+        serves; the adaptive kernels (each point's width from its ``n_neighbors``-th
+        neighbour) suit the normalized embedding of :class:`SpectralClustering` better, and
+        are not positive semi-definite in general (negative eigenvalues are clipped, with a
+        ``NumericalWarning``).
+    n_neighbors : int
+        Neighbour rank of the adaptive kernels.
     sigma : float, optional
         RBF width; by default ``sigma_fraction`` × the median pairwise distance (on a sample).
     sigma_fraction : float
@@ -223,7 +245,10 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
 
     Attributes
     ----------
-    sigma_ : float
+    sigma_ : float or None
+        The RBF width (None for the adaptive kernels).
+    kernel_ : Kernel
+        The fitted kernel function (used for out-of-sample rows).
     embedding_ : ndarray (n_samples, n_components)
         ``E Λ^{1/2}`` (equals scikit-learn ``KernelPCA.fit_transform`` up to sign).
     eigenvalues_, eigenvectors_ : ndarray
@@ -248,6 +273,7 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         n_components: int = 2,
         *,
         kernel: str = "rbf",
+        n_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
         sigma: float | None = None,
         sigma_fraction: float = DEFAULT_SIGMA_FRACTION,
         centered: bool = True,
@@ -261,6 +287,7 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         super().__init__(
             n_components,
             kernel=kernel,
+            n_neighbors=n_neighbors,
             sigma=sigma,
             sigma_fraction=sigma_fraction,
             n_clusters=n_clusters,

@@ -88,3 +88,31 @@ def test_errors_are_specific(wine):
         KernelPCAEmbedding().transform(X)
     with pytest.raises(ResourceLimitError, match="Nyström"):
         KernelPCAEmbedding(max_memory="100kB").fit(X)
+
+
+# the adaptive kernels are not positive semi-definite in general: clipping is reported
+@pytest.mark.filterwarnings("ignore::dkernel.errors.NumericalWarning")
+@pytest.mark.parametrize("cls", [KernelPCAEmbedding, KECA])
+@pytest.mark.parametrize("kernel", ["local_scaling", "knn"])
+def test_adaptive_kernels_and_out_of_sample(cls, kernel):
+    import pickle
+
+    from sklearn.datasets import make_circles
+
+    from dkernel.kernels.registry import make_kernel
+
+    X, _ = make_circles(300, factor=0.5, noise=0.05, random_state=0)
+    est = cls(n_components=3, kernel=kernel, n_neighbors=8).fit(X)
+    K = make_kernel(kernel, X, n_neighbors=8, n_reference=None)(X)
+    np.testing.assert_allclose(est.kernel_matrix(X).compute(), K, rtol=1e-12)
+    np.testing.assert_allclose(np.abs(est.transform(X)), np.abs(est.embedding_), atol=1e-8)
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_allclose(again.transform(X[:5]), est.transform(X[:5]))
+
+
+def test_rbf_models_pickle():
+    import pickle
+
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    est = KernelPCAEmbedding(n_components=2).fit(X)
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(est)).transform(X), est.transform(X))
