@@ -37,8 +37,8 @@ def connect(
     ----------
     scheduler : str, optional
         Address of a running scheduler (``tcp://host:8786``). When None, an embedded
-        ``LocalCluster`` of process workers is started on 127.0.0.1 (dashboard included,
-        bound to 127.0.0.1 on a free port) and closed with the client.
+        ``LocalCluster`` (process workers unless ``processes=False``) is started on 127.0.0.1
+        (dashboard included, bound to 127.0.0.1 on a free port) and closed with the client.
     n_workers, threads_per_worker : int, optional
         Size of the embedded cluster; by default sized to the machine.
     memory_limit : str or float, optional
