@@ -3,6 +3,7 @@
 
     python3 tasks.py demo    # virtualenv + install + run the demo job
     python3 tasks.py test    # virtualenv + install with test extras + lint + the whole test suite
+    python3 tasks.py docs    # the API reference from the docstrings, into docs/_build/html
 
 The virtualenv lives in ``.venv`` and is reused (reinstalled when pyproject.toml changes).
 """
@@ -65,8 +66,16 @@ def test() -> None:
     _run(BIN / "python", "-m", "pytest", *sys.argv[2:], env=env)
 
 
+def docs() -> None:
+    ensure_env("test")
+    out = ROOT / "docs" / "_build" / "html"
+    args = ["-m", "sphinx", "-W", "--keep-going", "-b", "html", "docs/api", out]
+    _run(BIN / "python", *args, env=_env())
+    print(f"open {out / 'index.html'}", flush=True)
+
+
 if __name__ == "__main__":
-    commands = {"demo": demo, "test": test}
+    commands = {"demo": demo, "test": test, "docs": docs}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(f"usage: python3 tasks.py {{{'|'.join(commands)}}} [pytest args]")
     try:

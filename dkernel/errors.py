@@ -47,6 +47,11 @@ class RuntimeConnectionError(DKernelError, ConnectionError):
     """A Dask scheduler that cannot be reached."""
 
 
+class UnguardedMainError(DKernelError, RuntimeError):
+    """A process-based cluster started from a script's top level, outside the
+    ``if __name__ == "__main__":`` guard that its worker processes need."""
+
+
 class NotFittedError(DKernelError, AttributeError):
     """An estimator used before ``fit``."""
 

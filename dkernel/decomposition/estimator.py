@@ -37,7 +37,7 @@ def silverman_bandwidth(X: np.ndarray) -> float:
 
     ``h = (4 / (p + 2))^(1 / (p + 4)) n^(-1 / (p + 4)) s`` with ``s`` the mean per-feature
     standard deviation. A starting point only: choose ``h`` by held-out likelihood
-    (:func:`dkernel.decomposition.select_model`).
+    (:func:`dkernel.select_kdc_model`).
     """
     X = np.asarray(X, dtype=np.float64)
     n, p = X.shape
@@ -76,7 +76,7 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
         to unit length.
     bandwidth : float, optional
         Gaussian width ``h``; Silverman's rule when None. Choose it with
-        :func:`~dkernel.decomposition.select_model`.
+        :func:`~dkernel.select_kdc_model`.
     n_neighbors : int, optional
         Keep only the ``n_neighbors`` nearest training points per row (sparse kernel, the
         scalable path: memory O(N k)). None keeps the dense kernel (O(N^2) memory).

@@ -86,7 +86,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         Means are in centred coordinates (add ``location_``).
     location_ : ndarray (n_kept,)
         Column means of the observed training values, subtracted before EM.
-    feature_mask_ : ndarray (n_features_in_,) of bool
+    feature_mask_ : ndarray ``(n_features_in_,)`` of bool
         Columns used; all-NaN and zero-variance columns are dropped with a warning.
     missingness_model_ : MissingnessModel or None
         The priors of the informative model (None when missingness is ignorable or the
@@ -370,7 +370,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray, dask.array.Array or scipy.sparse.csr_matrix (n_samples, n_features_out_)
+        ndarray, dask.array.Array or scipy.sparse.csr_matrix ``(n_samples, n_features_out_)``
             Lazy (chunked by rows) for Dask input. ``transform(X) @ transform(Y).T`` is the PCK.
 
         Notes

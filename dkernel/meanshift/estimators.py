@@ -267,7 +267,7 @@ class MeanShift:
         return self
 
     def assign_model(self, *, dtype: Any = np.float32) -> AssignModel:
-        """The stored density and trajectory cache as a picklable :class:`AssignModel`."""
+        """The stored density and trajectory cache as a picklable :class:`~dkernel.meanshift.graph.AssignModel`."""
         check_is_fitted(self, "modes_")
         return AssignModel(
             density=self.density_,
@@ -331,7 +331,7 @@ class MSSC(MeanShift):
     embedding : {'keca', 'kpca', 'njw'}
         KECA with angular k-means, centered KPCA with Euclidean k-means, or normalized
         spectral clustering (Ng–Jordan–Weiss: top eigenvectors of ``D^-1/2 S D^-1/2``, rows
-        to unit length, k-means); see :func:`second_stage`.
+        to unit length, k-means); see :func:`~dkernel.meanshift.second_stage`.
     affinity : {'auto', 'exact', 'rff'}
         Exact blocked pairwise sums (O(N²) work), or the cosine between partition sums of
         ``n_rff`` random Fourier features (one streaming pass); 'auto' picks exact up to
@@ -344,7 +344,7 @@ class MSSC(MeanShift):
         'cs': the Cauchy–Schwarz affinity of Eq. 5.4, every partition one point. 'size':
         ``S_ij / sqrt(n_i n_j)``, the point-level kernel on partition-constant functions, so
         the embedding and k-means weight partitions by their number of points (see
-        :func:`second_stage`).
+        :func:`~dkernel.meanshift.second_stage`).
     **mean-shift parameters** : see :class:`MeanShift`.
 
     Attributes

@@ -93,7 +93,7 @@ def make_scorer(model: Any, coefficients: np.ndarray, *, dtype: str = "float32")
 
 
 def make_projector(model: Any, *, dtype: str = "float32") -> Scorer:
-    """A :class:`Scorer` whose output is :meth:`KernelPersonalizedPageRank.project`: (n, k+1).
+    """A :class:`Scorer` whose output is :meth:`~dkernel.KernelPersonalizedPageRank.project`: (n, k+1).
 
     Scores of any seed are then ``Z @ model.seed_weights(seed)`` (O(k) per point).
     """
@@ -110,7 +110,7 @@ def make_projected_scorer(
     ----------
     model : fitted KernelPersonalizedPageRank
     seed_weights : ndarray (k+1,) or (k+1, m)
-        ``[1; m'_s]`` per seed (:meth:`~KernelPersonalizedPageRank.seed_weights`).
+        ``[1; m'_s]`` per seed (:meth:`~dkernel.KernelPersonalizedPageRank.seed_weights`).
 
     Notes
     -----
@@ -184,8 +184,8 @@ def _apply(scorer: Scorer, block: np.ndarray) -> np.ndarray:
 def project_graph(X: Any, model: Any, *, dtype: str = "float32", client: Any = None) -> da.Array:
     """Lazy score coordinates ``z(x) = [d̂/Vol, β√d̂ ẑ']`` (n, k+1) of the rows of ``X``.
 
-    Any seed's scores are then ``Z @ [1; m'_s]`` (:meth:`KernelPersonalizedPageRank.project`),
-    O(k) per point; stored in ``/ranking`` they let :func:`dkernel.ranking.query.seed_scores`
+    Any seed's scores are then ``Z @ [1; m'_s]`` (:meth:`~dkernel.KernelPersonalizedPageRank.project`),
+    O(k) per point; stored in ``/ranking`` they let :func:`dkernel.seed_scores`
     rank for seeds chosen after the job.
     """
     return score_graph(X, make_projector(model, dtype=dtype), client=client)

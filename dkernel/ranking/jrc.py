@@ -58,7 +58,7 @@ class JointRankingClustering:
     Parameters
     ----------
     kernel : {'rbf', 'precomputed', 'pck'}, callable or transformer, default='rbf'
-        As for :class:`~dkernel.ranking.KernelPersonalizedPageRank`.
+        As for :class:`~dkernel.KernelPersonalizedPageRank`.
     alpha : float, default=0.15
         Restart probability (000 uses 0.15).
     n_components : int, default=3
@@ -71,9 +71,17 @@ class JointRankingClustering:
 
     Attributes
     ----------
-    embedding_ : (N, n_components) ``Z_β``. eigenvalues_ : (n_components,) ascending λ of L_β.
-    labels_ : (N,) cluster labels. cluster_centers_ : (n_clusters, n_components).
-    degrees_ : (N,). volume_ : float. global_rank_ : (N,) ``d/Vol``.
+    embedding_ : ndarray (N, n_components)
+        ``Z_β``.
+    eigenvalues_ : ndarray (n_components,)
+        Ascending λ of L_β.
+    labels_ : ndarray (N,)
+        Cluster labels.
+    cluster_centers_ : ndarray (n_clusters, n_components)
+    degrees_ : ndarray (N,)
+    volume_ : float
+    global_rank_ : ndarray (N,)
+        ``d/Vol``.
 
     Notes
     -----

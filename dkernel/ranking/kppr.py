@@ -149,13 +149,26 @@ class KernelPersonalizedPageRank:
 
     Attributes
     ----------
-    degrees_ : (N,) in-sample degrees. volume_ : float, ``Σ d``. beta_ : float.
-    base_score_ : (N,) global rank ``d/Vol`` (000 Alg. 7, Prop. 4 base score).
-    eigenvalues_ : (k,) kept λ*, in selection order. eigenvectors_ : (N, k).
-    criterion_ : (k,) Prop. 6 ``c_i^2`` of the kept pairs.
-    embedding_ : (N, k) restart part of ``Z_β``. n_components_ : int.
-    all_eigenvalues_ : (r,) every eigenvalue of 𝒦, descending.
-    kernel_ : the resolved kernel; kernel_params_ : dict.
+    degrees_ : ndarray (N,)
+        In-sample degrees.
+    volume_ : float
+        ``Σ d``.
+    beta_ : float
+    base_score_ : ndarray (N,)
+        Global rank ``d/Vol`` (000 Alg. 7, Prop. 4 base score).
+    eigenvalues_ : ndarray (k,)
+        Kept λ*, in selection order.
+    eigenvectors_ : ndarray (N, k)
+    criterion_ : ndarray (k,)
+        Prop. 6 ``c_i^2`` of the kept pairs.
+    embedding_ : ndarray (N, k)
+        Restart part of ``Z_β``.
+    n_components_ : int
+    all_eigenvalues_ : ndarray (r,)
+        Every eigenvalue of 𝒦, descending.
+    kernel_ : BlockKernel, PrecomputedKernel or FeatureMapKernel
+        The resolved kernel (``dkernel.ranking.kernelmap``).
+    kernel_params_ : dict
 
     Notes
     -----

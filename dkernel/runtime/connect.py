@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from dkernel.errors import RuntimeConnectionError
+from dkernel.runtime._main_guard import check_main_guard
 
 
 def default_workers(cpu_count: int | None = None) -> tuple[int, int]:
@@ -24,6 +25,7 @@ def connect(
     threads_per_worker: int | None = None,
     *,
     memory_limit: str | float | None = "auto",
+    processes: bool = True,
     timeout: float = 10.0,
     quiet: bool = False,
     security: Any = None,
@@ -35,12 +37,17 @@ def connect(
     ----------
     scheduler : str, optional
         Address of a running scheduler (``tcp://host:8786``). When None, an embedded
-        ``LocalCluster`` of process workers is started on 127.0.0.1 (dashboard included,
-        bound to 127.0.0.1 on a free port) and closed with the client.
+        ``LocalCluster`` (process workers unless ``processes=False``) is started on 127.0.0.1
+        (dashboard included, bound to 127.0.0.1 on a free port) and closed with the client.
     n_workers, threads_per_worker : int, optional
         Size of the embedded cluster; by default sized to the machine.
     memory_limit : str or float, optional
         Per-worker memory limit of the embedded cluster.
+    processes : bool
+        Run the embedded cluster's workers as processes (default) or as threads of this
+        process. Process workers re-import the main script, so a script that starts them must
+        call ``connect()`` under ``if __name__ == "__main__":``; threads need no guard but share
+        the GIL.
     timeout : float
         Seconds to wait for an existing scheduler before failing.
     quiet : bool
@@ -54,7 +61,22 @@ def connect(
     ------
     RuntimeConnectionError
         When the scheduler cannot be reached within ``timeout``.
+    UnguardedMainError
+        When process workers would be started from a script's top level outside
+        ``if __name__ == "__main__":`` (they re-import the script); raised before any process
+        starts.
+
+    Examples
+    --------
+    In a script, connect under the main guard::
+
+        import dkernel
+
+        if __name__ == "__main__":
+            with dkernel.connect() as client:
+                ...
     """
+    import dask
     from distributed import Client
 
     if scheduler is not None:
@@ -69,11 +91,14 @@ def connect(
                 "use an embedded LocalCluster."
             ) from exc
     else:
+        if processes:
+            check_main_guard(dask.config.get("distributed.worker.multiprocessing-method"))
         dw, dt = default_workers()
         client = Client(
             n_workers=n_workers or dw,
             threads_per_worker=threads_per_worker or dt,
-            processes=True,
+            processes=processes,
+            protocol="tcp://",  # threads would otherwise get in-process transport, no TCP
             host="127.0.0.1",
             scheduler_port=0,
             dashboard_address="127.0.0.1:0",

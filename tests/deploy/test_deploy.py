@@ -92,6 +92,13 @@ def test_dockerfile_syntax_and_sources():
 
             assert isinstance(json.loads(rest), list), f"{word} should be exec form"
     assert any(w == "EXPOSE" and "8787" in r for w, r in instructions)
+    # `pip install .` in the image needs the files pyproject.toml names (readme, license files)
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    copied = {src for rest in copies for src in shlex.split(rest)[:-1]}
+    for needed in ["pyproject.toml", project["readme"], *project.get("license-files", [])]:
+        assert needed in copied, f"the Dockerfile does not COPY {needed}, which the build reads"
 
 
 def test_compose_services_and_references():
