@@ -60,8 +60,9 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         or ``f(X, Y)``. None (default): ``'local_scaling'`` for the normalized embedding
         (self-tuning widths, each point's σ the distance to its ``n_neighbors``-th neighbour;
         best mean ARI in ``benchmarks/bench_defaults.py``, see ``docs/choosing_defaults.md``)
-        and ``'rbf'`` for KPCA / KECA, whose leading components need one global width, or
-        when ``sigma`` is given.
+        and ``'rbf'`` for KPCA / KECA, whose leading components need one global width, when
+        ``sigma`` is given, and on the Nyström path: the self-tuning kernel is not positive
+        semi-definite, and its Nyström degree estimates can turn negative with few landmarks.
     kernel_params : dict, optional
     n_neighbors : int
         Neighbour rank of the adaptive kernels (``local_scaling``, ``knn``); 7 is the
@@ -211,8 +212,8 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             self.nystrom_ = NystromEmbedding(
                 n_components,
                 embedding=self.embedding,
-                kernel=self._resolved_kernel(),
-                kernel_params=self._kernel_params(),
+                kernel=self._resolved_kernel(n),
+                kernel_params=self._kernel_params(n),
                 sigma=self.sigma,
                 sigma_fraction=self.sigma_fraction,
                 n_landmarks=self.n_landmarks or DEFAULT_LANDMARKS,
@@ -251,24 +252,26 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         self.labels_ = np.asarray(labels.compute() if isinstance(labels, da.Array) else labels)
         return self
 
-    def _resolved_kernel(self) -> Any:
+    def _resolved_kernel(self, n: int) -> Any:
         if self.kernel is not None:
             return self.kernel
-        if self.sigma is not None or self.embedding != "normalized":
+        if self.sigma is not None or self.embedding != "normalized" or not self._exact(n):
             return "rbf"
         return "local_scaling"
 
+    def _exact(self, n: int) -> bool:
+        return self.n_landmarks is None and n <= EXACT_MAX_SAMPLES
+
     def _use_graph(self, n: int) -> bool:
         return (
-            self.n_landmarks is None
-            and self._resolved_kernel() == "local_scaling"
+            self._exact(n)
+            and self._resolved_kernel(n) == "local_scaling"
             and self.embedding == "normalized"
             and not self.kernel_params
-            and n <= EXACT_MAX_SAMPLES
         )
 
-    def _kernel_params(self) -> dict | None:
-        if self._resolved_kernel() in ("local_scaling", "knn"):
+    def _kernel_params(self, n: int) -> dict | None:
+        if self._resolved_kernel(n) in ("local_scaling", "knn"):
             return {"n_neighbors": self.n_neighbors, **(self.kernel_params or {})}
         return self.kernel_params
 

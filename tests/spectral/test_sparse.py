@@ -70,10 +70,13 @@ def test_dask_input_gives_the_same_labels_and_lazy_predict():
     np.testing.assert_array_equal(pred.compute(), a.predict(X))
 
 
-def test_explicit_landmarks_use_nystrom_with_the_adaptive_kernel():
+def test_explicit_landmarks_use_nystrom():
     X, y = make_moons(600, noise=0.05, random_state=0)
     sc = SpectralClustering(2, n_landmarks=300, random_state=0).fit(X)
-    assert sc.nystrom_ is not None and sc.nystrom_.kernel_.name == "local_scaling"
+    assert sc.nystrom_ is not None and sc.nystrom_.kernel_.name == "rbf"
+    sc = SpectralClustering(2, kernel="local_scaling", n_landmarks=300, random_state=0).fit(X)
+    assert sc.nystrom_.kernel_.name == "local_scaling"
+    assert sc.nystrom_.kernel_.params["reference"] == "landmarks"
     assert sc.predict(X[:50]).shape == (50,)
 
 
