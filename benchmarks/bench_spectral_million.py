@@ -12,8 +12,13 @@ subprocess reports its own wall time and peak RSS (``ru_maxrss``). Runs alternat
 libraries so that background load affects both alike. dkernel also predicts held-out points
 (dask-ml's estimator has no ``predict``); its ARI on 10⁴ new points is reported.
 
+With ``--adaptive`` the same runs add dkernel with the self-tuning ``local_scaling`` kernel
+(each point's width its distance to the 7th nearest landmark, no σ given) beside dkernel's RBF
+and dask-ml, and print the adaptive / RBF time ratio (issue 15: ≤ 1.5×, and below dask-ml);
+results go to ``spectral_million_adaptive.{json,md}``.
+
 Usage: python benchmarks/bench_spectral_million.py [--quick] [--n N] [--landmarks 200 1000]
-       [--datasets blobs rings] [--timeout S]
+       [--datasets blobs rings] [--timeout S] [--adaptive]
 """
 
 from __future__ import annotations
@@ -79,11 +84,12 @@ def child(lib: str, name: str, n: int, m: int, n_clusters: int) -> dict:
     out = {"lib": lib, "dataset": name, "n": n, "landmarks": m, "sigma": sigma}
     t = time.perf_counter()
     with dask.config.set(scheduler="threads", num_workers=2):
-        if lib == "dkernel":
+        if lib in ("dkernel", "dkernel-adaptive"):
             from dkernel.spectral.clustering import SpectralClustering
 
+            kernel = {"sigma": sigma} if lib == "dkernel" else {"kernel": "local_scaling"}
             est = SpectralClustering(
-                n_clusters, sigma=sigma, n_landmarks=m, landmarks="uniform", random_state=0
+                n_clusters, n_landmarks=m, landmarks="uniform", random_state=0, **kernel
             ).fit(Xd)
             labels = est.labels_
             out["fit_s"] = time.perf_counter() - t
@@ -175,6 +181,38 @@ def fmt(r: dict) -> str:
     )
 
 
+def adaptive_ratios(rows: list[dict], datasets: list[str], landmarks: list[int]) -> list[bool]:
+    """Print local_scaling vs RBF (same landmarks) and vs dask-ml; True where ≤ 1.5× RBF and
+    faster than dask-ml."""
+    print("\nadaptive (local_scaling) vs dkernel RBF and dask-ml:")
+    verdicts = []
+    for name in datasets:
+        for m in landmarks:
+            get = {
+                r["lib"]: r for r in rows if r.get("dataset") == name and r.get("landmarks") == m
+            }
+            a, r, d = (
+                get.get("dkernel-adaptive", {}),
+                get.get("dkernel", {}),
+                get.get("dask-ml", {}),
+            )
+            if a.get("status") != "ok" or r.get("status") != "ok":
+                print(f"  {name} m={m}: a dkernel run did not finish")
+                verdicts.append(False)
+                continue
+            ratio = a["fit_s"] / r["fit_s"]
+            vs_dask = a["fit_s"] / d["fit_s"] if d.get("status") == "ok" else float("nan")
+            ok = ratio <= 1.5 and not vs_dask > 1.0
+            verdicts.append(ok)
+            print(
+                f"  {name} m={m}: {a['fit_s']:.1f} s vs RBF {r['fit_s']:.1f} s ({ratio:.2f}x), "
+                f"vs dask-ml {vs_dask:.2f}x, peak RSS {a['peak_rss_gib']:.2f} GiB, ARI "
+                f"{a['ari']:.4f} (RBF {r['ari']:.4f}), new points {a['ari_new_points']:.3f} "
+                f"-> {'PASS' if ok else 'FAIL'}"
+            )
+    return verdicts
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="N = 50 000")
@@ -185,6 +223,7 @@ def main() -> None:
     ap.add_argument("--sklearn-timeout", type=float, default=300.0)
     ap.add_argument("--sklearn-mem-gib", type=float, default=5.0)
     ap.add_argument("--no-sklearn", action="store_true")
+    ap.add_argument("--adaptive", action="store_true", help="also run the local_scaling kernel")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -194,7 +233,8 @@ def main() -> None:
     n = args.n or (50_000 if args.quick else 1_000_000)
     rows: list[dict] = []
     full = not args.quick and args.n is None
-    out = RESULTS / "spectral_million.json"
+    out = RESULTS / ("spectral_million_adaptive.json" if args.adaptive else "spectral_million.json")
+    libs = ("dkernel", "dkernel-adaptive", "dask-ml") if args.adaptive else ("dkernel", "dask-ml")
 
     def save(done: bool) -> None:
         if full:  # written after every run so an interrupted benchmark keeps its rows
@@ -208,7 +248,7 @@ def main() -> None:
     for m in args.landmarks:
         for name in args.datasets:
             k = N_CLUSTERS[name]
-            for lib in ("dkernel", "dask-ml"):
+            for lib in libs:
                 res = run_child([lib, name, str(n), str(m), str(k)], args.timeout)
                 res.update({"lib": lib, "dataset": name, "n": n, "landmarks": m})
                 rows.append(res)
@@ -251,6 +291,8 @@ def main() -> None:
                 f"{a['peak_rss_gib'] / b['peak_rss_gib']:.2f}x, ARI {a['ari']:.4f} vs "
                 f"{b['ari']:.4f} -> {'PASS' if ok else 'FAIL'}"
             )
+    if args.adaptive:
+        verdicts += adaptive_ratios(rows, args.datasets, args.landmarks)
     if full:
         RESULTS.mkdir(exist_ok=True)
         out.write_text(
