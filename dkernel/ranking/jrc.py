@@ -37,7 +37,7 @@ from dkernel.errors import DKernelWarning, InvalidInputError, ResourceLimitError
 from dkernel.linalg import euclidean_kmeans
 from dkernel.linalg.eigen import fix_signs
 from dkernel.ranking.kernelmap import ADAPTIVE, resolve_kernel
-from dkernel.ranking.kppr import DENSE_LIMIT_BYTES
+from dkernel.ranking.kppr import DENSE_LIMIT_BYTES, top_normalized_eigenpairs
 from dkernel.ranking.ppr import degrees, restart_beta
 from dkernel.ranking.seeds import seed_vector
 
@@ -107,9 +107,7 @@ def jrc_normalized_embedding(
     r = 1.0 / np.sqrt(d)
     Kn = K * r[:, None]
     Kn *= r[None, :]
-    Kn = 0.5 * (Kn + Kn.T)
-    values, vectors = linalg.eigh(Kn, subset_by_index=[n - k, n - 1], check_finite=False)
-    values, vectors = values[::-1], fix_signs(vectors[:, ::-1])
+    values, vectors = top_normalized_eigenpairs(Kn, d, k)
     U = vectors * r[:, None]
     Z = np.sqrt(beta * d.sum()) * U / np.sqrt(1.0 + beta - values)[None, :]
     return Z, values, U, d

@@ -67,8 +67,12 @@ def normalized_eigenpairs(
         d = degrees(features=G)
         B = G / np.sqrt(d)[:, None]
         if G.shape[1] < G.shape[0]:
-            U, S, _ = linalg.svd(B, full_matrices=False, check_finite=False)
-            return S**2, fix_signs(U), d
+            e1 = trivial_eigenvector(d)
+            # deflate the exact eigenvector e1 (λ* = 1): the others are then orthogonal to it
+            U, S, _ = linalg.svd(B - np.outer(e1, e1 @ B), full_matrices=False, check_finite=False)
+            r = G.shape[1] - 1
+            values = np.concatenate([[1.0], S[:r] ** 2])
+            return values, np.concatenate([e1[:, None], fix_signs(U[:, :r])], axis=1), d
         Kn = B @ B.T
     else:
         K = np.asarray(K, dtype=np.float64)
@@ -76,10 +80,41 @@ def normalized_eigenpairs(
         r = 1.0 / np.sqrt(d)
         Kn = K * r[:, None]
         Kn *= r[None, :]
-    Kn = 0.5 * (Kn + Kn.T)
-    values, vectors = linalg.eigh(Kn, check_finite=False)
-    order = np.argsort(values)[::-1]
-    return values[order], fix_signs(vectors[:, order]), d
+    values, vectors = top_normalized_eigenpairs(Kn, d, Kn.shape[0])
+    return values, vectors, d
+
+
+def trivial_eigenvector(d: np.ndarray) -> np.ndarray:
+    """``e1 = D^{1/2} 1 / √Vol``: an exact eigenvector of ``D^{-1/2} K D^{-1/2}`` with λ* = 1."""
+    return np.sqrt(d) / np.sqrt(d.sum())
+
+
+def top_normalized_eigenpairs(
+    Kn: np.ndarray, d: np.ndarray, n_components: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_components`` largest eigenpairs of ``𝒦 = D^{-1/2} K D^{-1/2}``, descending.
+
+    The first is always the exact trivial pair ``(1, D^{1/2} 1/√Vol)``; the others come from
+    ``𝒦 − 3 e1 e1^T``, which moves e1 to λ = −2, below the spectrum of 𝒦 (in [−1, 1]). So the
+    others are orthogonal to e1 even when λ* = 1 is repeated (a graph with several connected
+    components, common for k-NN graphs) or nearly so, where an eigensolver would return an
+    arbitrary mix, and the base score ``d/Vol`` (Prop. 4) stays exact. Signs are fixed.
+
+    Notes
+    -----
+    O(N^2 k) with a subset eigensolver (O(N^3) for all), O(N^2) memory.
+    """
+    n = Kn.shape[0]
+    k = int(min(n_components, n))
+    e1 = trivial_eigenvector(d)
+    M = 0.5 * (Kn + Kn.T)
+    M -= 3.0 * np.outer(e1, e1)
+    if k > 1:
+        values, vectors = linalg.eigh(M, subset_by_index=[n - k + 1, n - 1], check_finite=False)
+        values, vectors = values[::-1], fix_signs(vectors[:, ::-1])
+    else:
+        values, vectors = np.zeros(0), np.zeros((n, 0))
+    return np.concatenate([[1.0], values]), np.concatenate([e1[:, None], vectors], axis=1)
 
 
 def prop6_criterion(
