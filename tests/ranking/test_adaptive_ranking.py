@@ -143,9 +143,7 @@ def test_laplacian_out_of_sample_refuses_isolated_points(small):
     ).fit(X)
     with pytest.raises(InvalidInputError, match="embedding='normalized'"):
         jrc.transform(Y)
-    far = JointRankingClustering(kernel="rbf", sigma=0.05, n_clusters=2, random_state=0).fit(
-        X[:20]
-    )
+    far = JointRankingClustering(kernel="rbf", sigma=0.05, n_clusters=2, random_state=0).fit(X[:20])
     with pytest.raises(InvalidInputError, match="zero affinity"):
         far.predict(X[:20] + 100.0)
 
