@@ -38,6 +38,10 @@ from dkernel.ranking.seeds import seed_vector
 
 ORDERINGS = ("prop6", "eigenvalue")
 DENSE_LIMIT_BYTES = 4 * 2**30
+#: Below this gap between λ*_1 = 1 and λ*_2 the graph is (nearly) disconnected and the
+#: eigensolver's basis of the top eigenspace is arbitrary; the trivial eigenvector is then
+#: deflated explicitly (:func:`top_normalized_eigenpairs`) so that the base score stays exact.
+TRIVIAL_GAP = 1e-6
 
 
 def normalized_eigenpairs(
@@ -61,12 +65,18 @@ def normalized_eigenpairs(
     Notes
     -----
     Dense: O(N^3) time, O(N^2) memory. Feature map with F < N: O(N F^2) time, O(N F) memory.
+    When λ*_2 is within ``TRIVIAL_GAP`` of 1 (a graph with several connected components, as
+    k-NN graphs often are), the exact trivial eigenvector is deflated and put first, once more
+    the cost.
     """
     if features is not None:
         G = np.asarray(features, dtype=np.float64)
         d = degrees(features=G)
         B = G / np.sqrt(d)[:, None]
         if G.shape[1] < G.shape[0]:
+            U, S, _ = linalg.svd(B, full_matrices=False, check_finite=False)
+            if S.size < 2 or S[0] ** 2 - S[1] ** 2 > TRIVIAL_GAP:
+                return S**2, fix_signs(U), d
             e1 = trivial_eigenvector(d)
             # deflate the exact eigenvector e1 (λ* = 1): the others are then orthogonal to it
             U, S, _ = linalg.svd(B - np.outer(e1, e1 @ B), full_matrices=False, check_finite=False)
@@ -80,6 +90,11 @@ def normalized_eigenpairs(
         r = 1.0 / np.sqrt(d)
         Kn = K * r[:, None]
         Kn *= r[None, :]
+    Kn = 0.5 * (Kn + Kn.T)
+    values, vectors = linalg.eigh(Kn, check_finite=False)
+    order = np.argsort(values)[::-1]
+    if values.size < 2 or values[order[0]] - values[order[1]] > TRIVIAL_GAP:
+        return values[order], fix_signs(vectors[:, order]), d
     values, vectors = top_normalized_eigenpairs(Kn, d, Kn.shape[0])
     return values, vectors, d
 
