@@ -1,5 +1,6 @@
 """Ranking: exact PPR, Kernel Personalized PageRank (KPPR), joint ranking and clustering (JRC)."""
 
+from dkernel.ranking.affinity import make_knn_mean_kernel
 from dkernel.ranking.graph import (
     make_projected_scorer,
     make_projector,
@@ -11,7 +12,12 @@ from dkernel.ranking.graph import (
     scores_from_projection,
     top_k_graph,
 )
-from dkernel.ranking.jrc import JointRankingClustering, jrc_embedding
+from dkernel.ranking.jrc import (
+    DegenerateClusterWarning,
+    JointRankingClustering,
+    jrc_embedding,
+    jrc_normalized_embedding,
+)
 from dkernel.ranking.kppr import (
     KernelPersonalizedPageRank,
     normalized_eigenpairs,
@@ -27,11 +33,14 @@ KPPR = KernelPersonalizedPageRank
 
 __all__ = [
     "KPPR",
+    "DegenerateClusterWarning",
     "JointRankingClustering",
     "KernelPersonalizedPageRank",
     "degrees",
     "global_rank",
     "jrc_embedding",
+    "jrc_normalized_embedding",
+    "make_knn_mean_kernel",
     "make_projected_scorer",
     "make_projector",
     "make_scorer",

@@ -4,7 +4,11 @@ KPPR and JRC need two things from a kernel κ: the in-sample Gram matrix (for th
 eigenpairs) and rows ``κ(x, X_fit)`` for new points (out-of-sample scores). A kernel is one of
 
 * a **block function** ``f(X, Y) -> (len(X), len(Y))`` array (the RBF via
-  :func:`dkernel.kernels.rbf_block`, or any user callable): a new point's score costs O(N p);
+  :func:`dkernel.kernels.rbf_block`, the registry's adaptive ``local_scaling`` and ``knn``
+  kernels, the half-weighted ``knn_mean`` graph of :mod:`dkernel.ranking.affinity`, or any user
+  callable): a new point's score costs O(N p). The adaptive kernels are fixed functions of
+  (x, y) (each point's width is its own neighbour distance among the training points), so a
+  training point scored as a new point gets exactly its in-sample kernel row;
 * a **precomputed** kernel: the user passes ``K`` to ``fit`` and ``κ(X_new, X_fit)`` rows to
   scoring;
 * an explicit **feature map** ``γ`` with ``κ(x, y) = γ(x)·γ(y)`` (any fitted transformer whose
@@ -25,6 +29,13 @@ import numpy as np
 
 from dkernel.errors import InvalidInputError
 from dkernel.kernels import rbf_block, sigma_rule_of_thumb
+from dkernel.kernels.registry import make_kernel
+from dkernel.ranking.affinity import make_knn_mean_kernel
+
+#: Kernels given by name whose widths adapt to each point's neighbourhood.
+ADAPTIVE = ("knn_mean", "knn", "local_scaling")
+#: Every kernel name the ranking estimators accept.
+KERNEL_NAMES = ("rbf", *ADAPTIVE, "precomputed", "pck")
 
 
 @dataclass
@@ -66,6 +77,17 @@ class RBFBlock:
 
     def __call__(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         return rbf_block(X, Y, self.sigma, dtype=np.dtype(self.dtype))
+
+
+@dataclass
+class RegistryBlock:
+    """Picklable block function of a resolved registry kernel, in a fixed dtype."""
+
+    kernel: Any
+    dtype: str = "float64"
+
+    def __call__(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        return self.kernel(X, Y, dtype=np.dtype(self.dtype))
 
 
 @dataclass
@@ -141,11 +163,44 @@ def resolve_kernel(
     dtype: str,
     seed: int | None,
     owner: str,
+    n_neighbors: int | None = None,
+    kernel_params: dict[str, Any] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Resolve an estimator's ``kernel`` parameter against the training data.
 
-    Returns the kernel object and a JSON-able description (kind, sigma, ...).
+    ``n_neighbors`` and ``kernel_params`` (``n_reference``) go to the adaptive kernels
+    (``knn_mean``, ``knn``, ``local_scaling``). Returns the kernel object and a JSON-able
+    description (kind, sigma, n_neighbors, ...).
     """
+    if sigma is not None and kernel != "rbf":
+        raise InvalidInputError(
+            f"{owner}: sigma={sigma!r} is the width of kernel='rbf', but kernel={kernel!r}. "
+            "Set kernel='rbf' to use it, or leave sigma=None."
+        )
+    if isinstance(kernel, str) and kernel in ADAPTIVE:
+        Xa = np.asarray(X, dtype=np.float64)
+        params = dict(kernel_params or {})
+        unknown = sorted(set(params) - {"n_reference"})
+        if unknown:
+            raise InvalidInputError(
+                f"{owner}: unknown kernel_params {unknown} for kernel={kernel!r}; the adaptive "
+                "kernels take n_reference (set n_neighbors on the estimator)."
+            )
+        if n_neighbors is not None:
+            params["n_neighbors"] = n_neighbors
+        if kernel == "knn_mean":
+            resolved = make_knn_mean_kernel(Xa, seed=seed, **params)
+        else:
+            resolved = make_kernel(kernel, Xa, seed=seed, **params)
+        return BlockKernel(RegistryBlock(resolved, dtype), Xa, name=kernel), {
+            "kernel": kernel,
+            **{k: v for k, v in resolved.params.items()},
+        }
+    if kernel_params:
+        raise InvalidInputError(
+            f"{owner}: kernel_params apply to the adaptive kernels {ADAPTIVE}; got "
+            f"kernel={kernel!r} with kernel_params={kernel_params!r}."
+        )
     if isinstance(kernel, str):
         if kernel == "rbf":
             Xa = np.asarray(X, dtype=np.float64)
@@ -180,8 +235,8 @@ def resolve_kernel(
             G = np.asarray(pck.transform(X), dtype=np.float64)
             return FeatureMapKernel(pck, G, name="pck"), {"kernel": "pck", "n_features": G.shape[1]}
         raise InvalidInputError(
-            f"The 'kernel' parameter of {owner} must be 'rbf', 'precomputed', 'pck', a callable "
-            f"block function or a fitted transformer with transform(); got {kernel!r}."
+            f"The 'kernel' parameter of {owner} must be one of {', '.join(KERNEL_NAMES)}, a "
+            f"callable block function or a transformer with transform(); got {kernel!r}."
         )
     if hasattr(kernel, "transform"):
         if not _is_fitted(kernel):
@@ -206,8 +261,8 @@ def resolve_kernel(
             "kernel": getattr(kernel, "__name__", "callable")
         }
     raise InvalidInputError(
-        f"The 'kernel' parameter of {owner} must be 'rbf', 'precomputed', 'pck', a callable or a "
-        f"transformer; got {kernel!r}."
+        f"The 'kernel' parameter of {owner} must be one of {', '.join(KERNEL_NAMES)}, a callable "
+        f"or a transformer; got {kernel!r}."
     )
 
 

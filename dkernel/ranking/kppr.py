@@ -32,12 +32,16 @@ from dkernel._random import seed_from_random_state
 from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.linalg.eigen import fix_signs
-from dkernel.ranking.kernelmap import resolve_kernel
+from dkernel.ranking.kernelmap import ADAPTIVE, resolve_kernel
 from dkernel.ranking.ppr import degrees, restart_beta
 from dkernel.ranking.seeds import seed_vector
 
 ORDERINGS = ("prop6", "eigenvalue")
 DENSE_LIMIT_BYTES = 4 * 2**30
+#: Below this gap between λ*_1 = 1 and λ*_2 the graph is (nearly) disconnected and the
+#: eigensolver's basis of the top eigenspace is arbitrary; the trivial eigenvector is then
+#: deflated explicitly (:func:`top_normalized_eigenpairs`) so that the base score stays exact.
+TRIVIAL_GAP = 1e-6
 
 
 def normalized_eigenpairs(
@@ -61,6 +65,9 @@ def normalized_eigenpairs(
     Notes
     -----
     Dense: O(N^3) time, O(N^2) memory. Feature map with F < N: O(N F^2) time, O(N F) memory.
+    When λ*_2 is within ``TRIVIAL_GAP`` of 1 (a graph with several connected components, as
+    k-NN graphs often are), the exact trivial eigenvector is deflated and put first, once more
+    the cost.
     """
     if features is not None:
         G = np.asarray(features, dtype=np.float64)
@@ -68,7 +75,14 @@ def normalized_eigenpairs(
         B = G / np.sqrt(d)[:, None]
         if G.shape[1] < G.shape[0]:
             U, S, _ = linalg.svd(B, full_matrices=False, check_finite=False)
-            return S**2, fix_signs(U), d
+            if S.size < 2 or S[0] ** 2 - S[1] ** 2 > TRIVIAL_GAP:
+                return S**2, fix_signs(U), d
+            e1 = trivial_eigenvector(d)
+            # deflate the exact eigenvector e1 (λ* = 1): the others are then orthogonal to it
+            U, S, _ = linalg.svd(B - np.outer(e1, e1 @ B), full_matrices=False, check_finite=False)
+            r = G.shape[1] - 1
+            values = np.concatenate([[1.0], S[:r] ** 2])
+            return values, np.concatenate([e1[:, None], fix_signs(U[:, :r])], axis=1), d
         Kn = B @ B.T
     else:
         K = np.asarray(K, dtype=np.float64)
@@ -79,7 +93,43 @@ def normalized_eigenpairs(
     Kn = 0.5 * (Kn + Kn.T)
     values, vectors = linalg.eigh(Kn, check_finite=False)
     order = np.argsort(values)[::-1]
-    return values[order], fix_signs(vectors[:, order]), d
+    if values.size < 2 or values[order[0]] - values[order[1]] > TRIVIAL_GAP:
+        return values[order], fix_signs(vectors[:, order]), d
+    values, vectors = top_normalized_eigenpairs(Kn, d, Kn.shape[0])
+    return values, vectors, d
+
+
+def trivial_eigenvector(d: np.ndarray) -> np.ndarray:
+    """``e1 = D^{1/2} 1 / √Vol``: an exact eigenvector of ``D^{-1/2} K D^{-1/2}`` with λ* = 1."""
+    return np.sqrt(d) / np.sqrt(d.sum())
+
+
+def top_normalized_eigenpairs(
+    Kn: np.ndarray, d: np.ndarray, n_components: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_components`` largest eigenpairs of ``𝒦 = D^{-1/2} K D^{-1/2}``, descending.
+
+    The first is always the exact trivial pair ``(1, D^{1/2} 1/√Vol)``; the others come from
+    ``𝒦 − 3 e1 e1^T``, which moves e1 to λ = −2, below the spectrum of 𝒦 (in [−1, 1]). So the
+    others are orthogonal to e1 even when λ* = 1 is repeated (a graph with several connected
+    components, common for k-NN graphs) or nearly so, where an eigensolver would return an
+    arbitrary mix, and the base score ``d/Vol`` (Prop. 4) stays exact. Signs are fixed.
+
+    Notes
+    -----
+    O(N^2 k) with a subset eigensolver (O(N^3) for all), O(N^2) memory.
+    """
+    n = Kn.shape[0]
+    k = int(min(n_components, n))
+    e1 = trivial_eigenvector(d)
+    M = 0.5 * (Kn + Kn.T)
+    M -= 3.0 * np.outer(e1, e1)
+    if k > 1:
+        values, vectors = linalg.eigh(M, subset_by_index=[n - k + 1, n - 1], check_finite=False)
+        values, vectors = values[::-1], fix_signs(vectors[:, ::-1])
+    else:
+        values, vectors = np.zeros(0), np.zeros((n, 0))
+    return np.concatenate([[1.0], values]), np.concatenate([e1[:, None], vectors], axis=1)
 
 
 def prop6_criterion(
@@ -123,8 +173,14 @@ class KernelPersonalizedPageRank:
 
     Parameters
     ----------
-    kernel : {'rbf', 'precomputed', 'pck'}, callable or transformer, default='rbf'
-        'rbf': Gaussian kernel (``sigma`` or the rule of thumb). 'precomputed': ``fit`` takes the
+    kernel : {'rbf', 'knn_mean', 'knn', 'local_scaling', 'precomputed', 'pck'}, callable or \
+transformer, default='rbf'
+        'rbf': Gaussian kernel (``sigma`` or the rule of thumb); the default, as in Paper II,
+        whose NDCG evaluation ranks against the exact PPR of the same kernel. 'knn_mean' (the
+        half-weighted symmetric k-NN graph of :mod:`dkernel.ranking.affinity`), 'knn' and
+        'local_scaling' (the registry's adaptive kernels) adapt to each point's neighbour
+        distance; each is a fixed function κ(x, y), so out-of-sample scores stay exact
+        extensions (a training point scored as new gets its in-sample score). 'precomputed': ``fit`` takes the
         N×N affinity matrix and scoring takes ``(n_new, N)`` rows κ(x, X_fit). 'pck': a default
         :class:`~dkernel.gmm.pck.ProbabilisticClusterKernel` fitted on X. A callable is a block
         function ``f(X, Y)``. An object with ``transform`` is an explicit feature map
@@ -140,8 +196,13 @@ class KernelPersonalizedPageRank:
         Drop eigenpairs with λ* ≤ this (out-of-sample scores divide by λ*; Paper II §4.2).
         None keeps all (in-sample scores are then the exact PPR).
     sigma : float, optional
-        RBF width; by default ``sigma_fraction`` × median pairwise distance.
+        RBF width (``kernel='rbf'`` only); by default ``sigma_fraction`` × median pairwise
+        distance.
     sigma_fraction : float, default=0.2
+    n_neighbors : int, default=10
+        Neighbour rank k of the adaptive kernels ('knn_mean', 'knn', 'local_scaling').
+    kernel_params : dict, optional
+        ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii).
     dtype : {'float64', 'float32'}, default='float64'
         Precision of RBF kernel rows when scoring new points.
     random_state : int, optional
@@ -200,6 +261,8 @@ class KernelPersonalizedPageRank:
         min_eigenvalue: float | None = 0.01,
         sigma: float | None = None,
         sigma_fraction: float = 0.2,
+        n_neighbors: int = 10,
+        kernel_params: dict | None = None,
         dtype: str = "float64",
         random_state: int | None = None,
     ) -> None:
@@ -210,14 +273,16 @@ class KernelPersonalizedPageRank:
         self.min_eigenvalue = min_eigenvalue
         self.sigma = sigma
         self.sigma_fraction = sigma_fraction
+        self.n_neighbors = n_neighbors
+        self.kernel_params = kernel_params
         self.dtype = dtype
         self.random_state = random_state
 
     # -- scikit-learn plumbing ------------------------------------------------------------
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         names = (
-            "kernel alpha n_components ordering min_eigenvalue sigma sigma_fraction dtype "
-            "random_state"
+            "kernel alpha n_components ordering min_eigenvalue sigma sigma_fraction n_neighbors "
+            "kernel_params dtype random_state"
         ).split()
         return {n: getattr(self, n) for n in names}
 
@@ -236,6 +301,7 @@ class KernelPersonalizedPageRank:
         check_scalar(self.min_eigenvalue, "min_eigenvalue", owner, allow_none=True)
         check_scalar(self.sigma, "sigma", owner, low=0, low_inclusive=False, allow_none=True)
         check_scalar(self.sigma_fraction, "sigma_fraction", owner, low=0, low_inclusive=False)
+        check_scalar(self.n_neighbors, "n_neighbors", owner, kind=int, low=1)
         check_options(self.dtype, "dtype", owner, ("float64", "float32"))
 
     # -- fitting --------------------------------------------------------------------------
@@ -259,6 +325,11 @@ class KernelPersonalizedPageRank:
             if hasattr(X, "dask"):
                 X = X.compute()
         n = X.shape[0]
+        if isinstance(self.kernel, str) and self.kernel in ADAPTIVE and self.n_neighbors >= n:
+            raise InvalidInputError(
+                f"The 'n_neighbors' parameter of {owner} must be < n_samples ({n}). "
+                f"Got {self.n_neighbors} instead; use a smaller n_neighbors."
+            )
         need = 3.0 * 8 * n * n
         if need > DENSE_LIMIT_BYTES:
             raise ResourceLimitError(
@@ -275,6 +346,8 @@ class KernelPersonalizedPageRank:
             dtype=self.dtype,
             seed=seed,
             owner=owner,
+            n_neighbors=self.n_neighbors,
+            kernel_params=self.kernel_params,
         )
         if self.kernel_.is_feature_map:
             values, vectors, d = normalized_eigenpairs(features=self.kernel_.features_fit)

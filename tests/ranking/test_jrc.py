@@ -42,7 +42,9 @@ def test_cluster_seed_is_centroid_projection():
 
     X, y = make_blobs(300, centers=3, cluster_std=1.0, random_state=0)
     pck = ProbabilisticClusterKernel(n_inits=5, max_components=6, random_state=0)
-    jrc = JointRankingClustering(kernel=pck, n_clusters=3, n_init=10, random_state=0).fit(X)
+    jrc = JointRankingClustering(  # the paper's Alg. 8 embedding, pinned
+        kernel=pck, embedding="laplacian", n_components=3, n_clusters=3, n_init=10, random_state=0
+    ).fit(X)
     assert jrc.embedding_.shape == (300, 3)
     assert clustering_accuracy(y, jrc.labels_) > 0.8
     for c in range(3):
@@ -65,7 +67,7 @@ def test_jrc_precomputed_and_validation(iris):
     X, _ = iris
     K = rbf_block(X, X, 0.8)
     a = JointRankingClustering(kernel="precomputed", n_init=3, random_state=1).fit(K)
-    b = JointRankingClustering(sigma=0.8, n_init=3, random_state=1).fit(X)
+    b = JointRankingClustering(kernel="rbf", sigma=0.8, n_init=3, random_state=1).fit(X)
     np.testing.assert_allclose(np.abs(a.embedding_), np.abs(b.embedding_), rtol=1e-8)
     with pytest.raises(InvalidInputError, match="n_clusters"):
         JointRankingClustering(n_clusters=200).fit(X)

@@ -131,6 +131,57 @@ def test_jrc_job(tmp_path, client):
     assert tree["metrics"].attrs["acc"] > 0.85
 
 
+def test_jrc_job_at_defaults(tmp_path, client):
+    """The default kernel (half-weighted 10-NN graph) and normalized truncation, end to end."""
+    out = run_job(
+        _spec("jrc", {"top_k": 4}, tmp_path / "j.zarr"),
+        client=client,
+        progress=False,
+        log=lambda _: None,
+    )
+    tree = open_results(out)
+    emb = tree["embedding"].to_dataset()
+    assert emb["embedding"].shape == (150, 3)  # n_components defaults to n_clusters
+    np.testing.assert_allclose(emb["embedding"].values[:, 0], 1.0, atol=1e-10)
+    assert emb.attrs["embedding"] == "normalized"
+    assert tree["ranking"].attrs["kernel"]["kernel"] == "knn_mean"
+    labels = tree["labels"].to_dataset()["labels"].values
+    assert np.bincount(labels, minlength=3).min() > 30
+    assert tree["metrics"].attrs["acc"] > 0.8
+
+
+def test_kppr_job_adaptive_kernel(tmp_path, client):
+    params = {
+        "kernel": "knn_mean",
+        "n_fit": 100,
+        "seeds": {"setosa": {"class": 0}, "row_120": 120},
+        "top_k": 10,
+    }
+    out = _run_kppr(params, tmp_path / "k.zarr", client)
+    tree = open_results(out)
+    assert tree["ranking"].attrs["kernel"]["kernel"] == "knn_mean"
+    assert tree["metrics"].attrs["ndcg@10_setosa"] > 0.8
+    with pytest.raises(SpecError, match="n_neighbors"):
+        _run_kppr({**params, "n_fit": 10}, tmp_path / "bad.zarr", client)
+
+
+@pytest.mark.parametrize(
+    ("method", "estimator"),
+    [("jrc", dkernel.JointRankingClustering), ("kppr", dkernel.KernelPersonalizedPageRank)],
+)
+def test_job_defaults_equal_estimator_defaults(method, estimator):
+    from dkernel.jobs.registry import get_method
+
+    job = {p.name: p.default for p in get_method(method).params}
+    est = estimator().get_params()
+    # dtype: the kppr job stores scores for millions of rows in float32 by design
+    shared = sorted((set(job) & set(est)) - {"dtype"})
+    assert {"kernel", "n_neighbors", "alpha", "n_components", "sigma", "sigma_fraction"} <= set(
+        shared
+    )
+    assert {k: job[k] for k in shared} == {k: est[k] for k in shared}
+
+
 def test_seed_spec_errors(tmp_path):
     with pytest.raises(SpecError, match="seeds"):
         _spec("kppr", {"seeds": {"bad": "x"}}, tmp_path / "e.zarr")

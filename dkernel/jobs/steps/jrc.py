@@ -1,7 +1,8 @@
 """``method: jrc`` — joint ranking and clustering (Løkse 2014, Alg. 8–10).
 
-Embeds the data with the Green's-kernel embedding of ``L_β = βD + (D − K)`` (RBF or PCK),
-clusters it with k-means and ranks every point for the global uniform seed and for a uniform
+Embeds the data with the Green's-kernel embedding of ``L_β = βD + (D − K)`` (by default the
+half-weighted 10-NN graph and the normalized truncation; the paper's ``kernel: pck`` /
+``embedding: laplacian`` / ``n_components: 3`` by parameters), clusters it with k-means and ranks every point for the global uniform seed and for a uniform
 seed over each cluster (⇔ its centroid). Writes ``/embedding``, ``/labels`` and ``/ranking``
 (scores per seed, overall top-k and the top-k inside every cluster, as 000 Fig. 10.8).
 """
@@ -18,11 +19,14 @@ from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import write_clustering_metrics
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.jobs.steps.kppr import KERNEL_PARAMS, ranking_kernel
+from dkernel.jobs.steps.kppr import KERNEL_PARAMS, kernel_param, ranking_kernel
 from dkernel.ranking.graph import ranking_dataset
-from dkernel.ranking.jrc import JointRankingClustering
+from dkernel.ranking.jrc import EMBEDDINGS, JointRankingClustering
+from dkernel.ranking.kernelmap import ADAPTIVE
 
-PARAMS = KERNEL_PARAMS + (
+_DEFAULTS = JointRankingClustering().get_params()
+
+PARAMS = (kernel_param(_DEFAULTS["kernel"]), *KERNEL_PARAMS) + (
     Param(
         "sigma_fraction",
         "float",
@@ -41,7 +45,22 @@ PARAMS = KERNEL_PARAMS + (
         high_open=True,
         doc="Restart probability (000: 0.15).",
     ),
-    Param("n_components", "int", default=3, low=1, doc="Embedding dimensions."),
+    Param(
+        "embedding",
+        "str",
+        default=_DEFAULTS["embedding"],
+        choices=EMBEDDINGS,
+        doc="Eigenpairs kept: largest of D^-1/2 K D^-1/2 (normalized) or smallest of L_beta "
+        "(laplacian, 000 Alg. 8).",
+    ),
+    Param(
+        "n_components",
+        "int",
+        default=_DEFAULTS["n_components"],
+        nullable=True,
+        low=1,
+        doc="Embedding dimensions (default: n_clusters; 000 used 3).",
+    ),
     Param("n_clusters", "int", default=3, low=1, doc="k-means clusters."),
     Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),
     Param("top_k", "int", default=10, low=1, doc="Top-k stored per seed and per cluster."),
@@ -50,13 +69,21 @@ PARAMS = KERNEL_PARAMS + (
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
-    if params["n_clusters"] > n or params["n_components"] > n:
+    n_components = params["n_components"] or params["n_clusters"]
+    if params["n_clusters"] > n or n_components > n:
         raise InvalidInputError(
             f"params.n_clusters ({params['n_clusters']}) and n_components "
-            f"({params['n_components']}) must not exceed the number of samples ({n})."
+            f"({n_components}) must not exceed the number of samples ({n})."
         )
-    if params["kernel"] == "rbf" and np.isnan(np.asarray(data.X)).any():
-        raise InvalidInputError("jrc with kernel: rbf does not handle missing values; use pck.")
+    kernel = params["kernel"]
+    if kernel != "pck" and np.isnan(np.asarray(data.X)).any():
+        raise InvalidInputError(
+            f"jrc with kernel: {kernel} does not handle missing values; use kernel: pck."
+        )
+    if kernel in ADAPTIVE and params["n_neighbors"] >= n:
+        raise InvalidInputError(
+            f"params.n_neighbors ({params['n_neighbors']}) must be < the number of samples ({n})."
+        )
 
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
@@ -74,7 +101,9 @@ def run(ctx: JobContext) -> None:
     kernel = ranking_kernel(p, ctx.seed)
     jrc = JointRankingClustering(
         kernel=kernel,
+        n_neighbors=p["n_neighbors"],
         alpha=p["alpha"],
+        embedding=p["embedding"],
         n_components=p["n_components"],
         n_clusters=p["n_clusters"],
         n_init=p["n_init"],
@@ -124,7 +153,12 @@ def run(ctx: JobContext) -> None:
             coords={"component": np.arange(jrc.embedding_.shape[1])},
             attrs={
                 "method": "jrc",
-                "eigenvalues": "ascending eigenvalues of L_beta",
+                "embedding": p["embedding"],
+                "eigenvalues": (
+                    "descending eigenvalues of D^-1/2 K D^-1/2"
+                    if p["embedding"] == "normalized"
+                    else "ascending eigenvalues of L_beta"
+                ),
                 "volume": jrc.volume_,
             },
         ),

@@ -29,6 +29,7 @@ from dkernel.ranking.graph import (
     scorer_for_seeds,
     scores_from_projection,
 )
+from dkernel.ranking.kernelmap import ADAPTIVE
 from dkernel.ranking.kppr import KernelPersonalizedPageRank
 from dkernel.ranking.metrics import ndcg_at_k
 from dkernel.ranking.ppr import ppr_exact
@@ -53,8 +54,31 @@ def _check_seeds(value: Any) -> str | None:
     return None
 
 
+#: Kernel names the ranking jobs accept (``knn_mean``, ``knn`` and ``local_scaling`` adapt
+#: to each point's neighbour distance; see dkernel.ranking.kernelmap).
+KERNEL_CHOICES = ("rbf", "knn_mean", "knn", "local_scaling", "pck")
+
+
+def kernel_param(default: str) -> Param:
+    """The ``kernel`` parameter with a method's own default (the estimator's)."""
+    return Param(
+        "kernel",
+        "str",
+        default=default,
+        choices=KERNEL_CHOICES,
+        doc="Affinity kernel (knn_mean / knn / local_scaling adapt to each point's neighbours).",
+    )
+
+
+#: Kernel parameters shared by the ranking jobs; each adds its own ``kernel_param``.
 KERNEL_PARAMS = (
-    Param("kernel", "str", default="rbf", choices=("rbf", "pck"), doc="Affinity kernel."),
+    Param(
+        "n_neighbors",
+        "int",
+        default=10,
+        low=1,
+        doc="Neighbour rank k of the knn_mean / knn / local_scaling kernels.",
+    ),
     Param(
         "sigma",
         "float",
@@ -76,7 +100,7 @@ KERNEL_PARAMS = (
     ),
 )
 
-PARAMS = KERNEL_PARAMS + (
+PARAMS = (kernel_param(KernelPersonalizedPageRank().kernel), *KERNEL_PARAMS) + (
     Param("sigma_fraction", "float", default=0.2, low=0, low_open=True),
     Param(
         "alpha",
@@ -169,9 +193,16 @@ def check_data(params: dict, data: LoadedData) -> None:
                     f"{np.unique(np.asarray(data.y)).tolist()[:20]}.",
                     "params.seeds",
                 )
-    if params["kernel"] == "rbf" and not hasattr(data.X, "dask") and np.isnan(data.X).any():
+    kernel = params["kernel"]
+    if kernel != "pck" and not hasattr(data.X, "dask") and np.isnan(data.X).any():
         raise InvalidInputError(
-            "kppr with kernel: rbf does not handle missing values; use kernel: pck."
+            f"kppr with kernel: {kernel} does not handle missing values; use kernel: pck."
+        )
+    if kernel in ADAPTIVE and params["n_neighbors"] >= _n_fit(params, n):
+        raise SpecError(
+            f"n_neighbors ({params['n_neighbors']}) must be < the in-sample rows "
+            f"({_n_fit(params, n)}); lower n_neighbors or raise n_fit.",
+            "params.n_neighbors",
         )
 
 
@@ -202,7 +233,7 @@ def _seed_mean(kppr: KernelPersonalizedPageRank, rows: np.ndarray, fit_pos: dict
 def ranking_kernel(params: Mapping[str, Any], seed: int) -> Any:
     """The ``kernel`` argument of the ranking estimators from the shared KERNEL_PARAMS."""
     if params["kernel"] != "pck":
-        return "rbf"
+        return params["kernel"]
     from dkernel.gmm.pck import ProbabilisticClusterKernel
 
     return ProbabilisticClusterKernel(
@@ -232,6 +263,7 @@ def run(ctx: JobContext) -> None:
         min_eigenvalue=p["min_eigenvalue"],
         sigma=p["sigma"],
         sigma_fraction=p["sigma_fraction"],
+        n_neighbors=p["n_neighbors"],
         dtype=p["dtype"],
         random_state=ctx.seed,
     )
