@@ -127,11 +127,11 @@ class JointRankingClustering:
     kernel : {'knn_mean', 'knn', 'local_scaling', 'rbf', 'precomputed', 'pck'}, callable or \
 transformer, default='knn_mean'
         'knn_mean': 1 between mutual ``n_neighbors``-nearest neighbours, ½ one way, 0 otherwise
-        (:mod:`dkernel.ranking.affinity`; scikit-learn's k-NN affinity). 'knn' and
+        (``dkernel.ranking.affinity``; scikit-learn's k-NN affinity). 'knn' and
         'local_scaling': the registry's adaptive kernels. Every kernel but 'precomputed' is a
         fixed function κ(x, y), so :meth:`transform`, :meth:`predict` and
         :meth:`score_samples` extend to new points. Others as for
-        :class:`~dkernel.ranking.KernelPersonalizedPageRank`; the paper (000) uses 'pck' or
+        :class:`~dkernel.KernelPersonalizedPageRank`; the paper (000) uses 'pck' or
         'rbf' with ``embedding='laplacian'`` and ``n_components=3``.
     n_neighbors : int, default=10
         Neighbour rank k of the adaptive kernels (scikit-learn's k-NN spectral clustering uses
@@ -159,14 +159,24 @@ transformer, default='knn_mean'
 
     Attributes
     ----------
-    embedding_ : (N, n_components) ``Z_β``.
-    eigenvalues_ : (n_components,) λ* of ``D^{-1/2} K D^{-1/2}`` descending ('normalized') or λ
-        of ``L_β`` ascending ('laplacian').
-    eigenvectors_ : (N, n_components) ``D^{-1/2} E*`` ('normalized') or ``E`` ('laplacian').
-    labels_ : (N,) cluster labels. cluster_centers_ : (n_clusters, n_components).
-    cluster_sizes_ : (n_clusters,).
-    degrees_ : (N,). volume_ : float. global_rank_ : (N,) ``d/Vol``.
-    kernel_ : the resolved kernel; kernel_params_ : dict.
+    embedding_ : ndarray (N, n_components)
+        ``Z_β``.
+    eigenvalues_ : ndarray (n_components,)
+        λ* of ``D^{-1/2} K D^{-1/2}`` descending ('normalized') or λ of ``L_β`` ascending
+        ('laplacian').
+    eigenvectors_ : ndarray (N, n_components)
+        ``D^{-1/2} E*`` ('normalized') or ``E`` ('laplacian').
+    labels_ : ndarray (N,)
+        Cluster labels.
+    cluster_centers_ : ndarray (n_clusters, n_components)
+    cluster_sizes_ : ndarray (n_clusters,)
+    degrees_ : ndarray (N,)
+    volume_ : float
+    global_rank_ : ndarray (N,)
+        ``d/Vol``.
+    kernel_ : object
+        The resolved kernel.
+    kernel_params_ : dict
 
     Warns
     -----
@@ -362,7 +372,7 @@ transformer, default='knn_mean'
 
     def transform(self, X: Any) -> np.ndarray:
         """Out-of-sample embedding ``z(x)`` (n, n_components); a training point gets its row of
-        :attr:`embedding_` (to rounding).
+        ``embedding_`` (to rounding).
 
         Parameters
         ----------
@@ -398,7 +408,7 @@ transformer, default='knn_mean'
     def predict(self, X: Any) -> np.ndarray:
         """Cluster of each new point: the nearest k-means centre of its :meth:`transform`.
 
-        For the training points this is :attr:`labels_`.
+        For the training points this is ``labels_``.
         """
         Z = self.transform(X)
         C = self.cluster_centers_

@@ -177,7 +177,7 @@ class KernelPersonalizedPageRank:
 transformer, default='rbf'
         'rbf': Gaussian kernel (``sigma`` or the rule of thumb); the default, as in Paper II,
         whose NDCG evaluation ranks against the exact PPR of the same kernel. 'knn_mean' (the
-        half-weighted symmetric k-NN graph of :mod:`dkernel.ranking.affinity`), 'knn' and
+        half-weighted symmetric k-NN graph of ``dkernel.ranking.affinity``), 'knn' and
         'local_scaling' (the registry's adaptive kernels) adapt to each point's neighbour
         distance; each is a fixed function κ(x, y), so out-of-sample scores stay exact
         extensions (a training point scored as new gets its in-sample score). 'precomputed': ``fit`` takes the
