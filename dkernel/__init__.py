@@ -24,7 +24,7 @@ from dkernel.runtime import connect
 from dkernel.spectral import KECA, KernelPCAEmbedding
 from dkernel.spectral.clustering import SpectralClustering
 from dkernel.spectral.nystrom import NystromEmbedding
-from dkernel.storage import ResultsStore, open_results
+from dkernel.storage import ResultsStore, open_results, recorded_path
 
 __version__ = "0.1.0"
 
@@ -52,6 +52,7 @@ __all__ = [
     "ResultsStore",
     "connect",
     "open_results",
+    "recorded_path",
     "clustering_accuracy",
     "clustering_scores",
 ]

@@ -154,11 +154,11 @@ def fit_sparse_embedding(
             f"n_neighbors ({n_neighbors}) must be <= the neighbours kept per point ({g}); "
             "raise graph_neighbors or lower n_neighbors."
         )
+    # the index needs every training point in memory anyway, so the training points' own
+    # neighbours are searched there too (one read of a Dask input, no second pass)
     X_train = np.asarray(X.compute() if isinstance(X, da.Array) else X, dtype=np.float64)
     index = build_index(X_train)
-    dist, ind = knn_search(index, X if isinstance(X, da.Array) else X_train, g + 1)
-    if isinstance(dist, da.Array):
-        dist, ind = da.compute(dist, ind)
+    dist, ind = knn_search(index, X_train, g + 1)
     W, sigma = _affinity(dist, ind, n_neighbors)
     degrees = np.asarray(W.sum(axis=1)).ravel()
     inv_sqrt = 1.0 / np.sqrt(degrees)

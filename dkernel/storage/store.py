@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -88,6 +89,11 @@ class ResultsStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+
+    def relative(self, file: str | Path) -> str:
+        """``file`` as recorded in the store's attributes: relative to the store directory
+        (read back with :func:`recorded_path`)."""
+        return os.path.relpath(Path(file).resolve(), self.path.resolve())
 
     # -- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -486,6 +492,28 @@ def _existing_status(path: Path) -> str | None:
     if group.attrs.get("format") != STORE_FORMAT:
         return None
     return group.attrs.get("status")
+
+
+def recorded_path(store: str | Path, recorded: str | Path) -> Path:
+    """A file path recorded in a store's attributes (label GeoTIFF, quick-look PNG), resolved.
+
+    Stores record such paths relative to the store directory, so a store and its files can be
+    moved together and opened from any working directory. Absolute paths are returned as they
+    are; a path written by an older version relative to the job's working directory is used
+    when it exists and the store-relative one does not.
+
+    Examples
+    --------
+    >>> recorded_path("results/demo.zarr", "../demo.labels.tif").as_posix()
+    'results/demo.labels.tif'
+    """
+    recorded = Path(recorded)
+    if recorded.is_absolute():
+        return recorded
+    resolved = Path(os.path.normpath(Path(store) / recorded))
+    if not resolved.exists() and recorded.exists():
+        return recorded
+    return resolved
 
 
 def open_results(path: str | Path, *, warn: bool = True) -> xr.DataTree:

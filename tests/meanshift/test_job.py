@@ -10,7 +10,7 @@ import rioxarray
 
 from dkernel.io import raster as R
 from dkernel.jobs.runner import prepare_job, run_job
-from dkernel.storage.store import open_results
+from dkernel.storage.store import open_results, recorded_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,12 +74,13 @@ def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
     assert ms["affinity"].shape == (m, m) and ms["modes"].shape == (m, 5)
     part = ms["partition"].values
     np.testing.assert_array_equal(labels[valid], ms["partition_labels"].values[part[valid]])
-    tif = Path(ms.attrs["label_geotiff"])
+    assert ms.attrs["label_geotiff"] == "../out.labels.tif"  # relative to the store
+    tif = recorded_path(out, ms.attrs["label_geotiff"])
     assert tif == out.parent / "out.labels.tif"
     back = rioxarray.open_rasterio(tif)
     assert back.rio.crs == src.rio.crs and back.rio.transform() == src.rio.transform()
     np.testing.assert_array_equal(back.values[0], labels)
-    assert Path(ms.attrs["quicklook_png"]).read_bytes()[:4] == b"\x89PNG"
+    assert recorded_path(out, ms.attrs["quicklook_png"]).read_bytes()[:4] == b"\x89PNG"
 
 
 def test_mssc_job_unit_bands(tmp_path, small_tif, client):

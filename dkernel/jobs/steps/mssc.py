@@ -250,10 +250,10 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     if p["write_geotiff"]:
         write_label_geotiff(geotiff, label_map, image)
-        attrs["label_geotiff"] = str(geotiff)
+        attrs["label_geotiff"] = ctx.store.relative(geotiff)
     if p["write_png"]:
         write_quicklook(png, image, label_map, title=f"MSSC: {m} partitions → {k} clusters")
-        attrs["quicklook_png"] = str(png)
+        attrs["quicklook_png"] = ctx.store.relative(png)
     ds = xr.Dataset(
         {
             "labels": lab_da,
