@@ -2,10 +2,55 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from dkernel.errors import InvalidInputError
+
+#: The source checkout this package runs from (its ``../shared/data`` is the fallback).
+CHECKOUT = Path(__file__).resolve().parents[2]
+DATA_HELP = (
+    "Set DKERNEL_DATA to the folder holding the datasets and their MANIFEST.md (CI uses "
+    "../shared/data beside the checkout; see the README, 'Datasets')."
+)
+
+
+def data_root(required: bool = True) -> Path | None:
+    """The datasets folder: ``$DKERNEL_DATA``, else ``../shared/data`` beside a source checkout.
+
+    The fallback is the one ``python3 tasks.py`` applies, so ``dkernel run`` from a checkout
+    finds the same data as the test suite.
+
+    Raises
+    ------
+    InvalidInputError
+        When ``required`` and neither exists (the message says which variable to set).
+    """
+    env = os.environ.get("DKERNEL_DATA")
+    if env:
+        return Path(env).expanduser()
+    candidate = CHECKOUT.parent / "shared" / "data"
+    if (CHECKOUT / "pyproject.toml").is_file() and candidate.is_dir():
+        return candidate
+    if required:
+        raise InvalidInputError(
+            f"DKERNEL_DATA is not set and no ../shared/data was found. {DATA_HELP}"
+        )
+    return None
+
+
+def expand_data_path(path: str | os.PathLike) -> Path:
+    """A reader's path with ``~`` and environment variables expanded; ``${DKERNEL_DATA}`` /
+    ``$DKERNEL_DATA`` resolve through :func:`data_root` (so never stay unexpanded)."""
+    text = str(path)
+    if "DKERNEL_DATA" in text and not os.environ.get("DKERNEL_DATA"):
+        root = str(data_root())
+        text = text.replace("${DKERNEL_DATA}", root).replace("$DKERNEL_DATA", root)
+    return Path(os.path.expandvars(text)).expanduser()
 
 
 @dataclass

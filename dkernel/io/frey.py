@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from dkernel.errors import InvalidInputError
-from dkernel.io.data import LoadedData
+from dkernel.io.data import LoadedData, data_root, expand_data_path
 from dkernel.io.registry import Reader, register_reader
 from dkernel.jobs.params import Param
 
@@ -24,14 +24,8 @@ FREY_RELATIVE = Path("frey_faces") / "frey_rawface.mat"
 def frey_path(path: str | os.PathLike | None = None) -> Path:
     """The ``.mat`` file: ``path`` if given (a file or the data folder), else ``$DKERNEL_DATA``."""
     if path is None:
-        env = os.environ.get("DKERNEL_DATA")
-        if not env:
-            raise InvalidInputError(
-                "No path given and DKERNEL_DATA is not set; pass path= (frey_rawface.mat) or set "
-                "DKERNEL_DATA to the shared data folder."
-            )
-        path = env
-    p = Path(os.path.expandvars(str(path))).expanduser()
+        path = data_root()
+    p = expand_data_path(path)
     if p.is_dir():
         p = p / FREY_RELATIVE if (p / FREY_RELATIVE).exists() else p / "frey_rawface.mat"
     if not p.is_file():

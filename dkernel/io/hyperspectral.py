@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from dkernel.errors import InvalidInputError
+from dkernel.io.data import data_root, expand_data_path
 
 SAMSON_DIR = "hyperspectral_unmixing_samson_jasper"
 
@@ -22,14 +23,8 @@ JASPER_CLASSES = ("tree", "water", "dirt", "road")
 
 def _resolve_dir(data_dir: str | os.PathLike | None) -> Path:
     if data_dir is None:
-        env = os.environ.get("DKERNEL_DATA")
-        if not env:
-            raise InvalidInputError(
-                "No data directory given and DKERNEL_DATA is not set. Pass data_dir= or set "
-                "DKERNEL_DATA to the shared data folder."
-            )
-        data_dir = env
-    path = Path(os.path.expandvars(str(data_dir))).expanduser()
+        data_dir = data_root()
+    path = expand_data_path(data_dir)
     if (path / SAMSON_DIR).is_dir():
         path = path / SAMSON_DIR
     if not path.is_dir():

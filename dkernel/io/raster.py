@@ -23,7 +23,7 @@ import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
 
 from dkernel.errors import InvalidInputError
-from dkernel.io.data import LoadedData
+from dkernel.io.data import LoadedData, expand_data_path
 
 #: Pixels per row strip of the feature array (about 8 MiB of float32 features per chunk).
 STRIP_PIXELS = 2**18
@@ -49,7 +49,7 @@ def resolve_path(path: str | os.PathLike) -> Path:
     text = str(path)
     if text.startswith("package:"):
         return package_data_path(text.split(":", 1)[1])
-    return Path(os.path.expandvars(text)).expanduser()
+    return expand_data_path(text)
 
 
 def _strip_rows(n_rows: int, n_cols: int) -> int:
@@ -584,7 +584,7 @@ def _register() -> None:
                     coord,
                 ),
                 load=lambda path="${DKERNEL_DATA}", scale="none", coord_scale=0.25, _s=scene: (
-                    load_hyperspectral(_s, os.path.expandvars(path), scale, coord_scale)
+                    load_hyperspectral(_s, expand_data_path(path), scale, coord_scale)
                 ),
                 description=f"{text} hyperspectral scene with argmax-abundance ground truth.",
                 raster=True,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from dkernel.errors import InvalidInputError
-from dkernel.io.data import LoadedData
+from dkernel.io.data import LoadedData, data_root, expand_data_path
 from dkernel.io.registry import Reader, register_reader
 from dkernel.jobs.params import Param
 
@@ -24,14 +24,8 @@ SHAPE_SETS = ("jain", "Aggregation", "Compound", "pathbased", "spiral", "flame",
 
 def _folder(path: str | os.PathLike | None) -> Path:
     if path is None:
-        env = os.environ.get("DKERNEL_DATA")
-        if not env:
-            raise InvalidInputError(
-                "No path given and DKERNEL_DATA is not set; pass path= (the shapes folder) or "
-                "set DKERNEL_DATA to the shared data folder."
-            )
-        path = env
-    p = Path(os.path.expandvars(str(path))).expanduser()
+        path = data_root()
+    p = expand_data_path(path)
     if (p / SHAPES_DIR).is_dir():
         p = p / SHAPES_DIR
     if not p.is_dir():

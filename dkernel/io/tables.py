@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from dkernel.errors import InvalidInputError
-from dkernel.io.data import LoadedData
+from dkernel.io.data import LoadedData, data_root, expand_data_path
 from dkernel.io.registry import Reader, register_reader
 from dkernel.jobs.params import Param
 
@@ -50,14 +50,8 @@ STATLOG_CLASSES = {
 
 def _file(data_dir: str | os.PathLike | None, sub: str, name: str) -> Path:
     if data_dir is None:
-        env = os.environ.get("DKERNEL_DATA")
-        if not env:
-            raise InvalidInputError(
-                "No data_dir given and DKERNEL_DATA is not set; pass the shared data folder or "
-                "set DKERNEL_DATA."
-            )
-        data_dir = env
-    base = Path(os.path.expandvars(str(data_dir))).expanduser()
+        data_dir = data_root()
+    base = expand_data_path(data_dir)
     for candidate in (base / sub / name, base / name):
         if candidate.is_file():
             return candidate

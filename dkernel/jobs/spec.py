@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from dkernel.errors import SpecError
+from dkernel.io.data import DATA_HELP, data_root
 from dkernel.jobs.params import Param, validate_mapping
 
 TOP_LEVEL = (
@@ -107,10 +108,23 @@ _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def expand_env(value: str, key: str) -> str:
-    """Expand ``${VAR}`` / ``$VAR``; an unset variable is an error naming it."""
+    """Expand ``${VAR}`` / ``$VAR``; an unset variable is an error naming it.
+
+    ``DKERNEL_DATA`` falls back to ``../shared/data`` beside a source checkout
+    (:func:`dkernel.io.data.data_root`).
+    """
 
     def repl(match: re.Match) -> str:
         var = match.group(1) or match.group(2)
+        if var == "DKERNEL_DATA":
+            root = data_root(required=False)
+            if root is None:
+                raise SpecError(
+                    f"{value!r} uses ${{DKERNEL_DATA}}, which is not set, and no ../shared/data "
+                    f"was found beside the checkout. {DATA_HELP}",
+                    key,
+                )
+            return str(root)
         if var not in os.environ:
             raise SpecError(
                 f"environment variable {var!r} in {value!r} is not set; export it "
