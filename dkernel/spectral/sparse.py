@@ -57,6 +57,7 @@ class SparseSpectralModel:
     def _embed_block(self, block: np.ndarray) -> np.ndarray:
         dist, ind = knn_search(self.index, block, self.graph_neighbors)
         sigma_x = kth_distinct_distance(dist, self.n_neighbors)
+        # a duplicate of training points takes their scale, as in training
         sigma_x = np.where(sigma_x > 0, sigma_x, self.sigma[ind[:, 0]])
         w = local_scaling_weights(dist, sigma_x, self.sigma[ind])
         d_x = w.sum(axis=1)
@@ -78,17 +79,27 @@ class SparseSpectralModel:
         return self._embed_block(np.asarray(X, dtype=np.float64))
 
 
+def fill_zero_scales(sigma: np.ndarray, n_listed: int) -> np.ndarray:
+    """Scales of points whose listed neighbours all coincide with them (duplicated rows, as in
+    integer-valued tables) are 0; they get the median scale of the others, which only matters
+    for their few edges to distinct points (duplicates are joined with weight 1 whatever σ)."""
+    zero = ~(sigma > 0)
+    if zero.all():
+        raise InvalidInputError(
+            f"every point coincides with its {n_listed} nearest neighbours (all rows identical?), "
+            "so no local scale exists; remove the duplicates."
+        )
+    if zero.any():
+        sigma = sigma.copy()
+        sigma[zero] = np.median(sigma[~zero])
+    return sigma
+
+
 def _affinity(
     dist: np.ndarray, ind: np.ndarray, n_neighbors: int
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     n = dist.shape[0]
-    sigma = kth_distinct_distance(dist, n_neighbors)
-    if not np.all(sigma > 0):
-        raise InvalidInputError(
-            f"{int(np.sum(sigma <= 0))} points have no distinct neighbour among their "
-            f"{dist.shape[1]} nearest (duplicated points?), so their local scale is 0; remove "
-            "duplicates or raise n_neighbors."
-        )
+    sigma = fill_zero_scales(kth_distinct_distance(dist, n_neighbors), dist.shape[1])
     w = local_scaling_weights(dist, sigma, sigma[ind])
     rows = np.repeat(np.arange(n), ind.shape[1])
     W = sp.csr_matrix((w.ravel(), (rows, ind.ravel())), shape=(n, n))

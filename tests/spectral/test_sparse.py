@@ -87,3 +87,14 @@ def test_bad_neighbours_and_features():
     sc = SpectralClustering(2, random_state=0).fit(X)
     with pytest.raises(Exception, match="expecting 2 features"):
         sc.predict(np.zeros((3, 3)))
+
+
+def test_duplicated_rows_get_a_scale_and_predict_consistently():
+    rng = np.random.default_rng(0)
+    base = np.vstack([rng.normal(0, 0.3, (40, 2)), rng.normal(3, 0.3, (40, 2))])
+    X = np.vstack([base, np.repeat(base[:3], 30, axis=0)])  # 90 copies of three rows
+    sc = SpectralClustering(2, random_state=0).fit(X)
+    assert np.all(sc.graph_model_.sigma > 0)
+    assert np.mean(sc.predict(X) == sc.labels_) >= 0.99
+    with pytest.raises(Exception, match="all rows identical"):
+        SpectralClustering(2).fit(np.ones((50, 2)))
