@@ -59,11 +59,14 @@ def setup_logging(level: str = "info", json_lines: bool = False) -> logging.Logg
 
 
 def _parser() -> argparse.ArgumentParser:
+    from dkernel import __version__
+
     parser = argparse.ArgumentParser(
         prog="dkernel",
         description="Kernel methods for unsupervised learning at scale on Dask, "
         "with Zarr results stores.",
     )
+    parser.add_argument("--version", action="version", version=f"dkernel {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--log-level", choices=LOG_LEVELS, default="info", help="log verbosity (default info)"
@@ -76,12 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "validate", parents=[common], help="validate a job spec (and its data) without running it"
     )
-    p.add_argument("job", type=Path)
+    p.add_argument("job", type=Path, help="the job spec (YAML), e.g. jobs/wine-rbf-kpca.yaml")
     p.add_argument("--no-data", action="store_true", help="check the spec only, don't read data")
     p.add_argument("--output-root", type=Path, help="directory outputs are confined to")
 
     def add_run_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("job", type=Path)
+        p.add_argument("job", type=Path, help="the job spec (YAML), e.g. jobs/wine-rbf-kpca.yaml")
         p.add_argument("--output", type=Path, help="results store path (overrides the spec)")
         p.add_argument(
             "--output-root",
@@ -120,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", help="client private key (PEM)")
 
     p = sub.add_parser("show", parents=[common], help="summarise a results store")
-    p.add_argument("store", type=Path)
+    p.add_argument("store", type=Path, help="a results store, e.g. results/wine-rbf-kpca.zarr")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser(
@@ -134,8 +137,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run the demo: MSSC on a Landsat scene (writes results/demo-landsat-mssc.zarr, "
         "a label GeoTIFF and a quick-look PNG)",
     )
-    p.add_argument("--output", type=Path, default=Path("results/demo-landsat-mssc.zarr"))
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--output",
+        type=Path,
+        default=Path("results/demo-landsat-mssc.zarr"),
+        help="results store path (default results/demo-landsat-mssc.zarr)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
 
 
@@ -239,12 +247,18 @@ def _cmd_show(args: argparse.Namespace) -> int:
     for a in info["arrays"]:
         dims = ", ".join(f"{d}={s}" for d, s in zip(a["dims"], a["shape"], strict=True))
         chunks = f" chunks {tuple(a['chunks'])}" if a["chunks"] else ""
-        print(f"  {a['group']}/{a['name']}: ({dims}) {a['dtype']}{chunks}")
+        values = a.get("values")
+        if values is not None:
+            shown = f"{values:.6g}" if isinstance(values, float) else str(values)
+            print(f"  {a['group']}/{a['name']} = {shown}  ({dims}) {a['dtype']}")
+        else:
+            print(f"  {a['group']}/{a['name']}: ({dims}) {a['dtype']}{chunks}")
     return EXIT_OK
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
     from dkernel.io.registry import READERS, get_reader
+    from dkernel.jobs.params import REQUIRED
     from dkernel.jobs.registry import METHODS, get_method
 
     get_method("rbf-spectral")  # importing the registries' built-ins
@@ -257,9 +271,9 @@ def _cmd_methods(args: argparse.Namespace) -> int:
         kind = "method" if args.name in METHODS else "reader"
         print(f"{kind} {entry.name}: {entry.description}")
         for param in entry.params:
-            default = "required" if repr(param.default) == "REQUIRED" else f"{param.default!r}"
+            default = "required" if param.default is REQUIRED else f"default {param.default!r}"
             doc = f"  {param.doc}" if param.doc else ""
-            print(f"  {param.name}: {param.describe()} (default {default}){doc}")
+            print(f"  {param.name}: {param.describe()} ({default}){doc}")
         return EXIT_OK
     print("methods (method: NAME in a job spec):")
     for name, method in sorted(METHODS.items()):

@@ -17,7 +17,7 @@ def test_validate_ok_and_invalid(tmp_path, capsys):
     assert "unknown method 'nope'" in capsys.readouterr().err
 
 
-def test_submit_to_unreachable_scheduler_fails_fast(capsys):
+def test_submit_to_unreachable_scheduler_fails_fast(capsys, tmp_path):
     code = main(
         [
             "submit",
@@ -26,10 +26,14 @@ def test_submit_to_unreachable_scheduler_fails_fast(capsys):
             "tcp://127.0.0.1:9",
             "--timeout",
             "1",
+            "--output",
+            str(tmp_path / "wine.zarr"),
         ]
     )
     assert code == 2
-    assert "could not reach the Dask scheduler" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "could not reach the Dask scheduler" in err
+    assert "drop --scheduler" not in err and "dkernel run" in err
 
 
 def test_submit_requires_scheduler():
@@ -80,6 +84,50 @@ def test_methods_lists_registries_and_parameters(capsys):
     out = capsys.readouterr().out
     assert "rbf-spectral" in out and "sklearn" in out
     assert main(["methods", "rbf-spectral"]) == 0
-    assert "n_clusters: an int >= 1 (default required)" in capsys.readouterr().out
+    assert "n_clusters: an int >= 1 (required)" in capsys.readouterr().out
     assert main(["methods", "nope"]) == 2
     assert "Valid names:" in capsys.readouterr().err
+
+
+def test_version_flag(capsys):
+    import dkernel
+    from dkernel.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"dkernel {dkernel.__version__}"
+
+
+def test_every_argument_has_help():
+    import argparse
+
+    from dkernel.cli import _parser
+
+    parser = _parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"dkernel {name}: argument {action.dest!r} has no help"
+
+
+def test_user_facing_help_has_no_internal_citations(capsys):
+    import re
+
+    from dkernel.io.registry import READERS, get_reader
+    from dkernel.jobs.registry import METHODS, get_method
+
+    get_method("rbf-spectral")
+    get_reader("csv")
+    citation = re.compile(r"\b00\d\b|\bEq\.|seed 0\d\d|Paper [IV]+\b|\bAlg\. ?\d|§|\bFig\. ?\d")
+    for registry in (METHODS, READERS):
+        for name, entry in registry.items():
+            for text in [entry.description] + [p.doc or "" for p in entry.params]:
+                assert not citation.search(text), f"{name}: {text}"
+    from dkernel.cli import main
+
+    assert main(["methods", "rbf-spectral"]) == 0
+    out = capsys.readouterr().out
+    assert "(default required)" not in out and "(required)" in out

@@ -87,8 +87,8 @@ def connect(
             _forget_clients_since(registered)
             raise RuntimeConnectionError(
                 f"could not reach the Dask scheduler at {scheduler} within {timeout:g} s ({exc}). "
-                "Check the address and that `dask scheduler` is running, or drop --scheduler to "
-                "use an embedded LocalCluster."
+                "Check the address and that `dask scheduler` is running there, or run the job "
+                "on an embedded LocalCluster instead (`dkernel run JOB` without --scheduler)."
             ) from exc
     else:
         if processes:

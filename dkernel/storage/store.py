@@ -565,8 +565,13 @@ def open_results(path: str | Path, *, warn: bool = True) -> xr.DataTree:
         raise StoreError(f"{path} could not be opened as a results store: {exc}") from exc
 
 
+#: Arrays with at most this many elements are shown with their values (metrics, scalars).
+SHOW_VALUES_MAX = 10
+
+
 def describe_store(path: str | Path) -> dict[str, Any]:
-    """Summary used by ``dkernel show``: status, provenance, timings and each array's shape."""
+    """Summary used by ``dkernel show``: status, provenance, timings, each array's shape, and
+    the values of the small ones (metrics and other scalars)."""
     tree = open_results(path, warn=False)
     attrs = dict(tree.attrs)
     arrays = []
@@ -581,6 +586,9 @@ def describe_store(path: str | Path) -> dict[str, Any]:
                     "shape": list(var.shape),
                     "dtype": str(var.dtype),
                     "chunks": [max(c) for c in chunks] if chunks else None,
+                    "values": (
+                        np.asarray(var.values).tolist() if var.size <= SHOW_VALUES_MAX else None
+                    ),
                 }
             )
     return {"path": str(path), "attrs": attrs, "arrays": arrays}

@@ -33,7 +33,7 @@ PARAMS = (kernel_param(_DEFAULTS["kernel"]), *KERNEL_PARAMS) + (
         default=0.15,
         low=0,
         low_open=True,
-        doc="RBF rule of thumb (000 uses 15 % of the median distance).",
+        doc="RBF rule of thumb: this fraction of the median pairwise distance.",
     ),
     Param(
         "alpha",
@@ -43,7 +43,7 @@ PARAMS = (kernel_param(_DEFAULTS["kernel"]), *KERNEL_PARAMS) + (
         high=1,
         low_open=True,
         high_open=True,
-        doc="Restart probability (000: 0.15).",
+        doc="Restart probability of the random walk.",
     ),
     Param(
         "embedding",
@@ -51,7 +51,7 @@ PARAMS = (kernel_param(_DEFAULTS["kernel"]), *KERNEL_PARAMS) + (
         default=_DEFAULTS["embedding"],
         choices=EMBEDDINGS,
         doc="Eigenpairs kept: largest of D^-1/2 K D^-1/2 (normalized) or smallest of L_beta "
-        "(laplacian, 000 Alg. 8).",
+        "(laplacian, the original JRC algorithm).",
     ),
     Param(
         "n_components",
@@ -59,7 +59,7 @@ PARAMS = (kernel_param(_DEFAULTS["kernel"]), *KERNEL_PARAMS) + (
         default=_DEFAULTS["n_components"],
         nullable=True,
         low=1,
-        doc="Embedding dimensions (default: n_clusters; 000 used 3).",
+        doc="Embedding dimensions (default: n_clusters).",
     ),
     Param("n_clusters", "int", default=3, low=1, doc="k-means clusters."),
     Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),

@@ -68,7 +68,7 @@ PARAMS = (
         "str",
         default="kl-euclidean",
         choices=("kl-euclidean", "euclidean", "kl"),
-        doc="kl = PLSA / KL multiplicative updates; euclidean = Eq. 7.",
+        doc="kl: PLSA / KL-divergence multiplicative updates; euclidean: least-squares multiplicative updates.",
     ),
     Param(
         "scale",
@@ -290,6 +290,6 @@ register_method(
         check_data=check_data,
         estimate=estimate,
         description="Aggregate Markov model (NMF/PLSA of the row-normalised density kernel) with "
-        "held-out likelihood selection of width, k-NN graph and number of clusters (seed 003).",
+        "held-out likelihood selection of width, k-NN graph and number of clusters.",
     )
 )

@@ -96,7 +96,7 @@ KERNEL_PARAMS = (
         "str",
         default="ignorable",
         choices=("ignorable", "informative"),
-        doc="PCKID as in Paper I, or with the pattern of missing values as evidence.",
+        doc="ignorable: missing values carry no information (the published PCKID); informative: the pattern of missing values is evidence, e.g. a saturated sensor.",
     ),
 )
 
@@ -110,7 +110,7 @@ PARAMS = (kernel_param(KernelPersonalizedPageRank().kernel), *KERNEL_PARAMS) + (
         high=1,
         low_open=True,
         high_open=True,
-        doc="Restart probability (Paper II: 0.1).",
+        doc="Restart probability of the random walk (the KPPR paper uses 0.1).",
     ),
     Param(
         "n_components",

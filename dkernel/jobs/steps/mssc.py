@@ -34,7 +34,7 @@ PARAMS = (
         nullable=True,
         low=0,
         low_open=True,
-        doc="Mean-shift bandwidth h_ms (Silverman's rule, 001 Eq. 5.1, when null).",
+        doc="Mean-shift bandwidth h_ms (Silverman's rule of thumb when null).",
     ),
     Param(
         "bandwidth_factor",
@@ -59,7 +59,7 @@ PARAMS = (
         default=0.5,
         low=0,
         low_open=True,
-        doc="h_spec as a fraction of the median pixel distance (001 §5.5: a global scale).",
+        doc="h_spec, the width of the partition affinity, as a fraction of the median pixel distance.",
     ),
     Param(
         "band_norm",
@@ -86,7 +86,7 @@ PARAMS = (
         "str",
         default="auto",
         choices=("auto", "exact", "rff"),
-        doc="Exact blocked CS sums or random Fourier features (auto: exact up to 20 000).",
+        doc="Exact blocked CS sums or random Fourier features (auto: exact up to 20000 pixels).",
     ),
     Param("n_rff", "int", default=1000, low=1, doc="Random Fourier features for 'rff'."),
     Param("n_init", "int", default=100, low=1, doc="k-means restarts in stage two."),
@@ -95,7 +95,7 @@ PARAMS = (
         "str",
         default="size",
         choices=("size", "cs"),
-        doc="'size': S_ij/sqrt(n_i n_j), partitions weighted by pixel count; 'cs': Eq. 5.4.",
+        doc="'size': S_ij/sqrt(n_i n_j), partitions weighted by pixel count; 'cs': the Cauchy-Schwarz divergence normalization.",
     ),
     Param("blurring", "bool", default=False, doc="Blurring mean shift."),
     Param(

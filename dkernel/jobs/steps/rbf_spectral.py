@@ -127,9 +127,10 @@ def run(ctx: JobContext) -> None:
             {"kernel": (("sample", "sample_"), K_lazy)},
             attrs={"kernel": "rbf", "sigma": est.sigma_, "block_size": int(K_lazy.chunksize[0])},
         )
+        n_blocks = K_lazy.numblocks[0] * K_lazy.numblocks[1]
         ctx.log(
             f"[dkernel] writing the {K_lazy.shape[0]}² kernel in "
-            f"{K_lazy.numblocks[0] * K_lazy.numblocks[1]} blocks"
+            f"{n_blocks} block{'s' if n_blocks != 1 else ''}"
         )
         compute_with_progress(
             ctx.store.write("kernel", ds, compute=False), ctx.client, show=ctx.progress
