@@ -136,6 +136,15 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
     distinct observed values, on all rows up to 100 000 and otherwise on a fixed random
     sample of 100 000 rows (the same for NumPy and Dask input).
 
+    ``projection`` defaults to None because no projection helped on high-dimensional data
+    (issue 15; standardised features, KPCA + k-means, ARI, seeds 0 and 1). On the input
+    columns PCK scored 0.73 on Samson (156 bands), 0.56 on Jasper Ridge (198 bands) and 0.67
+    on digits (64). With 20 principal axes it scored 0.50–0.60, 0.26–0.50 and 0.54; with 95 %
+    of the variance 0.71, 0.50 and 0.52. Random quarters of the columns per initial condition
+    scored 0.73, 0.52 and 0.66. k-means scored 0.61, 0.76 and 0.56. PCK's loss on Jasper Ridge
+    comes from the Gaussian mixture splitting its tight water class, not from the dimension
+    (docs/pck_results.md).
+
     Examples
     --------
     >>> from sklearn.datasets import load_wine
