@@ -100,8 +100,8 @@ def test_clusters_recovered_through_the_projection():
 def test_default_is_paper_path():
     """projection=None is the default and fits on the input columns exactly as before (the
     bit-identical Γ against the pre-projection code was checked once, see docs/pck_results.md;
-    here: no projection state, ensemble in input coordinates, float64 identical to the
-    float32 path's own reruns)."""
+    here: no projection state, the ensemble in input coordinates, explicit None identical to
+    the default, and a full-rank projection really is a different path)."""
     X, _ = _correlated()
     pck = ProbabilisticClusterKernel(**SMALL).fit(X)
     assert ProbabilisticClusterKernel().projection is None
