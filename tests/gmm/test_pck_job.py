@@ -126,3 +126,31 @@ output: {tmp_path / "out.zarr"}
     spec.write_text(spec.read_text().replace("n_init: 10", "n_init: 10\n  covariance_type: full"))
     with pytest.raises(InvalidInputError, match="informative"):
         run_job(spec, client=client, progress=False, log=lambda m: None)
+
+
+def test_job_defaults_equal_the_estimator_defaults():
+    import inspect
+
+    from dkernel.gmm.pck import ProbabilisticClusterKernel
+    from dkernel.jobs.steps.pck_spectral import PARAMS
+
+    est = inspect.signature(ProbabilisticClusterKernel).parameters
+    shared = [p for p in PARAMS if p.name in est]
+    assert {p.name for p in shared} >= {"n_inits", "max_components", "projection", "missingness"}
+    for p in shared:
+        assert p.default == est[p.name].default, p.name
+
+
+def test_projection_job(tmp_path, client):
+    """projection: 5 fits the ensemble on 5 principal axes; /gmm stores them."""
+    spec = tmp_path / "job.yaml"
+    text = SPEC.format(embedding="kpca", solver="auto", out=tmp_path / "out.zarr")
+    spec.write_text(text.replace("n_init: 10", "n_init: 10\n  projection: 5"))
+    tree = open_results(run_job(spec, client=client, progress=False, log=lambda m: None))
+    gmm = tree["gmm"].to_dataset()
+    assert gmm["means"].shape == (4, 5, 6, 5) and gmm["projection"].shape == (13, 5)
+    assert gmm.attrs["projection"] == 5
+    assert tree["metrics"].attrs["acc"] > 0.85
+    spec.write_text(text.replace("n_init: 10", "n_init: 10\n  projection: 2.5"))
+    with pytest.raises(SpecError, match="projection"):
+        load_spec(spec)

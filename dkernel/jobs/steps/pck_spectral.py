@@ -51,6 +51,21 @@ PARAMS = (
         doc="ignorable: missing values carry no information (the published PCKID); informative: the pattern of missing values is evidence, e.g. a saturated sensor (diag only).",
     ),
     Param(
+        "projection",
+        "float",
+        default=None,
+        nullable=True,
+        low=0,
+        low_open=True,
+        check=lambda v: (
+            None
+            if v < 1 or float(v).is_integer()
+            else "must be a fraction in (0, 1) or a whole number of components"
+        ),
+        doc="Fit the ensemble on the leading principal components: a count (>= 1) or the "
+        "fraction of variance (< 1); null = the input columns (Paper I, the default).",
+    ),
+    Param(
         "embedding",
         "str",
         default="kpca",
@@ -71,12 +86,22 @@ def _F(params: dict) -> int:
     return params["n_inits"] * (G * (G + 1) // 2 - 1)
 
 
+def _projection(value: float | None) -> int | float | None:
+    """The estimator's ``projection``: whole numbers as component counts."""
+    return None if value is None else int(value) if value >= 1 else float(value)
+
+
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
     if params["missingness"] == "informative" and params["covariance_type"] != "diag":
         raise InvalidInputError(
             "params.missingness: informative is implemented for covariance_type: diag only; "
             "use covariance_type: diag or missingness: ignorable."
+        )
+    if params["missingness"] == "informative" and params["projection"] is not None:
+        raise InvalidInputError(
+            "params.missingness: informative models which input columns are missing and cannot "
+            "be combined with params.projection; use projection: null or missingness: ignorable."
         )
     if params["n_clusters"] > n:
         raise InvalidInputError(
@@ -131,7 +156,8 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dataset:
     Q = int(est.n_inits)
     G = int(est.max_components)
-    p = int(est.feature_mask_.sum())
+    W = est.projection_components_
+    p = int(est.feature_mask_.sum()) if W is None else int(W.shape[1])
     means = np.full((Q, G - 1, G, p), np.nan)
     weights = np.full((Q, G - 1, G), np.nan)
     var_shape = (Q, G - 1, G, p) if est.covariance_type == "diag" else (Q, G - 1, G, p, p)
@@ -149,13 +175,14 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
             )
         else:
             mu, sec, w = est.ensemble_.models[m]
-        means[q, g - 2, :g] = mu + est.location_[None, :]
+        means[q, g - 2, :g] = mu + est.location_[None, :] if W is None else mu
         second[q, g - 2, :g] = sec
         weights[q, g - 2, :g] = w
         if rho is not None:
             rho[q, g - 2, :g] = probs[offs[m] : offs[m + 1]]
     coords = {"init": np.arange(Q), "n_components": np.arange(2, G + 1), "component": np.arange(G)}
-    dims = ("init", "n_components", "component", "feature")
+    feature = "feature" if W is None else "axis"
+    dims = ("init", "n_components", "component", feature)
     data = {
         "means": (dims, means),
         "weights": (dims[:3], weights),
@@ -163,6 +190,9 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
         "location": (("feature",), est.location_),
         "feature_index": (("feature",), np.flatnonzero(est.feature_mask_).astype(np.int64)),
     }
+    if W is not None:
+        data["projection"] = (("feature", "axis"), W)
+        data["projection_variance_ratio"] = (("axis",), est.projection_variance_ratio_)
     if est.covariance_type == "diag":
         data["variances"] = (dims, second)
         if rho is not None:
@@ -181,10 +211,12 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
             "reg_covar": float(est.reg_covar),
             "dtype": str(est.dtype),
             "missingness": est.missingness,
+            "projection": "none" if est.projection is None else est.projection,
             "normalizer": est.normalizer_,
             "n_features_out": est.n_features_out_,
             "seed": est.seed_,
-            "description": "means are in input coordinates (after data.standardize); "
+            "description": "means are in input coordinates (after data.standardize), or with "
+            "a projection in the coordinates x_c @ projection of the centred used columns; "
             "padding components are NaN; mean_entropy is the mean posterior entropy (nats) of "
             "each model over all samples.",
         },
@@ -224,6 +256,7 @@ def run(ctx: JobContext) -> None:
         random_state=ctx.seed,
         dtype=p["dtype"],
         missingness=p["missingness"],
+        projection=_projection(p["projection"]),
     )
     n_missing = (
         int(da.isnan(X).sum().compute()) if isinstance(X, da.Array) else int(np.isnan(X).sum())

@@ -1,0 +1,106 @@
+"""PCA projection of centred data with missing values (NaN), for the PCK ensemble.
+
+Fit: the leading eigenvectors of the second-moment matrix of the centred data with every
+missing value set to 0 (the column mean: mean imputation), from one streaming pass for Dask
+input. Project: a complete row ``x`` maps to ``Wᵀ x``; a row observed on the coordinates ``O``
+maps to the minimum-norm least-squares coefficients ``z = (W_Oᵀ W_O)⁺ W_Oᵀ x_O`` of its observed
+part, which is ``Wᵀ x`` again when nothing is missing (``W`` has orthonormal columns). A row
+with no observed value stays all-NaN (the ensemble gives it the mixture weights).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _is_dask(X: Any) -> bool:
+    return hasattr(X, "dask") and hasattr(X, "chunks")
+
+
+def fit_pca_projection(Xc: Any, n_components: int | float) -> tuple[np.ndarray, np.ndarray]:
+    """Leading principal axes of centred ``Xc`` (NaN = missing, imputed by the column mean 0).
+
+    Parameters
+    ----------
+    Xc : ndarray or dask.array.Array (n_samples, p)
+        Centred data.
+    n_components : int or float
+        The number of axes (capped at p), or, when below 1, the smallest number whose
+        cumulative explained variance reaches this fraction.
+
+    Returns
+    -------
+    components : ndarray (p, d)
+        Orthonormal columns, the leading eigenvectors, sign-fixed (largest entry positive).
+    variance_ratio : ndarray (d,)
+        Fraction of the total variance along each axis.
+
+    Notes
+    -----
+    O(N p²) for the second-moment matrix (one pass) and O(p³) for its eigendecomposition.
+    """
+    if _is_dask(Xc):
+        import dask.array as da
+
+        X0 = da.where(da.isnan(Xc), 0.0, Xc).astype(np.float64)
+        C = np.asarray((X0.T @ X0).compute())
+    else:
+        X0 = np.where(np.isnan(Xc), 0.0, Xc).astype(np.float64)
+        C = X0.T @ X0
+    C /= max(int(Xc.shape[0]) - 1, 1)
+    vals, vecs = np.linalg.eigh(C)
+    vals, vecs = np.clip(vals[::-1], 0.0, None), vecs[:, ::-1]
+    total = vals.sum()
+    ratio = vals / total if total > 0 else np.zeros_like(vals)
+    if n_components < 1:
+        d = int(np.searchsorted(np.cumsum(ratio), float(n_components) - 1e-12) + 1)
+    else:
+        d = int(n_components)
+    d = max(1, min(d, vecs.shape[1]))
+    W = vecs[:, :d]
+    flip = np.sign(W[np.argmax(np.abs(W), axis=0), np.arange(d)])
+    return W * np.where(flip == 0, 1.0, flip), ratio[:d]
+
+
+def project_observed(Xc: np.ndarray, components: np.ndarray, dtype: Any) -> np.ndarray:
+    """Coordinates of the rows of centred ``Xc`` on ``components`` from their observed values.
+
+    Complete rows: ``Xc @ W``. Rows with missing values: minimum-norm least squares on the
+    observed coordinates. Rows with no observed value: NaN.
+
+    Notes
+    -----
+    O(N p d) for complete rows; O(p d²) more per row with missing values (a batched
+    pseudo-inverse of a d × d matrix).
+    """
+    X = np.asarray(Xc, dtype=np.float64)
+    W = np.asarray(components, dtype=np.float64)
+    obs = ~np.isnan(X)
+    X0 = np.where(obs, X, 0.0)
+    Z = X0 @ W
+    partial = ~obs.all(axis=1)
+    if partial.any():
+        rows = np.flatnonzero(partial)
+        step = max(1, 2**22 // (W.shape[0] * W.shape[1] + 1))
+        for start in range(0, rows.size, step):
+            r = rows[start : start + step]
+            O = obs[r].astype(np.float64)
+            A = np.einsum("np,pd,pe->nde", O, W, W, optimize=True)
+            Z[r] = np.einsum("nde,ne->nd", np.linalg.pinv(A, rcond=1e-8, hermitian=True), Z[r])
+        Z[~obs.any(axis=1)] = np.nan
+    return Z.astype(dtype, copy=False)
+
+
+def project_observed_dask(Xc: Any, components: np.ndarray, dtype: Any) -> Any:
+    """:func:`project_observed` over the row blocks of a Dask array (lazy)."""
+    X = Xc.rechunk({1: -1}) if Xc.numblocks[1] > 1 else Xc
+    d = int(components.shape[1])
+    return X.map_blocks(
+        project_observed,
+        components,
+        np.dtype(dtype),
+        dtype=np.dtype(dtype),
+        chunks=(X.chunks[0], (d,)),
+    )
