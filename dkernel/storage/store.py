@@ -92,7 +92,7 @@ class ResultsStore:
 
     def relative(self, file: str | Path) -> str:
         """``file`` as recorded in the store's attributes: relative to the store directory
-        (read back with :func:`recorded_path`)."""
+        (read back with :func:`dkernel.recorded_path`)."""
         return os.path.relpath(Path(file).resolve(), self.path.resolve())
 
     # -- lifecycle -----------------------------------------------------------------------
