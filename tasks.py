@@ -74,8 +74,28 @@ def docs() -> None:
     print(f"open {out / 'index.html'}", flush=True)
 
 
+def notebooks() -> None:
+    """Execute every notebook against the documented stores (``results/``, made when missing)
+    and save the outputs, figures included, so they render without running."""
+    ensure_env("test")
+    env = _env()
+    env.pop("MPLBACKEND", None)  # Jupyter's inline backend: figures become saved outputs
+    code = (
+        "import sys, nbformat\n"
+        "from nbclient import NotebookClient\n"
+        "for path in sys.argv[1:]:\n"
+        "    nb = nbformat.read(path, as_version=4)\n"
+        "    NotebookClient(nb, timeout=900, kernel_name='python3',\n"
+        "                   resources={'metadata': {'path': 'notebooks'}}).execute()\n"
+        "    nbformat.write(nb, path)\n"
+        "    print('executed', path, flush=True)\n"
+    )
+    paths = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
+    _run(BIN / "python", "-c", code, *paths, env=env)
+
+
 if __name__ == "__main__":
-    commands = {"demo": demo, "test": test, "docs": docs}
+    commands = {"demo": demo, "test": test, "docs": docs, "notebooks": notebooks}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(f"usage: python3 tasks.py {{{'|'.join(commands)}}} [pytest args]")
     try:

@@ -30,6 +30,7 @@ from dkernel.gmm.em import (
     init_full_params,
     row_block_size,
 )
+from dkernel.runtime.progress import wait_with_progress
 
 
 @dataclass
@@ -123,6 +124,7 @@ def fit_ensemble(
     covariance_type: str,
     client: Any = None,
     missingness: MissingnessModel | None = None,
+    progress: bool = False,
 ) -> list[DiagMixtures | FullMixtures]:
     """Fit every (q, g) model; one task per ``q`` on ``client`` (or in-process without one).
 
@@ -182,6 +184,7 @@ def fit_ensemble(
         client.submit(fit_init_batch, data, cand, q=q, pure=False, **kwargs) for q in range(n_inits)
     ]
     try:
+        wait_with_progress(futures, show=progress, what="PCK ensemble (one task per init)")
         return client.gather(futures)
     finally:
         for f in futures:

@@ -87,6 +87,9 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         the same axes; missing values are handled as in ``dkernel.gmm.projection`` (the axes
         from mean-imputed data, a row's coordinates by least squares on its observed values).
         Ignorable missingness only.
+    progress : bool, default=False
+        Show the ensemble's progress (one task per initial condition) on the active
+        ``distributed`` client: a bar on a terminal or in Jupyter, plain lines in a log.
 
     Attributes
     ----------
@@ -166,6 +169,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         dtype: str = "float32",
         missingness: str = "ignorable",
         projection: int | float | None = None,
+        progress: bool = False,
     ) -> None:
         self.n_inits = n_inits
         self.max_components = max_components
@@ -177,6 +181,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.missingness = missingness
         self.projection = projection
+        self.progress = progress
 
     # ------------------------------------------------------------------ validation helpers
     def _check_params(self) -> None:
@@ -378,6 +383,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
             covariance_type=self.covariance_type,
             client=_current_client(),
             missingness=self.missingness_model_,
+            progress=bool(self.progress),
         )
         if self.covariance_type == "diag":
             self.ensemble_ = DiagMixtures.concatenate(parts)

@@ -347,20 +347,21 @@ def write_quicklook(
     path: str | os.PathLike, image: xr.DataArray, label_map: np.ndarray, *, title: str = ""
 ) -> Path:
     """PNG with the image (2–98 % stretch) beside the cluster map, in map coordinates."""
+    # a Figure of its own, not pyplot: a library must not switch the user's backend (that
+    # silenced every later figure of a notebook) or leave figures open
     import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     xs, ys = image["x"].values, image["y"].values
     extent = [float(xs[0]), float(xs[-1]), float(ys[-1]), float(ys[0])]
     n_lab = int(label_map.max()) + 1 if (label_map >= 0).any() else 1
-    colors = plt.get_cmap("tab20")(np.arange(max(n_lab, 1)) % 20)
+    colors = matplotlib.colormaps["tab20"](np.arange(max(n_lab, 1)) % 20)
     shown = np.ma.masked_less(label_map, 0)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5), sharex=True, sharey=True)
+    fig = Figure(figsize=(11, 5))
+    axes = fig.subplots(1, 2, sharex=True, sharey=True)
     axes[0].imshow(_rgb(image), extent=extent, interpolation="nearest")
     axes[0].set_title("image")
     axes[1].imshow(
@@ -380,7 +381,6 @@ def write_quicklook(
         fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
-    plt.close(fig)
     return path
 
 

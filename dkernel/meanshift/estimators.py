@@ -28,6 +28,7 @@ from dkernel._validation import (
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.graph import AssignModel, stream_assign, stream_feature_sums
+from dkernel.runtime.progress import compute_with_progress
 
 #: Largest number of points for which the exact (O(N²) work) CS affinity is used by 'auto'.
 EXACT_AFFINITY_MAX = 20000
@@ -345,6 +346,9 @@ class MSSC(MeanShift):
         ``S_ij / sqrt(n_i n_j)``, the point-level kernel on partition-constant functions, so
         the embedding and k-means weight partitions by their number of points (see
         :func:`~dkernel.meanshift.second_stage`).
+    progress : bool
+        Show the progress of the pass over Dask input (partition sums) on the active
+        ``distributed`` client: a bar on a terminal or in Jupyter, plain lines in a log.
     **mean-shift parameters** : see :class:`MeanShift`.
 
     Attributes
@@ -387,6 +391,7 @@ class MSSC(MeanShift):
         path_radius: float = 0.2,
         bandwidth_factor: float = 1.0,
         random_state: int | None = None,
+        progress: bool = False,
     ) -> None:
         super().__init__(
             bandwidth,
@@ -411,6 +416,7 @@ class MSSC(MeanShift):
         self.n_rff = n_rff
         self.n_init = n_init
         self.normalization = normalization
+        self.progress = progress
 
     def _validate(self) -> None:
         super()._validate()
@@ -484,10 +490,10 @@ class MSSC(MeanShift):
                 X.shape[1], self.n_rff, self.spectral_bandwidth_, derive_rng(seed, "mssc", "rff")
             )
             if _is_dask(X):
-                import dask
-
-                (F, sizes), labels = dask.compute(
-                    stream_feature_sums(X, self.labels_, m, W, b), self.labels_
+                (F, sizes), labels = compute_with_progress(
+                    (stream_feature_sums(X, self.labels_, m, W, b), self.labels_),
+                    show=bool(self.progress),
+                    what="MSSC partition sums",
                 )
                 F = aligned(F)
                 self.labels_ = labels

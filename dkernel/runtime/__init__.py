@@ -1,5 +1,12 @@
-"""Dask runtime: creating or connecting to clients (the only code that does so)."""
+"""Dask runtime: creating or connecting to clients (the only code that does so), and progress."""
 
-from dkernel.runtime.connect import compute_with_progress, connect, default_workers, load_security
+from dkernel.runtime.connect import connect, default_workers, load_security
+from dkernel.runtime.progress import compute_with_progress, wait_with_progress
 
-__all__ = ["compute_with_progress", "connect", "default_workers", "load_security"]
+__all__ = [
+    "compute_with_progress",
+    "connect",
+    "default_workers",
+    "load_security",
+    "wait_with_progress",
+]

@@ -218,14 +218,3 @@ def _forget_clients_since(before: set) -> None:
         if stale is not None:
             with contextlib.suppress(Exception):
                 stale.close(timeout=1)
-
-
-def compute_with_progress(obj: Any, client: Any, *, show: bool = True) -> Any:
-    """Compute a Dask collection (or Delayed) on ``client``, with a progress bar when ``show``."""
-    from distributed import progress
-
-    future = client.compute(obj)
-    if show:
-        progress(future, notebook=False)
-        print(file=sys.stderr, flush=True)
-    return future.result()

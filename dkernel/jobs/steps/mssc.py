@@ -207,6 +207,7 @@ def run(ctx: JobContext) -> None:
         path_radius=p["path_radius"],
         bandwidth_factor=p["bandwidth_factor"],
         random_state=ctx.seed,
+        progress=ctx.progress,
     )
     t = time.perf_counter()
     est.fit(X)

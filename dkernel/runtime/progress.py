@@ -1,0 +1,96 @@
+"""Progress of Dask work for people: a bar on a terminal, plain lines in a log, a widget in a
+notebook, nothing when switched off.
+
+A progress bar redraws itself with carriage returns and ANSI erase codes, which turn a log file
+into noise; so the bar is drawn only when stderr is a terminal (or in Jupyter), and otherwise a
+plain line is written every ``interval`` seconds and once at the end.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+#: Seconds between the plain progress lines written when stderr is not a terminal.
+LINE_INTERVAL = 10.0
+
+
+def _in_notebook() -> bool:
+    shell = sys.modules.get("IPython")
+    ip = shell.get_ipython() if shell is not None and hasattr(shell, "get_ipython") else None
+    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+
+
+def active_client() -> Any:
+    """The current ``distributed`` client, or None (local schedulers)."""
+    try:
+        from distributed import get_client
+
+        return get_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def wait_with_progress(
+    futures: Sequence[Any], *, show: bool = True, what: str = "tasks", stream: Any = None
+) -> None:
+    """Block until ``futures`` are done, showing their progress when ``show``."""
+    from distributed import progress, wait
+
+    futures = list(futures)
+    stream = stream or sys.stderr
+    if not show or not futures:
+        wait(futures)
+        return
+    if _in_notebook():
+        progress(futures, notebook=True)
+        wait(futures)
+        return
+    if getattr(stream, "isatty", lambda: False)():
+        progress(futures, notebook=False)
+        print(file=stream, flush=True)
+        return
+    start = time.monotonic()
+    while True:
+        try:
+            wait(futures, timeout=LINE_INTERVAL)
+            break
+        except TimeoutError:
+            done = sum(f.done() for f in futures)
+            elapsed = time.monotonic() - start
+            print(
+                f"[dkernel] {what}: {done}/{len(futures)} done, {elapsed:.0f} s elapsed",
+                file=stream,
+                flush=True,
+            )
+    print(
+        f"[dkernel] {what}: {len(futures)}/{len(futures)} done in {time.monotonic() - start:.1f} s",
+        file=stream,
+        flush=True,
+    )
+
+
+def compute_with_progress(
+    obj: Any, client: Any = None, *, show: bool = True, what: str = "computing"
+) -> Any:
+    """Compute a Dask collection (or Delayed), showing progress when ``show``.
+
+    On ``client`` (or the active distributed client) the work runs as one future followed by
+    :func:`wait_with_progress`; without a client, the local scheduler runs it (with dask's
+    progress bar on a terminal).
+    """
+    client = client if client is not None else active_client()
+    if client is not None:
+        future = client.compute(obj)
+        wait_with_progress([future], show=show, what=what)
+        return future.result()
+    import dask
+
+    if show and sys.stderr.isatty():
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar(out=sys.stderr):
+            return dask.compute(obj)[0]
+    return dask.compute(obj)[0]

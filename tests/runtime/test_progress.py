@@ -1,0 +1,48 @@
+"""Progress: a bar only on a terminal, plain lines in a log, nothing when switched off."""
+
+from __future__ import annotations
+
+import io
+
+import dask.array as da
+import numpy as np
+import pytest
+
+import dkernel.runtime.progress as P
+from dkernel import ProbabilisticClusterKernel
+
+
+class _Log(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+def test_plain_lines_without_a_terminal(client, monkeypatch):
+    monkeypatch.setattr(P, "LINE_INTERVAL", 0.05)
+    slow = da.from_array(np.arange(8.0), chunks=2).map_blocks(
+        lambda b: (__import__("time").sleep(0.2), b)[1]
+    )
+    log = _Log()
+    future = client.compute(slow.sum())
+    P.wait_with_progress([future], what="summing", stream=log)
+    text = log.getvalue()
+    assert "\x1b[" not in text and "\r" not in text
+    assert "[dkernel] summing: 1/1 done in" in text.splitlines()[-1]
+
+
+def test_compute_with_progress_switched_off_writes_nothing(client, capfd):
+    x = da.ones(10, chunks=5)
+    assert P.compute_with_progress(x.sum(), client, show=False) == 10
+    assert P.compute_with_progress(x.sum(), None, show=False) == 10
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_pck_progress_option(client, capfd, progress):
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    ProbabilisticClusterKernel(n_inits=2, max_components=3, progress=progress, random_state=0).fit(
+        X
+    )
+    out, err = capfd.readouterr()
+    assert ("PCK ensemble" in out + err) == progress
