@@ -83,9 +83,11 @@ def compute_with_progress(
     """
     client = client if client is not None else active_client()
     if client is not None:
-        future = client.compute(obj)
-        wait_with_progress([future], show=show, what=what)
-        return future.result()
+        many = isinstance(obj, list | tuple)
+        futures = client.compute(list(obj)) if many else [client.compute(obj)]
+        wait_with_progress(futures, show=show, what=what)
+        results = [f.result() for f in futures]
+        return type(obj)(results) if many else results[0]
     import dask
 
     if show and sys.stderr.isatty():

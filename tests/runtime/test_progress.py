@@ -34,6 +34,7 @@ def test_compute_with_progress_switched_off_writes_nothing(client, capfd):
     x = da.ones(10, chunks=5)
     assert P.compute_with_progress(x.sum(), client, show=False) == 10
     assert P.compute_with_progress(x.sum(), None, show=False) == 10
+    assert P.compute_with_progress((x.sum(), x.max()), client, show=False) == (10, 1)
     out, err = capfd.readouterr()
     assert out == "" and err == ""
 
