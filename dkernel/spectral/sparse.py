@@ -33,6 +33,9 @@ from dkernel.graphs.knn import build_index, knn_search
 from dkernel.kernels.adaptive import kth_distinct_distance, local_scaling_weights
 
 _DENSE_EIGEN_MAX = 2500
+#: Restart probability of the 'green' coordinates (0.05-0.3 gave the same mean ARI within 0.003
+#: in benchmarks/bench_defaults.py; 0.15 is the personalized-PageRank convention).
+GREEN_ALPHA = 0.15
 _SPARE_VECTORS = 4
 
 
@@ -53,6 +56,20 @@ class SparseSpectralModel:
     spectrum: np.ndarray
     n_neighbors: int
     graph_neighbors: int
+    coordinates: str = "njw"
+
+    def coordinates_of(self, U: np.ndarray, degrees: np.ndarray) -> np.ndarray:
+        """Clustering coordinates from eigenvector rows ``U`` of points with ``degrees``.
+
+        'njw': ``U`` itself (row-normalised later). 'green': the random-walk eigenvectors
+        ``U / sqrt(d)`` weighted by ``1 / sqrt(1 + β - λ)``, β = α / (1 - α) with the restart
+        probability α = :data:`GREEN_ALPHA` — the truncated Green's-function (personalized
+        PageRank) embedding, whose inner products approximate the PageRank kernel.
+        """
+        if self.coordinates == "njw":
+            return U
+        beta = GREEN_ALPHA / (1.0 - GREEN_ALPHA)
+        return U / np.sqrt(degrees)[:, None] / np.sqrt(1.0 + beta - self.eigenvalues)[None, :]
 
     def _embed_block(self, block: np.ndarray) -> np.ndarray:
         dist, ind = knn_search(self.index, block, self.graph_neighbors)
@@ -63,7 +80,8 @@ class SparseSpectralModel:
         d_x = w.sum(axis=1)
         scaled = w / np.sqrt(self.degrees[ind])
         Z = np.einsum("ng,ngc->nc", scaled, self.vectors[ind])
-        return Z / (np.sqrt(d_x)[:, None] * self.eigenvalues[None, :])
+        U = Z / (np.sqrt(d_x)[:, None] * self.eigenvalues[None, :])
+        return self.coordinates_of(U, d_x)
 
     def transform(self, X: Any) -> Any:
         """Embedding of new points (lazy for Dask input)."""
@@ -132,6 +150,7 @@ def fit_sparse_embedding(
     n_neighbors: int = 7,
     graph_neighbors: int | None = None,
     seed: int | None = 0,
+    coordinates: str = "njw",
 ) -> tuple[np.ndarray, SparseSpectralModel]:
     """NJW embedding of the sparse self-tuning k-NN graph of X.
 
@@ -144,12 +163,15 @@ def fit_sparse_embedding(
     graph_neighbors : int, optional
         Neighbours kept per point (:func:`default_graph_neighbors` by default).
     seed : int, optional
-        Start vector of the Lanczos solver (results are deterministic for a seed).
+        Start vectors of the block eigensolver (results are deterministic for a seed).
+    coordinates : {'njw', 'green'}
+        What the embedding holds (:meth:`SparseSpectralModel.coordinates_of`).
 
     Returns
     -------
     embedding : ndarray (n, n_components)
-        Rows of ``D^{-1/2} W D^{-1/2}``'s leading eigenvectors (not yet row-normalised).
+        'njw': rows of ``D^{-1/2} W D^{-1/2}``'s leading eigenvectors (not yet
+        row-normalised); 'green': the Green's-function coordinates.
     model : SparseSpectralModel
 
     Notes
@@ -195,5 +217,6 @@ def fit_sparse_embedding(
         spectrum=spectrum,
         n_neighbors=int(n_neighbors),
         graph_neighbors=g + 1,
+        coordinates=coordinates,
     )
-    return vectors, model
+    return model.coordinates_of(vectors, degrees), model

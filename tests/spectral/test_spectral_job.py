@@ -86,3 +86,20 @@ def test_job_rejects_bad_params(tmp_path):
     spec.write_text(spec.read_text().replace("n_landmarks: 2", "embedding: laplacian"))
     with pytest.raises(SpecError, match="embedding"):
         load_spec(spec)
+
+
+def test_job_defaults_equal_the_estimator_defaults():
+    import inspect
+
+    from dkernel.jobs.steps.spectral_clustering import PARAMS
+    from dkernel.spectral.clustering import SpectralClustering
+
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(SpectralClustering).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    shared = [p for p in PARAMS if p.name in defaults and p.name != "n_clusters"]
+    assert len(shared) >= 10
+    for param in shared:
+        assert param.default == defaults[param.name], param.name

@@ -63,7 +63,7 @@ PARAMS = (
             else "must be a fraction in (0, 1) or a whole number of components"
         ),
         doc="Fit the ensemble on the leading principal components: a count (>= 1) or the "
-        "fraction of variance (< 1); null = the input columns (Paper I, the default).",
+        "fraction of variance (< 1); null = the input columns (the published PCK, the default).",
     ),
     Param(
         "embedding",

@@ -26,9 +26,19 @@ PARAMS = (
     Param(
         "embedding",
         "str",
-        default="normalized",
-        choices=("normalized", "kpca", "uncentered", "keca"),
-        doc="NJW normalized embedding, centered/uncentered KPCA, or KECA (angular k-means).",
+        default=None,
+        nullable=True,
+        choices=("green", "normalized", "kpca", "uncentered", "keca"),
+        doc="green: random-walk eigenvectors weighted by the PageRank Green's function (the "
+        "default on the exact k-NN graph); normalized: NJW (the Nyström default); centered/"
+        "uncentered KPCA; KECA (angular k-means).",
+    ),
+    Param(
+        "graph_neighbors",
+        "int",
+        default=10,
+        low=1,
+        doc="Neighbours kept per point in the exact sparse self-tuning graph.",
     ),
     Param("n_components", "int", default=None, nullable=True, low=1, doc="Default n_clusters."),
     Param(
@@ -124,7 +134,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     rows = _chunk_rows(params, n_samples)
     k = params["n_components"] or params["n_clusters"]
     if _graph_path(params, n_samples):
-        g = 3 * params["n_neighbors"] + 1
+        g = params["graph_neighbors"] + 1
         # the data, the (n, g) neighbour lists and the sparse graph (three copies while
         # symmetrising), the dense eigenproblem below 2 500 points, the embedding
         dense = 2 * 8.0 * n_samples**2 if n_samples <= 2500 else 0.0
@@ -170,6 +180,7 @@ def run(ctx: JobContext) -> None:
         n_components=p["n_components"],
         kernel=p["kernel"],
         n_neighbors=p["n_neighbors"],
+        graph_neighbors=p["graph_neighbors"],
         sigma=p["sigma"],
         sigma_fraction=p["sigma_fraction"],
         n_landmarks=p["n_landmarks"],
@@ -186,7 +197,7 @@ def run(ctx: JobContext) -> None:
     k = est.eigenvalues_.size
     if est.graph_model_ is not None:
         ctx.log(
-            f"[dkernel] exact {p['embedding']} embedding of the {p['n_neighbors']}-NN self-tuning graph; "
+            f"[dkernel] exact {est.embedding_method_} embedding of the {p['n_neighbors']}-NN self-tuning graph; "
             f"eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
         )
         gm = est.graph_model_
@@ -199,7 +210,7 @@ def run(ctx: JobContext) -> None:
         }
     else:
         ctx.log(
-            f"[dkernel] Nyström {p['embedding']} embedding with {est.landmark_indices_.size} "
+            f"[dkernel] Nyström {est.embedding_method_} embedding with {est.landmark_indices_.size} "
             f"landmarks; eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
         )
         ny = est.nystrom_
@@ -221,8 +232,10 @@ def run(ctx: JobContext) -> None:
         },
         coords={"component": np.arange(k)},
         attrs={
-            "method": p["embedding"],
-            "criterion": "entropy contribution" if p["embedding"] == "keca" else "eigenvalue",
+            "method": est.embedding_method_,
+            "criterion": "entropy contribution"
+            if est.embedding_method_ == "keca"
+            else "eigenvalue",
             "eigengap_hint": est.eigengap_hint_,
             **solver_attrs,
         },
@@ -249,7 +262,7 @@ def run(ctx: JobContext) -> None:
             },
             attrs={
                 "n_clusters": p["n_clusters"],
-                "clustering": "angular k-means" if p["embedding"] == "keca" else "k-means",
+                "clustering": "angular k-means" if est.embedding_method_ == "keca" else "k-means",
             },
         ),
     )
