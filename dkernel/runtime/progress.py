@@ -78,16 +78,19 @@ def compute_with_progress(
     """Compute a Dask collection (or Delayed), showing progress when ``show``.
 
     On ``client`` (or the active distributed client) the work runs as one future followed by
-    :func:`wait_with_progress`; without a client, the local scheduler runs it (with dask's
+    ``wait_with_progress``; without a client, the local scheduler runs it (with dask's
     progress bar on a terminal).
     """
     client = client if client is not None else active_client()
     if client is not None:
+        import dask
+
         many = isinstance(obj, list | tuple)
-        futures = client.compute(list(obj)) if many else [client.compute(obj)]
-        wait_with_progress(futures, show=show, what=what)
-        results = [f.result() for f in futures]
-        return type(obj)(results) if many else results[0]
+        # a (nested) tuple of collections becomes one Delayed, so it is one future
+        future = client.compute(dask.delayed(tuple(obj)) if many else obj)
+        wait_with_progress([future], show=show, what=what)
+        result = future.result()
+        return type(obj)(result) if many else result
     import dask
 
     if show and sys.stderr.isatty():

@@ -47,3 +47,9 @@ def test_pck_progress_option(client, capfd, progress):
     )
     out, err = capfd.readouterr()
     assert ("PCK ensemble" in out + err) == progress
+
+
+def test_nested_tuples_of_collections(client):
+    x = da.arange(6, chunks=3)
+    (a, b), c = P.compute_with_progress(((x.sum(), x.max()), x + 1), client, show=False)
+    assert (a, b) == (15, 5) and c.tolist() == [1, 2, 3, 4, 5, 6]

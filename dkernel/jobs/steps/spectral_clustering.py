@@ -171,7 +171,9 @@ def run(ctx: JobContext) -> None:
     Xd = (
         X.rechunk({0: rows, 1: -1})
         if isinstance(X, da.Array)
-        else da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1))
+        # name=False: keys of this job's own; another client on the same scheduler releasing
+        # identically-hashed keys of the same data must not race with this persist
+        else da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
     )
     Xd = ctx.client.persist(Xd)
     est = SpectralClustering(
