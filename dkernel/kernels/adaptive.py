@@ -140,6 +140,26 @@ def knn_block(
     return (D <= reach * (1 + 1e-9)).astype(dtype)
 
 
+def knn_mean_block(
+    X: np.ndarray,
+    Y: np.ndarray,
+    radius_x: np.ndarray,
+    radius_y: np.ndarray,
+    *,
+    dtype: Any = np.float64,
+) -> np.ndarray:
+    """½ [y within x's radius] + ½ [x within y's]: 1 between mutual neighbours, ½ one way —
+    scikit-learn's k-NN affinity ``½ (A + Aᵀ)`` on the training points."""
+    D = squared_distances(X, Y)
+    out = (D <= np.asarray(radius_x, dtype=np.float64)[:, None] ** 2 * (1 + 1e-9)).astype(dtype)
+    out += D <= np.asarray(radius_y, dtype=np.float64)[None, :] ** 2 * (1 + 1e-9)
+    out *= 0.5
+    return out
+
+
+_BLOCKS = {"local_scaling": local_scaling_block, "knn": knn_block, "knn_mean": knn_mean_block}
+
+
 @dataclass
 class RadiusKernelBlock:
     """A picklable ``block(A, B, dtype=...)`` for the radius-based kernels.
@@ -168,9 +188,7 @@ class RadiusKernelBlock:
             return self._against_reference(A, dtype)
         rb = self.radius(B)
         ra = rb if A is B else neighbor_radius(A, self.reference, self.n_neighbors)
-        if self.kind == "knn":
-            return knn_block(A, B, ra, rb, dtype=dtype)
-        return local_scaling_block(A, B, ra, rb, dtype=dtype)
+        return _BLOCKS[self.kind](A, B, ra, rb, dtype=dtype)
 
     def _against_reference(self, A: Any, dtype: Any) -> np.ndarray:
         # B is the reference set itself (Nyström landmarks): one distance block gives both the
@@ -184,9 +202,8 @@ class RadiusKernelBlock:
         if not np.all(np.isfinite(kth)):
             return self(A, R.copy(), dtype=dtype)
         ra, rb = np.sqrt(kth), self.radius(R)
-        if self.kind == "knn":
-            reach = np.maximum(ra[:, None] ** 2, rb[None, :] ** 2)
-            return (D <= reach * (1 + 1e-9)).astype(dtype)
+        if self.kind != "local_scaling":
+            return _BLOCKS[self.kind](A, R, ra, rb, dtype=dtype)
         D /= ra[:, None]
         D /= rb[None, :]
         np.negative(D, out=D)

@@ -143,13 +143,13 @@ DEFAULT_KNN_NEIGHBORS = 10
 #: Reference points for the neighbour radii: all points up to this size, a uniform sample above.
 DEFAULT_N_REFERENCE = 2000
 #: Kernels whose widths adapt to each point's neighbourhood.
-ADAPTIVE_KERNELS = ("local_scaling", "knn")
+ADAPTIVE_KERNELS = ("local_scaling", "knn", "knn_mean")
 
 
 def _radius_kernel(
     kind: str, X: Any, n_neighbors: int, n_reference: int | None, seed: int | None
 ) -> Kernel:
-    label = "local_scaling" if kind == "local_scaling" else "knn"
+    label = kind
     if (
         not isinstance(n_neighbors, int | np.integer)
         or isinstance(n_neighbors, bool)
@@ -227,6 +227,16 @@ def _local_scaling_factory(
     seed: int | None = 0,
 ) -> Kernel:
     return _radius_kernel("local_scaling", X, n_neighbors, n_reference, seed)
+
+
+def _knn_mean_factory(
+    X: Any = None,
+    *,
+    n_neighbors: int = DEFAULT_KNN_NEIGHBORS,
+    n_reference: int | None = DEFAULT_N_REFERENCE,
+    seed: int | None = 0,
+) -> Kernel:
+    return _radius_kernel("knn_mean", X, n_neighbors, n_reference, seed)
 
 
 def _knn_factory(
@@ -388,6 +398,13 @@ register_kernel(
 )
 register_kernel(
     KernelEntry("knn", _knn_factory, "symmetric k-nearest-neighbour graph (0/1), self-loops")
+)
+register_kernel(
+    KernelEntry(
+        "knn_mean",
+        _knn_mean_factory,
+        "half-weighted k-NN graph: 1 mutual, 1/2 one way (scikit-learn's k-NN affinity)",
+    )
 )
 register_kernel(KernelEntry("cosine", _cosine_factory, "<x, y> / (||x|| ||y||)"))
 register_kernel(KernelEntry("precomputed", _precomputed_factory, "X holds kernel rows"))

@@ -15,46 +15,9 @@ it on the anisotropic blobs and the spiral.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from dkernel.kernels.adaptive import neighbor_radius, squared_distances
 from dkernel.kernels.registry import DEFAULT_N_REFERENCE, Kernel, make_kernel
-
-
-@dataclass
-class MeanKNNBlock:
-    """Picklable ``block(A, B, dtype=...)`` of the half-weighted k-NN affinity."""
-
-    reference: np.ndarray
-    n_neighbors: int
-    _cache: tuple = field(default=(None, None), repr=False, compare=False)
-
-    def radius(self, A: Any) -> np.ndarray:
-        """Neighbour radius of each row of A among the reference rows (cached for the last A)."""
-        last, radii = self._cache
-        if A is last:
-            return radii
-        radii = neighbor_radius(A, self.reference, self.n_neighbors)
-        self._cache = (A, radii)
-        return radii
-
-    def __call__(self, A: Any, B: Any, *, dtype: Any = np.float64) -> np.ndarray:
-        rb = self.radius(B)
-        ra = rb if A is B else neighbor_radius(A, self.reference, self.n_neighbors)
-        D = squared_distances(A, B)
-        # the same relative slack as the registry's knn block: a neighbour at the radius counts
-        out = (D <= (ra**2)[:, None] * (1 + 1e-9)).astype(dtype)
-        out += D <= (rb**2)[None, :] * (1 + 1e-9)
-        out *= 0.5
-        return out
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_cache"] = (None, None)
-        return state
 
 
 def make_knn_mean_kernel(
@@ -64,7 +27,7 @@ def make_knn_mean_kernel(
     n_reference: int | None = DEFAULT_N_REFERENCE,
     seed: int | None = 0,
 ) -> Kernel:
-    """The half-weighted k-NN affinity of X as a :class:`dkernel.kernels.registry.Kernel`.
+    """The half-weighted k-NN affinity of X: the registry's ``knn_mean`` kernel.
 
     Parameters
     ----------
@@ -78,7 +41,6 @@ def make_knn_mean_kernel(
     Returns
     -------
     Kernel
-        ``name='knn_mean'``; parameters as the registry's ``knn`` kernel.
 
     Raises
     ------
@@ -89,6 +51,4 @@ def make_knn_mean_kernel(
     -----
     O(n m p) for the radii against m reference points; a block costs one GEMM.
     """
-    base = make_kernel("knn", X, n_neighbors=n_neighbors, n_reference=n_reference, seed=seed)
-    block = MeanKNNBlock(base.block.reference, base.block.n_neighbors)
-    return Kernel("knn_mean", block, dict(base.params))
+    return make_kernel("knn_mean", X, n_neighbors=n_neighbors, n_reference=n_reference, seed=seed)
