@@ -67,15 +67,29 @@ def unit_spectra(X: np.ndarray, n_bands: int) -> np.ndarray:
     return out
 
 
-def resolve_band_norm(X: Any, n_bands: int, band_norm: str) -> str:
-    """'unit' or 'none' for ``band_norm``; 'auto' is 'unit' iff no band feature is negative.
+#: 'auto' scales spectra to unit length only from this many bands on: the spectral angle suits
+#: multi- and hyperspectral reflectance, but an RGB photo reduced to colour directions loses
+#: brightness (a white object on grey water becomes the water) and one band becomes 0 or 1.
+MIN_SPECTRAL_BANDS = 5
+#: What a reader may declare its bands to be (``LoadedData.meta["bands"]``).
+BAND_KINDS = ("reflectance", "rgb", "other")
 
-    The spectral angle is defined for non-negative spectra (reflectance, radiance, digital
-    numbers, min-max scaled bands); standardised bands have no meaningful direction.
-    One pass over the band columns for 'auto'.
+
+def resolve_band_norm(X: Any, n_bands: int, band_norm: str, bands: str | None = None) -> str:
+    """'unit' or 'none' for ``band_norm``.
+
+    'auto' is decided by what the bands are: a reader's ``bands`` hint wins ('reflectance':
+    'unit'; 'rgb' or 'other': 'none'); without one, 'unit' iff there are at least
+    :data:`MIN_SPECTRAL_BANDS` bands and none is negative. The spectral angle is defined for
+    non-negative spectra (reflectance, radiance, digital numbers, min-max scaled bands);
+    standardised bands have no meaningful direction. One pass over the band columns.
     """
     if band_norm != "auto":
         return band_norm
+    if bands is not None:
+        return "unit" if bands == "reflectance" else "none"
+    if n_bands < MIN_SPECTRAL_BANDS:
+        return "none"
     low = X[:, :n_bands].min()
     low = float(low.compute() if isinstance(low, da.Array) else low)
     return "unit" if low >= 0 else "none"

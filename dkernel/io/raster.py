@@ -476,7 +476,7 @@ def load_hyperspectral(
         scale=scale,
         coord_scale=coord_scale,
         labels=labels,
-        meta={"source": scene, "classes": list(classes)},
+        meta={"source": scene, "classes": list(classes), "bands": "reflectance"},
     )
 
 

@@ -34,14 +34,25 @@ def test_band_norm_auto_and_unit(rng):
     """'auto' picks the spectral angle only for non-negative bands; coordinates stay."""
     X = rng.uniform(0, 2, (300, 5)).astype(np.float32)  # 3 bands + 2 coordinates
     Xd = da.from_array(X, chunks=(64, 3))
-    assert resolve_band_norm(Xd, 3, "auto") == "unit"
+    assert resolve_band_norm(Xd, 3, "auto") == "none"
     Z = X.copy()
     Z[7, 1] = -0.1
     assert resolve_band_norm(Z, 3, "auto") == "none"
     assert resolve_band_norm(Z, 3, "unit") == "unit"
     Z[7, 1], Z[9, 4] = 0.5, -1.0  # a negative coordinate does not count
-    assert resolve_band_norm(Z, 3, "auto") == "unit"
+    assert resolve_band_norm(Z, 3, "auto") == "none"  # three bands: a colour photo
+    assert resolve_band_norm(Z, 3, "auto", bands="reflectance") == "unit"
     out = apply_band_norm(Xd, 3, "unit")
     assert isinstance(out, da.Array)
     np.testing.assert_allclose(out.compute(), unit_spectra(X, 3))
     assert apply_band_norm(Xd, 3, "none") is Xd
+
+
+def test_band_norm_auto_follows_what_the_bands_are(rng):
+    many = np.abs(rng.normal(size=(50, 8)))
+    assert resolve_band_norm(many, 6, "auto") == "unit"  # multispectral reflectance
+    assert resolve_band_norm(many, 3, "auto") == "none"  # RGB
+    assert resolve_band_norm(many, 1, "auto") == "none"  # one band: would become 0 or 1
+    assert resolve_band_norm(many, 6, "auto", bands="rgb") == "none"  # the reader's hint wins
+    assert resolve_band_norm(many, 3, "auto", bands="reflectance") == "unit"
+    assert resolve_band_norm(-many, 6, "auto") == "none"  # standardised bands

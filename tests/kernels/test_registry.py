@@ -28,7 +28,8 @@ def test_available_names():
 
 def test_unknown_name_lists_valid_ones():
     with pytest.raises(
-        InvalidInputError, match="Valid kernels: cosine, knn, knn_mean, local_scaling, pck, precomputed, rbf"
+        InvalidInputError,
+        match="Valid kernels: cosine, knn, knn_mean, local_scaling, pck, precomputed, rbf",
     ):
         make_kernel("gaussian")
 

@@ -84,9 +84,16 @@ def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
 
 
 def test_mssc_job_unit_bands(tmp_path, small_tif, client):
-    """Min-max scaled (non-negative) bands: the job clusters spectral angles by default."""
+    """Min-max scaled (non-negative) bands of a 3-band image: 'auto' keeps them (an RGB photo
+    reduced to colour directions loses brightness); band_norm: unit clusters spectral angles."""
     spec = _spec(tmp_path, small_tif).read_text().replace("scale: standardize", "scale: minmax")
     (tmp_path / "job.yaml").write_text(spec)
+    job = prepare_job(tmp_path / "job.yaml")
+    assert job[1].meta.get("bands") is None
+    from dkernel.io.preprocess import resolve_band_norm
+
+    assert resolve_band_norm(job[1].X, 3, "auto") == "none"
+    (tmp_path / "job.yaml").write_text(spec.replace("params:\n", "params:\n  band_norm: unit\n"))
     out = run_job(tmp_path / "job.yaml", client=client, progress=False, quiet=True, log=print)
     ms = open_results(out)["mssc"].to_dataset()
     assert ms.attrs["band_norm"] == "unit" and ms.attrs["embedding"] == "njw"

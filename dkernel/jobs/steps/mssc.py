@@ -184,7 +184,9 @@ def run(ctx: JobContext) -> None:
     image = ctx.data.raster
     valid = np.asarray(image["valid"].values, dtype=bool)
     n_bands = int(image.shape[0])
-    band_norm = resolve_band_norm(ctx.data.X, n_bands, p["band_norm"])
+    band_norm = resolve_band_norm(
+        ctx.data.X, n_bands, p["band_norm"], bands=ctx.data.meta.get("bands")
+    )
     X = apply_band_norm(ctx.data.X, n_bands, band_norm)
     est = MSSC(
         n_clusters=p["n_clusters"],
