@@ -312,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         "demo": _cmd_demo,
     }
     try:
-        return handlers[args.command](args)
+        code = handlers[args.command](args)
+        sys.stdout.flush()  # inside the try: a closed pipe is reported here, not at exit
+        return code
     except INVALID as exc:
         _report(args, "error", f"dkernel: error: {exc}")
         return EXIT_INVALID
@@ -322,6 +324,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _report(args, "error", "dkernel: interrupted")
         return 130
+    except BrokenPipeError:
+        # the reader of our output went away (`dkernel show STORE | head`): not an error;
+        # point stdout at devnull so the interpreter's final flush stays quiet
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def _report(args: argparse.Namespace, level: str, message: str) -> None:

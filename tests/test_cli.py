@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,28 @@ def test_user_facing_help_has_no_internal_citations(capsys):
     assert main(["methods", "rbf-spectral"]) == 0
     out = capsys.readouterr().out
     assert "(default required)" not in out and "(required)" in out
+
+
+def test_show_into_a_closed_pipe_is_quiet(tmp_path):
+    from dkernel.jobs.runner import run_job
+
+    store = run_job(
+        REPO / "jobs" / "wine-rbf-kpca.yaml",
+        output=tmp_path / "w.zarr",
+        progress=False,
+        log=lambda m: None,
+        n_workers=1,
+    )
+    # the reader is gone before dkernel writes a byte (what `| head` does to a long output)
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dkernel.cli", "show", str(store)],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    os.close(write)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
