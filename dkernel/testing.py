@@ -42,3 +42,18 @@ def raise_if_dask_computes(max_computes: int = 0) -> Iterator[_CountingScheduler
     scheduler = _CountingScheduler(max_computes)
     with dask.config.set(scheduler=scheduler):
         yield scheduler
+
+
+def assert_equal_up_to_row_blocking(actual: Any, desired: Any) -> None:
+    """Equal up to the rounding that a different row blocking of a float32 GEMM gives.
+
+    OpenBLAS computes a row with different micro-kernels depending on where the row falls in
+    the call (edge tiles, the split between its threads), so the same float32 product taken
+    in 50-row Dask chunks and in one NumPy call can differ in the last bits (seen on AVX2
+    machines, not on AVX-512 ones). The same blocking on the same machine is bit-identical;
+    compare different blockings with this.
+    """
+    actual, desired = np.asarray(actual), np.asarray(desired)
+    assert actual.shape == desired.shape and actual.dtype == desired.dtype
+    scale = float(np.max(np.abs(desired))) if desired.size else 0.0
+    np.testing.assert_allclose(actual, desired, rtol=1e-5, atol=1e-5 * scale)

@@ -16,8 +16,7 @@ def test_aligned_restores_blas_rounding_for_arrays_at_odd_offsets():
     # what dask.distributed can hand back: the same values at an odd byte offset
     F = np.random.default_rng(0).normal(size=(4, 200)) * 1e3
     G = _unaligned_copy(F)
-    assert not G.flags.aligned
-    assert not np.array_equal(F @ F.T, G @ G.T)  # NumPy's non-BLAS loop rounds differently
+    assert not G.flags.aligned  # NumPy multiplies it with its own loop, which may round
     H = aligned(G)
     assert H.flags.aligned and np.array_equal(F @ F.T, H @ H.T)
 
