@@ -16,9 +16,11 @@ from dkernel.decomposition.graph import knn_log_kernel_graph, out_of_sample_grap
 from dkernel.decomposition.kernels import (
     KERNELS,
     density_log_kernel,
+    fit_local_scales,
     fit_neighbors,
     knn_log_kernel,
     knn_to_csr,
+    local_scaling_log_kernel,
     row_normalize_log,
 )
 from dkernel.decomposition.nmf import (
@@ -28,8 +30,12 @@ from dkernel.decomposition.nmf import (
     posteriors,
 )
 from dkernel.errors import InvalidInputError
+from dkernel.graphs.knn import knn_search
 
 _OWNER = "KernelDecompositionClustering"
+#: Default graph size and scale rank of the self-tuning k-NN kernel (see the class docstring).
+DEFAULT_N_NEIGHBORS = 7
+DEFAULT_SCALE_NEIGHBORS = 7
 
 
 def silverman_bandwidth(X: np.ndarray) -> float:
@@ -128,7 +134,7 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
     >>> X = np.vstack([rng.normal(0, 0.05, (50, 2)), rng.normal(1, 0.05, (50, 2))])
-    >>> model = KernelDecompositionClustering(2, bandwidth=0.1, random_state=0).fit(X)
+    >>> model = KernelDecompositionClustering(2, random_state=0).fit(X)
     >>> np.bincount(model.labels_).tolist()
     [50, 50]
     """
@@ -137,9 +143,10 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
         self,
         n_clusters: int = 2,
         *,
-        kernel: str = "gaussian",
+        kernel: str = "local_scaling",
         bandwidth: float | None = None,
-        n_neighbors: int | None = None,
+        n_neighbors: int | None = DEFAULT_N_NEIGHBORS,
+        scale_neighbors: int = DEFAULT_SCALE_NEIGHBORS,
         loss: str = "kl-euclidean",
         n_init: int = 3,
         max_iter: int = 300,
@@ -152,6 +159,7 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
+        self.scale_neighbors = scale_neighbors
         self.loss = loss
         self.n_init = n_init
         self.max_iter = max_iter
@@ -176,6 +184,21 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
             high=n_samples,
             allow_none=True,
         )
+        check_scalar(self.scale_neighbors, "scale_neighbors", _OWNER, kind=int, low=1)
+        if self.kernel == "local_scaling":
+            if self.bandwidth is not None:
+                raise InvalidInputError(
+                    f"The 'bandwidth' parameter of {_OWNER} is a Gaussian width; "
+                    "kernel='local_scaling' chooses one width per point (scale_neighbors). Pass "
+                    "kernel='gaussian' with a bandwidth, or leave bandwidth=None."
+                )
+            for name in ("n_neighbors", "scale_neighbors"):
+                k = getattr(self, name)
+                if k is not None and k >= n_samples:
+                    raise InvalidInputError(
+                        f"The '{name}' parameter of {_OWNER} must be < n_samples ({n_samples}) "
+                        f"with kernel='local_scaling'. Got {k} instead."
+                    )
         check_options(self.loss, "loss", _OWNER, LOSSES)
         check_scalar(self.n_init, "n_init", _OWNER, kind=int, low=1)
         check_scalar(self.max_iter, "max_iter", _OWNER, kind=int, low=1)
@@ -201,20 +224,17 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
                 f"{_OWNER} with kernel='cosine' expects non-negative data (counts, histograms); "
                 f"{int(np.sum(Xn < 0))} negative entries found. Use kernel='gaussian'."
             )
+        self.n_features_in_ = Xn.shape[1]
+        if self.kernel == "local_scaling":
+            return self._local_scaling_kernel(Xv, Xn, is_dask)
         self.bandwidth_ = (
             float(self.bandwidth)
             if self.bandwidth is not None
             else (silverman_bandwidth(Xn) if self.kernel == "gaussian" else 1.0)
         )
-        self.n_features_in_ = Xn.shape[1]
+        self.sigma_ = None
         if self.n_neighbors is None:
-            check_budget(
-                what=f"{_OWNER} with a dense {n} x {n} kernel",
-                memory_bytes=5.0 * n * n * 8,
-                max_memory=self.max_memory,
-                alternative="set n_neighbors (e.g. 10-50) for the sparse k-NN kernel, "
-                "O(N k) memory.",
-            )
+            self._check_dense_budget(n)
             Kc, log_norm = row_normalize_log(
                 density_log_kernel(Xn, Xn, kernel=self.kernel, bandwidth=self.bandwidth_)
             )
@@ -232,6 +252,40 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
                 )
             Kc, log_norm = knn_to_csr(ind, logK, n)
             self._index = fit_neighbors(Xn, kernel=self.kernel)
+        return Kc, log_norm, Xn
+
+    def _check_dense_budget(self, n: int) -> None:
+        check_budget(
+            what=f"{_OWNER} with a dense {n} x {n} kernel",
+            memory_bytes=5.0 * n * n * 8,
+            max_memory=self.max_memory,
+            alternative="set n_neighbors (e.g. 10-50) for the sparse k-NN kernel, O(N k) memory.",
+        )
+
+    def _local_scaling_kernel(self, Xv: Any, Xn: np.ndarray, is_dask: bool) -> tuple:
+        """Self-tuning kernel: one neighbour search gives every training scale and (sparse)
+        the kernel rows; Dask input is searched blockwise."""
+        n = Xn.shape[0]
+        k = self.n_neighbors
+        g = min(max(int(k or 0), int(self.scale_neighbors) + 1), n)
+        self._index = fit_neighbors(Xn)
+        if is_dask:
+            dist, ind = da.compute(*knn_search(self._index, Xv, g))
+        else:
+            dist, ind = self._index.kneighbors(Xn, n_neighbors=g, return_distance=True)
+        ind = ind.astype(np.int64)
+        self._scales = fit_local_scales(dist, int(self.scale_neighbors))
+        self.sigma_ = self._scales.sigma
+        self.bandwidth_ = None
+        if k is None:
+            self._check_dense_budget(n)
+            self._index = None
+            logK = density_log_kernel(Xn, Xn, kernel="local_scaling", bandwidth=self._scales)
+            Kc, log_norm = row_normalize_log(logK)
+        else:
+            d, i = dist[:, : int(k)], ind[:, : int(k)]
+            logK = local_scaling_log_kernel(d, self._scales.sigma, self._scales.sigma[i])
+            Kc, log_norm = knn_to_csr(i, logK, n)
         return Kc, log_norm, Xn
 
     def fit(self, X: Any, y: Any = None) -> KernelDecompositionClustering:
@@ -252,7 +306,7 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
         ``embedding`` (leading eigenvectors, :func:`~dkernel.decomposition.spectral_embedding`)
         can be shared across fits with different ``n_clusters`` on the same kernel.
         """
-        if not hasattr(self, "bandwidth_"):
+        if not hasattr(self, "n_features_in_"):
             raise InvalidInputError(f"call {_OWNER}.training_kernel before fit_kernel.")
         self._validate(Kcheck.shape[0])
         result = fit_aggregate_markov(
@@ -287,7 +341,7 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
             self.W_,
             self.H_,
             self.kernel,
-            self.bandwidth_,
+            self._scales if self.kernel == "local_scaling" else self.bandwidth_,
             self.n_neighbors,
             getattr(self, "_index", None),
         )
