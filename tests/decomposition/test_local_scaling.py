@@ -9,9 +9,18 @@ import pytest
 from sklearn import datasets
 from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
 
 from dkernel.decomposition import KernelDecompositionClustering
 from dkernel.errors import InvalidInputError
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # k-means on a few hundred points: OpenMP threads only wait for each other on a busy
+    # machine (5x slower on 2 shared cores), and the results do not depend on them
+    with threadpool_limits(1):
+        yield
 
 
 def _kth_other(d_row: np.ndarray, k: int) -> float:
