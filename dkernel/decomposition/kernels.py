@@ -1,4 +1,5 @@
-"""Row-normalised density kernels of the aggregate Markov model (seed 003, Eq. 4, 15, 16).
+"""Row-normalised kernels of the aggregate Markov model (seed 003, Eq. 4, 15, 16) and the
+self-tuning kernel of the estimator's default.
 
 Numeric layer: NumPy/SciPy/scikit-learn on in-memory blocks, no Dask, no I/O.
 
@@ -8,6 +9,16 @@ few widths away (``exp(-d^2 / 2h^2)`` with ``d / h > 39``), which would turn the
 normalisation ``K / sum(K)`` into ``0 / 0``; in log space the normaliser is a log-sum-exp and
 the normalised row is a softmax, exact at any width. (This is also why
 :func:`dkernel.kernels.rbf_block`, which returns ``exp`` directly, is not used here.)
+
+``'local_scaling'`` is Zelnik-Manor & Perona's ``exp(-||x - y||^2 / (sigma_x sigma_y))`` with
+``sigma`` the distance to the k-th neighbour among the training points, measured as in
+:mod:`dkernel.kernels.adaptive` (:func:`~dkernel.kernels.adaptive.kth_distinct_distance`:
+coinciding points are skipped, so a training point's scale is its k-th *other* neighbour and a
+new point's its k-th training point). Its width "parameter" is a :class:`LocalScales` holding
+every training point's sigma; a query's own sigma comes from the same neighbour search that
+finds its kernel row, so ``predict`` on a training point reproduces its training row exactly.
+It is not a normalised density: there is no ``(sigma_x sigma_y)^(-p/2)`` factor, which would
+re-weight every row by its neighbours' density (not tried as a clustering default).
 """
 
 from __future__ import annotations
