@@ -70,7 +70,12 @@ def main() -> None:
         Xd = da.from_array(X, chunks=(10_000, 2))
         Zd = da.from_array(Z, chunks=(10_000, 2))
         model = KernelDecompositionClustering(
-            5, bandwidth=args.bandwidth, n_neighbors=args.k, n_init=2, random_state=0
+            5,
+            kernel="gaussian",
+            bandwidth=args.bandwidth,
+            n_neighbors=args.k,
+            n_init=2,
+            random_state=0,
         )
         t = time.perf_counter()
         Kc, log_norm, Xn = model.training_kernel(Xd)

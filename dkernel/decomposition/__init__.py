@@ -1,6 +1,7 @@
 """Clustering by kernel decomposition: the aggregate Markov model of seed 003.
 
-Row-normalised density kernels (Gaussian Eq. 15, cosine Eq. 16, k-NN sparsified), their
+Row-normalised kernels (the self-tuning local-scaling kernel of the default, the Gaussian
+density kernel Eq. 15, cosine Eq. 16; k-NN sparsified), their
 stochastic NMF / PLSA factorisation ``G = W H``, out-of-sample posteriors (Eq. 8-10) and
 log-likelihood (Eq. 11-14), the :class:`KernelDecompositionClustering` estimator and
 :func:`select_model` over width, neighbours and number of clusters.

@@ -1,4 +1,5 @@
-"""Row-normalised density kernels of the aggregate Markov model (seed 003, Eq. 4, 15, 16).
+"""Row-normalised kernels of the aggregate Markov model (seed 003, Eq. 4, 15, 16) and the
+self-tuning kernel of the estimator's default.
 
 Numeric layer: NumPy/SciPy/scikit-learn on in-memory blocks, no Dask, no I/O.
 
@@ -8,9 +9,21 @@ few widths away (``exp(-d^2 / 2h^2)`` with ``d / h > 39``), which would turn the
 normalisation ``K / sum(K)`` into ``0 / 0``; in log space the normaliser is a log-sum-exp and
 the normalised row is a softmax, exact at any width. (This is also why
 :func:`dkernel.kernels.rbf_block`, which returns ``exp`` directly, is not used here.)
+
+``'local_scaling'`` is Zelnik-Manor & Perona's ``exp(-||x - y||^2 / (sigma_x sigma_y))`` with
+``sigma`` the distance to the k-th neighbour among the training points, measured as in
+:mod:`dkernel.kernels.adaptive` (:func:`~dkernel.kernels.adaptive.kth_distinct_distance`:
+coinciding points are skipped, so a training point's scale is its k-th *other* neighbour and a
+new point's its k-th training point). Its width "parameter" is a :class:`LocalScales` holding
+every training point's sigma; a query's own sigma comes from the same neighbour search that
+finds its kernel row, so ``predict`` on a training point reproduces its training row exactly.
+It is not a normalised density: there is no ``(sigma_x sigma_y)^(-p/2)`` factor, which would
+re-weight every row by its neighbours' density (not tried as a clustering default).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
@@ -18,8 +31,66 @@ from scipy.special import logsumexp
 from sklearn.neighbors import NearestNeighbors
 
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.adaptive import kth_distinct_distance
 
-KERNELS = ("gaussian", "cosine")
+KERNELS = ("local_scaling", "gaussian", "cosine")
+
+
+@dataclass(frozen=True)
+class LocalScales:
+    """Widths of the self-tuning kernel ``exp(-||x - y||^2 / (sigma_x sigma_y))``.
+
+    Attributes
+    ----------
+    sigma : ndarray (n_train,)
+        Each training point's distance to its ``n_neighbors``-th other training point.
+    n_neighbors : int
+        The neighbour rank k of the scales (a new point's sigma is the distance to its k-th
+        nearest training point).
+    """
+
+    sigma: np.ndarray
+    n_neighbors: int
+
+    def search_size(self, n_graph: int) -> int:
+        """Neighbours to search per row: the graph's and one more than the scale rank (a
+        training point finds itself first, at distance 0, and does not count)."""
+        return max(int(n_graph), int(self.n_neighbors) + 1)
+
+    def query_scales(self, dist: np.ndarray, ind: np.ndarray) -> np.ndarray:
+        """sigma of query points from their sorted distances ``dist`` to the training points
+        ``ind``; a point that coincides with all of them takes its nearest one's sigma."""
+        s = kth_distinct_distance(dist, self.n_neighbors)
+        return np.where(s > 0, s, self.sigma[ind[:, 0]])
+
+
+def fit_local_scales(dist: np.ndarray, n_neighbors: int) -> LocalScales:
+    """Training scales from each training point's sorted distances to its nearest training
+    points (itself included, first).
+
+    Points whose listed neighbours all coincide with them (duplicated rows) get the median
+    scale of the others (:func:`dkernel.spectral.sparse.fill_zero_scales`).
+    """
+    from dkernel.spectral.sparse import fill_zero_scales
+
+    sigma = fill_zero_scales(kth_distinct_distance(dist, n_neighbors), dist.shape[1])
+    if not np.all(np.isfinite(sigma)):
+        raise InvalidInputError(
+            "the self-tuning kernel got non-finite neighbour distances; remove NaN or infinite "
+            "values from X."
+        )
+    return LocalScales(np.asarray(sigma, dtype=np.float64), int(n_neighbors))
+
+
+def local_scaling_log_kernel(
+    dist: np.ndarray, sigma_q: np.ndarray, sigma_t: np.ndarray
+) -> np.ndarray:
+    """``log K = -d^2 / (sigma_q sigma_t)``: ``dist`` (n_q, g) with per-row ``sigma_q`` (n_q,)
+    and per-entry ``sigma_t`` (n_q, g), or (n_t,) against a dense block."""
+    D = np.asarray(dist, dtype=np.float64) ** 2
+    D /= np.asarray(sigma_q, dtype=np.float64)[:, None]
+    D /= sigma_t if np.ndim(sigma_t) == 2 else np.asarray(sigma_t)[None, :]
+    return -D
 
 
 def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -91,7 +162,26 @@ def density_log_kernel(
         S = unit_normalize(Xq) @ unit_normalize(Xt).T
         with np.errstate(divide="ignore"):
             return np.log(np.clip(S, 0.0, None))
+    if kernel == "local_scaling":
+        scales = _check_scales(bandwidth)
+        D = np.sqrt(squared_distances(Xq, Xt))
+        g = min(scales.search_size(1), D.shape[1])
+        part = np.argpartition(D, g - 1, axis=1)[:, :g]
+        near = np.take_along_axis(D, part, axis=1)
+        order = np.argsort(near, axis=1, kind="stable")
+        near = np.take_along_axis(near, order, axis=1)
+        sigma_q = scales.query_scales(near, np.take_along_axis(part, order, axis=1))
+        return local_scaling_log_kernel(D, sigma_q, scales.sigma)
     raise InvalidInputError(f"kernel must be one of {KERNELS}; got {kernel!r}.")
+
+
+def _check_scales(bandwidth) -> LocalScales:
+    if not isinstance(bandwidth, LocalScales):
+        raise InvalidInputError(
+            "kernel='local_scaling' needs the training scales (LocalScales from "
+            f"fit_local_scales) as its width; got {bandwidth!r}."
+        )
+    return bandwidth
 
 
 def row_normalize_log(logK: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -151,7 +241,8 @@ def knn_log_kernel(
     Xt : ndarray of shape (n_train, p) or None
         Training points (may be None when ``index`` is given).
     kernel, bandwidth
-        As in :func:`density_log_kernel`.
+        As in :func:`density_log_kernel` (``bandwidth`` is a :class:`LocalScales` for
+        ``'local_scaling'``: the query's own scale is measured in the same search).
     n_neighbors : int
         Neighbours kept per row (a training point is its own nearest neighbour).
     index : NearestNeighbors, optional
@@ -174,6 +265,13 @@ def knn_log_kernel(
     Xq = np.asarray(Xq, dtype=np.float64)
     p = int(index.n_features_in_)
     Q = unit_normalize(Xq) if kernel == "cosine" else Xq
+    if kernel == "local_scaling":
+        scales = _check_scales(bandwidth)
+        g = min(scales.search_size(n_neighbors), scales.sigma.size)
+        dist, ind = index.kneighbors(Q, n_neighbors=g, return_distance=True)
+        sigma_q = scales.query_scales(dist, ind)
+        dist, ind = dist[:, :n_neighbors], ind[:, :n_neighbors]
+        return ind.astype(np.int64), local_scaling_log_kernel(dist, sigma_q, scales.sigma[ind])
     dist, ind = index.kneighbors(Q, n_neighbors=n_neighbors, return_distance=True)
     if kernel == "gaussian":
         logK = -0.5 * (dist / bandwidth) ** 2 + gaussian_log_normalizer(p, bandwidth)

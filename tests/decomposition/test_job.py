@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dkernel.decomposition import KernelDecompositionClustering
 from dkernel.errors import InvalidInputError, SpecError
 from dkernel.jobs.runner import run_job
 from dkernel.jobs.spec import load_spec, validate_spec
@@ -30,7 +31,12 @@ def _spec(out, **params):
 
 def test_selection_job_writes_surface_factors_and_posteriors(tmp_path, client):
     spec = _spec(
-        tmp_path / "s.zarr", bandwidths=[0.02, 0.1, 0.6], n_clusters=[2, 3], n_repeats=2, n_init=2
+        tmp_path / "s.zarr",
+        kernel="gaussian",
+        bandwidths=[0.02, 0.1, 0.6],
+        n_clusters=[2, 3],
+        n_repeats=2,
+        n_init=2,
     )
     out = run_job(spec, client=client, progress=False, quiet=True, log=lambda _m: None)
     tree = open_results(out)
@@ -53,7 +59,9 @@ def test_selection_job_writes_surface_factors_and_posteriors(tmp_path, client):
 
 
 def test_single_knn_model_job(tmp_path, client):
-    spec = _spec(tmp_path / "k.zarr", bandwidths=[0.1], n_clusters=[3], n_neighbors=[15])
+    spec = _spec(
+        tmp_path / "k.zarr", kernel="gaussian", bandwidths=[0.1], n_clusters=[3], n_neighbors=[15]
+    )
     tree = open_results(
         run_job(spec, client=client, progress=False, quiet=True, log=lambda _m: None)
     )
@@ -79,3 +87,57 @@ def test_invalid_params_are_refused(tmp_path):
 def test_example_spec_validates(data_dir):
     spec = load_spec(REPO / "jobs" / "kdc-shapes-jain.yaml")
     assert spec.method == "kernel-decomposition"
+
+
+def test_default_job_is_the_estimators_default_model(tmp_path, client):
+    tree = open_results(
+        run_job(
+            _spec(tmp_path / "d.zarr", n_clusters=[3]),
+            client=client,
+            progress=False,
+            quiet=True,
+            log=lambda _m: None,
+        )
+    )
+    dec = tree["decomposition"]
+    assert dec.attrs["kernel"] == "local_scaling"
+    assert "bandwidth" not in dec.attrs and dec.attrs["median_sigma"] > 0
+    assert float(tree["metrics"]["acc"]) > 0.8
+    np.testing.assert_allclose(tree["posteriors"]["posteriors"].values.sum(1), 1.0, atol=1e-10)
+
+
+def test_local_scaling_job_refuses_widths_and_grids(tmp_path):
+    for params, match in (
+        ({"n_clusters": [3], "bandwidths": [0.1]}, "bandwidths"),
+        ({"n_clusters": [2, 3]}, "kernel: gaussian"),
+        ({"n_clusters": [3], "n_neighbors": [150]}, "n_neighbors"),
+    ):
+        with pytest.raises(InvalidInputError, match=match):
+            run_job(
+                _spec(tmp_path / "x.zarr", **params),
+                progress=False,
+                quiet=True,
+                log=lambda _m: None,
+            )
+
+
+def test_job_defaults_equal_the_estimator_defaults():
+    import inspect
+
+    from dkernel.jobs.steps.kernel_decomposition import PARAMS
+
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(KernelDecompositionClustering).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    job = {p.name: p.default for p in PARAMS}
+    # list-valued job parameters hold one entry per model of the grid; 0 neighbours = dense
+    assert job["n_neighbors"] == [defaults["n_neighbors"] or 0]
+    assert job["bandwidths"] is None and defaults["bandwidth"] is None
+    shared = [
+        name for name in job if name in defaults and name not in ("n_clusters", "n_neighbors")
+    ]
+    assert set(shared) >= {"kernel", "scale_neighbors", "loss", "n_init", "max_iter", "tol"}
+    for name in shared:
+        assert job[name] == defaults[name], name

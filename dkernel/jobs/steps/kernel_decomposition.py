@@ -1,6 +1,11 @@
 """``method: kernel-decomposition`` — aggregate Markov model (seed 003) with held-out model
 selection over kernel width, k-NN graph size and number of clusters, then a final fit.
 
+The defaults are :class:`~dkernel.decomposition.KernelDecompositionClustering`'s: the sparse
+self-tuning k-NN kernel and one model. Held-out likelihood selection (a grid of more than one
+model) compares normalised densities, so it needs ``kernel: gaussian`` (the paper's model,
+with ``bandwidths``) or ``cosine``.
+
 Groups written: ``/selection`` (error surface: error per repeat, mean and standard error over
 repeats, held-out accuracy when labels exist, chosen model in the attributes; only when a grid
 is given), ``/decomposition`` (``W = P(x_i | c)``, ``H = P(c | x_j)``, priors), ``/posteriors``
@@ -16,7 +21,12 @@ import numpy as np
 import xarray as xr
 
 from dkernel._random import derive_rng
-from dkernel.decomposition.estimator import KernelDecompositionClustering
+from dkernel.decomposition.estimator import (
+    DEFAULT_N_NEIGHBORS,
+    DEFAULT_SCALE_NEIGHBORS,
+    KernelDecompositionClustering,
+    silverman_bandwidth,
+)
 from dkernel.decomposition.selection import C_RULES, select_model
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
@@ -51,18 +61,34 @@ PARAMS = (
     Param(
         "bandwidths",
         "float_list",
-        default=[0.05],
+        default=None,
+        nullable=True,
         check=_positive,
-        doc="Gaussian widths h to compare (data scaled as per 'scale').",
+        doc="Gaussian widths h to compare (data scaled as per 'scale'); null: Silverman's rule. "
+        "kernel: gaussian only.",
     ),
     Param(
         "n_neighbors",
         "int_list",
-        default=[0],
+        default=[DEFAULT_N_NEIGHBORS],
         check=_non_negative,
         doc="k-NN graph sizes to compare; 0 = dense kernel (small N only).",
     ),
-    Param("kernel", "str", default="gaussian", choices=("gaussian", "cosine")),
+    Param(
+        "kernel",
+        "str",
+        default="local_scaling",
+        choices=("local_scaling", "gaussian", "cosine"),
+        doc="local_scaling: self-tuning widths (one model, no selection); gaussian: the paper's "
+        "density kernel (with bandwidths and held-out selection); cosine: count data.",
+    ),
+    Param(
+        "scale_neighbors",
+        "int",
+        default=DEFAULT_SCALE_NEIGHBORS,
+        low=1,
+        doc="local_scaling: each point's width is the distance to this neighbour.",
+    ),
     Param(
         "loss",
         "str",
@@ -117,11 +143,29 @@ PARAMS = (
 
 
 def _grid_size(params: dict) -> int:
-    return len(params["n_clusters"]) * len(params["bandwidths"]) * len(params["n_neighbors"])
+    widths = len(params["bandwidths"]) if params["bandwidths"] else 1
+    return len(params["n_clusters"]) * widths * len(params["n_neighbors"])
 
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
+    if params["kernel"] == "local_scaling":
+        if params["bandwidths"] is not None:
+            raise InvalidInputError(
+                "params.bandwidths are Gaussian widths, but kernel is 'local_scaling' (one "
+                "self-tuning width per point); set kernel: gaussian to use them."
+            )
+        if _grid_size(params) > 1:
+            raise InvalidInputError(
+                "held-out likelihood selection over n_clusters / n_neighbors compares "
+                "normalised densities and needs kernel: gaussian (with bandwidths) or cosine; "
+                "with kernel: local_scaling give one n_clusters and one n_neighbors."
+            )
+        if max(max(params["n_neighbors"]), params["scale_neighbors"]) >= n:
+            raise InvalidInputError(
+                f"params.n_neighbors and params.scale_neighbors must be < the number of "
+                f"samples ({n}) with kernel: local_scaling."
+            )
     if max(params["n_clusters"]) > n:
         raise InvalidInputError(
             f"params.n_clusters has {max(params['n_clusters'])} clusters but the data has only "
@@ -179,6 +223,11 @@ def run(ctx: JobContext) -> None:
     common = dict(
         kernel=p["kernel"], loss=p["loss"], n_init=p["n_init"], max_iter=p["max_iter"], tol=p["tol"]
     )
+    bandwidths = p["bandwidths"]
+    if bandwidths is None and p["kernel"] == "gaussian":
+        bandwidths = [silverman_bandwidth(X)]
+    elif bandwidths is None:
+        bandwidths = [None] if p["kernel"] == "local_scaling" else [1.0]
 
     if _grid_size(p) > 1:
         t = time.perf_counter()
@@ -197,7 +246,7 @@ def run(ctx: JobContext) -> None:
         res = select_model(
             X[sub],
             None if y is None else np.asarray(y)[sub],
-            bandwidths=p["bandwidths"],
+            bandwidths=bandwidths,
             n_clusters=p["n_clusters"],
             n_neighbors=neighbors,
             n_repeats=p["n_repeats"],
@@ -218,13 +267,14 @@ def run(ctx: JobContext) -> None:
         )
         h, k, C = chosen["bandwidth"], chosen["n_neighbors"], chosen["n_clusters"]
     else:
-        h, k, C = p["bandwidths"][0], neighbors[0], p["n_clusters"][0]
+        h, k, C = bandwidths[0], neighbors[0], p["n_clusters"][0]
 
     t = time.perf_counter()
     model = KernelDecompositionClustering(
         C,
         bandwidth=h,
         n_neighbors=k,
+        scale_neighbors=p["scale_neighbors"],
         block_size=p["block_size"],
         random_state=ctx.seed,
         max_memory=ctx.spec.limits.get("max_memory"),
@@ -236,7 +286,6 @@ def run(ctx: JobContext) -> None:
 
     n, C = model.posteriors_.shape
     attrs = {
-        "bandwidth": float(model.bandwidth_),
         "n_neighbors": k or 0,
         "n_clusters": int(C),
         "kernel": p["kernel"],
@@ -246,6 +295,11 @@ def run(ctx: JobContext) -> None:
         "restart_objectives": model.objectives_.tolist(),
         **scale_attrs,
     }
+    if model.bandwidth_ is not None:
+        attrs["bandwidth"] = float(model.bandwidth_)
+    else:  # self-tuning widths: one per point
+        attrs["scale_neighbors"] = int(p["scale_neighbors"])
+        attrs["median_sigma"] = float(np.median(model.sigma_))
     coords = {"sample": np.arange(n), "cluster": np.arange(C)}
     ctx.store.write(
         "decomposition",
