@@ -116,3 +116,12 @@ def test_rbf_models_pickle():
     X = np.random.default_rng(0).normal(size=(60, 3))
     est = KernelPCAEmbedding(n_components=2).fit(X)
     np.testing.assert_allclose(pickle.loads(pickle.dumps(est)).transform(X), est.transform(X))
+
+
+def test_embedding_dimension_defaults_to_the_number_of_clusters():
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    for cls in (KernelPCAEmbedding, KECA):
+        assert cls().fit(X).n_components_ == 2
+        clustered = cls(n_clusters=4, random_state=0).fit(X)
+        assert clustered.n_components_ == 4 and clustered.embedding_.shape == (60, 4)
+        assert cls(n_components=3, n_clusters=4, random_state=0).fit(X).n_components_ == 3
