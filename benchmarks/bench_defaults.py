@@ -23,6 +23,10 @@ Usage::
 
     python benchmarks/bench_defaults.py [--only-datasets a,b] [--only-methods x,y]
         [--seeds 0 1] [--max-n 2000] [--timeout 300] [--out benchmarks/results/defaults]
+        [--update]
+
+``--update`` keeps the rows of ``--out``'s CSV for the methods not run this time and rewrites
+the table from both, so one re-chosen default is re-measured without rerunning every peer.
 """
 
 from __future__ import annotations
@@ -321,6 +325,33 @@ def write_markdown(path: Path, rows, methods, names, args) -> str:
     return text
 
 
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a results CSV written by :func:`main`, with numbers parsed back."""
+
+    def num(v: str, cast=float):
+        return None if v in ("", "None") else cast(v)
+
+    with open(path, newline="") as fh:
+        return [
+            r
+            | {
+                "n": int(r["n"]),
+                "k": int(r["k"]),
+                "ari_mean": num(r["ari_mean"]),
+                "predict_agreement": num(r["predict_agreement"]),
+                "seconds": float(r["seconds"]),
+            }
+            for r in csv.DictReader(fh)
+        ]
+
+
+def merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
+    """``old`` with every (dataset, method) cell that ``new`` measured replaced."""
+    fresh = {(r["dataset"], r["method"]): r for r in new}
+    kept = [r for r in old if (r["dataset"], r["method"]) not in fresh]
+    return kept + new
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only-datasets", default="", help="comma-separated dataset names")
@@ -329,6 +360,11 @@ def main() -> None:
     ap.add_argument("--max-n", type=int, default=2000, help="subsample larger sets to this")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
     ap.add_argument("--out", default=str(RESULTS / "defaults"), help="path without suffix")
+    ap.add_argument(
+        "--update",
+        action="store_true",
+        help="replace only the rows of the methods run in --out's existing table",
+    )
     args = ap.parse_args()
     names = [d for d in DATASETS if not args.only_datasets or d in args.only_datasets.split(",")]
     methods = [m for m in METHODS if not args.only_methods or m in args.only_methods.split(",")]
@@ -365,8 +401,12 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
-    names = [d for d in names if any(r["dataset"] == d for r in rows)]
     out = Path(args.out)
+    if args.update and out.with_suffix(".csv").exists():
+        rows = merge_rows(read_rows(out.with_suffix(".csv")), rows)
+        names = [d for d in DATASETS if any(r["dataset"] == d for r in rows)]
+        methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    names = [d for d in names if any(r["dataset"] == d for r in rows)]
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.with_suffix(".csv"), "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
