@@ -343,40 +343,85 @@ def _rgb(image: xr.DataArray) -> np.ndarray:
     return rgb
 
 
+#: What the quick-look draws where a pixel has no label (outside the scene, or masked).
+NODATA_COLOR = (0.82, 0.82, 0.82, 1.0)
+
+
+def class_colors(n: int) -> np.ndarray:
+    """``n`` RGBA colours, neighbouring classes far apart in hue.
+
+    tab10 up to 10 classes; then tab20's strong shades before its pale ones (tab20 in order
+    pairs a colour with its own lighter shade, so clusters 0/1 would be two blues); beyond 20,
+    hues spaced by the golden angle.
+    """
+    import matplotlib
+
+    if n <= 10:
+        return matplotlib.colormaps["tab10"](np.arange(n))
+    if n <= 20:
+        order = np.r_[np.arange(0, 20, 2), np.arange(1, 20, 2)][:n]
+        return matplotlib.colormaps["tab20"](order)
+    from matplotlib.colors import hsv_to_rgb
+
+    hue = (np.arange(n) * 0.618033988749895) % 1.0
+    sat = np.where(np.arange(n) % 2 == 0, 0.75, 0.5)
+    val = np.where(np.arange(n) % 3 == 0, 0.95, 0.75)
+    rgb = hsv_to_rgb(np.c_[hue, sat, val])
+    return np.c_[rgb, np.ones(n)]
+
+
 def write_quicklook(
     path: str | os.PathLike, image: xr.DataArray, label_map: np.ndarray, *, title: str = ""
 ) -> Path:
-    """PNG with the image (2–98 % stretch) beside the cluster map, in map coordinates."""
+    """PNG with the image (2–98 % stretch) beside the cluster map, in map coordinates, with a
+    legend of the clusters (pixel counts) and of the pixels without a label."""
     # a Figure of its own, not pyplot: a library must not switch the user's backend (that
     # silenced every later figure of a notebook) or leave figures open
-    import matplotlib
     from matplotlib.colors import ListedColormap
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     xs, ys = image["x"].values, image["y"].values
     extent = [float(xs[0]), float(xs[-1]), float(ys[-1]), float(ys[0])]
     n_lab = int(label_map.max()) + 1 if (label_map >= 0).any() else 1
-    colors = matplotlib.colormaps["tab20"](np.arange(max(n_lab, 1)) % 20)
+    colors = class_colors(n_lab)
+    cmap = ListedColormap(colors)
+    cmap.set_bad(NODATA_COLOR)
     shown = np.ma.masked_less(label_map, 0)
-    fig = Figure(figsize=(11, 5))
+    fig = Figure(figsize=(12, 5))
     axes = fig.subplots(1, 2, sharex=True, sharey=True)
-    axes[0].imshow(_rgb(image), extent=extent, interpolation="nearest")
-    axes[0].set_title("image")
+    rgb = _rgb(image)
+    rgb[np.asarray(label_map) < 0] = NODATA_COLOR[:3]
+    axes[0].imshow(rgb, extent=extent, interpolation="nearest")
+    axes[0].set_title("image (2–98 % stretch)")
     axes[1].imshow(
-        shown,
-        extent=extent,
-        cmap=ListedColormap(colors),
-        vmin=-0.5,
-        vmax=n_lab - 0.5,
-        interpolation="nearest",
+        shown, extent=extent, cmap=cmap, vmin=-0.5, vmax=n_lab - 0.5, interpolation="nearest"
     )
     axes[1].set_title(f"clusters ({n_lab})")
+    counts = np.bincount(np.asarray(label_map)[np.asarray(label_map) >= 0].ravel(), minlength=n_lab)
+    handles = [Patch(color=colors[i], label=f"{i} ({counts[i]:,} px)") for i in range(n_lab)]
+    n_nodata = int(np.sum(np.asarray(label_map) < 0))
+    if n_nodata:
+        handles.append(
+            Patch(facecolor=NODATA_COLOR, edgecolor="0.4", label=f"no data ({n_nodata:,} px)")
+        )
+    axes[1].legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize="small",
+        ncols=1 if len(handles) <= 16 else 2,
+        title="cluster",
+    )
     crs = image.rio.crs
+    unit = f" ({crs.to_string()})" if crs is not None else ""
     for ax in axes:
-        ax.set_xlabel(f"x ({crs.to_string()})" if crs is not None else "column")
-    axes[0].set_ylabel("y" if crs is not None else "row")
+        ax.set_xlabel(f"x{unit}" if crs is not None else "column")
+        ax.ticklabel_format(style="plain", useOffset=False)
+        ax.tick_params(axis="x", labelrotation=30)
+    axes[0].set_ylabel(f"y{unit}" if crs is not None else "row")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -117,3 +117,15 @@ def test_errors(tmp_path):
         R.raster_features(R.image_from_array(np.ones((4, 4, 2))), scale="zscore")
     with pytest.raises(InvalidInputError, match="must match"):
         R.labels_to_raster(np.zeros(3), np.ones((2, 2), bool))
+
+
+def test_class_colors_keep_neighbouring_clusters_apart():
+    from dkernel.io.raster import class_colors
+
+    for n in (2, 5, 12, 20, 40):
+        rgb = class_colors(n)[:, :3]
+        assert rgb.shape == (n, 3)
+        step = np.linalg.norm(np.diff(rgb, axis=0), axis=1)
+        # tab20 in order gives clusters 0/1 a blue and its own pale shade
+        assert step[0] > 0.6 and np.min(step) > 0.15, n
+        assert len({tuple(np.round(c, 3)) for c in rgb}) == n
