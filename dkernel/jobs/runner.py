@@ -20,7 +20,8 @@ from dkernel.io.preprocess import standardize
 from dkernel.io.registry import get_reader
 from dkernel.jobs.registry import JobContext, get_method
 from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
-from dkernel.storage.store import ResultsStore, check_target
+from dkernel.storage.lock import StoreLease
+from dkernel.storage.store import ResultsStore, check_target, check_writable
 
 
 class JobFailedError(DKernelError, RuntimeError):
@@ -172,14 +173,63 @@ def run_job(
     Root attributes record per-phase wall times (``timings``) and, from the scheduler, the
     number of tasks run and the peak memory of each worker (``resources``).
     """
-    from dkernel.runtime import connect
-    from dkernel.runtime.monitor import ResourceMonitor
-
     spec, data = prepare_job(spec)
     if output is not None:
         spec = replace(spec, output=Path(output))
     elif output_policy is not None:
         spec = replace(spec, output=output_policy.confine(spec.output))
+    check_target(spec.output, overwrite=overwrite or resume)
+    check_writable(spec.output)
+    # one writer per store: the lease is taken before any cluster starts and held until the
+    # store is marked complete or failed (a live holder is refused, naming it)
+    lease = StoreLease.acquire(spec.output, command=f"dkernel job {spec.name!r}")
+    try:
+        _run_leased(
+            spec,
+            data,
+            lease=lease,
+            scheduler=scheduler,
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            overwrite=overwrite,
+            resume=resume,
+            progress=progress,
+            quiet=quiet,
+            client=client,
+            timeout=timeout,
+            security=security,
+            log=log,
+        )
+    finally:
+        lease.release()
+    return spec.output
+
+
+def _run_leased(
+    spec: JobSpec,
+    data: LoadedData,
+    *,
+    lease: StoreLease,
+    scheduler: str | None,
+    n_workers: int | None,
+    threads_per_worker: int | None,
+    overwrite: bool,
+    resume: bool,
+    progress: bool,
+    quiet: bool,
+    client: Any,
+    timeout: float,
+    security: Any,
+    log: Callable[[str], None],
+) -> None:
+    from dkernel.runtime import connect
+    from dkernel.runtime.monitor import ResourceMonitor
+
+    t_start = time.perf_counter()
+    if lease.info.get("took_over"):
+        old = lease.info["took_over"]
+        log(f"[dkernel] took over the stale lease of pid {old.get('pid')} on {old.get('host')}")
+    # checked again under the lease: another writer may have finished meanwhile
     status = check_target(spec.output, overwrite=overwrite or resume)
     if resume and status == "complete":
         raise StoreError(
@@ -187,7 +237,6 @@ def run_job(
         )
     resume = resume and status in ("running", "failed")
     method = get_method(spec.method)
-    t_start = time.perf_counter()
 
     own_client = client is None
     if own_client:
@@ -251,7 +300,6 @@ def run_job(
         if own_client:
             client.close()
     log(f"[dkernel] complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
-    return spec.output
 
 
 def runtime_info(client: Any, scheduler: str | None) -> dict[str, Any]:
