@@ -67,6 +67,13 @@ def load_csv(
             f"{path}: row {ragged[0] + 1 + int(header)} has {len(rows[ragged[0]])} fields, expected "
             f"{width} (check data.delimiter)."
         )
+    for key, cols in (("label_column", [label_column]), ("skip_columns", skip_columns or [])):
+        bad = [c for c in cols if c is not None and not -width <= c < width]
+        if bad:
+            raise InvalidInputError(
+                f"data.{key}: column {bad[0]} does not exist in {path}, which has {width} "
+                f"columns (0 to {width - 1}, or -{width} to -1 counting from the end)."
+            )
     drop = {c % width for c in (skip_columns or [])}
     label_idx = None if label_column is None else label_column % width
     keep = [c for c in range(width) if c not in drop and c != label_idx]
@@ -96,15 +103,32 @@ def load_csv(
     )
 
 
+def _load_npy_file(path: str, key: str, *, mmap: bool = True) -> np.ndarray:
+    """``np.load`` with every failure (empty file, truncated header, pickled objects) as an
+    :class:`InvalidInputError` naming the file and the fix."""
+    try:
+        if Path(path).stat().st_size == 0:
+            raise InvalidInputError(
+                f"{key}: {path} is empty (0 bytes); a .npy file written by numpy.save is "
+                "expected. Check that the file was copied completely."
+            )
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except InvalidInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (EOFError, ValueError, OSError, ...)
+        raise InvalidInputError(
+            f"{key}: could not read {path} as a .npy array: {str(exc)[:200]} "
+            f"({type(exc).__name__}). Write it with numpy.save(path, array) (numeric, not "
+            "pickled objects)."
+        ) from exc
+
+
 def load_npy(path: str, labels_path: str | None = None) -> LoadedData:
     """A 2-D ``.npy`` array (memory-mapped), optional labels from another ``.npy``."""
-    try:
-        X = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise InvalidInputError(f"could not read {path} as a .npy array: {exc}") from exc
+    X = _load_npy_file(path, "data.path")
     y = None
     if labels_path:
-        y = np.load(labels_path, allow_pickle=False)
+        y = _load_npy_file(labels_path, "data.labels_path", mmap=False)
         if y.shape[0] != X.shape[0]:
             raise InvalidInputError(
                 f"labels in {labels_path} have {y.shape[0]} entries but {path} has {X.shape[0]} rows."

@@ -477,11 +477,25 @@ def check_writable(path: str | Path) -> None:
             f"cannot create the results store {path}: {probe} is a file, not a directory. "
             "Choose another output path."
         )
+    problem = None
     if not os.access(probe, os.W_OK | os.X_OK):
+        problem = "is not writable by this user"
+    else:  # os.access says yes to root even on read-only mounts: try it
+        import tempfile
+
+        try:
+            fd, name = tempfile.mkstemp(prefix=".dkernel-probe-", dir=probe)
+        except OSError as exc:
+            problem = f"cannot be written ({exc.strerror or exc})"
+        else:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+    if problem:
         what = "the store" if probe == path else "its directory"
         raise StoreError(
-            f"cannot write the results store {path}: {what} {probe} is not writable by this "
-            "user. Fix its permissions or choose another --output."
+            f"cannot write the results store {path}: {what} {probe} {problem}. Fix its "
+            "permissions or choose another --output."
         )
 
 
