@@ -31,6 +31,17 @@ def load_sklearn(name: str) -> LoadedData:
     )
 
 
+def _quote_cell(value: str) -> str:
+    """A cell for an error message: short tokens quoted; longer text (or any text while a data
+    root confines the process, DKERNEL_DATA_ROOT) only described, so messages never quote
+    whole lines of a file that was not meant to be read."""
+    import os
+
+    if len(value) <= 20 and value.isprintable() and not os.environ.get("DKERNEL_DATA_ROOT"):
+        return repr(value)
+    return f"a {len(value)}-character text"
+
+
 def load_csv(
     path: str,
     delimiter: str | None = ",",
@@ -88,9 +99,9 @@ def load_csv(
                 X[i, j] = float(value)
             except ValueError:
                 raise InvalidInputError(
-                    f"{path}: row {i + 1 + int(header)}, column {c} holds {value!r}, which is not "
-                    "a number. Add it to data.missing_values or list the column in "
-                    "data.skip_columns."
+                    f"{path}: row {i + 1 + int(header)}, column {c} holds "
+                    f"{_quote_cell(value)}, which is not a number. Add it to "
+                    "data.missing_values or list the column in data.skip_columns."
                 ) from None
     y = None
     if label_idx is not None:

@@ -70,6 +70,13 @@ DATA_COMMON = (
 
 RUNTIME = (
     Param("n_workers", "int", default=None, nullable=True, low=1, high=1024),
+    Param(
+        "data_root",
+        "str",
+        default=None,
+        nullable=True,
+        doc="Refuse data files outside this directory (DKERNEL_DATA_ROOT, when set, wins).",
+    ),
     Param("threads_per_worker", "int", default=None, nullable=True, low=1, high=256),
     Param(
         "memory_limit",
@@ -337,9 +344,18 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
     reader = get_reader(common["reader"])
     options_raw = {k: v for k, v in data_raw.items() if k not in ("reader", "standardize")}
     options = validate_mapping(options_raw, reader.params, "data")
+    runtime = validate_mapping(top["runtime"], RUNTIME, "runtime")
+    confine_to = data_root_confinement(runtime.get("data_root"))
     for p in reader.params:
         if p.kind == "str" and (p.name == "path" or p.name.endswith("_path")) and options[p.name]:
-            options[p.name] = str(_existing_file(options[p.name], f"data.{p.name}"))
+            found = _existing_file(options[p.name], f"data.{p.name}")
+            if confine_to is not None and not found.is_relative_to(confine_to):
+                raise SpecError(
+                    f"{found} is outside the data root {confine_to}; only files below it may "
+                    f"be read ({DATA_ROOT_ENV} / runtime.data_root). Move the file there.",
+                    f"data.{p.name}",
+                )
+            options[p.name] = str(found)
 
     if method.needs_raster and not reader.raster:
         raster_readers = sorted(name for name, r in READERS.items() if r.raster)
@@ -350,7 +366,6 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
         )
 
     output = Path(expand_env(top["output"], "output"))
-    runtime = validate_mapping(top["runtime"], RUNTIME, "runtime")
     limits = validate_mapping(top["limits"], LIMITS, "limits")
     return JobSpec(
         name=top["name"],
@@ -367,6 +382,34 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
         source=_plain(raw),
         path=path,
     )
+
+
+#: Environment variable confining the data files a job spec may read (optional).
+DATA_ROOT_ENV = "DKERNEL_DATA_ROOT"
+
+
+def data_root_confinement(spec_root: str | None = None) -> Path | None:
+    """The directory data files must lie in, resolved: ``$DKERNEL_DATA_ROOT`` when set (a
+    spec's ``runtime.data_root`` may then only narrow it), else ``runtime.data_root``, else
+    None (no confinement).
+
+    Raises
+    ------
+    SpecError
+        When ``runtime.data_root`` lies outside ``$DKERNEL_DATA_ROOT``.
+    """
+    env = os.environ.get(DATA_ROOT_ENV) or None
+    env_root = Path(expand_env(env, DATA_ROOT_ENV)).resolve() if env else None
+    spec_path = Path(expand_env(spec_root, "runtime.data_root")).resolve() if spec_root else None
+    if env_root is not None and spec_path is not None:
+        if not spec_path.is_relative_to(env_root):
+            raise SpecError(
+                f"{spec_path} is outside {DATA_ROOT_ENV} ({env_root}); a spec may only "
+                "narrow the data root.",
+                "runtime.data_root",
+            )
+        return spec_path
+    return env_root if env_root is not None else spec_path
 
 
 def _existing_file(value: str, key: str) -> Path:

@@ -382,3 +382,50 @@ def test_garbage_geotiff_is_a_message(work) -> None:
 def test_non_utf8_csv_is_a_message(work) -> None:
     (work / "data.csv").write_bytes(b"\xff\xfe\x00garbage\n")
     refused(work, _spec(), r"data\.csv")
+
+
+# ------------------------------------------------------------------------------------------
+# 8. data-root confinement, no file contents in messages, relative stored tracebacks
+# ------------------------------------------------------------------------------------------
+
+
+def test_data_root_refuses_paths_outside(work, monkeypatch) -> None:
+    inside = work / "data"
+    inside.mkdir()
+    (inside / "ok.csv").write_text((work / "data.csv").read_text())
+    (inside / "escape.csv").symlink_to(work / "data.csv")
+    monkeypatch.setenv("DKERNEL_DATA_ROOT", str(inside))
+    refused(work, _spec(), r"data\.path: .*data\.csv is outside the data root")
+    refused(work, _spec(data={"reader": "csv", "path": "data/escape.csv"}), r"outside the data")
+    code, err = cli(work, _spec(data={"reader": "csv", "path": "data/ok.csv"}))
+    assert code == 0, err
+    refused(work, _spec(runtime={"data_root": str(work)}), r"may only narrow the data root")
+
+
+def test_spec_data_root(work) -> None:
+    (work / "data").mkdir()
+    refused(work, _spec(runtime={"data_root": "data"}), r"outside the data root")
+
+
+def test_messages_do_not_quote_file_contents(work) -> None:
+    secret = "root:x:0:0:root:/root:/bin/bash"
+    (work / "passwd").write_text(f"{secret}\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n")
+    err = refused(work, _spec(data={"reader": "csv", "path": "passwd"}), r"31-character text")
+    assert "root:" not in err and "daemon" not in err
+
+
+def test_stored_tracebacks_have_relative_paths(tmp_path) -> None:
+    import sys
+
+    from dkernel.storage.store import ResultsStore
+
+    store = ResultsStore.create(tmp_path / "s.zarr", job={"name": "x"}, seed=0)
+    try:
+        np.linalg.cholesky(-np.eye(2))  # raises inside numpy (site-packages)
+    except Exception as exc:  # noqa: BLE001
+        store.mark_failed(exc)
+    tb = store.attrs["traceback"]
+    assert "LinAlgError" in tb and "<python>/numpy/" in tb, tb
+    repo = str(Path(__file__).resolve().parents[2])
+    for prefix in {sys.prefix, repo, str(Path.home())}:
+        assert prefix + os.sep not in tb, prefix
