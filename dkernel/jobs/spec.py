@@ -277,8 +277,9 @@ def parse_yaml(text: str, origin: str = "<spec>") -> Any:
             f"{origin}: the job spec is {size:,} bytes; at most {MAX_SPEC_BYTES:,} are "
             "accepted. Job specs name their data files rather than holding the data."
         )
-    loader = _SpecLoader(text)
+    loader = None
     try:
+        loader = _SpecLoader(text)  # the reader checks the characters already
         node = loader.get_single_node()
         if node is None:
             return None
@@ -305,7 +306,8 @@ def parse_yaml(text: str, origin: str = "<spec>") -> Any:
             f"{origin}: a value could not be read: {show_value(str(exc))[:300]}."
         ) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_spec(path: str | Path) -> JobSpec:
