@@ -16,12 +16,14 @@ A stale lease
     taken over by the next writer (``--resume`` continues the store it left).
 
 What is guaranteed where (see ``docs/store_lock.md``)
-    * local disks: mutual exclusion (``flock`` + ``O_EXCL``-free take-over under the lock);
+    * local disks: mutual exclusion (the lease is published with an atomic ``link`` or
+      ``rename`` and held with ``flock``);
     * NFS v4 / Lustre / GPFS with working POSIX locks: the same, since ``flock`` is forwarded
-      to the server; on NFS v3 without ``lockd``, and on filesystems where ``flock`` is
-      unsupported, only the heartbeat protects: two writers started within one heartbeat of
-      each other on different hosts can both start, and a holder whose heartbeat thread
-      stalls for longer than the timeout loses its lease;
+      to the server;
+    * filesystems without ``flock`` (NFS v3 without ``lockd``, FUSE mounts): only the
+      heartbeat protects: two writers started on different hosts at the same moment can
+      both start, and a holder whose heartbeat stalls for longer than the timeout loses its
+      lease;
     * object stores (S3, GCS): no lock; dkernel writes stores only to file-system paths.
 """
 

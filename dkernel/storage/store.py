@@ -5,6 +5,15 @@ Layout (DESIGN.md §5): root attributes hold the provenance (``job`` spec, ``ver
 ``/embedding``, ``/labels``, ``/metrics``, ``/gmm``, ``/features``, ``/ranking``, ``/mssc``
 hold the arrays. ``status`` goes ``running`` → ``complete`` (written last, only after every
 array is written) or ``failed`` (with the error). This is the only module that touches Zarr.
+
+One writer per store: ``dkernel run``/``submit`` hold the store's lease
+(:mod:`dkernel.storage.lock`, the file ``dkernel.lease`` in the store) from before the cluster
+starts until the status is final; a second writer, or ``--overwrite``, is refused while the
+holder lives, and a stale lease (dead pid on this host, or a heartbeat older than
+``DKERNEL_LEASE_TIMEOUT``) is taken over. Guarantees: mutual exclusion on local disks and on
+shared filesystems with working POSIX locks (NFS v4, Lustre, GPFS); heartbeat-only protection
+where ``flock`` is unsupported (NFS v3 without lockd, FUSE mounts); none on object stores,
+which dkernel does not write to. See ``docs/store_lock.md``.
 """
 
 from __future__ import annotations
