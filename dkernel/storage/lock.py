@@ -173,9 +173,10 @@ class StoreLease:
             "token": uuid.uuid4().hex,
             "command": command,
         }
-        # the lease is written complete to a private file, locked, then published under
-        # its name atomically: readers never see a half-written lease
-        tmp = store / f".{LEASE_FILE}.{info['token']}"
+        # the lease is written complete to a private file beside the store (where the
+        # holder's store-clearing cannot reach it), locked, then published under its name
+        # atomically: readers never see a half-written lease
+        tmp = store.parent / f".{store.name}.{LEASE_FILE}.{info['token']}"
         try:
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as exc:
@@ -193,12 +194,14 @@ class StoreLease:
                     break
                 except FileExistsError:
                     pass
-                except OSError:  # no hard links on this filesystem: O_EXCL-free fallback
+                except OSError as exc:
+                    if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                        raise StoreError(f"cannot take the lease of {store}: {exc}") from exc
+                    # no hard links on this filesystem (some FUSE mounts): not atomic
                     if not path.exists():
                         os.rename(tmp, path)
                         tmp = path
                         break
-                    raise
                 if _take_over_if_stale(store, path, tmp, info):
                     break
             else:
