@@ -134,6 +134,23 @@ def test_second_writer_is_refused_naming_the_holder(
     ops.assert_stores_identical(out, refs[holder])
 
 
+def test_two_writers_started_at_the_same_moment(jobs, tmp_path, ops) -> None:
+    """The race of the issue (one failed with GroupNotFoundError): both with --overwrite."""
+    specs, refs = jobs
+    out = tmp_path / "race.zarr"
+    procs = {name: _cli(specs[name], out, "--overwrite") for name in ("a", "b")}
+    results = {name: _finish(proc) for name, proc in procs.items()}
+    codes = sorted(code for code, _ in results.values())
+    assert codes == [0, 2], results
+    winner = next(name for name, (code, _) in results.items() if code == 0)
+    loser = "b" if winner == "a" else "a"
+    assert f"is being written by pid {procs[winner].pid}" in results[loser][1], results
+    assert "Traceback" not in results[loser][1]
+    assert zarr.open_group(str(out), mode="r").attrs["job"]["name"] == winner
+    assert _status(out) == "complete"
+    ops.assert_stores_identical(out, refs[winner])
+
+
 def test_sigkilled_writer_lease_is_taken_over_by_resume(jobs, tmp_path, ops) -> None:
     specs, refs = jobs
     out = tmp_path / "killed.zarr"
