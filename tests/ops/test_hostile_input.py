@@ -431,3 +431,20 @@ def test_stored_tracebacks_have_relative_paths(tmp_path) -> None:
     repo = str(Path(__file__).resolve().parents[2])
     for prefix in {sys.prefix, repo, str(Path.home())}:
         assert prefix + os.sep not in tb, prefix
+
+
+def test_unexpected_errors_print_no_traceback_unless_debug(tmp_path) -> None:
+    """A store with nonsense attributes (hand-edited) trips ``dkernel show``: exit 1 with one
+    line naming the error; ``--log-level debug`` shows the traceback."""
+    from dkernel.storage.store import ResultsStore
+
+    store = ResultsStore.create(tmp_path / "odd.zarr", job={"name": "x"}, seed=0)
+    store.update_attrs(timings={"total": "fast"})
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        code = main(["show", str(store.path)])
+    assert code == 1, err.getvalue()
+    assert "unexpected error" in err.getvalue() and "--log-level debug" in err.getvalue()
+    assert "Traceback" not in err.getvalue()
+    with pytest.raises(ValueError), redirect_stdout(io.StringIO()):
+        main(["show", str(store.path), "--log-level", "debug"])
