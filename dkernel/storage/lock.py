@@ -178,7 +178,11 @@ class StoreLease:
         # atomically: readers never see a half-written lease
         tmp = store.parent / f".{store.name}.{LEASE_FILE}.{info['token']}"
         try:
-            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except PermissionError:  # a store we may write in a directory we may not
+                tmp = store / f".{LEASE_FILE}.{info['token']}"
+                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as exc:
             raise StoreError(
                 f"cannot write the lease file in {store}: {exc}. Check the permissions of "
