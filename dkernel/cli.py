@@ -157,6 +157,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.job)
     output = OutputPolicy.default(args.job, args.output_root).confine(spec.output)
+    from dkernel.storage.store import check_writable
+
+    check_writable(output)
     if not args.no_data:
         spec, data = prepare_job(spec)
         print(
@@ -299,10 +302,42 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a batch system, Kubernetes): handled like Ctrl-C, so the job's
+    store is marked ``failed`` and ``--resume`` continues it."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _install_sigterm() -> Any:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        return signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):  # pragma: no cover
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dkernel`` command; returns the exit code."""
     args = _parser().parse_args(argv)
     setup_logging(args.log_level, args.log_json)
+    previous = _install_sigterm() if args.command in ("run", "submit", "demo") else None
+    try:
+        return _dispatch(args)
+    finally:
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     handlers: dict[str, Any] = {
         "validate": _cmd_validate,
         "run": _cmd_run,
@@ -321,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     except DKernelError as exc:
         _report(args, "error", f"dkernel: failed: {exc}")
         return EXIT_FAILED
+    except Terminated:
+        _report(args, "error", "dkernel: terminated (SIGTERM); the store is marked failed")
+        return 128 + 15
     except KeyboardInterrupt:
         _report(args, "error", "dkernel: interrupted")
         return 130
@@ -331,6 +369,21 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001  (an unexpected error: no traceback unless debug)
+        if args.log_level == "debug":
+            raise
+        from dkernel.storage.store import relative_paths
+
+        text = relative_paths(f"{type(exc).__name__}: {exc}")
+        if len(text) > 500:
+            text = text[:500] + "…"
+        _report(
+            args,
+            "error",
+            f"dkernel: failed: unexpected error {text}. Run again with --log-level debug "
+            "for the traceback, and please report it.",
+        )
+        return EXIT_FAILED
 
 
 def _report(args: argparse.Namespace, level: str, message: str) -> None:

@@ -26,9 +26,17 @@ class SpecError(DKernelError, ValueError):
         Dotted path of the offending key in the spec (``params.n_clusters``).
     """
 
+    #: Longest message (characters): values in messages are cut (dkernel.jobs.params.show_value)
+    #: and this is the backstop.
+    MAX_MESSAGE = 2000
+
     def __init__(self, message: str, key: str | None = None) -> None:
         self.key = key
-        super().__init__(f"{key}: {message}" if key else message)
+        text = f"{key}: {message}" if key else message
+        if len(text) > self.MAX_MESSAGE:
+            half = self.MAX_MESSAGE // 2
+            text = f"{text[:half]} … ({len(text) - 2 * half} characters cut) … {text[-half:]}"
+        super().__init__(text)
 
 
 class ResourceLimitError(DKernelError, MemoryError):

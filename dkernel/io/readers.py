@@ -31,6 +31,17 @@ def load_sklearn(name: str) -> LoadedData:
     )
 
 
+def _quote_cell(value: str) -> str:
+    """A cell for an error message: short tokens quoted; longer text (or any text while a data
+    root confines the process, DKERNEL_DATA_ROOT) only described, so messages never quote
+    whole lines of a file that was not meant to be read."""
+    import os
+
+    if len(value) <= 20 and value.isprintable() and not os.environ.get("DKERNEL_DATA_ROOT"):
+        return repr(value)
+    return f"a {len(value)}-character text"
+
+
 def load_csv(
     path: str,
     delimiter: str | None = ",",
@@ -67,6 +78,13 @@ def load_csv(
             f"{path}: row {ragged[0] + 1 + int(header)} has {len(rows[ragged[0]])} fields, expected "
             f"{width} (check data.delimiter)."
         )
+    for key, cols in (("label_column", [label_column]), ("skip_columns", skip_columns or [])):
+        bad = [c for c in cols if c is not None and not -width <= c < width]
+        if bad:
+            raise InvalidInputError(
+                f"data.{key}: column {bad[0]} does not exist in {path}, which has {width} "
+                f"columns (0 to {width - 1}, or -{width} to -1 counting from the end)."
+            )
     drop = {c % width for c in (skip_columns or [])}
     label_idx = None if label_column is None else label_column % width
     keep = [c for c in range(width) if c not in drop and c != label_idx]
@@ -81,9 +99,9 @@ def load_csv(
                 X[i, j] = float(value)
             except ValueError:
                 raise InvalidInputError(
-                    f"{path}: row {i + 1 + int(header)}, column {c} holds {value!r}, which is not "
-                    "a number. Add it to data.missing_values or list the column in "
-                    "data.skip_columns."
+                    f"{path}: row {i + 1 + int(header)}, column {c} holds "
+                    f"{_quote_cell(value)}, which is not a number. Add it to "
+                    "data.missing_values or list the column in data.skip_columns."
                 ) from None
     y = None
     if label_idx is not None:
@@ -96,15 +114,32 @@ def load_csv(
     )
 
 
+def _load_npy_file(path: str, key: str, *, mmap: bool = True) -> np.ndarray:
+    """``np.load`` with every failure (empty file, truncated header, pickled objects) as an
+    :class:`InvalidInputError` naming the file and the fix."""
+    try:
+        if Path(path).stat().st_size == 0:
+            raise InvalidInputError(
+                f"{key}: {path} is empty (0 bytes); a .npy file written by numpy.save is "
+                "expected. Check that the file was copied completely."
+            )
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except InvalidInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (EOFError, ValueError, OSError, ...)
+        raise InvalidInputError(
+            f"{key}: could not read {path} as a .npy array: {str(exc)[:200]} "
+            f"({type(exc).__name__}). Write it with numpy.save(path, array) (numeric, not "
+            "pickled objects)."
+        ) from exc
+
+
 def load_npy(path: str, labels_path: str | None = None) -> LoadedData:
     """A 2-D ``.npy`` array (memory-mapped), optional labels from another ``.npy``."""
-    try:
-        X = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise InvalidInputError(f"could not read {path} as a .npy array: {exc}") from exc
+    X = _load_npy_file(path, "data.path")
     y = None
     if labels_path:
-        y = np.load(labels_path, allow_pickle=False)
+        y = _load_npy_file(labels_path, "data.labels_path", mmap=False)
         if y.shape[0] != X.shape[0]:
             raise InvalidInputError(
                 f"labels in {labels_path} have {y.shape[0]} entries but {path} has {X.shape[0]} rows."

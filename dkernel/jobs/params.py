@@ -9,6 +9,7 @@ what is allowed.
 from __future__ import annotations
 
 import difflib
+import math
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -72,20 +73,54 @@ class Param:
     doc: str = ""
     check: Callable[[Any], str | None] | None = None
 
-    def describe(self) -> str:
+    def describe(self, *, with_cap: bool = False) -> str:
+        """``an int >= 1`` etc.; ``with_cap`` adds a :data:`COUNT_CAPS` / :data:`INT_MAX`
+        bound that the schema does not state itself."""
         text = _KIND_NAMES[self.kind]
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         bounds = []
         if self.low is not None:
             bounds.append(f"{'>' if self.low_open else '>='} {self.low}")
-        if self.high is not None:
-            bounds.append(f"{'<' if self.high_open else '<='} {self.high}")
+        high = effective_high(self) if with_cap else self.high
+        if high is not None:
+            bounds.append(f"{'<' if self.high_open else '<='} {high}")
         if bounds:
             text += " " + " and ".join(bounds)
         if self.nullable:
             text += " (or null)"
         return text
+
+
+#: Caps of count parameters that set how often work is repeated, applied by name to every
+#: schema whose ``Param`` sets no ``high`` of its own: a typo such as ``n_init: 1000000000``
+#: is refused at validation instead of running for days. Sizes (samples, features, memory)
+#: are checked by each method's cost estimate instead.
+COUNT_CAPS = {
+    "n_init": 10_000,
+    "n_inits": 1_000,
+    "pck_n_inits": 1_000,
+    "n_iter": 100_000,
+    "pck_n_iter": 100_000,
+    "max_iter": 100_000,
+    "n_repeats": 1_000,
+    "n_rff": 1_000_000,
+    "n_seeds": 1_000_000,
+    "n_density": 10_000_000,
+    "n_clusters": 100_000,
+}
+
+#: Every integer parameter without a cap of its own is at most this (32-bit signed).
+INT_MAX = 2**31 - 1
+
+
+def effective_high(param: Param) -> float | None:
+    """``param.high``, else its :data:`COUNT_CAPS` entry, else :data:`INT_MAX` for ints."""
+    if param.high is not None:
+        return param.high
+    if param.kind == "int":
+        return COUNT_CAPS.get(param.name, INT_MAX)
+    return None
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -108,8 +143,55 @@ def _type_ok(kind: str, value: Any) -> bool:
     raise ValueError(f"unknown parameter kind {kind!r}")
 
 
+#: Longest value shown in an error message (characters); longer ones are cut, with their
+#: type and length.
+SHOW_LIMIT = 200
+
+
+def _bounded_repr(value: Any) -> str:
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 4, 12, 12, 12, 12
+    r.maxstring, r.maxother, r.maxlong = SHOW_LIMIT, SHOW_LIMIT, 60
+    try:
+        text = r.repr(value)
+    except Exception:  # noqa: BLE001  (a value whose repr fails is shown by its type)
+        text = f"<{type(value).__name__}>"
+    return text
+
+
+def show_value(value: Any) -> str:
+    """``value`` for an error message: its repr cut to :data:`SHOW_LIMIT` characters (and
+    nested containers to a few items), followed by its type and, for sized values, length."""
+    text = _bounded_repr(value)
+    if len(text) > SHOW_LIMIT:
+        text = text[:SHOW_LIMIT] + "…"
+    return text
+
+
 def _show(value: Any) -> str:
-    return f"{value!r} ({type(value).__name__})"
+    """``show_value`` plus the type, and the length when the value was cut."""
+    text = show_value(value)
+    extra = ""
+    cut = "..." in text or "…" in text  # reprlib and show_value mark what they cut
+    if isinstance(value, str | list | tuple | Mapping) and cut:
+        extra = f", length {len(value)}"
+    return f"{text} ({type(value).__name__}{extra})"
+
+
+def _number_hint(value: Any) -> str:
+    """A hint for a number YAML read as text (``1e9``: YAML 1.1 needs ``1.0e+9``)."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    if not math.isfinite(number) or len(value) > 40:
+        return ""
+    shown = f"{int(number)}" if number.is_integer() and abs(number) < 1e18 else repr(number)
+    return f" YAML reads {value} as text; write the number out ({shown})."
 
 
 def check_value(param: Param, value: Any, where: str) -> Any:
@@ -120,28 +202,41 @@ def check_value(param: Param, value: Any, where: str) -> Any:
             return None
         raise SpecError(f"must be {param.describe()}; got null.", key)
     if not _type_ok(param.kind, value):
-        raise SpecError(f"must be {param.describe()}; got {_show(value)}.", key)
+        raise SpecError(
+            f"must be {param.describe()}; got {_show(value)}.{_number_hint(value)}", key
+        )
     if param.choices is not None and value not in param.choices:
-        close = difflib.get_close_matches(str(value), [str(c) for c in param.choices], n=1)
+        close = difflib.get_close_matches(
+            show_value(value)[:100], [str(c) for c in param.choices], n=1
+        )
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise SpecError(f"must be {param.describe()}; got {value!r}.{hint}", key)
+        raise SpecError(f"must be {param.describe()}; got {_show(value)}.{hint}", key)
     if param.kind in ("int", "float"):
         if value != value or value in (float("inf"), float("-inf")):
-            raise SpecError(f"must be a finite number; got {value!r}.", key)
+            raise SpecError(f"must be a finite number; got {_show(value)}.", key)
         too_low = param.low is not None and (
             value <= param.low if param.low_open else value < param.low
         )
-        too_high = param.high is not None and (
-            value >= param.high if param.high_open else value > param.high
-        )
+        high = effective_high(param)
+        too_high = high is not None and (value >= high if param.high_open else value > high)
         if too_low or too_high:
-            raise SpecError(f"must be {param.describe()}; got {value!r}.", key)
+            shown = param.describe(with_cap=too_high)
+            raise SpecError(f"must be {shown}; got {_show(value)}.", key)
         if param.kind == "float":
             value = float(value)
+    if param.kind in ("int_list", "float_list"):
+        high = INT_MAX if param.kind == "int_list" else None
+        if high is not None and any(abs(v) > high for v in value):
+            raise SpecError(
+                f"must be {param.describe()} between -{high} and {high}; got {_show(value)}.",
+                key,
+            )
+        if param.kind == "float_list" and not all(math.isfinite(v) for v in value):
+            raise SpecError(f"must hold finite numbers; got {_show(value)}.", key)
     if param.check is not None:
         problem = param.check(value)
         if problem:
-            raise SpecError(f"{problem}; got {value!r}.", key)
+            raise SpecError(f"{problem}; got {_show(value)}.", key)
     return value
 
 
@@ -168,12 +263,12 @@ def validate_mapping(
     if not extra_ok:
         for key in raw:
             if key not in names:
-                close = difflib.get_close_matches(str(key), names, n=1)
+                close = difflib.get_close_matches(show_value(key)[:100], names, n=1)
                 hint = f" Did you mean {close[0]!r}?" if close else ""
                 valid = ", ".join(names) if names else "(none)"
                 raise SpecError(
-                    f"unknown key {key!r}.{hint} Valid keys: {valid}.",
-                    f"{where}.{key}" if where else str(key),
+                    f"unknown key {show_value(key)}.{hint} Valid keys: {valid}.",
+                    f"{where}.{str(key)[:100]}" if where else str(key)[:100],
                 )
     out: dict[str, Any] = dict(raw) if extra_ok else {}
     for param in schema:

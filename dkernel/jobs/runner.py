@@ -20,7 +20,8 @@ from dkernel.io.preprocess import standardize
 from dkernel.io.registry import get_reader
 from dkernel.jobs.registry import JobContext, get_method
 from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
-from dkernel.storage.store import ResultsStore, check_target
+from dkernel.storage.lock import StoreLease
+from dkernel.storage.store import ResultsStore, check_target, check_writable
 
 
 class JobFailedError(DKernelError, RuntimeError):
@@ -54,8 +55,12 @@ def load_data(spec: JobSpec) -> LoadedData:
         data = reader.load(**spec.data)
     except DKernelError:
         raise
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInputError(f"reader {spec.reader!r} failed{_source_of(spec)}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001  (every reader failure becomes a message)
+        raise InvalidInputError(
+            f"reader {spec.reader!r} failed{_source_of(spec)}: {type(exc).__name__}: "
+            f"{str(exc)[:300]}. Check the file and the data: options "
+            f"(`dkernel methods {spec.reader}` lists them)."
+        ) from exc
     source = data.meta.get("source") or spec.reader
     if data.X.ndim != 2:
         raise InvalidInputError(
@@ -74,6 +79,13 @@ def load_data(spec: JobSpec) -> LoadedData:
             f"the data read by {spec.reader!r} from {source} is empty "
             f"(shape {tuple(data.X.shape)})."
         )
+    if dtype.kind == "b":  # true/false features: as 0/1
+        data = replace(data, X=data.X.astype(np.float64))
+    if isinstance(data.X, np.ndarray) and np.isnan(data.X).all():
+        raise InvalidInputError(
+            f"every value of {source} is missing (NaN): there is no data to use. Check the "
+            "file, data.missing_values and data.skip_columns."
+        )
     if isinstance(data.X, np.ndarray) and data.X.shape[0] > 1:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -90,12 +102,101 @@ def load_data(spec: JobSpec) -> LoadedData:
     return data
 
 
+#: Methods that handle missing values (NaN) themselves; with the ``kernel`` named, only then.
+HANDLES_MISSING = {
+    "pck-spectral": None,
+    "mssc": None,  # pixels with a NaN band are nodata
+    "kppr": "pck",
+    "jrc": "pck",
+}
+
+#: Rows read at a time by the non-finite check (times the number of features ≤ 4M values).
+_CHECK_VALUES = 1 << 22
+
+
+def check_finite(spec: JobSpec, data: LoadedData) -> None:
+    """Refuse NaN (unless the method handles missing values) and ±inf, before any cluster.
+
+    Reads the data in row blocks (a Dask array block by block, on the local threads), so
+    memory stays at one block; counts every non-finite value and names the first one's row
+    and column.
+
+    Raises
+    ------
+    InvalidInputError
+        Naming the counts, the first row and column, and what to do.
+    """
+    needs = HANDLES_MISSING.get(spec.method, False)
+    allow_nan = needs is None or (needs and spec.params.get("kernel") == needs)
+    X = data.X
+    if hasattr(X, "dask") and allow_nan:
+        return  # lazily read rasters: their reader masks nodata; no extra pass over the scene
+    n_nan = n_inf = 0
+    first: tuple[int, int] | None = None
+    if hasattr(X, "dask"):
+        offsets = np.cumsum((0, *X.chunks[0][:-1]))
+        pieces = (
+            (int(offsets[i]), np.asarray(X.blocks[i].compute(scheduler="threads")))
+            for i in range(X.numblocks[0])
+        )
+    else:
+        step = max(1, _CHECK_VALUES // max(1, X.shape[1]))
+        pieces = ((i, np.asarray(X[i : i + step])) for i in range(0, X.shape[0], step))
+    for offset, block in pieces:
+        if block.dtype.kind not in "fc":
+            continue
+        nan = np.isnan(block)
+        inf = np.isinf(block)
+        n_nan += int(nan.sum())
+        n_inf += int(inf.sum())
+        bad = inf if allow_nan else nan | inf
+        if first is None and bad.any():
+            r, c = np.argwhere(bad)[0]
+            first = (offset + int(r), int(c))
+    if first is None:
+        return
+    source = data.meta.get("source") or spec.reader
+    names = data.feature_names or []
+    col = f"column {first[1]}" + (f" ({names[first[1]]})" if first[1] < len(names) else "")
+    where = f"the first at row {first[0]}, {col} (counting from 0, after data.skip_columns)"
+    if n_inf:
+        raise InvalidInputError(
+            f"{source} holds {n_inf} infinite values"
+            + (f" and {n_nan} missing (NaN) ones" if n_nan and not allow_nan else "")
+            + f"; {where}. method {spec.method} needs finite data: fix or drop those rows."
+        )
+    alternative = (
+        f"set params.kernel: {needs}, which handles them"
+        if needs
+        else "use method: pck-spectral, which handles them natively"
+    )
+    raise InvalidInputError(
+        f"{spec.method} does not handle missing values ({n_nan} NaN found) in {source}; "
+        f"{where}. Impute or drop them, or {alternative}."
+    )
+
+
+def _lower_counts(method: Any, params: dict[str, Any]) -> str:
+    """An alternative for a cost estimate that names none: the count parameters set far
+    above their defaults."""
+    raised = []
+    for p in method.params:
+        value, default = params.get(p.name), p.default
+        if p.kind == "int" and isinstance(default, int) and isinstance(value, int):
+            if value > 10 * max(default, 1):
+                raised.append(f"params.{p.name} ({value:,}; default {default:,})")
+    if not raised:
+        return ""
+    return "lower " + ", ".join(raised) + "."
+
+
 def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     """Validate the spec, read the data and check the cost: everything before a cluster starts."""
     if not isinstance(spec, JobSpec):
         spec = load_spec(spec)
     method = get_method(spec.method)
     data = load_data(spec)
+    check_finite(spec, data)
     if method.check_data is not None:
         method.check_data(spec.params, data)
     if method.estimate is not None:
@@ -106,7 +207,7 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
             disk_bytes=cost.disk_bytes,
             max_memory=spec.limits.get("max_memory"),
             max_disk=spec.limits.get("max_disk"),
-            alternative=cost.alternative,
+            alternative=cost.alternative or _lower_counts(method, spec.params),
         )
     return spec, data
 
@@ -172,14 +273,63 @@ def run_job(
     Root attributes record per-phase wall times (``timings``) and, from the scheduler, the
     number of tasks run and the peak memory of each worker (``resources``).
     """
-    from dkernel.runtime import connect
-    from dkernel.runtime.monitor import ResourceMonitor
-
     spec, data = prepare_job(spec)
     if output is not None:
         spec = replace(spec, output=Path(output))
     elif output_policy is not None:
         spec = replace(spec, output=output_policy.confine(spec.output))
+    check_target(spec.output, overwrite=overwrite or resume)
+    check_writable(spec.output)
+    # one writer per store: the lease is taken before any cluster starts and held until the
+    # store is marked complete or failed (a live holder is refused, naming it)
+    lease = StoreLease.acquire(spec.output, command=f"dkernel job {spec.name!r}")
+    try:
+        _run_leased(
+            spec,
+            data,
+            lease=lease,
+            scheduler=scheduler,
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            overwrite=overwrite,
+            resume=resume,
+            progress=progress,
+            quiet=quiet,
+            client=client,
+            timeout=timeout,
+            security=security,
+            log=log,
+        )
+    finally:
+        lease.release()
+    return spec.output
+
+
+def _run_leased(
+    spec: JobSpec,
+    data: LoadedData,
+    *,
+    lease: StoreLease,
+    scheduler: str | None,
+    n_workers: int | None,
+    threads_per_worker: int | None,
+    overwrite: bool,
+    resume: bool,
+    progress: bool,
+    quiet: bool,
+    client: Any,
+    timeout: float,
+    security: Any,
+    log: Callable[[str], None],
+) -> None:
+    from dkernel.runtime import connect
+    from dkernel.runtime.monitor import ResourceMonitor
+
+    t_start = time.perf_counter()
+    if lease.info.get("took_over"):
+        old = lease.info["took_over"]
+        log(f"[dkernel] took over the stale lease of pid {old.get('pid')} on {old.get('host')}")
+    # checked again under the lease: another writer may have finished meanwhile
     status = check_target(spec.output, overwrite=overwrite or resume)
     if resume and status == "complete":
         raise StoreError(
@@ -187,7 +337,6 @@ def run_job(
         )
     resume = resume and status in ("running", "failed")
     method = get_method(spec.method)
-    t_start = time.perf_counter()
 
     own_client = client is None
     if own_client:
@@ -251,7 +400,6 @@ def run_job(
         if own_client:
             client.close()
     log(f"[dkernel] complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
-    return spec.output
 
 
 def runtime_info(client: Any, scheduler: str | None) -> dict[str, Any]:

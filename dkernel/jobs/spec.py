@@ -70,8 +70,21 @@ DATA_COMMON = (
 
 RUNTIME = (
     Param("n_workers", "int", default=None, nullable=True, low=1, high=1024),
+    Param(
+        "data_root",
+        "str",
+        default=None,
+        nullable=True,
+        doc="Refuse data files outside this directory (DKERNEL_DATA_ROOT, when set, wins).",
+    ),
     Param("threads_per_worker", "int", default=None, nullable=True, low=1, high=256),
-    Param("memory_limit", "str", default="auto"),
+    Param(
+        "memory_limit",
+        "str",
+        default="auto",
+        check=lambda v: None if v == "auto" else _size_check(v),
+        doc="Memory per worker of the embedded cluster: 'auto' or a size such as '4GiB'.",
+    ),
 )
 
 
@@ -79,9 +92,11 @@ def _size_check(value: str) -> str | None:
     from dkernel._budget import parse_size
 
     try:
-        parse_size(value)
-    except ValueError:
+        size = parse_size(value)
+    except (ValueError, TypeError, OverflowError):
         return "must be a size such as '4GiB' or '500MB'"
+    if not 0 < size < float("inf"):
+        return "must be a positive size such as '4GiB' or '500MB'"
     return None
 
 
@@ -159,15 +174,140 @@ class JobSpec:
         return dict(self.source)
 
 
+#: Largest job spec accepted (bytes). Real specs are a few hundred bytes.
+MAX_SPEC_BYTES = 1 << 20
+#: Most YAML nodes a spec may hold once its aliases are expanded (``*a`` counts as a copy of
+#: what ``&a`` names): an alias bomb of a few hundred bytes expands to billions.
+MAX_SPEC_NODES = 100_000
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses duplicate keys, naming both lines."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue  # unhashable keys are refused by the constructor itself
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    first = seen.get(key)
+                except TypeError:
+                    continue
+                if first is not None:
+                    from dkernel.jobs.params import show_value
+
+                    raise SpecError(
+                        f"duplicate key {show_value(key)} at line {line} (first at line "
+                        f"{first}); YAML keeps only the last, so remove one of them."
+                    )
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _expanded_size(root: yaml.Node, cap: int) -> int:
+    """Number of nodes of ``root`` with every alias expanded; stops past ``cap``.
+
+    Shared nodes are counted once per use but visited once (memoised), so this is linear in
+    the size of the document, not of its expansion.
+
+    Raises
+    ------
+    SpecError
+        Past ``cap`` nodes, or for a recursive alias (a node that contains itself).
+    """
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        nid = id(node)
+        if finished:
+            active.discard(nid)
+            total = 1 + sum(sizes[id(c)] for c in _children(node))
+            if total > cap:
+                raise SpecError(
+                    f"the document expands to more than {cap:,} YAML nodes (its aliases, "
+                    f"'*name', each repeat what '&name' marks; from line "
+                    f"{node.start_mark.line + 1}). Job specs need far fewer: write the "
+                    "values out, or read large values from a file."
+                )
+            sizes[nid] = total
+            continue
+        if nid in sizes:
+            continue
+        if nid in active:
+            raise SpecError(
+                f"a recursive YAML alias at line {node.start_mark.line + 1} (a value that "
+                "contains itself); job specs cannot hold one."
+            )
+        active.add(nid)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
+    return sizes[id(root)]
+
+
 def parse_yaml(text: str, origin: str = "<spec>") -> Any:
-    """Parse YAML safely (no tags that construct objects), with a clear syntax error."""
+    """Parse YAML safely, within limits, with a clear error.
+
+    Safe: no tags that construct objects. Limits: at most :data:`MAX_SPEC_BYTES` of text and
+    :data:`MAX_SPEC_NODES` nodes with aliases expanded (alias bombs); duplicate keys are
+    refused with both line numbers.
+
+    Raises
+    ------
+    SpecError
+        For a syntax error (with line and column), a limit exceeded or a duplicate key.
+    """
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(
+            f"{origin}: the job spec is {size:,} bytes; at most {MAX_SPEC_BYTES:,} are "
+            "accepted. Job specs name their data files rather than holding the data."
+        )
+    loader = None
     try:
-        return yaml.safe_load(text)
+        loader = _SpecLoader(text)  # the reader checks the characters already
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, MAX_SPEC_NODES)
+        return loader.construct_document(node)
+    except SpecError as exc:
+        raise SpecError(f"{origin}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(f"{origin}: YAML syntax error{where}: {problem}.") from exc
+        from dkernel.jobs.params import show_value
+
+        problem = show_value(problem).strip("'\"")
+        raise SpecError(f"{origin}: YAML syntax error{where}: {problem}.") from None
+    except RecursionError:
+        raise SpecError(
+            f"{origin}: the YAML is nested too deeply; job specs need a few levels only."
+        ) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. an int of 10,000 digits
+        from dkernel.jobs.params import show_value
+
+        raise SpecError(
+            f"{origin}: a value could not be read: {show_value(str(exc))[:300]}."
+        ) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
 def load_spec(path: str | Path) -> JobSpec:
@@ -206,9 +346,18 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
     reader = get_reader(common["reader"])
     options_raw = {k: v for k, v in data_raw.items() if k not in ("reader", "standardize")}
     options = validate_mapping(options_raw, reader.params, "data")
+    runtime = validate_mapping(top["runtime"], RUNTIME, "runtime")
+    confine_to = data_root_confinement(runtime.get("data_root"))
     for p in reader.params:
         if p.kind == "str" and (p.name == "path" or p.name.endswith("_path")) and options[p.name]:
-            options[p.name] = str(_existing_file(options[p.name], f"data.{p.name}"))
+            found = _existing_file(options[p.name], f"data.{p.name}")
+            if confine_to is not None and not found.is_relative_to(confine_to):
+                raise SpecError(
+                    f"{found} is outside the data root {confine_to}; only files below it may "
+                    f"be read ({DATA_ROOT_ENV} / runtime.data_root). Move the file there.",
+                    f"data.{p.name}",
+                )
+            options[p.name] = str(found)
 
     if method.needs_raster and not reader.raster:
         raster_readers = sorted(name for name, r in READERS.items() if r.raster)
@@ -219,7 +368,6 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
         )
 
     output = Path(expand_env(top["output"], "output"))
-    runtime = validate_mapping(top["runtime"], RUNTIME, "runtime")
     limits = validate_mapping(top["limits"], LIMITS, "limits")
     return JobSpec(
         name=top["name"],
@@ -236,6 +384,34 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
         source=_plain(raw),
         path=path,
     )
+
+
+#: Environment variable confining the data files a job spec may read (optional).
+DATA_ROOT_ENV = "DKERNEL_DATA_ROOT"
+
+
+def data_root_confinement(spec_root: str | None = None) -> Path | None:
+    """The directory data files must lie in, resolved: ``$DKERNEL_DATA_ROOT`` when set (a
+    spec's ``runtime.data_root`` may then only narrow it), else ``runtime.data_root``, else
+    None (no confinement).
+
+    Raises
+    ------
+    SpecError
+        When ``runtime.data_root`` lies outside ``$DKERNEL_DATA_ROOT``.
+    """
+    env = os.environ.get(DATA_ROOT_ENV) or None
+    env_root = Path(expand_env(env, DATA_ROOT_ENV)).resolve() if env else None
+    spec_path = Path(expand_env(spec_root, "runtime.data_root")).resolve() if spec_root else None
+    if env_root is not None and spec_path is not None:
+        if not spec_path.is_relative_to(env_root):
+            raise SpecError(
+                f"{spec_path} is outside {DATA_ROOT_ENV} ({env_root}); a spec may only "
+                "narrow the data root.",
+                "runtime.data_root",
+            )
+        return spec_path
+    return env_root if env_root is not None else spec_path
 
 
 def _existing_file(value: str, key: str) -> Path:

@@ -5,10 +5,20 @@ Layout (DESIGN.md §5): root attributes hold the provenance (``job`` spec, ``ver
 ``/embedding``, ``/labels``, ``/metrics``, ``/gmm``, ``/features``, ``/ranking``, ``/mssc``
 hold the arrays. ``status`` goes ``running`` → ``complete`` (written last, only after every
 array is written) or ``failed`` (with the error). This is the only module that touches Zarr.
+
+One writer per store: ``dkernel run``/``submit`` hold the store's lease
+(:mod:`dkernel.storage.lock`, the file ``dkernel.lease`` in the store) from before the cluster
+starts until the status is final; a second writer, or ``--overwrite``, is refused while the
+holder lives, and a stale lease (dead pid on this host, or a heartbeat older than
+``DKERNEL_LEASE_TIMEOUT``) is taken over. Guarantees: mutual exclusion on local disks and on
+shared filesystems with working POSIX locks (NFS v4, Lustre, GPFS); heartbeat-only protection
+where ``flock`` is unsupported (NFS v3 without lockd, FUSE mounts); none on object stores,
+which dkernel does not write to. See ``docs/store_lock.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -26,6 +36,7 @@ import xarray as xr
 import zarr
 
 from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
+from dkernel.storage.lock import LEASE_FILE
 
 STORE_FORMAT = "dkernel-results/1"
 STATUSES = ("running", "complete", "failed")
@@ -114,10 +125,11 @@ class ResultsStore:
             that is not a dkernel store.
         """
         path = Path(path)
-        if check_target(path, overwrite=overwrite) is not None or path.exists():
-            shutil.rmtree(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        group = zarr.open_group(str(path), mode="w", zarr_format=3)
+        check_target(path, overwrite=overwrite)
+        if path.exists():
+            _clear_keeping_lease(path)
+        path.mkdir(parents=True, exist_ok=True)
+        group = zarr.open_group(str(path), mode="a", zarr_format=3)
         group.attrs.update(
             _jsonable(
                 {
@@ -179,12 +191,14 @@ class ResultsStore:
 
     def mark_failed(self, error: BaseException) -> None:
         """Set ``status: failed`` with the error and its traceback."""
-        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        tb = relative_paths(
+            "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        )
         self._root().attrs.update(
             {
                 "status": "failed",
                 "finished": _now(),
-                "error": f"{type(error).__name__}: {error}",
+                "error": relative_paths(f"{type(error).__name__}: {error}")[:2000],
                 "traceback": tb[-8000:],
             }
         )
@@ -443,12 +457,55 @@ def check_target(path: str | Path, *, overwrite: bool = False) -> str | None:
             f"{path} already holds a complete results store; pass --overwrite to replace "
             "it or choose another --output."
         )
-    if status is None and any(path.iterdir()):
+    if status is None and any(
+        not p.name.endswith(LEASE_FILE) and f".{LEASE_FILE}." not in p.name for p in path.iterdir()
+    ):
         raise StoreError(
             f"{path} exists and is not a dkernel results store; refusing to replace it. "
             "Choose another output path or remove it."
         )
     return status
+
+
+def check_writable(path: str | Path) -> None:
+    """Check that a store can be written at ``path`` (before any cluster starts).
+
+    Raises
+    ------
+    StoreError
+        Naming the directory that is not writable (or the file in the way) and the fix.
+    """
+    path = Path(os.path.abspath(path))
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise StoreError(
+            f"cannot create the results store {path}: {probe} is a file, not a directory. "
+            "Choose another output path."
+        )
+    problem = None
+    if not os.access(probe, os.W_OK | os.X_OK):
+        problem = "is not writable by this user"
+    else:  # os.access says yes to root even on read-only mounts: try it
+        import tempfile
+
+        try:
+            fd, name = tempfile.mkstemp(prefix=".dkernel-probe-", dir=probe)
+        except OSError as exc:
+            problem = f"cannot be written ({exc.strerror or exc})"
+        else:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+    if problem:
+        what = "the store" if probe == path else "its directory"
+        raise StoreError(
+            f"cannot write the results store {path}: {what} {probe} {problem}. Fix its "
+            "permissions or choose another --output."
+        )
 
 
 #: Groups of dense floating-point matrices stored without compression: their values hardly
@@ -482,6 +539,46 @@ def _variable_length_strings(dataset: xr.Dataset) -> xr.Dataset:
     return dataset.assign_coords(
         {n: dataset[n].astype(object) for n in fixed if n in dataset.coords}
     ).assign({n: dataset[n].astype(object) for n in fixed if n in dataset.data_vars})
+
+
+def relative_paths(text: str) -> str:
+    """``text`` (a traceback) with install and home paths shortened: the dkernel checkout,
+    the Python installation and site-packages, the working directory and the home
+    directory become relative (``dkernel/…``, ``<python>/…``, ``./…``, ``~/…``)."""
+    import site
+    import sys
+    import sysconfig
+
+    prefixes: list[tuple[str, str]] = []
+    package_parent = str(Path(__file__).resolve().parents[2])
+    prefixes.append((package_parent + os.sep, ""))
+    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
+        with contextlib.suppress(KeyError):
+            prefixes.append((sysconfig.get_paths()[key] + os.sep, "<python>/"))
+    with contextlib.suppress(AttributeError):
+        for sp in site.getsitepackages():
+            prefixes.append((sp + os.sep, "<python>/"))
+    for pre in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+        prefixes.append((pre + os.sep, "<python>/"))
+    with contextlib.suppress(OSError):
+        prefixes.append((os.getcwd() + os.sep, "./"))
+    prefixes.append((os.path.expanduser("~") + os.sep, "~/"))
+    # longest first, so site-packages wins over the prefix that contains it
+    for pre, repl in sorted(set(prefixes), key=lambda p: -len(p[0])):
+        if len(pre) > 1:
+            text = text.replace(pre, repl)
+    return text
+
+
+def _clear_keeping_lease(path: Path) -> None:
+    """Empty a store directory but keep the writer's lease file."""
+    for child in path.iterdir():
+        if child.name == LEASE_FILE:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
 
 
 def _existing_status(path: Path) -> str | None:

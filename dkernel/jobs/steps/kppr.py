@@ -20,7 +20,7 @@ import xarray as xr
 from dkernel._random import derive_rng
 from dkernel.errors import InvalidInputError, SpecError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.params import Param
+from dkernel.jobs.params import Param, show_value
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.ranking.graph import (
     project_graph,
@@ -48,9 +48,12 @@ def _check_seeds(value: Any) -> str | None:
         )
         if not ok:
             return (
-                f"seed {name!r}: a spec is null (global), a row index, a list of row indices or "
-                "{class: label}"
+                f"seed {show_value(name)}: a spec is null (global), a row index, a list of row "
+                "indices or {class: label}"
             )
+        rows = [spec] if isinstance(spec, int) else spec if isinstance(spec, list) else []
+        if any(r < 0 for r in rows):
+            return f"seed {show_value(name)}: row indices count from 0 (no negative rows)"
     return None
 
 
@@ -179,9 +182,12 @@ def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
     for name, spec in params["seeds"].items():
         rows = [spec] if isinstance(spec, int) else spec if isinstance(spec, list) else []
-        bad = [r for r in rows if not -n <= r < n]
+        bad = [r for r in rows if not 0 <= r < n]
         if bad:
-            raise SpecError(f"seed {name!r}: rows {bad} are outside [0, {n}).", "params.seeds")
+            raise SpecError(
+                f"seed {show_value(name)}: rows {show_value(bad)} are outside [0, {n}).",
+                "params.seeds",
+            )
         if isinstance(spec, Mapping):
             if data.y is None:
                 raise SpecError(
