@@ -31,7 +31,7 @@ from scipy.special import logsumexp
 from sklearn.neighbors import NearestNeighbors
 
 from dkernel.errors import InvalidInputError
-from dkernel.kernels.adaptive import kth_distinct_distance
+from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance
 
 KERNELS = ("local_scaling", "gaussian", "cosine")
 
@@ -69,10 +69,8 @@ def fit_local_scales(dist: np.ndarray, n_neighbors: int) -> LocalScales:
     points (itself included, first).
 
     Points whose listed neighbours all coincide with them (duplicated rows) get the median
-    scale of the others (:func:`dkernel.spectral.sparse.fill_zero_scales`).
+    scale of the others (:func:`dkernel.kernels.adaptive.fill_zero_scales`).
     """
-    from dkernel.spectral.sparse import fill_zero_scales
-
     sigma = fill_zero_scales(kth_distinct_distance(dist, n_neighbors), dist.shape[1])
     if not np.all(np.isfinite(sigma)):
         raise InvalidInputError(

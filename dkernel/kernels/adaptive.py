@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from dkernel.errors import InvalidInputError
+
 # Rows per distance sub-block, so that the (rows, |R|) scratch stays near 32 MiB.
 _SCRATCH_ELEMENTS = 4 * 2**20
 
@@ -240,3 +242,19 @@ def local_scaling_weights(
     (n, g) (the σ of each listed neighbour), ``sigma_rows`` is (n,)."""
     D = np.asarray(distances, dtype=np.float64)
     return np.exp(-(D**2) / (np.asarray(sigma_rows)[:, None] * np.asarray(sigma_neighbors)))
+
+
+def fill_zero_scales(sigma: np.ndarray, n_listed: int) -> np.ndarray:
+    """Scales of points whose listed neighbours all coincide with them (duplicated rows, as in
+    integer-valued tables) are 0; they get the median scale of the others, which only matters
+    for their few edges to distinct points (duplicates are joined with weight 1 whatever σ)."""
+    zero = ~(sigma > 0)
+    if zero.all():
+        raise InvalidInputError(
+            f"every point coincides with its {n_listed} nearest neighbours (all rows identical?), "
+            "so no local scale exists; remove the duplicates."
+        )
+    if zero.any():
+        sigma = sigma.copy()
+        sigma[zero] = np.median(sigma[~zero])
+    return sigma

@@ -259,7 +259,7 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         The fitted kernel function (used for out-of-sample rows).
     n_components_ : int
         The embedding dimension used.
-    embedding_ : ndarray (n_samples, n_components_)
+    embedding_ : ndarray (n_samples, n_components)
         ``E Λ^{1/2}`` (equals scikit-learn ``KernelPCA.fit_transform`` up to sign).
     eigenvalues_, eigenvectors_ : ndarray
     labels_, cluster_centers_ : ndarray

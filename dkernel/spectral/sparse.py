@@ -30,7 +30,7 @@ from sklearn.neighbors import NearestNeighbors
 from dkernel._random import derive_rng
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.knn import build_index, knn_search
-from dkernel.kernels.adaptive import kth_distinct_distance, local_scaling_weights
+from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance, local_scaling_weights
 
 _DENSE_EIGEN_MAX = 2500
 #: Restart probability of the 'green' coordinates (0.05-0.3 gave the same mean ARI within 0.003
@@ -95,22 +95,6 @@ class SparseSpectralModel:
                 meta=np.empty((0, 0), dtype=np.float64),
             )
         return self._embed_block(np.asarray(X, dtype=np.float64))
-
-
-def fill_zero_scales(sigma: np.ndarray, n_listed: int) -> np.ndarray:
-    """Scales of points whose listed neighbours all coincide with them (duplicated rows, as in
-    integer-valued tables) are 0; they get the median scale of the others, which only matters
-    for their few edges to distinct points (duplicates are joined with weight 1 whatever σ)."""
-    zero = ~(sigma > 0)
-    if zero.all():
-        raise InvalidInputError(
-            f"every point coincides with its {n_listed} nearest neighbours (all rows identical?), "
-            "so no local scale exists; remove the duplicates."
-        )
-    if zero.any():
-        sigma = sigma.copy()
-        sigma[zero] = np.median(sigma[~zero])
-    return sigma
 
 
 def _affinity(
