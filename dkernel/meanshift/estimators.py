@@ -316,39 +316,72 @@ class MeanShift:
 class MSSC(MeanShift):
     """Mean Shift Spectral Clustering (seed 001 ch. 5) of mean-shift partitions.
 
+    The defaults are one set, shared with the ``mssc`` job (a test keeps them equal), chosen on
+    Samson, Jasper Ridge, the BSDS500 photo 3063 and the Landsat demo scene
+    (``benchmarks/bench_mssc_stability.py``): an over-partitioning first stage on a count-weighted
+    k-means pre-partition, the size-weighted point-level graph and normalized spectral clustering.
+    The thesis protocol (KECA, ``spectral_fraction=0.2``, Eq. 5.4 normalization, every point a
+    seed) is ``embedding='keca', spectral_fraction=0.2, normalization='cs', seeds='all',
+    density='sample', bandwidth_factor=1.0``.
+
     Parameters
     ----------
     n_clusters : int
         Number of output clusters (= embedding dimension, as in 001 §5.6).
     bandwidth : float, optional
-        Mean-shift bandwidth h_ms (Silverman's rule when None).
+        Mean-shift bandwidth h_ms (``bandwidth_factor`` × Silverman's rule when None).
     spectral_bandwidth : float, optional
         Bandwidth of the Cauchy–Schwarz affinity; default ``spectral_fraction`` times the
         median pairwise distance of the fitted sample (the project's RBF rule of thumb),
         at least ``h_ms``.
     spectral_fraction : float
-        Fraction of the median pairwise distance used when ``spectral_bandwidth`` is None
-        (0.2: the RBF rule of thumb, DESIGN §3.3; 0.5: 001 §5.5's 'global' scale).
-    embedding : {'keca', 'kpca', 'njw'}
-        KECA with angular k-means, centered KPCA with Euclidean k-means, or normalized
-        spectral clustering (Ng–Jordan–Weiss: top eigenvectors of ``D^-1/2 S D^-1/2``, rows
-        to unit length, k-means); see :func:`~dkernel.meanshift.second_stage`.
+        Fraction of the median pairwise distance used when ``spectral_bandwidth`` is None.
+        Default 0.5 (001 §5.5's 'global' scale): with NJW it beats 0.2 (the RBF rule of thumb,
+        DESIGN §3.3) on Samson, Jasper and BSDS 3063.
+    embedding : {'njw', 'kpca', 'keca'}
+        Normalized spectral clustering (Ng–Jordan–Weiss: top eigenvectors of
+        ``D^-1/2 S D^-1/2``, rows to unit length, k-means), KECA with angular k-means or
+        centered KPCA with Euclidean k-means; see :func:`~dkernel.meanshift.second_stage`.
+        Default 'njw': dividing out each partition's degree keeps a large, spread-out cluster
+        from taking the leading axes (KECA at 0.2 scored ARI 0.36/0.17 on standardised
+        Samson/Jasper, NJW 0.62/0.72).
     affinity : {'auto', 'exact', 'rff'}
         Exact blocked pairwise sums (O(N²) work), or the cosine between partition sums of
         ``n_rff`` random Fourier features (one streaming pass); 'auto' picks exact up to
         20 000 points.
     n_rff : int
-        Number of random Fourier features.
+        Number of random Fourier features (default 1000: the partition sums average over
+        thousands of points, so 1000 features already give seed-stable labels).
     n_init : int
         k-means restarts in the second stage (best by cost).
-    normalization : {'cs', 'size'}
-        'cs': the Cauchy–Schwarz affinity of Eq. 5.4, every partition one point. 'size':
-        ``S_ij / sqrt(n_i n_j)``, the point-level kernel on partition-constant functions, so
-        the embedding and k-means weight partitions by their number of points (see
+    normalization : {'size', 'cs'}
+        'size' (default): ``S_ij / sqrt(n_i n_j)``, the point-level kernel on
+        partition-constant functions, so the embedding and k-means weight partitions by their
+        number of points (an over-partitioning first stage then cannot outvote the pixels).
+        'cs': the Cauchy–Schwarz affinity of Eq. 5.4, every partition one point (see
         :func:`~dkernel.meanshift.second_stage`).
+    band_norm : {'auto', 'unit', 'none'}
+        Scaling of the first ``n_bands`` columns of every row before anything else: 'unit'
+        scales them to unit length (the spectral angle of non-negative spectra; brightness
+        dropped, further columns such as pixel coordinates kept), 'none' keeps them. 'auto'
+        (default) is 'unit' from 5 non-negative bands on, else 'none' (RGB photos and
+        standardised features keep their values) —
+        :func:`~dkernel.io.preprocess.resolve_band_norm`, the one implementation the job
+        uses too. ``predict`` scales new points the same way.
+    n_bands : int, optional
+        Number of leading band columns for ``band_norm`` (None: every column is a band).
     progress : bool
         Show the progress of the pass over Dask input (partition sums) on the active
         ``distributed`` client: a bar on a terminal or in Jupyter, plain lines in a log.
+    seeds, n_seeds, density, n_density : see :class:`MeanShift`
+        Defaults 'kmeans', 500, 'seeds', 20000: mean shift runs on a count-weighted k-means
+        pre-partition of up to 20000 sampled points (001 §7.1), O(500²) per iteration
+        whatever N.
+    bandwidth_factor : float
+        Default 0.5: h_ms is half Silverman's rule, so the first stage over-partitions
+        (001 §6.1.2) and stage two does the merging.
+    path_radius : float
+        Default 0.3 (see :class:`MeanShift`).
     **mean-shift parameters** : see :class:`MeanShift`.
 
     Attributes
@@ -362,6 +395,9 @@ class MSSC(MeanShift):
     partition_labels_ : ndarray (m,)
     partition_sizes_ : ndarray (m,)
     spectral_bandwidth_ : float
+    band_norm_ : {'unit', 'none'}
+        What ``band_norm`` resolved to; ``modes_``, ``density_`` and ``seeds_`` live in the
+        scaled space.
     pixel_partitions_ : ndarray (N,)
         Stage-one partition of every training point.
     labels_ : ndarray (N,)
@@ -373,23 +409,25 @@ class MSSC(MeanShift):
         bandwidth: float | None = None,
         *,
         spectral_bandwidth: float | None = None,
-        spectral_fraction: float = 0.2,
-        embedding: str = "keca",
+        spectral_fraction: float = 0.5,
+        embedding: str = "njw",
         affinity: str = "auto",
-        n_rff: int = 2000,
+        n_rff: int = 1000,
         n_init: int = 100,
-        normalization: str = "cs",
+        normalization: str = "size",
+        band_norm: str = "auto",
+        n_bands: int | None = None,
         blurring: bool = False,
-        seeds: str = "all",
-        n_seeds: int = 1000,
+        seeds: str = "kmeans",
+        n_seeds: int = 500,
         bin_size: float | None = None,
-        density: str = "sample",
-        n_density: int = 5000,
+        density: str = "seeds",
+        n_density: int = 20000,
         max_iter: int = 300,
         tol: float = 1e-3,
         group_factor: float = 0.25,
-        path_radius: float = 0.2,
-        bandwidth_factor: float = 1.0,
+        path_radius: float = 0.3,
+        bandwidth_factor: float = 0.5,
         random_state: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -416,6 +454,8 @@ class MSSC(MeanShift):
         self.n_rff = n_rff
         self.n_init = n_init
         self.normalization = normalization
+        self.band_norm = band_norm
+        self.n_bands = n_bands
         self.progress = progress
 
     def _validate(self) -> None:
@@ -436,6 +476,8 @@ class MSSC(MeanShift):
         check_scalar(self.n_rff, "n_rff", owner, kind=numbers.Integral, low=1)
         check_scalar(self.n_init, "n_init", owner, kind=numbers.Integral, low=1)
         check_options(self.normalization, "normalization", owner, ("cs", "size"))
+        check_options(self.band_norm, "band_norm", owner, ("auto", "unit", "none"))
+        check_scalar(self.n_bands, "n_bands", owner, kind=numbers.Integral, low=1, allow_none=True)
 
     def fit(self, X: Any, y: Any = None) -> MSSC:
         """Stage one (mean shift partitions), affinity, stage two (KECA/KPCA + k-means).
@@ -445,8 +487,10 @@ class MSSC(MeanShift):
         Stage one: see :meth:`MeanShift.fit`. Affinity: exact O(N² d) work with O(block · N)
         memory, or RFF O(N d D) in one pass with O(m D) memory. Stage two O(m³).
         """
-        super().fit(X)
+        self._validate()
         X = check_2d_array(X, type(self).__name__)
+        X = self._scale_bands(X, fit=True)
+        super().fit(X)
         m = self.n_partitions_
         if m < self.n_clusters:
             raise InvalidInputError(
@@ -535,17 +579,44 @@ class MSSC(MeanShift):
         self.kmeans_cost_ = cost
         self.partition_labels_ = labels
 
-    def predict(self, X: Any) -> Any:
-        """Cluster of new points: mean shift to a stored mode, then that partition's cluster."""
+    def _scale_bands(self, X: Any, *, fit: bool = False) -> Any:
+        """``X`` with the band columns scaled as in fit (``band_norm``; one implementation,
+        :mod:`dkernel.io.preprocess`)."""
+        from dkernel.io.preprocess import apply_band_norm, resolve_band_norm
+
+        n_bands = int(X.shape[1]) if self.n_bands is None else int(self.n_bands)
+        if n_bands > X.shape[1]:
+            raise InvalidInputError(
+                f"n_bands={n_bands} exceeds the {X.shape[1]} feature columns of X; n_bands "
+                "counts the leading band columns (None: every column is a band)."
+            )
+        if fit:
+            self.band_norm_ = resolve_band_norm(X, n_bands, self.band_norm)
+        return apply_band_norm(X, n_bands, self.band_norm_)
+
+    def _scaled_for_predict(self, X: Any) -> Any:
         check_is_fitted(self, "partition_labels_")
-        part = super().predict(X)
+        if getattr(self, "band_norm_", "none") == "none":
+            return X
+        if not _is_dask(X):
+            X = check_2d_array(X, type(self).__name__, allow_nan=True, min_samples=1)
+        self._check_features(X)
+        return self._scale_bands(X)
+
+    def predict(self, X: Any) -> Any:
+        """Cluster of new points: mean shift to a stored mode, then that partition's cluster.
+
+        The bands of ``X`` are scaled as in fit (``band_norm_``).
+        """
+        check_is_fitted(self, "partition_labels_")
+        part = super().predict(self._scaled_for_predict(X))
         if _is_dask(part):
             return part.map_blocks(partial(_lookup, table=self.partition_labels_), dtype=np.int64)
         return _lookup(part, self.partition_labels_)
 
     def predict_partition(self, X: Any) -> Any:
-        """Mean-shift partition of new points (stage one only)."""
-        return super().predict(X)
+        """Mean-shift partition of new points (stage one only; bands scaled as in fit)."""
+        return super().predict(self._scaled_for_predict(X))
 
 
 def second_stage(

@@ -1,9 +1,11 @@
 """Job method ``mssc``: mean-shift partitions → Cauchy–Schwarz affinity → NJW/KPCA/KECA → labels.
 
-Non-negative bands are first scaled to unit length per pixel (``band_norm='auto'``: the
-spectral angle, brightness dropped; pixel coordinates kept); the partition affinity uses
-``h_spec`` = half the median pixel distance and is clustered by normalized spectral clustering
-(``embedding='njw'``) by default. See ``benchmarks/results/mssc_scenes.md`` for the choice.
+The defaults are :class:`~dkernel.meanshift.MSSC`'s (a test keeps them equal): multi- and
+hyperspectral non-negative bands are scaled to unit length per pixel (``band_norm='auto'``,
+decided by the reader's hint or by the bands, done by the estimator: the spectral angle,
+brightness dropped; pixel coordinates kept); the partition affinity uses ``h_spec`` = half the
+median pixel distance and is clustered by normalized spectral clustering (``embedding='njw'``).
+See ``benchmarks/results/mssc_scenes.md`` and ``mssc_stability.md`` for the choice.
 
 Writes ``/mssc`` (label raster and partition raster with dims ``y``, ``x`` and the image's
 CRS/transform; modes, bandwidths, partition affinity, embedding, partition labels) and,
@@ -171,7 +173,7 @@ def _side_paths(store_path) -> tuple:
 
 
 def run(ctx: JobContext) -> None:
-    from dkernel.io.preprocess import apply_band_norm, resolve_band_norm
+    from dkernel.io.preprocess import resolve_band_norm
     from dkernel.io.raster import (
         label_dataarray,
         labels_to_raster,
@@ -184,10 +186,13 @@ def run(ctx: JobContext) -> None:
     image = ctx.data.raster
     valid = np.asarray(image["valid"].values, dtype=bool)
     n_bands = int(image.shape[0])
-    band_norm = resolve_band_norm(
-        ctx.data.X, n_bands, p["band_norm"], bands=ctx.data.meta.get("bands")
-    )
-    X = apply_band_norm(ctx.data.X, n_bands, band_norm)
+    # the reader's hint (what the bands are) decides 'auto'; the estimator scales the bands
+    band_norm = p["band_norm"]
+    if band_norm == "auto" and ctx.data.meta.get("bands") is not None:
+        band_norm = resolve_band_norm(
+            ctx.data.X, n_bands, band_norm, bands=ctx.data.meta.get("bands")
+        )
+    X = ctx.data.X
     est = MSSC(
         n_clusters=p["n_clusters"],
         bandwidth=p["bandwidth"],
@@ -198,6 +203,8 @@ def run(ctx: JobContext) -> None:
         n_rff=p["n_rff"],
         n_init=p["n_init"],
         normalization=p["normalization"],
+        band_norm=band_norm,
+        n_bands=n_bands,
         blurring=p["blurring"],
         seeds=p["seeds"],
         n_seeds=p["n_seeds"],
@@ -213,6 +220,7 @@ def run(ctx: JobContext) -> None:
     )
     t = time.perf_counter()
     est.fit(X)
+    band_norm = est.band_norm_
     labels = np.asarray(est.labels_.compute() if hasattr(est.labels_, "compute") else est.labels_)
     partition = est.partition_labels_  # partition -> cluster
     ctx.store.record_timing("mssc_fit", time.perf_counter() - t)
