@@ -421,6 +421,7 @@ def _job_estimator(n_clusters: int, seed: int = 0):
         "n_rff",
         "n_init",
         "normalization",
+        "regularization",
         "band_norm",
         "blurring",
         "seeds",

@@ -64,6 +64,16 @@ PARAMS = (
         doc="h_spec, the width of the partition affinity, as a fraction of the median pixel distance.",
     ),
     Param(
+        "regularization",
+        "float",
+        default=1.0,
+        low=0,
+        doc=(
+            "'njw': every pixel's degree + this × the mean degree (regularized spectral "
+            "clustering; 0: plain NJW, which isolates seed-dependent outlier partitions)."
+        ),
+    ),
+    Param(
         "band_norm",
         "str",
         default="auto",
@@ -87,8 +97,11 @@ PARAMS = (
         "affinity",
         "str",
         default="auto",
-        choices=("auto", "exact", "rff"),
-        doc="Exact blocked CS sums or random Fourier features (auto: exact up to 20000 pixels).",
+        choices=("auto", "exact", "sample", "rff"),
+        doc=(
+            "Exact blocked CS sums, the same on a 20000-pixel sample stratified by partition, "
+            "or random Fourier features (auto: exact up to 20000 pixels, else sample)."
+        ),
     ),
     Param("n_rff", "int", default=1000, low=1, doc="Random Fourier features for 'rff'."),
     Param("n_init", "int", default=100, low=1, doc="k-means restarts in stage two."),
@@ -203,6 +216,7 @@ def run(ctx: JobContext) -> None:
         n_rff=p["n_rff"],
         n_init=p["n_init"],
         normalization=p["normalization"],
+        regularization=p["regularization"],
         band_norm=band_norm,
         n_bands=n_bands,
         blurring=p["blurring"],
@@ -245,6 +259,7 @@ def run(ctx: JobContext) -> None:
         "n_clusters": k,
         "embedding": p["embedding"],
         "normalization": p["normalization"],
+        "regularization": p["regularization"],
         "band_norm": band_norm,
         "affinity_method": est.affinity_method_,
         "mean_shift_iterations": est.n_iter_,
