@@ -25,7 +25,7 @@ Usage::
 
     DKERNEL_DATA=/work/shared/data python benchmarks/bench_mssc_stability.py \\
         [--sets bsds3063,demo] [--seeds 0 1 2 3 4] [--variant '{"embedding": "keca"}' ...]
-        [--out benchmarks/results/mssc_stability]
+        [--out benchmarks/results/mssc_stability] [--merge a.json b.json]
 """
 
 from __future__ import annotations
@@ -169,7 +169,17 @@ def main() -> None:
     )
     ap.add_argument("--no-kmeans", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mssc_stability"))
+    ap.add_argument(
+        "--merge", nargs="+", default=None, help="only render these earlier .json outputs"
+    )
     args = ap.parse_args()
+    if args.merge:
+        rows = [r for path in args.merge for r in json.loads(Path(path).read_text())]
+        text = markdown(rows, args.seeds)
+        Path(args.out).with_suffix(".md").write_text(text)
+        Path(args.out).with_suffix(".json").write_text(json.dumps(rows, indent=1))
+        print(text)
+        return
     variants = [json.loads(v) for v in (args.variant or ["{}"])]
     rows = []
     warnings.simplefilter("ignore")

@@ -288,3 +288,32 @@ def test_sampled_affinity_estimates_the_exact_sums(rng):
     np.testing.assert_allclose(est, exact, rtol=0.15)
     m = MSSC(3, 0.3, affinity="sample", n_init=10, random_state=0).fit(_blobs(rng, 150)[0])
     assert m.affinity_method_ == "sample" and m.partition_sizes_.sum() == 450
+
+
+def _scene(seed=0, side=36):
+    """A small synthetic multispectral scene: 4 materials in irregular patches, 6 bands with
+    brightness variation and noise, a few outlier pixels; features bands + (row, col)/side."""
+    r = np.random.default_rng(seed)
+    rows, cols = np.mgrid[0:side, 0:side] / side
+    truth = (rows + 0.2 * np.sin(6 * cols) > 0.5).astype(int) * 2 + (cols > 0.45).astype(int)
+    materials = r.uniform(0.1, 1.0, (4, 6))
+    bright = r.uniform(0.7, 1.3, truth.shape)[..., None]
+    bands = bright * materials[truth] + r.normal(0, 0.04, truth.shape + (6,))
+    out = r.random(truth.shape) < 0.01  # outliers: random spectra
+    bands[out] = r.uniform(0, 1.5, (int(out.sum()), 6))
+    X = np.c_[np.abs(bands).reshape(-1, 6), 0.25 * rows.ravel(), 0.25 * cols.ravel()]
+    return X, truth.ravel()
+
+
+@pytest.mark.parametrize("affinity", ["exact", "sample"])
+def test_mssc_defaults_are_stable_across_seeds(affinity):
+    """Issue 15: at the defaults the label map does not depend on random_state."""
+    import itertools
+
+    X, y = _scene()
+    labels = [
+        MSSC(4, n_bands=6, affinity=affinity, random_state=s).fit(X).labels_ for s in range(3)
+    ]
+    assert min(adjusted_rand_score(y, lab) for lab in labels) > 0.9
+    pairs = [adjusted_rand_score(a, b) for a, b in itertools.combinations(labels, 2)]
+    assert min(pairs) >= 0.97
