@@ -16,7 +16,7 @@ from dkernel.jobs.spec import JobSpec, validate_spec
 LANDSAT_DEMO: dict[str, Any] = {
     "name": "demo-landsat-mssc",
     "description": "k-means seeds -> mean shift on a pixel sample -> streamed pixel partitions "
-    "-> RFF Cauchy-Schwarz affinity -> KPCA + k-means",
+    "-> Cauchy-Schwarz affinity on a stratified pixel sample -> KPCA + k-means",
     "seed": 0,
     "data": {"reader": "demo-landsat", "scale": "standardize", "coord_scale": 1.0},
     "method": "mssc",

@@ -316,39 +316,80 @@ class MeanShift:
 class MSSC(MeanShift):
     """Mean Shift Spectral Clustering (seed 001 ch. 5) of mean-shift partitions.
 
+    The defaults are one set, shared with the ``mssc`` job (a test keeps them equal), chosen on
+    Samson, Jasper Ridge, the BSDS500 photo 3063 and the Landsat demo scene
+    (``benchmarks/bench_mssc_stability.py``): an over-partitioning first stage on a count-weighted
+    k-means pre-partition, the size-weighted point-level graph and normalized spectral clustering.
+    The thesis protocol (KECA, ``spectral_fraction=0.2``, Eq. 5.4 normalization, every point a
+    seed) is ``embedding='keca', spectral_fraction=0.2, normalization='cs', seeds='all',
+    density='sample', bandwidth_factor=1.0``.
+
     Parameters
     ----------
     n_clusters : int
         Number of output clusters (= embedding dimension, as in 001 §5.6).
     bandwidth : float, optional
-        Mean-shift bandwidth h_ms (Silverman's rule when None).
+        Mean-shift bandwidth h_ms (``bandwidth_factor`` × Silverman's rule when None).
     spectral_bandwidth : float, optional
         Bandwidth of the Cauchy–Schwarz affinity; default ``spectral_fraction`` times the
         median pairwise distance of the fitted sample (the project's RBF rule of thumb),
         at least ``h_ms``.
     spectral_fraction : float
-        Fraction of the median pairwise distance used when ``spectral_bandwidth`` is None
-        (0.2: the RBF rule of thumb, DESIGN §3.3; 0.5: 001 §5.5's 'global' scale).
-    embedding : {'keca', 'kpca', 'njw'}
-        KECA with angular k-means, centered KPCA with Euclidean k-means, or normalized
-        spectral clustering (Ng–Jordan–Weiss: top eigenvectors of ``D^-1/2 S D^-1/2``, rows
-        to unit length, k-means); see :func:`~dkernel.meanshift.second_stage`.
-    affinity : {'auto', 'exact', 'rff'}
-        Exact blocked pairwise sums (O(N²) work), or the cosine between partition sums of
-        ``n_rff`` random Fourier features (one streaming pass); 'auto' picks exact up to
-        20 000 points.
+        Fraction of the median pairwise distance used when ``spectral_bandwidth`` is None.
+        Default 0.5 (001 §5.5's 'global' scale): with NJW it beats 0.2 (the RBF rule of thumb,
+        DESIGN §3.3) on Samson, Jasper and BSDS 3063.
+    embedding : {'njw', 'kpca', 'keca'}
+        Normalized spectral clustering (Ng–Jordan–Weiss: top eigenvectors of
+        ``D^-1/2 S D^-1/2``, rows to unit length, k-means), KECA with angular k-means or
+        centered KPCA with Euclidean k-means; see :func:`~dkernel.meanshift.second_stage`.
+        Default 'njw': dividing out each partition's degree keeps a large, spread-out cluster
+        from taking the leading axes (KECA at 0.2 scored ARI 0.36/0.17 on standardised
+        Samson/Jasper, NJW 0.64/0.71 over 5 seeds, k-means 0.61/0.73).
+    affinity : {'auto', 'exact', 'sample', 'rff'}
+        Exact blocked pairwise sums (O(N²) work); the same sums estimated from a sample of
+        20 000 points stratified by partition (at least 50 per partition, exact kernel values);
+        or the cosine between partition sums of ``n_rff`` random Fourier features (one
+        streaming pass). 'auto': exact up to 20 000 points, else 'sample' — random features
+        add ±1/sqrt(n_rff) noise to every pair, which NJW turned into seed-dependent labels on
+        the demo scene (min pairwise ARI 0.07 between five RFF draws at a fixed first stage).
     n_rff : int
-        Number of random Fourier features.
+        Number of random Fourier features for ``affinity='rff'`` (each pair's affinity carries
+        noise of about 1/sqrt(n_rff), whatever its true value; 'auto' does not use them).
     n_init : int
         k-means restarts in the second stage (best by cost).
-    normalization : {'cs', 'size'}
-        'cs': the Cauchy–Schwarz affinity of Eq. 5.4, every partition one point. 'size':
-        ``S_ij / sqrt(n_i n_j)``, the point-level kernel on partition-constant functions, so
-        the embedding and k-means weight partitions by their number of points (see
+    normalization : {'size', 'cs'}
+        'size' (default): ``S_ij / sqrt(n_i n_j)``, the point-level kernel on
+        partition-constant functions, so the embedding and k-means weight partitions by their
+        number of points (an over-partitioning first stage then cannot outvote the pixels).
+        'cs': the Cauchy–Schwarz affinity of Eq. 5.4, every partition one point (see
         :func:`~dkernel.meanshift.second_stage`).
+    regularization : float
+        'njw' only: every point's degree is raised by ``regularization`` × the mean point
+        degree before the normalization (regularized spectral clustering; 0: plain NJW).
+        Default 1.0: plain NJW isolates a few small outlier partitions, different ones for
+        different seeds (min pairwise ARI of the demo's label maps over 5 seeds ≈ 0).
+    band_norm : {'auto', 'unit', 'none'}
+        Scaling of the first ``n_bands`` columns of every row before anything else: 'unit'
+        scales them to unit length (the spectral angle of non-negative spectra; brightness
+        dropped, further columns such as pixel coordinates kept), 'none' keeps them. 'auto'
+        (default) is 'unit' from 5 non-negative bands on, else 'none' (RGB photos and
+        standardised features keep their values) —
+        :func:`~dkernel.io.preprocess.resolve_band_norm`, the one implementation the job
+        uses too. ``predict`` scales new points the same way.
+    n_bands : int, optional
+        Number of leading band columns for ``band_norm`` (None: every column is a band).
     progress : bool
         Show the progress of the pass over Dask input (partition sums) on the active
         ``distributed`` client: a bar on a terminal or in Jupyter, plain lines in a log.
+    seeds, n_seeds, density, n_density : see :class:`MeanShift`
+        Defaults 'kmeans', 500, 'seeds', 20000: mean shift runs on a count-weighted k-means
+        pre-partition of up to 20000 sampled points (001 §7.1), O(500²) per iteration
+        whatever N.
+    bandwidth_factor : float
+        Default 0.5: h_ms is half Silverman's rule, so the first stage over-partitions
+        (001 §6.1.2) and stage two does the merging.
+    path_radius : float
+        Default 0.3 (see :class:`MeanShift`).
     **mean-shift parameters** : see :class:`MeanShift`.
 
     Attributes
@@ -362,6 +403,9 @@ class MSSC(MeanShift):
     partition_labels_ : ndarray (m,)
     partition_sizes_ : ndarray (m,)
     spectral_bandwidth_ : float
+    band_norm_ : {'unit', 'none'}
+        What ``band_norm`` resolved to; ``modes_``, ``density_`` and ``seeds_`` live in the
+        scaled space.
     pixel_partitions_ : ndarray (N,)
         Stage-one partition of every training point.
     labels_ : ndarray (N,)
@@ -373,23 +417,26 @@ class MSSC(MeanShift):
         bandwidth: float | None = None,
         *,
         spectral_bandwidth: float | None = None,
-        spectral_fraction: float = 0.2,
-        embedding: str = "keca",
+        spectral_fraction: float = 0.5,
+        embedding: str = "njw",
         affinity: str = "auto",
-        n_rff: int = 2000,
+        n_rff: int = 1000,
         n_init: int = 100,
-        normalization: str = "cs",
+        normalization: str = "size",
+        regularization: float = 1.0,
+        band_norm: str = "auto",
+        n_bands: int | None = None,
         blurring: bool = False,
-        seeds: str = "all",
-        n_seeds: int = 1000,
+        seeds: str = "kmeans",
+        n_seeds: int = 500,
         bin_size: float | None = None,
-        density: str = "sample",
-        n_density: int = 5000,
+        density: str = "seeds",
+        n_density: int = 20000,
         max_iter: int = 300,
         tol: float = 1e-3,
         group_factor: float = 0.25,
-        path_radius: float = 0.2,
-        bandwidth_factor: float = 1.0,
+        path_radius: float = 0.3,
+        bandwidth_factor: float = 0.5,
         random_state: int | None = None,
         progress: bool = False,
     ) -> None:
@@ -416,6 +463,9 @@ class MSSC(MeanShift):
         self.n_rff = n_rff
         self.n_init = n_init
         self.normalization = normalization
+        self.regularization = regularization
+        self.band_norm = band_norm
+        self.n_bands = n_bands
         self.progress = progress
 
     def _validate(self) -> None:
@@ -432,10 +482,13 @@ class MSSC(MeanShift):
         )
         check_scalar(self.spectral_fraction, "spectral_fraction", owner, low=0, low_inclusive=False)
         check_options(self.embedding, "embedding", owner, ("keca", "kpca", "njw"))
-        check_options(self.affinity, "affinity", owner, ("auto", "exact", "rff"))
+        check_options(self.affinity, "affinity", owner, ("auto", "exact", "sample", "rff"))
         check_scalar(self.n_rff, "n_rff", owner, kind=numbers.Integral, low=1)
         check_scalar(self.n_init, "n_init", owner, kind=numbers.Integral, low=1)
         check_options(self.normalization, "normalization", owner, ("cs", "size"))
+        check_scalar(self.regularization, "regularization", owner, low=0)
+        check_options(self.band_norm, "band_norm", owner, ("auto", "unit", "none"))
+        check_scalar(self.n_bands, "n_bands", owner, kind=numbers.Integral, low=1, allow_none=True)
 
     def fit(self, X: Any, y: Any = None) -> MSSC:
         """Stage one (mean shift partitions), affinity, stage two (KECA/KPCA + k-means).
@@ -445,8 +498,10 @@ class MSSC(MeanShift):
         Stage one: see :meth:`MeanShift.fit`. Affinity: exact O(N² d) work with O(block · N)
         memory, or RFF O(N d D) in one pass with O(m D) memory. Stage two O(m³).
         """
-        super().fit(X)
+        self._validate()
         X = check_2d_array(X, type(self).__name__)
+        X = self._scale_bands(X, fit=True)
+        super().fit(X)
         m = self.n_partitions_
         if m < self.n_clusters:
             raise InvalidInputError(
@@ -473,8 +528,23 @@ class MSSC(MeanShift):
 
         method = self.affinity
         if method == "auto":
-            method = "exact" if n <= EXACT_AFFINITY_MAX else "rff"
-        if method == "exact":
+            method = "exact" if n <= EXACT_AFFINITY_MAX else "sample"
+        if method == "sample":
+            labels = self.labels_
+            if _is_dask(labels):
+                labels = compute_with_progress(
+                    labels, show=bool(self.progress), what="MSSC partitions"
+                )
+            labels = np.asarray(labels)
+            sizes = np.bincount(labels, minlength=m)
+            idx, taken = _stratified_sample(
+                labels, sizes, EXACT_AFFINITY_MAX, derive_rng(seed, "mssc", "affinity")
+            )
+            S = _sampled_pair_sums(
+                _take_rows(X, idx), labels[idx], sizes, taken, self.spectral_bandwidth_
+            )
+            self.labels_ = labels
+        elif method == "exact":
             if n > 10 * EXACT_AFFINITY_MAX:
                 raise ResourceLimitError(
                     f"The exact Cauchy–Schwarz affinity needs {n}² kernel evaluations for "
@@ -529,23 +599,51 @@ class MSSC(MeanShift):
             n_init=self.n_init,
             seed=seed,
             sizes=self.partition_sizes_ if self.normalization == "size" else None,
+            regularization=self.regularization,
         )
         self.embedding_ = emb
         self.eigenvalues_ = values
         self.kmeans_cost_ = cost
         self.partition_labels_ = labels
 
-    def predict(self, X: Any) -> Any:
-        """Cluster of new points: mean shift to a stored mode, then that partition's cluster."""
+    def _scale_bands(self, X: Any, *, fit: bool = False) -> Any:
+        """``X`` with the band columns scaled as in fit (``band_norm``; one implementation,
+        :mod:`dkernel.io.preprocess`)."""
+        from dkernel.io.preprocess import apply_band_norm, resolve_band_norm
+
+        n_bands = int(X.shape[1]) if self.n_bands is None else int(self.n_bands)
+        if n_bands > X.shape[1]:
+            raise InvalidInputError(
+                f"n_bands={n_bands} exceeds the {X.shape[1]} feature columns of X; n_bands "
+                "counts the leading band columns (None: every column is a band)."
+            )
+        if fit:
+            self.band_norm_ = resolve_band_norm(X, n_bands, self.band_norm)
+        return apply_band_norm(X, n_bands, self.band_norm_)
+
+    def _scaled_for_predict(self, X: Any) -> Any:
         check_is_fitted(self, "partition_labels_")
-        part = super().predict(X)
+        if getattr(self, "band_norm_", "none") == "none":
+            return X
+        if not _is_dask(X):
+            X = check_2d_array(X, type(self).__name__, allow_nan=True, min_samples=1)
+        self._check_features(X)
+        return self._scale_bands(X)
+
+    def predict(self, X: Any) -> Any:
+        """Cluster of new points: mean shift to a stored mode, then that partition's cluster.
+
+        The bands of ``X`` are scaled as in fit (``band_norm_``).
+        """
+        check_is_fitted(self, "partition_labels_")
+        part = super().predict(self._scaled_for_predict(X))
         if _is_dask(part):
             return part.map_blocks(partial(_lookup, table=self.partition_labels_), dtype=np.int64)
         return _lookup(part, self.partition_labels_)
 
     def predict_partition(self, X: Any) -> Any:
-        """Mean-shift partition of new points (stage one only)."""
-        return super().predict(X)
+        """Mean-shift partition of new points (stage one only; bands scaled as in fit)."""
+        return super().predict(self._scaled_for_predict(X))
 
 
 def second_stage(
@@ -556,6 +654,7 @@ def second_stage(
     n_init: int = 100,
     seed: int | None = None,
     sizes: np.ndarray | None = None,
+    regularization: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """MSSC stage two on an m × m partition affinity.
 
@@ -578,7 +677,12 @@ def second_stage(
     (``u_i / sqrt(n_i)`` at each point of C_i), every row is scaled to unit length and k-means
     weights partitions by ``n_i``. Without ``sizes``, ``A`` is the graph and every partition
     counts once. Unlike KPCA it divides out each partition's degree, so a large, spread-out
-    cluster does not dominate the leading axes.
+    cluster does not dominate the leading axes. ``regularization`` = r > 0 adds
+    ``τ = r · mean point degree`` to every point's degree (``d_i + τ n_i``; regularized spectral
+    clustering, Qin & Rohe 2013; Amini et al. 2013): a small, weakly linked group of partitions
+    (an outlier colour, a cloud edge) no longer has an eigenvalue near 1 of its own, so the
+    leading axes and the k-means on them do not depend on which outliers a seed happened to
+    isolate.
 
     Returns
     -------
@@ -599,7 +703,14 @@ def second_stage(
     check_options(embedding, "embedding", "MSSC", ("keca", "kpca", "njw"))
     rs = derive_seed(seed, "kmeans2")
     if embedding == "njw":
-        return _njw_stage(A, n_clusters, n_init=n_init, random_state=rs, sizes=sizes)
+        return _njw_stage(
+            A,
+            n_clusters,
+            n_init=n_init,
+            random_state=rs,
+            sizes=sizes,
+            regularization=regularization,
+        )
     if sizes is None:
         if embedding == "keca":
             emb = keca_embedding(A, n_clusters)
@@ -642,6 +753,7 @@ def _njw_stage(
     n_init: int,
     random_state: int,
     sizes: np.ndarray | None,
+    regularization: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """Normalized spectral clustering of the partition graph (see :func:`second_stage`)."""
     from sklearn.cluster import KMeans
@@ -656,6 +768,10 @@ def _njw_stage(
         sw = np.sqrt(n)
         S = A * np.outer(sw, sw)
     deg = S.sum(axis=1)
+    if regularization > 0:
+        # regularized spectral clustering (Qin & Rohe 2013): every point's degree + tau, the
+        # mean point degree times `regularization`; n_i points give n_i tau to partition i
+        deg = deg + regularization * float(deg.sum()) / float(n.sum()) * n
     # an isolated (or, with random features, slightly negative) degree: no edges, own row
     deg = np.maximum(deg, 1e-12 * float(np.abs(deg).max(initial=1.0)))
     isd = 1.0 / np.sqrt(deg)
@@ -667,6 +783,51 @@ def _njw_stage(
         Z, sample_weight=n
     )
     return np.asarray(km.labels_, dtype=np.int64), Z, values, float(km.inertia_)
+
+
+#: Fewest pixels per partition in the affinity sample (all of a smaller partition).
+MIN_SAMPLE_PER_PARTITION = 50
+
+
+def _stratified_sample(
+    labels: np.ndarray, sizes: np.ndarray, size: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices (sorted) of a sample stratified by partition, and the count per partition.
+
+    Partition i gives ``min(n_i, max(50, round(size · n_i / N)))`` rows without replacement.
+    """
+    n = labels.size
+    take = np.minimum(
+        sizes, np.maximum(MIN_SAMPLE_PER_PARTITION, np.rint(size * sizes / max(n, 1)))
+    ).astype(np.int64)
+    perm = rng.permutation(n)
+    grouped = perm[np.argsort(labels[perm], kind="stable")]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    idx = np.concatenate([grouped[a : a + t] for a, t in zip(starts, take, strict=True)])
+    return np.sort(idx), take
+
+
+def _sampled_pair_sums(
+    Xs: np.ndarray, ls: np.ndarray, sizes: np.ndarray, taken: np.ndarray, h: float
+) -> np.ndarray:
+    """Unbiased estimate of ``S_ij = Σ_{k∈C_i, l∈C_j} K(x_k, x_l)`` from a stratified sample.
+
+    Off the diagonal the sample sums are scaled by ``(n_i / s_i)(n_j / s_j)``; on it the s_i
+    self-pairs (K = 1) are counted exactly and the others scaled by
+    ``n_i (n_i − 1) / (s_i (s_i − 1))``. Exact kernel values: two far-apart partitions get
+    (almost) 0, not the ±1/sqrt(D) noise of random Fourier features that lets normalized
+    spectral clustering isolate a different small partition for every seed.
+    """
+    m = sizes.size
+    S = K.cs_pair_sums_block(Xs, ls, Xs, ls, m, h)
+    n = sizes.astype(np.float64)
+    t = np.maximum(taken.astype(np.float64), 1.0)
+    w = n / t
+    diag = np.diag(S).copy()
+    S = S * np.outer(w, w)
+    pairs = np.where(t > 1, n * (n - 1) / np.maximum(t * (t - 1), 1.0), 0.0)
+    np.fill_diagonal(S, n + pairs * (diag - t))
+    return S
 
 
 def _lookup(part: np.ndarray, table: np.ndarray) -> np.ndarray:

@@ -91,6 +91,20 @@ def test_seeded_fit_is_deterministic(rng):
     np.testing.assert_array_equal(a.modes_, b.modes_)
 
 
+#: The thesis protocol (001 ch. 5), pinned where a test reproduces it: the estimator's
+#: defaults are the job's (NJW, size-weighted, k-means seeds) since issue 15.
+THESIS = {
+    "embedding": "keca",
+    "normalization": "cs",
+    "seeds": "all",
+    "density": "sample",
+    "n_density": 5000,
+    "path_radius": 0.2,
+    "bandwidth_factor": 1.0,
+    "spectral_fraction": 0.2,
+}
+
+
 def test_mssc_toy_beats_direct_spectral():
     """001 §6.1.3 (Fig. 6.13–6.14): MSSC separates what KPCA/KECA on the raw kernel cannot."""
     from dkernel.kernels import rbf_block
@@ -103,9 +117,7 @@ def test_mssc_toy_beats_direct_spectral():
     kpca = euclidean_kmeans(kpca_embedding(Kx, 3).embedding, 3, n_init=10, random_state=0)[0]
     keca = angular_kmeans(keca_embedding(Kx, 3).embedding, 3, n_init=10, random_state=0)[0]
     direct = max(adjusted_rand_score(y, kpca), adjusted_rand_score(y, keca))
-    m = MSSC(
-        3, 1.0, spectral_bandwidth=h, embedding="keca", blurring=True, max_iter=50, n_init=10
-    ).fit(X)
+    m = MSSC(3, 1.0, spectral_bandwidth=h, blurring=True, max_iter=50, n_init=10, **THESIS).fit(X)
     assert adjusted_rand_score(y, m.labels_) > direct + 0.1
     assert (m.predict(X) == m.labels_).mean() >= 0.99
 
@@ -128,10 +140,10 @@ def test_mssc_blobs_and_attributes(rng, embedding, normalization):
 
 def test_mssc_rff_matches_exact_on_blobs(rng, array_kind):
     X, y = _blobs(rng, 150)
-    exact = MSSC(3, 0.3, spectral_bandwidth=2.0, affinity="exact", n_init=10, random_state=0).fit(X)
-    rff = MSSC(
-        3, 0.3, spectral_bandwidth=2.0, affinity="rff", n_rff=3000, n_init=10, random_state=0
-    ).fit(as_kind(X, array_kind))
+    # Eq. 5.4 affinities (in [0, 1]) so that one absolute tolerance fits every entry
+    kw = {"spectral_bandwidth": 2.0, "normalization": "cs", "n_init": 10, "random_state": 0}
+    exact = MSSC(3, 0.3, affinity="exact", **kw).fit(X)
+    rff = MSSC(3, 0.3, affinity="rff", n_rff=3000, **kw).fit(as_kind(X, array_kind))
     np.testing.assert_allclose(rff.affinity_, exact.affinity_, atol=0.05)
     labels = np.asarray(rff.labels_.compute() if hasattr(rff.labels_, "compute") else rff.labels_)
     assert adjusted_rand_score(exact.labels_, labels) > 0.95
@@ -220,3 +232,88 @@ def test_errors(rng):
     ms = MeanShift(0.5).fit(X)
     with pytest.raises(InvalidInputError, match="fitted on 2 features"):
         ms.predict(np.zeros((3, 4)))
+
+
+def _two_materials(rng, n=200):
+    """6 non-negative bands: two spectral shapes at brightnesses spread 1-4x, plus x, y."""
+    shapes = np.array([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [6.0, 5.0, 4.0, 3.0, 2.0, 1.0]])
+    y = np.repeat([0, 1], n // 2)
+    bright = rng.uniform(1.0, 4.0, n)
+    bands = bright[:, None] * shapes[y] + rng.normal(0, 0.05, (n, 6))
+    return np.c_[np.abs(bands), rng.uniform(0, 0.1, (n, 2))], y
+
+
+def test_mssc_band_norm(rng):
+    """band_norm='auto' (default) is decided by the bands, as in the job: unit length from 5
+    non-negative bands on (only the first n_bands columns), none for standardised features."""
+    from dkernel.io.preprocess import unit_spectra
+
+    X, y = _two_materials(rng)
+    m = MSSC(2, n_bands=6, n_init=10, random_state=0).fit(X)
+    assert m.band_norm_ == "unit"
+    # the stored modes live in the scaled space: coordinates kept, bands of unit length
+    np.testing.assert_allclose(np.linalg.norm(m.modes_[:, :6], axis=1), 1.0, atol=0.05)
+    assert m.modes_[:, 6:].max() <= 0.1
+    assert adjusted_rand_score(y, m.labels_) == 1.0
+    assert (m.predict(X) == m.labels_).mean() >= 0.99  # predict scales new points too
+    # the same as scaling by hand with the one implementation (io.preprocess)
+    ref = MSSC(2, n_bands=6, band_norm="none", n_init=10, random_state=0)
+    np.testing.assert_array_equal(ref.fit(unit_spectra(X, 6)).labels_, m.labels_)
+    none = MSSC(2, n_bands=6, band_norm="none", n_init=10, random_state=0).fit(X)
+    assert none.band_norm_ == "none" and np.linalg.norm(none.modes_[:, :6], axis=1).min() > 2
+    Z = (X - X.mean(0)) / X.std(0)
+    assert MSSC(2, n_init=5, random_state=0).fit(Z).band_norm_ == "none"  # negative values
+    assert MSSC(2, n_init=5, random_state=0).fit(X[:, :3]).band_norm_ == "none"  # 3 bands
+    with pytest.raises(InvalidInputError, match="n_bands=9 exceeds"):
+        MSSC(2, n_bands=9).fit(X)
+    with pytest.raises(InvalidInputError, match="'band_norm' parameter"):
+        MSSC(2, band_norm="l2").fit(X)
+
+
+def test_sampled_affinity_estimates_the_exact_sums(rng):
+    """affinity='sample' (auto above 20 000 points): exact kernel on a stratified sample,
+    scaled; equal to 'exact' when the sample holds every point, close otherwise."""
+    from dkernel.meanshift.estimators import _sampled_pair_sums, _stratified_sample
+
+    X = rng.normal(size=(3000, 2))
+    lab = np.minimum(rng.integers(0, 8, 3000), (X[:, 0] > 2.2) * 99 + 7)  # one small partition
+    sizes = np.bincount(lab, minlength=8)
+    exact = K.cs_pair_sums_block(X, lab, X, lab, 8, 1.0)
+    idx, taken = _stratified_sample(lab, sizes, 10**6, np.random.default_rng(0))
+    np.testing.assert_array_equal(taken, sizes)
+    np.testing.assert_allclose(_sampled_pair_sums(X[idx], lab[idx], sizes, taken, 1.0), exact)
+    idx, taken = _stratified_sample(lab, sizes, 600, np.random.default_rng(1))
+    assert (taken >= np.minimum(sizes, 50)).all() and np.all(np.diff(idx) > 0)
+    est = _sampled_pair_sums(X[idx], lab[idx], sizes, taken, 1.0)
+    np.testing.assert_allclose(est, exact, rtol=0.15)
+    m = MSSC(3, 0.3, affinity="sample", n_init=10, random_state=0).fit(_blobs(rng, 150)[0])
+    assert m.affinity_method_ == "sample" and m.partition_sizes_.sum() == 450
+
+
+def _scene(seed=0, side=36):
+    """A small synthetic multispectral scene: 4 materials in irregular patches, 6 bands with
+    brightness variation and noise, a few outlier pixels; features bands + (row, col)/side."""
+    r = np.random.default_rng(seed)
+    rows, cols = np.mgrid[0:side, 0:side] / side
+    truth = (rows + 0.2 * np.sin(6 * cols) > 0.5).astype(int) * 2 + (cols > 0.45).astype(int)
+    materials = r.uniform(0.1, 1.0, (4, 6))
+    bright = r.uniform(0.7, 1.3, truth.shape)[..., None]
+    bands = bright * materials[truth] + r.normal(0, 0.04, truth.shape + (6,))
+    out = r.random(truth.shape) < 0.01  # outliers: random spectra
+    bands[out] = r.uniform(0, 1.5, (int(out.sum()), 6))
+    X = np.c_[np.abs(bands).reshape(-1, 6), 0.25 * rows.ravel(), 0.25 * cols.ravel()]
+    return X, truth.ravel()
+
+
+@pytest.mark.parametrize("affinity", ["exact", "sample"])
+def test_mssc_defaults_are_stable_across_seeds(affinity):
+    """Issue 15: at the defaults the label map does not depend on random_state."""
+    import itertools
+
+    X, y = _scene()
+    labels = [
+        MSSC(4, n_bands=6, affinity=affinity, random_state=s).fit(X).labels_ for s in range(3)
+    ]
+    assert min(adjusted_rand_score(y, lab) for lab in labels) > 0.9
+    pairs = [adjusted_rand_score(a, b) for a, b in itertools.combinations(labels, 2)]
+    assert min(pairs) >= 0.97

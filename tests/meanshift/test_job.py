@@ -109,3 +109,23 @@ def test_example_jobs_validate(monkeypatch, data_dir):
     for job in sorted((REPO / "jobs").glob("*mssc*.yaml")):
         spec, data = prepare_job(job)
         assert spec.method == "mssc" and data.raster is not None
+
+
+def test_job_defaults_equal_the_estimator_defaults():
+    """One set of defaults (issue 15): the job passes its parameters to MSSC unchanged."""
+    import inspect
+
+    from dkernel.jobs.steps.mssc import PARAMS
+    from dkernel.meanshift.estimators import MSSC
+
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(MSSC).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    # n_clusters has no sensible default (the job's 5 fills a quick look; MSSC() says 2, as
+    # other estimators do); random_state is the job's seed; progress the runner's switch
+    shared = [p for p in PARAMS if p.name in defaults and p.name != "n_clusters"]
+    assert len(shared) >= 18
+    for param in shared:
+        assert param.default == defaults[param.name], param.name

@@ -1,9 +1,11 @@
 """Job method ``mssc``: mean-shift partitions → Cauchy–Schwarz affinity → NJW/KPCA/KECA → labels.
 
-Non-negative bands are first scaled to unit length per pixel (``band_norm='auto'``: the
-spectral angle, brightness dropped; pixel coordinates kept); the partition affinity uses
-``h_spec`` = half the median pixel distance and is clustered by normalized spectral clustering
-(``embedding='njw'``) by default. See ``benchmarks/results/mssc_scenes.md`` for the choice.
+The defaults are :class:`~dkernel.meanshift.MSSC`'s (a test keeps them equal): multi- and
+hyperspectral non-negative bands are scaled to unit length per pixel (``band_norm='auto'``,
+decided by the reader's hint or by the bands, done by the estimator: the spectral angle,
+brightness dropped; pixel coordinates kept); the partition affinity uses ``h_spec`` = half the
+median pixel distance and is clustered by normalized spectral clustering (``embedding='njw'``).
+See ``benchmarks/results/mssc_scenes.md`` and ``mssc_stability.md`` for the choice.
 
 Writes ``/mssc`` (label raster and partition raster with dims ``y``, ``x`` and the image's
 CRS/transform; modes, bandwidths, partition affinity, embedding, partition labels) and,
@@ -62,6 +64,16 @@ PARAMS = (
         doc="h_spec, the width of the partition affinity, as a fraction of the median pixel distance.",
     ),
     Param(
+        "regularization",
+        "float",
+        default=1.0,
+        low=0,
+        doc=(
+            "'njw': every pixel's degree + this × the mean degree (regularized spectral "
+            "clustering; 0: plain NJW, which isolates seed-dependent outlier partitions)."
+        ),
+    ),
+    Param(
         "band_norm",
         "str",
         default="auto",
@@ -85,8 +97,11 @@ PARAMS = (
         "affinity",
         "str",
         default="auto",
-        choices=("auto", "exact", "rff"),
-        doc="Exact blocked CS sums or random Fourier features (auto: exact up to 20000 pixels).",
+        choices=("auto", "exact", "sample", "rff"),
+        doc=(
+            "Exact blocked CS sums, the same on a 20000-pixel sample stratified by partition, "
+            "or random Fourier features (auto: exact up to 20000 pixels, else sample)."
+        ),
     ),
     Param("n_rff", "int", default=1000, low=1, doc="Random Fourier features for 'rff'."),
     Param("n_init", "int", default=100, low=1, doc="k-means restarts in stage two."),
@@ -171,7 +186,7 @@ def _side_paths(store_path) -> tuple:
 
 
 def run(ctx: JobContext) -> None:
-    from dkernel.io.preprocess import apply_band_norm, resolve_band_norm
+    from dkernel.io.preprocess import resolve_band_norm
     from dkernel.io.raster import (
         label_dataarray,
         labels_to_raster,
@@ -184,10 +199,13 @@ def run(ctx: JobContext) -> None:
     image = ctx.data.raster
     valid = np.asarray(image["valid"].values, dtype=bool)
     n_bands = int(image.shape[0])
-    band_norm = resolve_band_norm(
-        ctx.data.X, n_bands, p["band_norm"], bands=ctx.data.meta.get("bands")
-    )
-    X = apply_band_norm(ctx.data.X, n_bands, band_norm)
+    # the reader's hint (what the bands are) decides 'auto'; the estimator scales the bands
+    band_norm = p["band_norm"]
+    if band_norm == "auto" and ctx.data.meta.get("bands") is not None:
+        band_norm = resolve_band_norm(
+            ctx.data.X, n_bands, band_norm, bands=ctx.data.meta.get("bands")
+        )
+    X = ctx.data.X
     est = MSSC(
         n_clusters=p["n_clusters"],
         bandwidth=p["bandwidth"],
@@ -198,6 +216,9 @@ def run(ctx: JobContext) -> None:
         n_rff=p["n_rff"],
         n_init=p["n_init"],
         normalization=p["normalization"],
+        regularization=p["regularization"],
+        band_norm=band_norm,
+        n_bands=n_bands,
         blurring=p["blurring"],
         seeds=p["seeds"],
         n_seeds=p["n_seeds"],
@@ -213,6 +234,7 @@ def run(ctx: JobContext) -> None:
     )
     t = time.perf_counter()
     est.fit(X)
+    band_norm = est.band_norm_
     labels = np.asarray(est.labels_.compute() if hasattr(est.labels_, "compute") else est.labels_)
     partition = est.partition_labels_  # partition -> cluster
     ctx.store.record_timing("mssc_fit", time.perf_counter() - t)
@@ -237,6 +259,7 @@ def run(ctx: JobContext) -> None:
         "n_clusters": k,
         "embedding": p["embedding"],
         "normalization": p["normalization"],
+        "regularization": p["regularization"],
         "band_norm": band_norm,
         "affinity_method": est.affinity_method_,
         "mean_shift_iterations": est.n_iter_,
