@@ -387,8 +387,7 @@ def write_quicklook(
     extent = [float(xs[0]), float(xs[-1]), float(ys[-1]), float(ys[0])]
     n_lab = int(label_map.max()) + 1 if (label_map >= 0).any() else 1
     colors = class_colors(n_lab)
-    cmap = ListedColormap(colors)
-    cmap.set_bad(NODATA_COLOR)
+    cmap = ListedColormap(colors).with_extremes(bad=NODATA_COLOR)
     shown = np.ma.masked_less(label_map, 0)
     fig = Figure(figsize=(12, 5))
     axes = fig.subplots(1, 2, sharex=True, sharey=True)
