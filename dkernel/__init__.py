@@ -7,7 +7,6 @@ SciPy.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from dkernel.errors import (
@@ -22,27 +21,94 @@ from dkernel.errors import (
 
 __version__ = "0.1.0"
 
-#: public name -> (module, attribute)
+
+def _decomposition():
+    import dkernel.decomposition as m
+
+    return m
+
+
+def _selection():
+    import dkernel.decomposition.selection as m
+
+    return m
+
+
+def _pck():
+    import dkernel.gmm.pck as m
+
+    return m
+
+
+def _meanshift():
+    import dkernel.meanshift.estimators as m
+
+    return m
+
+
+def _metrics():
+    import dkernel.metrics as m
+
+    return m
+
+
+def _ranking():
+    import dkernel.ranking as m
+
+    return m
+
+
+def _runtime():
+    import dkernel.runtime as m
+
+    return m
+
+
+def _spectral():
+    import dkernel.spectral as m
+
+    return m
+
+
+def _clustering():
+    import dkernel.spectral.clustering as m
+
+    return m
+
+
+def _nystrom():
+    import dkernel.spectral.nystrom as m
+
+    return m
+
+
+def _storage():
+    import dkernel.storage as m
+
+    return m
+
+
+#: public name -> (the module's loader, its attribute); fixed statements, no dynamic imports
 _LAZY = {
-    "KernelDecompositionClustering": ("dkernel.decomposition", "KernelDecompositionClustering"),
-    "select_kdc_model": ("dkernel.decomposition.selection", "select_model"),
-    "ProbabilisticClusterKernel": ("dkernel.gmm.pck", "ProbabilisticClusterKernel"),
-    "MSSC": ("dkernel.meanshift.estimators", "MSSC"),
-    "MeanShift": ("dkernel.meanshift.estimators", "MeanShift"),
-    "clustering_accuracy": ("dkernel.metrics", "clustering_accuracy"),
-    "clustering_scores": ("dkernel.metrics", "clustering_scores"),
-    "JointRankingClustering": ("dkernel.ranking", "JointRankingClustering"),
-    "KernelPersonalizedPageRank": ("dkernel.ranking", "KernelPersonalizedPageRank"),
-    "seed_scores": ("dkernel.ranking", "seed_scores"),
-    "top_k": ("dkernel.ranking", "top_k"),
-    "connect": ("dkernel.runtime", "connect"),
-    "KECA": ("dkernel.spectral", "KECA"),
-    "KernelPCAEmbedding": ("dkernel.spectral", "KernelPCAEmbedding"),
-    "SpectralClustering": ("dkernel.spectral.clustering", "SpectralClustering"),
-    "NystromEmbedding": ("dkernel.spectral.nystrom", "NystromEmbedding"),
-    "ResultsStore": ("dkernel.storage", "ResultsStore"),
-    "open_results": ("dkernel.storage", "open_results"),
-    "recorded_path": ("dkernel.storage", "recorded_path"),
+    "KernelDecompositionClustering": (_decomposition, "KernelDecompositionClustering"),
+    "select_kdc_model": (_selection, "select_model"),
+    "ProbabilisticClusterKernel": (_pck, "ProbabilisticClusterKernel"),
+    "MSSC": (_meanshift, "MSSC"),
+    "MeanShift": (_meanshift, "MeanShift"),
+    "clustering_accuracy": (_metrics, "clustering_accuracy"),
+    "clustering_scores": (_metrics, "clustering_scores"),
+    "JointRankingClustering": (_ranking, "JointRankingClustering"),
+    "KernelPersonalizedPageRank": (_ranking, "KernelPersonalizedPageRank"),
+    "seed_scores": (_ranking, "seed_scores"),
+    "top_k": (_ranking, "top_k"),
+    "connect": (_runtime, "connect"),
+    "KECA": (_spectral, "KECA"),
+    "KernelPCAEmbedding": (_spectral, "KernelPCAEmbedding"),
+    "SpectralClustering": (_clustering, "SpectralClustering"),
+    "NystromEmbedding": (_nystrom, "NystromEmbedding"),
+    "ResultsStore": (_storage, "ResultsStore"),
+    "open_results": (_storage, "open_results"),
+    "recorded_path": (_storage, "recorded_path"),
 }
 
 if TYPE_CHECKING:
@@ -66,10 +132,10 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     try:
-        module, attribute = _LAZY[name]
+        load, attribute = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module 'dkernel' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attribute)
+    value = getattr(load(), attribute)
     globals()[name] = value  # later lookups skip __getattr__
     return value
 
