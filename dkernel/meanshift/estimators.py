@@ -386,7 +386,7 @@ class MSSC(MeanShift):
         dropped, further columns such as pixel coordinates kept), 'none' keeps them. 'auto'
         (default) is 'unit' from 5 non-negative bands on, else 'none' (RGB photos and
         standardised features keep their values) —
-        :func:`~dkernel.io.preprocess.resolve_band_norm`, the one implementation the job
+        ``dkernel.io.preprocess.resolve_band_norm``, the one implementation the job
         uses too. ``predict`` scales new points the same way.
     n_bands : int, optional
         Number of leading band columns for ``band_norm`` (None: every column is a band).
