@@ -1,14 +1,60 @@
-"""Writers shared by job methods for the groups every clustering method produces."""
+"""Writers shared by job methods: clustering metrics, and the map outputs of raster jobs.
+
+Every method run on an image reader (geotiff, zarr-raster, demo-landsat, npy-raster,
+hyperspectral scenes) puts its result back on the image grid: the ``(y, x)`` label map and
+the valid mask in the store (``/map``; MSSC keeps them in ``/mssc``) with the source's CRS
+and transform, and, as :data:`RASTER_OUTPUT_PARAMS` ask, files beside the store named after
+it: ``<stem>.labels.tif`` (Cloud-Optimized label GeoTIFF with a colour map),
+``<stem>.classes.csv`` (class table), ``<stem>.quicklook.png`` and ``<stem>.segments.gpkg``
+(polygons of connected label regions). Their paths are recorded in the group's attributes,
+relative to the store.
+"""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from dkernel.errors import InvalidInputError
+from dkernel.jobs.params import Param
 from dkernel.jobs.registry import JobContext
 from dkernel.metrics import clustering_scores
+
+#: Job-only parameters of every method that can run on an image reader (ignored for tables).
+RASTER_OUTPUT_PARAMS = (
+    Param(
+        "write_geotiff",
+        "bool",
+        default=True,
+        doc="Image readers: write <store>.labels.tif (COG) and <store>.classes.csv beside the store.",
+    ),
+    Param(
+        "write_png",
+        "bool",
+        default=True,
+        doc="Image readers: write <store>.quicklook.png beside the store.",
+    ),
+    Param(
+        "write_segments",
+        "bool",
+        default=False,
+        doc=(
+            "Georeferenced image readers: write <store>.segments.gpkg, polygons of connected "
+            "label regions with class, area and mean bands."
+        ),
+    ),
+    Param(
+        "min_segment_pixels",
+        "int",
+        default=0,
+        low=0,
+        doc="write_segments: merge regions smaller than this into their longest-border neighbour.",
+    ),
+)
 
 
 def write_clustering_metrics(ctx: JobContext, y_true: Any, labels: Any) -> dict[str, float]:
@@ -20,3 +66,100 @@ def write_clustering_metrics(ctx: JobContext, y_true: Any, labels: Any) -> dict[
     ctx.store.write("metrics", xr.Dataset({k: ((), v) for k, v in scores.items()}, attrs=scores))
     ctx.log("[dkernel] " + ", ".join(f"{k.upper()} {v:.3f}" for k, v in scores.items()))
     return scores
+
+
+def check_raster_outputs(params: dict[str, Any], data: Any) -> None:
+    """Refuse map outputs the data cannot give (before any cluster starts)."""
+    if not params.get("write_segments"):
+        return
+    if data.raster is None:
+        raise InvalidInputError(
+            "params.write_segments needs an image reader (geotiff, zarr-raster, demo-landsat); "
+            "this reader gives a table, so there are no regions to draw. Remove write_segments."
+        )
+    if data.raster.rio.crs is None:
+        raise InvalidInputError(
+            "params.write_segments needs a georeferenced image, and this one has no CRS (e.g. "
+            "an npy-raster), so polygons could not be placed on a map. Read a GeoTIFF or a "
+            "Zarr cube with a CRS, or remove write_segments."
+        )
+
+
+def side_paths(store_path: Path) -> dict[str, Path]:
+    """The files written beside a store, by kind."""
+    stem = store_path.name[:-5] if store_path.name.endswith(".zarr") else store_path.name
+    return {
+        kind: store_path.parent / f"{stem}.{suffix}"
+        for kind, suffix in (
+            ("label_geotiff", "labels.tif"),
+            ("class_table", "classes.csv"),
+            ("quicklook_png", "quicklook.png"),
+            ("segments", "segments.gpkg"),
+        )
+    }
+
+
+def write_map_files(ctx: JobContext, label_map: np.ndarray, *, title: str) -> dict[str, str]:
+    """Write the files ``ctx.params`` asks for from a ``(y, x)`` label map (-1: no label).
+
+    Returns the written files as group attributes (paths relative to the store).
+    """
+    from dkernel.io.raster import write_label_geotiff, write_quicklook
+
+    p, image, store = ctx.params, ctx.data.raster, ctx.store
+    paths = side_paths(store.path)
+    written: dict[str, str] = {}
+    t = time.perf_counter()
+    if p.get("write_geotiff", False):
+        write_label_geotiff(paths["label_geotiff"], label_map, image)
+        written["label_geotiff"] = store.relative(paths["label_geotiff"])
+        class_table = _write_class_table(paths["class_table"], label_map, image)
+        if class_table is not None:
+            written["class_table"] = store.relative(class_table)
+    if p.get("write_png", False):
+        write_quicklook(paths["quicklook_png"], image, label_map, title=title)
+        written["quicklook_png"] = store.relative(paths["quicklook_png"])
+    if p.get("write_segments", False):
+        from dkernel.io.vector import write_segments
+
+        write_segments(
+            paths["segments"],
+            label_map,
+            image,
+            min_segment_pixels=int(p.get("min_segment_pixels", 0)),
+        )
+        written["segments"] = store.relative(paths["segments"])
+    if written:
+        store.record_timing("map_files", time.perf_counter() - t)
+        ctx.log("[dkernel] map files: " + ", ".join(str(paths[k]) for k in written))
+    return written
+
+
+def _write_class_table(path: Path, label_map: np.ndarray, image: xr.DataArray) -> Path | None:
+    try:
+        from dkernel.io.cog import write_class_table
+    except ImportError:  # pragma: no cover - cog module not available
+        return None
+    return write_class_table(path, label_map, image)
+
+
+def write_label_map(ctx: JobContext, labels: Any, *, title: str) -> np.ndarray | None:
+    """For an image reader: ``/map`` (labels and valid mask on the image grid, with its CRS)
+    and the files of :func:`write_map_files`. Does nothing for table readers.
+
+    ``labels`` holds one label per valid pixel, in the reader's (row-major) order; ``title``
+    names the method in the quick-look's title.
+    """
+    from dkernel.io.raster import labels_to_raster
+    from dkernel.storage.geo import map_dataset
+
+    image = ctx.data.raster
+    if image is None:
+        return None
+    valid = np.asarray(image["valid"].values, dtype=bool)
+    labels = np.asarray(labels.compute() if hasattr(labels, "compute") else labels)
+    label_map = labels_to_raster(labels, valid)
+    n_clusters = int(labels.max()) + 1 if labels.size else 0
+    files = write_map_files(ctx, label_map, title=f"{title}: {n_clusters} clusters")
+    ctx.store.write("map", map_dataset(label_map, valid, image, attrs=files))
+    return label_map

@@ -18,6 +18,7 @@ from dkernel.errors import DKernelError, InvalidInputError, ResourceLimitError, 
 from dkernel.io.data import LoadedData
 from dkernel.io.preprocess import standardize
 from dkernel.io.registry import get_reader
+from dkernel.jobs.outputs import check_raster_outputs
 from dkernel.jobs.registry import JobContext, get_method
 from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
 from dkernel.storage.lock import StoreLease
@@ -199,6 +200,7 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     check_finite(spec, data)
     if method.check_data is not None:
         method.check_data(spec.params, data)
+    check_raster_outputs(spec.params, data)
     if method.estimate is not None:
         cost = method.estimate(spec.params, data.n_samples, data.n_features)
         check_budget(

@@ -36,6 +36,8 @@ import xarray as xr
 import zarr
 
 from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
+from dkernel.storage.attributes import describe_variables
+from dkernel.storage.geo import CONVENTIONS
 from dkernel.storage.lock import LEASE_FILE
 
 STORE_FORMAT = "dkernel-results/1"
@@ -134,6 +136,8 @@ class ResultsStore:
             _jsonable(
                 {
                     "format": STORE_FORMAT,
+                    "Conventions": CONVENTIONS,
+                    "title": f"dkernel results: {job.get('name') or 'job'}",
                     "status": "running",
                     "created": _now(),
                     "job": dict(job),
@@ -148,7 +152,8 @@ class ResultsStore:
         return cls(path)
 
     def _root(self, mode: str = "r+") -> zarr.Group:
-        return zarr.open_group(str(self.path), mode=mode, zarr_format=3)
+        # the writer reads the groups' own metadata, never the consolidated snapshot
+        return zarr.open_group(str(self.path), mode=mode, zarr_format=3, use_consolidated=False)
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -181,6 +186,7 @@ class ResultsStore:
                 "their write did not finish."
             )
         root.attrs.update({"status": "complete", "finished": _now()})
+        _consolidate(self.path)
 
     def group_complete(self, group: str, root: zarr.Group | None = None) -> bool:
         """Whether ``/group`` exists and every array of its last write finished."""
@@ -226,6 +232,7 @@ class ResultsStore:
         if not group or "/" in group.strip("/") or group.startswith("."):
             raise StoreError(f"invalid group name {group!r}: use a single word such as 'kernel'.")
         dataset = _variable_length_strings(_regular_chunks(dataset.copy()))
+        dataset = describe_variables(group, dataset)
         dataset.attrs = _jsonable(dict(dataset.attrs))
         if self.resuming:
             resumed = self._resume_write(group, dataset, compute=compute)
@@ -336,6 +343,20 @@ class ResultsStore:
 
 GROUP_MARKER = "dkernel_write"
 _NOT_RESUMABLE = object()
+
+
+def _consolidate(path: Path) -> None:
+    """Write the consolidated metadata (a snapshot of every group's metadata in the root).
+
+    Done once, when the store is complete: the snapshot then holds every group's completion
+    marker, and nothing writes a complete store again (``--overwrite`` empties it first, so
+    no stale snapshot survives). Writers read the groups' own metadata (``_root``).
+    """
+    with warnings.catch_warnings():
+        # zarr: consolidated metadata is not (yet) part of the Zarr v3 specification; xarray,
+        # zarr-python and the Pangeo readers support it, which is what users open stores with
+        warnings.simplefilter("ignore", UserWarning)
+        zarr.consolidate_metadata(str(path), zarr_format=3)
 
 
 def _is_dask(data: Any) -> bool:
@@ -657,7 +678,14 @@ def open_results(path: str | Path, *, warn: bool = True) -> xr.DataTree:
             msg += f": {group.attrs.get('error')}"
         warnings.warn(msg + "; its arrays may be incomplete.", StoreStatusWarning, stacklevel=2)
     try:
-        return xr.open_datatree(str(path), engine="zarr", chunks={}, consolidated=False)
+        return xr.open_datatree(
+            str(path),
+            engine="zarr",
+            chunks={},
+            consolidated=status == "complete",
+            # integer label maps stay integers; their nodata is labels.rio.nodata (-1)
+            mask_and_scale=False,
+        )
     except Exception as exc:
         raise StoreError(f"{path} could not be opened as a results store: {exc}") from exc
 

@@ -16,7 +16,11 @@ import xarray as xr
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import write_clustering_metrics
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    write_clustering_metrics,
+    write_label_map,
+)
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.jobs.steps.kppr import KERNEL_PARAMS, kernel_param, ranking_kernel
@@ -64,6 +68,7 @@ PARAMS = (kernel_param(_DEFAULTS["kernel"]), *KERNEL_PARAMS) + (
     Param("n_clusters", "int", default=3, low=1, doc="k-means clusters."),
     Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),
     Param("top_k", "int", default=10, low=1, doc="Top-k stored per seed and per cluster."),
+    *RASTER_OUTPUT_PARAMS,
 )
 
 
@@ -174,6 +179,7 @@ def run(ctx: JobContext) -> None:
             attrs={"n_clusters": p["n_clusters"], "clustering": "k-means", "inertia": jrc.inertia_},
         ),
     )
+    write_label_map(ctx, jrc.labels_, title="JRC")
     if ctx.data.y is not None:
         write_clustering_metrics(ctx, ctx.data.y, jrc.labels_)
 

@@ -30,7 +30,11 @@ from dkernel.decomposition.estimator import (
 from dkernel.decomposition.selection import C_RULES, select_model
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import write_clustering_metrics
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    write_clustering_metrics,
+    write_label_map,
+)
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 
@@ -139,6 +143,7 @@ PARAMS = (
         low=16,
         doc="Rows per task for the k-NN search and out-of-sample evaluation.",
     ),
+    *RASTER_OUTPUT_PARAMS,
 )
 
 
@@ -332,6 +337,7 @@ def run(ctx: JobContext) -> None:
             attrs={"n_clusters": int(C), "clustering": "argmax of the aggregate Markov posteriors"},
         ),
     )
+    write_label_map(ctx, model.labels_, title="kernel decomposition")
     if y is not None:
         write_clustering_metrics(ctx, np.asarray(y), model.labels_)
 

@@ -7,11 +7,11 @@ brightness dropped; pixel coordinates kept); the partition affinity uses ``h_spe
 median pixel distance and is clustered by normalized spectral clustering (``embedding='njw'``).
 See ``benchmarks/results/mssc_scenes.md`` and ``mssc_stability.md`` for the choice.
 
-Writes ``/mssc`` (label raster and partition raster with dims ``y``, ``x`` and the image's
-CRS/transform; modes, bandwidths, partition affinity, embedding, partition labels) and,
-next to the store, ``<store stem>.labels.tif`` (label GeoTIFF, nodata -1) and
-``<store stem>.quicklook.png`` (image beside the cluster map). Both paths are recorded in
-the ``/mssc`` attributes.
+Writes ``/mssc`` (label raster and partition raster with dims ``y``, ``x``, the valid mask and
+the image's CRS/transform as a ``spatial_ref`` coordinate; modes, bandwidths, partition
+affinity, embedding, partition labels) and, beside the store, the map files of
+:func:`dkernel.jobs.outputs.write_map_files` (label COG, class table, quick-look, segments),
+their paths recorded in the ``/mssc`` attributes.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import xarray as xr
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import write_clustering_metrics
+from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, write_clustering_metrics, write_map_files
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 
@@ -152,8 +152,7 @@ PARAMS = (
         high=1,
         doc="Streaming assignment stops within this × h of a seed trajectory.",
     ),
-    Param("write_geotiff", "bool", default=True, doc="Write <store>.labels.tif beside the store."),
-    Param("write_png", "bool", default=True, doc="Write <store>.quicklook.png beside the store."),
+    *RASTER_OUTPUT_PARAMS,
 )
 
 
@@ -180,20 +179,12 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     )
 
 
-def _side_paths(store_path) -> tuple:
-    stem = store_path.name[:-5] if store_path.name.endswith(".zarr") else store_path.name
-    return (store_path.parent / f"{stem}.labels.tif", store_path.parent / f"{stem}.quicklook.png")
-
-
 def run(ctx: JobContext) -> None:
     from dkernel.io.preprocess import resolve_band_norm
-    from dkernel.io.raster import (
-        label_dataarray,
-        labels_to_raster,
-        write_label_geotiff,
-        write_quicklook,
-    )
+    from dkernel.io.raster import labels_to_raster
     from dkernel.meanshift.estimators import MSSC
+    from dkernel.storage.geo import label_map as georeferenced_labels
+    from dkernel.storage.geo import valid_mask
 
     p = ctx.params
     image = ctx.data.raster
@@ -248,10 +239,9 @@ def run(ctx: JobContext) -> None:
     part_pixels = np.asarray(est.pixel_partitions_)
     label_map = labels_to_raster(labels, valid)
     part_map = labels_to_raster(part_pixels, valid)
-    lab_da = label_dataarray(label_map, image)
-    part_da = label_dataarray(part_map, image).rename("partition")
+    lab_da = georeferenced_labels(label_map, image)
+    part_da = georeferenced_labels(part_map, image, name="partition")
     m, k = est.n_partitions_, p["n_clusters"]
-    geotiff, png = _side_paths(ctx.store.path)
     attrs = {
         "bandwidth": est.bandwidth_,
         "spectral_bandwidth": est.spectral_bandwidth_,
@@ -273,18 +263,13 @@ def run(ctx: JobContext) -> None:
     if image.rio.crs is not None:
         attrs["crs"] = image.rio.crs.to_string()
         attrs["transform"] = list(image.rio.transform())[:6]
+    attrs.update(write_map_files(ctx, label_map, title=f"MSSC: {m} partitions → {k} clusters"))
     t = time.perf_counter()
-    if p["write_geotiff"]:
-        write_label_geotiff(geotiff, label_map, image)
-        attrs["label_geotiff"] = ctx.store.relative(geotiff)
-    if p["write_png"]:
-        write_quicklook(png, image, label_map, title=f"MSSC: {m} partitions → {k} clusters")
-        attrs["quicklook_png"] = ctx.store.relative(png)
     ds = xr.Dataset(
         {
             "labels": lab_da,
             "partition": part_da,
-            "valid": (("y", "x"), valid),
+            "valid": valid_mask(valid, image),
             "modes": (("partition_id", "feature"), est.modes_),
             "partition_labels": (("partition_id",), partition),
             "partition_sizes": (("partition_id",), est.partition_sizes_),
@@ -301,10 +286,6 @@ def run(ctx: JobContext) -> None:
     ctx.store.record_timing("mssc_write", time.perf_counter() - t)
     if ctx.data.y is not None:
         write_clustering_metrics(ctx, ctx.data.y, labels)
-    ctx.log(
-        f"[dkernel] label GeoTIFF {geotiff if p['write_geotiff'] else '(off)'}; "
-        f"quick-look {png if p['write_png'] else '(off)'}"
-    )
 
 
 register_method(

@@ -20,7 +20,11 @@ from dkernel.errors import InvalidInputError
 from dkernel.gmm.em import DiagMixtures
 from dkernel.gmm.pck import ProbabilisticClusterKernel
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import write_clustering_metrics
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    write_clustering_metrics,
+    write_label_map,
+)
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.linalg.kmeans import euclidean_kmeans
@@ -78,6 +82,7 @@ PARAMS = (
     Param("store_features", "bool", default=False, doc="Write Γ/√Z to /features."),
     Param("store_kernel", "bool", default=False, doc=f"Write K to /kernel (N <= {KERNEL_LIMIT})."),
     Param("chunk_rows", "int", default=None, nullable=True, low=16, doc="Rows per chunk of Γ."),
+    *RASTER_OUTPUT_PARAMS,
 )
 
 
@@ -348,6 +353,7 @@ def run(ctx: JobContext) -> None:
             ctx.store.write("kernel", ds, compute=False), ctx.client, show=ctx.progress
         )
     ctx.store.record_timing("write", time.perf_counter() - t)
+    write_label_map(ctx, labels, title="PCK spectral clustering")
     if ctx.data.y is not None:
         write_clustering_metrics(ctx, ctx.data.y, labels)
 

@@ -10,7 +10,11 @@ import xarray as xr
 from dkernel._budget import dense_kernel_cost
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import write_clustering_metrics
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    write_clustering_metrics,
+    write_label_map,
+)
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION
@@ -62,6 +66,7 @@ PARAMS = (
     ),
     Param("dtype", "str", default="float64", choices=("float32", "float64")),
     Param("store_kernel", "bool", default=True, doc="Write the blocked kernel to /kernel."),
+    *RASTER_OUTPUT_PARAMS,
 )
 
 
@@ -173,6 +178,7 @@ def run(ctx: JobContext) -> None:
             },
         ),
     )
+    write_label_map(ctx, est.labels_, title="RBF spectral clustering")
     if ctx.data.y is not None:
         write_clustering_metrics(ctx, ctx.data.y, est.labels_)
 

@@ -15,7 +15,11 @@ import xarray as xr
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import write_clustering_metrics
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    write_clustering_metrics,
+    write_label_map,
+)
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.runtime import compute_with_progress
@@ -93,6 +97,7 @@ PARAMS = (
         low=16,
         doc="Rows per Dask chunk of the data (default: about 64 MiB of kernel rows).",
     ),
+    *RASTER_OUTPUT_PARAMS,
 )
 
 
@@ -269,6 +274,7 @@ def run(ctx: JobContext) -> None:
         ),
     )
     ctx.store.record_timing("write", time.perf_counter() - t)
+    write_label_map(ctx, est.labels_, title="spectral clustering")
     if ctx.data.y is not None:
         write_clustering_metrics(ctx, ctx.data.y, est.labels_)
 
