@@ -82,6 +82,12 @@ def _nystrom():
     return m
 
 
+def _images():
+    import dkernel.images as m
+
+    return m
+
+
 def _storage():
     import dkernel.storage as m
 
@@ -106,6 +112,7 @@ _LAZY = {
     "KernelPCAEmbedding": (_spectral, "KernelPCAEmbedding"),
     "SpectralClustering": (_clustering, "SpectralClustering"),
     "NystromEmbedding": (_nystrom, "NystromEmbedding"),
+    "cluster_image": (_images, "cluster_image"),
     "ResultsStore": (_storage, "ResultsStore"),
     "open_results": (_storage, "open_results"),
     "recorded_path": (_storage, "recorded_path"),
@@ -115,6 +122,7 @@ if TYPE_CHECKING:
     from dkernel.decomposition import KernelDecompositionClustering
     from dkernel.decomposition.selection import select_model as select_kdc_model
     from dkernel.gmm.pck import ProbabilisticClusterKernel
+    from dkernel.images import cluster_image
     from dkernel.meanshift.estimators import MSSC, MeanShift
     from dkernel.metrics import clustering_accuracy, clustering_scores
     from dkernel.ranking import (
@@ -166,6 +174,7 @@ __all__ = [
     "MSSC",
     "MeanShift",
     "ResultsStore",
+    "cluster_image",
     "connect",
     "open_results",
     "recorded_path",

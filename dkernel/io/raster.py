@@ -23,6 +23,7 @@ import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
 
 from dkernel.errors import InvalidInputError
+from dkernel.io.cube import no_crs_message
 from dkernel.io.data import LoadedData, expand_data_path
 
 #: Pixels per row strip of the feature array (about 8 MiB of float32 features per chunk).
@@ -266,8 +267,11 @@ def raster_to_loaded(
 ) -> LoadedData:
     """A :class:`LoadedData` for raster methods: X = features of the valid pixels.
 
-    ``labels`` (rows, cols), if given, become ``y`` for the valid pixels (metrics only).
+    ``labels`` (rows, cols), if given, become ``y`` for the valid pixels (metrics only). A
+    lazy ``valid`` mask is computed here, once.
     """
+    if isinstance(image["valid"].data, da.Array):
+        image = image.assign_coords(valid=(("y", "x"), np.asarray(image["valid"].values)))
     X, names, stats = raster_features(image, scale=scale, coord_scale=coord_scale)
     valid = np.asarray(image["valid"].values)
     y = None if labels is None else np.asarray(labels)[valid]
@@ -443,11 +447,7 @@ def load_geotiff(
     """Reader ``geotiff``: a GeoTIFF's valid pixels as features, the image kept for output."""
     image = open_geotiff(path, bands=bands, chunk_rows=chunk_rows)
     if image.rio.crs is None:
-        raise InvalidInputError(
-            f"GeoTIFF {path} has no CRS (it is not georeferenced), so its label map could not "
-            "be placed on a map. Assign one (e.g. gdal_edit.py -a_srs EPSG:32618 FILE) or read "
-            "the pixels as a plain image with reader npy-raster."
-        )
+        raise InvalidInputError(no_crs_message(f"GeoTIFF {path}"))
     return raster_to_loaded(
         image, scale=scale, coord_scale=coord_scale, meta={"source": str(resolve_path(path))}
     )
@@ -490,18 +490,33 @@ def load_zarr_raster(
     scale: str = "minmax",
     coord_scale: float = 0.25,
 ) -> LoadedData:
-    """Reader ``zarr-raster``: a 3-D array in a Zarr store (``variable`` names it in a group)."""
+    """Reader ``zarr-raster``: an xarray/rioxarray cube in a Zarr store (CRS, coordinates and
+    band names kept; ``variable`` names it when the store holds several), or a plain 3-D Zarr
+    array without dimension names (``layout`` gives its axis order; no CRS).
+
+    A cube written by xarray (``cube.to_zarr(path)``) must have a CRS, like a GeoTIFF.
+    """
     import zarr
 
-    node = zarr.open(str(resolve_path(path)), mode="r")
-    if isinstance(node, zarr.Group):
-        if variable is None:
-            names = [k for k, _ in node.arrays()]
-            raise InvalidInputError(
-                f"{path} is a Zarr group; set data.variable to one of {', '.join(names)}."
-            )
-        node = node[variable]
-    image = image_from_array(da.from_zarr(node), layout=layout, nodata=nodata)
+    from dkernel.io.cube import image_from_xarray, open_zarr_cube
+
+    resolved = str(resolve_path(path))
+    cube = open_zarr_cube(resolved, variable=variable)
+    if cube is not None:
+        if cube.rio.crs is None:
+            raise InvalidInputError(no_crs_message(f"the Zarr cube {path}"))
+        image = image_from_xarray(cube, variable=None, nodata=nodata)
+        image.attrs["source"] = resolved
+    else:
+        node = zarr.open(resolved, mode="r")
+        if isinstance(node, zarr.Group):
+            if variable is None:
+                names = [k for k, _ in node.arrays()]
+                raise InvalidInputError(
+                    f"{path} is a Zarr group; set data.variable to one of {', '.join(names)}."
+                )
+            node = node[variable]
+        image = image_from_array(da.from_zarr(node), layout=layout, nodata=nodata)
     return raster_to_loaded(image, scale=scale, coord_scale=coord_scale, meta={"source": str(path)})
 
 
@@ -604,7 +619,10 @@ def _register() -> None:
                 coord,
             ),
             load=load_zarr_raster,
-            description="A 3-D image array in a Zarr store.",
+            description=(
+                "An xarray cube in a Zarr store (CRS, coordinates, band names kept) or a "
+                "plain 3-D Zarr array."
+            ),
             raster=True,
         )
     )
