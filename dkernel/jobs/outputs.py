@@ -163,3 +163,13 @@ def write_label_map(ctx: JobContext, labels: Any, *, title: str) -> np.ndarray |
     files = write_map_files(ctx, label_map, title=f"{title}: {n_clusters} clusters")
     ctx.store.write("map", map_dataset(label_map, valid, image, attrs=files))
     return label_map
+
+
+def write_score_map(ctx: JobContext, scores: Any, seeds: list[str]) -> None:
+    """For an image reader: ``/map`` with every seed's ranking scores on the image grid."""
+    from dkernel.storage.geo import score_map_dataset
+
+    image = ctx.data.raster
+    valid = np.asarray(image["valid"].values, dtype=bool)
+    scores = np.asarray(scores.compute() if hasattr(scores, "compute") else scores)
+    ctx.store.write("map", score_map_dataset(scores, valid, image, seeds))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import xarray as xr
 
-#: name or group/name -> (long_name, units, description)
+#: name or group/name (a trailing ``*`` matches any rest) -> (long_name, units, description)
 VARIABLES: dict[str, tuple[str, str, str]] = {
     # input
     "input/labels_true": ("ground-truth class", "1", "the reader's class of every sample"),
@@ -149,12 +149,26 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
     "acc": ("clustering accuracy", "1", "best-matching accuracy against the ground truth"),
     "nmi": ("normalized mutual information", "1", "NMI against the ground truth"),
     "ari": ("adjusted Rand index", "1", "ARI against the ground truth"),
+    "metrics/ndcg@10_*": (
+        "NDCG@10",
+        "1",
+        "normalized discounted cumulative gain of the seed's top 10 against exact PageRank",
+    ),
 }
 
 
 def lookup(group: str, name: str) -> tuple[str, str, str] | None:
-    """The catalogue entry of variable ``name`` in ``group`` (``None`` when undescribed)."""
-    return VARIABLES.get(f"{group}/{name}") or VARIABLES.get(name)
+    """The catalogue entry of variable ``name`` in ``group`` (``None`` when undescribed).
+
+    Keys ending in ``*`` describe families of names (one per seed, …).
+    """
+    for key in (f"{group}/{name}", name):
+        if key in VARIABLES:
+            return VARIABLES[key]
+    for key, entry in VARIABLES.items():
+        if key.endswith("*") and f"{group}/{name}".startswith(key[:-1]):
+            return entry
+    return None
 
 
 def describe_variables(group: str, dataset: xr.Dataset) -> xr.Dataset:

@@ -107,3 +107,23 @@ def map_dataset(
         ds.attrs["crs"] = image.rio.crs.to_string()
         ds.attrs["transform"] = list(image.rio.transform())[:6]
     return ds
+
+
+def score_map_dataset(
+    scores: Any, valid: np.ndarray, image: xr.DataArray, seeds: list[str]
+) -> xr.Dataset:
+    """The ``/map`` group of a ranking job: ``score_map (seed, y, x)``, NaN where no data.
+
+    ``scores`` holds one row per valid pixel (row-major order) and one column per seed.
+    """
+    scores = np.asarray(scores, dtype=np.float32)
+    valid = np.asarray(valid, dtype=bool)
+    grid = np.full((scores.shape[1], *valid.shape), np.nan, dtype=np.float32)
+    grid[:, valid] = scores.T
+    var = georeference(xr.DataArray(grid, dims=("seed", "y", "x"), name="score_map"), image)
+    var = var.assign_coords(seed=np.asarray(seeds, dtype=object))
+    ds = xr.Dataset({"score_map": var, "valid": valid_mask(valid, image)})
+    if is_georeferenced(image):
+        ds.attrs["crs"] = image.rio.crs.to_string()
+        ds.attrs["transform"] = list(image.rio.transform())[:6]
+    return ds

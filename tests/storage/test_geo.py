@@ -67,6 +67,14 @@ def stores(tmp_path_factory, client, crop):
             {"n_clusters": 4, "n_landmarks": 100, "write_png": False},
             "spectral",
         ),
+        "kppr": _run(
+            tmp,
+            client,
+            crop,
+            "kppr",
+            {"kernel": "rbf", "n_fit": 300, "seeds": {"global": None, "pixel": 2000}},
+            "kppr",
+        ),
     }
 
 
@@ -90,6 +98,18 @@ def test_label_map_has_source_crs_at_default_open(stores, crop, job, group):
     assert 0 < valid.mean() < 1
     masked = xr.open_datatree(stores[job], engine="zarr")[group]["labels"]
     assert np.isnan(masked.values[~valid]).all()
+
+
+def test_ranking_job_writes_score_maps(stores, crop):
+    tree = open_results(stores["kppr"])
+    scores = tree["map"]["score_map"]
+    assert scores.dims == ("seed", "y", "x") and scores.shape == (2, 140, 160)
+    assert scores["seed"].values.tolist() == ["global", "pixel"]
+    assert scores.rio.crs == rioxarray.open_rasterio(crop).rio.crs
+    valid = tree["map"]["valid"].values
+    flat = tree["ranking"]["score"].values
+    np.testing.assert_allclose(scores.values[:, valid], flat.T.astype(np.float32))
+    assert np.isnan(scores.values[:, ~valid]).all()
 
 
 def test_zarr_metadata_is_cf(stores):

@@ -20,6 +20,7 @@ import xarray as xr
 from dkernel._random import derive_rng
 from dkernel.errors import InvalidInputError, SpecError
 from dkernel.io.data import LoadedData
+from dkernel.jobs.outputs import write_score_map
 from dkernel.jobs.params import Param, show_value
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.ranking.graph import (
@@ -355,6 +356,8 @@ def run(ctx: JobContext) -> None:
         ctx.store.write("ranking", ds, compute=False), ctx.client, show=ctx.progress
     )
     ctx.store.record_timing("score_and_write", time.perf_counter() - t)
+    if ctx.data.raster is not None:
+        write_score_map(ctx, ctx.store.read_array("ranking", "score"), names)
 
     ctx.store.write(
         "embedding",
