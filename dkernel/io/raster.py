@@ -374,6 +374,18 @@ def class_colors(n: int) -> np.ndarray:
     return np.c_[rgb, np.ones(n)]
 
 
+def _axis_labels(crs: Any) -> tuple[str, str]:
+    """Quick-look axis titles: easting/northing with unit and CRS, or pixel indices."""
+    if crs is None:
+        return "column", "row"
+    name = crs.to_string()
+    if crs.is_geographic:
+        return f"longitude (°, {name})", f"latitude (°, {name})"
+    unit = crs.linear_units if crs.linear_units not in (None, "unknown") else "map units"
+    unit = {"metre": "m", "meter": "m"}.get(unit, unit)
+    return f"easting ({unit}, {name})", f"northing ({unit}, {name})"
+
+
 def write_quicklook(
     path: str | os.PathLike, image: xr.DataArray, label_map: np.ndarray, *, title: str = ""
 ) -> Path:
@@ -404,7 +416,11 @@ def write_quicklook(
     )
     axes[1].set_title(f"clusters ({n_lab})")
     counts = np.bincount(np.asarray(label_map)[np.asarray(label_map) >= 0].ravel(), minlength=n_lab)
-    handles = [Patch(color=colors[i], label=f"{i} ({counts[i]:,} px)") for i in range(n_lab)]
+    share = counts / max(int(counts.sum()), 1)
+    handles = [
+        Patch(color=colors[i], label=f"{i}: {100 * share[i]:.1f} % ({counts[i]:,} px)")
+        for i in range(n_lab)
+    ]
     n_nodata = int(np.sum(np.asarray(label_map) < 0))
     if n_nodata:
         handles.append(
@@ -416,15 +432,14 @@ def write_quicklook(
         bbox_to_anchor=(1.02, 1.0),
         fontsize="small",
         ncols=1 if len(handles) <= 16 else 2,
-        title="cluster",
+        title="cluster: share of pixels",
     )
-    crs = image.rio.crs
-    unit = f" ({crs.to_string()})" if crs is not None else ""
+    x_label, y_label = _axis_labels(image.rio.crs)
     for ax in axes:
-        ax.set_xlabel(f"x{unit}" if crs is not None else "column")
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
         ax.ticklabel_format(style="plain", useOffset=False)
         ax.tick_params(axis="x", labelrotation=30)
-    axes[0].set_ylabel(f"y{unit}" if crs is not None else "row")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

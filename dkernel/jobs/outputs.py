@@ -6,7 +6,7 @@ the valid mask in the store (``/map``; MSSC keeps them in ``/mssc``) with the so
 and transform, and, as :data:`RASTER_OUTPUT_PARAMS` ask, files beside the store named after
 it: ``<stem>.labels.tif`` (Cloud-Optimized label GeoTIFF with a colour map),
 ``<stem>.classes.csv`` (class table), ``<stem>.quicklook.png`` and ``<stem>.segments.gpkg``
-(polygons of connected label regions). Their paths are recorded in the group's attributes,
+(polygons of connected label regions, or ``.fgb``). Their paths are recorded in the group's attributes,
 relative to the store.
 """
 
@@ -24,6 +24,9 @@ from dkernel.jobs.params import Param
 from dkernel.jobs.registry import JobContext
 from dkernel.metrics import clustering_scores
 
+#: Vector formats of the segments layer (file suffixes).
+SEGMENT_FORMATS = ("gpkg", "fgb")
+
 #: Job-only parameters of every method that can run on an image reader (ignored for tables).
 RASTER_OUTPUT_PARAMS = (
     Param(
@@ -39,12 +42,15 @@ RASTER_OUTPUT_PARAMS = (
         doc="Image readers: write <store>.quicklook.png beside the store.",
     ),
     Param(
-        "write_segments",
-        "bool",
-        default=False,
+        "segments",
+        "str",
+        default=None,
+        nullable=True,
+        choices=SEGMENT_FORMATS,
         doc=(
-            "Georeferenced image readers: write <store>.segments.gpkg, polygons of connected "
-            "label regions with class, area and mean bands."
+            "Georeferenced image readers: write <store>.segments.<format>, polygons of connected "
+            "label regions with class, area and mean bands ('gpkg': GeoPackage, 'fgb': "
+            "FlatGeobuf; null: none)."
         ),
     ),
     Param(
@@ -52,7 +58,7 @@ RASTER_OUTPUT_PARAMS = (
         "int",
         default=0,
         low=0,
-        doc="write_segments: merge regions smaller than this into their longest-border neighbour.",
+        doc="segments: merge regions smaller than this into their longest-border neighbour.",
     ),
 )
 
@@ -70,22 +76,22 @@ def write_clustering_metrics(ctx: JobContext, y_true: Any, labels: Any) -> dict[
 
 def check_raster_outputs(params: dict[str, Any], data: Any) -> None:
     """Refuse map outputs the data cannot give (before any cluster starts)."""
-    if not params.get("write_segments"):
+    if not params.get("segments"):
         return
     if data.raster is None:
         raise InvalidInputError(
-            "params.write_segments needs an image reader (geotiff, zarr-raster, demo-landsat); "
-            "this reader gives a table, so there are no regions to draw. Remove write_segments."
+            "params.segments needs an image reader (geotiff, zarr-raster, demo-landsat); this "
+            "reader gives a table, so there are no regions to draw. Remove params.segments."
         )
     if data.raster.rio.crs is None:
         raise InvalidInputError(
-            "params.write_segments needs a georeferenced image, and this one has no CRS (e.g. "
-            "an npy-raster), so polygons could not be placed on a map. Read a GeoTIFF or a "
-            "Zarr cube with a CRS, or remove write_segments."
+            "params.segments needs a georeferenced image, and this one has no CRS (e.g. an "
+            "npy-raster), so polygons could not be placed on a map. Read a GeoTIFF or a Zarr "
+            "cube with a CRS, or remove params.segments."
         )
 
 
-def side_paths(store_path: Path) -> dict[str, Path]:
+def side_paths(store_path: Path, segments: str = "gpkg") -> dict[str, Path]:
     """The files written beside a store, by kind."""
     stem = store_path.name[:-5] if store_path.name.endswith(".zarr") else store_path.name
     return {
@@ -94,7 +100,7 @@ def side_paths(store_path: Path) -> dict[str, Path]:
             ("label_geotiff", "labels.tif"),
             ("class_table", "classes.csv"),
             ("quicklook_png", "quicklook.png"),
-            ("segments", "segments.gpkg"),
+            ("segments", f"segments.{segments}"),
         )
     }
 
@@ -107,7 +113,7 @@ def write_map_files(ctx: JobContext, label_map: np.ndarray, *, title: str) -> di
     from dkernel.io.raster import write_label_geotiff, write_quicklook
 
     p, image, store = ctx.params, ctx.data.raster, ctx.store
-    paths = side_paths(store.path)
+    paths = side_paths(store.path, p.get("segments") or "gpkg")
     written: dict[str, str] = {}
     t = time.perf_counter()
     if p.get("write_geotiff", False):
@@ -119,7 +125,7 @@ def write_map_files(ctx: JobContext, label_map: np.ndarray, *, title: str) -> di
     if p.get("write_png", False):
         write_quicklook(paths["quicklook_png"], image, label_map, title=title)
         written["quicklook_png"] = store.relative(paths["quicklook_png"])
-    if p.get("write_segments", False):
+    if p.get("segments"):
         from dkernel.io.vector import write_segments
 
         write_segments(

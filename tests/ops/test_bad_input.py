@@ -545,3 +545,28 @@ def test_bad_input_through_subprocess(work, spec, pattern):
     assert proc.stderr.startswith("dkernel: error:")
     assert "Traceback" not in proc.stderr
     _no_complete_store(work)
+
+
+def test_segments_need_a_georeferenced_image(work):
+    np.save(work / "cube.npy", np.random.default_rng(0).uniform(size=(10, 12, 3)))
+    spec = _spec(
+        data={"reader": "npy-raster", "path": "cube.npy"},
+        method="mssc",
+        params={"segments": "gpkg"},
+    )
+    expect_invalid(work, spec, r"params.segments needs a georeferenced image.*no CRS")
+
+
+def test_segments_on_a_table_refused(work):
+    _write_csv(work / "t.csv", _blobs())
+    spec = _spec(params={"n_clusters": 2, "segments": "gpkg"})
+    expect_invalid(work, spec, r"params.segments needs an image reader")
+
+
+def test_unknown_segment_format_named(work):
+    img = np.random.default_rng(0).integers(1, 255, size=(3, 20, 24)).astype("uint8")
+    _geotiff(work / "ok.tif", img, crs="EPSG:32618", nodata=None)
+    spec = _spec(
+        data={"reader": "geotiff", "path": "ok.tif"}, method="mssc", params={"segments": "shp"}
+    )
+    expect_invalid(work, spec, r"params.segments: must be one of 'gpkg', 'fgb'; got 'shp'")
