@@ -9,9 +9,11 @@ See ``benchmarks/results/mssc_scenes.md`` and ``mssc_stability.md`` for the choi
 
 Writes ``/mssc`` (label raster and partition raster with dims ``y``, ``x`` and the image's
 CRS/transform; modes, bandwidths, partition affinity, embedding, partition labels) and,
-next to the store, ``<store stem>.labels.tif`` (label GeoTIFF, nodata -1) and
-``<store stem>.quicklook.png`` (image beside the cluster map). Both paths are recorded in
-the ``/mssc`` attributes.
+next to the store, ``<store stem>.labels.tif`` (a Cloud-Optimized label GeoTIFF with the
+quick-look palette as colour table; uint8 with nodata 255, where the store has -1),
+``<store stem>.labels.classes.csv`` (pixels, share, colour and band means per class) and
+``<store stem>.quicklook.png`` (image beside the cluster map). The paths (and the GeoTIFF's
+nodata value) are recorded in the ``/mssc`` attributes.
 """
 
 from __future__ import annotations
@@ -275,8 +277,11 @@ def run(ctx: JobContext) -> None:
         attrs["transform"] = list(image.rio.transform())[:6]
     t = time.perf_counter()
     if p["write_geotiff"]:
-        write_label_geotiff(geotiff, label_map, image)
+        written = write_label_geotiff(geotiff, label_map, image, n_classes=k)
         attrs["label_geotiff"] = ctx.store.relative(geotiff)
+        attrs["label_geotiff_nodata"] = written.nodata
+        if written.class_table is not None:
+            attrs["class_table_csv"] = ctx.store.relative(written.class_table)
     if p["write_png"]:
         write_quicklook(png, image, label_map, title=f"MSSC: {m} partitions → {k} clusters")
         attrs["quicklook_png"] = ctx.store.relative(png)
