@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import os
 import struct
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,7 +268,7 @@ def validate_cog(path: str | os.PathLike) -> list[str]:
             "but has no internal overviews."
         )
     for a, b in zip(levels[:-1], levels[1:], strict=True):
-        if not (b.width < a.width or b.height < a.height) or b.width > a.width:
+        if b.width > a.width or b.height > a.height or (b.width, b.height) == (a.width, a.height):
             errors.append(
                 f"overview IFD at byte {b.offset} ({b.width} × {b.height}) should be smaller "
                 f"than the one before it ({a.width} × {a.height})."
@@ -470,7 +471,9 @@ def write_label_cog(
     }
     if crs is not None:
         profile["crs"] = crs
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.tif")
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.tif", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
         with rasterio.open(tmp, "w", **profile) as dst:
             for r0 in range(0, n_rows, TILE):

@@ -277,7 +277,7 @@ def run(ctx: JobContext) -> None:
         attrs["transform"] = list(image.rio.transform())[:6]
     t = time.perf_counter()
     if p["write_geotiff"]:
-        written = write_label_geotiff(geotiff, label_map, image, n_classes=k)
+        written = write_label_geotiff(geotiff, label_map, image)
         attrs["label_geotiff"] = ctx.store.relative(geotiff)
         attrs["label_geotiff_nodata"] = written.nodata
         if written.class_table is not None:
