@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dask
 import dask.array as da
@@ -25,6 +25,9 @@ import xarray as xr
 from dkernel.errors import InvalidInputError
 from dkernel.io.cube import no_crs_message
 from dkernel.io.data import LoadedData, expand_data_path
+
+if TYPE_CHECKING:
+    from dkernel.io.cog import LabelCOG
 
 #: Pixels per row strip of the feature array (about 8 MiB of float32 features per chunk).
 STRIP_PIXELS = 2**18
@@ -57,6 +60,28 @@ def _strip_rows(n_rows: int, n_cols: int) -> int:
     return int(max(1, min(n_rows, STRIP_PIXELS // max(1, n_cols))))
 
 
+def block_rows(n_rows: int, n_cols: int, block_height: int, chunk_rows: int | None = None) -> int:
+    """Rows per full-width strip: a multiple of the file's block (tile or strip) height.
+
+    Default ``block_height · max(1, round(STRIP_PIXELS / (block_height · n_cols)))`` (≈ 2^18
+    pixels); an explicit ``chunk_rows`` is rounded up to a multiple of ``block_height``. Either
+    way at most the image's rows.
+
+    >>> block_rows(10980, 10980, 512)  # a Sentinel-2 tile in 512 × 512 tiles
+    512
+    >>> block_rows(10980, 10980, 512, chunk_rows=23)
+    512
+    >>> block_rows(718, 791, 3)  # the demo scene, 3-row strips
+    330
+    """
+    block_height = max(1, int(block_height))
+    if chunk_rows is None:
+        blocks = max(1, round(STRIP_PIXELS / (block_height * max(1, n_cols))))
+    else:
+        blocks = -(-int(chunk_rows) // block_height)
+    return int(max(1, min(n_rows, blocks * block_height)))
+
+
 def open_geotiff(
     path: str | os.PathLike, *, bands: list[int] | None = None, chunk_rows: int | None = None
 ) -> xr.DataArray:
@@ -68,22 +93,38 @@ def open_geotiff(
     bands : list of int, optional
         1-based band numbers to keep (all by default).
     chunk_rows : int, optional
-        Rows per chunk (full-width strips); default ≈ 2^18 pixels per chunk.
+        Rows per chunk (full-width strips), rounded up to a multiple of the file's block
+        height; default the multiple of the block height nearest to ≈ 2^18 pixels per chunk
+        (:func:`block_rows`).
 
     Notes
     -----
-    The mask needs one pass over the image (1 byte per pixel is kept in memory). A pixel is
-    invalid when every band equals the nodata value (the dataset mask of GDAL/rasterio: a
-    dark pixel with one zero band is still data) or any band is NaN.
+    Chunks are full-width strips whose row boundaries fall on the file's internal blocks
+    (``rasterio``'s ``block_shapes``; 512-row tiles for a typical COG), so each pass over the
+    image decodes every tile once instead of once per strip crossing it; a chunk is therefore
+    at least one row of blocks (512 × width pixels for a 512-tiled COG). The mask needs one
+    pass over the image (1 byte per pixel is kept in memory). A pixel is invalid when every
+    band equals the nodata value (the dataset mask of GDAL/rasterio: a dark pixel with one
+    zero band is still data) or any band is NaN.
     """
+    import rasterio
 
     path = resolve_path(path)
     if not path.is_file():
         raise InvalidInputError(f"GeoTIFF {str(path)!r} does not exist.")
-    probe = rioxarray.open_rasterio(path)
-    n_rows, n_cols = int(probe.sizes["y"]), int(probe.sizes["x"])
-    rows = chunk_rows or _strip_rows(n_rows, n_cols)
-    image = rioxarray.open_rasterio(path, chunks={"band": -1, "y": rows, "x": -1})
+    with rasterio.open(path) as src:
+        n_rows, n_cols, block_h = src.height, src.width, src.block_shapes[0][0]
+    rows = block_rows(n_rows, n_cols, block_h, chunk_rows)
+    return _open_strips(path, rows, bands=bands)
+
+
+def _open_strips(
+    path: Path, rows: int, *, bands: list[int] | None = None, **open_kwargs: Any
+) -> xr.DataArray:
+    """:func:`open_geotiff` with ``rows`` rows per chunk as given (``open_kwargs`` go to
+    ``rasterio.open``, e.g. an ``opener``; the tile-read benchmark uses both)."""
+    image = rioxarray.open_rasterio(path, chunks={"band": -1, "y": rows, "x": -1}, **open_kwargs)
+    n_rows, n_cols = int(image.sizes["y"]), int(image.sizes["x"])
     if bands:
         missing = [b for b in bands if b not in image["band"].values.tolist()]
         if missing:
@@ -317,18 +358,35 @@ def label_dataarray(label_map: np.ndarray, image: xr.DataArray, *, nodata: int =
 
 
 def write_label_geotiff(
-    path: str | os.PathLike, label_map: np.ndarray, image: xr.DataArray, *, nodata: int = -1
-) -> Path:
-    """Write labels as a single-band int16 GeoTIFF with the image's CRS and transform.
+    path: str | os.PathLike,
+    label_map: Any,
+    image: xr.DataArray,
+    *,
+    nodata: int = -1,
+    class_table: bool = True,
+    n_classes: int | None = None,
+) -> LabelCOG:
+    """Write labels as a Cloud-Optimized GeoTIFF with the image's CRS, transform and a palette.
 
-    Nodata pixels (the image's nodata collar) are written as ``nodata``.
+    The job steps' entry point; :func:`dkernel.io.cog.write_label_cog` does the work (see
+    there). The file is ``uint8`` with nodata **255** (``uint16`` / **65535** from 255
+    labels on), so its nodata value differs from the store's -1 (``nodata`` here: the label
+    map's marker of unlabelled pixels); the value is returned (``.nodata``). With
+    ``class_table`` the ``<stem>.classes.csv`` sidecar (pixels, share, colour, band means per
+    class) is written beside it. ``label_map`` may be NumPy, Dask or a lazy ``(y, x)``
+    DataArray; it is written window by window.
+
+    Returns
+    -------
+    LabelCOG
+        Path-like (``os.fspath`` gives the ``.tif``), with ``nodata``, ``dtype``,
+        ``n_classes`` and ``class_table``.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    out = label_dataarray(label_map, image, nodata=nodata).astype(np.int16)
-    out = out.rio.write_nodata(nodata, encoded=False)
-    out.rio.to_raster(path, compress="deflate", recalc_transform=False)
-    return path
+    from dkernel.io.cog import write_label_cog
+
+    return write_label_cog(
+        path, label_map, image, nodata=nodata, class_table=class_table, n_classes=n_classes
+    )
 
 
 def _rgb(image: xr.DataArray) -> np.ndarray:
@@ -578,7 +636,7 @@ def _register() -> None:
         default=None,
         nullable=True,
         low=1,
-        doc="Rows per chunk (full-width strips).",
+        doc="Rows per chunk (full-width strips), rounded up to the file's block height.",
     )
     register_reader(
         Reader(

@@ -4,8 +4,9 @@ Every method run on an image reader (geotiff, zarr-raster, demo-landsat, npy-ras
 hyperspectral scenes) puts its result back on the image grid: the ``(y, x)`` label map and
 the valid mask in the store (``/map``; MSSC keeps them in ``/mssc``) with the source's CRS
 and transform, and, as :data:`RASTER_OUTPUT_PARAMS` ask, files beside the store named after
-it: ``<stem>.labels.tif`` (Cloud-Optimized label GeoTIFF with a colour map),
-``<stem>.classes.csv`` (class table), ``<stem>.quicklook.png`` and ``<stem>.segments.gpkg``
+it: ``<stem>.labels.tif`` (Cloud-Optimized label GeoTIFF with a colour map; uint8 with nodata
+255, or uint16/65535 beyond 254 classes, where the store has -1), ``<stem>.labels.classes.csv``
+(class table: pixels, share, colour and band means per class), ``<stem>.quicklook.png`` and ``<stem>.segments.gpkg``
 (polygons of connected label regions, or ``.fgb``). Their paths are recorded in the group's attributes,
 relative to the store.
 """
@@ -98,7 +99,6 @@ def side_paths(store_path: Path, segments: str = "gpkg") -> dict[str, Path]:
         kind: store_path.parent / f"{stem}.{suffix}"
         for kind, suffix in (
             ("label_geotiff", "labels.tif"),
-            ("class_table", "classes.csv"),
             ("quicklook_png", "quicklook.png"),
             ("segments", f"segments.{segments}"),
         )
@@ -117,11 +117,11 @@ def write_map_files(ctx: JobContext, label_map: np.ndarray, *, title: str) -> di
     written: dict[str, str] = {}
     t = time.perf_counter()
     if p.get("write_geotiff", False):
-        write_label_geotiff(paths["label_geotiff"], label_map, image)
-        written["label_geotiff"] = store.relative(paths["label_geotiff"])
-        class_table = _write_class_table(paths["class_table"], label_map, image)
-        if class_table is not None:
-            written["class_table"] = store.relative(class_table)
+        cog = write_label_geotiff(paths["label_geotiff"], label_map, image)
+        written["label_geotiff"] = store.relative(cog.path)
+        written["label_geotiff_nodata"] = cog.nodata
+        if cog.class_table is not None:
+            written["class_table_csv"] = store.relative(cog.class_table)
     if p.get("write_png", False):
         write_quicklook(paths["quicklook_png"], image, label_map, title=title)
         written["quicklook_png"] = store.relative(paths["quicklook_png"])
@@ -137,16 +137,13 @@ def write_map_files(ctx: JobContext, label_map: np.ndarray, *, title: str) -> di
         written["segments"] = store.relative(paths["segments"])
     if written:
         store.record_timing("map_files", time.perf_counter() - t)
-        ctx.log("[dkernel] map files: " + ", ".join(str(paths[k]) for k in written))
+        files = [
+            written[k]
+            for k in ("label_geotiff", "class_table_csv", "quicklook_png", "segments")
+            if k in written
+        ]
+        ctx.log("[dkernel] map files (beside the store): " + ", ".join(Path(f).name for f in files))
     return written
-
-
-def _write_class_table(path: Path, label_map: np.ndarray, image: xr.DataArray) -> Path | None:
-    try:
-        from dkernel.io.cog import write_class_table
-    except ImportError:  # pragma: no cover - cog module not available
-        return None
-    return write_class_table(path, label_map, image)
 
 
 def write_label_map(ctx: JobContext, labels: Any, *, title: str) -> np.ndarray | None:

@@ -79,7 +79,10 @@ def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
     assert tif == out.parent / "out.labels.tif"
     back = rioxarray.open_rasterio(tif)
     assert back.rio.crs == src.rio.crs and back.rio.transform() == src.rio.transform()
-    np.testing.assert_array_equal(back.values[0], labels)
+    assert back.rio.nodata == ms.attrs["label_geotiff_nodata"] == 255  # the store keeps -1
+    np.testing.assert_array_equal(back.values[0], np.where(labels < 0, 255, labels))
+    table = recorded_path(out, ms.attrs["class_table_csv"])
+    assert table == out.parent / "out.labels.classes.csv" and table.is_file()
     assert recorded_path(out, ms.attrs["quicklook_png"]).read_bytes()[:4] == b"\x89PNG"
 
 

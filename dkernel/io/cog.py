@@ -1,0 +1,623 @@
+"""Cloud-Optimized GeoTIFF label maps: writer, class table and a structural validator.
+
+:func:`write_label_cog` writes a label map as a COG (GDAL's COG driver: 512 × 512 tiles,
+DEFLATE, internal overviews by the MODE of the labels, a colour table equal to the quick-look
+palette :func:`dkernel.io.raster.class_colors`) window by window, so the label map may be a
+NumPy array, a Dask array or a lazy ``(y, x)`` DataArray (e.g. read back from a Zarr store).
+:func:`write_class_table` writes the per-class pixel counts, shares, colours and band means
+as a CSV sidecar, computed strip by strip. :func:`validate_cog` checks the file layout the
+way ``rio cogeo validate`` (and GDAL's ``validate_cloud_optimized_geotiff.py``) does, from the
+TIFF directories read by :func:`tiff_ifds`, a small pure-Python TIFF/BigTIFF parser.
+
+Files as the COG spec lays them out (GDAL COG driver documentation, "File layout")::
+
+    header | ghost area (GDAL_STRUCTURAL_METADATA) | IFD of the full image | IFDs of the
+    overviews, largest first | tile data of the smallest overview | ... | tile data of the
+    full image
+
+so a reader fetches every directory with the first request and a zoomed-out view without
+touching the full-resolution tiles.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import struct
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from dkernel.errors import InvalidInputError
+
+#: Tile side of the COG (and of its overviews) and rows per written window.
+TILE = 512
+
+#: Largest main-IFD offset the validators accept (the ghost header is < 200 bytes).
+MAX_MAIN_IFD_OFFSET = 300
+
+# TIFF tags read by :func:`tiff_ifds`
+_NEW_SUBFILE_TYPE = 254
+_IMAGE_WIDTH = 256
+_IMAGE_LENGTH = 257
+_BITS_PER_SAMPLE = 258
+_COMPRESSION = 259
+_STRIP_OFFSETS = 273
+_SAMPLES_PER_PIXEL = 277
+_ROWS_PER_STRIP = 278
+_STRIP_BYTE_COUNTS = 279
+_PLANAR_CONFIG = 284
+_COLOR_MAP = 320
+_TILE_WIDTH = 322
+_TILE_LENGTH = 323
+_TILE_OFFSETS = 324
+_TILE_BYTE_COUNTS = 325
+
+#: TIFF field type -> (struct code, size in bytes); the integer types only (what we decode).
+_INT_TYPES = {1: ("B", 1), 3: ("H", 2), 4: ("I", 4), 6: ("b", 1), 8: ("h", 2), 9: ("i", 4)}
+_INT_TYPES |= {13: ("I", 4), 16: ("Q", 8), 17: ("q", 8), 18: ("Q", 8)}
+#: Size in bytes of every TIFF field type (to skip the ones we do not decode).
+_TYPE_SIZES = {2: 1, 5: 8, 7: 1, 10: 8, 11: 4, 12: 8} | {k: v[1] for k, v in _INT_TYPES.items()}
+
+
+@dataclass(frozen=True)
+class TiffIFD:
+    """One TIFF image file directory (IFD): where it is and how its pixels are stored.
+
+    Offsets are byte offsets in the file. ``tile_offsets``/``tile_byte_counts`` are empty for
+    a stripped image, ``strip_offsets``/``strip_byte_counts`` for a tiled one.
+    """
+
+    offset: int
+    width: int
+    height: int
+    subfile_type: int = 0
+    tile_width: int | None = None
+    tile_height: int | None = None
+    tile_offsets: tuple[int, ...] = ()
+    tile_byte_counts: tuple[int, ...] = ()
+    strip_offsets: tuple[int, ...] = ()
+    strip_byte_counts: tuple[int, ...] = ()
+    rows_per_strip: int | None = None
+    samples_per_pixel: int = 1
+    bits_per_sample: tuple[int, ...] = (1,)
+    planar_config: int = 1
+    compression: int = 1
+    has_colormap: bool = False
+    tags: tuple[int, ...] = field(default=(), repr=False)
+
+    @property
+    def is_tiled(self) -> bool:
+        """Tiled (TileOffsets present, no StripOffsets)."""
+        return bool(self.tile_offsets) and not self.strip_offsets
+
+    @property
+    def is_overview(self) -> bool:
+        """A reduced-resolution image (NewSubfileType bit 0)."""
+        return bool(self.subfile_type & 1)
+
+    @property
+    def is_mask(self) -> bool:
+        """A transparency mask (NewSubfileType bit 2)."""
+        return bool(self.subfile_type & 4)
+
+    def block_ranges(self) -> list[tuple[int, int]]:
+        """``(offset, byte count)`` of every tile (or strip) with data; sparse blocks left out."""
+        offs = self.tile_offsets or self.strip_offsets
+        counts = self.tile_byte_counts or self.strip_byte_counts
+        return [(o, c) for o, c in zip(offs, counts, strict=True) if o > 0 and c > 0]
+
+
+def tiff_ifds(path: str | os.PathLike) -> list[TiffIFD]:
+    """Every IFD of a TIFF or BigTIFF file, in file order (the chain of next-IFD offsets).
+
+    Parameters
+    ----------
+    path : path of a ``.tif`` file
+
+    Returns
+    -------
+    list of TiffIFD
+        The first is the main image; GDAL then chains overviews and masks.
+
+    Raises
+    ------
+    InvalidInputError
+        The file is not a TIFF (bad magic number) or its IFD chain loops.
+
+    Notes
+    -----
+    Reads the header, each IFD and the arrays of the tags it decodes (tile and strip offsets
+    and byte counts); never the pixel data. Tags of non-integer types are recorded in
+    ``tags`` but not decoded.
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        head = f.read(16)
+        if head[:2] not in (b"II", b"MM"):
+            raise InvalidInputError(f"{path} is not a TIFF file (it starts with {head[:4]!r}).")
+        bo = "<" if head[:2] == b"II" else ">"
+        (magic,) = struct.unpack(bo + "H", head[2:4])
+        if magic == 42:
+            big, (first,) = False, struct.unpack(bo + "I", head[4:8])
+        elif magic == 43:
+            big, (first,) = True, struct.unpack(bo + "Q", head[8:16])
+        else:
+            raise InvalidInputError(f"{path} is not a TIFF file (version number {magic}).")
+        ifds: list[TiffIFD] = []
+        seen: set[int] = set()
+        offset = first
+        while offset:
+            if offset in seen:
+                raise InvalidInputError(f"{path}: the IFD chain loops at byte {offset}.")
+            seen.add(offset)
+            ifd, offset = _read_ifd(f, offset, bo, big)
+            ifds.append(ifd)
+    return ifds
+
+
+def _read_ifd(f: Any, offset: int, bo: str, big: bool) -> tuple[TiffIFD, int]:
+    count_fmt, entry_size, value_size = ("Q", 20, 8) if big else ("H", 12, 4)
+    f.seek(offset)
+    (n_entries,) = struct.unpack(bo + count_fmt, f.read(8 if big else 2))
+    raw = f.read(n_entries * entry_size)
+    (next_offset,) = struct.unpack(bo + ("Q" if big else "I"), f.read(value_size))
+    values: dict[int, tuple[int, ...]] = {}
+    tags = []
+    for i in range(n_entries):
+        entry = raw[i * entry_size : (i + 1) * entry_size]
+        tag, typ = struct.unpack(bo + "HH", entry[:4])
+        (count,) = struct.unpack(bo + ("Q" if big else "I"), entry[4 : 4 + value_size])
+        tags.append(tag)
+        if typ not in _INT_TYPES:
+            continue
+        code, size = _INT_TYPES[typ]
+        field_bytes = entry[4 + value_size :]
+        if count * size <= value_size:
+            data = field_bytes[: count * size]
+        else:
+            (where,) = struct.unpack(bo + ("Q" if big else "I"), field_bytes)
+            pos = f.tell()
+            f.seek(where)
+            data = f.read(count * size)
+            f.seek(pos)
+        values[tag] = struct.unpack(f"{bo}{count}{code}", data)
+
+    def one(tag: int, default: int | None = None) -> int | None:
+        return values[tag][0] if tag in values else default
+
+    ifd = TiffIFD(
+        offset=offset,
+        width=int(one(_IMAGE_WIDTH, 0) or 0),
+        height=int(one(_IMAGE_LENGTH, 0) or 0),
+        subfile_type=int(one(_NEW_SUBFILE_TYPE, 0) or 0),
+        tile_width=one(_TILE_WIDTH),
+        tile_height=one(_TILE_LENGTH),
+        tile_offsets=values.get(_TILE_OFFSETS, ()),
+        tile_byte_counts=values.get(_TILE_BYTE_COUNTS, ()),
+        strip_offsets=values.get(_STRIP_OFFSETS, ()),
+        strip_byte_counts=values.get(_STRIP_BYTE_COUNTS, ()),
+        rows_per_strip=one(_ROWS_PER_STRIP),
+        samples_per_pixel=int(one(_SAMPLES_PER_PIXEL, 1) or 1),
+        bits_per_sample=values.get(_BITS_PER_SAMPLE, (1,)),
+        planar_config=int(one(_PLANAR_CONFIG, 1) or 1),
+        compression=int(one(_COMPRESSION, 1) or 1),
+        has_colormap=_COLOR_MAP in tags,
+        tags=tuple(tags),
+    )
+    return ifd, next_offset
+
+
+def validate_cog(path: str | os.PathLike) -> list[str]:
+    """Check that a GeoTIFF is laid out as a Cloud-Optimized GeoTIFF; ``[]`` means valid.
+
+    The checks of ``rio cogeo validate`` (after GDAL's ``validate_cloud_optimized_geotiff.py``),
+    read from the TIFF directories (:func:`tiff_ifds`) rather than through GDAL:
+
+    * every image (main, overviews, masks) is tiled: TileOffsets, no StripOffsets;
+    * an image larger than 512 px on a side has internal overviews (a warning in rio-cogeo,
+      an error here: dkernel's COGs always have them);
+    * the main IFD comes first, right after the header and ghost area (offset ≤ 300), and
+      the overview IFDs follow it in the chain and in the file with decreasing sizes;
+    * every IFD lies before the image data (the first tile of the smallest overview is after
+      the last IFD);
+    * the tile data go from the smallest overview to the full image: each overview's tiles
+      all come before the tiles of the next larger one, the full image's last.
+
+    Parameters
+    ----------
+    path : path of a ``.tif`` file
+
+    Returns
+    -------
+    list of str
+        One sentence per violation.
+    """
+    try:
+        ifds = tiff_ifds(path)
+    except InvalidInputError as exc:
+        return [str(exc)]
+    except (OSError, struct.error) as exc:
+        return [f"{path} could not be read as a TIFF: {exc}"]
+    if not ifds:
+        return [f"{path} has no image."]
+    errors: list[str] = []
+    for i, ifd in enumerate(ifds):
+        what = "the main image" if i == 0 else f"IFD {i} ({ifd.width} × {ifd.height})"
+        if not ifd.is_tiled:
+            errors.append(f"{what} is not tiled (it has StripOffsets, no TileOffsets).")
+    main = ifds[0]
+    if main.is_overview or main.is_mask:
+        errors.append(f"the first IFD is not the full-resolution image (type {main.subfile_type}).")
+    if main.offset > MAX_MAIN_IFD_OFFSET:
+        errors.append(
+            f"the main IFD is at byte {main.offset}; it should follow the header and ghost area "
+            f"(≤ {MAX_MAIN_IFD_OFFSET})."
+        )
+    levels = [main, *[d for d in ifds[1:] if d.is_overview and not d.is_mask]]
+    overviews = levels[1:]
+    if (main.width > TILE or main.height > TILE) and not overviews:
+        errors.append(
+            f"the image is {main.width} × {main.height} (larger than {TILE} px on a side) "
+            "but has no internal overviews."
+        )
+    for a, b in zip(levels[:-1], levels[1:], strict=True):
+        if b.width > a.width or b.height > a.height or (b.width, b.height) == (a.width, a.height):
+            errors.append(
+                f"overview IFD at byte {b.offset} ({b.width} × {b.height}) should be smaller "
+                f"than the one before it ({a.width} × {a.height})."
+            )
+        if b.offset < a.offset:
+            errors.append(
+                f"overview IFD at byte {b.offset} comes before the IFD of the larger image "
+                f"at byte {a.offset}; IFDs go largest first."
+            )
+    data = [r for d in ifds for r in d.block_ranges()]
+    if data:
+        first_data = min(o for o, _ in data)
+        late = [d.offset for d in ifds if d.offset > first_data]
+        if late:
+            errors.append(
+                f"IFDs at bytes {late} come after the first image data (byte {first_data}); "
+                "every IFD should be before the data."
+            )
+    for i in range(len(levels) - 1, 0, -1):
+        small, large = levels[i].block_ranges(), levels[i - 1].block_ranges()
+        if not small or not large:
+            continue
+        if max(o for o, _ in small) > min(o for o, _ in large):
+            name = "the main image" if i == 1 else f"overview {i - 2}"
+            errors.append(
+                f"tile data of overview {i - 1} should all come before the tile data of {name}."
+            )
+    return errors
+
+
+# ---------------------------------------------------------------------------------------
+# writer
+# ---------------------------------------------------------------------------------------
+
+
+def label_file_dtype(max_label: int) -> tuple[np.dtype, int]:
+    """The file's data type and nodata value for labels ``0 … max_label``.
+
+    GDAL colour tables need Byte or UInt16 bands: ``uint8`` with nodata 255 while the
+    largest label is < 255, else ``uint16`` with nodata 65535.
+    """
+    if max_label < 255:
+        return np.dtype(np.uint8), 255
+    if max_label < 65535:
+        return np.dtype(np.uint16), 65535
+    raise InvalidInputError(
+        f"the largest label is {max_label}; a label GeoTIFF with a colour table holds labels "
+        "up to 65534."
+    )
+
+
+@dataclass(frozen=True)
+class LabelCOG:
+    """What :func:`write_label_cog` wrote; usable as a path (``os.fspath``) to the COG.
+
+    Attributes
+    ----------
+    path : Path
+        The COG.
+    nodata : int
+        The file's nodata value (255 or 65535), not the store's -1.
+    dtype : str
+        ``'uint8'`` or ``'uint16'``.
+    n_classes : int
+        Colour-table entries for labels (largest label + 1).
+    class_table : Path or None
+        The ``<stem>.classes.csv`` sidecar, when written.
+    """
+
+    path: Path
+    nodata: int
+    dtype: str
+    n_classes: int
+    class_table: Path | None = None
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+def class_table_path(path: str | os.PathLike) -> Path:
+    """The class table beside a label GeoTIFF: ``demo.labels.tif`` → ``demo.labels.classes.csv``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.classes.csv")
+
+
+def _as_lazy(label_map: Any) -> np.ndarray | da.Array:
+    """A 2-D NumPy or Dask array from a NumPy/Dask array or a ``(y, x)`` DataArray."""
+    if isinstance(label_map, xr.DataArray):
+        if label_map.ndim != 2:
+            raise InvalidInputError(
+                f"a label map must be (y, x); got a DataArray with dims {label_map.dims}."
+            )
+        label_map = label_map.data
+    arr = label_map if isinstance(label_map, da.Array) else np.asarray(label_map)
+    if arr.ndim != 2:
+        raise InvalidInputError(f"a label map must be 2-D (y, x); got shape {arr.shape}.")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise InvalidInputError(f"labels must be integers; got dtype {arr.dtype}.")
+    return arr
+
+
+def _window(arr: np.ndarray | da.Array, r0: int, r1: int) -> np.ndarray:
+    block = arr[r0:r1]
+    return np.asarray(block.compute() if isinstance(block, da.Array) else block)
+
+
+def _max_label(arr: np.ndarray | da.Array) -> int:
+    if isinstance(arr, da.Array):
+        return int(arr.max().compute()) if arr.size else -1
+    return int(arr.max()) if arr.size else -1
+
+
+def _palette(n_classes: int, nodata: int) -> dict[int, tuple[int, int, int, int]]:
+    from dkernel.io.raster import class_colors
+
+    rgba = np.round(np.asarray(class_colors(max(n_classes, 1)))[:n_classes] * 255).astype(int)
+    table = {i: (int(c[0]), int(c[1]), int(c[2]), 255) for i, c in enumerate(rgba)}
+    table[nodata] = (0, 0, 0, 0)
+    return table
+
+
+def write_label_cog(
+    path: str | os.PathLike,
+    label_map: Any,
+    image: xr.DataArray,
+    *,
+    nodata: int = -1,
+    class_table: bool = True,
+    n_classes: int | None = None,
+) -> LabelCOG:
+    """Write a label map as a Cloud-Optimized GeoTIFF with a colour table.
+
+    Parameters
+    ----------
+    path : path of the ``.tif`` to write (its folder is created)
+    label_map : ndarray, dask array or DataArray (y, x) of int
+        Labels ``0 … k-1``; ``nodata`` (and any negative value) marks unlabelled pixels.
+    image : DataArray (band, y, x)
+        The clustered image: its CRS and transform georeference the file, its bands give the
+        class table's means.
+    nodata : int
+        The label map's marker of unlabelled pixels (the store's -1).
+    class_table : bool
+        Also write :func:`write_class_table` to :func:`class_table_path` ``(path)``.
+    n_classes : int, optional
+        Largest label + 1 when known (saves one pass over a lazy label map).
+
+    Returns
+    -------
+    LabelCOG
+        Path (the object is path-like), the file's nodata value and dtype, the class count
+        and the class table's path.
+
+    Notes
+    -----
+    The file is ``uint8`` with nodata **255** when the largest label is < 255, else
+    ``uint16`` with nodata **65535** (GDAL palettes need Byte/UInt16 bands); labels keep
+    their values, unlabelled pixels get the file's nodata, which therefore differs from the
+    store's -1. The colour table is :func:`dkernel.io.raster.class_colors` (the quick-look
+    palette) with the nodata entry transparent (alpha 0; TIFF palettes keep no alpha, so
+    readers see it through the nodata value). COG driver options: 512 × 512 tiles, DEFLATE,
+    overviews resampled by MODE (the most frequent label; NEAREST if this GDAL lacks MODE)
+    until smaller than 512 px, ``BIGTIFF=IF_SAFER``.
+
+    The label map is written in windows of 512 rows to a temporary tiled GTiff beside
+    ``path``, then copied by GDAL's COG driver and the temporary removed: memory is one
+    window (plus GDAL's overview computation, which reads the temporary file). A lazy
+    label map is computed window by window; one more pass finds the largest label unless
+    ``n_classes`` is given.
+    """
+    import rasterio
+    import rasterio.shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    labels = _as_lazy(label_map)
+    n_rows, n_cols = (int(s) for s in labels.shape)
+    if (int(image.sizes["y"]), int(image.sizes["x"])) != (n_rows, n_cols):
+        raise InvalidInputError(
+            f"the label map is {n_rows} × {n_cols} but the image is "
+            f"{int(image.sizes['y'])} × {int(image.sizes['x'])}; they must match."
+        )
+    if n_classes is None:
+        n_classes = max(_max_label(labels), -1) + 1
+    dtype, file_nodata = label_file_dtype(max(n_classes - 1, 0))
+    crs = image.rio.crs
+    profile = {
+        "driver": "GTiff",
+        "width": n_cols,
+        "height": n_rows,
+        "count": 1,
+        "dtype": dtype.name,
+        "nodata": file_nodata,
+        "tiled": True,
+        "blockxsize": TILE,
+        "blockysize": TILE,
+        "compress": "deflate",
+        "BIGTIFF": "IF_SAFER",
+        "transform": image.rio.transform(),
+    }
+    if crs is not None:
+        profile["crs"] = crs
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.tif", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        with rasterio.open(tmp, "w", **profile) as dst:
+            for r0 in range(0, n_rows, TILE):
+                r1 = min(r0 + TILE, n_rows)
+                block = _window(labels, r0, r1)
+                unlabelled = (block < 0) | (block == nodata)
+                top = int(block[~unlabelled].max(initial=-1))
+                if top >= n_classes:
+                    raise InvalidInputError(
+                        f"n_classes={n_classes} but the label map holds label {top}."
+                    )
+                out = np.where(unlabelled, file_nodata, block)
+                dst.write(out.astype(dtype), 1, window=((r0, r1), (0, n_cols)))
+            dst.write_colormap(1, _palette(n_classes, file_nodata))
+        options = {
+            "BLOCKSIZE": TILE,
+            "COMPRESS": "DEFLATE",
+            "OVERVIEW_RESAMPLING": "MODE",
+            "BIGTIFF": "IF_SAFER",
+        }
+        try:
+            rasterio.shutil.copy(tmp, path, driver="COG", **options)
+        except rasterio.errors.RasterioIOError:  # pragma: no cover - GDAL without MODE
+            rasterio.shutil.copy(
+                tmp, path, driver="COG", **{**options, "OVERVIEW_RESAMPLING": "NEAREST"}
+            )
+    finally:
+        tmp.unlink(missing_ok=True)
+    table = None
+    if class_table:
+        table = write_class_table(class_table_path(path), labels, image, n_classes=n_classes)
+    return LabelCOG(path, file_nodata, dtype.name, n_classes, table)
+
+
+# ---------------------------------------------------------------------------------------
+# class table
+# ---------------------------------------------------------------------------------------
+
+
+def _strip_sums(labels: np.ndarray, pixels: np.ndarray, n: int) -> np.ndarray:
+    """``(n, 1 + bands)``: pixel count and per-band sums of each class in one strip."""
+    labels = np.asarray(labels)
+    pixels = np.asarray(pixels)
+    keep = labels >= 0
+    lab = labels[keep].astype(np.int64)
+    out = np.empty((n, 1 + pixels.shape[0]), dtype=np.float64)
+    out[:, 0] = np.bincount(lab, minlength=n)[:n]
+    for b in range(pixels.shape[0]):
+        out[:, 1 + b] = np.bincount(lab, weights=pixels[b][keep].astype(np.float64), minlength=n)[
+            :n
+        ]
+    return out
+
+
+def _band_column(band: Any) -> str:
+    value = band.item() if hasattr(band, "item") else band
+    if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer()):
+        return f"mean_band_{int(value)}"
+    return f"mean_{value}"
+
+
+def class_statistics(
+    label_map: Any, image: xr.DataArray, *, n_classes: int | None = None
+) -> dict[str, np.ndarray]:
+    """Pixel count and raw band means of every class, computed strip by strip.
+
+    Returns a dict with ``pixels`` (n,) int64 and ``means`` (n, bands) float64 (NaN for a
+    class without pixels). Strips follow the image's row chunks (512 rows for an in-memory
+    image); each adds ``np.bincount`` of its labels, weighted by each band, so memory is one
+    strip of the image and the label map.
+    """
+    labels = _as_lazy(label_map)
+    if n_classes is None:
+        n_classes = max(_max_label(labels), -1) + 1
+    n = max(int(n_classes), 0)
+    data = image.data
+    n_bands = int(image.sizes["band"])
+    if isinstance(data, da.Array):
+        rows = data.chunks[1]
+    else:
+        rows = tuple(min(TILE, labels.shape[0] - r) for r in range(0, labels.shape[0], TILE))
+    bounds = np.cumsum((0, *rows))
+    parts = []
+    for r0, r1 in zip(bounds[:-1], bounds[1:], strict=True):
+        lab = labels[r0:r1]
+        pix = data[:, r0:r1]
+        if isinstance(lab, da.Array) or isinstance(pix, da.Array):
+            parts.append(dask.delayed(_strip_sums)(lab, pix, n))
+        else:
+            parts.append(_strip_sums(lab, pix, n))
+    parts = list(dask.compute(*parts)) if parts else [np.zeros((n, 1 + n_bands))]
+    total = np.sum(parts, axis=0) if parts else np.zeros((n, 1 + n_bands))
+    counts = total[:, 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = total[:, 1:] / counts[:, None]
+    means[counts == 0] = np.nan
+    return {"pixels": counts.astype(np.int64), "means": means}
+
+
+def write_class_table(
+    path: str | os.PathLike,
+    label_map: Any,
+    image: xr.DataArray,
+    *,
+    n_classes: int | None = None,
+) -> Path:
+    """Write the class table CSV: ``class, pixels, share, color, mean_<band>...``.
+
+    Parameters
+    ----------
+    path : path of the CSV (the label COG's sidecar is :func:`class_table_path`)
+    label_map : ndarray, dask array or DataArray (y, x); negative values are unlabelled
+    image : DataArray (band, y, x), the clustered image (raw band values)
+    n_classes : int, optional
+        Rows of the table (default largest label + 1; classes without pixels get a row).
+
+    Returns
+    -------
+    Path
+
+    Notes
+    -----
+    ``share`` is the class's fraction of the labelled pixels; ``color`` the ``#rrggbb`` of
+    :func:`dkernel.io.raster.class_colors` (the COG's colour table and the quick-look); the
+    mean columns are named from the band coordinate (``mean_band_1`` for band 1, ``mean_red``
+    for a band named ``red``). Computed by :func:`class_statistics`, strip by strip.
+    """
+    from dkernel.io.raster import class_colors
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stats = class_statistics(label_map, image, n_classes=n_classes)
+    counts, means = stats["pixels"], stats["means"]
+    n = counts.shape[0]
+    colors = np.round(np.asarray(class_colors(max(n, 1)))[:n, :3] * 255).astype(int)
+    total = int(counts.sum())
+    bands = [_band_column(b) for b in image["band"].values]
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["class", "pixels", "share", "color", *bands])
+        for i in range(n):
+            share = counts[i] / total if total else 0.0
+            color = "#{:02x}{:02x}{:02x}".format(*colors[i])
+            writer.writerow(
+                [i, int(counts[i]), f"{share:.6g}", color, *(f"{m:.6g}" for m in means[i])]
+            )
+    return path
