@@ -224,7 +224,7 @@ def segments_table(
         Label map on the image grid: a NumPy or Dask array or a (lazy) ``xarray.DataArray``,
         e.g. a label map read from a results store. Only a strip of rows is in memory at once.
     image : xarray.DataArray (band, y, x)
-        The source image (:func:`dkernel.io.raster.open_geotiff`), with a CRS and transform;
+        The source image (``dkernel.io.raster.open_geotiff``), with a CRS and transform;
         may be Dask-backed. The statistics use its raw band values.
     min_segment_pixels : int, default 0
         Segments with fewer pixels are merged into the adjacent segment that shares the
@@ -243,7 +243,7 @@ def segments_table(
         One polygon per segment in the image's CRS, pixel edges as boundaries.
     columns : dict of str to ndarray
         ``segment`` (ids 1..n in raster order of each segment's first pixel), ``class``
-        (its label), ``pixels``, ``area`` (pixels × |pixel area|, CRS units²) and
+        (its label), ``pixels``, ``area`` (pixels × the absolute pixel area, CRS units²) and
         ``mean_<band>`` for each band (``mean_band_1``, ... for numbered bands).
 
     Raises
