@@ -363,25 +363,30 @@ def segments_table(
             ).reshape(n_local, n_bands)
         )
         start = np.full(n_local, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(start, ids, np.flatnonzero(inside) + r0 * n_cols)
-        first.append(start)
+        np.minimum.at(start, ids, np.flatnonzero(inside))
+        first.append(start + r0 * n_cols)
+        del flat, inside, ids
         if n_local:
             strip_pieces, strip_ids = _strip_polygons(comp, r0)
             pieces.append(strip_pieces)
             piece_ids.append(strip_ids + offset)
-        glob = np.where(comp >= 0, comp.astype(np.int64) + offset, -1)
+        top = np.where(comp[0] >= 0, comp[0].astype(np.int64) + offset, -1)
         if prev_comp is not None:
-            top, top_lab = glob[0], lab[0]
-            same = (top_lab == prev_lab) & (top_lab != nodata)
+            same = (lab[0] == prev_lab) & (lab[0] != nodata)
             links.append(np.stack([prev_comp[same], top[same]], axis=1))
             if merging:
-                adjacency.append(_pair_keys(prev_comp[~same], top[~same]))
+                adjacency.append(
+                    np.unique(_pair_keys(prev_comp[~same], top[~same]), return_counts=True)
+                )
         if merging:
+            # pairs of local ids; (a + o, b + o) encodes as the local key + (o << 32) + o
             keys = np.concatenate(
-                [_pair_keys(glob[:, :-1], glob[:, 1:]).ravel(), _pair_keys(glob[:-1], glob[1:])]
+                [_pair_keys(comp[:, :-1], comp[:, 1:]), _pair_keys(comp[:-1], comp[1:])]
             )
-            adjacency.append(keys)
-        prev_comp, prev_lab = glob[-1], lab[-1]
+            keys, counts = np.unique(keys, return_counts=True)
+            adjacency.append((keys + ((offset << 32) + offset), counts))
+        prev_comp = np.where(comp[-1] >= 0, comp[-1].astype(np.int64) + offset, -1)
+        prev_lab = lab[-1].copy()
         offset += n_local
 
     n_prov = offset
@@ -418,10 +423,12 @@ def segments_table(
     final = np.arange(n_seg)
     if merging and n_seg:
         # border lengths between canonical segments (pixel edges)
-        all_keys = np.concatenate(adjacency) if adjacency else np.zeros(0, np.int64)
+        all_keys = np.concatenate([k for k, _ in adjacency] + [np.zeros(0, np.int64)])
+        all_counts = np.concatenate([c for _, c in adjacency] + [np.zeros(0, np.int64)])
         a, b = seg[all_keys >> 32], seg[all_keys & 0xFFFFFFFF]
-        seg_keys = _pair_keys(a, b)
-        keys, weights = np.unique(seg_keys, return_counts=True)
+        between = a != b  # pieces of one segment across a strip border are not neighbours
+        keys, inverse = np.unique(_pair_keys(a, b), return_inverse=True)
+        weights = np.bincount(inverse, weights=all_counts[between]).astype(np.int64)
         edges = np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
         final = _merge_small(min_segment_pixels, seg_pixels, seg_sums, edges, weights)
 
