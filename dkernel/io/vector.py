@@ -177,6 +177,33 @@ def _join_pieces(pieces: np.ndarray) -> Any:
     return shapely.union_all(pieces)  # pragma: no cover - a safeguard, not expected
 
 
+def _join_groups(
+    geometries: np.ndarray,
+    pieces: np.ndarray,
+    owner: np.ndarray,
+    starts: np.ndarray,
+    stops: np.ndarray,
+) -> None:
+    """``geometries[owner[i]] = union of pieces[i:j]`` for each group ``(i, j)``.
+
+    A union on unit edges has a vertex at every pixel corner of its border; the superfluous
+    ones are dropped by batches of about ``_BATCH_VERTICES`` vertices, which bounds the
+    memory they take.
+    """
+    batch: list[Any] = []
+    rows: list[int] = []
+    vertices = 0
+    for i, j in zip(starts.tolist(), stops.tolist(), strict=True):
+        batch.append(_join_pieces(pieces[i:j]))
+        rows.append(int(owner[i]))
+        vertices += shapely.get_num_coordinates(batch[-1])
+        if vertices >= _BATCH_VERTICES:
+            geometries[rows] = _drop_collinear(np.array(batch, dtype=object))
+            batch, rows, vertices = [], [], 0
+    if batch:
+        geometries[rows] = _drop_collinear(np.array(batch, dtype=object))
+
+
 def _drop_collinear(polygons: np.ndarray) -> np.ndarray:
     """Remove the vertices in the middle of straight edges from polygons on the pixel grid.
 
@@ -205,6 +232,23 @@ def _drop_collinear(polygons: np.ndarray) -> np.ndarray:
     out[np.arange(keep.size) + kept_ring] = xy[keep]
     out[new_stops[1:] - 1] = out[new_stops[:-1]]
     return shapely.from_ragged_array(shapely.GeometryType.POLYGON, out, (new_stops, polygon_stops))
+
+
+#: Geometries mapped to CRS coordinates at a time (one copy of the polygons alive, plus this).
+_BATCH_GEOMETRIES = 2**12
+
+
+def _to_crs_inplace(geometries: np.ndarray, transform: Affine) -> None:
+    """Map polygons from pixel (column, row) to CRS coordinates, replacing them batch by batch.
+
+    ``shapely.transform`` makes new geometries; replacing the array's entries a batch at a time
+    frees the pixel-space polygons as it goes, so the two copies never coexist in full.
+    """
+    matrix = np.array([[transform.a, transform.d], [transform.b, transform.e]])
+    shift = np.array([transform.c, transform.f])
+    for i in range(0, geometries.size, _BATCH_GEOMETRIES):
+        part = slice(i, i + _BATCH_GEOMETRIES)
+        geometries[part] = shapely.transform(geometries[part], lambda xy: xy @ matrix + shift)
 
 
 def _read_rows(array: Any, start: int, stop: int) -> np.ndarray:
@@ -455,15 +499,9 @@ def segments_table(
         stops = np.concatenate([bounds, [owner.size]])
         single = stops - starts == 1
         geometries[owner[starts[single]]] = all_pieces[starts[single]]
-        joined = [
-            _join_pieces(all_pieces[i:j])
-            for i, j in zip(starts[~single].tolist(), stops[~single].tolist(), strict=True)
-        ]
-        if joined:
-            geometries[owner[starts[~single]]] = _drop_collinear(np.array(joined, dtype=object))
-        t = image.rio.transform()
-        matrix = np.array([[t.a, t.d], [t.b, t.e]])
-        geometries = shapely.transform(geometries, lambda xy: xy @ matrix + [t.c, t.f])
+        _join_groups(geometries, all_pieces, owner, starts[~single], stops[~single])
+        del pieces, piece_ids, all_pieces
+        _to_crs_inplace(geometries, image.rio.transform())
 
     transform = image.rio.transform()
     pixel_area = abs(transform.a * transform.e - transform.b * transform.d)
