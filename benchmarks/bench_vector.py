@@ -218,6 +218,10 @@ def markdown(rows: list[dict], quick: bool) -> str:
         "Every run writes the same features (checked: count, total area, sorted (class, "
         "pixels)).",
         "",
+        "dkernel holds one strip of labels and image values at a time; the rest of its memory is "
+        "the output (the polygons, then their WKB), which both methods hold. The in-memory "
+        "recipe holds the whole label map, segment ids, masks and image at once.",
+        "",
         "| labels | valid pixels | segments | method | chunk_rows | s | peak MiB | growth MiB | "
         "time ratio | growth ratio |",
         "|---|---|---|---|---|---|---|---|---|---|",
