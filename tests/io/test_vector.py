@@ -10,6 +10,7 @@ import pyogrio.raw
 import pytest
 import rasterio.features
 import shapely
+import xarray as xr
 from scipy import ndimage
 from sklearn.cluster import KMeans
 
@@ -221,6 +222,17 @@ def test_lazy_labels_give_the_same_table(crop, table):
     for name in cols:
         np.testing.assert_array_equal(cols[name], table[1][name])
     assert shapely.equals(geoms, table[0]).all()
+
+
+def test_labels_from_a_zarr_store(crop, table, tmp_path):
+    image, labels = crop
+    store = tmp_path / "labels.zarr"
+    label_dataarray(labels, image).chunk({"y": 64}).to_dataset().to_zarr(store)
+    lazy = xr.open_zarr(store)["labels"]
+    assert lazy.chunks is not None  # still lazy: read strip by strip
+    path = V.write_segments(tmp_path / "from_zarr.gpkg", lazy, image, chunk_rows=7)
+    _, _, _, fields = pyogrio.raw.read(path, layer="segments")
+    np.testing.assert_array_equal(fields[2], table[1]["pixels"])
 
 
 def test_all_nodata_gives_an_empty_layer(crop, tmp_path):
