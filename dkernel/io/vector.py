@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +353,142 @@ def _merge_small(
         target = nxt
 
 
+@dataclass
+class _Scan:
+    """What one pass over the strips gathers, per provisional component (strip-local
+    components numbered on from strip to strip)."""
+
+    classes: np.ndarray  # label of each component
+    pixels: np.ndarray  # pixel count
+    sums: np.ndarray  # (n, bands) band sums
+    first: np.ndarray  # flat index of its first pixel in raster order
+    pieces: list[np.ndarray]  # polygons in pixel coordinates, per strip
+    piece_ids: list[np.ndarray]  # their component
+    links: np.ndarray  # (k, 2) components joined across a strip border
+    adjacency: list[tuple[np.ndarray, np.ndarray]]  # (pair keys, border lengths) if merging
+
+
+def _scan_strips(labels: Any, bands: Any, chunk_rows: int, nodata: int, merging: bool) -> _Scan:
+    """One pass over the rows, ``chunk_rows`` at a time: components, statistics, polygons."""
+    n_bands, n_rows, n_cols = (int(n) for n in bands.shape)
+    classes, pixels, sums, first = [], [], [], []
+    pieces, piece_ids = [], []
+    links, adjacency = [], []
+    offset = 0
+    prev_comp = prev_lab = None
+    for r0 in range(0, n_rows, chunk_rows):
+        r1 = min(n_rows, r0 + chunk_rows)
+        lab = _read_rows(labels, r0, r1)
+        values = _read_rows(bands, r0, r1).reshape(n_bands, -1)
+        comp, comp_class = _strip_components(lab, nodata)
+        n_local = comp_class.size
+        flat = comp.ravel()
+        inside = flat >= 0
+        ids = flat[inside]
+        classes.append(comp_class)
+        pixels.append(np.bincount(ids, minlength=n_local))
+        sums.append(
+            np.stack(
+                [np.bincount(ids, weights=v[inside], minlength=n_local) for v in values], axis=1
+            ).reshape(n_local, n_bands)
+        )
+        start = np.full(n_local, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(start, ids, np.flatnonzero(inside))
+        first.append(start + r0 * n_cols)
+        del flat, inside, ids
+        if n_local:
+            strip_pieces, strip_ids = _strip_polygons(comp, r0)
+            pieces.append(strip_pieces)
+            piece_ids.append(strip_ids + offset)
+        top = np.where(comp[0] >= 0, comp[0].astype(np.int64) + offset, -1)
+        if prev_comp is not None:
+            same = (lab[0] == prev_lab) & (lab[0] != nodata)
+            links.append(np.stack([prev_comp[same], top[same]], axis=1))
+            if merging:
+                adjacency.append(
+                    np.unique(_pair_keys(prev_comp[~same], top[~same]), return_counts=True)
+                )
+        if merging:
+            # pairs of local ids; (a + o, b + o) encodes as the local key + (o << 32) + o
+            keys = np.concatenate(
+                [_pair_keys(comp[:, :-1], comp[:, 1:]), _pair_keys(comp[:-1], comp[1:])]
+            )
+            keys, counts = np.unique(keys, return_counts=True)
+            adjacency.append((keys + ((offset << 32) + offset), counts))
+        prev_comp = np.where(comp[-1] >= 0, comp[-1].astype(np.int64) + offset, -1)
+        prev_lab = lab[-1].copy()
+        offset += n_local
+
+    return _Scan(
+        classes=np.concatenate(classes + [np.zeros(0, np.int64)]),
+        pixels=np.concatenate(pixels + [np.zeros(0, np.int64)]),
+        sums=np.concatenate(sums + [np.zeros((0, n_bands))]),
+        first=np.concatenate(first + [np.zeros(0, np.int64)]),
+        pieces=pieces,
+        piece_ids=piece_ids,
+        links=np.concatenate(links + [np.zeros((0, 2), np.int64)]),
+        adjacency=adjacency,
+    )
+
+
+def _empty_table(image: xr.DataArray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    columns: dict[str, np.ndarray] = {
+        "segment": np.zeros(0, np.int64),
+        "class": np.zeros(0, np.int64),
+        "pixels": np.zeros(0, np.int64),
+        "area": np.zeros(0),
+    }
+    columns.update({name: np.zeros(0) for name in _band_field_names(image)})
+    return np.empty(0, dtype=object), columns
+
+
+def _connected_segments(scan: _Scan) -> np.ndarray:
+    """Segment of each provisional component: a union-find across the strip borders, then
+    segments numbered in raster order of their first pixel (so independent of the strips)."""
+    n_prov = scan.classes.size
+    link = scan.links
+    graph = coo_matrix(
+        (np.ones(len(link), np.int8), (link[:, 0], link[:, 1])), shape=(n_prov, n_prov)
+    )
+    n_seg, root = connected_components(graph, directed=False)
+    seg_first = np.full(n_seg, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(seg_first, root, scan.first)
+    rank = np.empty(n_seg, dtype=np.int64)
+    rank[np.argsort(seg_first, kind="stable")] = np.arange(n_seg)
+    return rank[root]
+
+
+def _border_lengths(scan: _Scan, seg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of adjacent segments (k, 2) and the length of their shared border (pixel edges)."""
+    keys = np.concatenate([k for k, _ in scan.adjacency] + [np.zeros(0, np.int64)])
+    counts = np.concatenate([c for _, c in scan.adjacency] + [np.zeros(0, np.int64)])
+    a, b = seg[keys >> 32], seg[keys & 0xFFFFFFFF]
+    between = a != b  # pieces of one segment across a strip border are not neighbours
+    pairs, inverse = np.unique(_pair_keys(a, b), return_inverse=True)
+    weights = np.bincount(inverse, weights=counts[between]).astype(np.int64)
+    return np.stack([pairs >> 32, pairs & 0xFFFFFFFF], axis=1), weights
+
+
+def _segment_polygons(
+    scan: _Scan, out_of: np.ndarray, n_out: int, rows: np.ndarray | None
+) -> np.ndarray:
+    """One polygon per output row (pixel coordinates): its pieces, joined where several."""
+    geometries = np.empty(n_out, dtype=object)
+    if not scan.pieces:
+        return geometries
+    pieces = np.concatenate(scan.pieces)
+    owner = out_of[np.concatenate(scan.piece_ids)]
+    order = np.argsort(owner, kind="stable")
+    owner, pieces = owner[order], pieces[order]
+    bounds = np.flatnonzero(np.diff(owner)) + 1
+    starts = np.concatenate([[0], bounds])
+    stops = np.concatenate([bounds, [owner.size]])
+    single = stops - starts == 1
+    geometries[owner[starts[single]]] = pieces[starts[single]]
+    _join_groups(geometries, pieces, owner, starts[~single], stops[~single], rows)
+    return geometries
+
+
 def segments_table(
     labels: Any,
     image: xr.DataArray,
@@ -429,117 +566,27 @@ def segments_table(
     n_bands = int(image.shape[0])
     merging = min_segment_pixels > 0
 
-    classes, pixels, sums, first = [], [], [], []
-    pieces, piece_ids = [], []
-    links, adjacency = [], []
-    offset = 0
-    prev_comp = prev_lab = None
-    for r0 in range(0, n_rows, chunk_rows):
-        r1 = min(n_rows, r0 + chunk_rows)
-        lab = _read_rows(labels, r0, r1)
-        values = _read_rows(bands, r0, r1).reshape(n_bands, -1)
-        comp, comp_class = _strip_components(lab, nodata)
-        n_local = comp_class.size
-        flat = comp.ravel()
-        inside = flat >= 0
-        ids = flat[inside]
-        classes.append(comp_class)
-        pixels.append(np.bincount(ids, minlength=n_local))
-        sums.append(
-            np.stack(
-                [np.bincount(ids, weights=v[inside], minlength=n_local) for v in values], axis=1
-            ).reshape(n_local, n_bands)
-        )
-        start = np.full(n_local, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(start, ids, np.flatnonzero(inside))
-        first.append(start + r0 * n_cols)
-        del flat, inside, ids
-        if n_local:
-            strip_pieces, strip_ids = _strip_polygons(comp, r0)
-            pieces.append(strip_pieces)
-            piece_ids.append(strip_ids + offset)
-        top = np.where(comp[0] >= 0, comp[0].astype(np.int64) + offset, -1)
-        if prev_comp is not None:
-            same = (lab[0] == prev_lab) & (lab[0] != nodata)
-            links.append(np.stack([prev_comp[same], top[same]], axis=1))
-            if merging:
-                adjacency.append(
-                    np.unique(_pair_keys(prev_comp[~same], top[~same]), return_counts=True)
-                )
-        if merging:
-            # pairs of local ids; (a + o, b + o) encodes as the local key + (o << 32) + o
-            keys = np.concatenate(
-                [_pair_keys(comp[:, :-1], comp[:, 1:]), _pair_keys(comp[:-1], comp[1:])]
-            )
-            keys, counts = np.unique(keys, return_counts=True)
-            adjacency.append((keys + ((offset << 32) + offset), counts))
-        prev_comp = np.where(comp[-1] >= 0, comp[-1].astype(np.int64) + offset, -1)
-        prev_lab = lab[-1].copy()
-        offset += n_local
-
-    n_prov = offset
-    if n_prov == 0:
-        empty: dict[str, np.ndarray] = {
-            "segment": np.zeros(0, np.int64),
-            "class": np.zeros(0, np.int64),
-            "pixels": np.zeros(0, np.int64),
-            "area": np.zeros(0),
-        }
-        empty.update({name: np.zeros(0) for name in _band_field_names(image)})
-        return np.empty(0, dtype=object), empty
-    comp_class = np.concatenate(classes) if classes else np.zeros(0, np.int64)
-    # union-find across the strip borders: provisional components -> connected segments
-    link = np.concatenate(links) if links else np.zeros((0, 2), np.int64)
-    graph = coo_matrix(
-        (np.ones(len(link), np.int8), (link[:, 0], link[:, 1])), shape=(n_prov, n_prov)
-    )
-    n_seg, root = connected_components(graph, directed=False)
-    # canonical ids: segments in raster order of their first pixel (independent of strips)
-    seg_first = np.full(n_seg, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(seg_first, root, np.concatenate(first) if first else np.zeros(0, np.int64))
-    order = np.argsort(seg_first, kind="stable")
-    rank = np.empty(n_seg, dtype=np.int64)
-    rank[order] = np.arange(n_seg)
-    seg = rank[root]  # provisional -> canonical segment
-    seg_pixels = np.bincount(seg, weights=np.concatenate(pixels), minlength=n_seg)
-    seg_pixels = seg_pixels.astype(np.int64)
+    scan = _scan_strips(labels, bands, chunk_rows, nodata, merging)
+    if scan.classes.size == 0:
+        return _empty_table(image)
+    seg = _connected_segments(scan)
+    n_seg = int(seg.max()) + 1
+    seg_pixels = np.bincount(seg, weights=scan.pixels, minlength=n_seg).astype(np.int64)
     seg_sums = np.zeros((n_seg, n_bands))
-    np.add.at(seg_sums, seg, np.concatenate(sums) if sums else np.zeros((0, n_bands)))
+    np.add.at(seg_sums, seg, scan.sums)
     seg_class = np.zeros(n_seg, dtype=np.int64)
-    seg_class[seg] = comp_class
-
+    seg_class[seg] = scan.classes
     final = np.arange(n_seg)
-    if merging and n_seg:
-        # border lengths between canonical segments (pixel edges)
-        all_keys = np.concatenate([k for k, _ in adjacency] + [np.zeros(0, np.int64)])
-        all_counts = np.concatenate([c for _, c in adjacency] + [np.zeros(0, np.int64)])
-        a, b = seg[all_keys >> 32], seg[all_keys & 0xFFFFFFFF]
-        between = a != b  # pieces of one segment across a strip border are not neighbours
-        keys, inverse = np.unique(_pair_keys(a, b), return_inverse=True)
-        weights = np.bincount(inverse, weights=all_counts[between]).astype(np.int64)
-        edges = np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
+    if merging:
+        edges, weights = _border_lengths(scan, seg)
         final = _merge_small(min_segment_pixels, seg_pixels, seg_sums, edges, weights)
-
     keep = np.flatnonzero(final == np.arange(n_seg))
     new_id = np.full(n_seg, -1, dtype=np.int64)
     new_id[keep] = np.arange(keep.size)
-    out_of = new_id[final][seg]  # provisional -> output row
-
-    geometries = np.empty(keep.size, dtype=object)
-    if pieces:
-        all_pieces = np.concatenate(pieces)
-        owner = out_of[np.concatenate(piece_ids)]
-        order = np.argsort(owner, kind="stable")
-        owner, all_pieces = owner[order], all_pieces[order]
-        bounds = np.flatnonzero(np.diff(owner)) + 1
-        starts = np.concatenate([[0], bounds])
-        stops = np.concatenate([bounds, [owner.size]])
-        single = stops - starts == 1
-        geometries[owner[starts[single]]] = all_pieces[starts[single]]
-        rows = None if merging else np.arange(chunk_rows, n_rows, chunk_rows)
-        _join_groups(geometries, all_pieces, owner, starts[~single], stops[~single], rows)
-        del pieces, piece_ids, all_pieces
-        _to_crs_inplace(geometries, image.rio.transform())
+    rows = None if merging else np.arange(chunk_rows, n_rows, chunk_rows)
+    geometries = _segment_polygons(scan, new_id[final][seg], keep.size, rows)
+    del scan
+    _to_crs_inplace(geometries, image.rio.transform())
 
     transform = image.rio.transform()
     pixel_area = abs(transform.a * transform.e - transform.b * transform.d)
