@@ -2,9 +2,10 @@
 
 Mean Shift Spectral Clustering of the vendored CC0 Landsat 7 scene (718 × 791 × 3, EPSG:32618),
 so it runs on a fresh install with no data download. It is the same job as
-``jobs/demo-landsat-mssc.yaml`` (a test keeps the two equal); it writes the results store,
-a label GeoTIFF (``<store stem>.labels.tif``) and a quick-look PNG
-(``<store stem>.quicklook.png``) beside it.
+``jobs/demo-landsat-mssc.yaml`` (a test keeps the two equal); it writes the results store and,
+beside it, the label COG (``<store stem>.labels.tif``), its class table
+(``<store stem>.labels.classes.csv``), a quick-look PNG (``<store stem>.quicklook.png``) and
+the label regions as polygons (``<store stem>.segments.gpkg``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ LANDSAT_DEMO: dict[str, Any] = {
         "n_density": 20000,
         "density": "seeds",
         "spectral_fraction": 0.2,
+        "segments": "gpkg",
     },
     "output": "results/demo-landsat-mssc.zarr",
 }

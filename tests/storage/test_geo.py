@@ -14,7 +14,7 @@ import yaml
 from rasterio.windows import Window
 
 from dkernel.io.raster import package_data_path
-from dkernel.storage import open_results
+from dkernel.storage import open_results, recorded_path
 from dkernel.storage.attributes import VARIABLES, lookup
 
 ROWS, COLS = slice(0, 140), slice(0, 160)  # the scene's top-left corner: data and nodata collar
@@ -64,7 +64,7 @@ def stores(tmp_path_factory, client, crop):
             client,
             crop,
             "spectral-clustering",
-            {"n_clusters": 4, "n_landmarks": 100, "write_png": False},
+            {"n_clusters": 4, "n_landmarks": 100, "write_png": False, "segments": "gpkg"},
             "spectral",
         ),
         "kppr": _run(
@@ -159,7 +159,22 @@ def test_map_files_recorded(stores):
     tree = open_results(stores["spectral"])
     attrs = tree["map"].attrs
     assert "label_geotiff" in attrs and "quicklook_png" not in attrs
-    from dkernel import recorded_path
-
     with rasterio.open(recorded_path(stores["spectral"], attrs["label_geotiff"])) as tif:
         assert tif.crs == tree["map"]["labels"].rio.crs
+
+
+def test_segments_layer_of_a_job(stores, crop):
+    import pyogrio
+
+    tree = open_results(stores["spectral"])
+    path = recorded_path(stores["spectral"], tree["map"].attrs["segments"])
+    assert path.name == "spectral.segments.gpkg"
+    info = pyogrio.read_info(path)
+    assert info["crs"] == "EPSG:32618"
+    _, _, geometry, fields = pyogrio.raw.read(path, columns=["class", "pixels"])
+    valid = tree["map"]["valid"].values
+    assert fields[1].sum() == valid.sum()
+    labels = tree["map"]["labels"].values[valid]
+    np.testing.assert_array_equal(
+        np.bincount(fields[0], weights=fields[1]).astype(int), np.bincount(labels)
+    )
