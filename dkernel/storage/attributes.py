@@ -1,6 +1,6 @@
 """What every stored variable is: CF ``long_name``, ``units`` and a ``description``.
 
-One catalogue for the whole store layout. :meth:`ResultsStore.write` fills in the three
+One catalogue for the whole store layout. ``ResultsStore.write`` fills in the three
 attributes of every data variable from it (attributes a step sets itself win); a name is
 looked up as ``group/name`` first, then as ``name``. ``units`` follow CF/UDUNITS: ``"1"`` for
 dimensionless numbers, indices and labels. The test ``tests/storage/test_attributes.py``

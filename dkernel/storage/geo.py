@@ -67,6 +67,8 @@ def georeference(var: xr.DataArray, image: xr.DataArray) -> xr.DataArray:
     else:
         for axis, attrs in _PIXEL_AXES.items():
             var[axis].attrs.update(attrs)
+    for axis in ("x", "y"):  # CF: coordinate variables have no missing values
+        var[axis].encoding["_FillValue"] = None
     return var
 
 

@@ -178,3 +178,9 @@ def test_segments_layer_of_a_job(stores, crop):
     np.testing.assert_array_equal(
         np.bincount(fields[0], weights=fields[1]).astype(int), np.bincount(labels)
     )
+
+
+def test_coordinates_have_no_fill_value(stores):
+    tree = open_results(stores["spectral"])
+    for axis in ("x", "y"):
+        assert "_FillValue" not in tree["map"][axis].attrs
