@@ -24,6 +24,7 @@ import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
 
 from dkernel.errors import InvalidInputError
+from dkernel.io.pixels import valid_graph
 
 _SPATIAL_NAMES = (("y", "x"), ("latitude", "longitude"), ("lat", "lon"), ("northing", "easting"))
 
@@ -149,15 +150,9 @@ def image_from_xarray(
         rows = chunk_rows or _strip_rows(n_rows, n_cols)
         data = da.from_array(np.asarray(data), chunks=(-1, rows, -1))
     data = data.rechunk((-1, rows, -1))
-    invalid = da.isnan(data).any(axis=0) if np.issubdtype(data.dtype, np.floating) else None
-    if nodata is not None and not (isinstance(nodata, float) and np.isnan(nodata)):
-        eq = (data == nodata).all(axis=0)
-        invalid = eq if invalid is None else invalid | eq
-    valid = (
-        da.ones((n_rows, n_cols), dtype=bool, chunks=data.chunks[1:])
-        if invalid is None
-        else ~invalid
-    )
+    if nodata is not None and isinstance(nodata, float) and np.isnan(nodata):
+        nodata = None  # NaN pixels are invalid anyway
+    valid = valid_graph(data, nodata)
     image = xr.DataArray(
         data,
         dims=("band", "y", "x"),

@@ -25,6 +25,7 @@ import xarray as xr
 from dkernel.errors import InvalidInputError
 from dkernel.io.cube import no_crs_message
 from dkernel.io.data import LoadedData, expand_data_path
+from dkernel.io.pixels import features_graph, grid_graph, summaries, valid_graph
 
 if TYPE_CHECKING:
     from dkernel.io.cog import LabelCOG
@@ -124,7 +125,6 @@ def _open_strips(
     """:func:`open_geotiff` with ``rows`` rows per chunk as given (``open_kwargs`` go to
     ``rasterio.open``, e.g. an ``opener``; the tile-read benchmark uses both)."""
     image = rioxarray.open_rasterio(path, chunks={"band": -1, "y": rows, "x": -1}, **open_kwargs)
-    n_rows, n_cols = int(image.sizes["y"]), int(image.sizes["x"])
     if bands:
         missing = [b for b in bands if b not in image["band"].values.tolist()]
         if missing:
@@ -132,14 +132,7 @@ def _open_strips(
                 f"{path} has bands {image['band'].values.tolist()}; bands {missing} do not exist."
             )
         image = image.sel(band=bands)
-    nodata = image.rio.nodata
-    data = image.data
-    invalid = da.isnan(data).any(axis=0) if np.issubdtype(data.dtype, np.floating) else None
-    if nodata is not None:
-        eq = (data == nodata).all(axis=0)
-        invalid = eq if invalid is None else invalid | eq
-    valid = np.ones((n_rows, n_cols), dtype=bool) if invalid is None else ~invalid.compute()
-    image = image.assign_coords(valid=(("y", "x"), np.asarray(valid)))
+    image = image.assign_coords(valid=(("y", "x"), valid_graph(image.data, image.rio.nodata)))
     image.attrs["source"] = str(path)
     return image
 
@@ -168,13 +161,7 @@ def image_from_array(
     n_rows, n_cols = int(arr.shape[1]), int(arr.shape[2])
     rows = chunk_rows or _strip_rows(n_rows, n_cols)
     arr = da.asarray(arr).rechunk((-1, rows, -1))
-    invalid = None
-    if np.issubdtype(arr.dtype, np.floating):
-        invalid = da.isnan(arr).any(axis=0)
-    if nodata is not None:
-        eq = (arr == nodata).all(axis=0)
-        invalid = eq if invalid is None else invalid | eq
-    valid = np.ones((n_rows, n_cols), bool) if invalid is None else ~np.asarray(invalid.compute())
+    valid = valid_graph(arr, nodata)
     image = xr.DataArray(
         arr,
         dims=("band", "y", "x"),
@@ -223,57 +210,72 @@ def raster_features(
             "the image has no 'valid' mask coordinate; open it with dkernel.io."
         )
     n_bands, n_rows, n_cols = (int(s) for s in image.shape)
-    valid = np.asarray(image["valid"].values, dtype=bool)
-    if not valid.any():
+    data, valid = image_strips(image)
+    counts, summary = summaries(data, valid)
+    if summary["n"] == 0:
         raise InvalidInputError("every pixel of the image is nodata; nothing to cluster.")
-    data = image.data if isinstance(image.data, da.Array) else da.asarray(image.data)
-    rows = data.chunks[1]
-    pix = (
-        data.astype(np.float32)
-        .transpose(1, 2, 0)
-        .reshape((n_rows * n_cols, n_bands), merge_chunks=True)
-    )
-    pix = pix.rechunk({0: tuple(r * n_cols for r in rows)})
-    pix = pix.rechunk({1: -1})
-    flat_valid = valid.ravel()
-    X = pix[flat_valid]
     if scale == "minmax":
-        lo, hi = da.compute(X.min(axis=0), X.max(axis=0))
+        lo, hi = summary["min"], summary["max"]
         offset, width = lo.astype(np.float64), (hi - lo).astype(np.float64)
     elif scale == "standardize":
-        mean, std = da.compute(X.mean(axis=0, dtype=np.float64), X.std(axis=0, dtype=np.float64))
-        offset, width = mean, std
+        offset, width = summary["mean"], summary["std"]
     else:
         offset, width = np.zeros(n_bands), np.ones(n_bands)
     width = np.where(width > 0, width, 1.0)
-    X = (X - offset.astype(np.float32)) / width.astype(np.float32)
-    names = [f"band_{int(b)}" for b in image["band"].values]
+    names = [f"band_{b}" if not isinstance(b, str) else str(b) for b in _band_labels(image)]
+    factor = 0.0
     if coord_scale > 0:
-        factor = np.float32(coord_scale / max(1, max(n_rows, n_cols) - 1))
-        # coordinates are made per row strip from its slice of the mask (1 byte per pixel in
-        # the graph instead of 8 bytes of coordinates)
-        bounds = np.cumsum((0, *rows))
-        counts = tuple(int(valid[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:], strict=True))
-        X = X.rechunk({0: counts})
-        parts, r0 = [], 0
-        for n_r, n_valid in zip(rows, counts, strict=True):
-            part = dask.delayed(_strip_coords)(valid[r0 : r0 + n_r], r0, factor)
-            parts.append(da.from_delayed(part, shape=(n_valid, 2), dtype=np.float32))
-            r0 += n_r
-        X = da.concatenate([X, da.concatenate(parts, axis=0)], axis=1).rechunk({1: -1})
+        factor = float(np.float32(coord_scale / max(1, max(n_rows, n_cols) - 1)))
         names += ["col_scaled", "row_scaled"]
+    X = features_graph(data, valid, counts, offset, width, factor)
     stats = {
         "scale": scale,
         "offset": offset.tolist(),
         "width": width.tolist(),
         "coord_scale": float(coord_scale),
+        "n_valid": int(summary["n"]),
     }
-    return X.astype(np.float32), names, stats
+    return X, names, stats
 
 
-def _strip_coords(valid_rows: np.ndarray, row0: int, factor: np.float32) -> np.ndarray:
-    r, c = np.nonzero(valid_rows)
-    return np.stack([c, r + row0], axis=1).astype(np.float32) * factor
+def _band_labels(image: xr.DataArray) -> list[Any]:
+    return [int(b) if isinstance(b, np.integer | int) else b for b in image["band"].values]
+
+
+def image_strips(image: xr.DataArray) -> tuple[da.Array, da.Array]:
+    """The image's bands and its valid mask as Dask arrays chunked in the same row strips."""
+    data = image.data if isinstance(image.data, da.Array) else da.asarray(image.data)
+    if data.numblocks[1] == 1 and data.shape[1] > _strip_rows(data.shape[1], data.shape[2]):
+        data = data.rechunk((-1, _strip_rows(data.shape[1], data.shape[2]), -1))
+    data = data.rechunk((-1, data.chunks[1], -1))
+    valid = image["valid"].data
+    valid = valid if isinstance(valid, da.Array) else da.from_array(np.asarray(valid, dtype=bool))
+    return data, valid.rechunk((data.chunks[1], -1))
+
+
+def strip_counts(image: xr.DataArray, X: Any = None) -> list[int]:
+    """Valid pixels per row strip: ``X``'s row chunks when it is the image's feature array,
+    else one pass over the mask."""
+    data, valid = image_strips(image)
+    if isinstance(X, da.Array) and len(X.chunks[0]) == len(data.chunks[1]):
+        return [int(c) for c in X.chunks[0]]
+    return [int(c) for c in dask.compute(*[m.sum() for m in valid.blocks])]
+
+
+def labels_on_grid(
+    values: Any,
+    image: xr.DataArray,
+    counts: list[int] | None = None,
+    *,
+    nodata: Any = -1,
+    dtype: Any = np.int32,
+) -> da.Array:
+    """Per-valid-pixel ``values`` (labels, scores) as a lazy ``(y, x)`` Dask array, one task
+    per row strip (``nodata`` where a pixel has no data); nothing the size of the scene is
+    built in the client. ``counts``: valid pixels per strip (:func:`strip_counts`)."""
+    data, valid = image_strips(image)
+    counts = strip_counts(image) if counts is None else counts
+    return grid_graph(values, data, valid, counts, nodata=nodata, dtype=dtype)
 
 
 def _npy_strip(path: str, start: int, stop: int) -> np.ndarray:
@@ -308,17 +310,16 @@ def raster_to_loaded(
 ) -> LoadedData:
     """A :class:`LoadedData` for raster methods: X = features of the valid pixels.
 
-    ``labels`` (rows, cols), if given, become ``y`` for the valid pixels (metrics only). A
-    lazy ``valid`` mask is computed here, once.
+    ``labels`` (rows, cols), if given, become ``y`` for the valid pixels (metrics only). The
+    ``valid`` mask stays lazy.
     """
-    if isinstance(image["valid"].data, da.Array):
-        image = image.assign_coords(valid=(("y", "x"), np.asarray(image["valid"].values)))
     X, names, stats = raster_features(image, scale=scale, coord_scale=coord_scale)
-    valid = np.asarray(image["valid"].values)
-    y = None if labels is None else np.asarray(labels)[valid]
+    y = None
+    if labels is not None:
+        y = np.asarray(labels)[np.asarray(image["valid"].values, dtype=bool)]
     info = {
         "shape": [int(s) for s in image.shape],
-        "n_valid": int(valid.sum()),
+        "n_valid": stats.pop("n_valid"),
         "features": stats,
         **(meta or {}),
     }
@@ -444,11 +445,37 @@ def _axis_labels(crs: Any) -> tuple[str, str]:
     return f"easting ({unit}, {name})", f"northing ({unit}, {name})"
 
 
+#: Longest side of the quick-look's panels in pixels: larger scenes are drawn from a strided
+#: read (every k-th row and column) of the image and the label map.
+QUICKLOOK_PIXELS = 1500
+
+
+def _label_counts(label_map: Any) -> tuple[np.ndarray, int]:
+    """Pixels per label and pixels without one (< 0), strip by strip for a lazy map."""
+    arr = label_map.data if isinstance(label_map, xr.DataArray) else label_map
+    if not isinstance(arr, da.Array):
+        arr = np.asarray(arr)
+        return np.bincount(arr[arr >= 0].ravel()), int((arr < 0).sum())
+
+    def count(block: np.ndarray) -> np.ndarray:
+        return np.bincount(block[block >= 0].ravel())
+
+    parts = dask.compute(*[dask.delayed(count)(b) for b in arr.to_delayed().ravel()])
+    n = max((p.size for p in parts), default=0)
+    counts = np.sum([np.pad(p, (0, n - p.size)) for p in parts], axis=0) if parts else np.zeros(0)
+    return counts.astype(np.int64), int(arr.size - counts.sum())
+
+
 def write_quicklook(
-    path: str | os.PathLike, image: xr.DataArray, label_map: np.ndarray, *, title: str = ""
+    path: str | os.PathLike, image: xr.DataArray, label_map: Any, *, title: str = ""
 ) -> Path:
     """PNG with the image (2–98 % stretch) beside the cluster map, in map coordinates, with a
-    legend of the clusters (pixel counts) and of the pixels without a label."""
+    legend of the clusters (share of the pixels) and of the pixels without a label.
+
+    ``label_map`` is a ``(y, x)`` NumPy or Dask array (or DataArray). A scene longer than
+    :data:`QUICKLOOK_PIXELS` on a side is drawn from every k-th row and column (a strided read
+    of the image and the map, strip by strip); the legend's shares count every pixel.
+    """
     # a Figure of its own, not pyplot: a library must not switch the user's backend (that
     # silenced every later figure of a notebook) or leave figures open
     from matplotlib.colors import ListedColormap
@@ -459,7 +486,12 @@ def write_quicklook(
     path.parent.mkdir(parents=True, exist_ok=True)
     xs, ys = image["x"].values, image["y"].values
     extent = [float(xs[0]), float(xs[-1]), float(ys[-1]), float(ys[0])]
-    n_lab = int(label_map.max()) + 1 if (label_map >= 0).any() else 1
+    counts, n_nodata = _label_counts(label_map)
+    step = max(1, -(-max(len(ys), len(xs)) // QUICKLOOK_PIXELS))
+    lab = label_map.data if isinstance(label_map, xr.DataArray) else label_map
+    label_map = np.asarray(lab[::step, ::step])
+    image = image.isel(y=slice(None, None, step), x=slice(None, None, step))
+    n_lab = max(counts.size, 1)
     colors = class_colors(n_lab)
     cmap = ListedColormap(colors).with_extremes(bad=NODATA_COLOR)
     shown = np.ma.masked_less(label_map, 0)
@@ -473,13 +505,12 @@ def write_quicklook(
         shown, extent=extent, cmap=cmap, vmin=-0.5, vmax=n_lab - 0.5, interpolation="nearest"
     )
     axes[1].set_title(f"clusters ({n_lab})")
-    counts = np.bincount(np.asarray(label_map)[np.asarray(label_map) >= 0].ravel(), minlength=n_lab)
+    counts = np.pad(counts, (0, n_lab - counts.size))
     share = counts / max(int(counts.sum()), 1)
     handles = [
         Patch(color=colors[i], label=f"{i}: {100 * share[i]:.1f} % ({counts[i]:,} px)")
         for i in range(n_lab)
     ]
-    n_nodata = int(np.sum(np.asarray(label_map) < 0))
     if n_nodata:
         handles.append(
             Patch(facecolor=NODATA_COLOR, edgecolor="0.4", label=f"no data ({n_nodata:,} px)")

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import dask.array as da
 import numpy as np
 import xarray as xr
 
@@ -146,33 +147,54 @@ def write_map_files(ctx: JobContext, label_map: np.ndarray, *, title: str) -> di
     return written
 
 
-def write_label_map(ctx: JobContext, labels: Any, *, title: str) -> np.ndarray | None:
+def write_label_map(ctx: JobContext, labels: Any, *, title: str) -> Any:
     """For an image reader: ``/map`` (labels and valid mask on the image grid, with its CRS)
     and the files of :func:`write_map_files`. Does nothing for table readers.
 
-    ``labels`` holds one label per valid pixel, in the reader's (row-major) order; ``title``
-    names the method in the quick-look's title.
+    ``labels`` holds one label per valid pixel, in the reader's (row-major) order, as a NumPy
+    or Dask array; ``title`` names the method in the quick-look's title. The map goes onto the
+    grid one row strip per task and is written by the workers chunk by chunk; the files are
+    made from the stored map, window by window. Returns the stored ``(y, x)`` labels (lazy).
     """
-    from dkernel.io.raster import labels_to_raster
+    from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
     from dkernel.storage.geo import map_dataset
 
     image = ctx.data.raster
     if image is None:
         return None
-    valid = np.asarray(image["valid"].values, dtype=bool)
-    labels = np.asarray(labels.compute() if hasattr(labels, "compute") else labels)
-    label_map = labels_to_raster(labels, valid)
-    n_clusters = int(labels.max()) + 1 if labels.size else 0
-    files = write_map_files(ctx, label_map, title=f"{title}: {n_clusters} clusters")
-    ctx.store.write("map", map_dataset(label_map, valid, image, attrs=files))
-    return label_map
+    t = time.perf_counter()
+    grid = labels_on_grid(labels, image, strip_counts(image, ctx.data.X))
+    write_map_group(ctx, "map", map_dataset(grid, image_strips(image)[1], image))
+    stored = ctx.store.read_array("map", "labels")
+    ctx.store.record_timing("map_write", time.perf_counter() - t)
+    files = write_map_files(ctx, stored, title=f"{title}: {_n_classes(stored)} clusters")
+    ctx.store.update_group_attrs("map", **files)
+    return stored
+
+
+def write_map_group(ctx: JobContext, group: str, dataset: xr.Dataset) -> None:
+    """Write a group of lazy maps through the job's cluster, with progress."""
+    from dkernel.runtime import compute_with_progress
+
+    compute_with_progress(
+        ctx.store.write(group, dataset, compute=False), ctx.client, show=ctx.progress
+    )
+
+
+def _n_classes(label_map: Any) -> int:
+    return int(label_map.max().compute()) + 1
 
 
 def write_score_map(ctx: JobContext, scores: Any, seeds: list[str]) -> None:
     """For an image reader: ``/map`` with every seed's ranking scores on the image grid."""
+    from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
     from dkernel.storage.geo import score_map_dataset
 
     image = ctx.data.raster
-    valid = np.asarray(image["valid"].values, dtype=bool)
-    scores = np.asarray(scores.compute() if hasattr(scores, "compute") else scores)
-    ctx.store.write("map", score_map_dataset(scores, valid, image, seeds))
+    counts = strip_counts(image, ctx.data.X)
+    maps = [
+        labels_on_grid(scores[:, j], image, counts, nodata=np.nan, dtype=np.float32)
+        for j in range(len(seeds))
+    ]
+    grid = da.stack(maps)
+    write_map_group(ctx, "map", score_map_dataset(grid, image_strips(image)[1], image, seeds))

@@ -111,18 +111,12 @@ def map_dataset(
     return ds
 
 
-def score_map_dataset(
-    scores: Any, valid: np.ndarray, image: xr.DataArray, seeds: list[str]
-) -> xr.Dataset:
+def score_map_dataset(scores: Any, valid: Any, image: xr.DataArray, seeds: list[str]) -> xr.Dataset:
     """The ``/map`` group of a ranking job: ``score_map (seed, y, x)``, NaN where no data.
 
-    ``scores`` holds one row per valid pixel (row-major order) and one column per seed.
+    ``scores`` is the ``(seed, y, x)`` stack on ``image``'s grid (NumPy or Dask).
     """
-    scores = np.asarray(scores, dtype=np.float32)
-    valid = np.asarray(valid, dtype=bool)
-    grid = np.full((scores.shape[1], *valid.shape), np.nan, dtype=np.float32)
-    grid[:, valid] = scores.T
-    var = georeference(xr.DataArray(grid, dims=("seed", "y", "x"), name="score_map"), image)
+    var = georeference(xr.DataArray(scores, dims=("seed", "y", "x"), name="score_map"), image)
     var = var.assign_coords(seed=np.asarray(seeds, dtype=object))
     ds = xr.Dataset({"score_map": var, "valid": valid_mask(valid, image)})
     if is_georeferenced(image):

@@ -163,6 +163,12 @@ class ResultsStore:
         """Merge JSON-serialisable attributes into the root."""
         self._root().attrs.update(_jsonable(attrs))
 
+    def update_group_attrs(self, group: str, **attrs: Any) -> None:
+        """Merge JSON-serialisable attributes into a written group's attributes."""
+        zarr.open_group(
+            str(self.path), path=group, mode="r+", zarr_format=3, use_consolidated=False
+        ).attrs.update(_jsonable(attrs))
+
     def record_timing(self, phase: str, seconds: float) -> None:
         """Add one phase's wall time (seconds) to ``timings``."""
         root = self._root()
@@ -327,8 +333,11 @@ class ResultsStore:
         return finish
 
     def read_array(self, group: str, name: str) -> Any:
-        """A stored array as a lazy Dask array (computed by whatever scheduler is active)."""
-        ds = xr.open_zarr(str(self.path), group=group, consolidated=False, zarr_format=3)
+        """A stored array as a lazy Dask array (computed by whatever scheduler is active), its
+        values as stored (integer label maps keep their -1 fill value)."""
+        ds = xr.open_zarr(
+            str(self.path), group=group, consolidated=False, zarr_format=3, mask_and_scale=False
+        )
         if name not in ds:
             raise StoreError(f"{self.path}: group {group!r} has no array {name!r}.")
         return ds[name].data

@@ -23,7 +23,12 @@ import xarray as xr
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, write_clustering_metrics, write_map_files
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    write_clustering_metrics,
+    write_map_files,
+    write_map_group,
+)
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 
@@ -181,14 +186,13 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 
 def run(ctx: JobContext) -> None:
     from dkernel.io.preprocess import resolve_band_norm
-    from dkernel.io.raster import labels_to_raster
+    from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
     from dkernel.meanshift.estimators import MSSC
     from dkernel.storage.geo import label_map as georeferenced_labels
     from dkernel.storage.geo import valid_mask
 
     p = ctx.params
     image = ctx.data.raster
-    valid = np.asarray(image["valid"].values, dtype=bool)
     n_bands = int(image.shape[0])
     # the reader's hint (what the bands are) decides 'auto'; the estimator scales the bands
     band_norm = p["band_norm"]
@@ -226,7 +230,7 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     est.fit(X)
     band_norm = est.band_norm_
-    labels = np.asarray(est.labels_.compute() if hasattr(est.labels_, "compute") else est.labels_)
+    labels = est.labels_  # NumPy or Dask: the maps are built strip by strip either way
     partition = est.partition_labels_  # partition -> cluster
     ctx.store.record_timing("mssc_fit", time.perf_counter() - t)
     ctx.log(
@@ -235,12 +239,11 @@ def run(ctx: JobContext) -> None:
         f"h_spec={est.spectral_bandwidth_:.4g}; bands {band_norm}"
     )
 
-    # partition of each pixel = inverse lookup is not unique; recompute from the stage-one labels
-    part_pixels = np.asarray(est.pixel_partitions_)
-    label_map = labels_to_raster(labels, valid)
-    part_map = labels_to_raster(part_pixels, valid)
-    lab_da = georeferenced_labels(label_map, image)
-    part_da = georeferenced_labels(part_map, image, name="partition")
+    counts = strip_counts(image, X)
+    lab_da = georeferenced_labels(labels_on_grid(labels, image, counts), image)
+    part_da = georeferenced_labels(
+        labels_on_grid(est.pixel_partitions_, image, counts), image, name="partition"
+    )
     m, k = est.n_partitions_, p["n_clusters"]
     attrs = {
         "bandwidth": est.bandwidth_,
@@ -263,13 +266,12 @@ def run(ctx: JobContext) -> None:
     if image.rio.crs is not None:
         attrs["crs"] = image.rio.crs.to_string()
         attrs["transform"] = list(image.rio.transform())[:6]
-    attrs.update(write_map_files(ctx, label_map, title=f"MSSC: {m} partitions → {k} clusters"))
     t = time.perf_counter()
     ds = xr.Dataset(
         {
             "labels": lab_da,
             "partition": part_da,
-            "valid": valid_mask(valid, image),
+            "valid": valid_mask(image_strips(image)[1], image),
             "modes": (("partition_id", "feature"), est.modes_),
             "partition_labels": (("partition_id",), partition),
             "partition_sizes": (("partition_id",), est.partition_sizes_),
@@ -282,10 +284,14 @@ def run(ctx: JobContext) -> None:
         },
         attrs=attrs,
     )
-    ctx.store.write("mssc", ds)
+    write_map_group(ctx, "mssc", ds)
     ctx.store.record_timing("mssc_write", time.perf_counter() - t)
+    stored = ctx.store.read_array("mssc", "labels")
+    files = write_map_files(ctx, stored, title=f"MSSC: {m} partitions → {k} clusters")
+    ctx.store.update_group_attrs("mssc", **files)
     if ctx.data.y is not None:
-        write_clustering_metrics(ctx, ctx.data.y, labels)
+        labels = labels.compute() if hasattr(labels, "compute") else labels
+        write_clustering_metrics(ctx, ctx.data.y, np.asarray(labels))
 
 
 register_method(
