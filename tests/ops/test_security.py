@@ -175,6 +175,8 @@ def test_provenance_has_no_secrets_or_environment(tmp_path, monkeypatch, client)
     attrs = dict(zarr.open_group(str(out), mode="r").attrs)
     assert set(attrs) <= {
         "format",
+        "Conventions",
+        "title",
         "status",
         "created",
         "finished",
