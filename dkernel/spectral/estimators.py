@@ -250,7 +250,6 @@ class _DenseKernelEmbedding(
 
 
 class KernelPCAEmbedding(_DenseKernelEmbedding):
-
     """Kernel PCA (RBF or adaptive kernel), computed blockwise and solved densely.
 
     Parameters
