@@ -220,3 +220,22 @@ def test_dask_input_stays_lazy(blobs):
         labels = sc.predict(Xd)
     assert isinstance(labels, da.Array)
     np.testing.assert_array_equal(labels.compute(), sc.predict(X))
+
+
+@pytest.mark.parametrize(
+    "est",
+    [
+        SpectralClustering(n_clusters=0),
+        NystromEmbedding(embedding="laplacian"),
+        KernelPCAEmbedding(kernel="cosine"),
+        KECA(sigma=-1.0),
+    ],
+)
+def test_parameter_errors_are_both_dkernel_and_sklearn_errors(blobs, est):
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    X, _ = blobs
+    with pytest.raises(InvalidInputError, match=f"parameter of {type(est).__name__} must be"):
+        est.fit(X)
+    with pytest.raises(InvalidParameterError):
+        est.fit(X)
