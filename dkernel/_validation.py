@@ -10,8 +10,89 @@ import numbers
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.validation import validate_data
 
 from dkernel.errors import InvalidInputError, NotFittedError
+
+
+class EstimatorNotFittedError(NotFittedError, SklearnNotFittedError):
+    """dkernel's :class:`~dkernel.errors.NotFittedError` that is also scikit-learn's.
+
+    ``except sklearn.exceptions.NotFittedError`` (meta-estimators, the common checks) and
+    ``except dkernel.errors.NotFittedError`` both catch it.
+    """
+
+
+class ParameterError(InvalidInputError, InvalidParameterError):
+    """A constructor parameter outside its declared ``_parameter_constraints``.
+
+    Both dkernel's :class:`~dkernel.errors.InvalidInputError` and scikit-learn's
+    ``InvalidParameterError``, with scikit-learn's message.
+    """
+
+
+class ParameterConstraintsMixin:
+    """Re-raise scikit-learn's parameter-validation errors as :class:`ParameterError`.
+
+    Put it before ``BaseEstimator``; ``sklearn.base._fit_context`` calls
+    ``_validate_params`` against the class's ``_parameter_constraints``.
+    """
+
+    def _validate_params(self) -> None:
+        try:
+            super()._validate_params()  # type: ignore[misc]
+        except InvalidParameterError as exc:
+            if isinstance(exc, ParameterError):
+                raise
+            raise ParameterError(str(exc)) from None
+
+
+def is_dask_array(X: Any) -> bool:
+    """Whether ``X`` is a Dask array (checked by duck typing, without importing Dask)."""
+    return hasattr(X, "dask") and hasattr(X, "chunks")
+
+
+def validate_input(
+    estimator: Any,
+    X: Any,
+    *,
+    reset: bool,
+    allow_nan: bool = False,
+    min_samples: int = 1,
+) -> Any:
+    """Validate ``X`` for ``fit`` (``reset=True``) or ``predict`` / ``transform``.
+
+    NumPy-like input goes through scikit-learn's ``validate_data`` (which sets or checks
+    ``n_features_in_`` and ``feature_names_in_`` and refuses complex, sparse and 1-D data),
+    then through :func:`check_2d_array` for dkernel's own dtype rule (float32 stays float32,
+    integers up to 16 bits become float32, others float64) and messages. Dask arrays are
+    checked from metadata only and stay lazy: ``validate_data`` would convert them to NumPy.
+    """
+    owner = type(estimator).__name__
+    if is_dask_array(X):
+        X = check_2d_array(X, owner, allow_nan=allow_nan, min_samples=min_samples)
+        try:
+            validate_data(estimator, X, reset=reset, skip_check_array=True)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from exc
+        return X
+    try:
+        X = validate_data(
+            estimator,
+            X,
+            reset=reset,
+            dtype="numeric",
+            ensure_all_finite=False,
+            ensure_min_samples=min_samples,
+        )
+    except ValueError as exc:
+        if isinstance(exc, InvalidInputError):
+            raise
+        # scikit-learn's message, as dkernel's exception (still a ValueError)
+        raise InvalidInputError(str(exc)) from exc
+    return check_2d_array(X, owner, allow_nan=allow_nan, min_samples=min_samples)
 
 
 def check_scalar(
@@ -135,9 +216,9 @@ def _check_dtype_and_size(dtype, shape, owner, min_samples) -> None:
 
 
 def check_is_fitted(estimator: Any, attribute: str) -> None:
-    """Raise :class:`NotFittedError` when ``estimator`` lacks the fitted ``attribute``."""
+    """Raise :class:`EstimatorNotFittedError` when ``estimator`` lacks the fitted ``attribute``."""
     if not hasattr(estimator, attribute):
-        raise NotFittedError(
+        raise EstimatorNotFittedError(
             f"This {type(estimator).__name__} instance is not fitted yet; call 'fit' first."
         )
 

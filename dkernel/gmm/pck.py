@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_rng, seed_from_random_state
-from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    check_is_fitted,
+    check_options,
+    check_scalar,
+    validate_input,
+)
 from dkernel.errors import InvalidInputError, NumericalWarning, ResourceLimitError
 from dkernel.gmm.em import DiagMixtures, MissingnessModel
 from dkernel.gmm.graph import (
@@ -47,7 +55,7 @@ def _current_client() -> Any:
         return None
 
 
-class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
+class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, BaseEstimator):
     """Probabilistic cluster kernel from an ensemble of GMMs; missing values (NaN) native.
 
     Parameters
@@ -157,9 +165,26 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
     (178, 42)
     """
 
+    _parameter_constraints: dict = {
+        "n_inits": [Interval(Integral, 1, None, closed="left")],
+        "max_components": [Interval(Integral, 2, None, closed="left")],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "subsample": [Interval(Real, 0, 1, closed="right")],
+        "covariance_type": [StrOptions({"diag", "full"})],
+        "reg_covar": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state", np.random.Generator],
+        # a name or a NumPy dtype / scalar type; resolved to float32 or float64 at fit
+        "dtype": [StrOptions({"float32", "float64"}), type, np.dtype],
+        "missingness": [StrOptions({"ignorable", "informative"})],
+        # an integer >= 1 or a fraction in (0, 1): finished by _check_projection
+        "projection": [Interval(Real, 0, None, closed="neither"), None],
+        "progress": ["boolean"],
+    }
+
     def __init__(
         self,
         n_inits: int = 30,
+        *,
         max_components: int = 30,
         n_iter: int = 10,
         subsample: float = 0.5,
@@ -184,14 +209,16 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         self.progress = progress
 
     # ------------------------------------------------------------------ validation helpers
-    def _check_params(self) -> None:
-        check_scalar(self.n_inits, "n_inits", _OWNER, kind=numbers.Integral, low=1)
-        check_scalar(self.max_components, "max_components", _OWNER, kind=numbers.Integral, low=2)
-        check_scalar(self.n_iter, "n_iter", _OWNER, kind=numbers.Integral, low=1)
-        check_scalar(self.subsample, "subsample", _OWNER, low=0, high=1, low_inclusive=False)
-        check_scalar(self.reg_covar, "reg_covar", _OWNER, low=0)
-        check_options(self.covariance_type, "covariance_type", _OWNER, ("diag", "full"))
-        check_options(self.missingness, "missingness", _OWNER, ("ignorable", "informative"))
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # NaN = missing (PCKID)
+        # Γ is computed in ``dtype`` whatever the input's: only that input dtype is preserved
+        name = np.dtype(self.dtype).name if self._dtype_ok() else None
+        tags.transformer_tags.preserves_dtype = [name] if name in ("float32", "float64") else []
+        return tags
+
+    def _check_param_combinations(self) -> None:
+        """Checks beyond ``_parameter_constraints``: combinations and the dtype's name."""
         if self.missingness == "informative" and self.covariance_type != "diag":
             raise InvalidInputError(
                 f"{_OWNER}: missingness='informative' is implemented for covariance_type='diag' "
@@ -256,12 +283,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
 
     def _validate_new(self, X: Any) -> Any:
         check_is_fitted(self, "ensemble_")
-        X = check_2d_array(X, _OWNER, allow_nan=True, min_samples=1)
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidInputError(
-                f"{_OWNER} was fitted on {self.n_features_in_} features; got X with "
-                f"{X.shape[1]}. Pass the same columns, NaN where a value is missing."
-            )
+        X = validate_input(self, X, reset=False, allow_nan=True)
         if not _is_dask(X):
             empty = np.isnan(X[:, self.feature_mask_]).all(axis=1)
             if empty.any():
@@ -280,6 +302,7 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         return X
 
     # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> ProbabilisticClusterKernel:
         """Fit the GMM ensemble on ``X`` (NumPy or Dask, NaN = missing).
 
@@ -292,8 +315,8 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
         -------
         self
         """
-        self._check_params()
-        X = check_2d_array(X, _OWNER, allow_nan=True, min_samples=2)
+        self._check_param_combinations()
+        X = validate_input(self, X, reset=True, allow_nan=True, min_samples=2)
         n, p = X.shape
         count, mean, var, resolution, has_inf = self._column_stats(X)
         if has_inf:
@@ -316,7 +339,6 @@ class ProbabilisticClusterKernel(TransformerMixin, BaseEstimator):
                 NumericalWarning,
                 stacklevel=2,
             )
-        self.n_features_in_ = p
         self.feature_mask_ = keep
         self.location_ = mean[keep].astype(np.float64)
         res = resolution[keep]

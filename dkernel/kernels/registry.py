@@ -259,9 +259,19 @@ def _precomputed_factory(X: Any = None) -> Kernel:
             "A precomputed kernel passed to fit must be square (n_train, n_train); got shape "
             f"{X.shape}."
         )
-    return Kernel(
-        "precomputed", lambda A, B, *, dtype=np.float64: A, {}, precomputed=True, nonnegative=False
-    )
+    return Kernel("precomputed", _precomputed_block, {}, precomputed=True, nonnegative=False)
+
+
+def _precomputed_block(A: Any, B: Any, *, dtype: Any = np.float64) -> Any:
+    """The rows themselves: a precomputed kernel's "data" are its values."""
+    return A
+
+
+def _pck_block(A: Any, B: Any, *, model: Any, dtype: Any = np.float64) -> np.ndarray:
+    """``Γ_A Γ_Bᵀ / Z`` from a fitted PCK's feature map."""
+    GA = np.asarray(model.transform(A), dtype=dtype)
+    GB = GA if B is A else np.asarray(model.transform(B), dtype=dtype)
+    return GA @ GB.T
 
 
 def _pck_factory(X: Any = None, *, model: Any = None) -> Kernel:
@@ -276,11 +286,8 @@ def _pck_factory(X: Any = None, *, model: Any = None) -> Kernel:
             f"(an object with transform). Got {type(model).__name__} instead."
         )
 
-    def block(A, B, *, dtype=np.float64):
-        GA = np.asarray(model.transform(A), dtype=dtype)
-        GB = GA if B is A else np.asarray(model.transform(B), dtype=dtype)
-        return GA @ GB.T
-
+    # partials of module-level functions, not closures, so fitted models pickle
+    block = functools.partial(_pck_block, model=model)
     return Kernel("pck", block, {"model": type(model).__name__})
 
 
@@ -309,17 +316,22 @@ def _check_callable_signature(func: Callable) -> None:
 def _callable_kernel(func: Callable, nonnegative: bool) -> Kernel:
     _check_callable_signature(func)
     name = getattr(func, "__name__", type(func).__name__)
-
-    def block(A, B, *, dtype=np.float64):
-        out = np.asarray(func(A, B), dtype=dtype)
-        if out.shape != (len(A), len(B)):
-            raise InvalidInputError(
-                f"kernel callable {name!r} returned shape {out.shape} for inputs of "
-                f"{len(A)} and {len(B)} rows; it must return ({len(A)}, {len(B)})."
-            )
-        return out
-
+    # pickles whenever the user's function does
+    block = functools.partial(_callable_block, func=func, name=name)
     return Kernel("callable", block, {"function": name}, nonnegative=nonnegative)
+
+
+def _callable_block(
+    A: Any, B: Any, *, func: Callable, name: str, dtype: Any = np.float64
+) -> np.ndarray:
+    """``func(A, B)`` as an array of ``dtype``, its shape checked."""
+    out = np.asarray(func(A, B), dtype=dtype)
+    if out.shape != (len(A), len(B)):
+        raise InvalidInputError(
+            f"kernel callable {name!r} returned shape {out.shape} for inputs of "
+            f"{len(A)} and {len(B)} rows; it must return ({len(A)}, {len(B)})."
+        )
+    return out
 
 
 def make_kernel(

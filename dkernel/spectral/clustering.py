@@ -12,18 +12,26 @@ N = 10⁶ points never holds more than the (N, k) embedding.
 
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import Any
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_rng, derive_seed, seed_from_random_state
-from dkernel._validation import check_is_fitted, check_options, check_scalar
+from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, validate_input
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
 from dkernel.spectral.normalized import eigengap_hint, row_normalize
-from dkernel.spectral.nystrom import EMBEDDINGS, LANDMARK_METHODS, NystromEmbedding
+from dkernel.spectral.nystrom import DEGREES, EMBEDDINGS, LANDMARK_METHODS, NystromEmbedding
 from dkernel.spectral.sparse import fit_sparse_embedding
 
 ASSIGN = ("kmeans", "angular")
@@ -49,7 +57,13 @@ def _assign_block(Z: np.ndarray, centers: np.ndarray, embedding: str, assign: st
     return np.argmin(d2, axis=1).astype(np.int64)
 
 
-class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
+class SpectralClustering(
+    ParameterConstraintsMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    BaseEstimator,
+):
     """Spectral clustering with Nyström landmarks, on NumPy or Dask input, with ``predict``.
 
     Parameters
@@ -137,6 +151,27 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     (5,)
     """
 
+    _parameter_constraints: dict = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "embedding": [StrOptions(set(EMBEDDINGS + GRAPH_EMBEDDINGS)), None],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        # names are checked by make_kernel, whose message lists the registered ones
+        "kernel": [str, callable, None],
+        "kernel_params": [dict, None],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "graph_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "sigma": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
+        "n_landmarks": [Interval(Integral, 1, None, closed="left"), None],
+        "landmarks": [StrOptions(set(LANDMARK_METHODS))],
+        "degrees": [StrOptions(set(DEGREES))],
+        "assign": [StrOptions(set(ASSIGN)), None],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "kmeans_sample": [Interval(Integral, 2, None, closed="left")],
+        "block_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
     def __init__(
         self,
         n_clusters: int = 2,
@@ -181,6 +216,17 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             return self.assign
         return "angular" if self.embedding == "keca" else "kmeans"
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return tags
+
+    @property
+    def _n_features_out(self) -> int:
+        """Embedding dimension (names of ``get_feature_names_out``)."""
+        return int(self.cluster_centers_.shape[1])
+
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> SpectralClustering:
         """Embed with Nyström, cluster a sample of the embedding, label every point.
 
@@ -190,18 +236,7 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
         y : ignored
         """
         owner = type(self).__name__
-        check_scalar(self.n_clusters, "n_clusters", owner, kind=int, low=1)
-        if self.embedding is not None:
-            check_options(self.embedding, "embedding", owner, EMBEDDINGS + GRAPH_EMBEDDINGS)
-        check_scalar(self.graph_neighbors, "graph_neighbors", owner, kind=int, low=1)
-        check_options(self.landmarks, "landmarks", owner, LANDMARK_METHODS)
-        if self.assign is not None:
-            check_options(self.assign, "assign", owner, ASSIGN)
-        check_scalar(self.n_components, "n_components", owner, kind=int, low=1, allow_none=True)
-        check_scalar(self.n_init, "n_init", owner, kind=int, low=1)
-        check_scalar(self.kmeans_sample, "kmeans_sample", owner, kind=int, low=2)
-        check_scalar(self.n_neighbors, "n_neighbors", owner, kind=int, low=1)
-        check_scalar(self.n_landmarks, "n_landmarks", owner, kind=int, low=1, allow_none=True)
+        X = validate_input(self, X, reset=True, min_samples=2)
         n = int(X.shape[0])
         if self.n_clusters > n:
             raise InvalidInputError(
@@ -236,7 +271,6 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             self.eigengap_hint_ = eigengap_hint(values)
             self.landmark_indices_ = np.arange(n)
             self.sigma_ = None
-            self.n_features_in_ = int(X.shape[1])
         else:
             if self.embedding in GRAPH_EMBEDDINGS:
                 raise InvalidInputError(
@@ -264,7 +298,6 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
             self.eigengap_hint_ = self.nystrom_.eigengap_hint_
             self.landmark_indices_ = self.nystrom_.landmark_indices_
             self.sigma_ = self.nystrom_.kernel_.params.get("sigma")
-            self.n_features_in_ = self.nystrom_.n_features_in_
         if isinstance(Z, da.Array):
             Z = Z.persist() if n <= 5_000_000 else Z
         if n > self.kmeans_sample:
@@ -331,17 +364,13 @@ class SpectralClustering(ClusterMixin, TransformerMixin, BaseEstimator):
     def transform(self, X: Any) -> Any:
         """Out-of-sample spectral embedding of new points (lazy for Dask input)."""
         check_is_fitted(self, "embedding_")
-        if self.graph_model_ is not None:
-            return self.graph_model_.transform(self._check_new(X))
-        return self.nystrom_.transform(X)
+        return self._embed(validate_input(self, X, reset=False))
 
-    def _check_new(self, X: Any) -> Any:
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise InvalidInputError(
-                f"X has {X.shape[-1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input."
-            )
-        return X
+    def _embed(self, X: Any) -> Any:
+        """Out-of-sample embedding of validated input."""
+        if self.graph_model_ is not None:
+            return self.graph_model_.transform(X)
+        return self.nystrom_.transform(X)
 
     def predict(self, X: Any) -> Any:
         """Cluster of new points: embed with the Nyström formula, nearest centre.

@@ -8,14 +8,23 @@ chunk by chunk on Dask input (the ``ParallelPostFit`` pattern).
 
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import Any
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils._available_if import available_if
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._budget import check_budget, dense_kernel_cost
-from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
+from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, validate_input
 from dkernel.graphs.blocked import blocked_kernel
 from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION, sigma_rule_of_thumb
 from dkernel.kernels.registry import DEFAULT_LOCAL_SCALING_NEIGHBORS, make_kernel
@@ -26,8 +35,34 @@ from dkernel.spectral.dense import keca_embedding, kpca_embedding
 DENSE_KERNELS = ("rbf", "local_scaling", "knn")
 
 
-class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
+def _clusters_requested(estimator: Any) -> bool:
+    """``predict`` / ``fit_predict`` exist only when ``n_clusters`` is set."""
+    return estimator.n_clusters is not None
+
+
+class _DenseKernelEmbedding(
+    ParameterConstraintsMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    ClusterMixin,
+    BaseEstimator,
+):
     _centered: bool = True
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "kernel": [StrOptions(set(DENSE_KERNELS))],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "sigma": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "block_size": [Interval(Integral, 1, None, closed="left"), None],
+        "dtype": [StrOptions({"float32", "float64"})],
+        # a size such as "4GB" or bytes; parsed and checked by dkernel._budget
+        "max_memory": [str, Interval(Real, 0, None, closed="neither"), None],
+        "random_state": ["random_state", np.random.Generator],
+    }
 
     def __init__(
         self,
@@ -57,10 +92,20 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
         self.random_state = random_state
 
     # -- validation ----------------------------------------------------------------------
-    def _validate_params(self, n_samples: int) -> None:
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # a clusterer only when asked to cluster; otherwise an embedding (a transformer)
+        tags.estimator_type = "clusterer" if self.n_clusters is not None else None
+        return tags
+
+    @property
+    def _n_features_out(self) -> int:
+        """Embedding dimension (names of ``get_feature_names_out``)."""
+        return int(self.eigenvalues_.size)
+
+    def _resolve_n_components(self, n_samples: int) -> None:
+        """Set ``n_components_`` and check both sizes against the number of samples."""
         owner = type(self).__name__
-        check_scalar(self.n_components, "n_components", owner, kind=int, low=1, allow_none=True)
-        check_scalar(self.n_clusters, "n_clusters", owner, kind=int, low=1, allow_none=True)
         self.n_components_ = int(
             self.n_components
             if self.n_components is not None
@@ -71,18 +116,11 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
                 f"The 'n_components' parameter of {owner} must be <= n_samples ({n_samples}). "
                 f"Got {self.n_components_} instead."
             )
-        check_options(self.kernel, "kernel", owner, DENSE_KERNELS)
-        check_scalar(self.n_neighbors, "n_neighbors", owner, kind=int, low=1)
-        check_scalar(self.sigma, "sigma", owner, low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.sigma_fraction, "sigma_fraction", owner, low=0, low_inclusive=False)
         if self.n_clusters is not None and self.n_clusters > n_samples:
             raise ValueError(
                 f"The 'n_clusters' parameter of {owner} must be <= n_samples ({n_samples}). "
                 f"Got {self.n_clusters} instead."
             )
-        check_scalar(self.n_init, "n_init", owner, kind=int, low=1)
-        check_scalar(self.block_size, "block_size", owner, kind=int, low=1, allow_none=True)
-        check_options(self.dtype, "dtype", owner, ("float32", "float64"))
 
     # -- kernel --------------------------------------------------------------------------
     def _kernel_graph(self, X: Any, Y: Any = None) -> da.Array:
@@ -96,6 +134,7 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
         return self._kernel_graph(X)
 
     # -- fit -----------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> _DenseKernelEmbedding:
         """Compute the blocked kernel (through Dask), solve densely, cluster when asked.
 
@@ -107,16 +146,16 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
         K = self.prepare_fit(X)
         return self.fit_kernel(np.asarray(K.compute(), dtype=np.float64))
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def prepare_fit(self, X: Any) -> da.Array:
         """Validate, choose the width, and return the lazy blocked training kernel.
 
         Together with :meth:`fit_kernel` this splits :meth:`fit` so a job can write the kernel
         to its store and solve from there.
         """
-        owner = type(self).__name__
-        X = check_2d_array(X, owner)
+        X = validate_input(self, X, reset=True, min_samples=2)
         n = int(X.shape[0])
-        self._validate_params(n)
+        self._resolve_n_components(n)
         memory, _ = dense_kernel_cost(n)
         check_budget(
             what=f"A dense {n} x {n} kernel eigen-solve",
@@ -127,7 +166,6 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
         )
         X_local = X.compute() if isinstance(X, da.Array) else X
         self.X_fit_ = np.asarray(X_local, dtype=np.float64)
-        self.n_features_in_ = self.X_fit_.shape[1]
         if self.kernel == "rbf":
             self.sigma_ = (
                 float(self.sigma)
@@ -166,10 +204,9 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
     def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
         return self.fit(X).embedding_
 
+    @available_if(_clusters_requested)
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit and return cluster labels (requires ``n_clusters``)."""
-        if self.n_clusters is None:
-            raise ValueError(f"{type(self).__name__}.fit_predict needs 'n_clusters' to be set.")
+        """Fit and return cluster labels (only with ``n_clusters`` set)."""
         return self.fit(X).labels_
 
     # -- out of sample -------------------------------------------------------------------
@@ -193,19 +230,18 @@ class _DenseKernelEmbedding(TransformerMixin, ClusterMixin, BaseEstimator):
         Lazy (chunk by chunk) for Dask input; training points map to their embedding.
         """
         check_is_fitted(self, "embedding_")
-        X = check_2d_array(X, type(self).__name__, min_samples=1)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features but {type(self).__name__} was fitted with "
-                f"{self.n_features_in_}."
-            )
+        X = validate_input(self, X, reset=False)
         k = self.eigenvalues_.size
         if isinstance(X, da.Array):
             return X.map_blocks(self._transform_block, chunks=(X.chunks[0], (k,)), dtype=np.float64)
         return self._transform_block(np.asarray(X, dtype=np.float64))
 
+    @available_if(_clusters_requested)
     def predict(self, X: Any) -> Any:
-        """Cluster labels of new points: nearest fitted centre in the embedding."""
+        """Cluster labels of new points: nearest fitted centre in the embedding.
+
+        Only with ``n_clusters`` set (``hasattr(est, "predict")`` is False otherwise).
+        """
         check_is_fitted(self, "cluster_centers_")
         Z = self.transform(X)
         if isinstance(Z, da.Array):
@@ -277,6 +313,11 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     >>> KernelPCAEmbedding(n_components=2).fit_transform(X).shape
     (50, 2)
     """
+
+    _parameter_constraints: dict = {
+        **_DenseKernelEmbedding._parameter_constraints,
+        "centered": ["boolean"],
+    }
 
     def __init__(
         self,

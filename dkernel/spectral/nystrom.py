@@ -24,21 +24,27 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any
 
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.cluster import kmeans_plusplus
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_rng, seed_from_random_state
 from dkernel._validation import (
+    ParameterConstraintsMixin,
     aligned,
-    check_2d_array,
     check_is_fitted,
-    check_options,
-    check_scalar,
+    validate_input,
 )
 from dkernel.errors import InvalidInputError, NumericalWarning
 from dkernel.kernels.registry import (
@@ -289,7 +295,9 @@ def select_landmarks(
 # --------------------------------------------------------------------------------------
 # estimator
 # --------------------------------------------------------------------------------------
-class NystromEmbedding(TransformerMixin, BaseEstimator):
+class NystromEmbedding(
+    ParameterConstraintsMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
     """Nyström KPCA / uncentered KPCA / KECA / normalized (NJW) embedding with ``transform``.
 
     Parameters
@@ -345,6 +353,22 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
     O(r^3) for the final one; memory O(block_rows · m + m²) per worker, never n × n.
     """
 
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "embedding": [StrOptions(set(EMBEDDINGS))],
+        # names are checked by make_kernel, whose message lists the registered ones
+        "kernel": [str, callable],
+        "kernel_params": [dict, None],
+        "sigma": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
+        "n_landmarks": [Interval(Integral, 1, None, closed="left")],
+        "landmarks": [StrOptions(set(LANDMARK_METHODS))],
+        "rtol": [Interval(Real, 0, 1, closed="both")],
+        "degrees": [StrOptions(set(DEGREES))],
+        "block_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
     def __init__(
         self,
         n_components: int = 2,
@@ -374,25 +398,24 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         self.block_rows = block_rows
         self.random_state = random_state
 
-    def _validate(self, X: Any) -> Any:
-        owner = type(self).__name__
-        X = check_2d_array(X, owner)
-        check_scalar(self.n_components, "n_components", owner, kind=int, low=1)
-        check_options(self.embedding, "embedding", owner, EMBEDDINGS)
-        check_options(self.landmarks, "landmarks", owner, LANDMARK_METHODS)
-        check_options(self.degrees, "degrees", owner, DEGREES)
-        check_scalar(self.n_landmarks, "n_landmarks", owner, kind=int, low=1)
-        check_scalar(self.sigma, "sigma", owner, low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.sigma_fraction, "sigma_fraction", owner, low=0, low_inclusive=False)
-        check_scalar(self.rtol, "rtol", owner, low=0, high=1)
-        check_scalar(self.block_rows, "block_rows", owner, kind=int, low=1, allow_none=True)
-        m = min(self.n_landmarks, X.shape[0])
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return tags
+
+    @property
+    def _n_features_out(self) -> int:
+        """Embedding dimension (names ``nystromembedding0``, ... of ``get_feature_names_out``)."""
+        return int(self.model_.P.shape[1])
+
+    def _check_components_fit_landmarks(self, n_samples: int) -> None:
+        """``n_components`` <= the number of landmarks actually used (data-dependent)."""
+        m = min(self.n_landmarks, n_samples)
         if self.n_components > m:
             raise InvalidInputError(
-                f"The 'n_components' parameter of {owner} must be <= n_landmarks ({m}). "
-                f"Got {self.n_components} instead."
+                f"The 'n_components' parameter of {type(self).__name__} must be <= n_landmarks "
+                f"({m}). Got {self.n_components} instead."
             )
-        return X
 
     def _make_kernel(self, X: Any, seed: int | None) -> Kernel:
         params = dict(self.kernel_params or {})
@@ -404,6 +427,7 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
             params.setdefault("seed", seed if seed is not None else 0)
         return make_kernel(self.kernel, X, **params)
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> NystromEmbedding:
         """Choose landmarks, accumulate the r×r sums over the data and solve.
 
@@ -413,7 +437,8 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
             Data (or the square kernel matrix for ``kernel='precomputed'``).
         y : ignored
         """
-        X = self._validate(X)
+        X = validate_input(self, X, reset=True, min_samples=2)
+        self._check_components_fit_landmarks(int(X.shape[0]))
         seed = seed_from_random_state(self.random_state)
         kernel = self._make_kernel(X, seed)
         n = int(X.shape[0])
@@ -493,8 +518,7 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         self.all_eigenvalues_ = values
         normalized = self.embedding == "normalized"
         self.eigengap_hint_ = eigengap_hint(values[:50]) if normalized else None
-        self.n_features_in_ = int(X.shape[1])
-        self.embedding_ = self.transform(X)
+        self.embedding_ = self._embed(X)
         return self
 
     def _reduce(self, X, kernel, L, W0, rows, *, a=None, degrees_only=False):
@@ -530,12 +554,11 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         ndarray or dask array (n_new, n_components)
         """
         check_is_fitted(self, "model_")
-        X = check_2d_array(X, type(self).__name__, min_samples=1)
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidInputError(
-                f"X has {X.shape[1]} features, but {type(self).__name__} was fitted with "
-                f"{self.n_features_in_}."
-            )
+        X = validate_input(self, X, reset=False)
+        return self._embed(X)
+
+    def _embed(self, X: Any) -> Any:
+        """The Nyström formula on validated input (lazy map over row chunks for Dask)."""
         k = self.model_.P.shape[1]
         if isinstance(X, da.Array):
             model_d = dask.delayed(self.model_, pure=True)
@@ -556,7 +579,7 @@ class NystromEmbedding(TransformerMixin, BaseEstimator):
         Lazy, chunk by chunk, for Dask input.
         """
         check_is_fitted(self, "model_")
-        X = check_2d_array(X, type(self).__name__, min_samples=1)
+        X = validate_input(self, X, reset=False)
         model = self.model_
         r = model.W0.shape[1]
         if isinstance(X, da.Array):

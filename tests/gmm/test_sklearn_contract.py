@@ -1,0 +1,101 @@
+"""The scikit-learn contract of ProbabilisticClusterKernel (issue 16, item 1).
+
+The default construction (Q = G = 30) cannot fit the common checks' data sets: they have at
+most 60 rows, and a subsample of half of them is smaller than max_components = 30, which is
+refused on purpose (``test_subsample_smaller_than_max_components_is_an_error``). The checks
+therefore run on small ensembles, and a test pins that the default's failures are all that
+refusal.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.utils.estimator_checks import check_estimator, parametrize_with_checks
+
+from dkernel import ProbabilisticClusterKernel
+from dkernel.testing import raise_if_dask_computes
+
+#: Declared expected failures (check name -> reason). None: every common check passes.
+EXPECTED_FAILED_CHECKS: dict[str, str] = {}
+
+SMALL = {"n_inits": 3, "max_components": 3, "random_state": 0}
+
+
+@pytest.mark.filterwarnings("ignore::dkernel.errors.NumericalWarning")
+@parametrize_with_checks(
+    [
+        ProbabilisticClusterKernel(**SMALL),
+        ProbabilisticClusterKernel(**SMALL, dtype="float64"),
+        ProbabilisticClusterKernel(**SMALL, covariance_type="full"),
+        ProbabilisticClusterKernel(**SMALL, missingness="informative"),
+        # float32 posteriors of projected rows differ in the last bits (5e-7 absolute, above
+        # the check's atol=1e-7) between a batch and its subset: BLAS blocking, not a bug
+        ProbabilisticClusterKernel(**SMALL, projection=1, dtype="float64"),
+    ],
+    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
+)
+def test_sklearn_common_checks(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.filterwarnings("ignore::dkernel.errors.NumericalWarning")
+def test_default_construction_fails_only_on_the_tiny_check_data():
+    results = check_estimator(ProbabilisticClusterKernel(), on_fail=None, on_skip=None)
+    failed = [r for r in results if r["status"] == "failed"]
+    assert failed, "the default now passes the common checks: test it directly"
+    for r in failed:
+        assert "fewer than max_components=30" in str(r["exception"]), r["check_name"]
+
+
+@pytest.fixture(scope="module")
+def blobs_with_nan():
+    X, _ = make_blobs(150, centers=3, n_features=4, random_state=0)
+    X[np.random.default_rng(0).random(X.shape) < 0.1] = np.nan
+    return X
+
+
+def test_pickled_model_transforms_the_same(blobs_with_nan):
+    X = blobs_with_nan
+    model = ProbabilisticClusterKernel(n_inits=4, max_components=5, random_state=0).fit(X)
+    clone = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(clone.transform(X), model.transform(X))
+    np.testing.assert_array_equal(clone.degrees_, model.degrees_)
+
+
+def test_tags():
+    tags = ProbabilisticClusterKernel().__sklearn_tags__()
+    assert tags.input_tags.allow_nan
+    assert tags.transformer_tags.preserves_dtype == ["float32"]
+    tags64 = ProbabilisticClusterKernel(dtype="float64").__sklearn_tags__()
+    assert tags64.transformer_tags.preserves_dtype == ["float64"]
+
+
+def test_set_output_and_feature_names(blobs_with_nan):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(blobs_with_nan, columns=list("abcd"))
+    model = ProbabilisticClusterKernel(n_inits=2, max_components=3, random_state=0)
+    out = model.set_output(transform="pandas").fit_transform(df)
+    np.testing.assert_array_equal(model.feature_names_in_, list("abcd"))
+    assert isinstance(out, pd.DataFrame)
+    assert list(out.columns) == list(model.get_feature_names_out())
+    assert out.shape == (150, 2 * (2 + 3))
+
+
+def test_dask_transform_stays_lazy(blobs_with_nan):
+    X = blobs_with_nan
+    model = ProbabilisticClusterKernel(n_inits=2, max_components=3, random_state=0).fit(X)
+    Xd = da.from_array(X, chunks=(50, 4))
+    with raise_if_dask_computes():
+        G = model.transform(Xd)
+    # float32 GEMMs on 50-row chunks round differently from one 150-row block
+    np.testing.assert_allclose(G.compute(), model.transform(X), rtol=1e-4, atol=1e-5)
+
+
+def test_keyword_only_after_n_inits():
+    with pytest.raises(TypeError):
+        ProbabilisticClusterKernel(3, 4)
