@@ -68,3 +68,28 @@ def test_grid_search_over_pipeline(blobs, estimator, grid):
     ).fit(X, y)
     assert set(search.best_params_) == set(grid)
     assert search.best_score_ > 0.9
+
+
+def test_dask_input_is_checked_from_metadata(blobs):
+    da = pytest.importorskip("dask.array")
+    from dkernel.testing import raise_if_dask_computes
+
+    X, _ = blobs
+    model = MSSC(3, n_init=5, random_state=0).fit(X)
+    Xd = da.from_array(X, chunks=(50, 2))
+    with raise_if_dask_computes():
+        labels = model.predict(Xd)
+    assert isinstance(labels, da.Array)
+    np.testing.assert_array_equal(labels.compute(), model.predict(X))
+    with pytest.raises(ValueError, match="X has 3 features, but MSSC is expecting 2"):
+        model.predict(da.from_array(np.ones((4, 3)), chunks=(2, 3)))
+    assert MeanShift().fit(Xd).n_features_in_ == 2
+
+
+def test_feature_names_from_a_dataframe(blobs):
+    pd = pytest.importorskip("pandas")
+    X, _ = blobs
+    frame = pd.DataFrame(X, columns=["red", "nir"])
+    model = MeanShift().fit(frame)
+    np.testing.assert_array_equal(model.feature_names_in_, ["red", "nir"])
+    np.testing.assert_array_equal(model.predict(frame), model.labels_)
