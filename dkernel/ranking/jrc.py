@@ -196,7 +196,9 @@ transformer, default='knn_mean'
     Notes
     -----
     O(N^3) time and O(N^2) memory (dense kernel and eigen-solver); k-means O(N k n_init).
-    New points: O(n N p) kernel rows in blocks of 4096 rows.
+    New points: O(n N p) kernel rows in blocks of 4096 rows. ``fit_transform`` (scikit-learn's
+    ``TransformerMixin``) is ``fit`` then :meth:`transform` of the same points, which equals
+    ``embedding_`` to rounding.
 
     Examples
     --------

@@ -438,6 +438,7 @@ transformer, default='rbf'
         if seed_X is not None:
             if seed is not None or cluster is not None:
                 raise InvalidInputError("give either an in-sample seed or seed_X, not both.")
+            seed_X = validate_new_X(self, seed_X)
             Kx = np.atleast_2d(np.asarray(self.kernel_.cross(seed_X), dtype=np.float64))
             dh = Kx.sum(axis=1)
             if not np.all(dh > 0):
