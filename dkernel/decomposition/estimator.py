@@ -155,6 +155,10 @@ class KernelDecompositionClustering(ContractMixin, ClusterMixin, BaseEstimator):
     n_iter_ : int
     X_fit_ : ndarray (n_train, p)
         Training points (needed for out-of-sample evaluation).
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame passed to ``fit`` (absent for other input).
 
     Notes
     -----

@@ -125,6 +125,10 @@ class MeanShift(ContractMixin, ClusterMixin, BaseEstimator):
     group_threshold_ : float
     path_points_, path_labels_ : ndarray
         Trajectory cache used by streaming assignment and :meth:`predict`.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame passed to ``fit`` (absent for other input).
     """
 
     def __init__(

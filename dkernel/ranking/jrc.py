@@ -187,6 +187,10 @@ transformer, default='knn_mean'
     kernel_ : object
         The resolved kernel.
     kernel_params_ : dict
+    n_features_in_ : int
+        Number of features seen in ``fit`` (N for a precomputed N × N kernel).
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame passed to ``fit`` (absent for other input).
 
     Warns
     -----

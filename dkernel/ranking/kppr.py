@@ -273,6 +273,10 @@ transformer, default='rbf'
     kernel_ : BlockKernel, PrecomputedKernel or FeatureMapKernel
         The resolved kernel (``dkernel.ranking.kernelmap``).
     kernel_params_ : dict
+    n_features_in_ : int
+        Number of features seen in ``fit`` (N for a precomputed N × N kernel).
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame passed to ``fit`` (absent for other input).
 
     Notes
     -----
