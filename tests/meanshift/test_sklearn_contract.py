@@ -93,3 +93,23 @@ def test_feature_names_from_a_dataframe(blobs):
     model = MeanShift().fit(frame)
     np.testing.assert_array_equal(model.feature_names_in_, ["red", "nir"])
     np.testing.assert_array_equal(model.predict(frame), model.labels_)
+
+
+@pytest.mark.parametrize("estimator", [MeanShift(), MSSC()], ids=["MeanShift", "MSSC"])
+def test_errors_are_both_dkernels_and_scikit_learns(blobs, estimator):
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from dkernel.errors import InvalidInputError, NotFittedError
+
+    X, _ = blobs
+    with pytest.raises(SklearnNotFittedError) as info:
+        estimator.predict(X)
+    assert isinstance(info.value, NotFittedError)
+    with pytest.raises(InvalidParameterError, match="'tol' parameter of") as info:
+        estimator.set_params(tol=-1.0).fit(X)
+    assert isinstance(info.value, InvalidInputError)
+    with pytest.raises(ValueError, match="Invalid parameter 'bin_seeding'"):
+        estimator.set_params(bin_seeding=True)
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        estimator.set_params(tol=1e-3).fit(X + 1j)
