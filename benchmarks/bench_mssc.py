@@ -378,7 +378,7 @@ def bench_toy(quick: bool) -> None:
                 for emb in ("kpca", "keca"):
                     m = MSSC(
                         3,
-                        1.0,
+                        bandwidth=1.0,
                         spectral_bandwidth=h,
                         embedding=emb,
                         blurring=True,

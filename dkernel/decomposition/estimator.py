@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import Any
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._budget import check_budget
 from dkernel._random import seed_from_random_state
-from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
+from dkernel._validation import check_scalar
 from dkernel.decomposition.graph import knn_log_kernel_graph, out_of_sample_graph
 from dkernel.decomposition.kernels import (
     KERNELS,
@@ -31,6 +33,7 @@ from dkernel.decomposition.nmf import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.knn import knn_search
+from dkernel.meanshift._contract import ContractMixin, check_fitted, validate_X
 
 _OWNER = "KernelDecompositionClustering"
 #: Default graph size and scale rank of the self-tuning k-NN kernel (see the class docstring).
@@ -62,7 +65,7 @@ def _oos_block_size(n_train: int, block_size: int | None) -> int:
     return int(np.clip(2**22 // max(n_train, 1), 64, 10_000))  # ~32 MiB dense blocks
 
 
-class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
+class KernelDecompositionClustering(ContractMixin, ClusterMixin, BaseEstimator):
     """Probabilistic clustering by NMF/PLSA of a row-normalised density kernel.
 
     The kernel ``K(x, x_n)`` (by default the self-tuning kernel
@@ -152,6 +155,10 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
     n_iter_ : int
     X_fit_ : ndarray (n_train, p)
         Training points (needed for out-of-sample evaluation).
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame passed to ``fit`` (absent for other input).
 
     Notes
     -----
@@ -201,23 +208,34 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
         self.max_memory = max_memory
         self.random_state = random_state
 
+    _parameter_constraints: dict = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "kernel": [StrOptions(set(KERNELS))],
+        "bandwidth": [Interval(Real, 0, None, closed="neither"), None],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
+        "scale_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "loss": [StrOptions(set(LOSSES))],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "block_size": [Interval(Integral, 1, None, closed="left"), None],
+        "max_memory": [str, Interval(Real, 0, None, closed="neither"), None],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
     # -- validation ----------------------------------------------------------------------
-    def _validate(self, n_samples: int) -> None:
-        check_scalar(self.n_clusters, "n_clusters", _OWNER, kind=int, low=1, high=n_samples)
-        check_options(self.kernel, "kernel", _OWNER, KERNELS)
-        check_scalar(
-            self.bandwidth, "bandwidth", _OWNER, low=0, low_inclusive=False, allow_none=True
-        )
+    def _check_sizes(self, n_samples: int) -> None:
+        """Checks of the parameters against the number of training points (and each other)."""
+        check_scalar(self.n_clusters, "n_clusters", _OWNER, kind=Integral, low=1, high=n_samples)
         check_scalar(
             self.n_neighbors,
             "n_neighbors",
             _OWNER,
-            kind=int,
+            kind=Integral,
             low=1,
             high=n_samples,
             allow_none=True,
         )
-        check_scalar(self.scale_neighbors, "scale_neighbors", _OWNER, kind=int, low=1)
         if self.kernel == "local_scaling":
             if self.bandwidth is not None:
                 raise InvalidInputError(
@@ -232,11 +250,6 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
                         f"The '{name}' parameter of {_OWNER} must be < n_samples ({n_samples}) "
                         f"with kernel='local_scaling'. Got {k} instead."
                     )
-        check_options(self.loss, "loss", _OWNER, LOSSES)
-        check_scalar(self.n_init, "n_init", _OWNER, kind=int, low=1)
-        check_scalar(self.max_iter, "max_iter", _OWNER, kind=int, low=1)
-        check_scalar(self.tol, "tol", _OWNER, low=0)
-        check_scalar(self.block_size, "block_size", _OWNER, kind=int, low=1, allow_none=True)
 
     # -- fitting -------------------------------------------------------------------------
     def training_kernel(self, X: Any) -> tuple[Any, np.ndarray, np.ndarray]:
@@ -245,9 +258,10 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
         ``Kcheck`` is dense for ``n_neighbors=None`` (after a memory check), CSR otherwise
         (computed blockwise through Dask for Dask input).
         """
-        Xv = check_2d_array(X, _OWNER, dtype=np.float64)
+        self._validate_params()
+        Xv = validate_X(self, X, reset=True, dtype=np.float64)
         n = int(Xv.shape[0])
-        self._validate(n)
+        self._check_sizes(n)
         is_dask = isinstance(Xv, da.Array)
         Xn = np.asarray(Xv.compute() if is_dask else Xv, dtype=np.float64)
         if not np.all(np.isfinite(Xn)):
@@ -257,7 +271,6 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
                 f"{_OWNER} with kernel='cosine' expects non-negative data (counts, histograms); "
                 f"{int(np.sum(Xn < 0))} negative entries found. Use kernel='gaussian'."
             )
-        self.n_features_in_ = Xn.shape[1]
         if self.kernel == "local_scaling":
             return self._local_scaling_kernel(Xv, Xn, is_dask)
         self.bandwidth_ = (
@@ -321,6 +334,7 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
             Kc, log_norm = knn_to_csr(i, logK, n)
         return Kc, log_norm, Xn
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> KernelDecompositionClustering:
         """Fit the aggregate Markov model to X (NumPy or Dask, n_samples x n_features)."""
         Kc, log_norm, Xn = self.training_kernel(X)
@@ -341,7 +355,8 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
         """
         if not hasattr(self, "n_features_in_"):
             raise InvalidInputError(f"call {_OWNER}.training_kernel before fit_kernel.")
-        self._validate(Kcheck.shape[0])
+        self._validate_params()
+        self._check_sizes(Kcheck.shape[0])
         result = fit_aggregate_markov(
             Kcheck,
             log_norm,
@@ -368,7 +383,7 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
 
     # -- out of sample -------------------------------------------------------------------
     def _model(self) -> tuple:
-        check_is_fitted(self, "H_")
+        check_fitted(self, "H_")
         return (
             self.X_fit_,
             self.W_,
@@ -381,11 +396,7 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
 
     def _out_of_sample(self, X: Any, what: str) -> Any:
         model = self._model()
-        Xv = check_2d_array(X, _OWNER, min_samples=1, dtype=np.float64)
-        if Xv.shape[1] != self.n_features_in_:
-            raise InvalidInputError(
-                f"X has {Xv.shape[1]} features, but {_OWNER} was fitted with {self.n_features_in_}."
-            )
+        Xv = validate_X(self, X, reset=False, min_samples=1, dtype=np.float64)
         bs = _oos_block_size(self.X_fit_.shape[0], self.block_size)
         if isinstance(Xv, da.Array):
             return out_of_sample_graph(
@@ -422,7 +433,3 @@ class KernelDecompositionClustering(ClusterMixin, BaseEstimator):
     def generalization_error(self, X: Any) -> float:
         """Negative mean out-of-sample log-likelihood of X (the paper's model-selection error)."""
         return -self.score(X)
-
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit and return ``labels_``."""
-        return self.fit(X).labels_

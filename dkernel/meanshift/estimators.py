@@ -11,27 +11,29 @@ stored mode; ``predict`` does the same for new points.
 
 from __future__ import annotations
 
-import numbers
 from functools import partial
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_rng, derive_seed, seed_from_random_state
-from dkernel._validation import (
-    aligned,
-    check_2d_array,
-    check_is_fitted,
-    check_options,
-    check_scalar,
-)
+from dkernel._validation import aligned, check_2d_array, check_options
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.meanshift import kernels as K
+from dkernel.meanshift._contract import ContractMixin, check_fitted, validate_X
 from dkernel.meanshift.graph import AssignModel, stream_assign, stream_feature_sums
 from dkernel.runtime.progress import compute_with_progress
 
 #: Largest number of points for which the exact (O(N²) work) CS affinity is used by 'auto'.
 EXACT_AFFINITY_MAX = 20000
+
+
+_POSITIVE = Interval(Real, 0, None, closed="neither")
+_NON_NEGATIVE = Interval(Real, 0, None, closed="left")
+_RANDOM_STATE = ["random_state", np.random.Generator]
 
 
 def _is_dask(X: Any) -> bool:
@@ -66,7 +68,7 @@ def _path_schedule(n_iter: int) -> list[int]:
     return sorted(set(keep))
 
 
-class MeanShift:
+class MeanShift(ContractMixin, ClusterMixin, BaseEstimator):
     """Gaussian mean shift with seeds, a density sample and streaming assignment.
 
     Parameters
@@ -123,6 +125,10 @@ class MeanShift:
     group_threshold_ : float
     path_points_, path_labels_ : ndarray
         Trajectory cache used by streaming assignment and :meth:`predict`.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame passed to ``fit`` (absent for other input).
     """
 
     def __init__(
@@ -156,38 +162,24 @@ class MeanShift:
         self.path_radius = path_radius
         self.random_state = random_state
 
-    # -- scikit-learn plumbing --------------------------------------------------------------
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        names = self.__init__.__code__.co_varnames[1 : self.__init__.__code__.co_argcount]
-        names += self.__init__.__code__.co_varnames[
-            self.__init__.__code__.co_argcount : self.__init__.__code__.co_argcount
-            + self.__init__.__code__.co_kwonlyargcount
-        ]
-        return {n: getattr(self, n) for n in names}
-
-    def set_params(self, **params: Any) -> MeanShift:
-        for k, v in params.items():
-            setattr(self, k, v)
-        return self
-
-    def _validate(self) -> None:
-        owner = type(self).__name__
-        check_scalar(
-            self.bandwidth, "bandwidth", owner, low=0, low_inclusive=False, allow_none=True
-        )
-        check_options(self.blurring, "blurring", owner, (True, False))
-        check_options(self.seeds, "seeds", owner, ("all", "grid", "kmeans"))
-        check_options(self.density, "density", owner, ("sample", "seeds"))
-        check_scalar(self.n_seeds, "n_seeds", owner, kind=numbers.Integral, low=1)
-        check_scalar(self.bin_size, "bin_size", owner, low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.n_density, "n_density", owner, kind=numbers.Integral, low=2)
-        check_scalar(self.max_iter, "max_iter", owner, kind=numbers.Integral, low=1)
-        check_scalar(self.tol, "tol", owner, low=0)
-        check_scalar(self.group_factor, "group_factor", owner, low=0)
-        check_scalar(self.path_radius, "path_radius", owner, low=0, high=1)
-        check_scalar(self.bandwidth_factor, "bandwidth_factor", owner, low=0, low_inclusive=False)
+    _parameter_constraints: dict = {
+        "bandwidth": [_POSITIVE, None],
+        "blurring": ["boolean"],
+        "seeds": [StrOptions({"all", "grid", "kmeans"})],
+        "n_seeds": [Interval(Integral, 1, None, closed="left")],
+        "bin_size": [_POSITIVE, None],
+        "density": [StrOptions({"sample", "seeds"})],
+        "n_density": [Interval(Integral, 2, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [_NON_NEGATIVE],
+        "group_factor": [_NON_NEGATIVE],
+        "path_radius": [Interval(Real, 0, 1, closed="both")],
+        "bandwidth_factor": [_POSITIVE],
+        "random_state": _RANDOM_STATE,
+    }
 
     # -- fitting ------------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> MeanShift:
         """Find the modes and the partition of every point.
 
@@ -197,8 +189,10 @@ class MeanShift:
         O(N · t · M · d) to stream N points (t = mean steps per point, small with the
         trajectory cache). Memory O(M · block + S · d · log T); never O(N²).
         """
-        self._validate()
-        X = check_2d_array(X, type(self).__name__)
+        return self._fit_modes(validate_X(self, X, reset=True))
+
+    def _fit_modes(self, X: Any) -> MeanShift:
+        """:meth:`fit` on validated ``X`` (NumPy, or Dask kept lazy)."""
         n = int(X.shape[0])
         dense_all = n <= self.n_density
         if dense_all:
@@ -271,17 +265,21 @@ class MeanShift:
         self.group_threshold_ = tau
         self.path_points_ = path_points
         self.path_labels_ = path_labels
-        self.n_features_in_ = int(X.shape[1])
 
         if self.seeds == "all" and dense_all:
             self.labels_ = seed_labels.copy()
         else:
-            self.labels_ = MeanShift.predict(self, X)
+            self.labels_ = self._assign(X)
         return self
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False  # fit refuses NaN; predict gives NaN rows -1
+        return tags
 
     def assign_model(self, *, dtype: Any = np.float32) -> AssignModel:
         """The stored density and trajectory cache as a picklable :class:`~dkernel.meanshift.graph.AssignModel`."""
-        check_is_fitted(self, "modes_")
+        check_fitted(self, "modes_")
         return AssignModel(
             density=self.density_,
             weights=self.density_weights_,
@@ -304,25 +302,15 @@ class MeanShift:
         -----
         O(N · t · M · d) time, O(block · M) memory per chunk.
         """
-        check_is_fitted(self, "modes_")
+        check_fitted(self, "modes_")
+        return self._assign(validate_X(self, X, reset=False, allow_nan=True, min_samples=1))
+
+    def _assign(self, X: Any) -> Any:
+        """Partition of validated ``X`` (lazy for Dask input)."""
         model = self.assign_model()
         if _is_dask(X):
-            X = check_2d_array(X, type(self).__name__)
-            self._check_features(X)
             return stream_assign(X, model)
-        X = check_2d_array(X, type(self).__name__, allow_nan=True, min_samples=1)
-        self._check_features(X)
         return model.assign(X)
-
-    def _check_features(self, X: Any) -> None:
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidInputError(
-                f"{type(self).__name__} was fitted on {self.n_features_in_} features; got "
-                f"{X.shape[1]}. Use the same feature layout as in fit."
-            )
-
-    def fit_predict(self, X: Any, y: Any = None) -> Any:
-        return self.fit(X).labels_
 
 
 class MSSC(MeanShift):
@@ -426,8 +414,8 @@ class MSSC(MeanShift):
     def __init__(
         self,
         n_clusters: int = 2,
-        bandwidth: float | None = None,
         *,
+        bandwidth: float | None = None,
         spectral_bandwidth: float | None = None,
         spectral_fraction: float = 0.5,
         embedding: str = "njw",
@@ -480,28 +468,23 @@ class MSSC(MeanShift):
         self.n_bands = n_bands
         self.progress = progress
 
-    def _validate(self) -> None:
-        super()._validate()
-        owner = type(self).__name__
-        check_scalar(self.n_clusters, "n_clusters", owner, kind=numbers.Integral, low=1)
-        check_scalar(
-            self.spectral_bandwidth,
-            "spectral_bandwidth",
-            owner,
-            low=0,
-            low_inclusive=False,
-            allow_none=True,
-        )
-        check_scalar(self.spectral_fraction, "spectral_fraction", owner, low=0, low_inclusive=False)
-        check_options(self.embedding, "embedding", owner, ("keca", "kpca", "njw"))
-        check_options(self.affinity, "affinity", owner, ("auto", "exact", "sample", "rff"))
-        check_scalar(self.n_rff, "n_rff", owner, kind=numbers.Integral, low=1)
-        check_scalar(self.n_init, "n_init", owner, kind=numbers.Integral, low=1)
-        check_options(self.normalization, "normalization", owner, ("cs", "size"))
-        check_scalar(self.regularization, "regularization", owner, low=0)
-        check_options(self.band_norm, "band_norm", owner, ("auto", "unit", "none"))
-        check_scalar(self.n_bands, "n_bands", owner, kind=numbers.Integral, low=1, allow_none=True)
+    _parameter_constraints: dict = {
+        **MeanShift._parameter_constraints,
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "spectral_bandwidth": [_POSITIVE, None],
+        "spectral_fraction": [_POSITIVE],
+        "embedding": [StrOptions({"keca", "kpca", "njw"})],
+        "affinity": [StrOptions({"auto", "exact", "sample", "rff"})],
+        "n_rff": [Interval(Integral, 1, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "normalization": [StrOptions({"cs", "size"})],
+        "regularization": [_NON_NEGATIVE],
+        "band_norm": [StrOptions({"auto", "unit", "none"})],
+        "n_bands": [Interval(Integral, 1, None, closed="left"), None],
+        "progress": ["boolean"],
+    }
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> MSSC:
         """Stage one (mean shift partitions), affinity, stage two (KECA/KPCA + k-means).
 
@@ -510,10 +493,9 @@ class MSSC(MeanShift):
         Stage one: see :meth:`MeanShift.fit`. Affinity: exact O(N² d) work with O(block · N)
         memory, or RFF O(N d D) in one pass with O(m D) memory. Stage two O(m³).
         """
-        self._validate()
-        X = check_2d_array(X, type(self).__name__)
-        X = self._scale_bands(X, fit=True)
-        super().fit(X)
+        X = validate_X(self, X, reset=True)
+        X = check_2d_array(self._scale_bands(X, fit=True), type(self).__name__)
+        self._fit_modes(X)
         m = self.n_partitions_
         if m < self.n_clusters:
             raise InvalidInputError(
@@ -634,12 +616,11 @@ class MSSC(MeanShift):
         return apply_band_norm(X, n_bands, self.band_norm_)
 
     def _scaled_for_predict(self, X: Any) -> Any:
-        check_is_fitted(self, "partition_labels_")
-        if getattr(self, "band_norm_", "none") == "none":
+        """Validated ``X`` with its bands scaled as in fit."""
+        check_fitted(self, "partition_labels_")
+        X = validate_X(self, X, reset=False, allow_nan=True, min_samples=1)
+        if self.band_norm_ == "none":
             return X
-        if not _is_dask(X):
-            X = check_2d_array(X, type(self).__name__, allow_nan=True, min_samples=1)
-        self._check_features(X)
         return self._scale_bands(X)
 
     def predict(self, X: Any) -> Any:
@@ -647,15 +628,14 @@ class MSSC(MeanShift):
 
         The bands of ``X`` are scaled as in fit (``band_norm_``).
         """
-        check_is_fitted(self, "partition_labels_")
-        part = super().predict(self._scaled_for_predict(X))
+        part = self._assign(self._scaled_for_predict(X))
         if _is_dask(part):
             return part.map_blocks(partial(_lookup, table=self.partition_labels_), dtype=np.int64)
         return _lookup(part, self.partition_labels_)
 
     def predict_partition(self, X: Any) -> Any:
         """Mean-shift partition of new points (stage one only; bands scaled as in fit)."""
-        return super().predict(self._scaled_for_predict(X))
+        return self._assign(self._scaled_for_predict(X))
 
 
 def second_stage(

@@ -24,8 +24,9 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from dkernel._validation import check_2d_array, check_is_fitted
+from dkernel._validation import check_2d_array
 from dkernel.errors import InvalidInputError
+from dkernel.meanshift._contract import check_fitted
 from dkernel.ranking.kernelmap import BlockKernel, FeatureMapKernel, PrecomputedKernel
 
 
@@ -78,7 +79,7 @@ class Scorer:
 
 def make_scorer(model: Any, coefficients: np.ndarray, *, dtype: str = "float32") -> Scorer:
     """A :class:`Scorer` from a fitted KPPR and Prop. 8 coefficients ``(N,)`` or ``(N, m)``."""
-    check_is_fitted(model, "degrees_")
+    check_fitted(model, "degrees_")
     coef = np.asarray(coefficients, dtype=np.float64)
     if coef.ndim == 1:
         coef = coef[:, None]
@@ -97,7 +98,7 @@ def make_projector(model: Any, *, dtype: str = "float32") -> Scorer:
 
     Scores of any seed are then ``Z @ model.seed_weights(seed)`` (O(k) per point).
     """
-    check_is_fitted(model, "degrees_")
+    check_fitted(model, "degrees_")
     return make_scorer(model, model.score_basis(), dtype=dtype)
 
 

@@ -26,18 +26,28 @@ Out of sample, a new point's embedding is the Nyström extension of the kept eig
 from __future__ import annotations
 
 import warnings
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from scipy import linalg
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_seed, seed_from_random_state
-from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
 from dkernel.errors import DKernelWarning, InvalidInputError, ResourceLimitError
 from dkernel.linalg import euclidean_kmeans
 from dkernel.linalg.eigen import fix_signs
+from dkernel.meanshift._contract import ContractMixin, check_fitted
 from dkernel.ranking.kernelmap import ADAPTIVE, resolve_kernel
-from dkernel.ranking.kppr import DENSE_LIMIT_BYTES, top_normalized_eigenpairs
+from dkernel.ranking.kppr import (
+    DENSE_LIMIT_BYTES,
+    KERNEL_CONSTRAINT,
+    ranking_tags,
+    top_normalized_eigenpairs,
+    validate_fit_X,
+    validate_new_X,
+)
 from dkernel.ranking.ppr import degrees, restart_beta
 from dkernel.ranking.seeds import seed_vector
 
@@ -113,7 +123,7 @@ def jrc_normalized_embedding(
     return Z, values, U, d
 
 
-class JointRankingClustering:
+class JointRankingClustering(ContractMixin, ClusterMixin, TransformerMixin, BaseEstimator):
     """Joint ranking and clustering on the Green's-kernel embedding (000 Alg. 8–10).
 
     Defaults chosen on 23 data sets (standardised, only ``n_clusters`` given): half-weighted
@@ -177,6 +187,10 @@ transformer, default='knn_mean'
     kernel_ : object
         The resolved kernel.
     kernel_params_ : dict
+    n_features_in_ : int
+        Number of features seen in ``fit`` (N for a precomputed N × N kernel).
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame passed to ``fit`` (absent for other input).
 
     Warns
     -----
@@ -186,7 +200,9 @@ transformer, default='knn_mean'
     Notes
     -----
     O(N^3) time and O(N^2) memory (dense kernel and eigen-solver); k-means O(N k n_init).
-    New points: O(n N p) kernel rows in blocks of 4096 rows.
+    New points: O(n N p) kernel rows in blocks of 4096 rows. ``fit_transform`` (scikit-learn's
+    ``TransformerMixin``) is ``fit`` then :meth:`transform` of the same points, which equals
+    ``embedding_`` to rounding.
 
     Examples
     --------
@@ -226,30 +242,26 @@ transformer, default='knn_mean'
         self.sigma_fraction = sigma_fraction
         self.random_state = random_state
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        names = (
-            "kernel n_neighbors kernel_params alpha embedding n_components n_clusters n_init "
-            "sigma sigma_fraction random_state"
-        ).split()
-        return {n: getattr(self, n) for n in names}
+    _parameter_constraints: dict = {
+        "kernel": KERNEL_CONSTRAINT,
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "kernel_params": [dict, None],
+        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        "embedding": [StrOptions(set(EMBEDDINGS))],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "sigma": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
+        "random_state": ["random_state", np.random.Generator],
+    }
 
-    def set_params(self, **params: Any) -> JointRankingClustering:
-        for k, v in params.items():
-            if k not in self.get_params():
-                raise InvalidInputError(f"JointRankingClustering has no parameter {k!r}.")
-            setattr(self, k, v)
-        return self
+    def __sklearn_tags__(self) -> Any:
+        return ranking_tags(self, super().__sklearn_tags__())
 
-    def _validate(self, n: int) -> int:
+    def _check_sizes(self, n: int) -> int:
+        """``n_components`` resolved, after checking the sizes against ``n`` samples."""
         owner = type(self).__name__
-        self.beta_ = restart_beta(self.alpha, owner)
-        check_options(self.embedding, "embedding", owner, EMBEDDINGS)
-        check_scalar(self.n_components, "n_components", owner, kind=int, low=1, allow_none=True)
-        check_scalar(self.n_clusters, "n_clusters", owner, kind=int, low=1)
-        check_scalar(self.n_init, "n_init", owner, kind=int, low=1)
-        check_scalar(self.n_neighbors, "n_neighbors", owner, kind=int, low=1)
-        check_scalar(self.sigma, "sigma", owner, low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.sigma_fraction, "sigma_fraction", owner, low=0, low_inclusive=False)
         n_components = self.n_clusters if self.n_components is None else self.n_components
         if self.n_clusters > n or n_components > n:
             raise InvalidInputError(
@@ -263,6 +275,7 @@ transformer, default='knn_mean'
             )
         return n_components
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> JointRankingClustering:
         """Embed (Alg. 8) and cluster (Alg. 9) the data.
 
@@ -272,16 +285,10 @@ transformer, default='knn_mean'
         y : ignored
         """
         owner = type(self).__name__
-        if self.kernel == "precomputed":
-            X = np.asarray(X.compute() if hasattr(X, "dask") else X, dtype=np.float64)
-        else:
-            X = check_2d_array(
-                X, owner, allow_nan=self.kernel == "pck" or hasattr(self.kernel, "transform")
-            )
-            if hasattr(X, "dask"):
-                X = X.compute()
+        self.beta_ = restart_beta(self.alpha, owner)
+        X = validate_fit_X(self, X)
         n = X.shape[0]
-        n_components = self._validate(n)
+        n_components = self._check_sizes(n)
         if 3.0 * 8 * n * n > DENSE_LIMIT_BYTES:
             raise ResourceLimitError(
                 f"{owner} on N={n} points needs a dense N×N kernel "
@@ -311,7 +318,6 @@ transformer, default='knn_mean'
         self.degrees_ = d
         self.volume_ = float(d.sum())
         self.global_rank_ = d / self.volume_
-        self.n_features_in_ = int(X.shape[1])
         labels, centers, inertia = euclidean_kmeans(
             Z, self.n_clusters, n_init=self.n_init, random_state=derive_seed(seed, "jrc-kmeans")
         )
@@ -342,22 +348,11 @@ transformer, default='knn_mean'
             stacklevel=3,
         )
 
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        return self.fit(X).labels_
-
     # -- out of sample --------------------------------------------------------------------
     def _degrees_and_rows(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """``d̂(x) = κ(x, X) 1`` and ``κ(x, X) V`` (V the kept eigenvectors), in row blocks."""
-        check_is_fitted(self, "embedding_")
-        if hasattr(X, "dask"):
-            X = X.compute()
-        if self.kernel != "precomputed":
-            X = np.asarray(X)
-            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-                raise InvalidInputError(
-                    f"X has shape {X.shape}, but {type(self).__name__} was fitted on "
-                    f"{self.n_features_in_} features."
-                )
+        check_fitted(self, "embedding_")
+        X = validate_new_X(self, X)
         n = self.degrees_.size
         basis = np.concatenate([np.ones((n, 1)), self.eigenvectors_], axis=1)
         M = np.atleast_2d(np.asarray(self.kernel_.apply(X, self.kernel_.weights(basis))))
@@ -428,7 +423,7 @@ transformer, default='knn_mean'
 
     # -- ranking --------------------------------------------------------------------------
     def _seed_mean(self, seed: Any, cluster: Any, labels: Any) -> np.ndarray:
-        check_is_fitted(self, "embedding_")
+        check_fitted(self, "embedding_")
         n = self.degrees_.size
         if cluster is not None and labels is None:
             labels = self.labels_

@@ -23,16 +23,20 @@ Numerics (Paper II §3, notation of DESIGN.md §3.5). With eigenpairs ``(λ*_j, 
 
 from __future__ import annotations
 
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from scipy import linalg
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from dkernel._random import seed_from_random_state
-from dkernel._validation import check_2d_array, check_is_fitted, check_options, check_scalar
+from dkernel._validation import check_options
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.linalg.eigen import fix_signs
-from dkernel.ranking.kernelmap import ADAPTIVE, resolve_kernel
+from dkernel.meanshift._contract import ContractMixin, check_fitted, is_dask, validate_X
+from dkernel.ranking.kernelmap import ADAPTIVE, KERNEL_NAMES, resolve_kernel
 from dkernel.ranking.ppr import degrees, restart_beta
 from dkernel.ranking.seeds import seed_vector
 
@@ -42,6 +46,45 @@ DENSE_LIMIT_BYTES = 4 * 2**30
 #: eigensolver's basis of the top eigenspace is arbitrary; the trivial eigenvector is then
 #: deflated explicitly (:func:`top_normalized_eigenpairs`) so that the base score stays exact.
 TRIVIAL_GAP = 1e-6
+
+_POSITIVE = Interval(Real, 0, None, closed="neither")
+#: ``kernel``, shared with :class:`~dkernel.ranking.JointRankingClustering`.
+KERNEL_CONSTRAINT = [StrOptions(set(KERNEL_NAMES)), callable, HasMethods(["transform"])]
+
+
+def kernel_allows_nan(kernel: Any) -> bool:
+    """Whether a ranking ``kernel`` takes NaN in X: PCK and feature maps (PCK's missingness)."""
+    return (isinstance(kernel, str) and kernel == "pck") or hasattr(kernel, "transform")
+
+
+def is_precomputed(kernel: Any) -> bool:
+    return isinstance(kernel, str) and kernel == "precomputed"
+
+
+def validate_fit_X(estimator: Any, X: Any) -> np.ndarray:
+    """Training input of KPPR and JRC, in memory: features, or the N × N affinity matrix."""
+    if is_precomputed(estimator.kernel):
+        X = validate_X(estimator, X, reset=True, min_samples=1, dtype=np.float64)
+    else:
+        X = validate_X(estimator, X, reset=True, allow_nan=kernel_allows_nan(estimator.kernel))
+    return X.compute() if is_dask(X) else X
+
+
+def validate_new_X(estimator: Any, X: Any) -> Any:
+    """New points for scoring, in memory; precomputed kernel rows are checked by the kernel."""
+    if is_precomputed(estimator.kernel):
+        return X.compute() if is_dask(X) else X
+    X = validate_X(
+        estimator, X, reset=False, allow_nan=kernel_allows_nan(estimator.kernel), min_samples=1
+    )
+    return X.compute() if is_dask(X) else X
+
+
+def ranking_tags(estimator: Any, tags: Any) -> Any:
+    """Input tags of a ranking estimator: pairwise for a precomputed kernel, NaN with PCK."""
+    tags.input_tags.pairwise = is_precomputed(estimator.kernel)
+    tags.input_tags.allow_nan = kernel_allows_nan(estimator.kernel)
+    return tags
 
 
 def normalized_eigenpairs(
@@ -168,7 +211,7 @@ def select_components(
     return cand, crit[cand], trivial
 
 
-class KernelPersonalizedPageRank:
+class KernelPersonalizedPageRank(ContractMixin, BaseEstimator):
     """Kernel Personalized PageRank with Nyström-style out-of-sample scores (Paper II).
 
     Parameters
@@ -230,6 +273,10 @@ transformer, default='rbf'
     kernel_ : BlockKernel, PrecomputedKernel or FeatureMapKernel
         The resolved kernel (``dkernel.ranking.kernelmap``).
     kernel_params_ : dict
+    n_features_in_ : int
+        Number of features seen in ``fit`` (N for a precomputed N × N kernel).
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame passed to ``fit`` (absent for other input).
 
     Notes
     -----
@@ -278,33 +325,25 @@ transformer, default='rbf'
         self.dtype = dtype
         self.random_state = random_state
 
-    # -- scikit-learn plumbing ------------------------------------------------------------
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        names = (
-            "kernel alpha n_components ordering min_eigenvalue sigma sigma_fraction n_neighbors "
-            "kernel_params dtype random_state"
-        ).split()
-        return {n: getattr(self, n) for n in names}
+    _parameter_constraints: dict = {
+        "kernel": KERNEL_CONSTRAINT,
+        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "ordering": [StrOptions(set(ORDERINGS))],
+        "min_eigenvalue": [Interval(Real, None, None, closed="neither"), None],
+        "sigma": [_POSITIVE, None],
+        "sigma_fraction": [_POSITIVE],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "kernel_params": [dict, None],
+        "dtype": [StrOptions({"float64", "float32"})],
+        "random_state": ["random_state", np.random.Generator],
+    }
 
-    def set_params(self, **params: Any) -> KernelPersonalizedPageRank:
-        for k, v in params.items():
-            if k not in self.get_params():
-                raise InvalidInputError(f"KernelPersonalizedPageRank has no parameter {k!r}.")
-            setattr(self, k, v)
-        return self
-
-    def _validate(self) -> None:
-        owner = type(self).__name__
-        self.beta_ = restart_beta(self.alpha, owner)
-        check_scalar(self.n_components, "n_components", owner, kind=int, low=1, allow_none=True)
-        check_options(self.ordering, "ordering", owner, ORDERINGS)
-        check_scalar(self.min_eigenvalue, "min_eigenvalue", owner, allow_none=True)
-        check_scalar(self.sigma, "sigma", owner, low=0, low_inclusive=False, allow_none=True)
-        check_scalar(self.sigma_fraction, "sigma_fraction", owner, low=0, low_inclusive=False)
-        check_scalar(self.n_neighbors, "n_neighbors", owner, kind=int, low=1)
-        check_options(self.dtype, "dtype", owner, ("float64", "float32"))
+    def __sklearn_tags__(self) -> Any:
+        return ranking_tags(self, super().__sklearn_tags__())
 
     # -- fitting --------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> KernelPersonalizedPageRank:
         """Compute degrees and the eigenpairs of the normalized kernel on the in-sample points.
 
@@ -314,16 +353,9 @@ transformer, default='rbf'
             NumPy or Dask (a Dask array is computed: the in-sample set must fit in memory).
         y : ignored
         """
-        self._validate()
         owner = type(self).__name__
-        if self.kernel == "precomputed":
-            X = np.asarray(X.compute() if hasattr(X, "dask") else X, dtype=np.float64)
-        else:
-            X = check_2d_array(
-                X, owner, allow_nan=self.kernel == "pck" or hasattr(self.kernel, "transform")
-            )
-            if hasattr(X, "dask"):
-                X = X.compute()
+        self.beta_ = restart_beta(self.alpha, owner)
+        X = validate_fit_X(self, X)
         n = X.shape[0]
         if isinstance(self.kernel, str) and self.kernel in ADAPTIVE and self.n_neighbors >= n:
             raise InvalidInputError(
@@ -385,7 +417,7 @@ transformer, default='rbf'
         self, seed: Any = None, *, cluster: Any = None, labels: Any = None
     ) -> np.ndarray:
         """The in-sample seed distribution ``s`` (see :func:`dkernel.ranking.seed_vector`)."""
-        check_is_fitted(self, "degrees_")
+        check_fitted(self, "degrees_")
         if cluster is not None and labels is None:
             labels = getattr(self, "labels_", None)
         return seed_vector(
@@ -406,10 +438,11 @@ transformer, default='rbf'
         With ``seed_X`` the seed lies out of sample: ``m'_s = Σ_i w_i ẑ'_i / √d̂_i`` with the
         Def. 2 embeddings of the seed points (uniform ``w`` unless ``seed_weights``).
         """
-        check_is_fitted(self, "degrees_")
+        check_fitted(self, "degrees_")
         if seed_X is not None:
             if seed is not None or cluster is not None:
                 raise InvalidInputError("give either an in-sample seed or seed_X, not both.")
+            seed_X = validate_new_X(self, seed_X)
             Kx = np.atleast_2d(np.asarray(self.kernel_.cross(seed_X), dtype=np.float64))
             dh = Kx.sum(axis=1)
             if not np.all(dh > 0):
@@ -442,7 +475,7 @@ transformer, default='rbf'
         ``seed_kw``: ``cluster=``, ``labels=``, ``seed_X=``, ``seed_weights=`` as in
         :meth:`mean_vector`.
         """
-        check_is_fitted(self, "degrees_")
+        check_fitted(self, "degrees_")
         return self.base_score_ + self.restart_component(seed, **seed_kw)
 
     # -- out of sample --------------------------------------------------------------------
@@ -474,7 +507,7 @@ transformer, default='rbf'
         O(N k) once per seed; afterwards a new point costs O(N) kernel evaluations (O(F) with a
         feature map, through ``Γ^T α``).
         """
-        check_is_fitted(self, "degrees_")
+        check_fitted(self, "degrees_")
         check_options(component, "component", "coefficients", ("score", "base", "restart"))
         n = self.n_samples_fit_
         base = np.full(n, 1.0 / self.volume_)
@@ -484,7 +517,7 @@ transformer, default='rbf'
         return restart if component == "restart" else base + restart
 
     def _check_restart_mean(self, mean: np.ndarray) -> np.ndarray:
-        check_is_fitted(self, "degrees_")
+        check_fitted(self, "degrees_")
         mean = np.asarray(mean, dtype=np.float64)
         if mean.shape[0] != self.n_components_:
             raise InvalidInputError(
@@ -512,7 +545,7 @@ transformer, default='rbf'
         -----
         O(N k) time and memory.
         """
-        check_is_fitted(self, "degrees_")
+        check_fitted(self, "degrees_")
         n = self.n_samples_fit_
         return np.concatenate([np.full((n, 1), 1.0 / self.volume_), self._projection()], axis=1)
 
@@ -533,7 +566,7 @@ transformer, default='rbf'
         w : ndarray (k+1,)
             ``project(X) @ w`` equals ``score_samples(X, seed, component=component)``.
         """
-        check_is_fitted(self, "degrees_")
+        check_fitted(self, "degrees_")
         check_options(component, "component", "seed_weights", ("score", "base", "restart"))
         w = np.zeros(self.n_components_ + 1)
         if component != "restart":
@@ -571,9 +604,8 @@ transformer, default='rbf'
         seed-independent ``Γ^T [1/Vol, A]`` is formed once, O(N F k)). For an in-sample point
         ``z`` reproduces the in-sample scores of the kept components (Nyström property).
         """
-        check_is_fitted(self, "degrees_")
-        if hasattr(X, "dask"):
-            X = X.compute()
+        check_fitted(self, "degrees_")
+        X = validate_new_X(self, X)
         basis = self.kernel_.weights(self.score_basis())
         return np.asarray(self.kernel_.apply(X, basis))
 
@@ -598,15 +630,16 @@ transformer, default='rbf'
         -----
         O(n N p) for a block kernel; O(n F) for a feature map once ``Γ^T α`` is formed.
         """
+        check_fitted(self, "degrees_")
+        X = validate_new_X(self, X)
         coef = self.coefficients(seed, component=component, **seed_kw)
         w = self.kernel_.weights(coef)
-        if hasattr(X, "dask"):
-            X = X.compute()
         return np.asarray(self.kernel_.apply(X, w), dtype=np.float64)
 
     def embed_samples(self, X: Any) -> np.ndarray:
         """Out-of-sample embeddings ``ẑ'`` (Def. 2) of new points, restart dimensions only."""
-        check_is_fitted(self, "degrees_")
+        check_fitted(self, "degrees_")
+        X = validate_new_X(self, X)
         Kx = np.atleast_2d(np.asarray(self.kernel_.cross(X), dtype=np.float64))
         dh = Kx.sum(axis=1)
         proj = (Kx / np.sqrt(self.degrees_)[None, :]) @ self.eigenvectors_

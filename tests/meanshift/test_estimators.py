@@ -130,7 +130,9 @@ def test_mssc_toy_beats_direct_spectral():
     kpca = euclidean_kmeans(kpca_embedding(Kx, 3).embedding, 3, n_init=10, random_state=0)[0]
     keca = angular_kmeans(keca_embedding(Kx, 3).embedding, 3, n_init=10, random_state=0)[0]
     direct = max(adjusted_rand_score(y, kpca), adjusted_rand_score(y, keca))
-    m = MSSC(3, 1.0, spectral_bandwidth=h, blurring=True, max_iter=50, n_init=10, **THESIS).fit(X)
+    m = MSSC(
+        3, bandwidth=1.0, spectral_bandwidth=h, blurring=True, max_iter=50, n_init=10, **THESIS
+    ).fit(X)
     assert adjusted_rand_score(y, m.labels_) > direct + 0.1
     assert (m.predict(X) == m.labels_).mean() >= 0.99
 
@@ -140,7 +142,12 @@ def test_mssc_toy_beats_direct_spectral():
 def test_mssc_blobs_and_attributes(rng, embedding, normalization):
     X, y = _blobs(rng, 150)
     m = MSSC(
-        3, 0.3, embedding=embedding, normalization=normalization, n_init=10, random_state=0
+        3,
+        bandwidth=0.3,
+        embedding=embedding,
+        normalization=normalization,
+        n_init=10,
+        random_state=0,
     ).fit(X)
     assert m.n_partitions_ >= 3
     assert adjusted_rand_score(y, m.labels_) > 0.95
@@ -155,8 +162,8 @@ def test_mssc_rff_matches_exact_on_blobs(rng, array_kind):
     X, y = _blobs(rng, 150)
     # Eq. 5.4 affinities (in [0, 1]) so that one absolute tolerance fits every entry
     kw = {"spectral_bandwidth": 2.0, "normalization": "cs", "n_init": 10, "random_state": 0}
-    exact = MSSC(3, 0.3, affinity="exact", **kw).fit(X)
-    rff = MSSC(3, 0.3, affinity="rff", n_rff=3000, **kw).fit(as_kind(X, array_kind))
+    exact = MSSC(3, bandwidth=0.3, affinity="exact", **kw).fit(X)
+    rff = MSSC(3, bandwidth=0.3, affinity="rff", n_rff=3000, **kw).fit(as_kind(X, array_kind))
     np.testing.assert_allclose(rff.affinity_, exact.affinity_, atol=0.05)
     labels = np.asarray(rff.labels_.compute() if hasattr(rff.labels_, "compute") else rff.labels_)
     assert adjusted_rand_score(exact.labels_, labels) > 0.95
@@ -225,11 +232,11 @@ def test_spectral_fraction_sets_default_bandwidth(rng):
     from dkernel.kernels import sigma_rule_of_thumb
 
     X, _ = _blobs(rng, 60)
-    m = MSSC(3, 0.3, spectral_fraction=0.5, n_init=5, random_state=0).fit(X)
+    m = MSSC(3, bandwidth=0.3, spectral_fraction=0.5, n_init=5, random_state=0).fit(X)
     ref = sigma_rule_of_thumb(X, fraction=0.5, seed=derive_seed(0, "sigma"))
     assert m.spectral_bandwidth_ == pytest.approx(max(ref, 0.3))
     with pytest.raises(InvalidInputError, match="'spectral_fraction' parameter of MSSC"):
-        MSSC(3, 0.3, spectral_fraction=0.0).fit(X)
+        MSSC(3, bandwidth=0.3, spectral_fraction=0.0).fit(X)
 
 
 def test_errors(rng):
@@ -243,7 +250,7 @@ def test_errors(rng):
     with pytest.raises(InvalidInputError, match="fewer than n_clusters"):
         MSSC(5, bandwidth=50.0).fit(X)
     ms = MeanShift(0.5).fit(X)
-    with pytest.raises(InvalidInputError, match="fitted on 2 features"):
+    with pytest.raises(InvalidInputError, match="X has 4 features, but MeanShift is expecting 2"):
         ms.predict(np.zeros((3, 4)))
 
 
@@ -299,7 +306,9 @@ def test_sampled_affinity_estimates_the_exact_sums(rng):
     assert (taken >= np.minimum(sizes, 50)).all() and np.all(np.diff(idx) > 0)
     est = _sampled_pair_sums(X[idx], lab[idx], sizes, taken, 1.0)
     np.testing.assert_allclose(est, exact, rtol=0.15)
-    m = MSSC(3, 0.3, affinity="sample", n_init=10, random_state=0).fit(_blobs(rng, 150)[0])
+    m = MSSC(3, bandwidth=0.3, affinity="sample", n_init=10, random_state=0).fit(
+        _blobs(rng, 150)[0]
+    )
     assert m.affinity_method_ == "sample" and m.partition_sizes_.sum() == 450
 
 

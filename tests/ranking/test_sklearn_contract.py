@@ -1,0 +1,73 @@
+"""KPPR and JRC under scikit-learn's common estimator checks, pickling and GridSearchCV."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score, make_scorer
+from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank
+
+_TEN_POINTS = "the default 10-NN graph needs more than the check's 10 samples"
+#: Checks that fail by design, with the reason (scikit-learn's ``expected_failed_checks``).
+EXPECTED_FAILURES = {
+    "KernelPersonalizedPageRank": {},
+    "JointRankingClustering": {
+        "check_estimators_nan_inf": _TEN_POINTS,
+        "check_fit2d_1feature": _TEN_POINTS,
+    },
+}
+
+
+def expected_failed_checks(estimator):
+    return EXPECTED_FAILURES[type(estimator).__name__]
+
+
+# some checks cluster structureless noise, where JRC rightly warns of a one-point cluster
+@pytest.mark.filterwarnings("ignore::dkernel.ranking.DegenerateClusterWarning")
+@parametrize_with_checks(
+    [KernelPersonalizedPageRank(), JointRankingClustering()],
+    expected_failed_checks=expected_failed_checks,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture
+def blobs():
+    return make_blobs(n_samples=150, centers=3, cluster_std=0.6, random_state=0)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "knn_mean", "local_scaling", "pck", "precomputed"])
+def test_fitted_kppr_pickles(blobs, kernel):
+    X, _ = blobs
+    X_fit, X_new = X[::2], X[1::2]
+    if kernel == "precomputed":  # the Gram matrix to fit, kernel rows to scoring
+        K = np.exp(-((X[:, None, :] - X_fit[None, :, :]) ** 2).sum(axis=-1) / 2.0)
+        X_fit, X_new = K[::2], K[1::2]
+    model = KernelPersonalizedPageRank(kernel=kernel, random_state=0).fit(X_fit)
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again.score_samples(X_new, 3), model.score_samples(X_new, 3))
+    np.testing.assert_array_equal(again.project(X_new), model.project(X_new))
+    np.testing.assert_array_equal(again.rank(3), model.rank(3))
+
+
+def test_grid_search_over_pipeline(blobs):
+    X, y = blobs
+    grid = {"jointrankingclustering__n_neighbors": [5, 10]}
+    search = GridSearchCV(
+        make_pipeline(StandardScaler(), JointRankingClustering(random_state=0)),
+        grid,
+        scoring=make_scorer(adjusted_rand_score),
+        cv=KFold(2, shuffle=True, random_state=0),
+        error_score="raise",
+    ).fit(X, y)
+    assert set(search.best_params_) == set(grid)
+    assert search.best_score_ > 0.9
