@@ -61,6 +61,7 @@ def validate_input(
     reset: bool,
     allow_nan: bool = False,
     min_samples: int = 1,
+    dtype: Any = None,
 ) -> Any:
     """Validate ``X`` for ``fit`` (``reset=True``) or ``predict`` / ``transform``.
 
@@ -69,10 +70,13 @@ def validate_input(
     then through :func:`check_2d_array` for dkernel's own dtype rule (float32 stays float32,
     integers up to 16 bits become float32, others float64) and messages. Dask arrays are
     checked from metadata only and stay lazy: ``validate_data`` would convert them to NumPy.
+    ``dtype`` overrides the working dtype (see :func:`check_2d_array`).
     """
     owner = type(estimator).__name__
     if is_dask_array(X):
-        X = check_2d_array(X, owner, allow_nan=allow_nan, min_samples=min_samples)
+        if np.issubdtype(X.dtype, np.complexfloating):
+            raise InvalidInputError(f"{owner} does not accept complex data.")
+        X = check_2d_array(X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype)
         try:
             validate_data(estimator, X, reset=reset, skip_check_array=True)
         except ValueError as exc:
@@ -92,7 +96,7 @@ def validate_input(
             raise
         # scikit-learn's message, as dkernel's exception (still a ValueError)
         raise InvalidInputError(str(exc)) from exc
-    return check_2d_array(X, owner, allow_nan=allow_nan, min_samples=min_samples)
+    return check_2d_array(X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype)
 
 
 def check_scalar(

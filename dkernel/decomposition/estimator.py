@@ -13,7 +13,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._budget import check_budget
 from dkernel._random import seed_from_random_state
-from dkernel._validation import check_scalar
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    check_is_fitted,
+    check_scalar,
+    validate_input,
+)
 from dkernel.decomposition.graph import knn_log_kernel_graph, out_of_sample_graph
 from dkernel.decomposition.kernels import (
     KERNELS,
@@ -33,7 +38,6 @@ from dkernel.decomposition.nmf import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.knn import knn_search
-from dkernel.meanshift._contract import ContractMixin, check_fitted, validate_X
 
 _OWNER = "KernelDecompositionClustering"
 #: Default graph size and scale rank of the self-tuning k-NN kernel (see the class docstring).
@@ -65,7 +69,7 @@ def _oos_block_size(n_train: int, block_size: int | None) -> int:
     return int(np.clip(2**22 // max(n_train, 1), 64, 10_000))  # ~32 MiB dense blocks
 
 
-class KernelDecompositionClustering(ContractMixin, ClusterMixin, BaseEstimator):
+class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     """Probabilistic clustering by NMF/PLSA of a row-normalised density kernel.
 
     The kernel ``K(x, x_n)`` (by default the self-tuning kernel
@@ -259,7 +263,7 @@ class KernelDecompositionClustering(ContractMixin, ClusterMixin, BaseEstimator):
         (computed blockwise through Dask for Dask input).
         """
         self._validate_params()
-        Xv = validate_X(self, X, reset=True, dtype=np.float64)
+        Xv = validate_input(self, X, reset=True, min_samples=2, dtype=np.float64)
         n = int(Xv.shape[0])
         self._check_sizes(n)
         is_dask = isinstance(Xv, da.Array)
@@ -383,7 +387,7 @@ class KernelDecompositionClustering(ContractMixin, ClusterMixin, BaseEstimator):
 
     # -- out of sample -------------------------------------------------------------------
     def _model(self) -> tuple:
-        check_fitted(self, "H_")
+        check_is_fitted(self, "H_")
         return (
             self.X_fit_,
             self.W_,
@@ -396,7 +400,7 @@ class KernelDecompositionClustering(ContractMixin, ClusterMixin, BaseEstimator):
 
     def _out_of_sample(self, X: Any, what: str) -> Any:
         model = self._model()
-        Xv = validate_X(self, X, reset=False, min_samples=1, dtype=np.float64)
+        Xv = validate_input(self, X, reset=False, min_samples=1, dtype=np.float64)
         bs = _oos_block_size(self.X_fit_.shape[0], self.block_size)
         if isinstance(Xv, da.Array):
             return out_of_sample_graph(

@@ -20,10 +20,16 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_rng, derive_seed, seed_from_random_state
-from dkernel._validation import aligned, check_2d_array, check_options
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    aligned,
+    check_2d_array,
+    check_is_fitted,
+    check_options,
+    validate_input,
+)
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.meanshift import kernels as K
-from dkernel.meanshift._contract import ContractMixin, check_fitted, validate_X
 from dkernel.meanshift.graph import AssignModel, stream_assign, stream_feature_sums
 from dkernel.runtime.progress import compute_with_progress
 
@@ -68,7 +74,7 @@ def _path_schedule(n_iter: int) -> list[int]:
     return sorted(set(keep))
 
 
-class MeanShift(ContractMixin, ClusterMixin, BaseEstimator):
+class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     """Gaussian mean shift with seeds, a density sample and streaming assignment.
 
     Parameters
@@ -189,7 +195,7 @@ class MeanShift(ContractMixin, ClusterMixin, BaseEstimator):
         O(N · t · M · d) to stream N points (t = mean steps per point, small with the
         trajectory cache). Memory O(M · block + S · d · log T); never O(N²).
         """
-        return self._fit_modes(validate_X(self, X, reset=True))
+        return self._fit_modes(validate_input(self, X, reset=True, min_samples=2))
 
     def _fit_modes(self, X: Any) -> MeanShift:
         """:meth:`fit` on validated ``X`` (NumPy, or Dask kept lazy)."""
@@ -279,7 +285,7 @@ class MeanShift(ContractMixin, ClusterMixin, BaseEstimator):
 
     def assign_model(self, *, dtype: Any = np.float32) -> AssignModel:
         """The stored density and trajectory cache as a picklable :class:`~dkernel.meanshift.graph.AssignModel`."""
-        check_fitted(self, "modes_")
+        check_is_fitted(self, "modes_")
         return AssignModel(
             density=self.density_,
             weights=self.density_weights_,
@@ -302,8 +308,8 @@ class MeanShift(ContractMixin, ClusterMixin, BaseEstimator):
         -----
         O(N · t · M · d) time, O(block · M) memory per chunk.
         """
-        check_fitted(self, "modes_")
-        return self._assign(validate_X(self, X, reset=False, allow_nan=True, min_samples=1))
+        check_is_fitted(self, "modes_")
+        return self._assign(validate_input(self, X, reset=False, allow_nan=True, min_samples=1))
 
     def _assign(self, X: Any) -> Any:
         """Partition of validated ``X`` (lazy for Dask input)."""
@@ -493,7 +499,7 @@ class MSSC(MeanShift):
         Stage one: see :meth:`MeanShift.fit`. Affinity: exact O(N² d) work with O(block · N)
         memory, or RFF O(N d D) in one pass with O(m D) memory. Stage two O(m³).
         """
-        X = validate_X(self, X, reset=True)
+        X = validate_input(self, X, reset=True, min_samples=2)
         X = check_2d_array(self._scale_bands(X, fit=True), type(self).__name__)
         self._fit_modes(X)
         m = self.n_partitions_
@@ -617,8 +623,8 @@ class MSSC(MeanShift):
 
     def _scaled_for_predict(self, X: Any) -> Any:
         """Validated ``X`` with its bands scaled as in fit."""
-        check_fitted(self, "partition_labels_")
-        X = validate_X(self, X, reset=False, allow_nan=True, min_samples=1)
+        check_is_fitted(self, "partition_labels_")
+        X = validate_input(self, X, reset=False, allow_nan=True, min_samples=1)
         if self.band_norm_ == "none":
             return X
         return self._scale_bands(X)

@@ -24,9 +24,8 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from dkernel._validation import check_2d_array
+from dkernel._validation import check_2d_array, check_is_fitted
 from dkernel.errors import InvalidInputError
-from dkernel.meanshift._contract import check_fitted
 from dkernel.ranking.kernelmap import BlockKernel, FeatureMapKernel, PrecomputedKernel
 
 
@@ -79,7 +78,7 @@ class Scorer:
 
 def make_scorer(model: Any, coefficients: np.ndarray, *, dtype: str = "float32") -> Scorer:
     """A :class:`Scorer` from a fitted KPPR and Prop. 8 coefficients ``(N,)`` or ``(N, m)``."""
-    check_fitted(model, "degrees_")
+    check_is_fitted(model, "degrees_")
     coef = np.asarray(coefficients, dtype=np.float64)
     if coef.ndim == 1:
         coef = coef[:, None]
@@ -98,7 +97,7 @@ def make_projector(model: Any, *, dtype: str = "float32") -> Scorer:
 
     Scores of any seed are then ``Z @ model.seed_weights(seed)`` (O(k) per point).
     """
-    check_fitted(model, "degrees_")
+    check_is_fitted(model, "degrees_")
     return make_scorer(model, model.score_basis(), dtype=dtype)
 
 

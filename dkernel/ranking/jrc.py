@@ -35,10 +35,10 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, _fit_con
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_seed, seed_from_random_state
+from dkernel._validation import ParameterConstraintsMixin, check_is_fitted
 from dkernel.errors import DKernelWarning, InvalidInputError, ResourceLimitError
 from dkernel.linalg import euclidean_kmeans
 from dkernel.linalg.eigen import fix_signs
-from dkernel.meanshift._contract import ContractMixin, check_fitted
 from dkernel.ranking.kernelmap import ADAPTIVE, resolve_kernel
 from dkernel.ranking.kppr import (
     DENSE_LIMIT_BYTES,
@@ -123,7 +123,9 @@ def jrc_normalized_embedding(
     return Z, values, U, d
 
 
-class JointRankingClustering(ContractMixin, ClusterMixin, TransformerMixin, BaseEstimator):
+class JointRankingClustering(
+    ParameterConstraintsMixin, ClusterMixin, TransformerMixin, BaseEstimator
+):
     """Joint ranking and clustering on the Green's-kernel embedding (000 Alg. 8–10).
 
     Defaults chosen on 23 data sets (standardised, only ``n_clusters`` given): half-weighted
@@ -351,7 +353,7 @@ transformer, default='knn_mean'
     # -- out of sample --------------------------------------------------------------------
     def _degrees_and_rows(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """``d̂(x) = κ(x, X) 1`` and ``κ(x, X) V`` (V the kept eigenvectors), in row blocks."""
-        check_fitted(self, "embedding_")
+        check_is_fitted(self, "embedding_")
         X = validate_new_X(self, X)
         n = self.degrees_.size
         basis = np.concatenate([np.ones((n, 1)), self.eigenvectors_], axis=1)
@@ -423,7 +425,7 @@ transformer, default='knn_mean'
 
     # -- ranking --------------------------------------------------------------------------
     def _seed_mean(self, seed: Any, cluster: Any, labels: Any) -> np.ndarray:
-        check_fitted(self, "embedding_")
+        check_is_fitted(self, "embedding_")
         n = self.degrees_.size
         if cluster is not None and labels is None:
             labels = self.labels_

@@ -32,10 +32,15 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from dkernel._random import seed_from_random_state
-from dkernel._validation import check_options
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    check_is_fitted,
+    check_options,
+    is_dask_array,
+    validate_input,
+)
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.linalg.eigen import fix_signs
-from dkernel.meanshift._contract import ContractMixin, check_fitted, is_dask, validate_X
 from dkernel.ranking.kernelmap import ADAPTIVE, KERNEL_NAMES, resolve_kernel
 from dkernel.ranking.ppr import degrees, restart_beta
 from dkernel.ranking.seeds import seed_vector
@@ -64,20 +69,22 @@ def is_precomputed(kernel: Any) -> bool:
 def validate_fit_X(estimator: Any, X: Any) -> np.ndarray:
     """Training input of KPPR and JRC, in memory: features, or the N × N affinity matrix."""
     if is_precomputed(estimator.kernel):
-        X = validate_X(estimator, X, reset=True, min_samples=1, dtype=np.float64)
+        X = validate_input(estimator, X, reset=True, min_samples=1, dtype=np.float64)
     else:
-        X = validate_X(estimator, X, reset=True, allow_nan=kernel_allows_nan(estimator.kernel))
-    return X.compute() if is_dask(X) else X
+        X = validate_input(
+            estimator, X, reset=True, min_samples=2, allow_nan=kernel_allows_nan(estimator.kernel)
+        )
+    return X.compute() if is_dask_array(X) else X
 
 
 def validate_new_X(estimator: Any, X: Any) -> Any:
     """New points for scoring, in memory; precomputed kernel rows are checked by the kernel."""
     if is_precomputed(estimator.kernel):
-        return X.compute() if is_dask(X) else X
-    X = validate_X(
+        return X.compute() if is_dask_array(X) else X
+    X = validate_input(
         estimator, X, reset=False, allow_nan=kernel_allows_nan(estimator.kernel), min_samples=1
     )
-    return X.compute() if is_dask(X) else X
+    return X.compute() if is_dask_array(X) else X
 
 
 def ranking_tags(estimator: Any, tags: Any) -> Any:
@@ -211,7 +218,7 @@ def select_components(
     return cand, crit[cand], trivial
 
 
-class KernelPersonalizedPageRank(ContractMixin, BaseEstimator):
+class KernelPersonalizedPageRank(ParameterConstraintsMixin, BaseEstimator):
     """Kernel Personalized PageRank with Nyström-style out-of-sample scores (Paper II).
 
     Parameters
@@ -417,7 +424,7 @@ transformer, default='rbf'
         self, seed: Any = None, *, cluster: Any = None, labels: Any = None
     ) -> np.ndarray:
         """The in-sample seed distribution ``s`` (see :func:`dkernel.ranking.seed_vector`)."""
-        check_fitted(self, "degrees_")
+        check_is_fitted(self, "degrees_")
         if cluster is not None and labels is None:
             labels = getattr(self, "labels_", None)
         return seed_vector(
@@ -438,7 +445,7 @@ transformer, default='rbf'
         With ``seed_X`` the seed lies out of sample: ``m'_s = Σ_i w_i ẑ'_i / √d̂_i`` with the
         Def. 2 embeddings of the seed points (uniform ``w`` unless ``seed_weights``).
         """
-        check_fitted(self, "degrees_")
+        check_is_fitted(self, "degrees_")
         if seed_X is not None:
             if seed is not None or cluster is not None:
                 raise InvalidInputError("give either an in-sample seed or seed_X, not both.")
@@ -475,7 +482,7 @@ transformer, default='rbf'
         ``seed_kw``: ``cluster=``, ``labels=``, ``seed_X=``, ``seed_weights=`` as in
         :meth:`mean_vector`.
         """
-        check_fitted(self, "degrees_")
+        check_is_fitted(self, "degrees_")
         return self.base_score_ + self.restart_component(seed, **seed_kw)
 
     # -- out of sample --------------------------------------------------------------------
@@ -507,7 +514,7 @@ transformer, default='rbf'
         O(N k) once per seed; afterwards a new point costs O(N) kernel evaluations (O(F) with a
         feature map, through ``Γ^T α``).
         """
-        check_fitted(self, "degrees_")
+        check_is_fitted(self, "degrees_")
         check_options(component, "component", "coefficients", ("score", "base", "restart"))
         n = self.n_samples_fit_
         base = np.full(n, 1.0 / self.volume_)
@@ -517,7 +524,7 @@ transformer, default='rbf'
         return restart if component == "restart" else base + restart
 
     def _check_restart_mean(self, mean: np.ndarray) -> np.ndarray:
-        check_fitted(self, "degrees_")
+        check_is_fitted(self, "degrees_")
         mean = np.asarray(mean, dtype=np.float64)
         if mean.shape[0] != self.n_components_:
             raise InvalidInputError(
@@ -545,7 +552,7 @@ transformer, default='rbf'
         -----
         O(N k) time and memory.
         """
-        check_fitted(self, "degrees_")
+        check_is_fitted(self, "degrees_")
         n = self.n_samples_fit_
         return np.concatenate([np.full((n, 1), 1.0 / self.volume_), self._projection()], axis=1)
 
@@ -566,7 +573,7 @@ transformer, default='rbf'
         w : ndarray (k+1,)
             ``project(X) @ w`` equals ``score_samples(X, seed, component=component)``.
         """
-        check_fitted(self, "degrees_")
+        check_is_fitted(self, "degrees_")
         check_options(component, "component", "seed_weights", ("score", "base", "restart"))
         w = np.zeros(self.n_components_ + 1)
         if component != "restart":
@@ -604,7 +611,7 @@ transformer, default='rbf'
         seed-independent ``Γ^T [1/Vol, A]`` is formed once, O(N F k)). For an in-sample point
         ``z`` reproduces the in-sample scores of the kept components (Nyström property).
         """
-        check_fitted(self, "degrees_")
+        check_is_fitted(self, "degrees_")
         X = validate_new_X(self, X)
         basis = self.kernel_.weights(self.score_basis())
         return np.asarray(self.kernel_.apply(X, basis))
@@ -630,7 +637,7 @@ transformer, default='rbf'
         -----
         O(n N p) for a block kernel; O(n F) for a feature map once ``Γ^T α`` is formed.
         """
-        check_fitted(self, "degrees_")
+        check_is_fitted(self, "degrees_")
         X = validate_new_X(self, X)
         coef = self.coefficients(seed, component=component, **seed_kw)
         w = self.kernel_.weights(coef)
@@ -638,7 +645,7 @@ transformer, default='rbf'
 
     def embed_samples(self, X: Any) -> np.ndarray:
         """Out-of-sample embeddings ``ẑ'`` (Def. 2) of new points, restart dimensions only."""
-        check_fitted(self, "degrees_")
+        check_is_fitted(self, "degrees_")
         X = validate_new_X(self, X)
         Kx = np.atleast_2d(np.asarray(self.kernel_.cross(X), dtype=np.float64))
         dh = Kx.sum(axis=1)
