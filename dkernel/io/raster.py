@@ -342,22 +342,6 @@ def labels_to_raster(labels: np.ndarray, valid: np.ndarray, *, nodata: int = -1)
     return out
 
 
-def label_dataarray(label_map: np.ndarray, image: xr.DataArray, *, nodata: int = -1):
-    """The label map as a ``(y, x)`` DataArray with the image's coordinates, CRS, transform."""
-    out = xr.DataArray(
-        label_map.astype(np.int32),
-        dims=("y", "x"),
-        coords={"y": image["y"].values, "x": image["x"].values},
-        name="labels",
-    )
-    if image.rio.crs is not None:
-        out = out.rio.write_crs(image.rio.crs)
-        out = out.rio.write_transform(image.rio.transform())
-    # plain integer attribute, not a _FillValue: stores keep -1 instead of decoding it to NaN
-    out.attrs["nodata"] = nodata
-    return out
-
-
 def write_label_geotiff(
     path: str | os.PathLike,
     label_map: Any,

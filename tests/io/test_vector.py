@@ -16,7 +16,8 @@ from sklearn.cluster import KMeans
 
 from dkernel.errors import InvalidInputError
 from dkernel.io import vector as V
-from dkernel.io.raster import image_from_array, label_dataarray, labels_to_raster, open_geotiff
+from dkernel.io.raster import image_from_array, labels_to_raster, open_geotiff
+from dkernel.storage.geo import label_map as label_dataarray
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +229,7 @@ def test_labels_from_a_zarr_store(crop, table, tmp_path):
     image, labels = crop
     store = tmp_path / "labels.zarr"
     label_dataarray(labels, image).chunk({"y": 64}).to_dataset().to_zarr(store)
-    lazy = xr.open_zarr(store)["labels"]
+    lazy = xr.open_zarr(store, mask_and_scale=False)["labels"]  # the stored integers, -1 kept
     assert lazy.chunks is not None  # still lazy: read strip by strip
     path = V.write_segments(tmp_path / "from_zarr.gpkg", lazy, image, chunk_rows=7)
     _, _, _, fields = pyogrio.raw.read(path, layer="segments")
