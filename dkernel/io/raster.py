@@ -242,12 +242,37 @@ def _band_labels(image: xr.DataArray) -> list[Any]:
     return [int(b) if isinstance(b, np.integer | int) else b for b in image["band"].values]
 
 
+def work_rows(read_rows: tuple[int, ...], n_cols: int) -> tuple[int, ...]:
+    """Row strips to compute on: every read strip split into near-equal parts of at most
+    about :data:`STRIP_PIXELS` pixels.
+
+    Reads follow the file's tiles (a 512-row strip of a 10 980-wide scene is 5.6 · 10⁶
+    pixels); splitting a read strip after it is read keeps one decode per tile while the work
+    per task, and so a worker's memory, no longer grows with the scene's width.
+
+    >>> len(work_rows((512, 512), 10980)), max(work_rows((512, 512), 10980))  # 22 per tile row
+    (44, 24)
+    >>> work_rows((512, 512), 1000)
+    (256, 256, 256, 256)
+    >>> work_rows((330, 330, 58), 791)  # the demo scene: already small enough
+    (330, 330, 58)
+    """
+    out: list[int] = []
+    for rows in read_rows:
+        parts = max(1, -(-int(rows) * max(1, n_cols) // STRIP_PIXELS))
+        parts = min(parts, int(rows))
+        base, extra = divmod(int(rows), parts)
+        out.extend(base + (1 if i < extra else 0) for i in range(parts))
+    return tuple(out)
+
+
 def image_strips(image: xr.DataArray) -> tuple[da.Array, da.Array]:
-    """The image's bands and its valid mask as Dask arrays chunked in the same row strips."""
+    """The image's bands and its valid mask as Dask arrays chunked in the same row strips
+    (:func:`work_rows` of the image's read strips)."""
     data = image.data if isinstance(image.data, da.Array) else da.asarray(image.data)
     if data.numblocks[1] == 1 and data.shape[1] > _strip_rows(data.shape[1], data.shape[2]):
         data = data.rechunk((-1, _strip_rows(data.shape[1], data.shape[2]), -1))
-    data = data.rechunk((-1, data.chunks[1], -1))
+    data = data.rechunk((-1, work_rows(data.chunks[1], int(data.shape[2])), -1))
     valid = image["valid"].data
     valid = valid if isinstance(valid, da.Array) else da.from_array(np.asarray(valid, dtype=bool))
     return data, valid.rechunk((data.chunks[1], -1))
