@@ -137,3 +137,55 @@ def _add_pairs(*parts):
     S = sum(p[0] for p in parts)
     c = sum(p[1] for p in parts)
     return S, c
+
+
+def stream_stratified_sample(
+    X: da.Array, labels: da.Array, n_partitions: int, rates: np.ndarray, seed: int
+) -> Any:
+    """Delayed ``(rows, labels, counts)``: a per-partition Bernoulli sample of ``X``'s rows
+    (row of partition i kept with probability ``rates[i]``) and the exact partition sizes.
+
+    One pass; every chunk draws from its own stream (``seed``, chunk index), so the sample
+    does not depend on the scheduler or on retries. Memory per task: one chunk; in the client:
+    the sample (``Σ rates_i n_i`` rows) and the sizes.
+    """
+    if not isinstance(labels, da.Array):
+        labels = da.from_array(np.asarray(labels), chunks=(X.chunks[0],))
+    lab_chunks = labels.rechunk((X.chunks[0],)).to_delayed().ravel()
+    rates = dask.delayed(np.asarray(rates, dtype=np.float64), pure=True)
+    starts = np.cumsum((0, *X.chunks[0]))[:-1]
+    parts = [
+        dask.delayed(chunk_sample)(blk, lab, n_partitions, rates, seed, int(start))
+        for start, blk, lab in zip(starts, _row_chunks(X), lab_chunks, strict=True)
+    ]
+    return dask.delayed(_join_samples)(parts)
+
+
+def row_uniforms(seed: int, start: int, n: int) -> np.ndarray:
+    """Uniform [0, 1) numbers for rows ``start … start + n - 1``, a function of (seed, row)
+    only (SplitMix64 of the global row index), so a sample does not depend on the chunking."""
+    with np.errstate(over="ignore"):
+        z = np.arange(start, start + n, dtype=np.uint64) + np.uint64(
+            (int(seed) * 0x9E3779B97F4A7C15) % 2**64
+        )
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def chunk_sample(block, lab, m, rates, seed, start):
+    """Rows of one chunk kept with probability ``rates[label]``, their labels, the sizes."""
+    lab = np.asarray(lab)
+    ok = lab >= 0
+    counts = np.bincount(lab[ok], minlength=m).astype(np.int64)
+    u = row_uniforms(seed, start, lab.size)
+    keep = ok & (u < np.asarray(rates)[np.where(ok, lab, 0)])
+    return np.asarray(block)[keep].astype(np.float64), lab[keep].astype(np.int64), counts
+
+
+def _join_samples(parts):
+    rows = np.concatenate([p[0] for p in parts], axis=0)
+    labs = np.concatenate([p[1] for p in parts])
+    counts = np.sum([p[2] for p in parts], axis=0)
+    return rows, labs, counts
