@@ -30,13 +30,7 @@ from dkernel._validation import (
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.meanshift import kernels as K
-from dkernel.meanshift.graph import (
-    AssignModel,
-    chunk_sample,
-    stream_assign,
-    stream_feature_sums,
-    stream_stratified_sample,
-)
+from dkernel.meanshift.graph import AssignModel, stream_assign, stream_feature_sums
 from dkernel.runtime.progress import compute_with_progress
 
 #: Largest number of points for which the exact (O(N²) work) CS affinity is used by 'auto'.
@@ -50,17 +44,6 @@ _RANDOM_STATE = ["random_state", np.random.Generator]
 
 def _is_dask(X: Any) -> bool:
     return hasattr(X, "dask") and hasattr(X, "chunks")
-
-
-def _sample_rates(shares: np.ndarray, n: int, size: int) -> np.ndarray:
-    """Per-partition keep probabilities for a sample of about ``size`` pixels: partition i
-    (estimated ``shares[i] · n`` pixels) gives ``max(50, size · share_i)`` of them, all of a
-    smaller one."""
-    est = np.asarray(shares, dtype=np.float64) * n
-    want = np.maximum(MIN_SAMPLE_PER_PARTITION, size * np.asarray(shares, dtype=np.float64))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rates = np.where(est > 0, want / est, 1.0)
-    return np.minimum(rates, 1.0)
 
 
 def _take_rows(X: Any, idx: np.ndarray) -> np.ndarray:
@@ -547,21 +530,20 @@ class MSSC(MeanShift):
         if method == "auto":
             method = "exact" if n <= EXACT_AFFINITY_MAX else "sample"
         if method == "sample":
-            # a partition-stratified sample drawn in one streaming pass: each pixel kept at its
-            # partition's rate (estimated from the fit sample's partition shares), the exact
-            # sizes counted on the way; nothing per-pixel is gathered in the client
-            rates = _sample_rates(self._partition_shares(m), n, EXACT_AFFINITY_MAX)
-            key = derive_seed(seed, "mssc", "affinity")
-            if _is_dask(self.labels_):
-                rows, labs, sizes = compute_with_progress(
-                    stream_stratified_sample(X, self.labels_, m, rates, key),
-                    show=bool(self.progress),
-                    what="MSSC partitions",
+            labels = self.labels_
+            if _is_dask(labels):
+                labels = compute_with_progress(
+                    labels, show=bool(self.progress), what="MSSC partitions"
                 )
-            else:
-                rows, labs, sizes = chunk_sample(X, self.labels_, m, rates, key, 0)
-            taken = np.bincount(labs, minlength=m)
-            S = _sampled_pair_sums(rows, labs, sizes, taken, self.spectral_bandwidth_)
+            labels = np.asarray(labels)
+            sizes = np.bincount(labels, minlength=m)
+            idx, taken = _stratified_sample(
+                labels, sizes, EXACT_AFFINITY_MAX, derive_rng(seed, "mssc", "affinity")
+            )
+            S = _sampled_pair_sums(
+                _take_rows(X, idx), labels[idx], sizes, taken, self.spectral_bandwidth_
+            )
+            self.labels_ = labels
         elif method == "exact":
             if n > 10 * EXACT_AFFINITY_MAX:
                 raise ResourceLimitError(
@@ -608,14 +590,6 @@ class MSSC(MeanShift):
         else:
             self.labels_ = _lookup(self.labels_, self.partition_labels_)
         return self
-
-    def _partition_shares(self, m: int) -> np.ndarray:
-        """Share of the pixels in every partition, estimated from the fit sample's seeds."""
-        weights = self.seed_weights_
-        if weights is None:
-            weights = np.ones(len(self.seed_labels_))
-        shares = np.bincount(self.seed_labels_, weights=weights, minlength=m)[:m]
-        return shares / max(float(shares.sum()), 1e-300)
 
     def _second_stage(self, seed: int | None) -> None:
         labels, emb, values, cost = second_stage(
@@ -811,6 +785,24 @@ def _njw_stage(
 
 #: Fewest pixels per partition in the affinity sample (all of a smaller partition).
 MIN_SAMPLE_PER_PARTITION = 50
+
+
+def _stratified_sample(
+    labels: np.ndarray, sizes: np.ndarray, size: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices (sorted) of a sample stratified by partition, and the count per partition.
+
+    Partition i gives ``min(n_i, max(50, round(size · n_i / N)))`` rows without replacement.
+    """
+    n = labels.size
+    take = np.minimum(
+        sizes, np.maximum(MIN_SAMPLE_PER_PARTITION, np.rint(size * sizes / max(n, 1)))
+    ).astype(np.int64)
+    perm = rng.permutation(n)
+    grouped = perm[np.argsort(labels[perm], kind="stable")]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    idx = np.concatenate([grouped[a : a + t] for a, t in zip(starts, take, strict=True)])
+    return np.sort(idx), take
 
 
 def _sampled_pair_sums(

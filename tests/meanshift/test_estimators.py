@@ -291,39 +291,21 @@ def test_mssc_band_norm(rng):
 
 
 def test_sampled_affinity_estimates_the_exact_sums(rng):
-    """affinity='sample' (auto above 20 000 points): exact kernel on a partition-stratified
-    Bernoulli sample drawn in one streaming pass, scaled; equal to 'exact' when every point is
-    kept, close otherwise, and the same sample whatever the chunking."""
-    import dask.array as da
-
-    from dkernel.meanshift.estimators import _sample_rates, _sampled_pair_sums
-    from dkernel.meanshift.graph import chunk_sample, stream_stratified_sample
+    """affinity='sample' (auto above 20 000 points): exact kernel on a stratified sample,
+    scaled; equal to 'exact' when the sample holds every point, close otherwise."""
+    from dkernel.meanshift.estimators import _sampled_pair_sums, _stratified_sample
 
     X = rng.normal(size=(3000, 2))
     lab = np.minimum(rng.integers(0, 8, 3000), (X[:, 0] > 2.2) * 99 + 7)  # one small partition
     sizes = np.bincount(lab, minlength=8)
     exact = K.cs_pair_sums_block(X, lab, X, lab, 8, 1.0)
-    rows, labs, counted = chunk_sample(X, lab, 8, np.ones(8), 5, 0)
-    np.testing.assert_array_equal(counted, sizes)
-    taken = np.bincount(labs, minlength=8)
+    idx, taken = _stratified_sample(lab, sizes, 10**6, np.random.default_rng(0))
     np.testing.assert_array_equal(taken, sizes)
-    np.testing.assert_allclose(_sampled_pair_sums(rows, labs, sizes, taken, 1.0), exact)
-    rates = _sample_rates(sizes / sizes.sum(), 3000, 600)
-    assert (rates > 0).all() and (rates <= 1).all()
-    # 50 pixels at least from every partition: a 40-pixel one is kept whole
-    np.testing.assert_allclose(_sample_rates(np.array([0.99, 0.01]), 4000, 600), [594 / 3960, 1])
-    rows, labs, _ = chunk_sample(X, lab, 8, rates, 1, 0)
-    taken = np.bincount(labs, minlength=8)
-    assert abs(int(taken.sum()) - 600) < 150
-    est = _sampled_pair_sums(rows, labs, sizes, taken, 1.0)
-    np.testing.assert_allclose(est, exact, rtol=0.2)
-    for chunks in (500, 1234):
-        r2, l2, c2 = stream_stratified_sample(
-            da.from_array(X, chunks=(chunks, 2)), da.from_array(lab, chunks=chunks), 8, rates, 1
-        ).compute()
-        np.testing.assert_array_equal(r2, rows)
-        np.testing.assert_array_equal(l2, labs)
-        np.testing.assert_array_equal(c2, sizes)
+    np.testing.assert_allclose(_sampled_pair_sums(X[idx], lab[idx], sizes, taken, 1.0), exact)
+    idx, taken = _stratified_sample(lab, sizes, 600, np.random.default_rng(1))
+    assert (taken >= np.minimum(sizes, 50)).all() and np.all(np.diff(idx) > 0)
+    est = _sampled_pair_sums(X[idx], lab[idx], sizes, taken, 1.0)
+    np.testing.assert_allclose(est, exact, rtol=0.15)
     m = MSSC(3, bandwidth=0.3, affinity="sample", n_init=10, random_state=0).fit(
         _blobs(rng, 150)[0]
     )
