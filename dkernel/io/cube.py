@@ -150,8 +150,6 @@ def image_from_xarray(
         rows = chunk_rows or _strip_rows(n_rows, n_cols)
         data = da.from_array(np.asarray(data), chunks=(-1, rows, -1))
     data = data.rechunk((-1, rows, -1))
-    if nodata is not None and isinstance(nodata, float) and np.isnan(nodata):
-        nodata = None  # NaN pixels are invalid anyway
     valid = valid_graph(data, nodata)
     image = xr.DataArray(
         data,

@@ -106,10 +106,10 @@ def strip_labels(labels: np.ndarray, valid: np.ndarray, nodata: Any, dtype: Any)
 
 
 def _strip_blocks(data: da.Array, valid: da.Array) -> list[tuple[Any, Any, int, int]]:
-    """(data block, valid block, first row, rows) of every strip, as delayed objects."""
-    if data.numblocks[0] != 1 or data.numblocks[2] != 1:
-        data = data.rechunk((-1, data.chunks[1], -1))
-    valid = valid.rechunk((data.chunks[1], -1))
+    """(data block, valid block, first row, rows) of every strip, as delayed objects.
+
+    ``data`` is chunked in full-width row strips and ``valid`` in the same rows
+    (:func:`dkernel.io.raster.image_strips`)."""
     blocks = data.to_delayed().reshape(-1)
     masks = valid.to_delayed().reshape(-1)
     starts = np.cumsum((0, *data.chunks[1]))[:-1]

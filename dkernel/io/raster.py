@@ -6,7 +6,7 @@ that are not nodata. :func:`raster_features` turns the valid pixels into a Dask 
 features (band values, optionally scaled, plus the pixel coordinates scaled to [0, c];
 seed 001 §6.1.2) chunked by row strips, so every pixel can be streamed chunk by chunk.
 Labels come back to the image grid with :func:`labels_to_raster` (nodata = -1) and are
-written with :func:`write_label_geotiff` and :func:`write_quicklook`.
+written with :func:`dkernel.io.cog.write_label_cog` and :func:`write_quicklook`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dask
 import dask.array as da
@@ -26,9 +26,6 @@ from dkernel.errors import InvalidInputError
 from dkernel.io.cube import no_crs_message
 from dkernel.io.data import LoadedData, expand_data_path
 from dkernel.io.pixels import features_graph, grid_graph, summaries, valid_graph
-
-if TYPE_CHECKING:
-    from dkernel.io.cog import LabelCOG
 
 #: Pixels per row strip of the feature array (about 8 MiB of float32 features per chunk).
 STRIP_PIXELS = 2**18
@@ -270,8 +267,6 @@ def image_strips(image: xr.DataArray) -> tuple[da.Array, da.Array]:
     """The image's bands and its valid mask as Dask arrays chunked in the same row strips
     (:func:`work_rows` of the image's read strips)."""
     data = image.data if isinstance(image.data, da.Array) else da.asarray(image.data)
-    if data.numblocks[1] == 1 and data.shape[1] > _strip_rows(data.shape[1], data.shape[2]):
-        data = data.rechunk((-1, _strip_rows(data.shape[1], data.shape[2]), -1))
     data = data.rechunk((-1, work_rows(data.chunks[1], int(data.shape[2])), -1))
     valid = image["valid"].data
     valid = valid if isinstance(valid, da.Array) else da.from_array(np.asarray(valid, dtype=bool))
@@ -365,38 +360,6 @@ def labels_to_raster(labels: np.ndarray, valid: np.ndarray, *, nodata: int = -1)
     out = np.full(valid.shape, nodata, dtype=np.int32)
     out[valid] = labels
     return out
-
-
-def write_label_geotiff(
-    path: str | os.PathLike,
-    label_map: Any,
-    image: xr.DataArray,
-    *,
-    nodata: int = -1,
-    class_table: bool = True,
-    n_classes: int | None = None,
-) -> LabelCOG:
-    """Write labels as a Cloud-Optimized GeoTIFF with the image's CRS, transform and a palette.
-
-    The job steps' entry point; :func:`dkernel.io.cog.write_label_cog` does the work (see
-    there). The file is ``uint8`` with nodata **255** (``uint16`` / **65535** from 255
-    labels on), so its nodata value differs from the store's -1 (``nodata`` here: the label
-    map's marker of unlabelled pixels); the value is returned (``.nodata``). With
-    ``class_table`` the ``<stem>.classes.csv`` sidecar (pixels, share, colour, band means per
-    class) is written beside it. ``label_map`` may be NumPy, Dask or a lazy ``(y, x)``
-    DataArray; it is written window by window.
-
-    Returns
-    -------
-    LabelCOG
-        Path-like (``os.fspath`` gives the ``.tif``), with ``nodata``, ``dtype``,
-        ``n_classes`` and ``class_table``.
-    """
-    from dkernel.io.cog import write_label_cog
-
-    return write_label_cog(
-        path, label_map, image, nodata=nodata, class_table=class_table, n_classes=n_classes
-    )
 
 
 def _rgb(image: xr.DataArray) -> np.ndarray:

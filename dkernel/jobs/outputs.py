@@ -106,19 +106,24 @@ def side_paths(store_path: Path, segments: str = "gpkg") -> dict[str, Path]:
     }
 
 
-def write_map_files(ctx: JobContext, label_map: np.ndarray, *, title: str) -> dict[str, str]:
+def write_map_files(
+    ctx: JobContext, label_map: Any, *, title: str, n_classes: int | None = None
+) -> dict[str, str]:
     """Write the files ``ctx.params`` asks for from a ``(y, x)`` label map (-1: no label).
+
+    ``n_classes`` (largest label + 1), when known, saves the COG writer a pass over the map.
 
     Returns the written files as group attributes (paths relative to the store).
     """
-    from dkernel.io.raster import write_label_geotiff, write_quicklook
+    from dkernel.io.cog import write_label_cog
+    from dkernel.io.raster import write_quicklook
 
     p, image, store = ctx.params, ctx.data.raster, ctx.store
     paths = side_paths(store.path, p.get("segments") or "gpkg")
     written: dict[str, str] = {}
     t = time.perf_counter()
     if p.get("write_geotiff", False):
-        cog = write_label_geotiff(paths["label_geotiff"], label_map, image)
+        cog = write_label_cog(paths["label_geotiff"], label_map, image, n_classes=n_classes)
         written["label_geotiff"] = store.relative(cog.path)
         written["label_geotiff_nodata"] = cog.nodata
         if cog.class_table is not None:
@@ -167,7 +172,10 @@ def write_label_map(ctx: JobContext, labels: Any, *, title: str) -> Any:
     write_map_group(ctx, "map", map_dataset(grid, image_strips(image)[1], image))
     stored = ctx.store.read_array("map", "labels")
     ctx.store.record_timing("map_write", time.perf_counter() - t)
-    files = write_map_files(ctx, stored, title=f"{title}: {_n_classes(stored)} clusters")
+    n_classes = int(stored.max().compute()) + 1
+    files = write_map_files(
+        ctx, stored, title=f"{title}: {n_classes} clusters", n_classes=n_classes
+    )
     ctx.store.update_group_attrs("map", **files)
     return stored
 
@@ -179,10 +187,6 @@ def write_map_group(ctx: JobContext, group: str, dataset: xr.Dataset) -> None:
     compute_with_progress(
         ctx.store.write(group, dataset, compute=False), ctx.client, show=ctx.progress
     )
-
-
-def _n_classes(label_map: Any) -> int:
-    return int(label_map.max().compute()) + 1
 
 
 def write_score_map(ctx: JobContext, scores: Any, seeds: list[str]) -> None:

@@ -35,7 +35,7 @@ def demo_labels(demo_image):
 
 @pytest.fixture(scope="module")
 def demo_cog(demo_image, demo_labels, tmp_path_factory):
-    return R.write_label_geotiff(
+    return cog.write_label_cog(
         tmp_path_factory.mktemp("cog") / "demo.labels.tif", demo_labels, demo_image
     )
 
@@ -144,13 +144,13 @@ def test_class_table(demo_cog, demo_image, demo_labels):
 
 def test_dask_and_zarr_label_maps_give_the_same_file(demo_cog, demo_image, demo_labels, tmp_path):
     lazy = da.from_array(demo_labels, chunks=(100, 300))
-    out = R.write_label_geotiff(tmp_path / "dask.tif", lazy, demo_image, class_table=False)
+    out = cog.write_label_cog(tmp_path / "dask.tif", lazy, demo_image, class_table=False)
     assert out.class_table is None and not cog.class_table_path(out.path).exists()
     ds = xr.Dataset({"labels": (("y", "x"), demo_labels)})
     ds.to_zarr(tmp_path / "s.zarr", encoding={"labels": {"chunks": (64, 791)}}, consolidated=False)
     stored = xr.open_zarr(tmp_path / "s.zarr", consolidated=False)["labels"]
     assert isinstance(stored.data, da.Array)
-    out_z = R.write_label_geotiff(tmp_path / "zarr.tif", stored, demo_image)
+    out_z = cog.write_label_cog(tmp_path / "zarr.tif", stored, demo_image)
     with rasterio.open(demo_cog) as a, rasterio.open(out) as b, rasterio.open(out_z) as c:
         np.testing.assert_array_equal(a.read(1), b.read(1))
         np.testing.assert_array_equal(a.read(1), c.read(1))

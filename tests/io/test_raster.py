@@ -9,6 +9,7 @@ import xarray as xr
 
 from dkernel.errors import InvalidInputError
 from dkernel.io import raster as R
+from dkernel.io.cog import write_label_cog
 from dkernel.io.registry import get_reader
 
 
@@ -71,7 +72,7 @@ def test_label_geotiff_roundtrip_and_png(demo_image, tmp_path):
     labels = np.arange(int(valid.sum())) % 4
     label_map = R.labels_to_raster(labels, valid)
     assert (label_map[~valid] == -1).all() and (label_map[valid] == labels).all()
-    path = R.write_label_geotiff(tmp_path / "labels.tif", label_map, demo_image)
+    path = write_label_cog(tmp_path / "labels.tif", label_map, demo_image)
     back = rioxarray.open_rasterio(path)
     assert back.rio.crs == demo_image.rio.crs
     assert back.rio.transform() == demo_image.rio.transform()
