@@ -38,6 +38,8 @@ from dkernel.errors import InvalidInputError
 
 #: Tile side of the COG (and of its overviews) and rows per written window.
 TILE = 512
+#: GDAL block cache (MiB) while the COG driver copies the label file and builds overviews.
+GDAL_CACHE_MB = 64
 
 #: Largest main-IFD offset the validators accept (the ghost header is < 200 bytes).
 MAX_MAIN_IFD_OFFSET = 300
@@ -494,12 +496,15 @@ def write_label_cog(
             "OVERVIEW_RESAMPLING": "MODE",
             "BIGTIFF": "IF_SAFER",
         }
-        try:
-            rasterio.shutil.copy(tmp, path, driver="COG", **options)
-        except rasterio.errors.RasterioIOError:  # pragma: no cover - GDAL without MODE
-            rasterio.shutil.copy(
-                tmp, path, driver="COG", **{**options, "OVERVIEW_RESAMPLING": "NEAREST"}
-            )
+        # GDAL's block cache defaults to 5 % of the RAM: bounded, the copy's memory no
+        # longer grows with the scene
+        with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB):
+            try:
+                rasterio.shutil.copy(tmp, path, driver="COG", **options)
+            except rasterio.errors.RasterioIOError:  # pragma: no cover - GDAL without MODE
+                rasterio.shutil.copy(
+                    tmp, path, driver="COG", **{**options, "OVERVIEW_RESAMPLING": "NEAREST"}
+                )
     finally:
         tmp.unlink(missing_ok=True)
     table = None

@@ -15,6 +15,7 @@ from functools import partial
 from numbers import Integral, Real
 from typing import Any
 
+import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -30,7 +31,14 @@ from dkernel._validation import (
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.meanshift import kernels as K
-from dkernel.meanshift.graph import AssignModel, stream_assign, stream_feature_sums
+from dkernel.meanshift.graph import (
+    AssignModel,
+    stream_assign,
+    stream_feature_sums,
+    stream_partition_sizes,
+    stream_stratified_sample,
+)
+from dkernel.meanshift.sampling import sample_sizes, stratified_sample
 from dkernel.runtime.progress import compute_with_progress
 
 #: Largest number of points for which the exact (O(N²) work) CS affinity is used by 'auto'.
@@ -491,23 +499,72 @@ class MSSC(MeanShift):
     }
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> MSSC:
         """Stage one (mean shift partitions), affinity, stage two (KECA/KPCA + k-means).
+
+        :meth:`fit_partitions` then :meth:`fit_clusters`; for Dask input the partitions are
+        persisted in between (on the workers of a ``distributed`` client), so every pixel is
+        streamed through mean shift once.
 
         Notes
         -----
         Stage one: see :meth:`MeanShift.fit`. Affinity: exact O(N² d) work with O(block · N)
-        memory, or RFF O(N d D) in one pass with O(m D) memory. Stage two O(m³).
+        memory, a stratified sample (one pass, O(sample) memory) or RFF O(N d D) in one pass
+        with O(m D) memory. Stage two O(m³).
         """
+        self.fit_partitions(X)
+        partitions = self.pixel_partitions_
+        if _is_dask(partitions):
+            partitions = partitions.persist()
+        return self.fit_clusters(X, partitions=partitions)
+
+    def fit_partitions(self, X: Any, y: Any = None) -> MSSC:
+        """Stage one only: the modes, and ``pixel_partitions_`` (lazy for Dask input).
+
+        Follow with :meth:`fit_clusters`. A caller that can store the partitions cheaply
+        (the ``mssc`` job writes them to a scratch Zarr array) passes them back to
+        :meth:`fit_clusters` so the pixels are not streamed through mean shift twice.
+        """
+        self._validate_params()
         X = validate_input(self, X, reset=True, min_samples=2)
         X = check_2d_array(self._scale_bands(X, fit=True), type(self).__name__)
         self._fit_modes(X)
+        self.pixel_partitions_ = self.labels_
         m = self.n_partitions_
         if m < self.n_clusters:
             raise InvalidInputError(
                 f"Mean shift found {m} partition(s) with bandwidth {self.bandwidth_:.4g}, fewer "
                 f"than n_clusters={self.n_clusters}. Use a smaller bandwidth (h_ms)."
             )
+        return self
+
+    def fit_clusters(self, X: Any, *, partitions: Any = None) -> MSSC:
+        """Affinity and stage two after :meth:`fit_partitions` on the same ``X``.
+
+        Parameters
+        ----------
+        X : array-like or dask array (n_samples, n_features)
+            The data given to :meth:`fit_partitions`.
+        partitions : array-like or dask array (n_samples,), optional
+            ``pixel_partitions_`` materialised (persisted, or read back from storage); by
+            default ``pixel_partitions_`` itself, which for Dask input recomputes the
+            stage-one assignment in every pass over the pixels.
+
+        Sets ``labels_`` (lazy for Dask partitions) and ``pixel_partitions_`` (= partitions).
+        """
+        check_is_fitted(self, "modes_")
+        X = validate_input(self, X, reset=False, min_samples=2)
+        X = check_2d_array(self._scale_bands(X), type(self).__name__)
+        labels = self.pixel_partitions_ if partitions is None else partitions
+        if not _is_dask(labels):
+            labels = np.asarray(labels, dtype=np.int64)
+        if labels.shape != (X.shape[0],):
+            raise InvalidInputError(
+                f"partitions has shape {labels.shape}; expected one partition per row of X "
+                f"({X.shape[0]},)."
+            )
+        m = self.n_partitions_
         n = int(X.shape[0])
         seed = seed_from_random_state(self.random_state)
         h_spec = self.spectral_bandwidth
@@ -530,20 +587,7 @@ class MSSC(MeanShift):
         if method == "auto":
             method = "exact" if n <= EXACT_AFFINITY_MAX else "sample"
         if method == "sample":
-            labels = self.labels_
-            if _is_dask(labels):
-                labels = compute_with_progress(
-                    labels, show=bool(self.progress), what="MSSC partitions"
-                )
-            labels = np.asarray(labels)
-            sizes = np.bincount(labels, minlength=m)
-            idx, taken = _stratified_sample(
-                labels, sizes, EXACT_AFFINITY_MAX, derive_rng(seed, "mssc", "affinity")
-            )
-            S = _sampled_pair_sums(
-                _take_rows(X, idx), labels[idx], sizes, taken, self.spectral_bandwidth_
-            )
-            self.labels_ = labels
+            S, sizes = self._sampled_affinity(X, labels, seed)
         elif method == "exact":
             if n > 10 * EXACT_AFFINITY_MAX:
                 raise ResourceLimitError(
@@ -551,25 +595,23 @@ class MSSC(MeanShift):
                     f"{n} points; use affinity='rff' (one streaming pass) instead."
                 )
             Xn = np.asarray(X.compute() if _is_dask(X) else X, dtype=np.float64)
-            labels = np.asarray(self.labels_.compute() if _is_dask(self.labels_) else self.labels_)
+            labels = np.asarray(labels.compute() if _is_dask(labels) else labels)
             S = K.cs_pair_sums_block(Xn, labels, Xn, labels, m, self.spectral_bandwidth_)
             sizes = np.bincount(labels, minlength=m)
-            self.labels_ = labels
         else:
             W, b = K.rff_params(
                 X.shape[1], self.n_rff, self.spectral_bandwidth_, derive_rng(seed, "mssc", "rff")
             )
             if _is_dask(X):
-                (F, sizes), labels = compute_with_progress(
-                    (stream_feature_sums(X, self.labels_, m, W, b), self.labels_),
+                F, sizes = compute_with_progress(
+                    stream_feature_sums(X, labels, m, W, b),
                     show=bool(self.progress),
                     what="MSSC partition sums",
                 )
                 F = aligned(F)
-                self.labels_ = labels
             else:
-                F = K.partition_feature_sums(X, self.labels_, m, W, b)
-                sizes = np.bincount(self.labels_, minlength=m)
+                F = K.partition_feature_sums(X, labels, m, W, b)
+                sizes = np.bincount(labels, minlength=m)
             S = F @ F.T
         sizes = np.asarray(sizes, dtype=np.float64)
         S = 0.5 * (S + S.T)
@@ -582,14 +624,40 @@ class MSSC(MeanShift):
         self.affinity_ = A
         self.partition_sizes_ = np.asarray(sizes, dtype=np.int64)
         self._second_stage(seed)
-        self.pixel_partitions_ = self.labels_
-        if _is_dask(self.labels_):
-            self.labels_ = self.labels_.map_blocks(
+        self.pixel_partitions_ = labels
+        if _is_dask(labels):
+            self.labels_ = labels.map_blocks(
                 partial(_lookup, table=self.partition_labels_), dtype=np.int64
             )
         else:
-            self.labels_ = _lookup(self.labels_, self.partition_labels_)
+            self.labels_ = _lookup(labels, self.partition_labels_)
         return self
+
+    def _sampled_affinity(self, X: Any, labels: Any, seed: int | None) -> tuple:
+        """Pair sums estimated from the stratified sample, and the partition sizes."""
+        m = self.n_partitions_
+        salt = int(derive_rng(seed, "mssc", "affinity").integers(0, 2**63))
+        if _is_dask(labels):
+            sizes = compute_with_progress(
+                stream_partition_sizes(labels, m),
+                show=bool(self.progress),
+                what="MSSC partition sizes",
+            )
+            take = sample_sizes(sizes, EXACT_AFFINITY_MAX)
+            if not _is_dask(X):
+                X = da.from_array(X, chunks=(labels.chunks[0], X.shape[1]))
+            _, ls, Xs = compute_with_progress(
+                stream_stratified_sample(X, labels, take, salt),
+                show=bool(self.progress),
+                what="MSSC affinity sample",
+            )
+        else:
+            sizes = np.bincount(labels[labels >= 0], minlength=m)
+            take = sample_sizes(sizes, EXACT_AFFINITY_MAX)
+            Xn = X.compute() if _is_dask(X) else X
+            _, ls, Xs = stratified_sample(Xn, labels, take, salt)
+        S = _sampled_pair_sums(Xs, ls, sizes, take, self.spectral_bandwidth_)
+        return S, sizes
 
     def _second_stage(self, seed: int | None) -> None:
         labels, emb, values, cost = second_stage(
@@ -781,28 +849,6 @@ def _njw_stage(
         Z, sample_weight=n
     )
     return np.asarray(km.labels_, dtype=np.int64), Z, values, float(km.inertia_)
-
-
-#: Fewest pixels per partition in the affinity sample (all of a smaller partition).
-MIN_SAMPLE_PER_PARTITION = 50
-
-
-def _stratified_sample(
-    labels: np.ndarray, sizes: np.ndarray, size: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices (sorted) of a sample stratified by partition, and the count per partition.
-
-    Partition i gives ``min(n_i, max(50, round(size · n_i / N)))`` rows without replacement.
-    """
-    n = labels.size
-    take = np.minimum(
-        sizes, np.maximum(MIN_SAMPLE_PER_PARTITION, np.rint(size * sizes / max(n, 1)))
-    ).astype(np.int64)
-    perm = rng.permutation(n)
-    grouped = perm[np.argsort(labels[perm], kind="stable")]
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    idx = np.concatenate([grouped[a : a + t] for a, t in zip(starts, take, strict=True)])
-    return np.sort(idx), take
 
 
 def _sampled_pair_sums(

@@ -137,3 +137,44 @@ def _add_pairs(*parts):
     S = sum(p[0] for p in parts)
     c = sum(p[1] for p in parts)
     return S, c
+
+
+def stream_stratified_sample(
+    X: da.Array, labels: da.Array, take: np.ndarray, salt: int, *, fan_in: int = 8
+) -> Any:
+    """Delayed ``(index, labels, rows)``: MSSC's partition-stratified sample of X's rows.
+
+    One pass; each chunk keeps its ``take[i]`` smallest-key rows per partition and the
+    candidates are merged in a tree (:mod:`dkernel.meanshift.sampling`), so no task holds
+    more than ``fan_in`` × the sample.
+    """
+    from dkernel.meanshift import sampling
+
+    take_d = dask.delayed(np.asarray(take, dtype=np.int64), pure=True)
+    lab_chunks = labels.rechunk((X.chunks[0],)).to_delayed().ravel()
+    starts = np.cumsum((0, *X.chunks[0]))[:-1]
+    parts = [
+        dask.delayed(sampling.chunk_candidates)(blk, lab, int(s), take_d, salt)
+        for blk, lab, s in zip(_row_chunks(X), lab_chunks, starts, strict=True)
+    ]
+    while len(parts) > 1:
+        parts = [
+            dask.delayed(sampling.merge_candidates)(parts[i : i + fan_in], take_d)
+            for i in range(0, len(parts), fan_in)
+        ]
+    return dask.delayed(sampling.finish_sample)(parts[0], take_d)
+
+
+def stream_partition_sizes(labels: da.Array, n_partitions: int) -> Any:
+    """Delayed pixel count of every partition (negative labels: no partition, not counted)."""
+    counts = [
+        dask.delayed(_partition_counts)(lab, n_partitions) for lab in labels.to_delayed().ravel()
+    ]
+    while len(counts) > 1:
+        counts = [dask.delayed(sum)(counts[i : i + 8]) for i in range(0, len(counts), 8)]
+    return counts[0]
+
+
+def _partition_counts(lab: np.ndarray, n_partitions: int) -> np.ndarray:
+    lab = np.asarray(lab)
+    return np.bincount(lab[lab >= 0], minlength=n_partitions).astype(np.int64)

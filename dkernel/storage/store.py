@@ -130,6 +130,7 @@ class ResultsStore:
         check_target(path, overwrite=overwrite)
         if path.exists():
             _clear_keeping_lease(path)
+        cls(path).clear_scratch()
         path.mkdir(parents=True, exist_ok=True)
         group = zarr.open_group(str(path), mode="a", zarr_format=3)
         group.attrs.update(
@@ -193,6 +194,32 @@ class ResultsStore:
             )
         root.attrs.update({"status": "complete", "finished": _now()})
         _consolidate(self.path)
+        self.clear_scratch()
+
+    # -- scratch arrays -----------------------------------------------------------------
+    @property
+    def scratch_dir(self) -> Path:
+        """Beside the store: a running job's intermediate per-pixel arrays (removed by
+        :meth:`mark_complete` and by the next :meth:`create` of the store)."""
+        return self.path.parent / f".{self.path.name}.scratch"
+
+    def write_scratch(self, name: str, array: Any, *, chunk: int = 2**18) -> Any:
+        """Delayed write of a 1-D Dask array to the scratch array ``name`` (regular chunks of
+        ``chunk`` elements, so every Zarr chunk has one writer); replaces an older one."""
+        import dask.array as da
+
+        array = array.rechunk(min(chunk, max(1, int(array.shape[0]))))
+        return da.to_zarr(array, str(self.scratch_dir / f"{name}.zarr"), mode="w", compute=False)
+
+    def read_scratch(self, name: str, chunks: Any) -> Any:
+        """The scratch array ``name`` as a lazy Dask array with ``chunks``."""
+        import dask.array as da
+
+        return da.from_zarr(str(self.scratch_dir / f"{name}.zarr")).rechunk(chunks)
+
+    def clear_scratch(self) -> None:
+        """Remove the scratch arrays."""
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
 
     def group_complete(self, group: str, root: zarr.Group | None = None) -> bool:
         """Whether ``/group`` exists and every array of its last write finished."""

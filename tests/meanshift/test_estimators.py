@@ -293,18 +293,22 @@ def test_mssc_band_norm(rng):
 def test_sampled_affinity_estimates_the_exact_sums(rng):
     """affinity='sample' (auto above 20 000 points): exact kernel on a stratified sample,
     scaled; equal to 'exact' when the sample holds every point, close otherwise."""
-    from dkernel.meanshift.estimators import _sampled_pair_sums, _stratified_sample
+    from dkernel.meanshift.estimators import _sampled_pair_sums
+    from dkernel.meanshift.sampling import sample_sizes, stratified_sample
 
     X = rng.normal(size=(3000, 2))
     lab = np.minimum(rng.integers(0, 8, 3000), (X[:, 0] > 2.2) * 99 + 7)  # one small partition
     sizes = np.bincount(lab, minlength=8)
     exact = K.cs_pair_sums_block(X, lab, X, lab, 8, 1.0)
-    idx, taken = _stratified_sample(lab, sizes, 10**6, np.random.default_rng(0))
+    taken = sample_sizes(sizes, 10**6)
+    idx, ls, Xs = stratified_sample(X, lab, taken, salt=0)
     np.testing.assert_array_equal(taken, sizes)
-    np.testing.assert_allclose(_sampled_pair_sums(X[idx], lab[idx], sizes, taken, 1.0), exact)
-    idx, taken = _stratified_sample(lab, sizes, 600, np.random.default_rng(1))
+    np.testing.assert_allclose(_sampled_pair_sums(Xs, ls, sizes, taken, 1.0), exact)
+    taken = sample_sizes(sizes, 600)
+    idx, ls, Xs = stratified_sample(X, lab, taken, salt=1)
     assert (taken >= np.minimum(sizes, 50)).all() and np.all(np.diff(idx) > 0)
-    est = _sampled_pair_sums(X[idx], lab[idx], sizes, taken, 1.0)
+    np.testing.assert_array_equal(np.bincount(ls, minlength=8), taken)
+    est = _sampled_pair_sums(Xs, ls, sizes, taken, 1.0)
     np.testing.assert_allclose(est, exact, rtol=0.15)
     m = MSSC(3, bandwidth=0.3, affinity="sample", n_init=10, random_state=0).fit(
         _blobs(rng, 150)[0]

@@ -17,6 +17,7 @@ their paths recorded in the ``/mssc`` attributes.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -228,7 +229,7 @@ def run(ctx: JobContext) -> None:
         progress=ctx.progress,
     )
     t = time.perf_counter()
-    est.fit(X)
+    _fit(ctx, est, X)
     band_norm = est.band_norm_
     labels = est.labels_  # NumPy or Dask: the maps are built strip by strip either way
     partition = est.partition_labels_  # partition -> cluster
@@ -292,6 +293,28 @@ def run(ctx: JobContext) -> None:
     if ctx.data.y is not None:
         labels = labels.compute() if hasattr(labels, "compute") else labels
         write_clustering_metrics(ctx, ctx.data.y, np.asarray(labels))
+    ctx.store.clear_scratch()
+
+
+def _fit(ctx: JobContext, est: Any, X: Any) -> None:
+    """Fit MSSC streaming every pixel through mean shift once: the workers write the
+    stage-one partitions to a scratch array, which the affinity sample and the maps read."""
+    import dask.array as da
+
+    from dkernel.runtime import compute_with_progress
+
+    if not isinstance(X, da.Array):
+        est.fit(X)
+        return
+    est.fit_partitions(X)
+    partitions = est.pixel_partitions_.astype(np.int32)
+    compute_with_progress(
+        ctx.store.write_scratch("partitions", partitions),
+        ctx.client,
+        show=ctx.progress,
+        what="mean-shift partitions",
+    )
+    est.fit_clusters(X, partitions=ctx.store.read_scratch("partitions", (X.chunks[0],)))
 
 
 register_method(
