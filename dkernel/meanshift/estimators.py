@@ -88,7 +88,15 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     Parameters
     ----------
     bandwidth : float, optional
-        Kernel width h; Silverman's rule (001 Eq. 5.1) on the density points when None.
+        Kernel width h, the standard deviation of the Gaussian kernel; Silverman's rule
+        (001 Eq. 5.1) on the density points when None. scikit-learn's ``MeanShift`` uses a
+        flat kernel, a ball of *radius* h: at the same number the Gaussian is wider (mean
+        squared radius d h² against d h² / (d + 2) in d dimensions), smooths more and finds
+        fewer modes. For the modes of a flat kernel of radius r, pass
+        ``bandwidth = r / sqrt(d + 2)`` (same second moment): on the 10⁶-pixel scene of
+        ``benchmarks/bench_meanshift_scale.py`` (d = 8) that finds the 6 generating classes
+        (ARI 1.000), where h = r finds 4 (ARI 0.87). The modes need not coincide exactly:
+        the two kernels weigh the points differently.
     blurring : bool
         Blurring mean shift (the density points move too; 001 §2.4.2).
     seeds : {'all', 'grid', 'kmeans'}
