@@ -200,7 +200,7 @@ class ResultsStore:
     @property
     def scratch_dir(self) -> Path:
         """Beside the store: a running job's intermediate per-pixel arrays (removed by
-        :meth:`mark_complete` and by the next :meth:`create` of the store)."""
+        :meth:`mark_complete`, :meth:`mark_failed` and the next :meth:`create` of the store)."""
         return self.path.parent / f".{self.path.name}.scratch"
 
     def write_scratch(self, name: str, array: Any, *, chunk: int = 2**18) -> Any:
@@ -241,6 +241,7 @@ class ResultsStore:
                 "traceback": tb[-8000:],
             }
         )
+        self.clear_scratch()
 
     # -- writing -------------------------------------------------------------------------
     def write(self, group: str, dataset: xr.Dataset, *, compute: bool = True) -> Any:

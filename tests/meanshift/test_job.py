@@ -49,7 +49,7 @@ def _spec(tmp_path, tif, **params):
     return path
 
 
-@pytest.mark.parametrize("affinity", ["exact", "rff"])
+@pytest.mark.parametrize("affinity", ["exact", "rff", "sample"])
 def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
     out = run_job(
         _spec(tmp_path, small_tif, affinity=affinity),
@@ -74,6 +74,10 @@ def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
     assert ms["affinity"].shape == (m, m) and ms["modes"].shape == (m, 5)
     part = ms["partition"].values
     np.testing.assert_array_equal(labels[valid], ms["partition_labels"].values[part[valid]])
+    np.testing.assert_array_equal(
+        ms["partition_sizes"].values, np.bincount(part[valid], minlength=m)
+    )
+    assert not (out.parent / f".{out.name}.scratch").exists()  # the partitions' scratch array
     assert ms.attrs["label_geotiff"] == "../out.labels.tif"  # relative to the store
     tif = recorded_path(out, ms.attrs["label_geotiff"])
     assert tif == out.parent / "out.labels.tif"

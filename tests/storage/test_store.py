@@ -72,3 +72,22 @@ def test_mark_complete_refuses_missing_groups(tmp_path):
     shutil.rmtree(store.path / "labels")
     with pytest.raises(StoreError, match="missing"):
         store.mark_complete()
+
+
+def test_scratch_arrays_round_trip_and_are_removed_with_the_run(tmp_path):
+    import dask.array as da
+
+    store = ResultsStore.create(tmp_path / "r.zarr", job={"name": "t"}, seed=0)
+    values = da.from_array(np.arange(1000, dtype=np.int32), chunks=((300, 700),))
+    store.write_scratch("partitions", values, chunk=256).compute()
+    back = store.read_scratch("partitions", ((300, 700),))
+    assert back.chunks == ((300, 700),)
+    np.testing.assert_array_equal(back.compute(), np.arange(1000))
+    assert store.scratch_dir.parent == tmp_path and store.scratch_dir.name.startswith(".")
+    store.mark_complete()
+    assert not store.scratch_dir.exists()
+
+    failed = ResultsStore.create(tmp_path / "f.zarr", job={"name": "t"}, seed=0)
+    failed.write_scratch("partitions", values).compute()
+    failed.mark_failed(RuntimeError("boom"))
+    assert not failed.scratch_dir.exists()
