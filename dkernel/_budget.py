@@ -3,57 +3,42 @@
 from __future__ import annotations
 
 import os
-import re
 
 from dkernel.errors import InvalidInputError, ResourceLimitError
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 1e3,
-    "mb": 1e6,
-    "gb": 1e9,
-    "tb": 1e12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
 
 DEFAULT_MAX_MEMORY = "4GiB"
 DEFAULT_MAX_DISK = "50GiB"
 
 
 def parse_size(value: str | int | float) -> float:
-    """Bytes from ``4GiB``, ``500MB``, ``1e9`` or a number.
+    """Bytes from ``4GiB``, ``500MB``, ``1e9`` or a number (:func:`dask.utils.parse_bytes`,
+    with dkernel's error for a size that is not positive or cannot be read).
 
     Examples
     --------
     >>> parse_size("2GiB")
     2147483648.0
     """
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if value <= 0:
-            raise InvalidInputError(f"a size must be > 0; got {value!r}.")
-        return float(value)
-    match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(value))
-    if not match or match.group(2).lower() not in _UNITS:
+    from dask.utils import parse_bytes
+
+    if isinstance(value, bool):
+        raise InvalidInputError(f"cannot read {value!r} as a size; use a number of bytes.")
+    try:
+        number = float(value) if isinstance(value, int | float) else float(parse_bytes(value))
+    except (ValueError, TypeError, KeyError):
         raise InvalidInputError(
             f"cannot read {value!r} as a size; use a number of bytes or e.g. '4GiB', '500MB'."
-        )
-    number = float(match.group(1))
-    if number <= 0:
+        ) from None
+    if not number > 0:
         raise InvalidInputError(f"a size must be > 0; got {value!r}.")
-    return number * _UNITS[match.group(2).lower()]
+    return number
 
 
 def format_size(n_bytes: float) -> str:
-    """Human-readable binary size."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n_bytes) < 1024 or unit == "TiB":
-            return f"{n_bytes:.1f} {unit}" if unit != "B" else f"{int(n_bytes)} B"
-        n_bytes /= 1024
-    return f"{n_bytes:.1f} TiB"  # pragma: no cover
+    """Human-readable size (:func:`dask.utils.format_bytes`: binary units, ``1.50 GiB``)."""
+    from dask.utils import format_bytes
+
+    return format_bytes(int(n_bytes))
 
 
 def default_max_memory() -> float:
