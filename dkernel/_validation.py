@@ -54,6 +54,17 @@ def is_dask_array(X: Any) -> bool:
     return hasattr(X, "dask") and hasattr(X, "chunks")
 
 
+def as_numpy(X: Any, dtype: Any = None) -> np.ndarray:
+    """``X`` as a NumPy array: a Dask array (or other lazy collection) is computed first.
+
+    The one Dask → NumPy conversion of the package; callers use it only where the data is
+    known to fit in memory (samples, per-partition or per-seed results).
+    """
+    if hasattr(X, "dask") and hasattr(X, "compute"):
+        X = X.compute()
+    return np.asarray(X, dtype=dtype)
+
+
 def validate_input(
     estimator: Any,
     X: Any,
@@ -170,7 +181,7 @@ def check_2d_array(
     NaN/inf are checked only for NumPy input (checking Dask input would need a pass over the
     data; the graph builders check per chunk where it matters).
     """
-    if hasattr(X, "dask") and hasattr(X, "chunks"):
+    if is_dask_array(X):
         if X.ndim != 2:
             raise InvalidInputError(
                 f"{owner} expects a 2-D array of shape (n_samples, n_features); got {X.ndim}-D "

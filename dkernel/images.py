@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from dkernel._validation import as_numpy
 from dkernel.io.cube import image_from_xarray
 from dkernel.io.raster import labels_to_raster, raster_to_loaded
 from dkernel.storage.geo import label_map
@@ -75,7 +76,7 @@ def cluster_image(
         estimator.set_params(n_bands=int(image.sizes["band"]))
     estimator.fit(data.X)
     labels = estimator.labels_
-    labels = np.asarray(labels.compute() if hasattr(labels, "compute") else labels)
+    labels = as_numpy(labels)
     valid = np.asarray(data.raster["valid"].values, dtype=bool)
     out = label_map(labels_to_raster(labels, valid), data.raster)
     for key in ("_FillValue", "fill_value"):  # in memory: nodata as an attribute, not encoding

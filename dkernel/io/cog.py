@@ -34,6 +34,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
+from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 
 #: Tile side of the COG (and of its overviews) and rows per written window.
@@ -374,7 +375,7 @@ def _as_lazy(label_map: Any) -> np.ndarray | da.Array:
 
 def _window(arr: np.ndarray | da.Array, r0: int, r1: int) -> np.ndarray:
     block = arr[r0:r1]
-    return np.asarray(block.compute() if isinstance(block, da.Array) else block)
+    return as_numpy(block)
 
 
 def _max_label(arr: np.ndarray | da.Array) -> int:

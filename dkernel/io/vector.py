@@ -31,6 +31,7 @@ from scipy import ndimage
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 
 #: Output formats by file suffix: (OGR driver, description).
@@ -288,7 +289,7 @@ def _to_crs_inplace(geometries: np.ndarray, transform: Affine) -> None:
 
 def _read_rows(array: Any, start: int, stop: int) -> np.ndarray:
     part = array[..., start:stop, :]
-    return np.asarray(part.compute() if isinstance(part, da.Array) else part)
+    return as_numpy(part)
 
 
 def _merge_small(

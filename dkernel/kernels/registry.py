@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.adaptive import RadiusKernelBlock, neighbor_radius, reference_neighbors
 from dkernel.kernels.cosine import cosine_block
@@ -107,10 +108,10 @@ def available_kernels() -> list[str]:
 def _sample_rows(X: Any, size: int, seed: int | None) -> np.ndarray:
     n = int(X.shape[0])
     if n <= size:
-        return np.asarray(X, dtype=np.float64) if not hasattr(X, "dask") else X.compute()
+        return as_numpy(X, np.float64)
     idx = np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
     sub = X[idx]
-    return np.asarray(sub.compute() if hasattr(sub, "dask") else sub, dtype=np.float64)
+    return as_numpy(sub, np.float64)
 
 
 def _rbf_factory(

@@ -24,9 +24,11 @@ from dkernel._random import derive_rng, derive_seed, seed_from_random_state
 from dkernel._validation import (
     ParameterConstraintsMixin,
     aligned,
+    as_numpy,
     check_2d_array,
     check_is_fitted,
     check_options,
+    is_dask_array,
     validate_input,
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
@@ -50,14 +52,10 @@ _NON_NEGATIVE = Interval(Real, 0, None, closed="left")
 _RANDOM_STATE = ["random_state", np.random.Generator]
 
 
-def _is_dask(X: Any) -> bool:
-    return hasattr(X, "dask") and hasattr(X, "chunks")
-
-
 def _take_rows(X: Any, idx: np.ndarray) -> np.ndarray:
     idx = np.sort(idx)
     sub = X[idx]
-    return np.asarray(sub.compute() if _is_dask(sub) else sub, dtype=np.float64)
+    return as_numpy(sub, np.float64)
 
 
 def _systematic(n: int, m: int) -> np.ndarray:
@@ -218,7 +216,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         n = int(X.shape[0])
         dense_all = n <= self.n_density
         if dense_all:
-            sample = np.asarray(X.compute() if _is_dask(X) else X, dtype=np.float64)
+            sample = as_numpy(X, np.float64)
         else:
             sample = _take_rows(X, _systematic(n, self.n_density))
 
@@ -330,7 +328,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     def _assign(self, X: Any) -> Any:
         """Partition of validated ``X`` (lazy for Dask input)."""
         model = self.assign_model()
-        if _is_dask(X):
+        if is_dask_array(X):
             return stream_assign(X, model)
         return model.assign(X)
 
@@ -523,7 +521,7 @@ class MSSC(MeanShift):
         """
         self.fit_partitions(X)
         partitions = self.pixel_partitions_
-        if _is_dask(partitions):
+        if is_dask_array(partitions):
             partitions = partitions.persist()
         return self.fit_clusters(X, partitions=partitions)
 
@@ -565,7 +563,7 @@ class MSSC(MeanShift):
         X = validate_input(self, X, reset=False, min_samples=2)
         X = check_2d_array(self._scale_bands(X), type(self).__name__)
         labels = self.pixel_partitions_ if partitions is None else partitions
-        if not _is_dask(labels):
+        if not is_dask_array(labels):
             labels = np.asarray(labels, dtype=np.int64)
         if labels.shape != (X.shape[0],):
             raise InvalidInputError(
@@ -602,15 +600,15 @@ class MSSC(MeanShift):
                     f"The exact Cauchy–Schwarz affinity needs {n}² kernel evaluations for "
                     f"{n} points; use affinity='rff' (one streaming pass) instead."
                 )
-            Xn = np.asarray(X.compute() if _is_dask(X) else X, dtype=np.float64)
-            labels = np.asarray(labels.compute() if _is_dask(labels) else labels)
+            Xn = as_numpy(X, np.float64)
+            labels = as_numpy(labels)
             S = K.cs_pair_sums_block(Xn, labels, Xn, labels, m, self.spectral_bandwidth_)
             sizes = np.bincount(labels, minlength=m)
         else:
             W, b = K.rff_params(
                 X.shape[1], self.n_rff, self.spectral_bandwidth_, derive_rng(seed, "mssc", "rff")
             )
-            if _is_dask(X):
+            if is_dask_array(X):
                 F, sizes = compute_with_progress(
                     stream_feature_sums(X, labels, m, W, b),
                     show=bool(self.progress),
@@ -633,7 +631,7 @@ class MSSC(MeanShift):
         self.partition_sizes_ = np.asarray(sizes, dtype=np.int64)
         self._second_stage(seed)
         self.pixel_partitions_ = labels
-        if _is_dask(labels):
+        if is_dask_array(labels):
             self.labels_ = labels.map_blocks(
                 partial(_lookup, table=self.partition_labels_), dtype=np.int64
             )
@@ -645,14 +643,14 @@ class MSSC(MeanShift):
         """Pair sums estimated from the stratified sample, and the partition sizes."""
         m = self.n_partitions_
         salt = int(derive_rng(seed, "mssc", "affinity").integers(0, 2**63))
-        if _is_dask(labels):
+        if is_dask_array(labels):
             sizes = compute_with_progress(
                 stream_partition_sizes(labels, m),
                 show=bool(self.progress),
                 what="MSSC partition sizes",
             )
             take = sample_sizes(sizes, EXACT_AFFINITY_MAX)
-            if not _is_dask(X):
+            if not is_dask_array(X):
                 X = da.from_array(X, chunks=(labels.chunks[0], X.shape[1]))
             _, ls, Xs = compute_with_progress(
                 stream_stratified_sample(X, labels, take, salt),
@@ -662,7 +660,7 @@ class MSSC(MeanShift):
         else:
             sizes = np.bincount(labels[labels >= 0], minlength=m)
             take = sample_sizes(sizes, EXACT_AFFINITY_MAX)
-            Xn = X.compute() if _is_dask(X) else X
+            Xn = as_numpy(X)
             _, ls, Xs = stratified_sample(Xn, labels, take, salt)
         S = _sampled_pair_sums(Xs, ls, sizes, take, self.spectral_bandwidth_)
         return S, sizes
@@ -711,7 +709,7 @@ class MSSC(MeanShift):
         The bands of ``X`` are scaled as in fit (``band_norm_``).
         """
         part = self._assign(self._scaled_for_predict(X))
-        if _is_dask(part):
+        if is_dask_array(part):
             return part.map_blocks(partial(_lookup, table=self.partition_labels_), dtype=np.int64)
         return _lookup(part, self.partition_labels_)
 

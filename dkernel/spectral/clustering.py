@@ -27,7 +27,7 @@ from sklearn.base import (
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_rng, derive_seed, seed_from_random_state
-from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, validate_input
+from dkernel._validation import ParameterConstraintsMixin, as_numpy, check_is_fitted, validate_input
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
 from dkernel.spectral.normalized import eigengap_hint, row_normalize
@@ -305,7 +305,7 @@ class SpectralClustering(
             Zs = Z[idx]
         else:
             Zs = Z
-        Zs = np.asarray(Zs.compute() if isinstance(Zs, da.Array) else Zs)
+        Zs = as_numpy(Zs)
         Zs = _prepare(Zs, self.embedding_method_)
         km_seed = derive_seed(seed, "kmeans")
         if self._assign_mode() == "angular":
@@ -319,7 +319,7 @@ class SpectralClustering(
         self.cluster_centers_ = centers
         self.embedding_ = Z
         labels = self._assign(Z)
-        self.labels_ = np.asarray(labels.compute() if isinstance(labels, da.Array) else labels)
+        self.labels_ = as_numpy(labels)
         return self
 
     def _resolved_kernel(self, n: int) -> Any:

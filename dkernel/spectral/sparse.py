@@ -28,6 +28,7 @@ from scipy.sparse.linalg import lobpcg
 from sklearn.neighbors import NearestNeighbors
 
 from dkernel._random import derive_rng
+from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.knn import build_index, knn_search
 from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance, local_scaling_weights
@@ -173,7 +174,7 @@ def fit_sparse_embedding(
         )
     # the index needs every training point in memory anyway, so the training points' own
     # neighbours are searched there too (one read of a Dask input, no second pass)
-    X_train = np.asarray(X.compute() if isinstance(X, da.Array) else X, dtype=np.float64)
+    X_train = as_numpy(X, np.float64)
     index = build_index(X_train)
     dist, ind = knn_search(index, X_train, g + 1)
     W, sigma = _affinity(dist, ind, n_neighbors)

@@ -35,6 +35,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from dkernel._validation import is_dask_array
 from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
 from dkernel.storage.attributes import describe_variables
 from dkernel.storage.geo import CONVENTIONS
@@ -347,7 +348,7 @@ class ResultsStore:
         tasks = []
         for name, var in dataset.variables.items():
             target = f"{group}/{name}"
-            if _is_dask(var.data):
+            if is_dask_array(var.data):
                 tasks.extend(_missing_chunk_writes(var.data, str(self.path), target))
             else:
                 arr = zarr.open_array(str(self.path), path=target, mode="r+", zarr_format=3)
@@ -396,12 +397,6 @@ def _consolidate(path: Path) -> None:
         zarr.consolidate_metadata(str(path), zarr_format=3)
 
 
-def _is_dask(data: Any) -> bool:
-    import dask.array as da
-
-    return isinstance(data, da.Array)
-
-
 def _regular_chunks(dataset: xr.Dataset) -> xr.Dataset:
     """Rechunk Dask variables so every block but the last along each axis has one size.
 
@@ -409,7 +404,7 @@ def _regular_chunks(dataset: xr.Dataset) -> xr.Dataset:
     writer per chunk.
     """
     for name, var in dataset.variables.items():
-        if not _is_dask(var.data) or var.ndim == 0:
+        if not is_dask_array(var.data) or var.ndim == 0:
             continue
         chunks = var.data.chunks
         regular = all(len(set(c[:-1])) <= 1 and c[-1] <= c[0] for c in chunks)
@@ -447,7 +442,7 @@ def _same_layout(node: zarr.Group, dataset: xr.Dataset) -> bool:
         if tuple(arr.shape) != tuple(var.shape):
             return False
         if (
-            _is_dask(var.data)
+            is_dask_array(var.data)
             and var.ndim
             and tuple(arr.chunks) != tuple(c[0] for c in var.data.chunks)
         ):

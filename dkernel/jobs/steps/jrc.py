@@ -14,6 +14,7 @@ import time
 import numpy as np
 import xarray as xr
 
+from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import (
@@ -102,7 +103,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 def run(ctx: JobContext) -> None:
     p = ctx.params
     X = ctx.data.X
-    X = np.asarray(X.compute() if hasattr(X, "dask") else X, dtype=np.float64)
+    X = as_numpy(X, np.float64)
     kernel = ranking_kernel(p, ctx.seed)
     jrc = JointRankingClustering(
         kernel=kernel,

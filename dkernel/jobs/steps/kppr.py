@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from dkernel._random import derive_rng
+from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, SpecError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import write_score_map
@@ -232,7 +233,7 @@ def _seed_mean(kppr: KernelPersonalizedPageRank, rows: np.ndarray, fit_pos: dict
         mean += len(inside) * kppr.mean_vector(np.asarray(inside))
     if outside:
         Xo = X[np.asarray(outside)]
-        Xo = np.asarray(Xo.compute() if hasattr(Xo, "dask") else Xo)
+        Xo = as_numpy(Xo)
         mean += len(outside) * kppr.mean_vector(seed_X=Xo)
     return mean / len(rows)
 
@@ -260,7 +261,7 @@ def run(ctx: JobContext) -> None:
     rng = derive_rng(ctx.seed, "kppr", "in-sample")
     fit_idx = np.arange(n) if m >= n else np.sort(rng.choice(n, size=m, replace=False))
     X_fit = X[fit_idx]
-    X_fit = np.asarray(X_fit.compute() if hasattr(X_fit, "dask") else X_fit, dtype=np.float64)
+    X_fit = as_numpy(X_fit, np.float64)
     kernel = ranking_kernel(p, ctx.seed)
     kppr = KernelPersonalizedPageRank(
         kernel=kernel,
@@ -387,7 +388,7 @@ def _evaluate(ctx: JobContext, kppr, X, names: list[str], p: dict) -> None:
 
     Seed rows are left out of the ranking for row seeds, as in Paper II §4.2.
     """
-    Xa = np.asarray(X.compute() if hasattr(X, "dask") else X, dtype=np.float64)
+    Xa = as_numpy(X, np.float64)
     kern = kppr.kernel_
     if kern.is_feature_map:
         G = np.asarray(kern.features(Xa), dtype=np.float64)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import (
@@ -291,8 +292,7 @@ def run(ctx: JobContext) -> None:
     files = write_map_files(ctx, stored, title=f"MSSC: {m} partitions → {k} clusters")
     ctx.store.update_group_attrs("mssc", **files)
     if ctx.data.y is not None:
-        labels = labels.compute() if hasattr(labels, "compute") else labels
-        write_clustering_metrics(ctx, ctx.data.y, np.asarray(labels))
+        write_clustering_metrics(ctx, ctx.data.y, as_numpy(labels))
     ctx.store.clear_scratch()
 
 
