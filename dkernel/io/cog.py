@@ -36,11 +36,10 @@ import xarray as xr
 
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
+from dkernel.io.gdal import GDAL_CACHE_MB
 
 #: Tile side of the COG (and of its overviews) and rows per written window.
 TILE = 512
-#: GDAL block cache (MiB) while the COG driver copies the label file and builds overviews.
-GDAL_CACHE_MB = 64
 
 #: Largest main-IFD offset the validators accept (the ghost header is < 200 bytes).
 MAX_MAIN_IFD_OFFSET = 300

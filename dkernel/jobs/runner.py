@@ -353,6 +353,11 @@ def _run_leased(
             log=log,
         )
     try:
+        from dkernel.io.gdal import limit_gdal_cache
+        from dkernel.runtime.plugins import register_job_plugins
+
+        limit_gdal_cache()
+        register_job_plugins(client)
         if resume:
             store = ResultsStore.resume(spec.output, job=spec.to_dict(), seed=spec.seed)
             log(f"[dkernel] resuming {spec.output} (finished groups are kept)")
