@@ -11,7 +11,10 @@ of workers, on which worker runs a task, or on retries.
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,13 +25,16 @@ from dkernel._random import derive_rng
 from dkernel.gmm.em import (
     DiagMixtures,
     MissingnessModel,
+    design_matrix,
     diag_em,
-    diag_posteriors,
     full_em,
     full_posteriors,
+    grouped_posteriors,
     init_diag_mixtures,
     init_full_params,
+    posterior_groups,
     row_block_size,
+    split_missing,
 )
 from dkernel.runtime.progress import wait_with_progress
 
@@ -95,6 +101,32 @@ def _blas_controller() -> ThreadpoolController:
     if not _CONTROLLER:
         _CONTROLLER.append(ThreadpoolController())
     return _CONTROLLER[0]
+
+
+_ONE_THREAD_LOCK = threading.Lock()
+_ONE_THREAD_STATE: dict[str, Any] = {"depth": 0, "limiter": None}
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """BLAS limited to one thread while any caller is inside (safe across threads).
+
+    The BLAS thread count is process-wide: nested or concurrent callers share one limit, set
+    by the first to enter and lifted by the last to leave, so an early exit cannot restore
+    the threads under another caller, nor a late one leave the process on one thread.
+    """
+    with _ONE_THREAD_LOCK:
+        if _ONE_THREAD_STATE["depth"] == 0:
+            _ONE_THREAD_STATE["limiter"] = _blas_controller().limit(limits=1, user_api="blas")
+        _ONE_THREAD_STATE["depth"] += 1
+    try:
+        yield
+    finally:
+        with _ONE_THREAD_LOCK:
+            _ONE_THREAD_STATE["depth"] -= 1
+            if _ONE_THREAD_STATE["depth"] == 0:
+                _ONE_THREAD_STATE["limiter"].restore_original_limits()
+                _ONE_THREAD_STATE["limiter"] = None
 
 
 def _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type, missingness):
@@ -193,6 +225,11 @@ def fit_ensemble(
         cand.release()
 
 
+# Rows per sub-block of the diagonal posteriors: one group's (M_g g × rows) log-joint then stays
+# in cache through the max / exp / sum / scale passes.
+POSTERIOR_BLOCK_ROWS = 512
+
+
 def posterior_block(
     X: np.ndarray, ensemble: DiagMixtures | FullMixtures, scale: float, dtype: Any
 ) -> np.ndarray:
@@ -200,26 +237,49 @@ def posterior_block(
 
     Notes
     -----
-    O(rows · p · F) and memory O(block · F), processed in sub-blocks of ~64 MiB. The result is
-    Fortran-ordered for diagonal ensembles (the posteriors are computed component-major, see
-    :func:`dkernel.gmm.em.diag_resp_design`); NumPy and BLAS consume it without a copy.
+    Diagonal: one GEMM per group of equally sized models and one exp of rows × F
+    (:func:`dkernel.gmm.em.grouped_posteriors`), O(rows · p · F), in sub-blocks of
+    ``POSTERIOR_BLOCK_ROWS`` rows. The result is Fortran-ordered for diagonal ensembles (the
+    posteriors are computed component-major); NumPy and BLAS consume it without a copy.
+    Full covariance: one model at a time, sub-blocks of ~64 MiB.
     """
     X = np.asarray(X, dtype=dtype)
     F = int(ensemble.offsets[-1])
     diag = isinstance(ensemble, DiagMixtures)
     out = np.empty((X.shape[0], F), dtype=dtype, order="F" if diag else "C")
-    s = np.dtype(dtype).type(scale)
+    if diag:
+        out_t = out.T
+        dt = np.dtype(dtype)
+        groups = {False: posterior_groups(ensemble, False, dt)}
+        if np.isnan(X).any():
+            groups[True] = posterior_groups(ensemble, True, dt)
+        blocks = [
+            slice(a, min(X.shape[0], a + POSTERIOR_BLOCK_ROWS))
+            for a in range(0, X.shape[0], POSTERIOR_BLOCK_ROWS)
+        ]
+
+        def work(sl: slice) -> None:
+            X0, O = split_missing(X[sl])
+            grouped_posteriors(design_matrix(X0, O), groups[O is not None], scale, out_t[:, sl])
+
+        # the GEMMs are thin (2p+1 inner dimension): one BLAS thread per sub-block and the
+        # sub-blocks spread over the cores is several times faster than threaded BLAS
+        n_threads = min(len(blocks), os.cpu_count() or 1)
+        with one_blas_thread():
+            if n_threads <= 1:
+                for sl in blocks:
+                    work(sl)
+            else:
+                with ThreadPoolExecutor(n_threads) as pool:
+                    list(pool.map(work, blocks))
+        return out
     step = row_block_size(F, np.dtype(dtype).itemsize)
+    offs = ensemble.offsets
     for start in range(0, X.shape[0], step):
         sl = slice(start, min(X.shape[0], start + step))
-        if diag:
-            np.multiply(diag_posteriors(X[sl], ensemble), s, out=out[sl])
-        else:
-            offs = ensemble.offsets
-            for m, (means, covs, w) in enumerate(ensemble.models):
-                out[sl, offs[m] : offs[m + 1]] = full_posteriors(X[sl], means, covs, w)
-    if not diag:
-        out *= s
+        for m, (means, covs, w) in enumerate(ensemble.models):
+            out[sl, offs[m] : offs[m + 1]] = full_posteriors(X[sl], means, covs, w)
+    out *= np.dtype(dtype).type(scale)
     return out
 
 
@@ -231,13 +291,18 @@ def sparse_posteriors(
     Notes
     -----
     Row blocks of ~64 MiB of dense posteriors are computed and thresholded one at a time:
-    memory O(block · F + non-zeros).
+    memory O(block · F + non-zeros). The entries kept equal those of :func:`posterior_block`
+    on all rows at once, bit for bit.
     """
     from scipy.sparse import csr_matrix, vstack
 
     X = np.asarray(X, dtype=dtype)
     F = int(ensemble.offsets[-1])
     step = row_block_size(F, np.dtype(dtype).itemsize)
+    if isinstance(ensemble, DiagMixtures):
+        # whole sub-blocks of posterior_block: the same GEMM shapes, so the same bits as the
+        # dense transform (a different row blocking can change the last bits of a float32 GEMM)
+        step = max(1, step // POSTERIOR_BLOCK_ROWS) * POSTERIOR_BLOCK_ROWS
     parts = []
     for start in range(0, X.shape[0], step):
         block = posterior_block(X[start : start + step], ensemble, scale, dtype)
