@@ -30,13 +30,16 @@ from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.linalg.kmeans import euclidean_kmeans
 from dkernel.runtime import compute_with_progress
 from dkernel.spectral.feature_map import (
-    EXACT_LIMIT,
+    choose_solver,
     feature_map_kpca,
     feature_map_normalized,
     normalize_rows,
 )
 
 KERNEL_LIMIT = 20_000  # rows above which /kernel (N × N) is refused
+# Γ is computed once and held in memory up to this size (half the default job memory limit);
+# a larger Γ stays lazy and every pass of the randomized solver recomputes it chunk by chunk
+GAMMA_MEMORY_LIMIT = 2 * 2**30
 
 PARAMS = (
     Param("n_clusters", "int", low=1, doc="Number of clusters (k)."),
@@ -136,6 +139,12 @@ def _chunk_rows(params: dict, n: int) -> int:
     return int(max(256, min(n, 64 * 2**20 // (4 * _F(params)))))
 
 
+def gamma_in_memory(params: dict, n_samples: int) -> bool:
+    """Whether the job computes Γ once and holds it (``solver: exact``, or Γ ≤ 2 GiB)."""
+    item = 4 if params["dtype"] == "float32" else 8
+    return params["solver"] == "exact" or item * n_samples * _F(params) <= GAMMA_MEMORY_LIMIT
+
+
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     F = _F(params)
     G = params["max_components"]
@@ -143,7 +152,13 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     item = 4 if params["dtype"] == "float32" else 8
     n_sub = params["subsample"] * n_samples
     task = 8.0 * n_sub * n_features * 3 + 4 * 64 * 2**20 + 8.0 * C * n_features * 4
-    gamma = item * n_samples * F if n_samples <= EXACT_LIMIT else 8.0 * n_samples * 64
+    k = params["n_components"] or params["n_clusters"]
+    l = k + 20  # the randomized solver's basis (n_oversamples = 20)
+    gamma = 8.0 * (n_samples + F) * l * 2
+    if gamma_in_memory(params, n_samples):
+        gamma += item * n_samples * F
+        if params["solver"] != "randomized":
+            gamma += 8.0 * min(n_samples, F) ** 2  # the Gram route's matrix
     memory = 8.0 * n_samples * n_features * 2 + task + gamma
     disk = 8.0 * n_samples * 8
     if params["store_features"]:
@@ -283,11 +298,18 @@ def run(ctx: JobContext) -> None:
         else da.from_array(np.asarray(X), chunks=(rows, -1))
     )
     Gamma = est.transform(Xd)
-    # Γ in memory for the exact solver; otherwise it stays lazy and every pass of the
-    # randomized SVD recomputes it chunk by chunk from the ensemble parameters
-    in_memory = p["solver"] == "exact" or (p["solver"] == "auto" and n <= EXACT_LIMIT)
+    # Γ computed once and held when it fits; otherwise it stays lazy and every pass of the
+    # randomized solver recomputes it chunk by chunk from the ensemble parameters
+    in_memory = gamma_in_memory(p, n)
     if in_memory:
         Gamma = compute_with_progress(Gamma, ctx.client, show=ctx.progress)
+    solver, why = choose_solver(Gamma.shape, k, is_dask=not in_memory)
+    ctx.log(
+        f"[dkernel] Γ ({n} x {est.n_features_out_}, {p['dtype']}) "
+        + ("held in memory" if in_memory else "lazy, recomputed once per pass")
+        + f"; {why}"
+        + ("" if p["solver"] == "auto" else f"; solver: {p['solver']} as asked")
+    )
     seed = derive_seed(ctx.seed, "pck-spectral", "svd")
     if p["embedding"] == "kpca":
         emb = feature_map_kpca(Gamma, k, solver=p["solver"], random_state=seed)
