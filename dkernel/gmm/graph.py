@@ -11,15 +11,11 @@ of workers, on which worker runs a task, or on retries.
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from dkernel._random import derive_rng
 from dkernel.gmm.em import (
@@ -36,6 +32,7 @@ from dkernel.gmm.em import (
     row_block_size,
     split_missing,
 )
+from dkernel.linalg.threads import blas_controller, map_on_cores
 from dkernel.runtime.progress import wait_with_progress
 
 
@@ -90,43 +87,8 @@ def fit_init_batch(
     args = (Xs, q, sizes, seed, n_iter, reg_covar, covariance_type, missingness)
     if not (small and limit_blas):
         return _fit_rows(*args)
-    with _blas_controller().limit(limits=1, user_api="blas"):
+    with blas_controller().limit(limits=1, user_api="blas"):
         return _fit_rows(*args)
-
-
-_CONTROLLER: list = []
-
-
-def _blas_controller() -> ThreadpoolController:
-    if not _CONTROLLER:
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0]
-
-
-_ONE_THREAD_LOCK = threading.Lock()
-_ONE_THREAD_STATE: dict[str, Any] = {"depth": 0, "limiter": None}
-
-
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """BLAS limited to one thread while any caller is inside (safe across threads).
-
-    The BLAS thread count is process-wide: nested or concurrent callers share one limit, set
-    by the first to enter and lifted by the last to leave, so an early exit cannot restore
-    the threads under another caller, nor a late one leave the process on one thread.
-    """
-    with _ONE_THREAD_LOCK:
-        if _ONE_THREAD_STATE["depth"] == 0:
-            _ONE_THREAD_STATE["limiter"] = _blas_controller().limit(limits=1, user_api="blas")
-        _ONE_THREAD_STATE["depth"] += 1
-    try:
-        yield
-    finally:
-        with _ONE_THREAD_LOCK:
-            _ONE_THREAD_STATE["depth"] -= 1
-            if _ONE_THREAD_STATE["depth"] == 0:
-                _ONE_THREAD_STATE["limiter"].restore_original_limits()
-                _ONE_THREAD_STATE["limiter"] = None
 
 
 def _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type, missingness):
@@ -195,7 +157,7 @@ def fit_ensemble(
             return [fit_init_batch(Xn, candidates, q=q, **kwargs) for q in range(n_inits)]
         # one task per core, each on one BLAS thread (results do not depend on the threads)
         with (
-            _blas_controller().limit(limits=1, user_api="blas"),
+            blas_controller().limit(limits=1, user_api="blas"),
             ThreadPoolExecutor(n_threads) as pool,
         ):
             return list(
@@ -264,14 +226,7 @@ def posterior_block(
 
         # the GEMMs are thin (2p+1 inner dimension): one BLAS thread per sub-block and the
         # sub-blocks spread over the cores is several times faster than threaded BLAS
-        n_threads = min(len(blocks), os.cpu_count() or 1)
-        with one_blas_thread():
-            if n_threads <= 1:
-                for sl in blocks:
-                    work(sl)
-            else:
-                with ThreadPoolExecutor(n_threads) as pool:
-                    list(pool.map(work, blocks))
+        map_on_cores(work, blocks)
         return out
     step = row_block_size(F, np.dtype(dtype).itemsize)
     offs = ensemble.offsets

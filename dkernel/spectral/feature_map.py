@@ -38,6 +38,7 @@ from scipy import linalg
 from dkernel._validation import check_options, check_scalar
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.eigen import clip_negative, dense_eigh, fix_signs
+from dkernel.linalg.threads import map_on_cores
 
 EXACT_LIMIT = 4000  # largest min(N, F) for which a Dask Φ is gathered for the Gram route
 GRAM_MEMORY_LIMIT = 2 * 2**30  # bytes of the float64 Gram matrix 'auto' accepts
@@ -226,6 +227,30 @@ def _block_transpose_times(block: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return (block.T @ Y.astype(block.dtype)).astype(np.float64)
 
 
+# Rows per block of an in-memory Φ in a randomized pass (one BLAS thread each, see
+# dkernel.linalg.threads: the products have only l = k + n_oversamples columns).
+_PASS_ROWS = 2048
+
+
+def _pass_block(
+    block: np.ndarray,
+    Qc: np.ndarray,
+    mQ: np.ndarray | None,
+    w: np.ndarray | None,
+    back: bool,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """``Z = A Q`` of one row block and, when ``back``, its share of ``Φᵀ Y`` and ``1ᵀ Y``."""
+    Z = (block @ Qc).astype(np.float64)
+    if mQ is not None:
+        Z -= mQ[None, :]
+    if w is not None:
+        Z *= w[:, None]
+    if not back:
+        return Z, None, None
+    Y = Z if w is None else Z * w[:, None]
+    return Z, (block.T @ Y.astype(Qc.dtype)).astype(np.float64), Y.sum(axis=0)
+
+
 def _pass(
     Phi: Any, Q: np.ndarray, mean: np.ndarray | None, w: np.ndarray | None, *, back: bool
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -264,16 +289,19 @@ def _pass(
         Z, W, c = dask.compute(P, back_prod, col)
         Z, W = np.asarray(Z), np.asarray(W)
     else:
-        Z = (Phi @ Qc).astype(np.float64)
-        if mean is not None:
-            Z -= (mean @ Q)[None, :]
-        if w is not None:
-            Z *= w[:, None]
+        mQ = None if mean is None else mean @ Q
+        rows = [slice(a, a + _PASS_ROWS) for a in range(0, Phi.shape[0], _PASS_ROWS)]
+        parts = map_on_cores(
+            lambda sl: _pass_block(Phi[sl], Qc, mQ, None if w is None else w[sl], back), rows
+        )
+        Z = np.concatenate([z for z, _, _ in parts])
         if not back:
             return Z, None
-        Y = Z if w is None else Z * w[:, None]
-        W = (Phi.T @ Y.astype(Qc.dtype)).astype(np.float64)
-        c = Y.sum(axis=0)
+        W = parts[0][1]
+        c = parts[0][2]
+        for _, Wb, cb in parts[1:]:  # in row order: the sum does not depend on the threads
+            W += Wb
+            c += cb
     if mean is not None:
         W -= np.outer(mean, c)
     return Z, W

@@ -37,7 +37,8 @@ output: {out}
 
 @pytest.mark.parametrize("embedding, solver", [("kpca", "auto"), ("normalized", "randomized")])
 def test_pck_spectral_job_end_to_end(tmp_path, client, embedding, solver):
-    """kpca/auto: Γ in memory, exact; normalized/randomized: Γ lazy, dask svd_compressed."""
+    """kpca/auto: the Gram route; normalized/randomized: the F-side subspace iteration (Γ is
+    small, so both hold it in memory)."""
     spec = tmp_path / "job.yaml"
     spec.write_text(SPEC.format(embedding=embedding, solver=solver, out=tmp_path / "out.zarr"))
     store = run_job(spec, client=client, progress=False, log=lambda m: None)
