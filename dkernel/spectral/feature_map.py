@@ -29,6 +29,7 @@ Written for any explicit feature map (PCK posteriors, random Fourier features, N
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +39,7 @@ from scipy import linalg
 from dkernel._validation import check_options, check_scalar
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.eigen import clip_negative, dense_eigh, fix_signs
-from dkernel.linalg.threads import map_on_cores
+from dkernel.linalg.threads import map_on_cores, one_blas_thread
 
 EXACT_LIMIT = 4000  # largest min(N, F) for which a Dask Φ is gathered for the Gram route
 GRAM_MEMORY_LIMIT = 2 * 2**30  # bytes of the float64 Gram matrix 'auto' accepts
@@ -165,21 +166,28 @@ def _gram(A: np.ndarray, transpose: bool) -> np.ndarray:
     """Lower triangle of ``A Aᵀ`` (``Aᵀ A`` when ``transpose``) in float64.
 
     BLAS ``syrk`` in A's dtype on slices of ``_GRAM_SLICE`` columns of the inner dimension,
-    summed in float64: float32 speed, with float32 rounding over 2048 terms only.
+    summed in float64 in slice order: float32 speed, with float32 rounding over 2048 terms
+    only. The slices run on one BLAS thread each, as many at a time as there are cores.
     """
     syrk = linalg.get_blas_funcs("syrk", (A,))
-    # syrk(a, trans=0) is a aᵀ; A Aᵀ is syrk(A.T, trans=1) without copying a C-ordered A
     inner = A.shape[0] if transpose else A.shape[1]
     m = A.shape[1] if transpose else A.shape[0]
-    out = np.zeros((m, m))
-    for start in range(0, inner, _GRAM_SLICE):
-        sl = slice(start, start + _GRAM_SLICE)
+
+    def one(sl: slice) -> np.ndarray:
         part = A[sl] if transpose else A[:, sl]
-        if transpose:  # part (s, m): part^T part
+        # syrk(a, trans=0) is a aᵀ and trans=1 aᵀ a: pick the one that needs no copy of part
+        if transpose:  # part (s, m): partᵀ part
             a, trans = (part, 1) if part.flags.f_contiguous else (part.T, 0)
-        else:  # part (m, s): part part^T
+        else:  # part (m, s): part partᵀ
             a, trans = (part, 0) if part.flags.f_contiguous else (part.T, 1)
-        out += syrk(1.0, a, trans=trans, lower=1)
+        return syrk(1.0, a, trans=trans, lower=1)
+
+    slices = [slice(a, a + _GRAM_SLICE) for a in range(0, inner, _GRAM_SLICE)]
+    wave = os.cpu_count() or 1  # slices in flight: memory ≤ wave · m² in A's dtype
+    out = np.zeros((m, m))
+    for start in range(0, len(slices), wave):
+        for part in map_on_cores(one, slices[start : start + wave]):
+            out += part
     return out
 
 
@@ -201,7 +209,8 @@ def _exact(
         if w is not None:
             K *= w[:, None]
             K *= w[None, :]
-        vals, U = dense_eigh(K, k, clip=False)
+        with one_blas_thread():  # the tridiagonal reduction hardly scales with threads
+            vals, U = dense_eigh(K, k, clip=False)
     else:
         # F < N: the F × F matrix Aᵀ A, then U = A V / s (one more pass over Φ)
         A = Phi.astype(np.float64)
@@ -210,7 +219,8 @@ def _exact(
         if w is not None:
             A = A * w[:, None]
         C = _gram(A, transpose=True)
-        vals, V = dense_eigh(C, k, clip=False)
+        with one_blas_thread():
+            vals, V = dense_eigh(C, k, clip=False)
         s = np.sqrt(np.maximum(vals, 0))
         U = (A @ V) / np.where(s > 0, s, 1.0)[None, :]
     vals = clip_negative(vals, float(np.abs(vals).max(initial=0.0)))
