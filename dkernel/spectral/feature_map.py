@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 from scipy import linalg
+from scipy.sparse import issparse
 
 from dkernel._validation import check_options, check_scalar
 from dkernel.errors import InvalidInputError
@@ -359,10 +360,13 @@ def _top_left_singular(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(U (N, k), s² (k,)) of the leading singular triplets of ``diag(w) (Φ - 1 μᵀ)``."""
     if solver == "exact":
-        A = np.asarray(Phi.compute() if _is_dask(Phi) else Phi)
+        A = Phi.compute() if _is_dask(Phi) else Phi
+        A = A.toarray() if issparse(A) else np.asarray(A)
         return _exact(A, k, mean, w)
-    if not _is_dask(Phi):
+    if not (_is_dask(Phi) or issparse(Phi)):
         Phi = np.asarray(Phi)
+    elif issparse(Phi):
+        Phi = Phi.tocsr()
     elif len(Phi.chunks[1]) != 1:
         Phi = Phi.rechunk({1: Phi.shape[1]})
     return _randomized(
@@ -391,7 +395,9 @@ def feature_map_kpca(
     Parameters
     ----------
     Phi : ndarray or dask.array.Array (N, F)
-        The feature map (for PCK: ``ProbabilisticClusterKernel.transform(X)``).
+        The feature map (for PCK: ``ProbabilisticClusterKernel.transform(X)``); a SciPy
+        sparse matrix is accepted too (``transform(X, sparse_threshold=...)``): the
+        randomized passes then cost O(non-zeros · l).
     n_components : int
         k, the embedding dimension.
     centered : bool
@@ -421,7 +427,7 @@ def feature_map_kpca(
     mean = None
     if centered:
         mean = Phi.mean(axis=0, dtype=np.float64)
-        mean = np.asarray(mean.compute() if _is_dask(mean) else mean)
+        mean = np.asarray(mean.compute() if _is_dask(mean) else mean).ravel()
     U, lam = _top_left_singular(
         Phi,
         n_components,
@@ -471,9 +477,13 @@ def feature_map_normalized(
         s = Phi.sum(axis=0, dtype=np.float64).compute()
         d = np.asarray((Phi.astype(np.float64) @ s).compute())
     else:
-        Phi = np.asarray(Phi)
-        s = Phi.sum(axis=0, dtype=np.float64)
-        d = Phi.astype(np.float64, copy=False) @ s
+        Phi = Phi.tocsr() if issparse(Phi) else np.asarray(Phi)
+        s = np.asarray(Phi.sum(axis=0, dtype=np.float64)).ravel()
+        # in row blocks: a float64 copy of a float32 Φ would double its memory
+        rows = [slice(a, a + _PASS_ROWS) for a in range(0, Phi.shape[0], _PASS_ROWS)]
+        d = np.concatenate(
+            [np.zeros(0)] + [np.asarray(Phi[sl].astype(np.float64) @ s).ravel() for sl in rows]
+        )
     if not np.all(d > 0):
         bad = np.flatnonzero(~(d > 0))
         raise InvalidInputError(

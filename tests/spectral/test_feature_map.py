@@ -166,3 +166,18 @@ def test_auto_picks_the_cheaper_route():
     assert choose_solver((100_000, 60), 8)[0] == "exact"  # a 60 × 60 Gram matrix
     assert choose_solver((500, 13920), 8, is_dask=True)[0] == "randomized"
     assert feature_map_kpca(_phi(60, 30), 3).solver == "exact"
+
+
+def test_sparse_map_matches_dense():
+    """A SciPy sparse Φ (a thresholded PCK transform) gives the dense map's embeddings."""
+    from scipy.sparse import csr_matrix
+
+    Phi = _phi(300, 80, rank=4)
+    Phi[np.random.default_rng(1).random(Phi.shape) < 0.6] = 0  # mostly zeros, like Γ
+    S = csr_matrix(Phi.astype(np.float32))
+    for fn in (feature_map_kpca, feature_map_normalized):
+        for solver in ("randomized", "exact"):
+            ref = fn(S.toarray(), 3, solver=solver, random_state=0)
+            got = fn(S, 3, solver=solver, random_state=0)
+            np.testing.assert_allclose(got.eigenvalues, ref.eigenvalues, rtol=1e-6)
+            _same_subspace(got.eigenvectors, ref.eigenvectors, 1e-5)

@@ -10,10 +10,12 @@ posterior entropy per model), ``/embedding``, ``/labels``, optionally ``/feature
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import dask.array as da
 import numpy as np
 import xarray as xr
+from scipy.sparse import issparse
 
 from dkernel._random import derive_seed
 from dkernel.errors import InvalidInputError
@@ -37,9 +39,12 @@ from dkernel.spectral.feature_map import (
 )
 
 KERNEL_LIMIT = 20_000  # rows above which /kernel (N × N) is refused
-# Γ is computed once and held in memory up to this size (half the default job memory limit);
-# a larger Γ stays lazy and every pass of the randomized solver recomputes it chunk by chunk
+# Γ is computed once and held in memory up to this size (half the default job memory limit),
+# dense, or else sparse (posteriors below SPARSE_CUT · √Z dropped: every model's posteriors are
+# nearly one-hot, so about Q (G - 1) to 2 Q (G - 1) entries per row remain); a larger Γ stays
+# lazy and every pass of the randomized solver recomputes it chunk by chunk
 GAMMA_MEMORY_LIMIT = 2 * 2**30
+SPARSE_CUT = 1e-7
 
 PARAMS = (
     Param("n_clusters", "int", low=1, doc="Number of clusters (k)."),
@@ -139,10 +144,19 @@ def _chunk_rows(params: dict, n: int) -> int:
     return int(max(256, min(n, 64 * 2**20 // (4 * _F(params)))))
 
 
-def gamma_in_memory(params: dict, n_samples: int) -> bool:
-    """Whether the job computes Γ once and holds it (``solver: exact``, or Γ ≤ 2 GiB)."""
+def gamma_placement(params: dict, n_samples: int) -> str:
+    """Where the job keeps Γ: ``'dense'``, ``'sparse'`` (held) or ``'lazy'`` (recomputed).
+
+    Dense when asked for the exact solver or when N F fits ``GAMMA_MEMORY_LIMIT``; sparse
+    when its estimated size (2 Q (G - 1) entries per row, value and column index) fits and
+    neither /features nor /kernel is written; lazy otherwise.
+    """
     item = 4 if params["dtype"] == "float32" else 8
-    return params["solver"] == "exact" or item * n_samples * _F(params) <= GAMMA_MEMORY_LIMIT
+    if params["solver"] == "exact" or item * n_samples * _F(params) <= GAMMA_MEMORY_LIMIT:
+        return "dense"
+    per_row = 2 * params["n_inits"] * (params["max_components"] - 1) * (item + 4)
+    stored = params["store_features"] or params["store_kernel"]
+    return "sparse" if not stored and n_samples * per_row <= GAMMA_MEMORY_LIMIT else "lazy"
 
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
@@ -155,10 +169,13 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     k = params["n_components"] or params["n_clusters"]
     l = k + 20  # the randomized solver's basis (n_oversamples = 20)
     gamma = 8.0 * (n_samples + F) * l * 2
-    if gamma_in_memory(params, n_samples):
+    placement = gamma_placement(params, n_samples)
+    if placement == "dense":
         gamma += item * n_samples * F
         if params["solver"] != "randomized":
             gamma += 8.0 * min(n_samples, F) ** 2  # the Gram route's matrix
+    elif placement == "sparse":
+        gamma += n_samples * 2 * params["n_inits"] * (G - 1) * (item + 4)
     memory = 8.0 * n_samples * n_features * 2 + task + gamma
     disk = 8.0 * n_samples * 8
     if params["store_features"]:
@@ -243,6 +260,10 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
     )
 
 
+def _nnz_per_row(Gamma: Any) -> float:
+    return Gamma.nnz / max(Gamma.shape[0], 1)
+
+
 def _model_entropy(Gamma, offsets: np.ndarray, scale: float) -> np.ndarray:
     """Mean over samples of each model's posterior entropy (nats)."""
 
@@ -256,6 +277,8 @@ def _model_entropy(Gamma, offsets: np.ndarray, scale: float) -> np.ndarray:
             block, dtype=np.float64, chunks=((1,) * Gamma.numblocks[0], (offsets.size - 1,))
         )
         total = parts.sum(axis=0).compute()
+    elif issparse(Gamma):  # dropped entries: p log p ≈ 0
+        total = sum(block(Gamma[a : a + 4096].toarray())[0] for a in range(0, Gamma.shape[0], 4096))
     else:
         total = block(Gamma)[0]
     return total / Gamma.shape[0]
@@ -294,11 +317,14 @@ def run(ctx: JobContext) -> None:
     rows = _chunk_rows(p, n)
     # Γ computed once and held when it fits; otherwise it stays lazy and every pass of the
     # randomized solver recomputes it chunk by chunk from the ensemble parameters
-    in_memory = gamma_in_memory(p, n)
+    placement = gamma_placement(p, n)
+    in_memory = placement != "lazy"
     if in_memory:
         # here, from the N × p data: gathering Γ from the workers would move F / p times
         # more bytes (700x for PCK's defaults on 20 columns) than it takes to compute
-        Gamma = est.transform(X.compute() if isinstance(X, da.Array) else np.asarray(X))
+        Xn = X.compute() if isinstance(X, da.Array) else np.asarray(X)
+        cut = SPARSE_CUT if placement == "sparse" else None
+        Gamma = est.transform(Xn, sparse_threshold=cut)
     else:
         Xd = (
             X.rechunk({0: rows, 1: -1})
@@ -309,7 +335,13 @@ def run(ctx: JobContext) -> None:
     solver, why = choose_solver(Gamma.shape, k, is_dask=not in_memory)
     ctx.log(
         f"[dkernel] Γ ({n} x {est.n_features_out_}, {p['dtype']}) "
-        + ("held in memory" if in_memory else "lazy, recomputed once per pass")
+        + (
+            f"held in memory, sparse ({_nnz_per_row(Gamma):.0f} entries per row ≥ {SPARSE_CUT:g})"
+            if placement == "sparse"
+            else "held in memory"
+            if placement == "dense"
+            else "lazy, recomputed once per pass"
+        )
         + f"; {why}"
         + ("" if p["solver"] == "auto" else f"; solver: {p['solver']} as asked")
     )
