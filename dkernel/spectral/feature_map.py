@@ -200,10 +200,11 @@ def _exact(
     if Phi.dtype not in (np.float32, np.float64):
         Phi = Phi.astype(np.float64)
     if n <= f:
+        # only the lower triangle is filled, and only it is read by eigh: the centring and
+        # scaling below are elementwise, so the upper one is never made symmetric
         K = _gram(Phi, transpose=False)
-        K = np.tril(K) + np.tril(K, -1).T
-        if mean is not None:  # H K H = K - r 1ᵀ - 1 rᵀ + m 11ᵀ
-            r = K.mean(axis=1)
+        if mean is not None:  # H K H = K - r 1ᵀ - 1 rᵀ + m 11ᵀ, r the row means of K
+            r = (K.sum(axis=1) + K.sum(axis=0) - np.diagonal(K)) / n
             K -= r[:, None]
             K -= r[None, :]
             K += r.mean()
