@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -151,7 +152,9 @@ def test_randomized_streams_a_dask_map_once_per_pass():
         return block
 
     lazy = da.from_array(Phi, chunks=(50, 40)).map_blocks(chunk, dtype=Phi.dtype)
-    feature_map_kpca(lazy, 2, solver="randomized", n_power_iter=3, random_state=0)
+    # in this process (a client left by another test would run the chunks in its workers)
+    with dask.config.set(scheduler="sync"):
+        feature_map_kpca(lazy, 2, solver="randomized", n_power_iter=3, random_state=0)
     assert len(calls) == 4 * (1 + 3 + 2)  # 4 chunks; mean + (n_power_iter + 1) + 1 passes
 
 
