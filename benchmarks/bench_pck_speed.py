@@ -1,4 +1,6 @@
-"""PCK ensemble fit vs a loop of scikit-learn GaussianMixture fits, side by side in one run.
+"""PCK speed: the ensemble fit vs scikit-learn, posteriors vs their floor, embedding vs fit.
+
+1. Fit. The PCK ensemble fit next to a loop of scikit-learn GaussianMixture fits, in one run.
 
 The ensemble: Q = G = 30 (870 diagonal GMMs, g = 2..30), 10 EM iterations, 50 % subsample per
 initial condition. The alternative a user would write: for every (q, g), draw a 50 % subsample
@@ -12,8 +14,21 @@ Datasets: synthetic N = 100 000, p = 20 (8 Gaussian clusters, float32) and Samso
 (9025 pixels × 156 bands). ``--million`` also fits N = 10⁶, p = 20 (ours only) and reports its
 wall time and peak memory (ru_maxrss of this process).
 
-Run:  python benchmarks/bench_pck_speed.py [--quick] [--million]
-Writes benchmarks/results/pck_speed.md (and .json).
+2. Posteriors vs their floor. A Q = G = 30 ensemble fitted on p = 36 data (the Statlog
+Landsat shape); Γ = ``transform`` of N_new points (``posterior_block``) next to the floor of
+the same work, timed with NumPy in the same run on the same rows: the two GEMMs
+``X² @ A`` and ``X @ B`` (N_new × p by p × Σg, Σg = 13 920) and one ``exp`` of N_new × Σg,
+in the same 512-row blocks on one BLAS thread each spread over the cores (the floor's
+fastest arrangement here; full-height blocks on threaded BLAS are also timed and the
+faster kept). Rates per wall second and per CPU second (the latter is less distorted by
+other jobs on a shared machine).
+
+3. Embedding vs fit. The ``pck-spectral`` job (kpca, k = 8, Q = G = 30, 2 workers x 1
+thread) on synthetic p = 20 blobs for N = 10³ … 10⁵ (``--embedding-sizes``); its own
+``timings`` (``fit_ensemble``, ``embedding`` = Γ + solver) and the solver line it logs.
+
+Run:  python benchmarks/bench_pck_speed.py [--quick] [--million] [--embedding-sizes ...]
+Writes benchmarks/results/pck_speed.md (and .json); ``--quick`` prints only.
 """
 
 from __future__ import annotations
@@ -22,6 +37,8 @@ import argparse
 import json
 import os
 import resource
+import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -31,7 +48,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 
 from dkernel._random import derive_rng
+from dkernel.gmm import graph
 from dkernel.gmm.pck import ProbabilisticClusterKernel
+from dkernel.linalg.threads import map_on_cores
 
 
 def synthetic(n: int, p: int = 20, k: int = 8, seed: int = 0) -> np.ndarray:
@@ -71,6 +90,110 @@ def time_sklearn(X: np.ndarray, n_inits: int, G: int) -> tuple[float, float]:
     return time.perf_counter() - t, time.process_time() - c
 
 
+def _timed(fn) -> tuple[float, float]:
+    """(wall s, CPU s of this process) of ``fn()``."""
+    t, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def posteriors_vs_floor(n_fit: int, n_new: int, Q: int = 30, G: int = 30, p: int = 36) -> dict:
+    """Γ of ``n_new`` points next to the floor (two GEMMs and one exp) on the same rows."""
+    X = synthetic(n_fit + n_new, p=p, seed=1)
+    pck = ProbabilisticClusterKernel(n_inits=Q, max_components=G, random_state=0).fit(X[:n_fit])
+    Xn = X[n_fit:]
+    ens = pck.ensemble_
+    C = int(ens.offsets[-1])
+    Xc = np.ascontiguousarray(pck._prepare(Xn))
+    A = np.ascontiguousarray((-0.5 / ens.variances).T, dtype=np.float32)  # (p, C)
+    B = np.ascontiguousarray((ens.means / ens.variances).T, dtype=np.float32)
+
+    def floor_block(sl: slice) -> None:
+        x = Xc[sl]
+        L = (x * x) @ A
+        L += x @ B
+        with np.errstate(over="ignore"):  # unnormalised log-densities: the cost is the same
+            np.exp(L, out=L)
+
+    rows = graph.POSTERIOR_BLOCK_ROWS
+    small = [slice(a, a + rows) for a in range(0, n_new, rows)]
+    tall = [slice(a, a + 4096) for a in range(0, n_new, 4096)]
+    pck.transform(Xn[:rows])  # warm-up (thread pool, BLAS)
+    ours = min((_timed(lambda: pck.transform(Xn)) for _ in range(2)), key=lambda t: t[0])
+    floors = {
+        "blocks of 512 rows, one BLAS thread each": min(
+            (_timed(lambda: map_on_cores(floor_block, small)) for _ in range(2)),
+            key=lambda t: t[0],
+        ),
+        "blocks of 4096 rows, threaded BLAS": min(
+            (_timed(lambda: [floor_block(sl) for sl in tall]) for _ in range(2)),
+            key=lambda t: t[0],
+        ),
+    }
+    how, floor = min(floors.items(), key=lambda kv: kv[1][0])
+    return {
+        "Q": Q,
+        "G": G,
+        "p": p,
+        "sum_g": C,
+        "n_new": n_new,
+        "ours_s": ours[0],
+        "ours_cpu_s": ours[1],
+        "floor_s": floor[0],
+        "floor_cpu_s": floor[1],
+        "floor_how": how,
+        "floors": {k: list(v) for k, v in floors.items()},
+        "ours_pts_s": n_new / ours[0],
+        "floor_pts_s": n_new / floor[0],
+        "ours_pts_cpu_s": n_new / ours[1],
+        "floor_pts_cpu_s": n_new / floor[1],
+        "ratio_wall": ours[0] / floor[0],
+        "ratio_cpu": ours[1] / floor[1],
+    }
+
+
+def embedding_vs_fit(n: int, workdir: Path, Q: int = 30, G: int = 30, k: int = 8) -> dict:
+    """The pck-spectral job's own timings (fit_ensemble, embedding) and its solver log line."""
+    from dkernel.jobs.runner import run_job
+    from dkernel.storage import open_results
+
+    X = synthetic(n, p=20, k=k, seed=2)
+    path = workdir / f"blobs{n}.npy"
+    np.save(path, X)
+    spec = workdir / f"job{n}.yaml"
+    spec.write_text(
+        f"name: pck-speed-{n}\nseed: 0\ndata:\n  reader: npy\n  path: {path}\n"
+        f"method: pck-spectral\nparams:\n  n_clusters: {k}\n  n_inits: {Q}\n"
+        f"  max_components: {G}\n  n_init: 10\noutput: {workdir / f'out{n}.zarr'}\n"
+    )
+    logs: list[str] = []
+    t = time.perf_counter()
+    store = run_job(
+        spec,
+        n_workers=2,
+        threads_per_worker=1,
+        progress=False,
+        quiet=True,
+        log=logs.append,
+        overwrite=True,
+    )
+    wall = time.perf_counter() - t
+    tree = open_results(store)
+    timings = dict(tree.attrs.get("timings", {}))
+    solver_line = next((m for m in logs if "solver for" in m), "")
+    return {
+        "n": n,
+        "fit_s": timings.get("fit_ensemble"),
+        "embedding_s": timings.get("embedding"),
+        "kmeans_s": timings.get("kmeans"),
+        "job_wall_s": wall,
+        "timings": timings,
+        "solver": tree["embedding"].attrs.get("solver"),
+        "log": solver_line.replace("[dkernel] ", ""),
+        "load_avg": os.getloadavg()[0],
+    }
+
+
 def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
@@ -84,6 +207,14 @@ def main() -> None:
     ap.add_argument(
         "--million-only", action="store_true", help="only the N = 10^6 fit; prints, writes nothing"
     )
+    ap.add_argument(
+        "--embedding-sizes",
+        default=None,
+        help="comma-separated N for the job's embedding vs fit (default 1000,10000,100000; "
+        "quick: 1000,3000)",
+    )
+    ap.add_argument("--posterior-n", type=int, default=None, help="N_new (default 40000)")
+    ap.add_argument("--skip-fit", action="store_true", help="skip the scikit-learn comparison")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "pck_speed"))
     args = ap.parse_args()
     Q = G = 10 if args.quick else 30
@@ -94,6 +225,8 @@ def main() -> None:
         Q = G = 30
     elif not args.skip_samson:
         sets.append(("Samson 9025 x 156", samson()))
+    if args.skip_fit:
+        sets = []
     rows = []
     for name, X in sets:
         ours, ours_cpu = time_ours(X, Q, G)
@@ -127,13 +260,49 @@ def main() -> None:
             f"{million['peak_rss_gib']:.2f} GiB",
             flush=True,
         )
+    post = None
+    if not args.million_only:
+        n_new = args.posterior_n or (8_000 if args.quick else 40_000)
+        post = posteriors_vs_floor(2_000, n_new)
+        print(
+            f"posteriors Q=G=30 p=36 (Σg={post['sum_g']}), {n_new} points: ours "
+            f"{post['ours_pts_s']:,.0f} pts/s ({post['ours_pts_cpu_s']:,.0f} per CPU s) | floor "
+            f"{post['floor_pts_s']:,.0f} pts/s ({post['floor_pts_cpu_s']:,.0f} per CPU s; "
+            f"{post['floor_how']}) | ours / floor {post['ratio_wall']:.2f}x wall, "
+            f"{post['ratio_cpu']:.2f}x CPU",
+            flush=True,
+        )
+    sizes = args.embedding_sizes or ("1000,3000" if args.quick else "1000,10000,100000")
+    emb_rows = []
+    if not args.million_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in [int(v) for v in sizes.split(",") if v]:
+                r = embedding_vs_fit(n, Path(tmp))
+                emb_rows.append(r)
+                print(
+                    f"pck-spectral N={n}: fit_ensemble {r['fit_s']:.1f} s, embedding "
+                    f"{r['embedding_s']:.1f} s (ratio {r['embedding_s'] / r['fit_s']:.2f}), "
+                    f"kmeans {r['kmeans_s']:.1f} s; load {r['load_avg']:.1f}; {r['log']}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     if args.quick:
         return
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(
         json.dumps(
-            {"Q": Q, "G": G, "rows": rows, "million": million, "cpus": os.cpu_count()}, indent=1
+            {
+                "Q": Q,
+                "G": G,
+                "rows": rows,
+                "million": million,
+                "posteriors": post,
+                "embedding": emb_rows,
+                "cpus": os.cpu_count(),
+                "load_avg_start": LOAD_AT_START,
+            },
+            indent=1,
         )
     )
     lines = [
@@ -165,6 +334,41 @@ def main() -> None:
             f"N = 10⁶, p = 20 (ours only): {million['seconds']:.0f} s wall, peak RSS "
             f"{million['peak_rss_gib']:.2f} GiB.",
         ]
+    if post:
+        lines += [
+            "",
+            "## Posteriors vs their floor",
+            "",
+            f"Q = G = 30 ensemble (Σg = {post['sum_g']}) fitted on 2000 points, p = {post['p']}; "
+            f"Γ = transform of {post['n_new']:,} new points. Floor: the two GEMMs X² @ A and "
+            "X @ B (N × p by p × Σg) and one exp of N × Σg, timed with NumPy on the same rows "
+            f"in the same run (fastest arrangement: {post['floor_how']}).",
+            "",
+            "| | points/s (wall) | points/s per CPU second |",
+            "|---|---|---|",
+            f"| floor | {post['floor_pts_s']:,.0f} | {post['floor_pts_cpu_s']:,.0f} |",
+            f"| dkernel posteriors (`transform`) | {post['ours_pts_s']:,.0f} "
+            f"| {post['ours_pts_cpu_s']:,.0f} |",
+            f"| ours / floor (time) | {post['ratio_wall']:.2f}× | {post['ratio_cpu']:.2f}× |",
+        ]
+    if emb_rows:
+        lines += [
+            "",
+            "## pck-spectral: embedding vs ensemble fit (the job's own timings)",
+            "",
+            "Synthetic blobs, p = 20, 8 clusters; kpca, k = 8, Q = G = 30 (F = 13 920); "
+            "2 workers × 1 thread. `embedding` covers Γ and the solver.",
+            "",
+            "| N | fit_ensemble (s) | embedding (s) | embedding / fit | solver | load avg |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in emb_rows:
+            lines.append(
+                f"| {r['n']:,} | {r['fit_s']:.1f} | {r['embedding_s']:.1f} "
+                f"| {r['embedding_s'] / r['fit_s']:.2f} | {r['solver']} | {r['load_avg']:.1f} |"
+            )
+        lines += ["", "Logged by the job:", ""]
+        lines += [f"* N = {r['n']:,}: {r['log']}" for r in emb_rows]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print(f"wrote {out.with_suffix('.md')}")
 

@@ -287,6 +287,99 @@ def diag_posteriors(X: np.ndarray, mix: DiagMixtures) -> np.ndarray:
     return diag_resp(X0, O, mix)[0]
 
 
+@dataclass(frozen=True)
+class PosteriorGroup:
+    """The components of every model with ``size`` components, for :func:`grouped_posteriors`.
+
+    Attributes
+    ----------
+    size : int
+        g, the number of components of each model in the group.
+    params : ndarray (M_g · g, 2p+1 or 3p+1)
+        Rows of the stacked parameters (:func:`_stacked_params`, transposed) of the group's
+        components, model by model.
+    columns : ndarray (M_g · g,) of int
+        Where those components sit in the ensemble's stacked order.
+    model_stride : int or None
+        When the group's models start at evenly spaced offsets (a PCK ensemble: one model of
+        each size per initial condition), that spacing; the group's rows of the output are
+        then a strided view and are written without an index array.
+    """
+
+    size: int
+    params: np.ndarray
+    columns: np.ndarray
+    model_stride: int | None = None
+
+
+def posterior_groups(mix: DiagMixtures, with_mask: bool, dtype) -> list[PosteriorGroup]:
+    """The ensemble's components grouped by model size (one group per distinct g).
+
+    Notes
+    -----
+    O(C p). A PCK ensemble has Q models of every size, so Q · (G - 1) models become G - 1
+    groups.
+    """
+    W = _stacked_params(mix, with_mask, dtype).T
+    sizes = np.diff(mix.offsets)
+    groups = []
+    for g in np.unique(sizes):
+        models = np.flatnonzero(sizes == g)
+        starts = mix.offsets[models]
+        cols = (starts[:, None] + np.arange(g)).ravel()
+        steps = np.unique(np.diff(starts))
+        stride = int(steps[0]) if steps.size == 1 and steps[0] >= g else None
+        groups.append(PosteriorGroup(int(g), np.ascontiguousarray(W[cols]), cols, stride))
+    return groups
+
+
+def grouped_posteriors(
+    D: np.ndarray, groups: list[PosteriorGroup], scale: float, out_t: np.ndarray
+) -> None:
+    """Write ``scale ·`` the posteriors of every component, component-major, into ``out_t``.
+
+    Parameters
+    ----------
+    D : ndarray (b, 2p+1 or 3p+1)
+        Design matrix (:func:`design_matrix`) of b points.
+    groups : list of PosteriorGroup
+        From :func:`posterior_groups` (same ``with_mask`` as ``D``).
+    scale : float
+    out_t : ndarray (C, b)
+        Receives the posteriors in the ensemble's stacked order (may be a strided view).
+
+    Notes
+    -----
+    Same result as :func:`diag_resp_design` (to rounding), but the segmented log-sum-exp runs
+    once per group of equally sized models, as ``(M_g, g, b)`` array operations, instead of
+    once per model: for a Q = G = 30 PCK that is 29 rounds of NumPy calls instead of 870,
+    which dominated the posteriors of small row blocks. One GEMM ``(M_g g × 2p+1)·(2p+1 × b)``
+    per group; O(b p C) time, O(b · max_g M_g g) extra memory.
+    """
+    b = D.shape[0]
+    Dt = D.T
+    s = D.dtype.type(scale)
+    for grp in groups:
+        L = grp.params @ Dt
+        seg = L.reshape(-1, grp.size, b)
+        mx = seg.max(axis=1)
+        mx[~np.isfinite(mx)] = 0
+        seg -= mx[:, None, :]
+        np.exp(seg, out=seg)
+        tot = seg.sum(axis=1)
+        np.divide(s, tot, out=tot)
+        seg *= tot[:, None, :]
+        if grp.model_stride is None:
+            out_t[grp.columns] = L
+            continue
+        first = out_t[grp.columns[0] :]
+        rs, cs = first.strides
+        view = np.lib.stride_tricks.as_strided(
+            first, shape=seg.shape, strides=(grp.model_stride * rs, rs, cs), writeable=True
+        )
+        view[...] = seg
+
+
 def diag_suff_stats(
     X0: np.ndarray,
     O: np.ndarray | None,

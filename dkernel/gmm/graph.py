@@ -16,20 +16,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from dkernel._random import derive_rng
 from dkernel.gmm.em import (
     DiagMixtures,
     MissingnessModel,
+    design_matrix,
     diag_em,
-    diag_posteriors,
     full_em,
     full_posteriors,
+    grouped_posteriors,
     init_diag_mixtures,
     init_full_params,
+    posterior_groups,
     row_block_size,
+    split_missing,
 )
+from dkernel.linalg.threads import blas_controller, map_on_cores
 from dkernel.runtime.progress import wait_with_progress
 
 
@@ -84,17 +87,8 @@ def fit_init_batch(
     args = (Xs, q, sizes, seed, n_iter, reg_covar, covariance_type, missingness)
     if not (small and limit_blas):
         return _fit_rows(*args)
-    with _blas_controller().limit(limits=1, user_api="blas"):
+    with blas_controller().limit(limits=1, user_api="blas"):
         return _fit_rows(*args)
-
-
-_CONTROLLER: list = []
-
-
-def _blas_controller() -> ThreadpoolController:
-    if not _CONTROLLER:
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0]
 
 
 def _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type, missingness):
@@ -163,7 +157,7 @@ def fit_ensemble(
             return [fit_init_batch(Xn, candidates, q=q, **kwargs) for q in range(n_inits)]
         # one task per core, each on one BLAS thread (results do not depend on the threads)
         with (
-            _blas_controller().limit(limits=1, user_api="blas"),
+            blas_controller().limit(limits=1, user_api="blas"),
             ThreadPoolExecutor(n_threads) as pool,
         ):
             return list(
@@ -193,6 +187,11 @@ def fit_ensemble(
         cand.release()
 
 
+# Rows per sub-block of the diagonal posteriors: one group's (M_g g × rows) log-joint then stays
+# in cache through the max / exp / sum / scale passes.
+POSTERIOR_BLOCK_ROWS = 512
+
+
 def posterior_block(
     X: np.ndarray, ensemble: DiagMixtures | FullMixtures, scale: float, dtype: Any
 ) -> np.ndarray:
@@ -200,27 +199,64 @@ def posterior_block(
 
     Notes
     -----
-    O(rows · p · F) and memory O(block · F), processed in sub-blocks of ~64 MiB. The result is
-    Fortran-ordered for diagonal ensembles (the posteriors are computed component-major, see
-    :func:`dkernel.gmm.em.diag_resp_design`); NumPy and BLAS consume it without a copy.
+    Diagonal: one GEMM per group of equally sized models and one exp of rows × F
+    (:func:`dkernel.gmm.em.grouped_posteriors`), O(rows · p · F), in sub-blocks of
+    ``POSTERIOR_BLOCK_ROWS`` rows. The result is Fortran-ordered for diagonal ensembles (the
+    posteriors are computed component-major); NumPy and BLAS consume it without a copy.
+    Full covariance: one model at a time, sub-blocks of ~64 MiB.
     """
     X = np.asarray(X, dtype=dtype)
     F = int(ensemble.offsets[-1])
     diag = isinstance(ensemble, DiagMixtures)
     out = np.empty((X.shape[0], F), dtype=dtype, order="F" if diag else "C")
-    s = np.dtype(dtype).type(scale)
+    if diag:
+        out_t = out.T
+        dt = np.dtype(dtype)
+        groups = {False: posterior_groups(ensemble, False, dt)}
+        if np.isnan(X).any():
+            groups[True] = posterior_groups(ensemble, True, dt)
+        blocks = [
+            slice(a, min(X.shape[0], a + POSTERIOR_BLOCK_ROWS))
+            for a in range(0, X.shape[0], POSTERIOR_BLOCK_ROWS)
+        ]
+
+        def work(sl: slice) -> None:
+            X0, O = split_missing(X[sl])
+            grouped_posteriors(design_matrix(X0, O), groups[O is not None], scale, out_t[:, sl])
+
+        # the GEMMs are thin (2p+1 inner dimension): one BLAS thread per sub-block and the
+        # sub-blocks spread over the cores is several times faster than threaded BLAS
+        map_on_cores(work, blocks)
+        return out
     step = row_block_size(F, np.dtype(dtype).itemsize)
+    offs = ensemble.offsets
     for start in range(0, X.shape[0], step):
         sl = slice(start, min(X.shape[0], start + step))
-        if diag:
-            np.multiply(diag_posteriors(X[sl], ensemble), s, out=out[sl])
-        else:
-            offs = ensemble.offsets
-            for m, (means, covs, w) in enumerate(ensemble.models):
-                out[sl, offs[m] : offs[m + 1]] = full_posteriors(X[sl], means, covs, w)
-    if not diag:
-        out *= s
+        for m, (means, covs, w) in enumerate(ensemble.models):
+            out[sl, offs[m] : offs[m + 1]] = full_posteriors(X[sl], means, covs, w)
+    out *= np.dtype(dtype).type(scale)
     return out
+
+
+def _threshold_to_csr(block: np.ndarray, threshold: float) -> Any:
+    """CSR of the entries of ``block`` at or above ``threshold``.
+
+    A diagonal ensemble's block is Fortran-ordered: its transpose is scanned in memory order
+    and read as the CSR of the transpose (i.e. the CSC of the block), then converted, several
+    times faster than ``csr_matrix(block)`` on a Fortran-ordered array.
+    """
+    from scipy.sparse import csc_matrix, csr_matrix
+
+    if not block.flags.f_contiguous:
+        block = np.where(block >= threshold, block, 0)
+        return csr_matrix(block)
+    bt = block.T  # (F, rows), C-ordered
+    keep = bt >= threshold
+    flat = np.flatnonzero(keep)
+    indptr = np.concatenate([[0], np.cumsum(np.count_nonzero(keep, axis=1))])
+    rows = bt.shape[1]
+    csc = csc_matrix((bt.ravel()[flat], flat % rows, indptr), shape=block.shape)
+    return csc.tocsr()
 
 
 def sparse_posteriors(
@@ -230,19 +266,30 @@ def sparse_posteriors(
 
     Notes
     -----
-    Row blocks of ~64 MiB of dense posteriors are computed and thresholded one at a time:
-    memory O(block · F + non-zeros).
+    Diagonal ensembles: blocks of ``POSTERIOR_BLOCK_ROWS`` rows computed and thresholded on
+    the cores in parallel, memory O(cores · block · F + non-zeros); full covariance: blocks
+    of ~64 MiB one at a time. The entries kept equal those of :func:`posterior_block` on all
+    rows at once, bit for bit.
     """
     from scipy.sparse import csr_matrix, vstack
 
     X = np.asarray(X, dtype=dtype)
     F = int(ensemble.offsets[-1])
-    step = row_block_size(F, np.dtype(dtype).itemsize)
-    parts = []
-    for start in range(0, X.shape[0], step):
-        block = posterior_block(X[start : start + step], ensemble, scale, dtype)
-        block[block < threshold] = 0
-        parts.append(csr_matrix(block))
+    if isinstance(ensemble, DiagMixtures):
+        # the sub-blocks of posterior_block (the same GEMM shapes, so the same bits as the
+        # dense transform), each computed and thresholded by one thread, in cache
+        step = POSTERIOR_BLOCK_ROWS
+        blocks = [slice(a, a + step) for a in range(0, X.shape[0], step)]
+        parts = map_on_cores(
+            lambda sl: _threshold_to_csr(posterior_block(X[sl], ensemble, scale, dtype), threshold),
+            blocks,
+        )
+    else:
+        step = row_block_size(F, np.dtype(dtype).itemsize)
+        parts = [
+            _threshold_to_csr(posterior_block(X[a : a + step], ensemble, scale, dtype), threshold)
+            for a in range(0, X.shape[0], step)
+        ]
     if not parts:
         return csr_matrix((0, F), dtype=dtype)
     return vstack(parts, format="csr")

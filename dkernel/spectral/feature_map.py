@@ -1,36 +1,57 @@
 """Spectral embeddings of a kernel ``K = Φ Φᵀ`` given by an explicit feature map Φ (N × F).
 
-K is never formed. Centred KPCA: the eigenpairs of ``H K H`` are ``(s², u)`` for the singular
-triplets ``(u, s, v)`` of the column-centred ``Φ - 1 mean(Φ)``; the embedding is ``U S``
-(Paper I Eq. 5). Normalised embedding (Ng–Jordan–Weiss): with degrees ``d = Φ (Φᵀ 1)``,
-``D^{-1/2} K D^{-1/2} = B Bᵀ`` with ``B = D^{-1/2} Φ``, so its eigenvectors are the left
-singular vectors of the tall-skinny B (eigenvalues s², the largest is 1).
+Centred KPCA: the eigenpairs of ``H K H`` are ``(s², u)`` for the singular triplets ``(u, s, v)``
+of the column-centred ``Φ - 1 mean(Φ)``; the embedding is ``U S`` (Paper I Eq. 5). Normalised
+embedding (Ng–Jordan–Weiss): with degrees ``d = Φ (Φᵀ 1)``, ``D^{-1/2} K D^{-1/2} = B Bᵀ`` with
+``B = D^{-1/2} Φ``, so its eigenvectors are the left singular vectors of B (eigenvalues s², the
+largest is 1). Both are the leading left singular pairs of ``A = diag(w) (Φ - 1 μᵀ)``, with
+``μ`` the column mean (or 0) and ``w = d^{-1/2}`` (or 1); A is never formed.
 
 Solvers:
 
-* ``'exact'`` — NumPy input: eigen-decomposition of the smaller Gram matrix (``Φ Φᵀ`` when
-  N ≤ F, else ``Φᵀ Φ``), O(N F min(N, F)) time, O(min(N, F)²) memory;
-* ``'randomized'`` — Halko et al. randomized SVD: scikit-learn's ``randomized_svd`` for NumPy,
-  ``dask.array.linalg.svd_compressed`` for Dask input, where Φ is streamed (recomputed chunk by
-  chunk from its graph, e.g. from stored ensemble parameters) ``2 (n_power_iter + 1)`` times;
-  O(N F (k + p)) per pass, O(N (k + p)) memory;
-* ``'auto'`` — exact for NumPy input with min(N, F) ≤ 4000, randomized otherwise.
+* ``'exact'`` — the Gram route: ``Φ Φᵀ`` (N ≤ F; ``Φᵀ Φ`` otherwise) by BLAS ``syrk`` in Φ's
+  dtype, summed in float64 over slices of 2048 features, centred / scaled on the N × N matrix,
+  then the k leading eigenpairs only (LAPACK ``evr`` with ``subset_by_index``); O(N² F) +
+  O(N³) time, O(N²) memory; NumPy input (or Dask input small enough to gather);
+* ``'randomized'`` — Halko et al.'s randomized range finder with ``n_power_iter`` power
+  iterations, run as a subspace iteration on the F side: each iteration is one pass over Φ
+  (``Z = A Q`` and ``Aᵀ Z`` from the same row block), QR of the F × l basis in float64, then
+  one last pass for ``A Q`` and its thin SVD: ``n_power_iter + 2`` passes in all (Halko's
+  two-sided version takes ``2 (n_power_iter + 1)``). Φ stays in its dtype (float32 for PCK);
+  a Dask Φ is streamed (recomputed chunk by chunk from its graph) once per pass;
+  O(N F l) per pass with l = k + ``n_oversamples``, O(N l + F l) memory;
+* ``'auto'`` — the cheaper of the two by :func:`embedding_cost` (flops weighted by the
+  measured speed of each kind of work), the Gram route only when its N × N matrix fits
+  ``GRAM_MEMORY_LIMIT``.
 
 Written for any explicit feature map (PCK posteriors, random Fourier features, Nyström maps).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import linalg
+from scipy.sparse import issparse
 
 from dkernel._validation import check_options, check_scalar
 from dkernel.errors import InvalidInputError
-from dkernel.linalg.eigen import clip_negative, fix_signs
+from dkernel.linalg.eigen import clip_negative, dense_eigh, fix_signs
+from dkernel.linalg.threads import map_on_cores, one_blas_thread
 
-EXACT_LIMIT = 4000
+EXACT_LIMIT = 4000  # largest min(N, F) for which a Dask Φ is gathered for the Gram route
+GRAM_MEMORY_LIMIT = 2 * 2**30  # bytes of the float64 Gram matrix 'auto' accepts
+_GRAM_SLICE = 2048  # features per float32 syrk before the float64 sum
+
+# Relative cost per flop of each kind of work, measured on one AVX2 core (OpenBLAS, PCK Γ of
+# 1000 x 13920 in float32, k = 8): syrk 61 GFLOP/s (1), the randomized passes (thin GEMMs
+# with l = 28 columns, QR, centring) 28 GFLOP/s (2.2), the partial eigh 18 GFLOP/s of its
+# 4/3 m³ tridiagonal reduction (3.4).
+_COST_THIN_GEMM = 2.2
+_COST_TRIDIAG = 3.4
 
 
 @dataclass(frozen=True)
@@ -61,11 +82,79 @@ def _is_dask(X: Any) -> bool:
     return hasattr(X, "dask") and hasattr(X, "chunks")
 
 
-def _pick_solver(Phi: Any, solver: str, n_components: int) -> str:
+def embedding_cost(
+    n: int, f: int, k: int, *, n_power_iter: int = 4, n_oversamples: int = 20
+) -> dict[str, dict[str, float]]:
+    """Estimated work (flop-equivalents) and memory (bytes) of each solver for an N × F map.
+
+    Parameters
+    ----------
+    n, f : int
+        Shape of Φ.
+    k : int
+        Number of eigenpairs.
+    n_power_iter, n_oversamples : int
+        The randomized solver's settings.
+
+    Returns
+    -------
+    dict
+        ``{'exact': {'work': ..., 'memory': ...}, 'randomized': {...}}``. The memory is what
+        the solver allocates beyond Φ itself.
+
+    Notes
+    -----
+    Exact: ``m² M`` for the Gram matrix (m = min(N, F), M = max(N, F); syrk) and
+    ``4/3 m³`` for the tridiagonal reduction, weighted ``_COST_TRIDIAG``; memory ``8 m²``
+    (float64), plus ``8 N F`` when F < N (the product ``Φ V``). Randomized:
+    ``4 N F l`` per power iteration (``A Q`` and ``Aᵀ Z``) and ``2 N F l`` for the last pass,
+    weighted ``_COST_THIN_GEMM``; memory ``8 (N + F) l`` (float64). With l = k + 20 = 28, four
+    power iterations and F = 13 920 (PCK, Q = G = 30) the Gram route is the cheaper up to
+    N ≈ 1300.
+    """
+    m, M = min(n, f), max(n, f)
+    l = min(k + n_oversamples, m)
+    exact = {
+        "work": float(m) * m * M + _COST_TRIDIAG * 4.0 / 3.0 * float(m) ** 3,
+        "memory": 8.0 * m * m,
+    }
+    rand_work = (4.0 * (n_power_iter + 1) + 2.0) * float(n) * f * l * _COST_THIN_GEMM
+    randomized = {"work": rand_work, "memory": 8.0 * (n + f) * l}
+    return {"exact": exact, "randomized": randomized}
+
+
+def choose_solver(
+    shape: tuple[int, int],
+    k: int,
+    *,
+    is_dask: bool = False,
+    n_power_iter: int = 4,
+    n_oversamples: int = 20,
+) -> tuple[str, str]:
+    """The solver ``'auto'`` picks for a feature map of ``shape``, and why (a log line).
+
+    The Gram route when it is the cheaper by :func:`embedding_cost` and its matrix fits
+    ``GRAM_MEMORY_LIMIT``; randomized otherwise, and always for a Dask Φ (it is streamed,
+    never gathered, unless ``solver='exact'`` is asked for).
+    """
+    n, f = int(shape[0]), int(shape[1])
+    cost = embedding_cost(n, f, k, n_power_iter=n_power_iter, n_oversamples=n_oversamples)
+    ex, rnd = cost["exact"], cost["randomized"]
+    fits = ex["memory"] <= GRAM_MEMORY_LIMIT and not is_dask
+    solver = "exact" if fits and ex["work"] <= rnd["work"] else "randomized"
+    why = (
+        f"{solver} solver for {'a Dask ' if is_dask else ''}Φ {n} x {f}, k = {k}: Gram route "
+        f"{ex['work']:.2e} flop-eq., "
+        f"{ex['memory'] / 2**20:.0f} MiB; randomized ({n_power_iter + 2} passes) "
+        f"{rnd['work']:.2e} flop-eq., {rnd['memory'] / 2**20:.0f} MiB"
+    )
+    return solver, why
+
+
+def _pick_solver(Phi: Any, solver: str, n_components: int, **kwargs: int) -> str:
     check_options(solver, "solver", "feature_map_embedding", ("auto", "exact", "randomized"))
     if solver == "auto":
-        small = min(Phi.shape) <= EXACT_LIMIT
-        return "exact" if (small and not _is_dask(Phi)) else "randomized"
+        return choose_solver(Phi.shape, n_components, is_dask=_is_dask(Phi), **kwargs)[0]
     if solver == "exact" and _is_dask(Phi) and min(Phi.shape) > EXACT_LIMIT:
         raise InvalidInputError(
             f"solver='exact' on a Dask feature map of shape {Phi.shape} would need a "
@@ -74,61 +163,222 @@ def _pick_solver(Phi: Any, solver: str, n_components: int) -> str:
     return solver
 
 
-def _top_left_singular(
+def _gram(A: np.ndarray, transpose: bool) -> np.ndarray:
+    """Lower triangle of ``A Aᵀ`` (``Aᵀ A`` when ``transpose``) in float64.
+
+    BLAS ``syrk`` in A's dtype on slices of ``_GRAM_SLICE`` columns of the inner dimension,
+    summed in float64 in slice order: float32 speed, with float32 rounding over 2048 terms
+    only. The slices run on one BLAS thread each, as many at a time as there are cores.
+    """
+    syrk = linalg.get_blas_funcs("syrk", (A,))
+    inner = A.shape[0] if transpose else A.shape[1]
+    m = A.shape[1] if transpose else A.shape[0]
+
+    def one(sl: slice) -> np.ndarray:
+        part = A[sl] if transpose else A[:, sl]
+        # syrk(a, trans=0) is a aᵀ and trans=1 aᵀ a: pick the one that needs no copy of part
+        if transpose:  # part (s, m): partᵀ part
+            a, trans = (part, 1) if part.flags.f_contiguous else (part.T, 0)
+        else:  # part (m, s): part partᵀ
+            a, trans = (part, 0) if part.flags.f_contiguous else (part.T, 1)
+        return syrk(1.0, a, trans=trans, lower=1)
+
+    slices = [slice(a, a + _GRAM_SLICE) for a in range(0, inner, _GRAM_SLICE)]
+    wave = os.cpu_count() or 1  # slices in flight: memory ≤ wave · m² in A's dtype
+    out = np.zeros((m, m))
+    for start in range(0, len(slices), wave):
+        for part in map_on_cores(one, slices[start : start + wave]):
+            out += part
+    return out
+
+
+def _exact(
+    Phi: np.ndarray, k: int, mean: np.ndarray | None, w: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Leading left singular pairs of ``diag(w) (Φ - 1 μᵀ)`` by the Gram route."""
+    n, f = Phi.shape
+    if Phi.dtype not in (np.float32, np.float64):
+        Phi = Phi.astype(np.float64)
+    if n <= f:
+        # only the lower triangle is filled, and only it is read by eigh: the centring and
+        # scaling below are elementwise, so the upper one is never made symmetric
+        K = _gram(Phi, transpose=False)
+        if mean is not None:  # H K H = K - r 1ᵀ - 1 rᵀ + m 11ᵀ, r the row means of K
+            r = (K.sum(axis=1) + K.sum(axis=0) - np.diagonal(K)) / n
+            K -= r[:, None]
+            K -= r[None, :]
+            K += r.mean()
+        if w is not None:
+            K *= w[:, None]
+            K *= w[None, :]
+        with one_blas_thread():  # the tridiagonal reduction hardly scales with threads
+            vals, U = dense_eigh(K, k, clip=False)
+    else:
+        # F < N: the F × F matrix Aᵀ A, then U = A V / s (one more pass over Φ)
+        A = Phi.astype(np.float64)
+        if mean is not None:
+            A = A - mean[None, :]
+        if w is not None:
+            A = A * w[:, None]
+        C = _gram(A, transpose=True)
+        with one_blas_thread():
+            vals, V = dense_eigh(C, k, clip=False)
+        s = np.sqrt(np.maximum(vals, 0))
+        U = (A @ V) / np.where(s > 0, s, 1.0)[None, :]
+    vals = clip_negative(vals, float(np.abs(vals).max(initial=0.0)))
+    return fix_signs(U), vals
+
+
+def _block_times(block: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """``block @ Q`` in the block's dtype, returned as float64."""
+    return (block @ Q).astype(np.float64)
+
+
+def _block_transpose_times(block: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``blockᵀ @ Y`` in the block's dtype, returned as float64."""
+    return (block.T @ Y.astype(block.dtype)).astype(np.float64)
+
+
+# Rows per block of an in-memory Φ in a randomized pass (one BLAS thread each, see
+# dkernel.linalg.threads: the products have only l = k + n_oversamples columns).
+_PASS_ROWS = 2048
+
+
+def _pass_block(
+    block: np.ndarray,
+    Qc: np.ndarray,
+    mQ: np.ndarray | None,
+    w: np.ndarray | None,
+    back: bool,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """``Z = A Q`` of one row block and, when ``back``, its share of ``Φᵀ Y`` and ``1ᵀ Y``."""
+    Z = (block @ Qc).astype(np.float64)
+    if mQ is not None:
+        Z -= mQ[None, :]
+    if w is not None:
+        Z *= w[:, None]
+    if not back:
+        return Z, None, None
+    Y = Z if w is None else Z * w[:, None]
+    return Z, (block.T @ Y.astype(Qc.dtype)).astype(np.float64), Y.sum(axis=0)
+
+
+def _pass(
+    Phi: Any, Q: np.ndarray, mean: np.ndarray | None, w: np.ndarray | None, *, back: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """One pass over Φ: ``Z = A Q`` (N × l) and, when ``back``, ``Aᵀ Z`` (F × l), float64."""
+    Qc = Q.astype(Phi.dtype if Phi.dtype in (np.float32, np.float64) else np.float64)
+    if _is_dask(Phi):
+        import dask
+        import dask.array as da
+
+        P = Phi.map_blocks(
+            _block_times, Qc, dtype=np.float64, chunks=(Phi.chunks[0], (Q.shape[1],))
+        )
+        if mean is not None:
+            P = P - (mean @ Q)[None, :]
+        if w is not None:
+            P = P * da.from_array(w[:, None], chunks=(Phi.chunks[0], 1))
+        if not back:
+            return np.asarray(P.compute()), None
+        Y = P if w is None else P * da.from_array(w[:, None], chunks=(Phi.chunks[0], 1))
+        f, l = Phi.shape[1], Q.shape[1]
+        Y = Y.rechunk({1: -1})
+        parts = [
+            da.from_delayed(
+                dask.delayed(_block_transpose_times, pure=True)(b, y),
+                shape=(f, l),
+                dtype=np.float64,
+            )
+            for b, y in zip(
+                Phi.to_delayed(optimize_graph=False).ravel(),
+                Y.to_delayed(optimize_graph=False).ravel(),
+                strict=True,
+            )
+        ]
+        back_prod = da.stack(parts).sum(axis=0)
+        col = Y.sum(axis=0)
+        Z, W, c = dask.compute(P, back_prod, col)
+        Z, W = np.asarray(Z), np.asarray(W)
+    else:
+        mQ = None if mean is None else mean @ Q
+        rows = [slice(a, a + _PASS_ROWS) for a in range(0, Phi.shape[0], _PASS_ROWS)]
+        parts = map_on_cores(
+            lambda sl: _pass_block(Phi[sl], Qc, mQ, None if w is None else w[sl], back), rows
+        )
+        Z = np.concatenate([z for z, _, _ in parts])
+        if not back:
+            return Z, None
+        W = parts[0][1]
+        c = parts[0][2]
+        for _, Wb, cb in parts[1:]:  # in row order: the sum does not depend on the threads
+            W += Wb
+            c += cb
+    if mean is not None:
+        W -= np.outer(mean, c)
+    return Z, W
+
+
+def _randomized(
     Phi: Any,
     k: int,
-    solver: str,
+    mean: np.ndarray | None,
+    w: np.ndarray | None,
     *,
     n_power_iter: int,
     n_oversamples: int,
     random_state: int | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(U (N, k), s² (k,)) of the leading singular triplets of Φ, descending, signs fixed."""
+    """Leading left singular pairs of ``diag(w) (Φ - 1 μᵀ)``: subspace iteration on the F side.
+
+    Maintenance note: after ``t`` passes the basis spans ``(Aᵀ A)^t Ω``, so ``n_power_iter + 1``
+    passes give the right subspace of Halko's two-sided scheme with ``n_power_iter`` power
+    iterations, and ``A Q`` from one more pass its left one; the thin SVD of ``A Q`` is then
+    the Rayleigh–Ritz step (``A ≈ A Q Qᵀ``).
+    """
+    n, f = Phi.shape
+    l = min(k + n_oversamples, n, f)
+    rng = np.random.default_rng(random_state)
+    Q = np.linalg.qr(rng.standard_normal((f, l)))[0]
+    for _ in range(n_power_iter + 1):
+        _, W = _pass(Phi, Q, mean, w, back=True)
+        Q = np.linalg.qr(W)[0]
+    Z, _ = _pass(Phi, Q, mean, w, back=False)
+    U, s, _ = np.linalg.svd(Z, full_matrices=False)
+    return fix_signs(U[:, :k]), s[:k] ** 2
+
+
+def _top_left_singular(
+    Phi: Any,
+    k: int,
+    solver: str,
+    *,
+    mean: np.ndarray | None = None,
+    w: np.ndarray | None = None,
+    n_power_iter: int,
+    n_oversamples: int,
+    random_state: int | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(U (N, k), s² (k,)) of the leading singular triplets of ``diag(w) (Φ - 1 μᵀ)``."""
     if solver == "exact":
-        A = np.asarray(Phi.compute() if _is_dask(Phi) else Phi, dtype=np.float64)
-        n, f = A.shape
-        if n <= f:
-            G = A @ A.T
-            vals, U = np.linalg.eigh(G)
-            order = np.argsort(vals)[::-1][:k]
-            vals, U = vals[order], U[:, order]
-        else:
-            C = A.T @ A
-            vals, V = np.linalg.eigh(C)
-            order = np.argsort(vals)[::-1][:k]
-            vals, V = vals[order], V[:, order]
-            s = np.sqrt(np.maximum(vals, 0))
-            U = (A @ V) / np.where(s > 0, s, 1.0)[None, :]
-        vals = clip_negative(vals, float(np.abs(vals).max(initial=0.0)))
-        return fix_signs(U), vals
-    if _is_dask(Phi):
-        import dask
-        import dask.array as da
-
-        Phi = Phi.astype(np.float64)
-        if len(Phi.chunks[1]) != 1:
-            Phi = Phi.rechunk({1: Phi.shape[1]})
-        U, s, _ = da.linalg.svd_compressed(
-            Phi,
-            k,
-            n_power_iter=n_power_iter,
-            n_oversamples=n_oversamples,
-            seed=random_state,
-            compute=False,
-        )
-        U, s = dask.compute(U, s)
-    else:
-        from sklearn.utils.extmath import randomized_svd
-
-        U, s, _ = randomized_svd(
-            np.asarray(Phi, dtype=np.float64),
-            k,
-            n_oversamples=n_oversamples,
-            n_iter=n_power_iter,
-            random_state=random_state,
-        )
-    order = np.argsort(s)[::-1]
-    return fix_signs(np.asarray(U)[:, order]), np.asarray(s)[order] ** 2
+        A = Phi.compute() if _is_dask(Phi) else Phi
+        A = A.toarray() if issparse(A) else np.asarray(A)
+        return _exact(A, k, mean, w)
+    if not (_is_dask(Phi) or issparse(Phi)):
+        Phi = np.asarray(Phi)
+    elif issparse(Phi):
+        Phi = Phi.tocsr()
+    elif len(Phi.chunks[1]) != 1:
+        Phi = Phi.rechunk({1: Phi.shape[1]})
+    return _randomized(
+        Phi,
+        k,
+        mean,
+        w,
+        n_power_iter=n_power_iter,
+        n_oversamples=n_oversamples,
+        random_state=random_state,
+    )
 
 
 def feature_map_kpca(
@@ -146,7 +396,9 @@ def feature_map_kpca(
     Parameters
     ----------
     Phi : ndarray or dask.array.Array (N, F)
-        The feature map (for PCK: ``ProbabilisticClusterKernel.transform(X)``).
+        The feature map (for PCK: ``ProbabilisticClusterKernel.transform(X)``); a SciPy
+        sparse matrix is accepted too (``transform(X, sparse_threshold=...)``): the
+        randomized passes then cost O(non-zeros · l).
     n_components : int
         k, the embedding dimension.
     centered : bool
@@ -159,8 +411,10 @@ def feature_map_kpca(
 
     Notes
     -----
-    Exact: O(N F min(N, F)); randomized: O(N F (k + p)) per pass over Φ,
-    ``2 (n_power_iter + 1)`` passes; memory O(N (k + p)) beyond Φ's own chunks.
+    Exact: O(N F min(N, F)) + O(min(N, F)³); randomized: O(N F (k + p)) per pass over Φ,
+    ``n_power_iter + 2`` passes (one more for the column mean of a Dask Φ); memory
+    O((N + F)(k + p)) beyond Φ's own chunks. Φ is neither copied nor centred in memory: the
+    centring is applied to the products.
     """
     check_scalar(n_components, "n_components", "feature_map_kpca", kind=int, low=1)
     if n_components > min(Phi.shape):
@@ -168,14 +422,18 @@ def feature_map_kpca(
             f"The 'n_components' parameter of feature_map_kpca must be <= min(N, F) = "
             f"{min(Phi.shape)}. Got {n_components} instead."
         )
-    chosen = _pick_solver(Phi, solver, n_components)
+    chosen = _pick_solver(
+        Phi, solver, n_components, n_power_iter=n_power_iter, n_oversamples=n_oversamples
+    )
+    mean = None
     if centered:
         mean = Phi.mean(axis=0, dtype=np.float64)
-        Phi = Phi.astype(np.float64) - mean[None, :]
+        mean = np.asarray(mean.compute() if _is_dask(mean) else mean).ravel()
     U, lam = _top_left_singular(
         Phi,
         n_components,
         chosen,
+        mean=mean,
         n_power_iter=n_power_iter,
         n_oversamples=n_oversamples,
         random_state=random_state,
@@ -213,25 +471,31 @@ def feature_map_normalized(
             f"The 'n_components' parameter of feature_map_normalized must be <= min(N, F) = "
             f"{min(Phi.shape)}. Got {n_components} instead."
         )
-    chosen = _pick_solver(Phi, solver, n_components)
+    chosen = _pick_solver(
+        Phi, solver, n_components, n_power_iter=n_power_iter, n_oversamples=n_oversamples
+    )
     if _is_dask(Phi):
         s = Phi.sum(axis=0, dtype=np.float64).compute()
         d = np.asarray((Phi.astype(np.float64) @ s).compute())
     else:
-        Phi = np.asarray(Phi)
-        s = Phi.sum(axis=0, dtype=np.float64)
-        d = Phi.astype(np.float64, copy=False) @ s
+        Phi = Phi.tocsr() if issparse(Phi) else np.asarray(Phi)
+        s = np.asarray(Phi.sum(axis=0, dtype=np.float64)).ravel()
+        # in row blocks: a float64 copy of a float32 Φ would double its memory
+        rows = [slice(a, a + _PASS_ROWS) for a in range(0, Phi.shape[0], _PASS_ROWS)]
+        d = np.concatenate(
+            [np.zeros(0)] + [np.asarray(Phi[sl].astype(np.float64) @ s).ravel() for sl in rows]
+        )
     if not np.all(d > 0):
         bad = np.flatnonzero(~(d > 0))
         raise InvalidInputError(
             f"{bad.size} degrees of K = Φ Φᵀ are not positive (first rows {bad[:5].tolist()}); "
             "the normalised embedding needs a kernel with positive row sums."
         )
-    B = Phi.astype(np.float64) / np.sqrt(d)[:, None]
     U, lam = _top_left_singular(
-        B,
+        Phi,
         n_components,
         chosen,
+        w=1.0 / np.sqrt(d),
         n_power_iter=n_power_iter,
         n_oversamples=n_oversamples,
         random_state=random_state,

@@ -68,6 +68,7 @@ def test_sparse_transform_drops_small_posteriors(monkeypatch):
     import dkernel.gmm.graph as graph
 
     monkeypatch.setattr(graph, "row_block_size", lambda *a, **k: 70)  # several row blocks
+    monkeypatch.setattr(graph, "POSTERIOR_BLOCK_ROWS", 35)  # of several sub-blocks each
     G = pck.transform(X)
     S = pck.transform(X, sparse_threshold=1e-4)
     assert S.format == "csr" and S.shape == G.shape and S.dtype == G.dtype

@@ -37,7 +37,8 @@ output: {out}
 
 @pytest.mark.parametrize("embedding, solver", [("kpca", "auto"), ("normalized", "randomized")])
 def test_pck_spectral_job_end_to_end(tmp_path, client, embedding, solver):
-    """kpca/auto: Γ in memory, exact; normalized/randomized: Γ lazy, dask svd_compressed."""
+    """kpca/auto: the Gram route; normalized/randomized: the F-side subspace iteration (Γ is
+    small, so both hold it in memory)."""
     spec = tmp_path / "job.yaml"
     spec.write_text(SPEC.format(embedding=embedding, solver=solver, out=tmp_path / "out.zarr"))
     store = run_job(spec, client=client, progress=False, log=lambda m: None)
@@ -154,3 +155,28 @@ def test_projection_job(tmp_path, client):
     spec.write_text(text.replace("n_init: 10", "n_init: 10\n  projection: 2.5"))
     with pytest.raises(SpecError, match="projection"):
         load_spec(spec)
+
+
+def test_gamma_placements_give_the_same_embedding(tmp_path, client, monkeypatch):
+    """Γ held dense, held sparse (entries below SPARSE_CUT dropped) or lazy (recomputed once
+    per randomized pass): the same eigenvalues and embedding to float32 rounding."""
+    from dkernel.jobs.steps import pck_spectral
+
+    results = {}
+    for placement in ("dense", "sparse", "lazy"):
+        monkeypatch.setattr(pck_spectral, "gamma_placement", lambda params, n, _p=placement: _p)
+        out = tmp_path / f"{placement}.zarr"
+        spec = tmp_path / f"{placement}.yaml"
+        text = SPEC.format(embedding="kpca", solver="randomized", out=out)
+        spec.write_text(
+            text.replace("  store_kernel: true\n", "").replace("  store_features: true\n", "")
+        )
+        logs = []
+        tree = open_results(run_job(spec, client=client, progress=False, log=logs.append))
+        assert any(("sparse" in m) == (placement == "sparse") for m in logs if "Γ (" in m)
+        results[placement] = tree["embedding"].to_dataset()
+    ref = results["dense"]
+    for placement in ("sparse", "lazy"):
+        got = results[placement]
+        np.testing.assert_allclose(got["eigenvalues"], ref["eigenvalues"], rtol=1e-5)
+        np.testing.assert_allclose(got["embedding"], ref["embedding"], atol=1e-4)

@@ -116,7 +116,9 @@ def test_dashboard_shows_workers_and_tasks(loopback_cluster, task_stream, specs,
 
     records = task_stream.get_task_stream(start=t0)
     keys = " ".join(str(r["key"]) for r in records)
-    assert "fit_init_batch" in keys and "posterior_block" in keys, keys[:500]
+    # Γ of this small job is held by the client, which computes it from the N × p data (no
+    # posterior_block task); a Γ too large to hold is computed by the workers, pass by pass
+    assert "fit_init_batch" in keys, keys[:500]
     # the PCK ensemble (one task per initial condition) ran on both workers
     assert len({r["worker"] for r in records}) == 2
 

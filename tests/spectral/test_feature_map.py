@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -90,3 +91,96 @@ def test_errors():
     big = da.zeros((5000, 4100), chunks=(1000, 4100))
     with pytest.raises(InvalidInputError, match="randomized"):
         feature_map_kpca(big, 2, solver="exact")
+
+
+def _svd_reference(Phi, k, *, centered=False, normalized=False):
+    """The obvious route: a full SVD of the explicitly centred / scaled float64 matrix."""
+    A = np.asarray(Phi, dtype=np.float64)
+    if centered:
+        A = A - A.mean(axis=0)
+    if normalized:
+        d = A @ A.sum(axis=0)
+        A = A / np.sqrt(d)[:, None]
+    U, s, _ = np.linalg.svd(A, full_matrices=False)
+    return U[:, :k], s[:k] ** 2
+
+
+@pytest.mark.parametrize("shape", [(90, 300), (300, 90)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gram_route_matches_svd_route(shape, dtype, monkeypatch):
+    """Gram route (syrk in slices, centring / scaling on the N × N or F × F matrix, partial
+    eigh) against the SVD of the explicitly centred / scaled matrix, float32 Φ included."""
+    import dkernel.spectral.feature_map as fm
+
+    monkeypatch.setattr(fm, "_GRAM_SLICE", 64)  # several syrk slices summed in float64
+    Phi = (_phi(*shape, rank=6) + 0.05 * _phi(*shape, seed=4)).astype(dtype)
+    tol = 1e-9 if dtype == np.float64 else 2e-5
+    U, lam = _svd_reference(Phi, 4, centered=True)
+    got = feature_map_kpca(Phi, 4, solver="exact")
+    np.testing.assert_allclose(got.eigenvalues, lam, rtol=tol)
+    _same_subspace(got.eigenvectors, U, 10 * tol)
+    U, lam = _svd_reference(Phi, 4, normalized=True)
+    got = feature_map_normalized(Phi, 4, solver="exact")
+    np.testing.assert_allclose(got.eigenvalues, lam, rtol=tol)
+    _same_subspace(got.eigenvectors, U, 10 * tol)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_randomized_float32_map_matches_svd_route(kind):
+    """The F-side subspace iteration keeps a float32 Φ in float32 (no float64 copy) and still
+    matches the float64 SVD to float32 precision on a map with a clear spectral gap."""
+    Phi = (_phi(400, 150, rank=5) + 1e-3 * _phi(400, 150, seed=9)).astype(np.float32)
+    X = Phi if kind == "numpy" else da.from_array(Phi, chunks=(90, 150))
+    U, lam = _svd_reference(Phi, 3, centered=True)
+    got = feature_map_kpca(X, 3, solver="randomized", random_state=1)
+    np.testing.assert_allclose(got.eigenvalues, lam, rtol=1e-5)
+    _same_subspace(got.eigenvectors, U, 1e-4)
+    U, lam = _svd_reference(Phi, 3, normalized=True)
+    got = feature_map_normalized(X, 3, solver="randomized", random_state=1)
+    np.testing.assert_allclose(got.eigenvalues, lam, rtol=1e-5)
+    _same_subspace(got.eigenvectors, U, 1e-4)
+
+
+def test_randomized_streams_a_dask_map_once_per_pass():
+    """n_power_iter + 2 passes over a lazy Φ, each computing every chunk once (plus one pass
+    for the column mean)."""
+    calls = []
+    Phi = _phi(200, 40)
+
+    def chunk(block, block_info=None):
+        calls.append(block_info[None]["chunk-location"][0])
+        return block
+
+    lazy = da.from_array(Phi, chunks=(50, 40)).map_blocks(chunk, dtype=Phi.dtype)
+    # in this process (a client left by another test would run the chunks in its workers)
+    with dask.config.set(scheduler="sync"):
+        feature_map_kpca(lazy, 2, solver="randomized", n_power_iter=3, random_state=0)
+    assert len(calls) == 4 * (1 + 3 + 2)  # 4 chunks; mean + (n_power_iter + 1) + 1 passes
+
+
+def test_auto_picks_the_cheaper_route():
+    """Gram route for small N (and for F < N), randomized once the N² F Gram costs more than
+    the passes; Dask input is streamed; the choice comes with its cost line."""
+    from dkernel.spectral.feature_map import choose_solver
+
+    assert choose_solver((500, 13920), 8)[0] == "exact"
+    solver, why = choose_solver((3800, 13920), 8)
+    assert solver == "randomized" and "Gram route" in why and "passes" in why
+    assert choose_solver((100_000, 60), 8)[0] == "exact"  # a 60 × 60 Gram matrix
+    assert choose_solver((500, 13920), 8, is_dask=True)[0] == "randomized"
+    assert feature_map_kpca(_phi(60, 30), 3).solver == "exact"
+
+
+def test_sparse_map_matches_dense():
+    """A SciPy sparse Φ (a thresholded PCK transform) gives the dense map's embeddings."""
+    from scipy.sparse import csr_matrix
+
+    Phi = _phi(300, 80, rank=4)
+    Phi[np.random.default_rng(1).random(Phi.shape) < 0.6] = 0  # mostly zeros, like Γ
+    S = csr_matrix(Phi.astype(np.float32))
+    for fn in (feature_map_kpca, feature_map_normalized):
+        for solver in ("randomized", "exact"):
+            ref = fn(S.toarray(), 3, solver=solver, random_state=0)
+            got = fn(S, 3, solver=solver, random_state=0)
+            np.testing.assert_allclose(got.eigenvalues, ref.eigenvalues, rtol=1e-6)
+            _same_subspace(got.eigenvectors, ref.eigenvectors, 1e-5)

@@ -10,10 +10,12 @@ posterior entropy per model), ``/embedding``, ``/labels``, optionally ``/feature
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import dask.array as da
 import numpy as np
 import xarray as xr
+from scipy.sparse import issparse
 
 from dkernel._random import derive_seed
 from dkernel.errors import InvalidInputError
@@ -30,13 +32,19 @@ from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.linalg.kmeans import euclidean_kmeans
 from dkernel.runtime import compute_with_progress
 from dkernel.spectral.feature_map import (
-    EXACT_LIMIT,
+    choose_solver,
     feature_map_kpca,
     feature_map_normalized,
     normalize_rows,
 )
 
 KERNEL_LIMIT = 20_000  # rows above which /kernel (N × N) is refused
+# Γ is computed once and held in memory up to this size (half the default job memory limit),
+# dense, or else sparse (posteriors below SPARSE_CUT · √Z dropped: every model's posteriors are
+# nearly one-hot, so about Q (G - 1) to 2 Q (G - 1) entries per row remain); a larger Γ stays
+# lazy and every pass of the randomized solver recomputes it chunk by chunk
+GAMMA_MEMORY_LIMIT = 2 * 2**30
+SPARSE_CUT = 1e-7
 
 PARAMS = (
     Param("n_clusters", "int", low=1, doc="Number of clusters (k)."),
@@ -136,6 +144,21 @@ def _chunk_rows(params: dict, n: int) -> int:
     return int(max(256, min(n, 64 * 2**20 // (4 * _F(params)))))
 
 
+def gamma_placement(params: dict, n_samples: int) -> str:
+    """Where the job keeps Γ: ``'dense'``, ``'sparse'`` (held) or ``'lazy'`` (recomputed).
+
+    Dense when asked for the exact solver or when N F fits ``GAMMA_MEMORY_LIMIT``; sparse
+    when its estimated size (2 Q (G - 1) entries per row, value and column index) fits and
+    neither /features nor /kernel is written; lazy otherwise.
+    """
+    item = 4 if params["dtype"] == "float32" else 8
+    if params["solver"] == "exact" or item * n_samples * _F(params) <= GAMMA_MEMORY_LIMIT:
+        return "dense"
+    per_row = 2 * params["n_inits"] * (params["max_components"] - 1) * (item + 4)
+    stored = params["store_features"] or params["store_kernel"]
+    return "sparse" if not stored and n_samples * per_row <= GAMMA_MEMORY_LIMIT else "lazy"
+
+
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     F = _F(params)
     G = params["max_components"]
@@ -143,7 +166,16 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     item = 4 if params["dtype"] == "float32" else 8
     n_sub = params["subsample"] * n_samples
     task = 8.0 * n_sub * n_features * 3 + 4 * 64 * 2**20 + 8.0 * C * n_features * 4
-    gamma = item * n_samples * F if n_samples <= EXACT_LIMIT else 8.0 * n_samples * 64
+    k = params["n_components"] or params["n_clusters"]
+    l = k + 20  # the randomized solver's basis (n_oversamples = 20)
+    gamma = 8.0 * (n_samples + F) * l * 2
+    placement = gamma_placement(params, n_samples)
+    if placement == "dense":
+        gamma += item * n_samples * F
+        if params["solver"] != "randomized":
+            gamma += 8.0 * min(n_samples, F) ** 2  # the Gram route's matrix
+    elif placement == "sparse":
+        gamma += n_samples * 2 * params["n_inits"] * (G - 1) * (item + 4)
     memory = 8.0 * n_samples * n_features * 2 + task + gamma
     disk = 8.0 * n_samples * 8
     if params["store_features"]:
@@ -228,6 +260,10 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
     )
 
 
+def _nnz_per_row(Gamma: Any) -> float:
+    return Gamma.nnz / max(Gamma.shape[0], 1)
+
+
 def _model_entropy(Gamma, offsets: np.ndarray, scale: float) -> np.ndarray:
     """Mean over samples of each model's posterior entropy (nats)."""
 
@@ -241,6 +277,8 @@ def _model_entropy(Gamma, offsets: np.ndarray, scale: float) -> np.ndarray:
             block, dtype=np.float64, chunks=((1,) * Gamma.numblocks[0], (offsets.size - 1,))
         )
         total = parts.sum(axis=0).compute()
+    elif issparse(Gamma):  # dropped entries: p log p ≈ 0
+        total = sum(block(Gamma[a : a + 4096].toarray())[0] for a in range(0, Gamma.shape[0], 4096))
     else:
         total = block(Gamma)[0]
     return total / Gamma.shape[0]
@@ -277,17 +315,36 @@ def run(ctx: JobContext) -> None:
 
     t = time.perf_counter()
     rows = _chunk_rows(p, n)
-    Xd = (
-        X.rechunk({0: rows, 1: -1})
-        if isinstance(X, da.Array)
-        else da.from_array(np.asarray(X), chunks=(rows, -1))
-    )
-    Gamma = est.transform(Xd)
-    # Γ in memory for the exact solver; otherwise it stays lazy and every pass of the
-    # randomized SVD recomputes it chunk by chunk from the ensemble parameters
-    in_memory = p["solver"] == "exact" or (p["solver"] == "auto" and n <= EXACT_LIMIT)
+    # Γ computed once and held when it fits; otherwise it stays lazy and every pass of the
+    # randomized solver recomputes it chunk by chunk from the ensemble parameters
+    placement = gamma_placement(p, n)
+    in_memory = placement != "lazy"
     if in_memory:
-        Gamma = compute_with_progress(Gamma, ctx.client, show=ctx.progress)
+        # here, from the N × p data: gathering Γ from the workers would move F / p times
+        # more bytes (700x for PCK's defaults on 20 columns) than it takes to compute
+        Xn = X.compute() if isinstance(X, da.Array) else np.asarray(X)
+        cut = SPARSE_CUT if placement == "sparse" else None
+        Gamma = est.transform(Xn, sparse_threshold=cut)
+    else:
+        Xd = (
+            X.rechunk({0: rows, 1: -1})
+            if isinstance(X, da.Array)
+            else da.from_array(np.asarray(X), chunks=(rows, -1))
+        )
+        Gamma = est.transform(Xd)
+    solver, why = choose_solver(Gamma.shape, k, is_dask=not in_memory)
+    ctx.log(
+        f"[dkernel] Γ ({n} x {est.n_features_out_}, {p['dtype']}) "
+        + (
+            f"held in memory, sparse ({_nnz_per_row(Gamma):.0f} entries per row ≥ {SPARSE_CUT:g})"
+            if placement == "sparse"
+            else "held in memory"
+            if placement == "dense"
+            else "lazy, recomputed once per pass"
+        )
+        + f"; {why}"
+        + ("" if p["solver"] == "auto" else f"; solver: {p['solver']} as asked")
+    )
     seed = derive_seed(ctx.seed, "pck-spectral", "svd")
     if p["embedding"] == "kpca":
         emb = feature_map_kpca(Gamma, k, solver=p["solver"], random_state=seed)
