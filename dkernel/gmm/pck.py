@@ -25,6 +25,7 @@ from dkernel._validation import (
     check_is_fitted,
     check_options,
     check_scalar,
+    is_dask_array,
     validate_input,
 )
 from dkernel.errors import InvalidInputError, NumericalWarning, ResourceLimitError
@@ -40,10 +41,6 @@ from dkernel.gmm.projection import fit_pca_projection, project_observed, project
 
 _OWNER = "ProbabilisticClusterKernel"
 _DENSE_KERNEL_LIMIT = 2 * 2**30  # bytes of an in-memory K before we refuse
-
-
-def _is_dask(X: Any) -> bool:
-    return hasattr(X, "dask") and hasattr(X, "chunks")
 
 
 def _current_client() -> Any:
@@ -241,7 +238,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
 
     def _column_stats(self, X: Any) -> tuple[np.ndarray, ...]:
         """(observed count, nanmean, nanvar, resolution) per column and whether inf occurs."""
-        if _is_dask(X):
+        if is_dask_array(X):
             import dask
             import dask.array as da
 
@@ -277,14 +274,14 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         W = getattr(self, "projection_components_", None)
         if W is None:
             return Xc.astype(self._np_dtype)
-        if _is_dask(Xc):
+        if is_dask_array(Xc):
             return project_observed_dask(Xc, W, self._np_dtype)
         return project_observed(Xc, W, self._np_dtype)
 
     def _validate_new(self, X: Any) -> Any:
         check_is_fitted(self, "ensemble_")
         X = validate_input(self, X, reset=False, allow_nan=True)
-        if not _is_dask(X):
+        if not is_dask_array(X):
             empty = np.isnan(X[:, self.feature_mask_]).all(axis=1)
             if empty.any():
                 prior = (
@@ -358,7 +355,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
             else float(self.reg_covar)
         )
         Xc = self._prepare(X)
-        if _is_dask(Xc):
+        if is_dask_array(Xc):
             import dask.array as da
 
             has_obs = np.asarray(((~da.isnan(Xc)).any(axis=1)).compute())
@@ -450,13 +447,13 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         scale = 1.0 / np.sqrt(self.normalizer_)
         if sparse_threshold is not None:
             check_scalar(sparse_threshold, "sparse_threshold", _OWNER, low=0)
-            if _is_dask(Xc):
+            if is_dask_array(Xc):
                 raise InvalidInputError(
                     "sparse_threshold needs NumPy input; for a Dask array map transform over its "
                     "row blocks (X.map_blocks) or compute the rows you need."
                 )
             return sparse_posteriors(Xc, self.ensemble_, scale, self._np_dtype, sparse_threshold)
-        if _is_dask(Xc):
+        if is_dask_array(Xc):
             return posterior_feature_map_dask(Xc, self.ensemble_, scale, self._np_dtype)
         return posterior_block(Xc, self.ensemble_, scale, self._np_dtype)
 
@@ -485,7 +482,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         X = self._X_fit if X is None else X
         Y = X if Y is None else Y
         nbytes = X.shape[0] * Y.shape[0] * self._np_dtype.itemsize
-        if not (_is_dask(X) or _is_dask(Y)) and nbytes > _DENSE_KERNEL_LIMIT:
+        if not (is_dask_array(X) or is_dask_array(Y)) and nbytes > _DENSE_KERNEL_LIMIT:
             raise ResourceLimitError(
                 f"the PCK matrix of {X.shape[0]} x {Y.shape[0]} points needs "
                 f"{nbytes / 2**30:.1f} GiB in memory. Use transform() (K = Γ Γᵀ, never formed) "
@@ -493,11 +490,11 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
             )
         GX = self.transform(X)
         GY = GX if Y is X else self.transform(Y)
-        if _is_dask(GX) or _is_dask(GY):
+        if is_dask_array(GX) or is_dask_array(GY):
             import dask.array as da
 
-            GX = GX if _is_dask(GX) else da.from_array(GX)
-            GY = GY if _is_dask(GY) else da.from_array(GY)
+            GX = GX if is_dask_array(GX) else da.from_array(GX)
+            GY = GY if is_dask_array(GY) else da.from_array(GY)
             return GX @ GY.T
         return GX @ GY.T
 
@@ -507,7 +504,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         check_is_fitted(self, "ensemble_")
         if self._degrees is None:
             X = self._X_fit
-            if _is_dask(X):
+            if is_dask_array(X):
                 self._degrees = feature_map_degrees(self.transform(X))
             else:
                 Xc = self._prepare(X)
@@ -585,7 +582,7 @@ def feature_map_degrees(Phi: Any) -> np.ndarray:
     -----
     O(N F) time; for Dask input Φ is streamed twice (recomputed, not held).
     """
-    if _is_dask(Phi):
+    if is_dask_array(Phi):
         s = Phi.sum(axis=0, dtype=np.float64).compute()
         return np.asarray((Phi.astype(np.float64) @ s).compute())
     Phi = np.asarray(Phi)

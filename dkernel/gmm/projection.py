@@ -14,9 +14,7 @@ from typing import Any
 
 import numpy as np
 
-
-def _is_dask(X: Any) -> bool:
-    return hasattr(X, "dask") and hasattr(X, "chunks")
+from dkernel._validation import is_dask_array
 
 
 def fit_pca_projection(Xc: Any, n_components: int | float) -> tuple[np.ndarray, np.ndarray]:
@@ -41,7 +39,7 @@ def fit_pca_projection(Xc: Any, n_components: int | float) -> tuple[np.ndarray, 
     -----
     O(N p²) for the second-moment matrix (one pass) and O(p³) for its eigendecomposition.
     """
-    if _is_dask(Xc):
+    if is_dask_array(Xc):
         import dask.array as da
 
         X0 = da.where(da.isnan(Xc), 0.0, Xc).astype(np.float64)

@@ -37,7 +37,7 @@ import numpy as np
 from scipy import linalg
 from scipy.sparse import issparse
 
-from dkernel._validation import check_options, check_scalar
+from dkernel._validation import check_options, check_scalar, is_dask_array
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.eigen import clip_negative, dense_eigh, fix_signs
 from dkernel.linalg.threads import map_on_cores, one_blas_thread
@@ -76,10 +76,6 @@ class FeatureMapEmbedding:
     eigenvectors: np.ndarray
     degrees: np.ndarray | None
     solver: str
-
-
-def _is_dask(X: Any) -> bool:
-    return hasattr(X, "dask") and hasattr(X, "chunks")
 
 
 def embedding_cost(
@@ -154,8 +150,8 @@ def choose_solver(
 def _pick_solver(Phi: Any, solver: str, n_components: int, **kwargs: int) -> str:
     check_options(solver, "solver", "feature_map_embedding", ("auto", "exact", "randomized"))
     if solver == "auto":
-        return choose_solver(Phi.shape, n_components, is_dask=_is_dask(Phi), **kwargs)[0]
-    if solver == "exact" and _is_dask(Phi) and min(Phi.shape) > EXACT_LIMIT:
+        return choose_solver(Phi.shape, n_components, is_dask=is_dask_array(Phi), **kwargs)[0]
+    if solver == "exact" and is_dask_array(Phi) and min(Phi.shape) > EXACT_LIMIT:
         raise InvalidInputError(
             f"solver='exact' on a Dask feature map of shape {Phi.shape} would need a "
             f"{min(Phi.shape)}² Gram matrix; use solver='randomized'."
@@ -268,7 +264,7 @@ def _pass(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """One pass over Φ: ``Z = A Q`` (N × l) and, when ``back``, ``Aᵀ Z`` (F × l), float64."""
     Qc = Q.astype(Phi.dtype if Phi.dtype in (np.float32, np.float64) else np.float64)
-    if _is_dask(Phi):
+    if is_dask_array(Phi):
         import dask
         import dask.array as da
 
@@ -361,10 +357,10 @@ def _top_left_singular(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(U (N, k), s² (k,)) of the leading singular triplets of ``diag(w) (Φ - 1 μᵀ)``."""
     if solver == "exact":
-        A = Phi.compute() if _is_dask(Phi) else Phi
+        A = Phi.compute() if is_dask_array(Phi) else Phi
         A = A.toarray() if issparse(A) else np.asarray(A)
         return _exact(A, k, mean, w)
-    if not (_is_dask(Phi) or issparse(Phi)):
+    if not (is_dask_array(Phi) or issparse(Phi)):
         Phi = np.asarray(Phi)
     elif issparse(Phi):
         Phi = Phi.tocsr()
@@ -428,7 +424,7 @@ def feature_map_kpca(
     mean = None
     if centered:
         mean = Phi.mean(axis=0, dtype=np.float64)
-        mean = np.asarray(mean.compute() if _is_dask(mean) else mean).ravel()
+        mean = np.asarray(mean.compute() if is_dask_array(mean) else mean).ravel()
     U, lam = _top_left_singular(
         Phi,
         n_components,
@@ -474,7 +470,7 @@ def feature_map_normalized(
     chosen = _pick_solver(
         Phi, solver, n_components, n_power_iter=n_power_iter, n_oversamples=n_oversamples
     )
-    if _is_dask(Phi):
+    if is_dask_array(Phi):
         s = Phi.sum(axis=0, dtype=np.float64).compute()
         d = np.asarray((Phi.astype(np.float64) @ s).compute())
     else:
