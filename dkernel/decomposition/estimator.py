@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 from typing import Any
 
@@ -28,7 +29,10 @@ from dkernel.decomposition.kernels import (
     knn_log_kernel,
     knn_to_csr,
     local_scaling_log_kernel,
+    n_query_threads,
     row_normalize_log,
+    threaded_kneighbors,
+    tree_order,
 )
 from dkernel.decomposition.nmf import (
     LOSSES,
@@ -63,9 +67,11 @@ def silverman_bandwidth(X: np.ndarray) -> float:
     return (4.0 / (p + 2)) ** (1.0 / (p + 4)) * n ** (-1.0 / (p + 4)) * s
 
 
-def _oos_block_size(n_train: int, block_size: int | None) -> int:
+def _oos_block_size(n_train: int, block_size: int | None, n_neighbors: int | None) -> int:
     if block_size:
         return int(block_size)
+    if n_neighbors is not None:  # k-NN rows: O(block k C) memory, whatever n_train
+        return 16_384
     return int(np.clip(2**22 // max(n_train, 1), 64, 10_000))  # ~32 MiB dense blocks
 
 
@@ -132,7 +138,9 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     tol : float
         Relative objective change to stop.
     block_size : int, optional
-        Query rows per task in out-of-sample evaluation (default ~32 MiB dense blocks).
+        Query rows per task in out-of-sample evaluation (default: 16 384 rows with the k-NN
+        kernel, ~32 MiB dense blocks otherwise). NumPy input: the k-NN blocks run on a thread
+        pool, one thread per CPU.
     max_memory : str or float, optional
         Memory limit for the dense kernel (default ``DKERNEL_MAX_MEMORY`` or 4 GiB).
     random_state : int, optional
@@ -322,7 +330,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         if is_dask:
             dist, ind = da.compute(*knn_search(self._index, Xv, g))
         else:
-            dist, ind = self._index.kneighbors(Xn, n_neighbors=g, return_distance=True)
+            dist, ind = threaded_kneighbors(self._index, Xn, g, order=tree_order(self._index))
         ind = ind.astype(np.int64)
         self._scales = fit_local_scales(dist, int(self.scale_neighbors))
         self.sigma_ = self._scales.sigma
@@ -401,13 +409,23 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     def _out_of_sample(self, X: Any, what: str) -> Any:
         model = self._model()
         Xv = validate_input(self, X, reset=False, min_samples=1, dtype=np.float64)
-        bs = _oos_block_size(self.X_fit_.shape[0], self.block_size)
+        bs = _oos_block_size(self.X_fit_.shape[0], self.block_size, self.n_neighbors)
         if isinstance(Xv, da.Array):
             return out_of_sample_graph(
                 Xv, model, what=what, n_clusters=self.n_clusters, block_size=bs
             )
         starts = range(0, Xv.shape[0], bs)
-        parts = [out_of_sample_rows(Xv[s : s + bs], model, what=what) for s in starts]
+
+        def rows(s: int) -> np.ndarray:
+            return out_of_sample_rows(Xv[s : s + bs], model, what=what)
+
+        # The neighbour search of a block releases the GIL: blocks run on threads.
+        threads = min(n_query_threads(), len(starts)) if self.n_neighbors is not None else 1
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                parts = list(pool.map(rows, starts))
+        else:
+            parts = [rows(s) for s in starts]
         return np.concatenate(parts, axis=0)
 
     def predict_proba(self, X: Any) -> Any:
