@@ -31,8 +31,8 @@ from dkernel.decomposition.kernels import (
     local_scaling_log_kernel,
     n_query_threads,
     row_normalize_log,
+    spatial_order,
     threaded_kneighbors,
-    tree_order,
 )
 from dkernel.decomposition.nmf import (
     LOSSES,
@@ -330,7 +330,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         if is_dask:
             dist, ind = da.compute(*knn_search(self._index, Xv, g))
         else:
-            dist, ind = threaded_kneighbors(self._index, Xn, g, order=tree_order(self._index))
+            dist, ind = threaded_kneighbors(self._index, Xn, g, order=spatial_order(Xn))
         ind = ind.astype(np.int64)
         self._scales = fit_local_scales(dist, int(self.scale_neighbors))
         self.sigma_ = self._scales.sigma
@@ -414,19 +414,28 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             return out_of_sample_graph(
                 Xv, model, what=what, n_clusters=self.n_clusters, block_size=bs
             )
-        starts = range(0, Xv.shape[0], bs)
+        n = Xv.shape[0]
+        starts = range(0, n, bs)
+        if self.n_neighbors is None:
+            parts = [out_of_sample_rows(Xv[s : s + bs], model, what=what) for s in starts]
+            return np.concatenate(parts, axis=0)
+        # k-NN: blocks of spatially close rows (faster searches), on threads (the search
+        # releases the GIL); every row's result is independent of its block.
+        order = spatial_order(Xv)
+        out = np.empty((n,) if what == "loglik" else (n, self.n_clusters))
 
-        def rows(s: int) -> np.ndarray:
-            return out_of_sample_rows(Xv[s : s + bs], model, what=what)
+        def rows(s: int) -> None:
+            r = order[s : s + bs]
+            out[r] = out_of_sample_rows(Xv[r], model, what=what)
 
-        # The neighbour search of a block releases the GIL: blocks run on threads.
-        threads = min(n_query_threads(), len(starts)) if self.n_neighbors is not None else 1
+        threads = min(n_query_threads(), len(starts))
         if threads > 1:
             with ThreadPoolExecutor(threads) as pool:
-                parts = list(pool.map(rows, starts))
+                list(pool.map(rows, starts))
         else:
-            parts = [rows(s) for s in starts]
-        return np.concatenate(parts, axis=0)
+            for s in starts:
+                rows(s)
+        return out
 
     def predict_proba(self, X: Any) -> Any:
         """Out-of-sample class posteriors ``P(c | z)`` (Eq. 8-10), rows sum to 1.

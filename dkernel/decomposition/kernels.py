@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 from scipy.special import logsumexp
-from sklearn.neighbors import NearestNeighbors
+from sklearn.neighbors import KDTree, NearestNeighbors
 
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance
@@ -245,7 +245,7 @@ def threaded_kneighbors(
 
     ``order`` (a permutation of the rows) is the order in which rows are queried; the result
     is in the order of ``Xq`` either way. Querying the training points in the tree's own
-    point order (:func:`tree_order`) makes consecutive queries visit the same leaves, about
+    point order (:func:`spatial_order`) makes consecutive queries visit the same leaves, about
     twice as fast at N = 10^5 in 10-D. Each row's neighbours do not depend on the blocks,
     the order or the threads.
 
@@ -275,11 +275,19 @@ def threaded_kneighbors(
     return dist, ind
 
 
-def tree_order(index: NearestNeighbors) -> np.ndarray | None:
-    """The training points in the order of the index's k-d/ball tree leaves (None for brute
-    force)."""
-    tree = getattr(index, "_tree", None)
-    return None if tree is None else np.asarray(tree.get_arrays()[1], dtype=np.int64)
+def spatial_order(X: np.ndarray) -> np.ndarray:
+    """A permutation of the rows of ``X`` that keeps nearby points together: the point order
+    of a k-d tree over ``X`` (its leaves, left to right).
+
+    Neighbour queries issued in this order visit the same parts of the training tree one
+    after the other (cache hits), about twice as fast as in random order at N = 10^5, 10-D.
+
+    Notes
+    -----
+    O(n log n) time, O(n) memory.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    return np.asarray(KDTree(X, leaf_size=40).get_arrays()[1], dtype=np.int64)
 
 
 def knn_log_kernel(
