@@ -22,7 +22,7 @@ Usage::
 
     python benchmarks/bench_decomposition_scale.py [--quick] [--n 100000 1000000]
         [--datasets blobs moons] [--sklearn-max-n 100000] [--timeout 1800]
-        [--sklearn-timeout 900] [--predict-max 100000] [--no-write]
+        [--sklearn-timeout 900] [--predict-max 100000] [--no-write] [--merge LOG ...]
 
 ``--quick`` (N = 8 000, < 1 min) prints the table without writing results. The full run writes
 ``benchmarks/results/decomposition_scale.json`` and ``.md``.
@@ -207,14 +207,29 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per dkernel fit")
     ap.add_argument("--sklearn-timeout", type=float, default=900.0, help="seconds per sklearn fit")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="LOG",
+        help="instead of running: the JSON rows printed by earlier runs (a later row replaces "
+        "an earlier one of the same method, dataset and N), written as the results",
+    )
     ap.add_argument("--child", nargs=4, metavar=("METHOD", "DATASET", "N", "PREDICT_MAX"))
     args = ap.parse_args()
     if args.child:
         method, name, n, pmax = args.child
         print(json.dumps(run_fit(method, name, int(n), int(pmax))), flush=True)
         return
-    sizes = args.n or ([8_000] if args.quick else [100_000, 1_000_000])
     rows: list[dict] = []
+    if args.merge:
+        latest: dict = {}
+        for log in args.merge:
+            for line in Path(log).read_text().splitlines():
+                if line.startswith('{"method"'):
+                    row = json.loads(line)
+                    latest[(row["method"], row["dataset"], row["n"])] = row
+        rows = list(latest.values())
+    sizes = [] if args.merge else (args.n or ([8_000] if args.quick else [100_000, 1_000_000]))
     for n in sizes:
         for name in args.datasets:
             for method in ("dkernel", "sklearn"):

@@ -177,9 +177,18 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     Dense kernel: O(N^2) memory and O(N^2 C) time per iteration; k-NN kernel: O(N k) memory,
     O(N k C) per iteration, neighbour search blockwise through Dask for Dask input (the
     self-tuning widths come from the same search: ``max(n_neighbors, scale_neighbors + 1)``
-    neighbours per point).
+    neighbours per point; NumPy input is searched on threads, in k-d-tree order).
     Out-of-sample posteriors and log-likelihoods cost O(N C) per new point (O(k C) with the
     k-NN kernel).
+
+    Above 5 000 points (k-NN kernel) the starting eigenvectors are not computed by
+    shift-invert (its sparse LU fills in on graphs in more than a few dimensions) but by
+    :func:`~dkernel.decomposition.nmf.deflated_eigenvectors` (one exact vector per connected
+    component, a fixed number of subspace-iteration steps for the rest), and the k-means of
+    the initialisation is fitted on 5·10^4 rows; smaller sets (every set of
+    ``bench_defaults.py``) are fitted exactly as before. Measured at 10^5 and 10^6 points in
+    ``benchmarks/bench_decomposition_scale.py``. To choose ``C`` and ``k`` at that size,
+    select on a subsample: :func:`~dkernel.select_kdc_model` with ``max_samples``.
 
     Examples
     --------
