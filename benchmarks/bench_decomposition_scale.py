@@ -1,160 +1,266 @@
-"""Kernel-decomposition clustering at N = 10^5 with the k-NN ("K-connected graph") kernel.
+"""Kernel-decomposition clustering on sparse k-NN graphs at N = 10^5 and 10^6, 10-D.
 
-Five spherical 2-D Gaussian clusters (the seed-003 geometry) scaled to [0, 1], N training
-points and N new points. dkernel: k-NN Gaussian density kernel computed blockwise through Dask
-(in-process distributed client, so the peak RSS below covers the workers), aggregate Markov
-factorisation on the CSR kernel, out-of-sample posteriors and log-likelihood of the new points
-through Dask. Side by side: scikit-learn's SpectralClustering on the same k-NN graph
-(``affinity='nearest_neighbors'``), what a user would otherwise run, which gives labels for the
-training points only (no posteriors, no out-of-sample step, no likelihood).
+Two datasets in 10 dimensions: five separable Gaussian blobs (unit spread, centres drawn once
+with spread 4 per coordinate) and two moons (scikit-learn's ``make_moons``, noise 0.05, in the
+first two coordinates; eight more coordinates of N(0, 0.05^2) noise). dkernel's
+``KernelDecompositionClustering`` runs at its defaults (only ``n_clusters`` and a seed given):
+self-tuning kernel on the 7-NN graph, 3 restarts, ``loss='kl-euclidean'``. Side by side, in the
+same run: scikit-learn's ``SpectralClustering(n_clusters, affinity='nearest_neighbors',
+assign_labels='cluster_qr')`` at its own defaults otherwise (10-NN connectivity, shift-invert
+ARPACK), which gives training labels only.
+
+Every fit runs in its own child process (so each peak RSS is that fit's own: ``ru_maxrss`` of
+the child, data included) with a wall-clock cap and, for scikit-learn, an address-space cap
+(its sparse LU fills in on 10-D graphs; the cap keeps a shared machine alive). Recorded per
+fit: wall and CPU seconds, peak RSS, ARI against the truth; for dkernel also the time of
+``predict`` on the training points (all of them up to ``--predict-max``, a uniform sample
+above) and its agreement with ``labels_`` (the held-out posteriors of Eq. 8-10 evaluated at
+the training points). The load average at the start of each fit is recorded too: on a shared
+machine wall time depends on the other jobs, CPU time much less.
 
 Usage::
 
-    python benchmarks/bench_decomposition_scale.py [--quick] [--n N] [--skip-sklearn]
+    python benchmarks/bench_decomposition_scale.py [--quick] [--n 100000 1000000]
+        [--datasets blobs moons] [--sklearn-max-n 100000] [--timeout 1800]
+        [--sklearn-timeout 900] [--predict-max 100000] [--no-write] [--merge LOG ...]
 
-Writes ``benchmarks/results/decomposition_scale.json`` / ``.md`` (full run only).
+``--quick`` (N = 8 000, < 1 min) prints the table without writing results. The full run writes
+``benchmarks/results/decomposition_scale.json`` and ``.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-import dask.array as da
 import numpy as np
-from distributed import Client
-from sklearn.cluster import SpectralClustering
-from threadpoolctl import threadpool_limits
-
-from dkernel.decomposition import KernelDecompositionClustering
-from dkernel.metrics import clustering_scores
 
 RESULTS = Path(__file__).resolve().parent / "results"
-CENTRES = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0], [4.0, 4.0], [2.0, 2.0]])
+N_CLUSTERS = {"blobs": 5, "moons": 2}
+SKLEARN_MEMORY_CAP_GIB = 8.0
 
 
-def data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def data(name: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The 10-D benchmark sets (deterministic in ``(name, n, seed)``)."""
     rng = np.random.default_rng(seed)
-    y = rng.integers(0, 5, size=n)
-    X = CENTRES[y] + 0.5 * rng.standard_normal((n, 2))
-    return (X + 2.0) / 8.0, y  # fixed affine map to about [0, 1]
+    if name == "blobs":
+        centres = np.random.default_rng(12345).normal(0.0, 4.0, (5, 10))
+        y = rng.integers(0, 5, size=n)
+        return centres[y] + rng.standard_normal((n, 10)), y
+    if name == "moons":
+        from sklearn.datasets import make_moons
+
+        M, y = make_moons(n, noise=0.05, random_state=seed)
+        return np.hstack([M, 0.05 * rng.standard_normal((n, 8))]), y
+    raise ValueError(f"unknown dataset {name!r}; use one of {sorted(N_CLUSTERS)}")
 
 
-def peak_rss_mib() -> float:
+def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def run_fit(method: str, name: str, n: int, predict_max: int) -> dict:
+    """One fit in this process; returns its measurements."""
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = data(name, n)
+    C = N_CLUSTERS[name]
+    out: dict = {"method": method, "dataset": name, "n": n, "load_avg_1min": os.getloadavg()[0]}
+    out["rss_data_mib"] = round(_peak_rss_mib(), 1)
+    t, c = time.perf_counter(), _cpu_s()
+    if method == "dkernel":
+        from dkernel.decomposition import KernelDecompositionClustering
+
+        model = KernelDecompositionClustering(C, random_state=0).fit(X)
+    else:
+        from sklearn.cluster import SpectralClustering
+
+        model = SpectralClustering(
+            C, affinity="nearest_neighbors", assign_labels="cluster_qr", random_state=0
+        ).fit(X)
+    out["fit_s"] = round(time.perf_counter() - t, 2)
+    out["fit_cpu_s"] = round(_cpu_s() - c, 2)
+    out["ari"] = round(float(adjusted_rand_score(y, model.labels_)), 5)
+    out["peak_rss_fit_mib"] = round(_peak_rss_mib(), 1)
+    if method == "dkernel":
+        out["n_iter"] = int(model.n_iter_)
+        rows = np.arange(n)
+        if n > predict_max:
+            rows = np.sort(np.random.default_rng(1).choice(n, predict_max, replace=False))
+        t, c = time.perf_counter(), _cpu_s()
+        pred = model.predict(X[rows])
+        out["predict_rows"] = int(rows.size)
+        out["predict_s"] = round(time.perf_counter() - t, 2)
+        out["predict_cpu_s"] = round(_cpu_s() - c, 2)
+        out["predict_agreement"] = round(float(np.mean(pred == model.labels_[rows])), 6)
+        out["peak_rss_mib"] = round(_peak_rss_mib(), 1)
+    else:
+        out["peak_rss_mib"] = out["peak_rss_fit_mib"]
+    return out
+
+
+def _cap_memory() -> None:
+    cap = int(SKLEARN_MEMORY_CAP_GIB * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def in_child(method: str, name: str, n: int, predict_max: int, timeout: float) -> dict:
+    """:func:`run_fit` in a fresh interpreter, with a wall-clock (and, for scikit-learn, a
+    memory) cap; a failure is returned as a row with ``error``."""
+    cmd = [sys.executable, __file__, "--child", method, name, str(n), str(predict_max)]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    t = time.perf_counter()
+    try:
+        res = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            preexec_fn=_cap_memory if method == "sklearn" else None,
+        )
+    except subprocess.TimeoutExpired:
+        return {"method": method, "dataset": name, "n": n, "error": f"timeout > {timeout:.0f} s"}
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+    if res.returncode != 0 or not lines:
+        tail = (res.stderr.strip().splitlines() or ["?"])[-1][:200]
+        if method == "sklearn" and "MemoryError" in res.stderr:
+            tail = f"out of memory under the {SKLEARN_MEMORY_CAP_GIB:g} GiB address-space cap"
+        return {
+            "method": method,
+            "dataset": name,
+            "n": n,
+            "error": f"{tail} (after {time.perf_counter() - t:.0f} s)",
+        }
+    return json.loads(lines[-1])
+
+
+def _cell(row: dict | None, key: str, fmt: str = "{}") -> str:
+    if row is None:
+        return "not run"
+    if "error" in row:
+        return row["error"] if key == "fit_s" else "—"
+    return fmt.format(row[key]) if key in row else "—"
+
+
+def table(rows: list[dict], sklearn_max_n: int) -> list[str]:
+    md = [
+        "| dataset | N | dkernel fit s (CPU s) | sklearn fit s (CPU s) | time ratio dk/sk | "
+        "dkernel peak RSS MiB | sklearn peak RSS MiB | ARI dk | ARI sk | "
+        "dk predict s (rows) | predict = labels_ | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    keys = sorted({(r["dataset"], r["n"]) for r in rows})
+    for name, n in keys:
+        dk = next(
+            (r for r in rows if r["method"] == "dkernel" and (r["dataset"], r["n"]) == (name, n)),
+            None,
+        )
+        sk = next(
+            (r for r in rows if r["method"] == "sklearn" and (r["dataset"], r["n"]) == (name, n)),
+            None,
+        )
+        if sk is None and n > sklearn_max_n:
+            sk_cell = f"not run (N > {sklearn_max_n})"
+        else:
+            sk_cell = _cell(sk, "fit_s") + (
+                f" ({sk['fit_cpu_s']})" if sk and "fit_cpu_s" in sk else ""
+            )
+        ratio = "—"
+        if dk and sk and "fit_s" in dk and "fit_s" in sk:
+            ratio = f"{dk['fit_s'] / sk['fit_s']:.2f}"
+        elif dk and sk and "fit_s" in dk and "error" in sk and "timeout" in sk["error"]:
+            ratio = f"< {dk['fit_s'] / float(sk['error'].split('>')[1].split()[0]):.2f}"
+        loads = "/".join(
+            f"{r['load_avg_1min']:.1f}" for r in (dk, sk) if r and "load_avg_1min" in r
+        )
+        md.append(
+            f"| {name} | {n} | {_cell(dk, 'fit_s')}"
+            + (f" ({dk['fit_cpu_s']})" if dk and "fit_cpu_s" in dk else "")
+            + f" | {sk_cell} | {ratio} | {_cell(dk, 'peak_rss_mib')} | "
+            f"{_cell(sk, 'peak_rss_mib') if sk else '—'} | {_cell(dk, 'ari', '{:.4f}')} | "
+            f"{_cell(sk, 'ari', '{:.4f}') if sk else '—'} | "
+            f"{_cell(dk, 'predict_s')} ({_cell(dk, 'predict_rows')}) | "
+            f"{_cell(dk, 'predict_agreement', '{:.4%}')} | {loads} |"
+        )
+    return md
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="N = 20 000, results not written")
-    ap.add_argument("--n", type=int, default=None)
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--bandwidth", type=float, default=0.01)
-    ap.add_argument("--skip-sklearn", action="store_true")
-    args = ap.parse_args()
-    n = args.n or (20_000 if args.quick else 100_000)
-    X, y = data(n, 0)
-    Z, yz = data(n, 1)
-    out: dict = {
-        "n_train": n,
-        "n_new": n,
-        "n_neighbors": args.k,
-        "bandwidth": args.bandwidth,
-        "n_clusters": 5,
-        "rss_before_mib": round(peak_rss_mib(), 1),
-    }
-    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None):
-        Xd = da.from_array(X, chunks=(10_000, 2))
-        Zd = da.from_array(Z, chunks=(10_000, 2))
-        model = KernelDecompositionClustering(
-            5,
-            kernel="gaussian",
-            bandwidth=args.bandwidth,
-            n_neighbors=args.k,
-            n_init=2,
-            random_state=0,
-        )
-        t = time.perf_counter()
-        Kc, log_norm, Xn = model.training_kernel(Xd)
-        out["seconds_knn_kernel"] = round(time.perf_counter() - t, 2)
-        out["kernel_nnz"] = int(Kc.nnz)
-        out["kernel_mib"] = round(
-            (Kc.data.nbytes + Kc.indices.nbytes + Kc.indptr.nbytes) / 2**20, 1
-        )
-        t = time.perf_counter()
-        model.fit_kernel(Kc, log_norm, Xn)
-        out["seconds_factorisation"] = round(time.perf_counter() - t, 2)
-        out["n_iter"] = int(model.n_iter_)
-        t = time.perf_counter()
-        P = model.predict_proba(Zd).compute()
-        ll = model.score_samples(Zd).compute()
-        out["seconds_out_of_sample"] = round(time.perf_counter() - t, 2)
-    out["peak_rss_mib_dkernel"] = round(peak_rss_mib(), 1)
-    out["seconds_dkernel_total"] = round(
-        out["seconds_knn_kernel"] + out["seconds_factorisation"] + out["seconds_out_of_sample"], 2
+    ap.add_argument("--quick", action="store_true", help="N = 8 000, results not written")
+    ap.add_argument("--n", type=int, nargs="+", default=None)
+    ap.add_argument("--datasets", nargs="+", default=["blobs", "moons"])
+    ap.add_argument("--sklearn-max-n", type=int, default=100_000)
+    ap.add_argument("--predict-max", type=int, default=100_000, help="rows predicted at most")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per dkernel fit")
+    ap.add_argument("--sklearn-timeout", type=float, default=900.0, help="seconds per sklearn fit")
+    ap.add_argument("--no-write", action="store_true")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="LOG",
+        help="instead of running: the JSON rows printed by earlier runs (a later row replaces "
+        "an earlier one of the same method, dataset and N), written as the results",
     )
-    out["train_scores"] = clustering_scores(y, model.labels_)
-    out["new_point_scores"] = clustering_scores(yz, P.argmax(1))
-    out["mean_max_posterior_new"] = float(P.max(1).mean())
-    out["heldout_mean_loglik"] = float(ll.mean())
-    out["dense_kernel_would_need_gib"] = round(8.0 * n * n / 2**30, 1)
-    print(json.dumps(out, indent=1))
-    if not args.skip_sklearn:
-        t = time.perf_counter()
-        with threadpool_limits(2):
-            sc = SpectralClustering(
-                5,
-                affinity="nearest_neighbors",
-                n_neighbors=args.k,
-                assign_labels="cluster_qr",
-                random_state=0,
-            ).fit(X)
-        out["seconds_sklearn_spectral"] = round(time.perf_counter() - t, 2)
-        out["peak_rss_mib_after_sklearn"] = round(peak_rss_mib(), 1)
-        out["sklearn_train_scores"] = clustering_scores(y, sc.labels_)
-        out["ratio_time_dkernel_fit_over_sklearn"] = round(
-            (out["seconds_knn_kernel"] + out["seconds_factorisation"])
-            / out["seconds_sklearn_spectral"],
-            2,
-        )
+    ap.add_argument("--child", nargs=4, metavar=("METHOD", "DATASET", "N", "PREDICT_MAX"))
+    args = ap.parse_args()
+    if args.child:
+        method, name, n, pmax = args.child
+        print(json.dumps(run_fit(method, name, int(n), int(pmax))), flush=True)
+        return
+    rows: list[dict] = []
+    if args.merge:
+        latest: dict = {}
+        for log in args.merge:
+            for line in Path(log).read_text().splitlines():
+                if line.startswith('{"method"'):
+                    row = json.loads(line)
+                    latest[(row["method"], row["dataset"], row["n"])] = row
+        rows = list(latest.values())
+    sizes = [] if args.merge else (args.n or ([8_000] if args.quick else [100_000, 1_000_000]))
+    for n in sizes:
+        for name in args.datasets:
+            for method in ("dkernel", "sklearn"):
+                if method == "sklearn" and n > args.sklearn_max_n:
+                    continue
+                cap = args.timeout if method == "dkernel" else args.sklearn_timeout
+                row = in_child(method, name, n, args.predict_max, cap)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     md = [
-        f"# decomposition at scale: N = {n} train + {n} new points, {args.k}-NN Gaussian "
-        f"kernel (h = {args.bandwidth}), C = 5",
+        "# Kernel decomposition on sparse k-NN graphs at scale (`bench_decomposition_scale.py`)",
         "",
-        "| step | dkernel KernelDecompositionClustering |",
-        "|---|---|",
-        f"| k-NN kernel (Dask, blockwise) | {out['seconds_knn_kernel']} s, "
-        f"{out['kernel_nnz']} non-zeros, {out['kernel_mib']} MiB CSR |",
-        f"| factorisation (2 restarts + refinement) | {out['seconds_factorisation']} s, "
-        f"{out['n_iter']} iterations |",
-        f"| out-of-sample posteriors + log-likelihood of {n} new points (Dask) | "
-        f"{out['seconds_out_of_sample']} s |",
-        f"| peak RSS of the process (client in-process) | {out['peak_rss_mib_dkernel']} MiB "
-        f"(dense kernel would need {out['dense_kernel_would_need_gib']} GiB) |",
-        f"| training ACC / ARI | {out['train_scores']['acc']:.4f} / "
-        f"{out['train_scores']['ari']:.4f} |",
-        f"| new points ACC / ARI | {out['new_point_scores']['acc']:.4f} / "
-        f"{out['new_point_scores']['ari']:.4f} |",
-        f"| mean max posterior (new points) | {out['mean_max_posterior_new']:.4f} |",
+        "10-D: five separable Gaussian blobs (C = 5) and two moons + 8 noise dimensions (C = 2). "
+        "dkernel `KernelDecompositionClustering(C, random_state=0)` at its defaults against "
+        "scikit-learn `SpectralClustering(C, affinity='nearest_neighbors', "
+        "assign_labels='cluster_qr', random_state=0)`, each fit in its own process (peak RSS = "
+        "that process's maximum resident set, data included). Predict: `predict` on the training "
+        "points (a uniform sample above `--predict-max`), agreement with `labels_`. "
+        f"scikit-learn runs under a {SKLEARN_MEMORY_CAP_GIB:g} GiB address-space cap. "
+        "Load avg: 1-minute load average of the (2-core, shared) machine when the fit started.",
+        "",
+        *table(rows, args.sklearn_max_n),
         "",
     ]
-    if "seconds_sklearn_spectral" in out:
-        md += [
-            f"scikit-learn SpectralClustering (nearest_neighbors, same k, cluster_qr): "
-            f"{out['seconds_sklearn_spectral']} s, training ACC "
-            f"{out['sklearn_train_scores']['acc']:.4f} / ARI "
-            f"{out['sklearn_train_scores']['ari']:.4f}; peak RSS after it "
-            f"{out['peak_rss_mib_after_sklearn']} MiB. Time ratio dkernel fit / sklearn: "
-            f"{out['ratio_time_dkernel_fit_over_sklearn']}.",
-            "",
-        ]
     print("\n".join(md))
-    if not args.quick:
+    if not args.quick and not args.no_write:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "decomposition_scale.json").write_text(json.dumps(out, indent=1) + "\n")
+        meta = {"cpus": os.cpu_count(), "sklearn_memory_cap_gib": SKLEARN_MEMORY_CAP_GIB}
+        (RESULTS / "decomposition_scale.json").write_text(
+            json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n"
+        )
         (RESULTS / "decomposition_scale.md").write_text("\n".join(md))
 
 

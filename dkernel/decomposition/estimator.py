@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 from typing import Any
 
@@ -28,7 +29,10 @@ from dkernel.decomposition.kernels import (
     knn_log_kernel,
     knn_to_csr,
     local_scaling_log_kernel,
+    n_query_threads,
     row_normalize_log,
+    spatial_order,
+    threaded_kneighbors,
 )
 from dkernel.decomposition.nmf import (
     LOSSES,
@@ -63,9 +67,11 @@ def silverman_bandwidth(X: np.ndarray) -> float:
     return (4.0 / (p + 2)) ** (1.0 / (p + 4)) * n ** (-1.0 / (p + 4)) * s
 
 
-def _oos_block_size(n_train: int, block_size: int | None) -> int:
+def _oos_block_size(n_train: int, block_size: int | None, n_neighbors: int | None) -> int:
     if block_size:
         return int(block_size)
+    if n_neighbors is not None:  # k-NN rows: O(block k C) memory, whatever n_train
+        return 16_384
     return int(np.clip(2**22 // max(n_train, 1), 64, 10_000))  # ~32 MiB dense blocks
 
 
@@ -132,7 +138,9 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     tol : float
         Relative objective change to stop.
     block_size : int, optional
-        Query rows per task in out-of-sample evaluation (default ~32 MiB dense blocks).
+        Query rows per task in out-of-sample evaluation (default: 16 384 rows with the k-NN
+        kernel, ~32 MiB dense blocks otherwise). NumPy input: the k-NN blocks run on a thread
+        pool, one thread per CPU.
     max_memory : str or float, optional
         Memory limit for the dense kernel (default ``DKERNEL_MAX_MEMORY`` or 4 GiB).
     random_state : int, optional
@@ -169,9 +177,18 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     Dense kernel: O(N^2) memory and O(N^2 C) time per iteration; k-NN kernel: O(N k) memory,
     O(N k C) per iteration, neighbour search blockwise through Dask for Dask input (the
     self-tuning widths come from the same search: ``max(n_neighbors, scale_neighbors + 1)``
-    neighbours per point).
+    neighbours per point; NumPy input is searched on threads, in k-d-tree order).
     Out-of-sample posteriors and log-likelihoods cost O(N C) per new point (O(k C) with the
     k-NN kernel).
+
+    Above 5 000 points (k-NN kernel) the starting eigenvectors are not computed by
+    shift-invert (its sparse LU fills in on graphs in more than a few dimensions) but by
+    :func:`~dkernel.decomposition.nmf.deflated_eigenvectors` (one exact vector per connected
+    component, a fixed number of subspace-iteration steps for the rest), and the k-means of
+    the initialisation is fitted on 5·10^4 rows; smaller sets (every set of
+    ``bench_defaults.py``) are fitted exactly as before. Measured at 10^5 and 10^6 points in
+    ``benchmarks/bench_decomposition_scale.py``. To choose ``C`` and ``k`` at that size,
+    select on a subsample: :func:`~dkernel.select_kdc_model` with ``max_samples``.
 
     Examples
     --------
@@ -322,7 +339,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         if is_dask:
             dist, ind = da.compute(*knn_search(self._index, Xv, g))
         else:
-            dist, ind = self._index.kneighbors(Xn, n_neighbors=g, return_distance=True)
+            dist, ind = threaded_kneighbors(self._index, Xn, g, order=spatial_order(Xn))
         ind = ind.astype(np.int64)
         self._scales = fit_local_scales(dist, int(self.scale_neighbors))
         self.sigma_ = self._scales.sigma
@@ -401,14 +418,33 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     def _out_of_sample(self, X: Any, what: str) -> Any:
         model = self._model()
         Xv = validate_input(self, X, reset=False, min_samples=1, dtype=np.float64)
-        bs = _oos_block_size(self.X_fit_.shape[0], self.block_size)
+        bs = _oos_block_size(self.X_fit_.shape[0], self.block_size, self.n_neighbors)
         if isinstance(Xv, da.Array):
             return out_of_sample_graph(
                 Xv, model, what=what, n_clusters=self.n_clusters, block_size=bs
             )
-        starts = range(0, Xv.shape[0], bs)
-        parts = [out_of_sample_rows(Xv[s : s + bs], model, what=what) for s in starts]
-        return np.concatenate(parts, axis=0)
+        n = Xv.shape[0]
+        starts = range(0, n, bs)
+        if self.n_neighbors is None:
+            parts = [out_of_sample_rows(Xv[s : s + bs], model, what=what) for s in starts]
+            return np.concatenate(parts, axis=0)
+        # k-NN: blocks of spatially close rows (faster searches), on threads (the search
+        # releases the GIL); every row's result is independent of its block.
+        order = spatial_order(Xv)
+        out = np.empty((n,) if what == "loglik" else (n, self.n_clusters))
+
+        def rows(s: int) -> None:
+            r = order[s : s + bs]
+            out[r] = out_of_sample_rows(Xv[r], model, what=what)
+
+        threads = min(n_query_threads(), len(starts))
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(rows, starts))
+        else:
+            for s in starts:
+                rows(s)
+        return out
 
     def predict_proba(self, X: Any) -> Any:
         """Out-of-sample class posteriors ``P(c | z)`` (Eq. 8-10), rows sum to 1.

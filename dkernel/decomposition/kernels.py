@@ -23,12 +23,14 @@ re-weight every row by its neighbours' density (not tried as a clustering defaul
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
 from scipy.special import logsumexp
-from sklearn.neighbors import NearestNeighbors
+from sklearn.neighbors import KDTree, NearestNeighbors
 
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance
@@ -219,6 +221,73 @@ def fit_neighbors(Xt: np.ndarray, *, kernel: str = "gaussian") -> NearestNeighbo
     if kernel == "cosine":
         return NearestNeighbors(algorithm="brute").fit(unit_normalize(Xt))
     return NearestNeighbors(algorithm="auto").fit(Xt)
+
+
+def n_query_threads() -> int:
+    """Threads for neighbour queries: the CPUs this process may use (tree queries release
+    the GIL)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def threaded_kneighbors(
+    index: NearestNeighbors,
+    Xq: np.ndarray,
+    n_neighbors: int,
+    *,
+    order: np.ndarray | None = None,
+    block_size: int = 16_384,
+    n_threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``index.kneighbors(Xq, n_neighbors)`` in row blocks on a thread pool.
+
+    ``order`` (a permutation of the rows) is the order in which rows are queried; the result
+    is in the order of ``Xq`` either way. Querying the training points in the tree's own
+    point order (:func:`spatial_order`) makes consecutive queries visit the same leaves, about
+    twice as fast at N = 10^5 in 10-D. Each row's neighbours do not depend on the blocks,
+    the order or the threads.
+
+    Returns
+    -------
+    dist : ndarray (n_query, n_neighbors)
+    ind : ndarray of int64 (n_query, n_neighbors)
+    """
+    Xq = np.asarray(Xq, dtype=np.float64)
+    n = Xq.shape[0]
+    rows = np.arange(n) if order is None else np.asarray(order)
+    dist = np.empty((n, int(n_neighbors)))
+    ind = np.empty((n, int(n_neighbors)), dtype=np.int64)
+
+    def query(start: int) -> None:
+        r = rows[start : start + block_size]
+        dist[r], ind[r] = index.kneighbors(Xq[r], n_neighbors=n_neighbors, return_distance=True)
+
+    starts = range(0, n, block_size)
+    threads = min(n_threads or n_query_threads(), len(starts))
+    if threads <= 1:
+        for s in starts:
+            query(s)
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(query, starts))
+    return dist, ind
+
+
+def spatial_order(X: np.ndarray) -> np.ndarray:
+    """A permutation of the rows of ``X`` that keeps nearby points together: the point order
+    of a k-d tree over ``X`` (its leaves, left to right).
+
+    Neighbour queries issued in this order visit the same parts of the training tree one
+    after the other (cache hits), about twice as fast as in random order at N = 10^5, 10-D.
+
+    Notes
+    -----
+    O(n log n) time, O(n) memory.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    return np.asarray(KDTree(X, leaf_size=40).get_arrays()[1], dtype=np.int64)
 
 
 def knn_log_kernel(

@@ -197,6 +197,7 @@ def select_model(
     tol: float = 1e-6,
     c_rule: str = "largest-within-se",
     refit: bool = True,
+    max_samples: int | None = None,
     random_state: int | None = 0,
     progress: Any = None,
 ) -> ModelSelectionResult:
@@ -219,7 +220,17 @@ def select_model(
     c_rule : {'largest-within-se', 'min'}
         How to pick C at the chosen ``(K, h)`` (module docstring).
     refit : bool
-        Refit the chosen model on the first training set (``best_estimator``).
+        Refit the chosen model on the first training set (``best_estimator``); with
+        ``max_samples``, on all of ``X``.
+    max_samples : int, optional
+        With ``X``: search on at most ``max_samples`` of its points, drawn at random without
+        replacement (from ``random_state``), then refit the chosen model on every point. The
+        large-N recipe: every grid cell costs ``n_repeats * n_init`` factorisations, so at
+        N = 10^6 select on about 2·10^4 points (each cell then costs as much as a 10^4-point
+        fit) and fit the chosen ``(K, h, C)`` once on all N. The widths ``h`` are then those
+        of the subsample: a Gaussian kernel's best width shrinks with N (about
+        ``N^(-1/(p+4))``, Silverman's rate), so rescale ``h`` by ``(n_sub / N)^(1/(p+4))`` before
+        the full fit when that matters; ``K`` and ``C`` carry over.
     progress : callable, optional
         Called with a one-line message after each (repeat, K, h).
 
@@ -232,7 +243,8 @@ def select_model(
     Per repeat and ``(K, h)``: one training kernel (O(N^2) dense / O(N k) sparse), one
     validation kernel (O(N_val N) dense / O(N_val k)), one eigen-decomposition shared by
     all ``C``, then ``len(n_clusters) * n_init`` factorisations. Memory is that of one
-    training and one validation kernel.
+    training and one validation kernel. With ``max_samples`` N is ``max_samples`` for all of
+    this, plus one fit on all points.
     """
     check_options(c_rule, "c_rule", _OWNER, C_RULES)
     check_options(kernel, "kernel", _OWNER, ("gaussian", "cosine"))
@@ -246,11 +258,27 @@ def select_model(
     ]
     if not bandwidths or not n_clusters or not n_neighbors:
         raise InvalidInputError(f"{_OWNER} needs non-empty bandwidths, n_clusters and n_neighbors.")
+    X_all = None
     if splits is None:
         if X is None:
             raise InvalidInputError(f"{_OWNER} needs X (random splits) or splits.")
         check_scalar(n_repeats, "n_repeats", _OWNER, kind=int, low=1)
+        if max_samples is not None:
+            check_scalar(max_samples, "max_samples", _OWNER, kind=int, low=4)
+            X_all = np.asarray(X, dtype=np.float64)
+            if X_all.shape[0] > max_samples:
+                rows = np.sort(
+                    derive_rng(random_state, "select_model", "subsample").choice(
+                        X_all.shape[0], int(max_samples), replace=False
+                    )
+                )
+                X = X_all[rows]
+                y = None if y is None else np.asarray(y)[rows]
         splits = _random_splits(X, y, n_repeats, validation_fraction, random_state)
+    elif max_samples is not None:
+        raise InvalidInputError(
+            f"{_OWNER}: max_samples subsamples X; it cannot be used with splits."
+        )
     splits = list(splits)
     if not splits:
         raise InvalidInputError(f"{_OWNER} got an empty list of splits.")
@@ -341,7 +369,7 @@ def select_model(
             max_iter=max_iter,
             tol=tol,
             random_state=random_state,
-        ).fit(np.asarray(splits[0][0], dtype=np.float64))
+        ).fit(X_all if X_all is not None else np.asarray(splits[0][0], dtype=np.float64))
     return ModelSelectionResult(
         errors=errors,
         confidence=confidence,
@@ -352,5 +380,10 @@ def select_model(
         chosen=chosen,
         c_rule=c_rule,
         best_estimator=best,
-        meta={"kernel": kernel, "loss": loss, "n_init": n_init},
+        meta={
+            "kernel": kernel,
+            "loss": loss,
+            "n_init": n_init,
+            **({"max_samples": int(max_samples)} if max_samples is not None else {}),
+        },
     )

@@ -94,3 +94,20 @@ def test_select_model_with_knn_splits_protocol(rng):
     assert res.accuracy[:, :, 0, 1].mean() > 0.95
     with pytest.raises(InvalidInputError, match="splits"):
         select_model(bandwidths=[0.1], n_clusters=[2])
+
+
+def test_select_on_a_subsample_then_refit_on_every_point():
+    X, y = make_blobs(n_samples=600, centers=[[0, 0], [3, 0]], cluster_std=0.4, random_state=2)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    grid = dict(bandwidths=[0.05], n_clusters=[1, 2, 3], n_neighbors=[10], n_init=2, n_repeats=2)
+    res = select_model(X, y, max_samples=200, random_state=0, **grid)
+    assert res.meta["max_samples"] == 200 and res.chosen["n_neighbors"] == 10
+    assert res.best_estimator.W_.shape[0] == 600  # refitted on all points
+    # the surface is select_model's on the same subsample (reference: drawn by hand)
+    from dkernel._random import derive_rng
+
+    rows = np.sort(derive_rng(0, "select_model", "subsample").choice(600, 200, replace=False))
+    ref = select_model(X[rows], y[rows], random_state=0, refit=False, **grid)
+    np.testing.assert_array_equal(res.errors, ref.errors)
+    with pytest.raises(InvalidInputError, match="max_samples"):
+        select_model(splits=[(X[:100], X[100:200])], max_samples=50, **grid)
