@@ -183,7 +183,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
 
     Above 5 000 points (k-NN kernel) the starting eigenvectors are not computed by
     shift-invert (its sparse LU fills in on graphs in more than a few dimensions) but by
-    :func:`~dkernel.decomposition.nmf.deflated_eigenvectors` (one exact vector per connected
+    ``dkernel.decomposition.nmf.deflated_eigenvectors`` (one exact vector per connected
     component, a fixed number of subspace-iteration steps for the rest), and the k-means of
     the initialisation is fitted on 5·10^4 rows; smaller sets (every set of
     ``bench_defaults.py``) are fitted exactly as before. Measured at 10^5 and 10^6 points in

@@ -109,7 +109,7 @@ def spectral_embedding(
     ----------
     solver : {'auto', 'shift-invert', 'subspace'}
         Sparse kernels only. ``'shift-invert'``: Lanczos on ``(S - sigma I)^-1`` with
-        ``sigma`` just above 1 (one sparse LU). ``'subspace'``: :func:`deflated_eigenvectors`,
+        ``sigma`` just above 1 (one sparse LU). ``'subspace'``: ``deflated_eigenvectors``,
         the eigenvalue-1 space (one vector per connected component) exactly, the rest by a
         fixed number of subspace-iteration steps. ``'auto'``: shift-invert up to
         ``SHIFT_INVERT_MAX_N`` points, subspace iteration above.

@@ -300,7 +300,7 @@ def test_bad_size_limit(work):
 
 def test_needs_more_memory_than_allowed(work):
     spec = _spec(limits={"max_memory": "10kB"})
-    expect_invalid(work, spec, r"needs about .* of memory, above the limit of 9\.8 KiB.*Nyström")
+    expect_invalid(work, spec, r"needs about .* of memory, above the limit of 9\.77 kiB.*Nyström")
 
 
 def test_needs_more_memory_than_env_limit(work, monkeypatch):
