@@ -193,10 +193,12 @@ def main() -> None:
         f"output: {tmp / 'scale.zarr'}\n"
     )
 
+    from dkernel.cli import setup_logging
     from dkernel.jobs.runner import run_job
     from dkernel.storage.store import open_results
 
     lines = [f"# Mean shift / MSSC at scale: {n} × {n} × 6 synthetic scene ({n * n} pixels)", ""]
+    setup_logging("info")  # the job's lines on stderr, as `dkernel run` shows them
     with PeakMemory() as mem:
         t = time.perf_counter()
         store = run_job(
@@ -205,7 +207,6 @@ def main() -> None:
             threads_per_worker=1,
             progress=False,
             quiet=True,
-            log=lambda m: print(m, file=sys.stderr),
         )
         wall = time.perf_counter() - t
     tree = open_results(store)

@@ -654,7 +654,9 @@ def bench_demo(quick: bool) -> None:
     out.append(
         "```\n"
         + "\n".join(
-            line for line in (proc.stdout + proc.stderr).splitlines() if "[dkernel]" in line
+            line
+            for line in (proc.stdout + proc.stderr).splitlines()
+            if "[dkernel]" in line and "Dask dashboard" not in line  # a new port each run
         )
         + "\n```\n"
     )

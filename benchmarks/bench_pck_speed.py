@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import resource
 import sys
@@ -152,6 +153,17 @@ def posteriors_vs_floor(n_fit: int, n_new: int, Q: int = 30, G: int = 30, p: int
     }
 
 
+class _ListHandler(logging.Handler):
+    """Collects the messages of a logger (the job's log lines) into a list."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(logging.INFO)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 def embedding_vs_fit(n: int, workdir: Path, Q: int = 30, G: int = 30, k: int = 8) -> dict:
     """The pck-spectral job's own timings (fit_ensemble, embedding) and its solver log line."""
     from dkernel.jobs.runner import run_job
@@ -167,16 +179,22 @@ def embedding_vs_fit(n: int, workdir: Path, Q: int = 30, G: int = 30, k: int = 8
         f"  max_components: {G}\n  n_init: 10\noutput: {workdir / f'out{n}.zarr'}\n"
     )
     logs: list[str] = []
+    handler = _ListHandler(logs)
+    step_logger = logging.getLogger("dkernel.jobs.steps.pck_spectral")
+    step_logger.addHandler(handler)
+    step_logger.setLevel(logging.INFO)
     t = time.perf_counter()
-    store = run_job(
-        spec,
-        n_workers=2,
-        threads_per_worker=1,
-        progress=False,
-        quiet=True,
-        log=logs.append,
-        overwrite=True,
-    )
+    try:
+        store = run_job(
+            spec,
+            n_workers=2,
+            threads_per_worker=1,
+            progress=False,
+            quiet=True,
+            overwrite=True,
+        )
+    finally:
+        step_logger.removeHandler(handler)
     wall = time.perf_counter() - t
     tree = open_results(store)
     timings = dict(tree.attrs.get("timings", {}))
@@ -189,7 +207,7 @@ def embedding_vs_fit(n: int, workdir: Path, Q: int = 30, G: int = 30, k: int = 8
         "job_wall_s": wall,
         "timings": timings,
         "solver": tree["embedding"].attrs.get("solver"),
-        "log": solver_line.replace("[dkernel] ", ""),
+        "log": solver_line,
         "load_avg": os.getloadavg()[0],
     }
 

@@ -61,7 +61,7 @@ def run_mssc(client, tif: Path, out: Path) -> dict:
     )
     tasks0, bytes0 = _counters(client)
     t = time.perf_counter()
-    run_job(spec, client=client, overwrite=True, progress=False, quiet=True, log=lambda m: None)
+    run_job(spec, client=client, overwrite=True, progress=False, quiet=True)
     wall = time.perf_counter() - t
     tasks1, bytes1 = _counters(client)
     return {"seconds": wall, "tasks": tasks1 - tasks0, "bytes_moved": bytes1 - bytes0}

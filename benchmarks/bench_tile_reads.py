@@ -5,7 +5,7 @@ interleaved; default 10 980², a Sentinel-2 tile) is written window by window (r
 gradients, noise and a nodata corner; never whole in memory). Then, for each case, a fresh
 Python process opens it as ``dkernel.io.raster.open_geotiff`` does, with
 
-* ``strips``: the old chunking, ``_strip_rows`` = 2^18 // width rows (23 rows at 10 980), and
+* ``strips``: the old chunking, ``strip_rows`` = 2^18 // width rows (23 rows at 10 980), and
 * ``tiles``: the new one, :func:`dkernel.io.raster.block_rows` (a multiple of the 512-row
   tiles),
 
@@ -207,13 +207,14 @@ def run_case(path: Path, chunking: str) -> dict:
     import dask
     import rasterio
 
-    from dkernel.io.raster import _open_strips, _strip_rows, block_rows, raster_features
+    from dkernel.io.pixels import strip_rows
+    from dkernel.io.raster import _open_strips, block_rows, raster_features
 
     offsets = tile_offsets(path)
     with rasterio.open(path) as src:
         n_rows, n_cols, block_h = src.height, src.width, src.block_shapes[0][0]
     rows = (
-        _strip_rows(n_rows, n_cols) if chunking == "strips" else block_rows(n_rows, n_cols, block_h)
+        strip_rows(n_rows, n_cols) if chunking == "strips" else block_rows(n_rows, n_cols, block_h)
     )
     out: dict = {"chunking": chunking, "rows": rows, "tiles": len(offsets)}
     with dask.config.set(scheduler="threads"):

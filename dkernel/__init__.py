@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dkernel._feature_maps import register_feature_map as _register_feature_map
 from dkernel.errors import (
     DKernelError,
     DKernelWarning,
@@ -38,6 +39,15 @@ def _pck():
     import dkernel.gmm.pck as m
 
     return m
+
+
+def _pck_feature_map(**params: Any) -> Any:
+    """The ranking estimators' ``kernel='pck'``: an unfitted ProbabilisticClusterKernel."""
+    return _pck().ProbabilisticClusterKernel(**params)
+
+
+# ranking resolves kernel='pck' by name, without importing the gmm family
+_register_feature_map("pck", _pck_feature_map)
 
 
 def _meanshift():

@@ -43,15 +43,43 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+class TextFormatter(logging.Formatter):
+    """``[dkernel] message`` per line; a level other than info is named after the prefix
+    (``[dkernel] warning: ...``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if record.levelno == logging.INFO:
+            return f"[dkernel] {text}"
+        return f"[dkernel] {record.levelname.lower()}: {text}"
+
+
 def setup_logging(level: str = "info", json_lines: bool = False) -> logging.Logger:
-    """Configure the ``dkernel`` logger (stderr) for the command line."""
+    """Configure the ``dkernel`` logger (stderr) for the command line.
+
+    The modules log to ``logging.getLogger(__name__)``, children of ``dkernel``; this adds one
+    handler to ``dkernel`` (replacing one added by an earlier call) that writes plain
+    ``[dkernel] ...`` lines, or one JSON object per line with ``json_lines``.
+
+    Parameters
+    ----------
+    level : {'debug', 'info', 'warning', 'error'}
+        The lowest level shown.
+    json_lines : bool
+        Write :class:`JsonFormatter` lines instead of :class:`TextFormatter` ones.
+
+    Returns
+    -------
+    logging.Logger
+        The ``dkernel`` logger.
+    """
     logger = logging.getLogger("dkernel")
     for handler in list(logger.handlers):
         if getattr(handler, "_dkernel_cli", False):
             logger.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
     handler._dkernel_cli = True  # type: ignore[attr-defined]
-    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter("%(message)s"))
+    handler.setFormatter(JsonFormatter() if json_lines else TextFormatter())
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     logger.propagate = False
@@ -147,10 +175,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _log(message: str) -> None:
-    logging.getLogger("dkernel").info(message)
-
-
 def _cmd_validate(args: argparse.Namespace) -> int:
     from dkernel.jobs.runner import prepare_job
     from dkernel.jobs.spec import OutputPolicy, load_spec
@@ -182,7 +206,6 @@ def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
         resume=args.resume,
         progress=not (args.no_progress or args.log_json),
         output_policy=OutputPolicy.default(args.job, args.output_root),
-        log=_log,
     )
     if submit:
         from dkernel.runtime import load_security
@@ -297,7 +320,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         output=args.output,
         overwrite=True,
         progress=not (args.no_progress or args.log_json),
-        log=_log,
     )
     return EXIT_OK
 

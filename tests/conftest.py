@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -34,6 +35,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.data)
         if missing and item.get_closest_marker("data") is not None:
             item.add_marker(pytest.mark.skip(reason=NO_DATA_REASON))
+
+
+@pytest.fixture(autouse=True)
+def _reset_dkernel_logger():
+    """Undo the ``dkernel`` logger setup of a CLI call (``dkernel.cli.setup_logging``: its own
+    handler, a level, no propagation) after each test, so ``caplog`` sees the package's
+    records in the tests that follow."""
+    yield
+    logger = logging.getLogger("dkernel")
+    for handler in [h for h in logger.handlers if getattr(h, "_dkernel_cli", False)]:
+        logger.removeHandler(handler)
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
 
 
 @pytest.fixture(scope="session")

@@ -65,7 +65,12 @@ def test_run_and_show_through_the_installed_command(tmp_path):
         timeout=300,
     )
     assert run.returncode == 0, run.stderr
-    assert "Dask dashboard: http://127.0.0.1:" in run.stderr
+    # the terminal form: one "[dkernel] ..." line per step (progress bars are off)
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert all(ln.startswith("[dkernel] ") for ln in lines), run.stderr
+    assert any(ln.startswith("[dkernel] Dask dashboard: http://127.0.0.1:") for ln in lines)
+    assert any(ln.startswith("[dkernel] job 'wine-rbf-kpca': method rbf-spectral") for ln in lines)
+    assert any(ln.startswith("[dkernel] complete in ") for ln in lines)
     again = subprocess.run(
         [*cmd, "run", str(REPO / "jobs" / "wine-rbf-kpca.yaml"), "--output", str(out)],
         capture_output=True,
@@ -141,7 +146,6 @@ def test_show_into_a_closed_pipe_is_quiet(tmp_path):
         REPO / "jobs" / "wine-rbf-kpca.yaml",
         output=tmp_path / "w.zarr",
         progress=False,
-        log=lambda m: None,
         n_workers=1,
     )
     # the reader is gone before dkernel writes a byte (what `| head` does to a long output)

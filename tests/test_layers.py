@@ -1,16 +1,120 @@
-"""The numeric layer never imports Dask, Zarr or xarray (DESIGN.md §2).
+"""The layer rules of the package (DESIGN.md §2; issue 16, item 5), checked statically.
 
-Checked statically (the module's own imports and, transitively, the dkernel modules it
-imports), so package ``__init__`` files that re-export estimators don't count.
+1. The numeric layer never imports Dask, Zarr or xarray (checked through the dkernel modules it
+   imports, so package ``__init__`` files that re-export estimators don't count).
+2. No import cycles among module-level imports, and no function-level import that closes a
+   cycle (except the ones listed in ``KNOWN_VIOLATIONS``).
+3. No import goes up a floor of ``FLOORS``, and no family imports another family's estimators.
+
+How an import counts:
+
+* A **module-level** import (also inside a module-level ``try`` or ``if``) runs when the
+  module is imported: these edges make the import-time graph, which must have no cycle.
+* A **function-level** (lazy) import runs later, so it cannot deadlock an import, but it is a
+  dependency all the same: it counts for the floors, and one that closes a cycle with the
+  other imports is reported too (a registry that imports its built-ins on first use).
+* An import under ``if TYPE_CHECKING:`` is an annotation only and never counts.
+* ``from dkernel.a import b`` points at the module ``dkernel.a.b`` when there is one, at
+  ``dkernel.a`` (its ``__init__``) otherwise. The parent packages' ``__init__`` files that
+  Python runs on the way are not edges; a package ``__init__`` is checked as a module itself.
 """
 
+from __future__ import annotations
+
 import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "dkernel"
+
+#: The floors of DESIGN.md §2, lowest first: a module may import modules on its own floor or
+#: below, never above. A module sits on the floor of the longest name listed here that is the
+#: module itself or a package above it.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # errors, argument checks, seeds, cost budgets, feature maps by name: used by every floor
+    (
+        "foundation",
+        (
+            "dkernel.errors",
+            "dkernel._validation",
+            "dkernel._random",
+            "dkernel._budget",
+            "dkernel._feature_maps",
+        ),
+    ),
+    # compute kernels and graph builders (DESIGN layers 1-2): the shared kernels, solvers and
+    # blocked/k-NN graphs, the progress of Dask work, and each family's NumPy kernel modules
+    (
+        "numerics",
+        (
+            "dkernel.metrics",
+            "dkernel.kernels",
+            "dkernel.linalg",
+            "dkernel.graphs",
+            "dkernel.runtime.progress",
+            "dkernel.gmm.em",
+            "dkernel.meanshift.kernels",
+            "dkernel.decomposition.nmf",
+            "dkernel.decomposition.kernels",
+            "dkernel.spectral.dense",
+            "dkernel.ranking.ppr",
+            "dkernel.ranking.seeds",
+            "dkernel.ranking.metrics",
+        ),
+    ),
+    # estimators, one family per package (see FAMILIES)
+    (
+        "estimators",
+        (
+            "dkernel.gmm",
+            "dkernel.spectral",
+            "dkernel.ranking",
+            "dkernel.meanshift",
+            "dkernel.decomposition",
+        ),
+    ),
+    # the only code that knows the results store's layout
+    ("storage", ("dkernel.storage",)),
+    # readers of rasters and tables, pixel streams, writers of map files
+    ("io", ("dkernel.io",)),
+    # creating and connecting to Dask clients, worker plugins, resource monitoring
+    ("runtime", ("dkernel.runtime",)),
+    # job specs, methods, the runner
+    ("jobs", ("dkernel.jobs",)),
+    # what users call: the command, the package's lazy facade, the image helper
+    ("interface", ("dkernel.cli", "dkernel", "dkernel.images")),
+)
+
+#: Estimator families: on the estimators floor a family imports its own modules and the floors
+#: below (another family's NumPy kernels included), never another family's estimators.
+FAMILIES = ("gmm", "spectral", "ranking", "meanshift", "decomposition")
+
+#: Violations that other branches remove (merging empties this set): (rule, file, imported
+#: module). The tests fail on any violation not listed here, and on a listed one that no
+#: longer occurs, so the list can only shrink.
+KNOWN_VIOLATIONS: frozenset[tuple[str, str, str]] = frozenset(
+    {
+        # io reads its parameter schema from jobs: jobs/params.py moves below io
+        ("floor", "dkernel/io/frey.py", "dkernel.jobs.params"),
+        ("floor", "dkernel/io/raster.py", "dkernel.jobs.params"),
+        ("floor", "dkernel/io/readers.py", "dkernel.jobs.params"),
+        ("floor", "dkernel/io/registry.py", "dkernel.jobs.params"),
+        ("floor", "dkernel/io/shapes.py", "dkernel.jobs.params"),
+        ("floor", "dkernel/io/tables.py", "dkernel.jobs.params"),
+        # ranking queries read the results store: query.py moves onto storage
+        ("floor", "dkernel/ranking/query.py", "dkernel.storage"),
+        # registries that import their built-ins on first use: one generic Registry replaces
+        # them
+        ("lazy-cycle", "dkernel/io/registry.py", "dkernel.io.readers"),
+        ("lazy-cycle", "dkernel/io/raster.py", "dkernel.io.registry"),
+        ("lazy-cycle", "dkernel/jobs/registry.py", "dkernel.jobs.steps"),
+    }
+)
+
 FORBIDDEN = ("dask", "zarr", "distributed", "xarray", "rioxarray")
 NUMERIC = [
     "kernels/rbf.py",
@@ -73,3 +177,234 @@ def test_numeric_module_does_not_import_dask_or_zarr(relpath):
                 target = _module_path(name)
                 if target is not None and target.name != "__init__.py":
                     todo.append(target)
+
+
+# --- the import graph -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``source`` imports ``target`` (a dkernel module) at ``line``."""
+
+    source: str
+    target: str
+    line: int
+    lazy: bool
+
+    @property
+    def file(self) -> str:
+        return MODULES[self.source].relative_to(ROOT).as_posix()
+
+    def key(self, rule: str) -> tuple[str, str, str]:
+        return (rule, self.file, self.target)
+
+    def __str__(self) -> str:
+        kind = " (function-level)" if self.lazy else ""
+        return f"{self.file}:{self.line} -> {self.target}{kind}"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def _resolve(name: str) -> str | None:
+    """The dkernel module ``name`` denotes: itself, or the longest module above it."""
+    parts = name.split(".")
+    while parts:
+        if ".".join(parts) in MODULES:
+            return ".".join(parts)
+        parts.pop()
+    return None
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:  # relative: from the module's package, ``level - 1`` packages up
+            package = module.split(".") if is_package else module.split(".")[:-1]
+            package = package[: len(package) - node.level + 1]
+            base = ".".join([*package, base] if base else package)
+        names = [f"{base}.{a.name}" for a in node.names]
+    for name in names:
+        if name.split(".")[0] == "dkernel":
+            target = _resolve(name)
+            if target is not None:
+                yield target
+
+
+def _edges(module: str) -> list[Edge]:
+    path = MODULES[module]
+    edges: list[Edge] = []
+
+    def visit(node: ast.AST, lazy: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for sub in child.orelse:  # the body is for type checkers only
+                    visit_node(sub, lazy)
+                continue
+            visit_node(child, lazy)
+
+    def visit_node(child: ast.AST, lazy: bool) -> None:
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            for target in _targets(child, module, path.name == "__init__.py"):
+                edge = Edge(module, target, child.lineno, lazy)
+                if target != module and edge not in edges:
+                    edges.append(edge)
+        nested = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        visit(child, lazy or nested)
+
+    visit(ast.parse(path.read_text()), False)
+    return edges
+
+
+EDGES: list[Edge] = [e for m in MODULES for e in _edges(m)]
+
+
+def floor_of(module: str) -> int:
+    """Index in FLOORS of the longest listed name that is ``module`` or a package above it."""
+    best, floor = -1, None
+    for index, (_, names) in enumerate(FLOORS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > best:
+                best, floor = len(name), index
+    if floor is None:
+        raise AssertionError(f"{module} is on no floor: add it to FLOORS in tests/test_layers.py")
+    return floor
+
+
+def family_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in FAMILIES else None
+
+
+def _describe(module: str) -> str:
+    return f"{module} ({FLOORS[floor_of(module)][0]})"
+
+
+def floor_violations(edges: list[Edge]) -> dict[tuple[str, str, str], str]:
+    """Imports up a floor, and estimators-floor imports of another family's modules."""
+    estimators = [name for name, _ in FLOORS].index("estimators")
+    found: dict[tuple[str, str, str], str] = {}
+    for e in edges:
+        up = floor_of(e.target) > floor_of(e.source)
+        both_estimators = floor_of(e.source) == floor_of(e.target) == estimators
+        sideways = both_estimators and family_of(e.target) != family_of(e.source)
+        if up or sideways:
+            why = "up a floor" if up else "into another family's estimators"
+            text = f"{e}: {_describe(e.source)} imports {_describe(e.target)}, {why}"
+            found[e.key("floor")] = "; ".join(filter(None, [found.get(e.key("floor")), text]))
+    return found
+
+
+def _path(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
+    """A shortest import path ``start`` ⇝ ``goal`` (breadth first), or None."""
+    parent: dict[str, str | None] = {start: None}
+    frontier = [start]
+    while frontier and goal not in parent:
+        reached = []
+        for node in frontier:
+            for other in sorted(graph.get(node, ())):
+                if other not in parent:
+                    parent[other] = node
+                    reached.append(other)
+        frontier = reached
+    if goal not in parent:
+        return None
+    path: list[str] = []
+    node: str | None = goal
+    while node is not None:
+        path.append(node)
+        node = parent[node]
+    return path[::-1]
+
+
+def cycle_violations(edges: list[Edge]) -> dict[tuple[str, str, str], str]:
+    """Imports in a cycle of module-level imports ('cycle'), and function-level imports that
+    close a cycle with the others ('lazy-cycle'), each with the cycle."""
+    top = {(e.source, e.target) for e in edges if not e.lazy}
+    found: dict[tuple[str, str, str], str] = {}
+    for rule, counted in (("cycle", [e for e in edges if not e.lazy]), ("lazy-cycle", edges)):
+        graph: dict[str, set[str]] = {}
+        for e in counted:
+            graph.setdefault(e.source, set()).add(e.target)
+        for e in counted:
+            if rule == "lazy-cycle" and (not e.lazy or (e.source, e.target) in top):
+                continue  # module-level edges are judged by 'cycle'
+            back = _path(graph, e.target, e.source)
+            if back is not None:
+                found[e.key(rule)] = f"{e} closes the cycle {' -> '.join([e.source, *back])}"
+    return found
+
+
+def _check(rule: str, found: dict[tuple[str, str, str], str]) -> None:
+    known = {k for k in KNOWN_VIOLATIONS if k[0] == rule}
+    new = [found[k] for k in sorted(set(found) - known)]
+    gone = sorted(known - set(found))
+    assert not new, f"{len(new)} new {rule} violation(s):\n  " + "\n  ".join(new)
+    assert not gone, f"listed in KNOWN_VIOLATIONS but no longer found, remove them: {gone}"
+
+
+def test_every_module_is_on_a_floor():
+    for module in MODULES:
+        floor_of(module)
+
+
+def test_no_import_cycles():
+    found = cycle_violations(EDGES)
+    _check("cycle", {k: v for k, v in found.items() if k[0] == "cycle"})
+    _check("lazy-cycle", {k: v for k, v in found.items() if k[0] == "lazy-cycle"})
+
+
+def test_no_import_goes_up_a_floor():
+    _check("floor", floor_violations(EDGES))
+
+
+def test_type_checking_imports_do_not_count():
+    # jobs/registry.py names ResultsStore and LoadedData for annotations only
+    targets = {e.target for e in EDGES if e.source == "dkernel.jobs.registry"}
+    assert "dkernel.storage.store" not in targets
+    assert any(
+        e.source == "dkernel.jobs.registry" and e.target == "dkernel.jobs.params" for e in EDGES
+    )
+
+
+def test_the_checks_catch_a_violation():
+    """The rules on made-up edges: io importing jobs, a family importing another's estimator, a
+    cycle of module-level imports, one closed by a function-level import."""
+    fake = [
+        Edge("dkernel.io.data", "dkernel.jobs.runner", 1, lazy=True),
+        Edge("dkernel.ranking.kppr", "dkernel.gmm.pck", 2, lazy=True),
+        Edge("dkernel.ranking.kppr", "dkernel.gmm.em", 3, lazy=False),  # numerics: allowed
+        Edge("dkernel.jobs.runner", "dkernel.io.data", 4, lazy=False),  # down: allowed
+    ]
+    assert set(floor_violations(fake)) == {
+        ("floor", "dkernel/io/data.py", "dkernel.jobs.runner"),
+        ("floor", "dkernel/ranking/kppr.py", "dkernel.gmm.pck"),
+    }
+    ring = [
+        Edge("dkernel.jobs.spec", "dkernel.jobs.params", 1, lazy=False),
+        Edge("dkernel.jobs.params", "dkernel.jobs.spec", 2, lazy=False),
+        Edge("dkernel.io.data", "dkernel.io.cube", 3, lazy=False),
+        Edge("dkernel.io.cube", "dkernel.io.data", 4, lazy=True),
+    ]
+    found = cycle_violations(ring)
+    assert set(found) == {
+        ("cycle", "dkernel/jobs/spec.py", "dkernel.jobs.params"),
+        ("cycle", "dkernel/jobs/params.py", "dkernel.jobs.spec"),
+        ("lazy-cycle", "dkernel/io/cube.py", "dkernel.io.data"),
+    }
+    assert found[("lazy-cycle", "dkernel/io/cube.py", "dkernel.io.data")].endswith(
+        "closes the cycle dkernel.io.cube -> dkernel.io.data -> dkernel.io.cube"
+    )

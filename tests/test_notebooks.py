@@ -66,7 +66,7 @@ def test_notebook_opens_the_existing_store_instead_of_running_a_job(tmp_path, mo
     from dkernel.jobs.runner import run_job
 
     store = tmp_path / "wine.zarr"
-    run_job(REPO / "jobs" / "wine-rbf-kpca.yaml", output=store, progress=False, log=lambda m: 0)
+    run_job(REPO / "jobs" / "wine-rbf-kpca.yaml", output=store, progress=False)
     before = {p: p.stat().st_mtime_ns for p in store.rglob("*")}
     monkeypatch.setenv("DKERNEL_STORE_01", str(store))
     monkeypatch.setenv("MPLBACKEND", "Agg")

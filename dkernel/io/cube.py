@@ -24,7 +24,7 @@ import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
 
 from dkernel.errors import InvalidInputError
-from dkernel.io.pixels import valid_graph
+from dkernel.io.pixels import strip_rows, valid_graph
 
 _SPATIAL_NAMES = (("y", "x"), ("latitude", "longitude"), ("lat", "lon"), ("northing", "easting"))
 
@@ -116,8 +116,6 @@ def image_from_xarray(
     InvalidInputError
         No spatial dims, more than one non-spatial dim, or no CRS when ``require_crs``.
     """
-    from dkernel.io.raster import _strip_rows
-
     var = _as_dataarray(cube, variable)
     y_dim, x_dim = _spatial_dims(var)
     others = [d for d in var.dims if d not in (y_dim, x_dim)]
@@ -147,7 +145,7 @@ def image_from_xarray(
     if isinstance(data, da.Array):
         rows = chunk_rows or max(data.chunks[1][0], 1)
     else:
-        rows = chunk_rows or _strip_rows(n_rows, n_cols)
+        rows = chunk_rows or strip_rows(n_rows, n_cols)
         data = da.from_array(np.asarray(data), chunks=(-1, rows, -1))
     data = data.rechunk((-1, rows, -1))
     valid = valid_graph(data, nodata)

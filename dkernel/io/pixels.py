@@ -19,6 +19,14 @@ import dask
 import dask.array as da
 import numpy as np
 
+#: Pixels per row strip of the feature array (about 8 MiB of float32 features per chunk).
+STRIP_PIXELS = 2**18
+
+
+def strip_rows(n_rows: int, n_cols: int) -> int:
+    """Rows of a full-width strip of about :data:`STRIP_PIXELS` pixels (at least 1)."""
+    return int(max(1, min(n_rows, STRIP_PIXELS // max(1, n_cols))))
+
 
 def strip_valid(block: np.ndarray, nodata: float | None) -> np.ndarray:
     """Valid pixels of a ``(band, rows, cols)`` block: not NaN in any band, and not every band

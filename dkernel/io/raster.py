@@ -25,10 +25,14 @@ import xarray as xr
 from dkernel.errors import InvalidInputError
 from dkernel.io.cube import no_crs_message
 from dkernel.io.data import LoadedData, expand_data_path
-from dkernel.io.pixels import features_graph, grid_graph, summaries, valid_graph
-
-#: Pixels per row strip of the feature array (about 8 MiB of float32 features per chunk).
-STRIP_PIXELS = 2**18
+from dkernel.io.pixels import (
+    STRIP_PIXELS,
+    features_graph,
+    grid_graph,
+    strip_rows,
+    summaries,
+    valid_graph,
+)
 
 SCALES = ("minmax", "standardize", "none")
 
@@ -52,10 +56,6 @@ def resolve_path(path: str | os.PathLike) -> Path:
     if text.startswith("package:"):
         return package_data_path(text.split(":", 1)[1])
     return expand_data_path(text)
-
-
-def _strip_rows(n_rows: int, n_cols: int) -> int:
-    return int(max(1, min(n_rows, STRIP_PIXELS // max(1, n_cols))))
 
 
 def block_rows(n_rows: int, n_cols: int, block_height: int, chunk_rows: int | None = None) -> int:
@@ -156,7 +156,7 @@ def image_from_array(
     if layout == "yxb":
         arr = arr.transpose(2, 0, 1)
     n_rows, n_cols = int(arr.shape[1]), int(arr.shape[2])
-    rows = chunk_rows or _strip_rows(n_rows, n_cols)
+    rows = chunk_rows or strip_rows(n_rows, n_cols)
     arr = da.asarray(arr).rechunk((-1, rows, -1))
     valid = valid_graph(arr, nodata)
     image = xr.DataArray(
@@ -308,7 +308,7 @@ def _lazy_npy(path: Path, layout: str) -> da.Array:
     shape, dtype = head.shape, head.dtype
     if layout != "yxb" or len(shape) != 3:
         return da.from_array(np.asarray(head))
-    rows = _strip_rows(shape[0], shape[1])
+    rows = strip_rows(shape[0], shape[1])
     parts = [
         da.from_delayed(
             dask.delayed(_npy_strip)(str(path), r, min(r + rows, shape[0])),

@@ -13,6 +13,7 @@ relative to the store.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from dkernel.errors import InvalidInputError
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import JobContext
 from dkernel.metrics import clustering_scores
+
+logger = logging.getLogger(__name__)
 
 #: Vector formats of the segments layer (file suffixes).
 SEGMENT_FORMATS = ("gpkg", "fgb")
@@ -72,7 +75,7 @@ def write_clustering_metrics(ctx: JobContext, y_true: Any, labels: Any) -> dict[
     """
     scores = clustering_scores(np.asarray(y_true), np.asarray(labels))
     ctx.store.write("metrics", xr.Dataset({k: ((), v) for k, v in scores.items()}, attrs=scores))
-    ctx.log("[dkernel] " + ", ".join(f"{k.upper()} {v:.3f}" for k, v in scores.items()))
+    logger.info(", ".join(f"{k.upper()} {v:.3f}" for k, v in scores.items()))
     return scores
 
 
@@ -148,7 +151,7 @@ def write_map_files(
             for k in ("label_geotiff", "class_table_csv", "quicklook_png", "segments")
             if k in written
         ]
-        ctx.log("[dkernel] map files (beside the store): " + ", ".join(Path(f).name for f in files))
+        logger.info("map files (beside the store): " + ", ".join(Path(f).name for f in files))
     return written
 
 

@@ -43,7 +43,6 @@ class JobContext:
     store: ResultsStore
     seed: int
     progress: bool = True
-    log: Callable[[str], None] = print
     timings: dict[str, float] = field(default_factory=dict)
 
 

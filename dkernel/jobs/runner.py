@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,8 @@ from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
 from dkernel.storage.lock import StoreLease
 from dkernel.storage.store import ResultsStore, check_target, check_writable
 
+logger = logging.getLogger(__name__)
+
 
 class JobFailedError(DKernelError, RuntimeError):
     """A job that failed while running; its store is marked ``failed``."""
@@ -31,10 +32,6 @@ class JobFailedError(DKernelError, RuntimeError):
     def __init__(self, message: str, store: Path) -> None:
         self.store = store
         super().__init__(message)
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _source_of(spec: JobSpec) -> str:
@@ -229,7 +226,6 @@ def run_job(
     timeout: float = 10.0,
     security: Any = None,
     output_policy: OutputPolicy | None = None,
-    log: Callable[[str], None] = _stderr,
 ) -> Path:
     """Run a job end to end and return the path of its complete results store.
 
@@ -252,7 +248,7 @@ def run_job(
     progress : bool
         Show progress bars.
     quiet : bool
-        Do not print the dashboard link.
+        Do not log the dashboard link of the cluster the job starts or connects to.
     client : distributed.Client, optional
         Use this client instead of creating one (notebooks, tests).
     timeout : float
@@ -272,6 +268,8 @@ def run_job(
 
     Notes
     -----
+    What the job does is logged (INFO) to the ``dkernel.jobs`` loggers: the ``dkernel``
+    command shows it; in Python, ``logging.basicConfig(level="INFO")`` does.
     Root attributes record per-phase wall times (``timings``) and, from the scheduler, the
     number of tasks run and the peak memory of each worker (``resources``).
     """
@@ -300,7 +298,6 @@ def run_job(
             client=client,
             timeout=timeout,
             security=security,
-            log=log,
         )
     finally:
         lease.release()
@@ -322,7 +319,6 @@ def _run_leased(
     client: Any,
     timeout: float,
     security: Any,
-    log: Callable[[str], None],
 ) -> None:
     from dkernel.runtime import connect
     from dkernel.runtime.monitor import ResourceMonitor
@@ -330,7 +326,7 @@ def _run_leased(
     t_start = time.perf_counter()
     if lease.info.get("took_over"):
         old = lease.info["took_over"]
-        log(f"[dkernel] took over the stale lease of pid {old.get('pid')} on {old.get('host')}")
+        logger.info(f"took over the stale lease of pid {old.get('pid')} on {old.get('host')}")
     # checked again under the lease: another writer may have finished meanwhile
     status = check_target(spec.output, overwrite=overwrite or resume)
     if resume and status == "complete":
@@ -348,10 +344,11 @@ def _run_leased(
             threads_per_worker=threads_per_worker or spec.runtime.get("threads_per_worker"),
             memory_limit=spec.runtime.get("memory_limit", "auto"),
             timeout=timeout,
-            quiet=quiet,
+            quiet=True,
             security=security,
-            log=log,
         )
+        if not quiet:
+            logger.info(f"Dask dashboard: {client.dashboard_link}")
     try:
         from dkernel.io.gdal import limit_gdal_cache
         from dkernel.runtime.plugins import register_job_plugins
@@ -360,14 +357,14 @@ def _run_leased(
         register_job_plugins(client)
         if resume:
             store = ResultsStore.resume(spec.output, job=spec.to_dict(), seed=spec.seed)
-            log(f"[dkernel] resuming {spec.output} (finished groups are kept)")
+            logger.info(f"resuming {spec.output} (finished groups are kept)")
         else:
             store = ResultsStore.create(
                 spec.output, job=spec.to_dict(), seed=spec.seed, overwrite=True
             )
         store.update_attrs(runtime=runtime_info(client, scheduler))
-        log(
-            f"[dkernel] job {spec.name!r}: method {spec.method}, {data.n_samples} samples × "
+        logger.info(
+            f"job {spec.name!r}: method {spec.method}, {data.n_samples} samples × "
             f"{data.n_features} features → {spec.output}"
         )
         monitor = ResourceMonitor(client)
@@ -384,7 +381,6 @@ def _run_leased(
                     store=store,
                     seed=spec.seed,
                     progress=progress,
-                    log=log,
                 )
                 method.run(ctx)
             store.update_attrs(resources=monitor.summary())
@@ -406,7 +402,7 @@ def _run_leased(
     finally:
         if own_client:
             client.close()
-    log(f"[dkernel] complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
+    logger.info(f"complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
 
 
 def runtime_info(client: Any, scheduler: str | None) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from dkernel._validation import (
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.meanshift import kernels as K
+from dkernel.meanshift.bands import apply_band_norm, resolve_band_norm
 from dkernel.meanshift.graph import (
     AssignModel,
     stream_assign,
@@ -394,7 +395,7 @@ class MSSC(MeanShift):
         dropped, further columns such as pixel coordinates kept), 'none' keeps them. 'auto'
         (default) is 'unit' from 5 non-negative bands on, else 'none' (RGB photos and
         standardised features keep their values) —
-        ``dkernel.io.preprocess.resolve_band_norm``, the one implementation the job
+        ``dkernel.meanshift.bands.resolve_band_norm``, the one implementation the job
         uses too. ``predict`` scales new points the same way.
     n_bands : int, optional
         Number of leading band columns for ``band_norm`` (None: every column is a band).
@@ -682,9 +683,7 @@ class MSSC(MeanShift):
 
     def _scale_bands(self, X: Any, *, fit: bool = False) -> Any:
         """``X`` with the band columns scaled as in fit (``band_norm``; one implementation,
-        :mod:`dkernel.io.preprocess`)."""
-        from dkernel.io.preprocess import apply_band_norm, resolve_band_norm
-
+        :mod:`dkernel.meanshift.bands`)."""
         n_bands = int(X.shape[1]) if self.n_bands is None else int(self.n_bands)
         if n_bands > X.shape[1]:
             raise InvalidInputError(

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from dkernel._feature_maps import make_feature_map
 from dkernel.errors import InvalidInputError
 from dkernel.kernels import rbf_block, sigma_rule_of_thumb
 from dkernel.kernels.registry import make_kernel
@@ -229,9 +230,8 @@ def resolve_kernel(
                 )
             return PrecomputedKernel(K), {"kernel": "precomputed"}
         if kernel == "pck":
-            from dkernel.gmm.pck import ProbabilisticClusterKernel  # optional family
-
-            pck = ProbabilisticClusterKernel(random_state=seed).fit(X)
+            # gmm's estimator, registered by name in dkernel/__init__.py (dkernel._feature_maps)
+            pck = make_feature_map("pck", random_state=seed).fit(X)
             G = np.asarray(pck.transform(X), dtype=np.float64)
             return FeatureMapKernel(pck, G, name="pck"), {"kernel": "pck", "n_features": G.shape[1]}
         raise InvalidInputError(

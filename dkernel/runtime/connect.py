@@ -29,7 +29,6 @@ def connect(
     timeout: float = 10.0,
     quiet: bool = False,
     security: Any = None,
-    log: Any = None,
 ) -> Any:
     """Return a :class:`distributed.Client`.
 
@@ -51,11 +50,10 @@ def connect(
     timeout : float
         Seconds to wait for an existing scheduler before failing.
     quiet : bool
-        Do not print the dashboard link.
+        Do not print the dashboard link (to stderr). ``dkernel.jobs.run_job`` passes True and
+        logs the link instead.
     security : distributed.Security, optional
         TLS configuration for connecting to a secured scheduler.
-    log : callable, optional
-        Where the dashboard link goes (default: printed to stderr).
 
     Raises
     ------
@@ -106,11 +104,7 @@ def connect(
             silence_logs=logging.ERROR,
         )
     if not quiet:
-        message = f"Dask dashboard: {client.dashboard_link}"
-        if log is None:
-            print(message, file=sys.stderr, flush=True)
-        else:
-            log(message)
+        print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr, flush=True)
     return client
 
 

@@ -38,7 +38,7 @@ def test_selection_job_writes_surface_factors_and_posteriors(tmp_path, client):
         n_repeats=2,
         n_init=2,
     )
-    out = run_job(spec, client=client, progress=False, quiet=True, log=lambda _m: None)
+    out = run_job(spec, client=client, progress=False, quiet=True)
     tree = open_results(out)
     assert tree.attrs["status"] == "complete"
     sel = tree["selection"]
@@ -62,9 +62,7 @@ def test_single_knn_model_job(tmp_path, client):
     spec = _spec(
         tmp_path / "k.zarr", kernel="gaussian", bandwidths=[0.1], n_clusters=[3], n_neighbors=[15]
     )
-    tree = open_results(
-        run_job(spec, client=client, progress=False, quiet=True, log=lambda _m: None)
-    )
+    tree = open_results(run_job(spec, client=client, progress=False, quiet=True))
     assert "selection" not in tree.children
     assert int(tree["decomposition"].attrs["n_neighbors"]) == 15
     assert float(tree["metrics"]["acc"]) > 0.8
@@ -80,7 +78,6 @@ def test_invalid_params_are_refused(tmp_path):
             _spec(tmp_path / "x.zarr", n_clusters=[500]),
             progress=False,
             quiet=True,
-            log=lambda _m: None,
         )
 
 
@@ -96,7 +93,6 @@ def test_default_job_is_the_estimators_default_model(tmp_path, client):
             client=client,
             progress=False,
             quiet=True,
-            log=lambda _m: None,
         )
     )
     dec = tree["decomposition"]
@@ -117,7 +113,6 @@ def test_local_scaling_job_refuses_widths_and_grids(tmp_path):
                 _spec(tmp_path / "x.zarr", **params),
                 progress=False,
                 quiet=True,
-                log=lambda _m: None,
             )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ def test_pck_spectral_job_end_to_end(tmp_path, client, embedding, solver):
     small, so both hold it in memory)."""
     spec = tmp_path / "job.yaml"
     spec.write_text(SPEC.format(embedding=embedding, solver=solver, out=tmp_path / "out.zarr"))
-    store = run_job(spec, client=client, progress=False, log=lambda m: None)
+    store = run_job(spec, client=client, progress=False)
     tree = open_results(store)
     assert tree.attrs["status"] == "complete"
     gmm = tree["gmm"].to_dataset()
@@ -77,7 +78,7 @@ def test_bad_job_params(tmp_path, client):
     spec = tmp_path / "bad.yaml"
     spec.write_text(bad)
     with pytest.raises((InvalidInputError, SpecError), match="max_components"):
-        run_job(spec, client=client, progress=False, log=lambda m: None)
+        run_job(spec, client=client, progress=False)
     spec.write_text(SPEC.format(embedding="tsne", solver="auto", out=tmp_path / "o.zarr"))
     with pytest.raises(SpecError):
         load_spec(spec)
@@ -116,7 +117,7 @@ params:
 output: {tmp_path / "out.zarr"}
 """
     )
-    store = run_job(spec, client=client, progress=False, log=lambda m: None)
+    store = run_job(spec, client=client, progress=False)
     tree = open_results(store)
     gmm = tree["gmm"].to_dataset()
     assert gmm.attrs["missingness"] == "informative"
@@ -126,7 +127,7 @@ output: {tmp_path / "out.zarr"}
     assert tree["metrics"].attrs["acc"] > 0.9
     spec.write_text(spec.read_text().replace("n_init: 10", "n_init: 10\n  covariance_type: full"))
     with pytest.raises(InvalidInputError, match="informative"):
-        run_job(spec, client=client, progress=False, log=lambda m: None)
+        run_job(spec, client=client, progress=False)
 
 
 def test_job_defaults_equal_the_estimator_defaults():
@@ -147,7 +148,7 @@ def test_projection_job(tmp_path, client):
     spec = tmp_path / "job.yaml"
     text = SPEC.format(embedding="kpca", solver="auto", out=tmp_path / "out.zarr")
     spec.write_text(text.replace("n_init: 10", "n_init: 10\n  projection: 5"))
-    tree = open_results(run_job(spec, client=client, progress=False, log=lambda m: None))
+    tree = open_results(run_job(spec, client=client, progress=False))
     gmm = tree["gmm"].to_dataset()
     assert gmm["means"].shape == (4, 5, 6, 5) and gmm["projection"].shape == (13, 5)
     assert gmm.attrs["projection"] == 5
@@ -157,7 +158,7 @@ def test_projection_job(tmp_path, client):
         load_spec(spec)
 
 
-def test_gamma_placements_give_the_same_embedding(tmp_path, client, monkeypatch):
+def test_gamma_placements_give_the_same_embedding(tmp_path, client, monkeypatch, caplog):
     """Γ held dense, held sparse (entries below SPARSE_CUT dropped) or lazy (recomputed once
     per randomized pass): the same eigenvalues and embedding to float32 rounding."""
     from dkernel.jobs.steps import pck_spectral
@@ -171,9 +172,11 @@ def test_gamma_placements_give_the_same_embedding(tmp_path, client, monkeypatch)
         spec.write_text(
             text.replace("  store_kernel: true\n", "").replace("  store_features: true\n", "")
         )
-        logs = []
-        tree = open_results(run_job(spec, client=client, progress=False, log=logs.append))
-        assert any(("sparse" in m) == (placement == "sparse") for m in logs if "Γ (" in m)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="dkernel.jobs.steps.pck_spectral"):
+            tree = open_results(run_job(spec, client=client, progress=False))
+        logs = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Γ (")]
+        assert logs and all(("sparse" in m) == (placement == "sparse") for m in logs)
         results[placement] = tree["embedding"].to_dataset()
     ref = results["dense"]
     for placement in ("sparse", "lazy"):

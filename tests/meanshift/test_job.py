@@ -56,7 +56,6 @@ def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
         client=client,
         progress=False,
         quiet=True,
-        log=lambda m: None,
     )
     tree = open_results(out)
     ms = tree["mssc"].to_dataset()
@@ -101,7 +100,7 @@ def test_mssc_job_unit_bands(tmp_path, small_tif, client):
 
     assert resolve_band_norm(job[1].X, 3, "auto") == "none"
     (tmp_path / "job.yaml").write_text(spec.replace("params:\n", "params:\n  band_norm: unit\n"))
-    out = run_job(tmp_path / "job.yaml", client=client, progress=False, quiet=True, log=print)
+    out = run_job(tmp_path / "job.yaml", client=client, progress=False, quiet=True)
     ms = open_results(out)["mssc"].to_dataset()
     assert ms.attrs["band_norm"] == "unit" and ms.attrs["embedding"] == "njw"
     # stored modes live in the normalised space: band part of unit length

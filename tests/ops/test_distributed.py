@@ -42,9 +42,7 @@ def embedded(tmp_path_factory, specs, client):
     """Every spec run on the embedded (LocalCluster) client."""
     out = tmp_path_factory.mktemp("embedded")
     return {
-        m: run_job(
-            specs[m], output=out / f"{m}.zarr", client=client, progress=False, log=lambda s: None
-        )
+        m: run_job(specs[m], output=out / f"{m}.zarr", client=client, progress=False)
         for m in METHODS
     }
 

@@ -174,9 +174,7 @@ def test_runner_killed_mid_write_then_resume(tmp_path, client, ops):
         "params": {"n_clusters": 3, "block_size": 16, "n_init": 3},
     }
     spec = ops.write_spec(tmp_path / "k.yaml", "rbf-spectral", body, tmp_path / "k-spec.zarr")
-    reference = run_job(
-        spec, output=tmp_path / "ref.zarr", client=client, progress=False, log=lambda s: None
-    )
+    reference = run_job(spec, output=tmp_path / "ref.zarr", client=client, progress=False)
     out = tmp_path / "killed.zarr"
     cmd = [str(Path(sys.executable).parent / "dkernel"), "run", str(spec), "--output", str(out)]
     cmd += ["--workers", "1", "--threads", "1", "--no-progress"]

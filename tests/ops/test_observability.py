@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dkernel.cli import JsonFormatter, main
+from dkernel.cli import JsonFormatter, TextFormatter, main
 from dkernel.runtime.monitor import ResourceMonitor
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,10 +59,16 @@ def test_log_json_lines_and_no_progress_bar(json_run):
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     entries = [json.loads(ln) for ln in lines]  # every line is JSON, no progress bars
     assert {e["level"] for e in entries} == {"info"}
-    assert all(e["logger"] == "dkernel" and "time" in e for e in entries)
+    # each line names the module that logged it (logging.getLogger(__name__))
+    assert all(e["logger"].startswith("dkernel.") and "time" in e for e in entries)
+    by_logger = {e["logger"] for e in entries}
+    assert {"dkernel.jobs.runner", "dkernel.jobs.outputs"} <= by_logger, by_logger
     messages = [e["message"] for e in entries]
+    assert not any("[dkernel]" in m for m in messages)  # the text formatter's prefix only
     assert any(m.startswith("Dask dashboard: http://127.0.0.1:") for m in messages)
-    assert any(m.startswith("[dkernel] complete in") for m in messages)
+    assert any(m.startswith("job 'wine-rbf-kpca': method rbf-spectral") for m in messages)
+    assert any(m.startswith("ACC ") for m in messages)  # the metrics line
+    assert any(m.startswith("complete in") for m in messages)
 
 
 def test_show_prints_timings_tasks_and_memory(json_run):
@@ -111,6 +117,31 @@ def test_bad_log_level_is_a_usage_error():
     with pytest.raises(SystemExit) as exc, redirect_stderr(io.StringIO()):
         main(["show", "x.zarr", "--log-level", "loud"])
     assert exc.value.code == 2
+
+
+def test_text_formatter_prefixes_lines_and_names_levels_other_than_info():
+    def line(level: int, message: str) -> str:
+        record = logging.LogRecord("dkernel.jobs.runner", level, __file__, 1, message, (), None)
+        return TextFormatter().format(record)
+
+    assert line(logging.INFO, "complete in 1.0 s: w.zarr") == "[dkernel] complete in 1.0 s: w.zarr"
+    assert line(logging.WARNING, "slow") == "[dkernel] warning: slow"
+    assert line(logging.DEBUG, "chunks (64, 13)") == "[dkernel] debug: chunks (64, 13)"
+
+
+def test_setup_logging_routes_module_loggers_once(capsys):
+    from dkernel.cli import setup_logging
+
+    setup_logging("info")
+    setup_logging("info")  # a second call replaces the handler: no duplicated lines
+    logging.getLogger("dkernel.jobs.runner").info("job started")
+    logging.getLogger("dkernel.jobs.runner").debug("not shown at info")
+    assert capsys.readouterr().err == "[dkernel] job started\n"
+    setup_logging("debug", json_lines=True)
+    logging.getLogger("dkernel.jobs.steps.kppr").debug("scoring")
+    entry = json.loads(capsys.readouterr().err)
+    assert entry["level"] == "debug" and entry["logger"] == "dkernel.jobs.steps.kppr"
+    assert entry["message"] == "scoring"
 
 
 def test_json_formatter_includes_exceptions():

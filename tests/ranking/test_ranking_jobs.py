@@ -30,7 +30,7 @@ def _spec(method, params, output, data=None):
 
 
 def _run_kppr(params, output, client):
-    return run_job(_spec("kppr", params, output), client=client, progress=False, log=lambda _: None)
+    return run_job(_spec("kppr", params, output), client=client, progress=False)
 
 
 def test_kppr_job(tmp_path, client):
@@ -114,9 +114,7 @@ def test_seed_scores_needs_projection(tmp_path, client):
 
 def test_jrc_job(tmp_path, client):
     params = {"kernel": "pck", "pck_n_inits": 8, "pck_max_components": 8, "n_init": 5, "top_k": 4}
-    out = run_job(
-        _spec("jrc", params, tmp_path / "j.zarr"), client=client, progress=False, log=lambda _: None
-    )
+    out = run_job(_spec("jrc", params, tmp_path / "j.zarr"), client=client, progress=False)
     tree = open_results(out)
     rk = tree["ranking"].to_dataset()
     assert list(rk["seed"].values) == ["global", "cluster_0", "cluster_1", "cluster_2"]
@@ -137,7 +135,6 @@ def test_jrc_job_at_defaults(tmp_path, client):
         _spec("jrc", {"top_k": 4}, tmp_path / "j.zarr"),
         client=client,
         progress=False,
-        log=lambda _: None,
     )
     tree = open_results(out)
     emb = tree["embedding"].to_dataset()

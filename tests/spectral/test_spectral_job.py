@@ -59,7 +59,6 @@ def test_job_end_to_end(tmp_path, client, data_dir):
         output=tmp_path / "jain.zarr",
         client=client,
         progress=False,
-        log=lambda m: None,
     )
     tree = open_results(out)
     assert tree.attrs["status"] == "complete"

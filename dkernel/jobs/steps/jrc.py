@@ -9,6 +9,7 @@ seed over each cluster (⇔ its centroid). Writes ``/embedding``, ``/labels`` an
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -28,6 +29,8 @@ from dkernel.jobs.steps.kppr import KERNEL_PARAMS, kernel_param, ranking_kernel
 from dkernel.ranking.graph import ranking_dataset
 from dkernel.ranking.jrc import EMBEDDINGS, JointRankingClustering
 from dkernel.ranking.kernelmap import ADAPTIVE
+
+logger = logging.getLogger(__name__)
 
 _DEFAULTS = JointRankingClustering().get_params()
 
@@ -120,8 +123,8 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     jrc.fit(X)
     ctx.store.record_timing("embed_and_cluster", time.perf_counter() - t)
-    ctx.log(
-        f"[dkernel] JRC: kernel {jrc.kernel_params_}, cluster sizes "
+    logger.info(
+        f"JRC: kernel {jrc.kernel_params_}, cluster sizes "
         f"{np.bincount(jrc.labels_, minlength=p['n_clusters']).tolist()}"
     )
 

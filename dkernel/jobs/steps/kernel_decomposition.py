@@ -14,6 +14,7 @@ is given), ``/decomposition`` (``W = P(x_i | c)``, ``H = P(c | x_j)``, priors), 
 
 from __future__ import annotations
 
+import logging
 import time
 
 import dask.array as da
@@ -37,6 +38,8 @@ from dkernel.jobs.outputs import (
 )
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+
+logger = logging.getLogger(__name__)
 
 
 def _positive(values):
@@ -244,8 +247,8 @@ def run(ctx: JobContext) -> None:
                     n, p["selection_max_samples"], replace=False
                 )
             )
-        ctx.log(
-            f"[dkernel] model selection on {sub.size} points: {_grid_size(p)} models x "
+        logger.info(
+            f"model selection on {sub.size} points: {_grid_size(p)} models x "
             f"{p['n_repeats']} repeats"
         )
         res = select_model(
@@ -266,8 +269,8 @@ def run(ctx: JobContext) -> None:
         ctx.store.write("selection", ds)
         ctx.store.record_timing("model_selection", time.perf_counter() - t)
         chosen = res.chosen
-        ctx.log(
-            f"[dkernel] chosen: h={chosen['bandwidth']:g}, "
+        logger.info(
+            f"chosen: h={chosen['bandwidth']:g}, "
             f"n_neighbors={chosen['n_neighbors'] or 'dense'}, C={chosen['n_clusters']}"
         )
         h, k, C = chosen["bandwidth"], chosen["n_neighbors"], chosen["n_clusters"]

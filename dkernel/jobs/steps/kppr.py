@@ -9,6 +9,7 @@ the rows whose label is ``c``; needs a labelled reader).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -36,6 +37,8 @@ from dkernel.ranking.kppr import KernelPersonalizedPageRank
 from dkernel.ranking.metrics import ndcg_at_k
 from dkernel.ranking.ppr import ppr_exact
 from dkernel.runtime import compute_with_progress
+
+logger = logging.getLogger(__name__)
 
 
 def _check_seeds(value: Any) -> str | None:
@@ -278,8 +281,8 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     kppr.fit(X_fit)
     ctx.store.record_timing("fit", time.perf_counter() - t)
-    ctx.log(
-        f"[dkernel] KPPR fitted on {m} of {n} rows: {kppr.n_components_} components "
+    logger.info(
+        f"KPPR fitted on {m} of {n} rows: {kppr.n_components_} components "
         f"({p['ordering']} ordering), kernel {kppr.kernel_params_}"
     )
 
@@ -349,8 +352,8 @@ def run(ctx: JobContext) -> None:
         )
     ds["in_sample"] = (("sample",), da.from_array(in_sample, chunks=Xd.chunks[0]))
     t = time.perf_counter()
-    ctx.log(
-        f"[dkernel] scoring {n} rows for {len(names)} seeds in {Xd.numblocks[0]} tasks"
+    logger.info(
+        f"scoring {n} rows for {len(names)} seeds in {Xd.numblocks[0]} tasks"
         + (" (projected: O(k) per seed)" if projected else "")
     )
     compute_with_progress(
@@ -415,10 +418,7 @@ def _evaluate(ctx: JobContext, kppr, X, names: list[str], p: dict) -> None:
         exclude = None if spec is None or isinstance(spec, Mapping) else np.flatnonzero(s)
         result[f"ndcg@10_{name}"] = ndcg_at_k(exact, scores[:, j], 10, exclude=exclude)
     ctx.store.write("metrics", xr.Dataset({k: ((), v) for k, v in result.items()}, attrs=result))
-    ctx.log(
-        "[dkernel] NDCG@10 vs exact PPR: "
-        + ", ".join(f"{k[8:]} {v:.3f}" for k, v in result.items())
-    )
+    logger.info("NDCG@10 vs exact PPR: " + ", ".join(f"{k[8:]} {v:.3f}" for k, v in result.items()))
 
 
 register_method(

@@ -16,6 +16,7 @@ their paths recorded in the ``/mssc`` attributes.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -33,6 +34,8 @@ from dkernel.jobs.outputs import (
 )
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+
+logger = logging.getLogger(__name__)
 
 PARAMS = (
     Param("n_clusters", "int", default=5, low=1, doc="Number of output clusters."),
@@ -235,8 +238,8 @@ def run(ctx: JobContext) -> None:
     labels = est.labels_  # NumPy or Dask: the maps are built strip by strip either way
     partition = est.partition_labels_  # partition -> cluster
     ctx.store.record_timing("mssc_fit", time.perf_counter() - t)
-    ctx.log(
-        f"[dkernel] mean shift: h_ms={est.bandwidth_:.4g}, {est.n_partitions_} partitions "
+    logger.info(
+        f"mean shift: h_ms={est.bandwidth_:.4g}, {est.n_partitions_} partitions "
         f"({est.n_iter_} iterations); affinity {est.affinity_method_}, "
         f"h_spec={est.spectral_bandwidth_:.4g}; bands {band_norm}"
     )

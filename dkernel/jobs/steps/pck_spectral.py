@@ -9,6 +9,7 @@ posterior entropy per model), ``/embedding``, ``/labels``, optionally ``/feature
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -37,6 +38,8 @@ from dkernel.spectral.feature_map import (
     feature_map_normalized,
     normalize_rows,
 )
+
+logger = logging.getLogger(__name__)
 
 KERNEL_LIMIT = 20_000  # rows above which /kernel (N × N) is refused
 # Γ is computed once and held in memory up to this size (half the default job memory limit),
@@ -308,8 +311,8 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     est.fit(X)
     ctx.store.record_timing("fit_ensemble", time.perf_counter() - t)
-    ctx.log(
-        f"[dkernel] {variant}: {est.model_inits_.size} GMMs ({p['covariance_type']}), "
+    logger.info(
+        f"{variant}: {est.model_inits_.size} GMMs ({p['covariance_type']}), "
         f"F = {est.n_features_out_} features, {n_missing} missing values"
     )
 
@@ -333,8 +336,8 @@ def run(ctx: JobContext) -> None:
         )
         Gamma = est.transform(Xd)
     solver, why = choose_solver(Gamma.shape, k, is_dask=not in_memory)
-    ctx.log(
-        f"[dkernel] Γ ({n} x {est.n_features_out_}, {p['dtype']}) "
+    logger.info(
+        f"Γ ({n} x {est.n_features_out_}, {p['dtype']}) "
         + (
             f"held in memory, sparse ({_nnz_per_row(Gamma):.0f} entries per row ≥ {SPARSE_CUT:g})"
             if placement == "sparse"
@@ -353,7 +356,7 @@ def run(ctx: JobContext) -> None:
         emb = feature_map_normalized(Gamma, k, solver=p["solver"], random_state=seed)
         Z = normalize_rows(emb.embedding)
     ctx.store.record_timing("embedding", time.perf_counter() - t)
-    ctx.log(f"[dkernel] {p['embedding']} eigenvalues {np.round(emb.eigenvalues, 4).tolist()}")
+    logger.info(f"{p['embedding']} eigenvalues {np.round(emb.eigenvalues, 4).tolist()}")
 
     t = time.perf_counter()
     labels, centers, inertia = euclidean_kmeans(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -20,6 +21,8 @@ from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION
 from dkernel.runtime import compute_with_progress
 from dkernel.spectral.estimators import KECA, KernelPCAEmbedding
+
+logger = logging.getLogger(__name__)
 
 PARAMS = (
     Param(
@@ -133,8 +136,8 @@ def run(ctx: JobContext) -> None:
             attrs={"kernel": "rbf", "sigma": est.sigma_, "block_size": int(K_lazy.chunksize[0])},
         )
         n_blocks = K_lazy.numblocks[0] * K_lazy.numblocks[1]
-        ctx.log(
-            f"[dkernel] writing the {K_lazy.shape[0]}² kernel in "
+        logger.info(
+            f"writing the {K_lazy.shape[0]}² kernel in "
             f"{n_blocks} block{'s' if n_blocks != 1 else ''}"
         )
         compute_with_progress(

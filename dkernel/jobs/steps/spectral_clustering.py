@@ -7,6 +7,7 @@ embedding, assignment) runs chunk by chunk on the job's cluster; nothing is n ×
 
 from __future__ import annotations
 
+import logging
 import time
 
 import dask.array as da
@@ -24,6 +25,8 @@ from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.runtime import compute_with_progress
 from dkernel.spectral.clustering import DEFAULT_LANDMARKS, EXACT_MAX_SAMPLES, SpectralClustering
+
+logger = logging.getLogger(__name__)
 
 PARAMS = (
     Param("n_clusters", "int", low=1, doc="Number of clusters."),
@@ -203,8 +206,8 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     k = est.eigenvalues_.size
     if est.graph_model_ is not None:
-        ctx.log(
-            f"[dkernel] exact {est.embedding_method_} embedding of the {p['n_neighbors']}-NN self-tuning graph; "
+        logger.info(
+            f"exact {est.embedding_method_} embedding of the {p['n_neighbors']}-NN self-tuning graph; "
             f"eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
         )
         gm = est.graph_model_
@@ -216,8 +219,8 @@ def run(ctx: JobContext) -> None:
             "graph_neighbors": gm.graph_neighbors,
         }
     else:
-        ctx.log(
-            f"[dkernel] Nyström {est.embedding_method_} embedding with {est.landmark_indices_.size} "
+        logger.info(
+            f"Nyström {est.embedding_method_} embedding with {est.landmark_indices_.size} "
             f"landmarks; eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
         )
         ny = est.nystrom_

@@ -1,4 +1,5 @@
-"""Feature preprocessing (unit-length spectra, band-norm choice) against obvious references."""
+"""Band normalisation of pixel features (unit-length spectra, band-norm choice) against obvious
+references."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from dkernel.errors import InvalidInputError
-from dkernel.io.preprocess import apply_band_norm, resolve_band_norm, unit_spectra
+from dkernel.meanshift.bands import apply_band_norm, resolve_band_norm, unit_spectra
 
 
 def test_unit_spectra_matches_reference(rng):
@@ -56,3 +57,10 @@ def test_band_norm_auto_follows_what_the_bands_are(rng):
     assert resolve_band_norm(many, 6, "auto", bands="rgb") == "none"  # the reader's hint wins
     assert resolve_band_norm(many, 3, "auto", bands="reflectance") == "unit"
     assert resolve_band_norm(-many, 6, "auto") == "none"  # standardised bands
+
+
+def test_the_job_preprocessing_uses_the_same_functions():
+    from dkernel.io import preprocess
+
+    assert preprocess.resolve_band_norm is resolve_band_norm
+    assert preprocess.apply_band_norm is apply_band_norm
