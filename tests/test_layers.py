@@ -14,6 +14,7 @@ PKG = ROOT / "dkernel"
 FORBIDDEN = ("dask", "zarr", "distributed", "xarray", "rioxarray")
 NUMERIC = [
     "kernels/rbf.py",
+    "kernels/widths.py",
     "linalg/eigen.py",
     "linalg/kmeans.py",
     "spectral/dense.py",

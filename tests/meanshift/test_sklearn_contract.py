@@ -53,7 +53,7 @@ def test_fitted_mssc_pickles(blobs):
     ("estimator", "grid"),
     [
         (MeanShift(), {"meanshift__bandwidth_factor": [0.5, 1.0]}),
-        (MSSC(3, n_init=5, random_state=0), {"mssc__spectral_fraction": [0.3, 0.5]}),
+        (MSSC(3, n_init=5, random_state=0), {"mssc__sigma_fraction": [0.3, 0.5]}),
     ],
     ids=["MeanShift", "MSSC"],
 )
