@@ -43,7 +43,7 @@ def test_fitted_model_pickles(blobs):
         ),
         (  # the paper's model selection: held-out log-likelihood (the estimator's score)
             KernelDecompositionClustering(3, kernel="gaussian", n_neighbors=None, random_state=0),
-            {"kerneldecompositionclustering__bandwidth": [0.3, 0.6]},
+            {"kerneldecompositionclustering__sigma": [0.3, 0.6]},
             None,
         ),
     ],
