@@ -67,7 +67,7 @@ def test_sparse_transform_drops_small_posteriors(monkeypatch):
     pck = ProbabilisticClusterKernel(**SMALL).fit(X)
     import dkernel.gmm.graph as graph
 
-    monkeypatch.setattr(graph, "row_block_size", lambda *a, **k: 70)  # several row blocks
+    monkeypatch.setattr(graph, "default_block_rows", lambda *a, **k: 70)  # several row blocks
     monkeypatch.setattr(graph, "POSTERIOR_BLOCK_ROWS", 35)  # of several sub-blocks each
     G = pck.transform(X)
     S = pck.transform(X, sparse_threshold=1e-4)
