@@ -68,7 +68,7 @@ PARAMS = (
         default=None,
         nullable=True,
         check=_positive,
-        doc="Gaussian widths sigma to compare (data scaled as per 'scale'); null: Silverman's rule. "
+        doc="Gaussian widths h to compare (data scaled as per 'scale'); null: Silverman's rule. "
         "kernel: gaussian only.",
     ),
     Param(
@@ -267,7 +267,7 @@ def run(ctx: JobContext) -> None:
         ctx.store.record_timing("model_selection", time.perf_counter() - t)
         chosen = res.chosen
         ctx.log(
-            f"[dkernel] chosen: sigma={chosen['sigma']:g}, "
+            f"[dkernel] chosen: h={chosen['sigma']:g}, "
             f"n_neighbors={chosen['n_neighbors'] or 'dense'}, C={chosen['n_clusters']}"
         )
         h, k, C = chosen["sigma"], chosen["n_neighbors"], chosen["n_clusters"]
