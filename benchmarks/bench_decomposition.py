@@ -80,7 +80,7 @@ EXPERIMENTS = {
         n_val=2500,
         n_repeats=20,
         true_c=5,
-        bandwidths=[0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.11],
+        sigmas=[0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.11],
         n_clusters=[1, 2, 3, 4, 5, 6, 7],
         paper_h=0.06,
         paper_c="5 (all C <= 5 minimal)",
@@ -95,7 +95,7 @@ EXPERIMENTS = {
         n_val=3000,
         n_repeats=40,
         true_c=3,
-        bandwidths=[0.0075, 0.01, 0.0125, 0.015, 0.02, 0.03, 0.045, 0.065],
+        sigmas=[0.0075, 0.01, 0.0125, 0.015, 0.02, 0.03, 0.045, 0.065],
         n_clusters=[1, 2, 3, 4, 5],
         paper_h=0.065,
         paper_c="3 (2 nearly as good)",
@@ -147,7 +147,7 @@ def run(name: str, quick: bool) -> dict:
     t0 = time.perf_counter()
     res = select_model(
         splits=splits,
-        bandwidths=exp["bandwidths"],
+        sigmas=exp["sigmas"],
         n_clusters=exp["n_clusters"],
         n_init=2,
         max_iter=200,
@@ -155,12 +155,12 @@ def run(name: str, quick: bool) -> dict:
         random_state=0,
     )
     seconds = time.perf_counter() - t0
-    hm, hs = res.error_vs_bandwidth()
+    hm, hs = res.error_vs_sigma()
     hm, hs = hm[0], hs[0]
     cm, cs = res.error_vs_clusters()
     k, h, c = (
         res.chosen["neighbors_index"],
-        res.chosen["bandwidth_index"],
+        res.chosen["sigma_index"],
         res.chosen["clusters_index"],
     )
     true_ci = exp["n_clusters"].index(exp["true_c"])
@@ -168,7 +168,7 @@ def run(name: str, quick: bool) -> dict:
     acc_true = res.accuracy[:, k, h, true_ci]
     conf_chosen = res.confidence[:, k, h, c]
     t1 = time.perf_counter()
-    pm, ps = parzen_error(splits, exp["bandwidths"])
+    pm, ps = parzen_error(splits, exp["sigmas"])
     parzen_s = time.perf_counter() - t1
     dm, ds = res.paired_difference_vs_clusters()
     tied = [exp["n_clusters"][i] for i in np.flatnonzero(dm <= ds)]
@@ -178,11 +178,11 @@ def run(name: str, quick: bool) -> dict:
         "n_train": exp["n_train"],
         "n_val": exp["n_val"],
         "n_repeats": n_repeats,
-        "bandwidths": exp["bandwidths"],
+        "bandwidths": exp["sigmas"],
         "n_clusters": exp["n_clusters"],
         "error_vs_h_mean": hm.tolist(),
         "error_vs_h_sem": hs.tolist(),
-        "h_min": exp["bandwidths"][int(np.argmin(hm))],
+        "h_min": exp["sigmas"][int(np.argmin(hm))],
         "h_min_interior": interior(int(np.argmin(hm)), len(hm)),
         "paper_h": exp["paper_h"],
         "error_vs_c_mean": cm.tolist(),
@@ -199,7 +199,7 @@ def run(name: str, quick: bool) -> dict:
         "accuracy_true_c_min": float(acc_true.min()),
         "mean_max_posterior_chosen": float(conf_chosen.mean()),
         "parzen_sklearn_error_vs_h_mean": pm.tolist(),
-        "parzen_sklearn_h_min": exp["bandwidths"][int(np.argmin(pm))],
+        "parzen_sklearn_h_min": exp["sigmas"][int(np.argmin(pm))],
         "seconds_select_model": round(seconds, 1),
         "seconds_parzen_sklearn": round(parzen_s, 1),
         "fits": int(np.prod(res.errors.shape)),
@@ -233,7 +233,7 @@ def to_markdown(r: dict) -> str:
         f"Minimum at h = {r['h_min']:g} (interior: {r['h_min_interior']}); "
         f"paper: h = {r['paper_h']:g}. Parzen minimum at h = {r['parzen_sklearn_h_min']:g}.",
         "",
-        f"## Generalization error vs C at h = {r['chosen']['bandwidth']:g}",
+        f"## Generalization error vs C at h = {r['chosen']['sigma']:g}",
         "",
         "| C | error | ± SE | error − error(C_min), paired | ± SE (paired) | held-out accuracy |",
         "|---|---|---|---|---|---|",

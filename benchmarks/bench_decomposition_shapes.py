@@ -44,7 +44,7 @@ def run_set(name: str, quick: bool) -> dict:
     t = time.perf_counter()
     sel = select_model(
         X,
-        bandwidths=BANDWIDTHS[1::2] if quick else BANDWIDTHS,
+        sigmas=BANDWIDTHS[1::2] if quick else BANDWIDTHS,
         n_clusters=[C],
         n_repeats=2 if quick else 3,
         n_init=2,
@@ -52,9 +52,9 @@ def run_set(name: str, quick: bool) -> dict:
         refit=False,
         random_state=0,
     )
-    h = sel.chosen["bandwidth"]
+    h = sel.chosen["sigma"]
     kdc = KernelDecompositionClustering(  # the paper's model: dense Gaussian density kernel
-        C, kernel="gaussian", bandwidth=h, n_neighbors=None, n_init=3, max_iter=150, random_state=0
+        C, kernel="gaussian", sigma=h, n_neighbors=None, n_init=3, max_iter=150, random_state=0
     ).fit(X)
     t_kdc = time.perf_counter() - t
     row = {

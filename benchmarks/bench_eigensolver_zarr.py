@@ -52,7 +52,7 @@ def phase_write(n: int, path: str) -> dict:
     X = data(n)
     kernel = make_kernel("rbf", X)
     t = time.perf_counter()
-    K = blocked_kernel(kernel.block, X, block_size=2000, dtype=np.float32)
+    K = blocked_kernel(kernel.block, X, block_rows=2000, dtype=np.float32)
     store = ResultsStore.create(path, job={"method": "bench-eigensolver"}, seed=0, overwrite=True)
     with dask.config.set(scheduler="threads", num_workers=2):
         store.write(

@@ -57,7 +57,7 @@ def main() -> None:
                         tmp / "k.zarr", job={"name": "bench"}, seed=0, overwrite=True
                     )
                     K = blocked_kernel(
-                        rbf_block, X, block_size=args.block, dtype=dtype, sigma=float(np.sqrt(p))
+                        rbf_block, X, block_rows=args.block, dtype=dtype, sigma=float(np.sqrt(p))
                     )
                     store.write("kernel", xr.Dataset({"kernel": (("sample", "sample_"), K)}))
 

@@ -379,7 +379,7 @@ def bench_toy(quick: bool) -> None:
                     m = MSSC(
                         3,
                         bandwidth=1.0,
-                        spectral_bandwidth=h,
+                        sigma=h,
                         embedding=emb,
                         blurring=True,
                         max_iter=50,
@@ -421,8 +421,8 @@ def _job_estimator(n_clusters: int, seed: int = 0):
     keys = (
         "bandwidth",
         "bandwidth_factor",
-        "spectral_bandwidth",
-        "spectral_fraction",
+        "sigma",
+        "sigma_fraction",
         "embedding",
         "affinity",
         "n_rff",
@@ -518,7 +518,7 @@ unit-norm spectra and coordinates kept (KPCA / NJW, seeds 0, 1, 2):
 derived seed; the job itself gives the table above.) Unit-norm spectra without the pixel
 coordinates, NJW, h_spec 0.5: 0.829 / 0.686. KPCA at the old h_spec (20 %) with unit-norm
 spectra: 0.528 / 0.638 (coordinates scaled with the spectral spread). Reproduce a cell with
-`MSSC(..., spectral_fraction=f, embedding=e, bandwidth_factor=b, random_state=s)` on
+`MSSC(..., sigma_fraction=f, embedding=e, bandwidth_factor=b, random_state=s)` on
 `dkernel.io.preprocess.apply_band_norm(X, n_bands, 'unit')`.
 """
 
@@ -531,7 +531,7 @@ scenes' scores were visible (the tables below), so they are a design choice chec
 scenes, not an independent test; they are not tuned per scene."""
 
 #: The ``mssc`` job defaults before issue #6's fix (raw bands, h_spec 20 %, KPCA).
-PREVIOUS_DEFAULTS = {"band_norm": "none", "spectral_fraction": 0.2, "embedding": "kpca"}
+PREVIOUS_DEFAULTS = {"band_norm": "none", "sigma_fraction": 0.2, "embedding": "kpca"}
 
 
 def bench_scenes(quick: bool) -> None:
@@ -545,7 +545,7 @@ def bench_scenes(quick: bool) -> None:
         for k in (
             "band_norm",
             "bandwidth_factor",
-            "spectral_fraction",
+            "sigma_fraction",
             "embedding",
             "normalization",
             "seeds",
@@ -590,7 +590,7 @@ def bench_scenes(quick: bool) -> None:
                     clustering_scores(y, lab),
                     time.perf_counter() - t,
                     f"{est.n_partitions_} partitions, h_ms={est.bandwidth_:.3g}, "
-                    f"h_spec={est.spectral_bandwidth_:.3g}",
+                    f"h_spec={est.sigma_:.3g}",
                 )
             )
         X_unit = apply_band_norm(X, X.shape[1] - 2, "unit")

@@ -7,7 +7,7 @@ log-likelihood (Eq. 11-14), the :class:`KernelDecompositionClustering` estimator
 :func:`select_model` over width, neighbours and number of clusters.
 """
 
-from dkernel.decomposition.estimator import KernelDecompositionClustering, silverman_bandwidth
+from dkernel.decomposition.estimator import KernelDecompositionClustering
 from dkernel.decomposition.kernels import (
     density_log_kernel,
     knn_log_kernel,
@@ -32,6 +32,5 @@ __all__ = [
     "log_likelihood",
     "posteriors",
     "row_normalize_log",
-    "silverman_bandwidth",
     "spectral_embedding",
 ]

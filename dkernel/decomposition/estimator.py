@@ -42,6 +42,7 @@ from dkernel.decomposition.nmf import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.knn import knn_search
+from dkernel.kernels.widths import silverman_normal_reference
 
 _OWNER = "KernelDecompositionClustering"
 #: Default graph size and scale rank of the self-tuning k-NN kernel (see the class docstring).
@@ -49,27 +50,9 @@ DEFAULT_N_NEIGHBORS = 7
 DEFAULT_SCALE_NEIGHBORS = 7
 
 
-def silverman_bandwidth(X: np.ndarray) -> float:
-    """Silverman's rule of thumb for a p-dimensional Gaussian kernel density estimate.
-
-    ``h = (4 / (p + 2))^(1 / (p + 4)) n^(-1 / (p + 4)) s`` with ``s`` the mean per-feature
-    standard deviation. A starting point only: choose ``h`` by held-out likelihood
-    (:func:`dkernel.select_kdc_model`).
-    """
-    X = np.asarray(X, dtype=np.float64)
-    n, p = X.shape
-    s = float(np.mean(np.std(X, axis=0, ddof=1)))
-    if not s > 0:
-        raise InvalidInputError(
-            "All points coincide, so Silverman's rule cannot choose the bandwidth; pass "
-            "'bandwidth' explicitly."
-        )
-    return (4.0 / (p + 2)) ** (1.0 / (p + 4)) * n ** (-1.0 / (p + 4)) * s
-
-
-def _oos_block_size(n_train: int, block_size: int | None, n_neighbors: int | None) -> int:
-    if block_size:
-        return int(block_size)
+def _oos_block_rows(n_train: int, block_rows: int | None, n_neighbors: int | None) -> int:
+    if block_rows:
+        return int(block_rows)
     if n_neighbors is not None:  # k-NN rows: O(block k C) memory, whatever n_train
         return 16_384
     return int(np.clip(2**22 // max(n_train, 1), 64, 10_000))  # ~32 MiB dense blocks
@@ -80,7 +63,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
 
     The kernel ``K(x, x_n)`` (by default the self-tuning kernel
     ``exp(-||x - x_n||^2 / (sigma_x sigma_n))``; the paper's Gaussian density kernel of width
-    ``bandwidth``, Eq. 15, or the cosine kernel, Eq. 16; kept only for each point's
+    ``sigma``, Eq. 15, or the cosine kernel, Eq. 16; kept only for each point's
     ``n_neighbors`` nearest training points, the paper's "K-connected graph", unless
     ``n_neighbors=None``) is row-normalised into the transition matrix
     ``Kcheck(x, x_n) = P(x_n | x)`` (Eq. 4) and factored as an aggregate Markov model
@@ -93,7 +76,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     given): mean ARI 0.753 against 0.588 for the paper's dense Gaussian kernel with
     Silverman's width, and 0.723 for scikit-learn's k-NN ``SpectralClustering``; see
     ``docs/choosing_defaults.md``. The paper's model is ``kernel='gaussian',
-    n_neighbors=None`` with ``bandwidth`` chosen by :func:`~dkernel.select_kdc_model`.
+    n_neighbors=None`` with ``sigma`` chosen by :func:`~dkernel.select_kdc_model`.
 
     Parameters
     ----------
@@ -110,9 +93,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         :func:`~dkernel.select_kdc_model` takes ``'gaussian'`` or ``'cosine'``.
         ``'gaussian'``: the density kernel of Eq. 15 (the paper's). ``'cosine'`` expects
         non-negative rows (e.g. term counts); they are scaled to unit length.
-    bandwidth : float, optional
-        Gaussian width ``h`` (``kernel='gaussian'`` only); Silverman's rule when None. Choose
-        it with :func:`~dkernel.select_kdc_model`.
+    sigma : float, optional
+        Gaussian width (``kernel='gaussian'`` only); Silverman's normal-reference rule
+        (:func:`~dkernel.kernels.silverman_normal_reference`) when None. Choose it with
+        :func:`~dkernel.select_kdc_model`. (Formerly ``bandwidth``.)
     n_neighbors : int, optional
         Keep only the ``n_neighbors`` nearest training points per row, the point itself
         included (sparse kernel, the scalable path: memory O(N k)). None keeps the dense
@@ -137,10 +121,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     max_iter : int
     tol : float
         Relative objective change to stop.
-    block_size : int, optional
-        Query rows per task in out-of-sample evaluation (default: 16 384 rows with the k-NN
-        kernel, ~32 MiB dense blocks otherwise). NumPy input: the k-NN blocks run on a thread
-        pool, one thread per CPU.
+    block_rows : int, optional
+        Query rows per block in out-of-sample evaluation (default: 16 384 rows with the k-NN
+        kernel, ~32 MiB dense blocks otherwise; formerly ``block_size``). NumPy input: the
+        k-NN blocks run on a thread pool, one thread per CPU.
     max_memory : str or float, optional
         Memory limit for the dense kernel (default ``DKERNEL_MAX_MEMORY`` or 4 GiB).
     random_state : int, optional
@@ -158,10 +142,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         ``predict_proba(X_train)``.
     labels_ : ndarray (n_train,)
         ``argmax`` of ``posteriors_``.
-    bandwidth_ : float or None
-        The Gaussian (or cosine) width; None for ``kernel='local_scaling'``.
-    sigma_ : ndarray (n_train,) or None
-        Self-tuning width of every training point (``kernel='local_scaling'``).
+    sigma_ : float or ndarray (n_train,)
+        The kernel width: the Gaussian width (``kernel='gaussian'``; 1.0, unused, for
+        ``'cosine'``), or the self-tuning width of every training point
+        (``kernel='local_scaling'``). (The Gaussian width was formerly ``bandwidth_``.)
     objective_ : float
         Final objective of the best restart.
     n_iter_ : int
@@ -205,41 +189,41 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         n_clusters: int = 2,
         *,
         kernel: str = "local_scaling",
-        bandwidth: float | None = None,
+        sigma: float | None = None,
         n_neighbors: int | None = DEFAULT_N_NEIGHBORS,
         scale_neighbors: int = DEFAULT_SCALE_NEIGHBORS,
         loss: str = "kl-euclidean",
         n_init: int = 3,
         max_iter: int = 300,
         tol: float = 1e-6,
-        block_size: int | None = None,
+        block_rows: int | None = None,
         max_memory: str | float | None = None,
         random_state: int | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.kernel = kernel
-        self.bandwidth = bandwidth
+        self.sigma = sigma
         self.n_neighbors = n_neighbors
         self.scale_neighbors = scale_neighbors
         self.loss = loss
         self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
-        self.block_size = block_size
+        self.block_rows = block_rows
         self.max_memory = max_memory
         self.random_state = random_state
 
     _parameter_constraints: dict = {
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "kernel": [StrOptions(set(KERNELS))],
-        "bandwidth": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma": [Interval(Real, 0, None, closed="neither"), None],
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
         "scale_neighbors": [Interval(Integral, 1, None, closed="left")],
         "loss": [StrOptions(set(LOSSES))],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "block_size": [Interval(Integral, 1, None, closed="left"), None],
+        "block_rows": [Interval(Integral, 1, None, closed="left"), None],
         "max_memory": [str, Interval(Real, 0, None, closed="neither"), None],
         "random_state": ["random_state", np.random.Generator],
     }
@@ -258,11 +242,11 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             allow_none=True,
         )
         if self.kernel == "local_scaling":
-            if self.bandwidth is not None:
+            if self.sigma is not None:
                 raise InvalidInputError(
-                    f"The 'bandwidth' parameter of {_OWNER} is a Gaussian width; "
+                    f"The 'sigma' parameter of {_OWNER} is a Gaussian width; "
                     "kernel='local_scaling' chooses one width per point (scale_neighbors). Pass "
-                    "kernel='gaussian' with a bandwidth, or leave bandwidth=None."
+                    "kernel='gaussian' with a sigma, or leave sigma=None."
                 )
             for name in ("n_neighbors", "scale_neighbors"):
                 k = getattr(self, name)
@@ -274,7 +258,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
 
     # -- fitting -------------------------------------------------------------------------
     def training_kernel(self, X: Any) -> tuple[Any, np.ndarray, np.ndarray]:
-        """Validate X, set ``bandwidth_`` and return ``(Kcheck, log_norm, X_numpy)``.
+        """Validate X, set ``sigma_`` and return ``(Kcheck, log_norm, X_numpy)``.
 
         ``Kcheck`` is dense for ``n_neighbors=None`` (after a memory check), CSR otherwise
         (computed blockwise through Dask for Dask input).
@@ -294,28 +278,27 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             )
         if self.kernel == "local_scaling":
             return self._local_scaling_kernel(Xv, Xn, is_dask)
-        self.bandwidth_ = (
-            float(self.bandwidth)
-            if self.bandwidth is not None
-            else (silverman_bandwidth(Xn) if self.kernel == "gaussian" else 1.0)
+        self.sigma_ = (
+            float(self.sigma)
+            if self.sigma is not None
+            else (silverman_normal_reference(Xn) if self.kernel == "gaussian" else 1.0)
         )
-        self.sigma_ = None
         if self.n_neighbors is None:
             self._check_dense_budget(n)
             Kc, log_norm = row_normalize_log(
-                density_log_kernel(Xn, Xn, kernel=self.kernel, bandwidth=self.bandwidth_)
+                density_log_kernel(Xn, Xn, kernel=self.kernel, sigma=self.sigma_)
             )
             self._index = None
         else:
             k = int(self.n_neighbors)
             if is_dask:
                 ind, logK = knn_log_kernel_graph(
-                    Xv, Xn, kernel=self.kernel, bandwidth=self.bandwidth_, n_neighbors=k
+                    Xv, Xn, kernel=self.kernel, sigma=self.sigma_, n_neighbors=k
                 )
                 ind, logK = da.compute(ind, logK)
             else:
                 ind, logK = knn_log_kernel(
-                    Xn, Xn, kernel=self.kernel, bandwidth=self.bandwidth_, n_neighbors=k
+                    Xn, Xn, kernel=self.kernel, sigma=self.sigma_, n_neighbors=k
                 )
             Kc, log_norm = knn_to_csr(ind, logK, n)
             self._index = fit_neighbors(Xn, kernel=self.kernel)
@@ -343,11 +326,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         ind = ind.astype(np.int64)
         self._scales = fit_local_scales(dist, int(self.scale_neighbors))
         self.sigma_ = self._scales.sigma
-        self.bandwidth_ = None
         if k is None:
             self._check_dense_budget(n)
             self._index = None
-            logK = density_log_kernel(Xn, Xn, kernel="local_scaling", bandwidth=self._scales)
+            logK = density_log_kernel(Xn, Xn, kernel="local_scaling", sigma=self._scales)
             Kc, log_norm = row_normalize_log(logK)
         else:
             d, i = dist[:, : int(k)], ind[:, : int(k)]
@@ -410,7 +392,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             self.W_,
             self.H_,
             self.kernel,
-            self._scales if self.kernel == "local_scaling" else self.bandwidth_,
+            self._scales if self.kernel == "local_scaling" else self.sigma_,
             self.n_neighbors,
             getattr(self, "_index", None),
         )
@@ -418,10 +400,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     def _out_of_sample(self, X: Any, what: str) -> Any:
         model = self._model()
         Xv = validate_input(self, X, reset=False, min_samples=1, dtype=np.float64)
-        bs = _oos_block_size(self.X_fit_.shape[0], self.block_size, self.n_neighbors)
+        bs = _oos_block_rows(self.X_fit_.shape[0], self.block_rows, self.n_neighbors)
         if isinstance(Xv, da.Array):
             return out_of_sample_graph(
-                Xv, model, what=what, n_clusters=self.n_clusters, block_size=bs
+                Xv, model, what=what, n_clusters=self.n_clusters, block_rows=bs
             )
         n = Xv.shape[0]
         starts = range(0, n, bs)

@@ -19,16 +19,16 @@ from dkernel.decomposition.nmf import out_of_sample_rows
 from dkernel.graphs.blocked import as_row_chunked
 
 
-def _row_chunked(X: Any, block_size: int | None) -> da.Array:
+def _row_chunked(X: Any, block_rows: int | None) -> da.Array:
     if isinstance(X, da.Array):
-        return X.rechunk({0: block_size, 1: -1}) if block_size else X.rechunk({1: -1})
+        return X.rechunk({0: block_rows, 1: -1}) if block_rows else X.rechunk({1: -1})
     X = np.asarray(X)
-    return as_row_chunked(X, block_size or max(1, min(X.shape[0], 10_000)))
+    return as_row_chunked(X, block_rows or max(1, min(X.shape[0], 10_000)))
 
 
-def _knn_block(xb, index, *, kernel, bandwidth, n_neighbors):
+def _knn_block(xb, index, *, kernel, sigma, n_neighbors):
     ind, logK = knn_log_kernel(
-        xb, None, kernel=kernel, bandwidth=bandwidth, n_neighbors=n_neighbors, index=index
+        xb, None, kernel=kernel, sigma=sigma, n_neighbors=n_neighbors, index=index
     )
     return np.stack([ind.astype(np.float64), logK], axis=-1)
 
@@ -38,9 +38,9 @@ def knn_log_kernel_graph(
     Xt: np.ndarray,
     *,
     kernel: str,
-    bandwidth: float | None,
+    sigma: float | None,
     n_neighbors: int,
-    block_size: int | None = None,
+    block_rows: int | None = None,
 ) -> tuple[da.Array, da.Array]:
     """Lazy k-NN kernel rows of ``Xq`` against training points ``Xt``.
 
@@ -49,9 +49,9 @@ def knn_log_kernel_graph(
     Xq : array-like or dask.array.Array (n_query, p)
     Xt : ndarray (n_train, p)
         Training points; one neighbour index is built over them (a single task).
-    kernel, bandwidth, n_neighbors
+    kernel, sigma, n_neighbors
         As in :func:`dkernel.decomposition.kernels.knn_log_kernel`.
-    block_size : int, optional
+    block_rows : int, optional
         Query rows per task (default: the chunks of a Dask ``Xq``, else 10 000).
 
     Returns
@@ -64,14 +64,14 @@ def knn_log_kernel_graph(
     Memory O(n_query k) for the result plus the neighbour index O(n_train p) per worker;
     no n_query x n_train block is ever formed for the tree-based search.
     """
-    Xq = _row_chunked(Xq, block_size)
+    Xq = _row_chunked(Xq, block_rows)
     index = dask.delayed(fit_neighbors, pure=True)(np.asarray(Xt, dtype=np.float64), kernel=kernel)
     packed = da.map_blocks(
         _knn_block,
         Xq,
         index,
         kernel=kernel,
-        bandwidth=bandwidth,
+        sigma=sigma,
         n_neighbors=n_neighbors,
         dtype=np.float64,
         chunks=(Xq.chunks[0], (n_neighbors,), (2,)),
@@ -90,21 +90,21 @@ def out_of_sample_graph(
     *,
     what: str,
     n_clusters: int,
-    block_size: int | None = None,
+    block_rows: int | None = None,
 ) -> da.Array:
     """Lazy out-of-sample posteriors (Eq. 8-10) or log-densities (Eq. 14) of ``Xq``.
 
     Parameters
     ----------
     model : tuple
-        ``(Xt, W, H, kernel, bandwidth, n_neighbors, index)`` as held by the estimator.
+        ``(Xt, W, H, kernel, sigma, n_neighbors, index)`` as held by the estimator.
     what : {'posteriors', 'loglik'}
 
     Returns
     -------
     dask array (n_query, n_clusters) for posteriors, (n_query,) for log-densities.
     """
-    Xq = _row_chunked(Xq, block_size)
+    Xq = _row_chunked(Xq, block_rows)
     shared = dask.delayed(model, pure=True, traverse=False)
     if what == "loglik":
         return da.map_blocks(

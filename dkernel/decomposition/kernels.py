@@ -110,9 +110,9 @@ def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return D
 
 
-def gaussian_log_normalizer(n_features: int, bandwidth: float) -> float:
+def gaussian_log_normalizer(n_features: int, sigma: float) -> float:
     """``log((2 pi)^(-p/2) h^(-p))``, the log normalising constant of Eq. 15."""
-    return -0.5 * n_features * np.log(2.0 * np.pi) - n_features * np.log(bandwidth)
+    return -0.5 * n_features * np.log(2.0 * np.pi) - n_features * np.log(sigma)
 
 
 def unit_normalize(X: np.ndarray, owner: str = "cosine kernel") -> np.ndarray:
@@ -129,7 +129,7 @@ def unit_normalize(X: np.ndarray, owner: str = "cosine kernel") -> np.ndarray:
 
 
 def density_log_kernel(
-    Xq: np.ndarray, Xt: np.ndarray, *, kernel: str = "gaussian", bandwidth: float | None = None
+    Xq: np.ndarray, Xt: np.ndarray, *, kernel: str = "gaussian", sigma: float | None = None
 ) -> np.ndarray:
     """``log K(x_q, x_t)`` for every query/training pair.
 
@@ -142,7 +142,7 @@ def density_log_kernel(
         ``K`` integrates to 1 and likelihoods of different widths compare).
         ``'cosine'``: Eq. 16 on rows assumed non-negative (count data); negative cosines are
         clipped to 0 (log = -inf).
-    bandwidth : float
+    sigma : float
         The width ``h`` (Gaussian only).
 
     Returns
@@ -155,15 +155,15 @@ def density_log_kernel(
     """
     if kernel == "gaussian":
         D = squared_distances(Xq, Xt)
-        D *= -0.5 / bandwidth**2
-        D += gaussian_log_normalizer(Xt.shape[1], bandwidth)
+        D *= -0.5 / sigma**2
+        D += gaussian_log_normalizer(Xt.shape[1], sigma)
         return D
     if kernel == "cosine":
         S = unit_normalize(Xq) @ unit_normalize(Xt).T
         with np.errstate(divide="ignore"):
             return np.log(np.clip(S, 0.0, None))
     if kernel == "local_scaling":
-        scales = _check_scales(bandwidth)
+        scales = _check_scales(sigma)
         D = np.sqrt(squared_distances(Xq, Xt))
         g = min(scales.search_size(1), D.shape[1])
         part = np.argpartition(D, g - 1, axis=1)[:, :g]
@@ -175,13 +175,13 @@ def density_log_kernel(
     raise InvalidInputError(f"kernel must be one of {KERNELS}; got {kernel!r}.")
 
 
-def _check_scales(bandwidth) -> LocalScales:
-    if not isinstance(bandwidth, LocalScales):
+def _check_scales(sigma) -> LocalScales:
+    if not isinstance(sigma, LocalScales):
         raise InvalidInputError(
             "kernel='local_scaling' needs the training scales (LocalScales from "
-            f"fit_local_scales) as its width; got {bandwidth!r}."
+            f"fit_local_scales) as its width; got {sigma!r}."
         )
-    return bandwidth
+    return sigma
 
 
 def row_normalize_log(logK: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -238,7 +238,7 @@ def threaded_kneighbors(
     n_neighbors: int,
     *,
     order: np.ndarray | None = None,
-    block_size: int = 16_384,
+    block_rows: int = 16_384,
     n_threads: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``index.kneighbors(Xq, n_neighbors)`` in row blocks on a thread pool.
@@ -261,10 +261,10 @@ def threaded_kneighbors(
     ind = np.empty((n, int(n_neighbors)), dtype=np.int64)
 
     def query(start: int) -> None:
-        r = rows[start : start + block_size]
+        r = rows[start : start + block_rows]
         dist[r], ind[r] = index.kneighbors(Xq[r], n_neighbors=n_neighbors, return_distance=True)
 
-    starts = range(0, n, block_size)
+    starts = range(0, n, block_rows)
     threads = min(n_threads or n_query_threads(), len(starts))
     if threads <= 1:
         for s in starts:
@@ -295,7 +295,7 @@ def knn_log_kernel(
     Xt: np.ndarray | None,
     *,
     kernel: str = "gaussian",
-    bandwidth: float | None = None,
+    sigma: float | None = None,
     n_neighbors: int,
     index: NearestNeighbors | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -307,8 +307,8 @@ def knn_log_kernel(
     Xq : ndarray of shape (n_query, p)
     Xt : ndarray of shape (n_train, p) or None
         Training points (may be None when ``index`` is given).
-    kernel, bandwidth
-        As in :func:`density_log_kernel` (``bandwidth`` is a :class:`LocalScales` for
+    kernel, sigma
+        As in :func:`density_log_kernel` (``sigma`` is a :class:`LocalScales` for
         ``'local_scaling'``: the query's own scale is measured in the same search).
     n_neighbors : int
         Neighbours kept per row (a training point is its own nearest neighbour).
@@ -333,7 +333,7 @@ def knn_log_kernel(
     p = int(index.n_features_in_)
     Q = unit_normalize(Xq) if kernel == "cosine" else Xq
     if kernel == "local_scaling":
-        scales = _check_scales(bandwidth)
+        scales = _check_scales(sigma)
         g = min(scales.search_size(n_neighbors), scales.sigma.size)
         dist, ind = index.kneighbors(Q, n_neighbors=g, return_distance=True)
         sigma_q = scales.query_scales(dist, ind)
@@ -341,7 +341,7 @@ def knn_log_kernel(
         return ind.astype(np.int64), local_scaling_log_kernel(dist, sigma_q, scales.sigma[ind])
     dist, ind = index.kneighbors(Q, n_neighbors=n_neighbors, return_distance=True)
     if kernel == "gaussian":
-        logK = -0.5 * (dist / bandwidth) ** 2 + gaussian_log_normalizer(p, bandwidth)
+        logK = -0.5 * (dist / sigma) ** 2 + gaussian_log_normalizer(p, sigma)
     elif kernel == "cosine":
         cos = 1.0 - 0.5 * dist**2  # unit vectors: |a - b|^2 = 2 - 2 cos
         with np.errstate(divide="ignore"):

@@ -622,7 +622,7 @@ def out_of_sample_rows(Xq: np.ndarray, model: tuple, *, what: str) -> np.ndarray
     ----------
     Xq : ndarray (n_query, p)
     model : tuple
-        ``(Xt, W, H, kernel, bandwidth, n_neighbors, index)``: training points, factors,
+        ``(Xt, W, H, kernel, sigma, n_neighbors, index)``: training points, factors,
         kernel settings and (k-NN kernel) the neighbour index over ``Xt``.
     what : {'posteriors', 'loglik'}
 
@@ -631,13 +631,13 @@ def out_of_sample_rows(Xq: np.ndarray, model: tuple, *, what: str) -> np.ndarray
     Dense kernel: O(n_query n p) time, O(n_query n) memory; k-NN: O(n_query k C) after the
     neighbour search.
     """
-    Xt, W, H, kernel, bandwidth, n_neighbors, index = model
+    Xt, W, H, kernel, sigma, n_neighbors, index = model
     if n_neighbors is None:
-        logK = density_log_kernel(Xq, Xt, kernel=kernel, bandwidth=bandwidth)
+        logK = density_log_kernel(Xq, Xt, kernel=kernel, sigma=sigma)
         ind = None
     else:
         ind, logK = knn_log_kernel(
-            Xq, Xt, kernel=kernel, bandwidth=bandwidth, n_neighbors=n_neighbors, index=index
+            Xq, Xt, kernel=kernel, sigma=sigma, n_neighbors=n_neighbors, index=index
         )
     if what == "loglik":
         return log_likelihood(logK, W, H, indices=ind)

@@ -2,7 +2,7 @@
 
 The generalization error of a model is the negative mean out-of-sample log-likelihood
 (Eq. 11-14) on held-out points. :func:`select_model` evaluates it over a grid of kernel
-widths ``h``, k-NN graph sizes ``K`` and numbers of clusters ``C`` on several repeats
+widths ``sigma`` (``h`` below), k-NN graph sizes ``K`` and numbers of clusters ``C`` on several repeats
 (train/held-out splits) and returns the error surface (mean and standard error over repeats)
 and the chosen model.
 
@@ -45,16 +45,18 @@ class ModelSelectionResult:
 
     Attributes
     ----------
-    errors : ndarray (n_repeats, n_neighbors, n_bandwidths, n_clusters)
+    errors : ndarray (n_repeats, n_neighbors, n_sigmas, n_clusters)
         Generalization error (negative mean held-out log-likelihood) of every fit.
     accuracy : ndarray, same shape, or None
         Held-out clustering accuracy (Hungarian) when labels were given.
     confidence : ndarray, same shape
         Mean over held-out points of ``max_c P(c | z)`` (1 = crisp 0/1 posteriors).
-    bandwidths, n_neighbors, n_clusters : lists
-        The grid (``None`` in ``n_neighbors`` is the dense kernel).
+    sigmas, n_neighbors, n_clusters : lists
+        The grid (``None`` in ``n_neighbors`` is the dense kernel; ``sigmas`` were formerly
+        ``bandwidths``).
     chosen : dict
-        ``bandwidth``, ``n_neighbors``, ``n_clusters`` and their grid indices.
+        ``sigma``, ``n_neighbors``, ``n_clusters`` and their grid indices (``sigma_index``,
+        ``neighbors_index``, ``clusters_index``).
     best_estimator : KernelDecompositionClustering or None
         The chosen model refitted on the first training set.
     """
@@ -62,7 +64,7 @@ class ModelSelectionResult:
     errors: np.ndarray
     confidence: np.ndarray
     accuracy: np.ndarray | None
-    bandwidths: list[float]
+    sigmas: list[float]
     n_neighbors: list[int | None]
     n_clusters: list[int]
     chosen: dict[str, Any]
@@ -76,7 +78,7 @@ class ModelSelectionResult:
 
     @property
     def mean(self) -> np.ndarray:
-        """Mean error over repeats, shape (n_neighbors, n_bandwidths, n_clusters)."""
+        """Mean error over repeats, shape (n_neighbors, n_sigmas, n_clusters)."""
         return self.errors.mean(axis=0)
 
     @property
@@ -85,8 +87,8 @@ class ModelSelectionResult:
         r = self.n_repeats
         return self.errors.std(axis=0, ddof=1) / np.sqrt(r) if r > 1 else np.zeros_like(self.mean)
 
-    def error_vs_bandwidth(self) -> tuple[np.ndarray, np.ndarray]:
-        """Error averaged over model orders C per repeat: mean and SE, (n_neighbors, n_bandwidths)."""
+    def error_vs_sigma(self) -> tuple[np.ndarray, np.ndarray]:
+        """Error averaged over model orders C per repeat: mean and SE, (n_neighbors, n_sigmas)."""
         per = self.errors.mean(axis=3)
         r = self.n_repeats
         sem = per.std(axis=0, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(per.shape[1:])
@@ -94,12 +96,12 @@ class ModelSelectionResult:
 
     def error_vs_clusters(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and SE of the error over C at the chosen ``(K, h)``."""
-        k, h = self.chosen["neighbors_index"], self.chosen["bandwidth_index"]
+        k, h = self.chosen["neighbors_index"], self.chosen["sigma_index"]
         return self.mean[k, h], self.sem[k, h]
 
     def paired_difference_vs_clusters(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and SE over repeats of ``error(C) - error(C_min)`` at the chosen ``(K, h)``."""
-        k, h = self.chosen["neighbors_index"], self.chosen["bandwidth_index"]
+        k, h = self.chosen["neighbors_index"], self.chosen["sigma_index"]
         e = self.errors[:, k, h, :]
         d = e - e[:, [int(np.argmin(e.mean(axis=0)))]]
         r = self.n_repeats
@@ -107,7 +109,13 @@ class ModelSelectionResult:
         return d.mean(axis=0), se
 
     def to_dataset(self):
-        """The surface as an :class:`xarray.Dataset` (dims repeat, neighbors, bandwidth, n_clusters)."""
+        """The surface as an :class:`xarray.Dataset` (dims repeat, neighbors, bandwidth, n_clusters).
+
+        The width dimension keeps its stored name ``bandwidth`` (as do
+        ``error_vs_bandwidth_mean`` / ``_sem`` and the ``chosen_bandwidth`` /
+        ``chosen_bandwidth_index`` attributes) so that existing stores and readers stay valid;
+        the attributes also carry ``chosen_sigma`` and ``chosen_sigma_index``.
+        """
         import xarray as xr
 
         nn = np.asarray([0 if k is None else k for k in self.n_neighbors], dtype=np.int64)
@@ -120,16 +128,24 @@ class ModelSelectionResult:
         }
         if self.accuracy is not None:
             data["accuracy"] = (dims, self.accuracy)
-        hm, hs = self.error_vs_bandwidth()
+        hm, hs = self.error_vs_sigma()
         data["error_vs_bandwidth_mean"] = (("neighbors", "bandwidth"), hm)
         data["error_vs_bandwidth_sem"] = (("neighbors", "bandwidth"), hs)
         chosen = {k: (v if v is not None else 0) for k, v in self.chosen.items()}
+        # the keys before the rename to sigma, kept for existing readers
+        chosen = {
+            "bandwidth": chosen["sigma"],
+            "n_neighbors": chosen["n_neighbors"],
+            "n_clusters": chosen["n_clusters"],
+            "bandwidth_index": chosen["sigma_index"],
+            **chosen,
+        }
         return xr.Dataset(
             data,
             coords={
                 "repeat": np.arange(self.n_repeats),
                 "neighbors": nn,
-                "bandwidth": np.asarray(self.bandwidths, dtype=np.float64),
+                "bandwidth": np.asarray(self.sigmas, dtype=np.float64),
                 "n_clusters": np.asarray(self.n_clusters, dtype=np.int64),
             },
             attrs={
@@ -185,7 +201,7 @@ def select_model(
     y: Any = None,
     *,
     splits: Iterable[tuple] | None = None,
-    bandwidths: Sequence[float],
+    sigmas: Sequence[float],
     n_clusters: Sequence[int],
     n_neighbors: Sequence[int | None] = (None,),
     n_repeats: int = 10,
@@ -201,7 +217,7 @@ def select_model(
     random_state: int | None = 0,
     progress: Any = None,
 ) -> ModelSelectionResult:
-    """Held-out likelihood model selection over ``h``, ``K`` and ``C`` (seed 003).
+    """Held-out likelihood model selection over ``sigma``, ``K`` and ``C`` (seed 003).
 
     Parameters
     ----------
@@ -211,8 +227,9 @@ def select_model(
     splits : iterable of tuples, optional
         Instead of ``X``: ``(X_train, X_val)`` or ``(X_train, X_val, y_val)`` per repeat (the
         paper's protocol: fresh training samples, one fixed validation set).
-    bandwidths : sequence of float
-        Kernel widths ``h`` (ignored by the cosine kernel; pass ``[1.0]``).
+    sigmas : sequence of float
+        Kernel widths (``sigma`` of :class:`KernelDecompositionClustering`; ignored by the
+        cosine kernel, pass ``[1.0]``). Formerly ``bandwidths``.
     n_clusters : sequence of int
         Model orders ``C``.
     n_neighbors : sequence of int or None
@@ -248,16 +265,14 @@ def select_model(
     """
     check_options(c_rule, "c_rule", _OWNER, C_RULES)
     check_options(kernel, "kernel", _OWNER, ("gaussian", "cosine"))
-    bandwidths = [
-        float(check_scalar(h, "bandwidths", _OWNER, low=0, low_inclusive=False)) for h in bandwidths
-    ]
+    sigmas = [float(check_scalar(h, "sigmas", _OWNER, low=0, low_inclusive=False)) for h in sigmas]
     n_clusters = [int(check_scalar(c, "n_clusters", _OWNER, kind=int, low=1)) for c in n_clusters]
     n_neighbors = [
         None if k is None else int(check_scalar(k, "n_neighbors", _OWNER, kind=int, low=1))
         for k in n_neighbors
     ]
-    if not bandwidths or not n_clusters or not n_neighbors:
-        raise InvalidInputError(f"{_OWNER} needs non-empty bandwidths, n_clusters and n_neighbors.")
+    if not sigmas or not n_clusters or not n_neighbors:
+        raise InvalidInputError(f"{_OWNER} needs non-empty sigmas, n_clusters and n_neighbors.")
     X_all = None
     if splits is None:
         if X is None:
@@ -283,7 +298,7 @@ def select_model(
     if not splits:
         raise InvalidInputError(f"{_OWNER} got an empty list of splits.")
 
-    shape = (len(splits), len(n_neighbors), len(bandwidths), len(n_clusters))
+    shape = (len(splits), len(n_neighbors), len(sigmas), len(n_clusters))
     errors = np.full(shape, np.nan)
     confidence = np.full(shape, np.nan)
     has_y = all(len(s) > 2 and s[2] is not None for s in splits)
@@ -295,11 +310,11 @@ def select_model(
         y_va = np.asarray(split[2]) if has_y else None
         for ki, k in enumerate(n_neighbors):
             index = None if k is None else fit_neighbors(X_tr, kernel=kernel)
-            for hi, h in enumerate(bandwidths):
+            for hi, h in enumerate(sigmas):
                 est = KernelDecompositionClustering(
                     c_max if c_max <= X_tr.shape[0] else 1,
                     kernel=kernel,
-                    bandwidth=h,
+                    sigma=h,
                     n_neighbors=k,
                     loss=loss,
                     n_init=n_init,
@@ -309,11 +324,11 @@ def select_model(
                 )
                 Kc, log_norm, Xn = est.training_kernel(X_tr)
                 if k is None:
-                    logKv = density_log_kernel(X_va, Xn, kernel=kernel, bandwidth=h)
+                    logKv = density_log_kernel(X_va, Xn, kernel=kernel, sigma=h)
                     ind = None
                 else:
                     ind, logKv = knn_log_kernel(
-                        X_va, Xn, kernel=kernel, bandwidth=h, n_neighbors=k, index=index
+                        X_va, Xn, kernel=kernel, sigma=h, n_neighbors=k, index=index
                     )
                 Kv, _ = row_normalize_log(logKv)
                 emb = (
@@ -350,10 +365,10 @@ def select_model(
 
     kk, hh, cc = choose(errors, c_rule=c_rule)
     chosen = {
-        "bandwidth": bandwidths[hh],
+        "sigma": sigmas[hh],
         "n_neighbors": n_neighbors[kk],
         "n_clusters": n_clusters[cc],
-        "bandwidth_index": hh,
+        "sigma_index": hh,
         "neighbors_index": kk,
         "clusters_index": cc,
     }
@@ -362,7 +377,7 @@ def select_model(
         best = KernelDecompositionClustering(
             n_clusters[cc],
             kernel=kernel,
-            bandwidth=bandwidths[hh],
+            sigma=sigmas[hh],
             n_neighbors=n_neighbors[kk],
             loss=loss,
             n_init=n_init,
@@ -374,7 +389,7 @@ def select_model(
         errors=errors,
         confidence=confidence,
         accuracy=accuracy,
-        bandwidths=bandwidths,
+        sigmas=sigmas,
         n_neighbors=n_neighbors,
         n_clusters=n_clusters,
         chosen=chosen,

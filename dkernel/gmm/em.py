@@ -473,7 +473,7 @@ def diag_m_step(
 EM_BLOCK_BYTES = 16 * 2**20
 
 
-def row_block_size(n_columns: int, itemsize: int, target_bytes: float = 64 * 2**20) -> int:
+def default_block_rows(n_columns: int, itemsize: int, target_bytes: float = 64 * 2**20) -> int:
     """Rows per block so that an (rows × n_columns) work array stays near ``target_bytes``."""
     return int(max(256, min(2**20, target_bytes // max(1, n_columns * itemsize))))
 
@@ -527,7 +527,7 @@ def diag_em(
     C = int(mix.offsets[-1])
     if missingness is not None and mix.missing_probs is None:
         mix.missing_probs = missingness.initial_probs(C, dtype)
-    step = block_rows or row_block_size(C, np.dtype(dtype).itemsize, EM_BLOCK_BYTES)
+    step = block_rows or default_block_rows(C, np.dtype(dtype).itemsize, EM_BLOCK_BYTES)
     history = np.empty((n_iter, mix.n_models))
     for it in range(n_iter):
         T = np.zeros((C, D.shape[1]), dtype=dtype)
@@ -772,7 +772,7 @@ def init_diag_mixtures(
     half_sq = 0.5 * np.sum(seeds * seeds, axis=1)[:, None]
     stats = np.zeros((C, 2 * p))
     counts = np.zeros(C)
-    step = block_rows or row_block_size(C, Xi.dtype.itemsize, EM_BLOCK_BYTES)
+    step = block_rows or default_block_rows(C, Xi.dtype.itemsize, EM_BLOCK_BYTES)
     for start in range(0, n, step):
         Xb = Xi[start : start + step]
         # nearest seed per model: argmin of |s|²/2 - s·x (the |x|² term is common)

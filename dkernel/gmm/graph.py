@@ -21,6 +21,7 @@ from dkernel._random import derive_rng
 from dkernel.gmm.em import (
     DiagMixtures,
     MissingnessModel,
+    default_block_rows,
     design_matrix,
     diag_em,
     full_em,
@@ -29,7 +30,6 @@ from dkernel.gmm.em import (
     init_diag_mixtures,
     init_full_params,
     posterior_groups,
-    row_block_size,
     split_missing,
 )
 from dkernel.linalg.threads import blas_controller, map_on_cores
@@ -228,7 +228,7 @@ def posterior_block(
         # sub-blocks spread over the cores is several times faster than threaded BLAS
         map_on_cores(work, blocks)
         return out
-    step = row_block_size(F, np.dtype(dtype).itemsize)
+    step = default_block_rows(F, np.dtype(dtype).itemsize)
     offs = ensemble.offsets
     for start in range(0, X.shape[0], step):
         sl = slice(start, min(X.shape[0], start + step))
@@ -285,7 +285,7 @@ def sparse_posteriors(
             blocks,
         )
     else:
-        step = row_block_size(F, np.dtype(dtype).itemsize)
+        step = default_block_rows(F, np.dtype(dtype).itemsize)
         parts = [
             _threshold_to_csr(posterior_block(X[a : a + step], ensemble, scale, dtype), threshold)
             for a in range(0, X.shape[0], step)
@@ -304,7 +304,7 @@ def posterior_feature_map_dask(X: Any, ensemble: Any, scale: float, dtype: Any) 
     import dask.array as da
 
     F = int(ensemble.offsets[-1])
-    rows = row_block_size(F, np.dtype(dtype).itemsize, target_bytes=128 * 2**20)
+    rows = default_block_rows(F, np.dtype(dtype).itemsize, target_bytes=128 * 2**20)
     if max(X.chunks[0]) > rows:
         X = X.rechunk({0: rows})
     ens = dask.delayed(ensemble, pure=True)

@@ -28,7 +28,7 @@ from dkernel._validation import (
     is_dask_array,
     validate_input,
 )
-from dkernel.errors import InvalidInputError, NumericalWarning, ResourceLimitError
+from dkernel.errors import DKernelWarning, InvalidInputError, NumericalWarning, ResourceLimitError
 from dkernel.gmm.em import DiagMixtures, MissingnessModel
 from dkernel.gmm.graph import (
     FullMixtures,
@@ -60,7 +60,10 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
     n_inits : int, default=30
         Q, the number of random initial conditions.
     max_components : int, default=30
-        G; models with g = 2..G components are fitted for every initial condition.
+        G; models with g = 2..G components are fitted for every initial condition. When a
+        subsample (``subsample`` × the usable rows) has fewer than G rows, G is capped at its
+        size with a :class:`~dkernel.errors.DKernelWarning` (see ``max_components_``); fewer
+        than 2 rows are refused.
     n_iter : int, default=10
         EM iterations per model (a weak learner; not run to convergence).
     subsample : float, default=0.5
@@ -117,6 +120,9 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         What is added to the variances per used column: ``max(reg_covar, Δ_j²)`` with ``Δ_j``
         the resolution of column ``j`` (smallest gap between two distinct observed values);
         ``reg_covar`` for every axis with ``projection``.
+    max_components_ : int
+        The G the ensemble was fitted with: ``max_components``, or the subsample size when
+        that is smaller.
     normalizer_ : float
         Z = Q (G - 1).
     n_features_out_ : int
@@ -299,6 +305,36 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         return X
 
     # ------------------------------------------------------------------ fit
+    def _effective_max_components(self, n_sub: int, n_usable: int) -> int:
+        """``max_components`` capped at the subsample size (warned); sets ``max_components_``.
+
+        A model with ``g`` components needs at least ``g`` training rows, so with fewer than
+        ``max_components`` rows in a subsample the largest models are left out rather than the
+        fit refused (the default G = 30 on a small table). Fewer than 2 rows cannot train even
+        the smallest model (g = 2): refused.
+        """
+        G = int(self.max_components)
+        where = (
+            f"The subsample of {_OWNER} has {n_sub} rows ({self.subsample} of {n_usable} "
+            "usable rows)"
+        )
+        if n_sub < 2:
+            raise InvalidInputError(
+                f"{where}; the smallest model (2 components) needs at least 2. Raise subsample "
+                "or pass more rows."
+            )
+        if n_sub < G:
+            warnings.warn(
+                f"{where}, fewer than max_components={G}: models with g = 2..{n_sub} "
+                f"components are fitted (max_components_ = {n_sub}). Lower max_components or "
+                "raise subsample to silence this.",
+                DKernelWarning,
+                stacklevel=4,  # the caller of fit (through scikit-learn's _fit_context)
+            )
+            G = n_sub
+        self.max_components_ = G
+        return G
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> ProbabilisticClusterKernel:
         """Fit the GMM ensemble on ``X`` (NumPy or Dask, NaN = missing).
@@ -374,14 +410,8 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
                 NumericalWarning,
                 stacklevel=2,
             )
-        G = int(self.max_components)
         n_sub = int(round(self.subsample * candidates.size))
-        if n_sub < G:
-            raise InvalidInputError(
-                f"The subsample of {_OWNER} has {n_sub} rows ({self.subsample} of "
-                f"{candidates.size} usable rows), fewer than max_components={G}. Lower "
-                "max_components or raise subsample."
-            )
+        G = self._effective_max_components(n_sub, candidates.size)
         sizes = tuple(range(2, G + 1))
         seed = seed_from_random_state(self.random_state)
         missing_rate = 1.0 - count[keep] / candidates.size  # over the rows that can train

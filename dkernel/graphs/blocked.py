@@ -10,14 +10,14 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 
-def as_row_chunked(X: Any, block_size: int) -> da.Array:
-    """X as a Dask array with ``block_size`` rows per chunk and one chunk along features."""
+def as_row_chunked(X: Any, block_rows: int) -> da.Array:
+    """X as a Dask array with ``block_rows`` rows per chunk and one chunk along features."""
     if isinstance(X, da.Array):
-        return X.rechunk({0: block_size, 1: -1})
-    return da.from_array(np.asarray(X), chunks=(block_size, -1))
+        return X.rechunk({0: block_rows, 1: -1})
+    return da.from_array(np.asarray(X), chunks=(block_rows, -1))
 
 
-def default_block_size(n_samples: int, itemsize: int = 4, target_bytes: float = 64 * 2**20) -> int:
+def default_block_rows(n_samples: int, itemsize: int = 4, target_bytes: float = 64 * 2**20) -> int:
     """Rows per kernel block so that a b × b block is about ``target_bytes`` (64 MiB)."""
     b = int((target_bytes / itemsize) ** 0.5)
     return max(1, min(n_samples, b))
@@ -28,11 +28,11 @@ def blocked_kernel(
     X: Any,
     Y: Any = None,
     *,
-    block_size: int | None = None,
+    block_rows: int | None = None,
     dtype: Any = np.float64,
     **kwargs: Any,
 ) -> da.Array:
-    """A lazy kernel matrix ``K[i, j] = k(x_i, y_j)`` with ``block_size`` × ``block_size`` chunks.
+    """A lazy kernel matrix ``K[i, j] = k(x_i, y_j)`` with ``block_rows`` × ``block_rows`` chunks.
 
     Parameters
     ----------
@@ -40,7 +40,7 @@ def blocked_kernel(
         ``block_fn(X_block, Y_block, **kwargs) -> ndarray`` (e.g. :func:`dkernel.kernels.rbf_block`).
     X, Y : array-like or dask.array.Array
         Row samples; ``Y`` defaults to ``X``.
-    block_size : int, optional
+    block_rows : int, optional
         Rows (and columns) per chunk; by default about 64 MiB per block.
     dtype : dtype
         Output dtype (passed to ``block_fn`` as ``dtype``).
@@ -52,7 +52,7 @@ def blocked_kernel(
     """
     dtype = np.dtype(dtype)
     n = int(X.shape[0])
-    b = block_size or default_block_size(n, dtype.itemsize)
+    b = block_rows or default_block_rows(n, dtype.itemsize)
     Xd = as_row_chunked(X, b)
     Yd = Xd if Y is None else as_row_chunked(Y, b)
     return da.blockwise(

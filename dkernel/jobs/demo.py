@@ -28,7 +28,7 @@ LANDSAT_DEMO: dict[str, Any] = {
         "n_seeds": 500,
         "n_density": 20000,
         "density": "seeds",
-        "spectral_fraction": 0.2,
+        "sigma_fraction": 0.2,
         "segments": "gpkg",
     },
     "output": "results/demo-landsat-mssc.zarr",

@@ -6,5 +6,13 @@ from dkernel.kernels.rbf import (
     rbf_block,
     sigma_rule_of_thumb,
 )
+from dkernel.kernels.widths import silverman_normal_reference, silverman_thesis
 
-__all__ = ["DEFAULT_SIGMA_FRACTION", "median_distance", "rbf_block", "sigma_rule_of_thumb"]
+__all__ = [
+    "DEFAULT_SIGMA_FRACTION",
+    "median_distance",
+    "rbf_block",
+    "sigma_rule_of_thumb",
+    "silverman_normal_reference",
+    "silverman_thesis",
+]

@@ -32,6 +32,7 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
+from dkernel.kernels.widths import silverman_thesis
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.bands import apply_band_norm, resolve_band_norm
 from dkernel.meanshift.graph import (
@@ -225,7 +226,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         if self.seeds == "all":
             seeds, seed_w = sample, None
         elif self.seeds == "grid":
-            h0 = self.bandwidth or self.bandwidth_factor * K.silverman_bandwidth(sample)
+            h0 = self.bandwidth or self.bandwidth_factor * silverman_thesis(sample)
             seeds, counts = K.grid_seeds(sample, self.bin_size or h0)
             seed_w = counts.astype(np.float64)
         else:
@@ -252,7 +253,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         h = (
             float(self.bandwidth)
             if self.bandwidth is not None
-            else self.bandwidth_factor * K.silverman_bandwidth(sample)
+            else self.bandwidth_factor * silverman_thesis(sample)
         )
 
         res = K.mean_shift(
@@ -341,8 +342,8 @@ class MSSC(MeanShift):
     Samson, Jasper Ridge, the BSDS500 photo 3063 and the Landsat demo scene
     (``benchmarks/bench_mssc_stability.py``): an over-partitioning first stage on a count-weighted
     k-means pre-partition, the size-weighted point-level graph and normalized spectral clustering.
-    The thesis protocol (KECA, ``spectral_fraction=0.2``, Eq. 5.4 normalization, every point a
-    seed) is ``embedding='keca', spectral_fraction=0.2, normalization='cs', seeds='all',
+    The thesis protocol (KECA, ``sigma_fraction=0.2``, Eq. 5.4 normalization, every point a
+    seed) is ``embedding='keca', sigma_fraction=0.2, normalization='cs', seeds='all',
     density='sample', bandwidth_factor=1.0``.
 
     Parameters
@@ -351,12 +352,13 @@ class MSSC(MeanShift):
         Number of output clusters (= embedding dimension, as in 001 §5.6).
     bandwidth : float, optional
         Mean-shift bandwidth h_ms (``bandwidth_factor`` × Silverman's rule when None).
-    spectral_bandwidth : float, optional
-        Bandwidth of the Cauchy–Schwarz affinity; default ``spectral_fraction`` times the
-        median pairwise distance of the fitted sample (the project's RBF rule of thumb),
-        at least ``h_ms``.
-    spectral_fraction : float
-        Fraction of the median pairwise distance used when ``spectral_bandwidth`` is None.
+    sigma : float, optional
+        Kernel width h_spec of the Cauchy–Schwarz affinity; default ``sigma_fraction`` times
+        the median pairwise distance of the fitted sample (the project's RBF rule of thumb),
+        at least ``h_ms``. (Formerly ``spectral_bandwidth``.)
+    sigma_fraction : float
+        Fraction of the median pairwise distance used when ``sigma`` is None (formerly
+        ``spectral_fraction``).
         Default 0.5 (001 §5.5's 'global' scale): with NJW it beats 0.2 (the RBF rule of thumb,
         DESIGN §3.3) on Samson, Jasper and BSDS 3063.
     embedding : {'njw', 'kpca', 'keca'}
@@ -423,7 +425,8 @@ class MSSC(MeanShift):
     eigenvalues_ : ndarray (n_clusters,)
     partition_labels_ : ndarray (m,)
     partition_sizes_ : ndarray (m,)
-    spectral_bandwidth_ : float
+    sigma_ : float
+        The affinity's kernel width h_spec (formerly ``spectral_bandwidth_``).
     band_norm_ : {'unit', 'none'}
         What ``band_norm`` resolved to; ``modes_``, ``density_`` and ``seeds_`` live in the
         scaled space.
@@ -437,8 +440,8 @@ class MSSC(MeanShift):
         n_clusters: int = 2,
         *,
         bandwidth: float | None = None,
-        spectral_bandwidth: float | None = None,
-        spectral_fraction: float = 0.5,
+        sigma: float | None = None,
+        sigma_fraction: float = 0.5,
         embedding: str = "njw",
         affinity: str = "auto",
         n_rff: int = 1000,
@@ -477,8 +480,8 @@ class MSSC(MeanShift):
             random_state=random_state,
         )
         self.n_clusters = n_clusters
-        self.spectral_bandwidth = spectral_bandwidth
-        self.spectral_fraction = spectral_fraction
+        self.sigma = sigma
+        self.sigma_fraction = sigma_fraction
         self.embedding = embedding
         self.affinity = affinity
         self.n_rff = n_rff
@@ -492,8 +495,8 @@ class MSSC(MeanShift):
     _parameter_constraints: dict = {
         **MeanShift._parameter_constraints,
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "spectral_bandwidth": [_POSITIVE, None],
-        "spectral_fraction": [_POSITIVE],
+        "sigma": [_POSITIVE, None],
+        "sigma_fraction": [_POSITIVE],
         "embedding": [StrOptions({"keca", "kpca", "njw"})],
         "affinity": [StrOptions({"auto", "exact", "sample", "rff"})],
         "n_rff": [Interval(Integral, 1, None, closed="left")],
@@ -574,7 +577,7 @@ class MSSC(MeanShift):
         m = self.n_partitions_
         n = int(X.shape[0])
         seed = seed_from_random_state(self.random_state)
-        h_spec = self.spectral_bandwidth
+        h_spec = self.sigma
         if h_spec is None:
             from dkernel.kernels import sigma_rule_of_thumb
 
@@ -583,12 +586,12 @@ class MSSC(MeanShift):
             h_spec = max(
                 sigma_rule_of_thumb(
                     self._fit_sample_,
-                    fraction=self.spectral_fraction,
+                    fraction=self.sigma_fraction,
                     seed=derive_seed(seed, "sigma"),
                 ),
                 self.bandwidth_,
             )
-        self.spectral_bandwidth_ = float(h_spec)
+        self.sigma_ = float(h_spec)
 
         method = self.affinity
         if method == "auto":
@@ -603,11 +606,11 @@ class MSSC(MeanShift):
                 )
             Xn = as_numpy(X, np.float64)
             labels = as_numpy(labels)
-            S = K.cs_pair_sums_block(Xn, labels, Xn, labels, m, self.spectral_bandwidth_)
+            S = K.cs_pair_sums_block(Xn, labels, Xn, labels, m, self.sigma_)
             sizes = np.bincount(labels, minlength=m)
         else:
             W, b = K.rff_params(
-                X.shape[1], self.n_rff, self.spectral_bandwidth_, derive_rng(seed, "mssc", "rff")
+                X.shape[1], self.n_rff, self.sigma_, derive_rng(seed, "mssc", "rff")
             )
             if is_dask_array(X):
                 F, sizes = compute_with_progress(
@@ -663,7 +666,7 @@ class MSSC(MeanShift):
             take = sample_sizes(sizes, EXACT_AFFINITY_MAX)
             Xn = as_numpy(X)
             _, ls, Xs = stratified_sample(Xn, labels, take, salt)
-        S = _sampled_pair_sums(Xs, ls, sizes, take, self.spectral_bandwidth_)
+        S = _sampled_pair_sums(Xs, ls, sizes, take, self.sigma_)
         return S, sizes
 
     def _second_stage(self, seed: int | None) -> None:

@@ -1,8 +1,8 @@
 """Numeric kernels of Gaussian mean shift and MSSC (NumPy/SciPy only, no Dask, no I/O).
 
 Sources: seed 001 §2.4 (Eq. 2.57 mean shift step, blurring variant), Eq. 5.1 (Silverman's
-rule), Eq. 5.3/5.4 (Cauchy–Schwarz partition affinity), §6.1.2 ("adaptive thresholding":
-end points are grouped relative to how far the vectors moved) and §7.1 (seeds from a
+rule, :func:`dkernel.kernels.silverman_thesis`), Eq. 5.3/5.4 (Cauchy–Schwarz partition
+affinity), §6.1.2 ("adaptive thresholding": end points are grouped relative to how far the vectors moved) and §7.1 (seeds from a
 pre-partition, density from a sample, new points run mean shift against the stored density).
 
 All functions work on in-memory blocks and bound their temporaries to ``block_rows`` rows
@@ -22,38 +22,6 @@ from dkernel.errors import InvalidInputError
 
 #: Bytes one temporary kernel block may take (rows × density points × itemsize).
 BLOCK_BYTES = 32 * 2**20
-
-
-def silverman_bandwidth(X: np.ndarray) -> float:
-    """Silverman's rule of thumb for a scalar Gaussian bandwidth (seed 001 Eq. 5.1).
-
-    ``h^2 = tr(Σ_X)/d · (4 / ((2d + 1) N))^{2/(d+4)}`` with ``d`` features and ``N`` samples
-    (Eq. 5.1 writes one symbol for both; we read the first as the dimension, which makes
-    ``tr(Σ)/d`` the average variance, as in Silverman's multivariate rule).
-
-    Parameters
-    ----------
-    X : ndarray of shape (N, d)
-
-    Returns
-    -------
-    float
-
-    Notes
-    -----
-    O(N d) time, O(d) extra memory.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    n, d = X.shape
-    if n < 2:
-        raise InvalidInputError(f"Silverman's rule needs at least 2 samples; got {n}.")
-    avg_var = float(X.var(axis=0, ddof=1).sum()) / d
-    if not avg_var > 0:
-        raise InvalidInputError(
-            "All samples coincide (zero variance), so Silverman's rule cannot choose the "
-            "bandwidth; pass bandwidth explicitly."
-        )
-    return float(np.sqrt(avg_var * (4.0 / ((2 * d + 1) * n)) ** (2.0 / (d + 4))))
 
 
 def _block_rows(n_density: int, itemsize: int) -> int:

@@ -57,7 +57,7 @@ class _DenseKernelEmbedding(
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "n_init": [Interval(Integral, 1, None, closed="left")],
-        "block_size": [Interval(Integral, 1, None, closed="left"), None],
+        "block_rows": [Interval(Integral, 1, None, closed="left"), None],
         "dtype": [StrOptions({"float32", "float64"})],
         # a size such as "4GB" or bytes; parsed and checked by dkernel._budget
         "max_memory": [str, Interval(Real, 0, None, closed="neither"), None],
@@ -74,7 +74,7 @@ class _DenseKernelEmbedding(
         sigma_fraction: float = DEFAULT_SIGMA_FRACTION,
         n_clusters: int | None = None,
         n_init: int = 10,
-        block_size: int | None = None,
+        block_rows: int | None = None,
         dtype: str = "float64",
         max_memory: str | float | None = None,
         random_state: int | None = None,
@@ -86,7 +86,7 @@ class _DenseKernelEmbedding(
         self.sigma_fraction = sigma_fraction
         self.n_clusters = n_clusters
         self.n_init = n_init
-        self.block_size = block_size
+        self.block_rows = block_rows
         self.dtype = dtype
         self.max_memory = max_memory
         self.random_state = random_state
@@ -125,7 +125,7 @@ class _DenseKernelEmbedding(
     # -- kernel --------------------------------------------------------------------------
     def _kernel_graph(self, X: Any, Y: Any = None) -> da.Array:
         return blocked_kernel(
-            self.kernel_.block, X, Y, block_size=self.block_size, dtype=self.dtype
+            self.kernel_.block, X, Y, block_rows=self.block_rows, dtype=self.dtype
         )
 
     def kernel_matrix(self, X: Any) -> da.Array:
@@ -279,8 +279,9 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         When set, ``fit`` also runs Euclidean k-means (best of ``n_init``) on the embedding.
     n_init : int
         k-means restarts.
-    block_size : int, optional
-        Rows per kernel block.
+    block_rows : int, optional
+        Rows (and columns) per block of the kernel matrix (blocks are ``block_rows`` ×
+        ``block_rows``); by default about 64 MiB per block. (Formerly ``block_size``.)
     dtype : {'float64', 'float32'}
         Kernel block dtype.
     max_memory : str or float, optional
@@ -330,7 +331,7 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         centered: bool = True,
         n_clusters: int | None = None,
         n_init: int = 10,
-        block_size: int | None = None,
+        block_rows: int | None = None,
         dtype: str = "float64",
         max_memory: str | float | None = None,
         random_state: int | None = None,
@@ -343,7 +344,7 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
             sigma_fraction=sigma_fraction,
             n_clusters=n_clusters,
             n_init=n_init,
-            block_size=block_size,
+            block_rows=block_rows,
             dtype=dtype,
             max_memory=max_memory,
             random_state=random_state,

@@ -32,7 +32,7 @@ def test_posteriors_sum_to_one_and_oos_of_training_points_equal_in_sample(
 ):
     X, y = blobs
     model = KernelDecompositionClustering(
-        3, kernel="gaussian", bandwidth=0.05, n_neighbors=n_neighbors, random_state=0
+        3, kernel="gaussian", sigma=0.05, n_neighbors=n_neighbors, random_state=0
     )
     model.fit(as_kind(X, array_kind, chunk_rows=70))
     assert clustering_accuracy(y, model.labels_) == 1.0
@@ -53,7 +53,7 @@ def test_posteriors_sum_to_one_and_oos_of_training_points_equal_in_sample(
 
 def test_new_points_posteriors_crisp_and_score(blobs):
     X, y = blobs
-    model = KernelDecompositionClustering(3, **PAPER, bandwidth=0.05, random_state=0).fit(X)
+    model = KernelDecompositionClustering(3, **PAPER, sigma=0.05, random_state=0).fit(X)
     Z, yz = make_blobs(
         n_samples=90, centers=[[0, 0], [3, 0], [0, 3]], cluster_std=0.3, random_state=1
     )
@@ -76,7 +76,7 @@ def test_too_wide_or_narrow_width_lowers_heldout_likelihood(blobs):
     X, _ = blobs
     tr, va = X[::2], X[1::2]
     scores = [
-        KernelDecompositionClustering(3, **PAPER, bandwidth=h, random_state=0).fit(tr).score(va)
+        KernelDecompositionClustering(3, **PAPER, sigma=h, random_state=0).fit(tr).score(va)
         for h in (0.003, 0.04, 0.6)
     ]
     assert scores[1] > scores[0] and scores[1] > scores[2]
@@ -96,19 +96,19 @@ def test_cosine_kernel_on_count_data(rng):
 
 def test_fit_predict_clone_and_determinism(blobs):
     X, _ = blobs
-    a = KernelDecompositionClustering(3, **PAPER, bandwidth=0.05, random_state=3)
+    a = KernelDecompositionClustering(3, **PAPER, sigma=0.05, random_state=3)
     la = a.fit_predict(X)
     b = clone(a).fit(X)
     np.testing.assert_array_equal(la, b.labels_)
     np.testing.assert_array_equal(a.H_, b.H_)
 
 
-def test_gaussian_default_bandwidth_is_silverman(blobs):
+def test_gaussian_default_sigma_is_silverman(blobs):
     X, _ = blobs
     model = KernelDecompositionClustering(3, **PAPER, random_state=0).fit(X)
     n, p = X.shape
     s = np.mean(np.std(X, axis=0, ddof=1))
-    assert model.bandwidth_ == pytest.approx((4 / (p + 2)) ** (1 / (p + 4)) * n ** (-1 / 6) * s)
+    assert model.sigma_ == pytest.approx((4 / (p + 2)) ** (1 / (p + 4)) * n ** (-1 / 6) * s)
 
 
 def test_errors(blobs):
@@ -117,8 +117,8 @@ def test_errors(blobs):
         KernelDecompositionClustering(3).predict(X)
     with pytest.raises(InvalidInputError, match="n_clusters"):
         KernelDecompositionClustering(0).fit(X)
-    with pytest.raises(InvalidInputError, match="bandwidth"):
-        KernelDecompositionClustering(2, kernel="gaussian", bandwidth=-1.0).fit(X)
+    with pytest.raises(InvalidInputError, match="sigma"):
+        KernelDecompositionClustering(2, kernel="gaussian", sigma=-1.0).fit(X)
     with pytest.raises(InvalidInputError, match="kernel"):
         KernelDecompositionClustering(2, kernel="rbf").fit(X)
     with pytest.raises(InvalidInputError, match="loss"):
@@ -127,6 +127,6 @@ def test_errors(blobs):
         KernelDecompositionClustering(2).fit(np.where(X > 0.9, np.nan, X))
     with pytest.raises(ResourceLimitError, match="n_neighbors"):
         KernelDecompositionClustering(2, **PAPER, max_memory="1MB").fit(X)
-    model = KernelDecompositionClustering(2, **PAPER, bandwidth=0.1).fit(X)
+    model = KernelDecompositionClustering(2, **PAPER, sigma=0.1).fit(X)
     with pytest.raises(InvalidInputError, match="features"):
         model.predict(np.ones((3, 5)))

@@ -33,7 +33,7 @@ def test_selection_job_writes_surface_factors_and_posteriors(tmp_path, client):
     spec = _spec(
         tmp_path / "s.zarr",
         kernel="gaussian",
-        bandwidths=[0.02, 0.1, 0.6],
+        sigmas=[0.02, 0.1, 0.6],
         n_clusters=[2, 3],
         n_repeats=2,
         n_init=2,
@@ -43,7 +43,8 @@ def test_selection_job_writes_surface_factors_and_posteriors(tmp_path, client):
     assert tree.attrs["status"] == "complete"
     sel = tree["selection"]
     assert sel["error"].shape == (2, 1, 3, 2)
-    assert sel.attrs["chosen_bandwidth"] in (0.02, 0.1, 0.6)
+    assert sel.attrs["chosen_bandwidth"] in (0.02, 0.1, 0.6)  # the key before sigma, kept
+    assert sel.attrs["chosen_sigma"] == sel.attrs["chosen_bandwidth"]
     hm = sel["error_vs_bandwidth_mean"].values[0]
     assert np.argmin(hm) == 1  # too narrow and too wide both generalise worse
     dec = tree["decomposition"]
@@ -60,7 +61,7 @@ def test_selection_job_writes_surface_factors_and_posteriors(tmp_path, client):
 
 def test_single_knn_model_job(tmp_path, client):
     spec = _spec(
-        tmp_path / "k.zarr", kernel="gaussian", bandwidths=[0.1], n_clusters=[3], n_neighbors=[15]
+        tmp_path / "k.zarr", kernel="gaussian", sigmas=[0.1], n_clusters=[3], n_neighbors=[15]
     )
     tree = open_results(run_job(spec, client=client, progress=False, quiet=True))
     assert "selection" not in tree.children
@@ -97,14 +98,15 @@ def test_default_job_is_the_estimators_default_model(tmp_path, client):
     )
     dec = tree["decomposition"]
     assert dec.attrs["kernel"] == "local_scaling"
-    assert "bandwidth" not in dec.attrs and dec.attrs["median_sigma"] > 0
+    assert "sigma" not in dec.attrs and "bandwidth" not in dec.attrs
+    assert dec.attrs["median_sigma"] > 0
     assert float(tree["metrics"]["acc"]) > 0.8
     np.testing.assert_allclose(tree["posteriors"]["posteriors"].values.sum(1), 1.0, atol=1e-10)
 
 
 def test_local_scaling_job_refuses_widths_and_grids(tmp_path):
     for params, match in (
-        ({"n_clusters": [3], "bandwidths": [0.1]}, "bandwidths"),
+        ({"n_clusters": [3], "sigmas": [0.1]}, "sigmas"),
         ({"n_clusters": [2, 3]}, "kernel: gaussian"),
         ({"n_clusters": [3], "n_neighbors": [150]}, "n_neighbors"),
     ):
@@ -129,7 +131,7 @@ def test_job_defaults_equal_the_estimator_defaults():
     job = {p.name: p.default for p in PARAMS}
     # list-valued job parameters hold one entry per model of the grid; 0 neighbours = dense
     assert job["n_neighbors"] == [defaults["n_neighbors"] or 0]
-    assert job["bandwidths"] is None and defaults["bandwidth"] is None
+    assert job["sigmas"] is None and defaults["sigma"] is None
     shared = [
         name for name in job if name in defaults and name not in ("n_clusters", "n_neighbors")
     ]

@@ -126,10 +126,10 @@ def test_bad_parameters_raise_clear_errors(small):
         ({"scale_neighbors": n}, "scale_neighbors"),
         ({"scale_neighbors": 0}, "scale_neighbors"),
         ({"scale_neighbors": 2.5}, "scale_neighbors"),
-        ({"bandwidth": 0.1}, "bandwidth"),
-        ({"kernel": "gaussian", "bandwidth": np.inf}, "bandwidth"),
-        ({"kernel": "gaussian", "bandwidth": np.nan}, "bandwidth"),
-        ({"kernel": "gaussian", "bandwidth": 0.0}, "bandwidth"),
+        ({"sigma": 0.1}, "sigma"),
+        ({"kernel": "gaussian", "sigma": np.inf}, "sigma"),
+        ({"kernel": "gaussian", "sigma": np.nan}, "sigma"),
+        ({"kernel": "gaussian", "sigma": 0.0}, "sigma"),
     ]
     for params, match in bad:
         with pytest.raises(InvalidInputError, match=match):

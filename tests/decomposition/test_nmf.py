@@ -28,7 +28,7 @@ def _random_stochastic(rng, n, C):
 
 def _kernel(rng, n=30, h=0.25):
     X = np.vstack([rng.normal(0, 0.1, (n // 2, 2)), rng.normal(1, 0.1, (n - n // 2, 2))])
-    Kc, log_norm = row_normalize_log(density_log_kernel(X, X, bandwidth=h))
+    Kc, log_norm = row_normalize_log(density_log_kernel(X, X, sigma=h))
     return X, Kc, log_norm
 
 
@@ -122,11 +122,11 @@ def test_sparse_and_dense_agree(rng, loss):
 
 def test_truncation_only_drops_negligible_entries(rng):
     X = rng.random((200, 2))
-    Kc, _ = row_normalize_log(density_log_kernel(X, X, bandwidth=0.01))
+    Kc, _ = row_normalize_log(density_log_kernel(X, X, sigma=0.01))
     T = truncate_kernel(Kc)
     assert sparse.issparse(T)
     assert np.abs(T.toarray() - Kc).max() < 1e-12
-    wide, _ = row_normalize_log(density_log_kernel(X, X, bandwidth=0.5))
+    wide, _ = row_normalize_log(density_log_kernel(X, X, sigma=0.5))
     assert truncate_kernel(wide) is wide
 
 
@@ -134,7 +134,7 @@ def test_posteriors_and_loglik_match_eq8_and_eq14(rng):
     X, Kc, log_norm = _kernel(rng, n=16)
     fit = fit_aggregate_markov(Kc, log_norm, 2, seed=0)
     Z = rng.random((5, 2))
-    logK = density_log_kernel(Z, X, bandwidth=0.25)
+    logK = density_log_kernel(Z, X, sigma=0.25)
     K = np.exp(logK)
     Kz = K / K.sum(1, keepdims=True)
     P = posteriors(Kz, fit.H)
@@ -177,7 +177,7 @@ def test_kl_preserves_the_marginal_so_eq14_cannot_select_c(rng):
         np.testing.assert_allclose(fit.W @ fit.H.mean(1), target, atol=1e-10)
     lls = []
     Z = rng.random((20, 2))
-    logK = density_log_kernel(Z, X, bandwidth=0.25)
+    logK = density_log_kernel(Z, X, sigma=0.25)
     for C in (2, 4):
         fit = fit_aggregate_markov(Kc, log_norm, C, loss="euclidean", seed=0, n_init=1)
         assert np.abs(fit.W @ fit.H.mean(1) - target).max() > 1e-6  # KL: < 1e-10
@@ -194,7 +194,7 @@ def test_knn_spectral_init_is_not_captured_by_isolated_outliers(rng):
     X = np.vstack(
         [rng.normal(0, 0.05, (150, 2)), rng.normal(1, 0.05, (150, 2)), rng.uniform(3, 6, (5, 2))]
     )
-    ind, logK = knn_log_kernel(X, X, bandwidth=0.02, n_neighbors=8)
+    ind, logK = knn_log_kernel(X, X, sigma=0.02, n_neighbors=8)
     Kc, log_norm = knn_to_csr(ind, logK, X.shape[0])
     U = spectral_embedding(Kc, log_norm, 2)
     labels = euclidean_kmeans(U, 2, random_state=0)[0]
@@ -208,7 +208,7 @@ def test_eq14_ties_for_every_c_with_crisp_posteriors():
     centres = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(c, 0.05, (40, 2)) for c in centres])
-    Kc, log_norm = row_normalize_log(density_log_kernel(X, X, bandwidth=0.05))
+    Kc, log_norm = row_normalize_log(density_log_kernel(X, X, sigma=0.05))
     target = Kc.mean(axis=0)
     gap = {}
     for C in (1, 2, 3):

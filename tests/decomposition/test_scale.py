@@ -113,10 +113,10 @@ def test_threaded_tree_order_search_equals_plain_kneighbors(rng, threads):
     dist, ind = index.kneighbors(X, 6)
     order = spatial_order(X)
     assert np.array_equal(np.sort(order), np.arange(500))
-    d2, i2 = threaded_kneighbors(index, X, 6, order=order, block_size=37, n_threads=threads)
+    d2, i2 = threaded_kneighbors(index, X, 6, order=order, block_rows=37, n_threads=threads)
     assert np.array_equal(i2, ind) and np.array_equal(d2, dist)
     brute = NearestNeighbors(algorithm="brute").fit(X)
-    d3, i3 = threaded_kneighbors(brute, X, 6, block_size=64, n_threads=threads)
+    d3, i3 = threaded_kneighbors(brute, X, 6, block_rows=64, n_threads=threads)
     assert np.array_equal(i3, ind) and np.allclose(d3, dist, atol=1e-6)  # brute: sqrt of ~0
 
 
@@ -132,5 +132,5 @@ def test_large_n_path_fits_like_the_small_n_path(rng, monkeypatch):
     assert np.array_equal(again.labels_, large.labels_)
     assert np.array_equal(again.W_, large.W_)
     # out of sample on threads, in blocks: the training rows' posteriors
-    model = KernelDecompositionClustering(4, random_state=0, block_size=50).fit(X)
+    model = KernelDecompositionClustering(4, random_state=0, block_rows=50).fit(X)
     assert np.allclose(model.predict_proba(X), model.posteriors_, atol=1e-12)

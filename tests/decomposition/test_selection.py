@@ -28,7 +28,7 @@ def test_choose_largest_minimiser_with_paired_standard_error(rng):
 
 def test_merge_by_flow_joins_parts_of_the_same_cluster(rng):
     X = np.vstack([rng.normal(0, 0.05, (60, 2)), rng.normal(1, 0.05, (60, 2))])
-    Kc, _ = row_normalize_log(density_log_kernel(X, X, bandwidth=0.05))
+    Kc, _ = row_normalize_log(density_log_kernel(X, X, sigma=0.05))
     parts = np.concatenate([np.repeat([0, 1, 2], 20), np.repeat([3, 4, 5], 20)])
     perm = rng.permutation(6)
     merged = merge_by_flow(Kc, perm[parts], 2)
@@ -45,7 +45,7 @@ def surface():
     return select_model(
         X,
         y,
-        bandwidths=[0.003, 0.04, 0.5],
+        sigmas=[0.003, 0.04, 0.5],
         n_clusters=[1, 2, 3, 4, 5],
         n_repeats=4,
         n_init=2,
@@ -56,15 +56,15 @@ def surface():
 def test_select_model_interior_width_and_cluster_number(surface):
     res = surface
     assert res.errors.shape == (4, 1, 3, 5)
-    hm, hs = res.error_vs_bandwidth()
+    hm, hs = res.error_vs_sigma()
     assert np.argmin(hm[0]) == 1 and (hs >= 0).all()
-    assert res.chosen["bandwidth"] == 0.04
+    assert res.chosen["sigma"] == 0.04
     assert res.chosen["n_clusters"] == 3
     acc = res.accuracy[:, 0, 1, 2]
     assert acc.min() >= 0.98
     assert res.confidence[:, 0, 1, 2].mean() > 0.95
     model = res.best_estimator
-    assert model.n_clusters == 3 and model.bandwidth_ == 0.04
+    assert model.n_clusters == 3 and model.sigma_ == 0.04
 
 
 def test_surface_as_dataset(surface):
@@ -82,7 +82,7 @@ def test_select_model_with_knn_splits_protocol(rng):
     splits = [(tr[rng.permutation(100)[:80]], val, y[:100]) for _ in range(3)]
     res = select_model(
         splits=splits,
-        bandwidths=[0.05],
+        sigmas=[0.05],
         n_clusters=[1, 2, 3],
         n_neighbors=[5, 20],
         n_init=2,
@@ -93,13 +93,13 @@ def test_select_model_with_knn_splits_protocol(rng):
     assert res.chosen["n_neighbors"] in (5, 20)
     assert res.accuracy[:, :, 0, 1].mean() > 0.95
     with pytest.raises(InvalidInputError, match="splits"):
-        select_model(bandwidths=[0.1], n_clusters=[2])
+        select_model(sigmas=[0.1], n_clusters=[2])
 
 
 def test_select_on_a_subsample_then_refit_on_every_point():
     X, y = make_blobs(n_samples=600, centers=[[0, 0], [3, 0]], cluster_std=0.4, random_state=2)
     X = (X - X.min(0)) / (X.max(0) - X.min(0))
-    grid = dict(bandwidths=[0.05], n_clusters=[1, 2, 3], n_neighbors=[10], n_init=2, n_repeats=2)
+    grid = dict(sigmas=[0.05], n_clusters=[1, 2, 3], n_neighbors=[10], n_init=2, n_repeats=2)
     res = select_model(X, y, max_samples=200, random_state=0, **grid)
     assert res.meta["max_samples"] == 200 and res.chosen["n_neighbors"] == 10
     assert res.best_estimator.W_.shape[0] == 600  # refitted on all points

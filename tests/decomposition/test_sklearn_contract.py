@@ -1,4 +1,5 @@
-"""KernelDecompositionClustering under scikit-learn's common checks and GridSearchCV."""
+"""KernelDecompositionClustering in scikit-learn: pickling and GridSearchCV (the common checks
+run in tests/test_estimator_checks.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,8 @@ from sklearn.metrics import adjusted_rand_score, make_scorer
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dkernel.decomposition import KernelDecompositionClustering
-
-
-@parametrize_with_checks([KernelDecompositionClustering()])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 @pytest.fixture
@@ -43,7 +38,7 @@ def test_fitted_model_pickles(blobs):
         ),
         (  # the paper's model selection: held-out log-likelihood (the estimator's score)
             KernelDecompositionClustering(3, kernel="gaussian", n_neighbors=None, random_state=0),
-            {"kerneldecompositionclustering__bandwidth": [0.3, 0.6]},
+            {"kerneldecompositionclustering__sigma": [0.3, 0.6]},
             None,
         ),
     ],

@@ -6,7 +6,13 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from dkernel.errors import InvalidInputError, NotFittedError, NumericalWarning, ResourceLimitError
+from dkernel.errors import (
+    DKernelWarning,
+    InvalidInputError,
+    NotFittedError,
+    NumericalWarning,
+    ResourceLimitError,
+)
 from dkernel.gmm.pck import ProbabilisticClusterKernel, feature_map_degrees
 from dkernel.testing import as_kind, assert_equal_up_to_row_blocking
 
@@ -67,7 +73,7 @@ def test_sparse_transform_drops_small_posteriors(monkeypatch):
     pck = ProbabilisticClusterKernel(**SMALL).fit(X)
     import dkernel.gmm.graph as graph
 
-    monkeypatch.setattr(graph, "row_block_size", lambda *a, **k: 70)  # several row blocks
+    monkeypatch.setattr(graph, "default_block_rows", lambda *a, **k: 70)  # several row blocks
     monkeypatch.setattr(graph, "POSTERIOR_BLOCK_ROWS", 35)  # of several sub-blocks each
     G = pck.transform(X)
     S = pck.transform(X, sparse_threshold=1e-4)
@@ -194,10 +200,23 @@ def test_inf_in_dask_input_is_an_error():
         ProbabilisticClusterKernel(**SMALL).fit(da.from_array(X, chunks=(50, 4)))
 
 
-def test_subsample_smaller_than_max_components_is_an_error():
+def test_subsample_smaller_than_max_components_caps_them_with_a_warning():
     X, _ = _blobs(n=40)
-    with pytest.raises(InvalidInputError, match="fewer than max_components=30"):
-        ProbabilisticClusterKernel(max_components=30, subsample=0.5).fit(X)
+    with pytest.warns(DKernelWarning, match=r"fewer than max_components=30: .* g = 2\.\.20"):
+        model = ProbabilisticClusterKernel(max_components=30, subsample=0.5, random_state=0).fit(X)
+    assert model.max_components == 30 and model.max_components_ == 20
+    assert model.normalizer_ == model.n_inits * (20 - 1)
+    assert set(model.model_components_) == set(range(2, 21))
+    # the same ensemble as asking for G = 20 directly
+    direct = ProbabilisticClusterKernel(max_components=20, subsample=0.5, random_state=0).fit(X)
+    assert direct.max_components_ == 20
+    np.testing.assert_array_equal(model.transform(X), direct.transform(X))
+
+
+def test_a_subsample_of_fewer_than_two_rows_is_an_error():
+    X, _ = _blobs(n=40)
+    with pytest.raises(InvalidInputError, match="smallest model .* needs at least 2"):
+        ProbabilisticClusterKernel(subsample=0.02).fit(X)
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,7 @@
-"""The scikit-learn contract of ProbabilisticClusterKernel (issue 16, item 1).
-
-The default construction (Q = G = 30) cannot fit the common checks' data sets: they have at
-most 60 rows, and a subsample of half of them is smaller than max_components = 30, which is
-refused on purpose (``test_subsample_smaller_than_max_components_is_an_error``). The checks
-therefore run on small ensembles, and a test pins that the default's failures are all that
-refusal.
+"""The scikit-learn contract of ProbabilisticClusterKernel (issue 16, item 1): pickling, tags,
+``set_output``, feature names and Dask input. The common checks (the default construction,
+whose G is capped on their small tables, and the dtype / covariance / missingness / projection
+variants) run in tests/test_estimator_checks.py.
 """
 
 from __future__ import annotations
@@ -15,41 +12,9 @@ import dask.array as da
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
-from sklearn.utils.estimator_checks import check_estimator, parametrize_with_checks
 
 from dkernel import ProbabilisticClusterKernel
 from dkernel.testing import raise_if_dask_computes
-
-#: Declared expected failures (check name -> reason). None: every common check passes.
-EXPECTED_FAILED_CHECKS: dict[str, str] = {}
-
-SMALL = {"n_inits": 3, "max_components": 3, "random_state": 0}
-
-
-@pytest.mark.filterwarnings("ignore::dkernel.errors.NumericalWarning")
-@parametrize_with_checks(
-    [
-        ProbabilisticClusterKernel(**SMALL),
-        ProbabilisticClusterKernel(**SMALL, dtype="float64"),
-        ProbabilisticClusterKernel(**SMALL, covariance_type="full"),
-        ProbabilisticClusterKernel(**SMALL, missingness="informative"),
-        # float32 posteriors of projected rows differ in the last bits (5e-7 absolute, above
-        # the check's atol=1e-7) between a batch and its subset: BLAS blocking, not a bug
-        ProbabilisticClusterKernel(**SMALL, projection=1, dtype="float64"),
-    ],
-    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
-)
-def test_sklearn_common_checks(estimator, check):
-    check(estimator)
-
-
-@pytest.mark.filterwarnings("ignore::dkernel.errors.NumericalWarning")
-def test_default_construction_fails_only_on_the_tiny_check_data():
-    results = check_estimator(ProbabilisticClusterKernel(), on_fail=None, on_skip=None)
-    failed = [r for r in results if r["status"] == "failed"]
-    assert failed, "the default now passes the common checks: test it directly"
-    for r in failed:
-        assert "fewer than max_components=30" in str(r["exception"]), r["check_name"]
 
 
 @pytest.fixture(scope="module")

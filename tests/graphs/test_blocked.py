@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
-from dkernel.graphs.blocked import blocked_kernel, default_block_size
+from dkernel.graphs.blocked import blocked_kernel, default_block_rows
 from dkernel.kernels.rbf import rbf_block, sigma_rule_of_thumb
 from dkernel.testing import as_kind
 
@@ -31,7 +31,7 @@ def test_blocked_rbf_equals_sklearn_when_chunks_do_not_divide_n(
 ):
     X = rng.normal(size=(2000, 5))
     sigma = 1.7
-    K = blocked_kernel(rbf_block, as_kind(X, array_kind, 333), block_size=333, sigma=sigma)
+    K = blocked_kernel(rbf_block, as_kind(X, array_kind, 333), block_rows=333, sigma=sigma)
     assert K.chunks[0][-1] == 2000 % 333
     expected = rbf_kernel(X, gamma=0.5 / sigma**2)
     if scheduler == "distributed":
@@ -45,11 +45,11 @@ def test_blocked_rbf_equals_sklearn_when_chunks_do_not_divide_n(
 
 def test_blocked_rbf_float32_and_rectangular(rng):
     X, Y = rng.normal(size=(250, 3)), rng.normal(size=(130, 3))
-    K = blocked_kernel(rbf_block, X, Y, block_size=64, dtype="float32", sigma=2.0)
+    K = blocked_kernel(rbf_block, X, Y, block_rows=64, dtype="float32", sigma=2.0)
     assert K.dtype == np.float32 and K.shape == (250, 130)
     np.testing.assert_allclose(K.compute(), rbf_kernel(X, Y, gamma=0.125), atol=1e-6)
 
 
 def test_default_block_size_targets_64_mib():
-    assert default_block_size(10**6, 4) == 4096
-    assert default_block_size(100, 8) == 100
+    assert default_block_rows(10**6, 4) == 4096
+    assert default_block_rows(100, 8) == 100

@@ -111,7 +111,7 @@ def test_registry_feeds_the_blocked_writer(rng):
     X = rng.normal(size=(23, 3))
     for name, params in [("rbf", {"sigma": 1.3}), ("cosine", {})]:
         k = make_kernel(name, **params)
-        K = blocked_kernel(k.block, X, block_size=7).compute()
+        K = blocked_kernel(k.block, X, block_rows=7).compute()
         np.testing.assert_allclose(K, k(X), atol=1e-12)
     assert isinstance(make_kernel(k), Kernel)
 

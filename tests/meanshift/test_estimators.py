@@ -7,6 +7,7 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from dkernel.errors import InvalidInputError, NotFittedError
+from dkernel.kernels.widths import silverman_thesis
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.estimators import MSSC, MeanShift, second_stage
 from dkernel.testing import as_kind
@@ -42,9 +43,9 @@ def test_meanshift_all_seeds_matches_kernels(rng):
 
 def test_silverman_default_bandwidth(rng):
     X, _ = _blobs(rng, 50)
-    assert MeanShift().fit(X).bandwidth_ == pytest.approx(K.silverman_bandwidth(X))
+    assert MeanShift().fit(X).bandwidth_ == pytest.approx(silverman_thesis(X))
     ms = MeanShift(bandwidth_factor=0.5).fit(X)
-    assert ms.bandwidth_ == pytest.approx(0.5 * K.silverman_bandwidth(X))
+    assert ms.bandwidth_ == pytest.approx(0.5 * silverman_thesis(X))
 
 
 @pytest.mark.parametrize("seeds", ["all", "grid", "kmeans"])
@@ -114,7 +115,7 @@ THESIS = {
     "n_density": 5000,
     "path_radius": 0.2,
     "bandwidth_factor": 1.0,
-    "spectral_fraction": 0.2,
+    "sigma_fraction": 0.2,
 }
 
 
@@ -130,9 +131,7 @@ def test_mssc_toy_beats_direct_spectral():
     kpca = euclidean_kmeans(kpca_embedding(Kx, 3).embedding, 3, n_init=10, random_state=0)[0]
     keca = angular_kmeans(keca_embedding(Kx, 3).embedding, 3, n_init=10, random_state=0)[0]
     direct = max(adjusted_rand_score(y, kpca), adjusted_rand_score(y, keca))
-    m = MSSC(
-        3, bandwidth=1.0, spectral_bandwidth=h, blurring=True, max_iter=50, n_init=10, **THESIS
-    ).fit(X)
+    m = MSSC(3, bandwidth=1.0, sigma=h, blurring=True, max_iter=50, n_init=10, **THESIS).fit(X)
     assert adjusted_rand_score(y, m.labels_) > direct + 0.1
     assert (m.predict(X) == m.labels_).mean() >= 0.99
 
@@ -161,7 +160,7 @@ def test_mssc_blobs_and_attributes(rng, embedding, normalization):
 def test_mssc_rff_matches_exact_on_blobs(rng, array_kind):
     X, y = _blobs(rng, 150)
     # Eq. 5.4 affinities (in [0, 1]) so that one absolute tolerance fits every entry
-    kw = {"spectral_bandwidth": 2.0, "normalization": "cs", "n_init": 10, "random_state": 0}
+    kw = {"sigma": 2.0, "normalization": "cs", "n_init": 10, "random_state": 0}
     exact = MSSC(3, bandwidth=0.3, affinity="exact", **kw).fit(X)
     rff = MSSC(3, bandwidth=0.3, affinity="rff", n_rff=3000, **kw).fit(as_kind(X, array_kind))
     np.testing.assert_allclose(rff.affinity_, exact.affinity_, atol=0.05)
@@ -232,11 +231,11 @@ def test_spectral_fraction_sets_default_bandwidth(rng):
     from dkernel.kernels import sigma_rule_of_thumb
 
     X, _ = _blobs(rng, 60)
-    m = MSSC(3, bandwidth=0.3, spectral_fraction=0.5, n_init=5, random_state=0).fit(X)
+    m = MSSC(3, bandwidth=0.3, sigma_fraction=0.5, n_init=5, random_state=0).fit(X)
     ref = sigma_rule_of_thumb(X, fraction=0.5, seed=derive_seed(0, "sigma"))
-    assert m.spectral_bandwidth_ == pytest.approx(max(ref, 0.3))
-    with pytest.raises(InvalidInputError, match="'spectral_fraction' parameter of MSSC"):
-        MSSC(3, bandwidth=0.3, spectral_fraction=0.0).fit(X)
+    assert m.sigma_ == pytest.approx(max(ref, 0.3))
+    with pytest.raises(InvalidInputError, match="'sigma_fraction' parameter of MSSC"):
+        MSSC(3, bandwidth=0.3, sigma_fraction=0.0).fit(X)
 
 
 def test_errors(rng):

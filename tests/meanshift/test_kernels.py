@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from dkernel.errors import InvalidInputError
 from dkernel.meanshift import kernels as K
 
 
@@ -67,16 +65,6 @@ def test_blurring_converges_faster(rng):
     bl = K.mean_shift(X, X, 0.6, blurring=True, max_iter=500, tol=1e-4)
     assert bl.converged and nb.converged
     assert bl.n_iter < nb.n_iter
-
-
-def test_silverman_eq_5_1(rng):
-    X = rng.normal(size=(500, 4)) * [1, 2, 3, 4]
-    n, d = X.shape
-    tr = np.trace(np.cov(X.T))
-    expected = np.sqrt(tr / d * (4 / ((2 * d + 1) * n)) ** (2 / (d + 4)))
-    assert K.silverman_bandwidth(X) == pytest.approx(expected)
-    with pytest.raises(InvalidInputError, match="bandwidth explicitly"):
-        K.silverman_bandwidth(np.ones((5, 2)))
 
 
 def test_group_modes_two_blobs(rng):

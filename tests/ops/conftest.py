@@ -195,7 +195,7 @@ def method_specs(tmp: Path) -> dict[str, dict]:
             "params": {
                 "kernel": "gaussian",  # held-out selection over widths: the paper's kernel
                 "n_clusters": [2, 3],
-                "bandwidths": [0.1, 0.2],
+                "sigmas": [0.1, 0.2],
                 "n_repeats": 2,
             },
         },

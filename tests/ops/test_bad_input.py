@@ -190,15 +190,6 @@ def test_n_clusters_larger_than_n(work):
     expect_invalid(work, _spec(params={"n_clusters": 31}), r"n_clusters \(31\) is larger than .*30")
 
 
-def test_pck_components_not_below_subsample(work):
-    # KPPR with a PCK kernel fits each GMM on half of the n_fit rows: G = 20 ≥ 15 rows
-    spec = _spec(
-        method="kppr",
-        params={"kernel": "pck", "pck_max_components": 20, "pck_n_inits": 2, "n_fit": 30},
-    )
-    expect_invalid(work, spec, r"max_components.*subsample|subsample .* fewer than max_components")
-
-
 def test_pck_spectral_components_not_below_subsample(work):
     spec = _spec(method="pck-spectral", params={"n_clusters": 2, "max_components": 16})
     expect_invalid(work, spec, r"subsample \(0\.5\) of 30 rows gives 15 rows, fewer than")

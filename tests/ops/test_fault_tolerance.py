@@ -171,7 +171,7 @@ def test_runner_killed_mid_write_then_resume(tmp_path, client, ops):
 
     body = {
         "data": {"reader": "sklearn", "name": "wine", "standardize": True},
-        "params": {"n_clusters": 3, "block_size": 16, "n_init": 3},
+        "params": {"n_clusters": 3, "block_rows": 16, "n_init": 3},
     }
     spec = ops.write_spec(tmp_path / "k.yaml", "rbf-spectral", body, tmp_path / "k-spec.zarr")
     reference = run_job(spec, output=tmp_path / "ref.zarr", client=client, progress=False)

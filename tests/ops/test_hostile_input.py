@@ -363,7 +363,7 @@ def test_too_costly_count_names_an_alternative(work, image_spec) -> None:
     [
         ({"n_clusters": 2, "n_init": 10**6}, r"n_init: must be an int >= 1 and <= 10000"),
         ({"n_clusters": 10**12}, r"n_clusters: must be an int >= 1 and <= 100000"),
-        ({"n_clusters": 2, "block_size": 2**40}, r"block_size: must be an int >= 16"),
+        ({"n_clusters": 2, "block_rows": 2**40}, r"block_rows: must be an int >= 16"),
     ],
 )
 def test_every_integer_is_bounded(work, params, pattern) -> None:

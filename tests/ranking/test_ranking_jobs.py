@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dkernel
-from dkernel.errors import SpecError
+from dkernel.errors import DKernelWarning, SpecError
 from dkernel.jobs.runner import run_job
 from dkernel.jobs.spec import load_spec, validate_spec
 from dkernel.storage import open_results
@@ -31,6 +31,15 @@ def _spec(method, params, output, data=None):
 
 def _run_kppr(params, output, client):
     return run_job(_spec("kppr", params, output), client=client, progress=False)
+
+
+def test_kppr_job_caps_pck_components_at_the_subsample(tmp_path, client):
+    # each GMM is fitted on half of the n_fit rows: G = 20 > 15 rows is capped at 15 with a
+    # warning (it was refused before ProbabilisticClusterKernel capped it)
+    params = {"kernel": "pck", "pck_max_components": 20, "pck_n_inits": 2, "n_fit": 30}
+    with pytest.warns(DKernelWarning, match=r"max_components=20: models with g = 2\.\.15"):
+        out = _run_kppr(params, tmp_path / "k.zarr", client)
+    assert open_results(out).attrs["status"] == "complete"
 
 
 def test_kppr_job(tmp_path, client):

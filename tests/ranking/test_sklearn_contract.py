@@ -1,4 +1,5 @@
-"""KPPR and JRC under scikit-learn's common estimator checks, pickling and GridSearchCV."""
+"""KPPR and JRC in scikit-learn: pickling and GridSearchCV (the common checks run in
+tests/test_estimator_checks.py)."""
 
 from __future__ import annotations
 
@@ -11,33 +12,8 @@ from sklearn.metrics import adjusted_rand_score, make_scorer
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank
-
-_TEN_POINTS = "the default 10-NN graph needs more than the check's 10 samples"
-#: Checks that fail by design, with the reason (scikit-learn's ``expected_failed_checks``).
-EXPECTED_FAILURES = {
-    "KernelPersonalizedPageRank": {},
-    "JointRankingClustering": {
-        "check_estimators_nan_inf": _TEN_POINTS,
-        "check_fit2d_1feature": _TEN_POINTS,
-    },
-}
-
-
-def expected_failed_checks(estimator):
-    return EXPECTED_FAILURES[type(estimator).__name__]
-
-
-# some checks cluster structureless noise, where JRC rightly warns of a one-point cluster
-@pytest.mark.filterwarnings("ignore::dkernel.ranking.DegenerateClusterWarning")
-@parametrize_with_checks(
-    [KernelPersonalizedPageRank(), JointRankingClustering()],
-    expected_failed_checks=expected_failed_checks,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 @pytest.fixture

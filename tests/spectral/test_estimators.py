@@ -25,7 +25,7 @@ def _assert_equal_up_to_sign(A, B, atol):
 
 def test_kpca_embedding_equals_sklearn_kernelpca_up_to_sign(wine, array_kind):
     X, _ = wine
-    ours = KernelPCAEmbedding(n_components=4, sigma=2.5, block_size=50)
+    ours = KernelPCAEmbedding(n_components=4, sigma=2.5, block_rows=50)
     Z = ours.fit_transform(as_kind(X, array_kind, 50))
     ref = KernelPCA(n_components=4, kernel="rbf", gamma=0.5 / 2.5**2).fit_transform(X)
     _assert_equal_up_to_sign(Z, ref, 1e-8)
@@ -35,8 +35,8 @@ def test_kpca_same_result_threaded_and_distributed(wine, client):
     X, _ = wine
     Xd = da.from_array(X, chunks=(40, -1))
     with dask.config.set(scheduler="threads"):
-        threaded = KernelPCAEmbedding(n_components=3, block_size=40).fit(Xd).embedding_
-    distributed = KernelPCAEmbedding(n_components=3, block_size=40).fit(Xd).embedding_
+        threaded = KernelPCAEmbedding(n_components=3, block_rows=40).fit(Xd).embedding_
+    distributed = KernelPCAEmbedding(n_components=3, block_rows=40).fit(Xd).embedding_
     np.testing.assert_allclose(threaded, distributed, atol=1e-12)
 
 

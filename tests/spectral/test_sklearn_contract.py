@@ -1,8 +1,9 @@
 """The scikit-learn contract of the spectral estimators (issue 16, item 1).
 
-Common checks on the default construction (and on the clustering / Nyström variants), pickle
-round trips of fitted models, model selection in a pipeline, ``set_output``, feature names,
-``predict`` only where it means something, and Dask input kept lazy.
+Pickle round trips of fitted models, model selection in a pipeline, ``set_output``, feature names,
+``predict`` only where it means something, and Dask input kept lazy. The common checks (the
+default construction and the clustering / Nyström variants) run in
+tests/test_estimator_checks.py.
 """
 
 from __future__ import annotations
@@ -19,39 +20,10 @@ from sklearn.metrics import adjusted_rand_score, make_scorer
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dkernel import KECA, KernelPCAEmbedding, NystromEmbedding, SpectralClustering
 from dkernel.errors import InvalidInputError, NotFittedError
 from dkernel.testing import raise_if_dask_computes
-
-#: Declared expected failures per estimator class (check name -> reason). None today: every
-#: common check passes on the default construction and on the variants below.
-EXPECTED_FAILED_CHECKS: dict[str, dict[str, str]] = {}
-
-
-def _expected_failed_checks(estimator) -> dict[str, str]:
-    return EXPECTED_FAILED_CHECKS.get(type(estimator).__name__, {})
-
-
-ESTIMATORS = [
-    # default construction: the acceptance
-    SpectralClustering(),
-    NystromEmbedding(),
-    KernelPCAEmbedding(),
-    KECA(),
-    # the other code paths: Nyström clustering, clustering KPCA / KECA, NJW Nyström
-    SpectralClustering(n_landmarks=20, random_state=0),
-    KernelPCAEmbedding(n_clusters=2, random_state=0),
-    KECA(n_clusters=2, random_state=0),
-    NystromEmbedding(embedding="normalized", degrees="landmarks"),
-]
-
-
-@pytest.mark.filterwarnings("ignore::dkernel.errors.NumericalWarning")
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)
-def test_sklearn_common_checks(estimator, check):
-    check(estimator)
 
 
 @pytest.fixture(scope="module")

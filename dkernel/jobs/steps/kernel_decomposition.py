@@ -4,7 +4,7 @@ selection over kernel width, k-NN graph size and number of clusters, then a fina
 The defaults are :class:`~dkernel.decomposition.KernelDecompositionClustering`'s: the sparse
 self-tuning k-NN kernel and one model. Held-out likelihood selection (a grid of more than one
 model) compares normalised densities, so it needs ``kernel: gaussian`` (the paper's model,
-with ``bandwidths``) or ``cosine``.
+with ``sigmas``) or ``cosine``.
 
 Groups written: ``/selection`` (error surface: error per repeat, mean and standard error over
 repeats, held-out accuracy when labels exist, chosen model in the attributes; only when a grid
@@ -26,7 +26,6 @@ from dkernel.decomposition.estimator import (
     DEFAULT_N_NEIGHBORS,
     DEFAULT_SCALE_NEIGHBORS,
     KernelDecompositionClustering,
-    silverman_bandwidth,
 )
 from dkernel.decomposition.selection import C_RULES, select_model
 from dkernel.errors import InvalidInputError
@@ -38,6 +37,7 @@ from dkernel.jobs.outputs import (
 )
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.kernels.widths import silverman_normal_reference
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ PARAMS = (
         doc="Model orders C to compare (one entry: no selection over C).",
     ),
     Param(
-        "bandwidths",
+        "sigmas",
         "float_list",
         default=None,
         nullable=True,
@@ -87,7 +87,7 @@ PARAMS = (
         default="local_scaling",
         choices=("local_scaling", "gaussian", "cosine"),
         doc="local_scaling: self-tuning widths (one model, no selection); gaussian: the paper's "
-        "density kernel (with bandwidths and held-out selection); cosine: count data.",
+        "density kernel (with sigmas and held-out selection); cosine: count data.",
     ),
     Param(
         "scale_neighbors",
@@ -139,7 +139,7 @@ PARAMS = (
     Param("max_iter", "int", default=300, low=1),
     Param("tol", "float", default=1e-6, low=0),
     Param(
-        "block_size",
+        "block_rows",
         "int",
         default=None,
         nullable=True,
@@ -151,22 +151,22 @@ PARAMS = (
 
 
 def _grid_size(params: dict) -> int:
-    widths = len(params["bandwidths"]) if params["bandwidths"] else 1
+    widths = len(params["sigmas"]) if params["sigmas"] else 1
     return len(params["n_clusters"]) * widths * len(params["n_neighbors"])
 
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
     if params["kernel"] == "local_scaling":
-        if params["bandwidths"] is not None:
+        if params["sigmas"] is not None:
             raise InvalidInputError(
-                "params.bandwidths are Gaussian widths, but kernel is 'local_scaling' (one "
+                "params.sigmas are Gaussian widths, but kernel is 'local_scaling' (one "
                 "self-tuning width per point); set kernel: gaussian to use them."
             )
         if _grid_size(params) > 1:
             raise InvalidInputError(
                 "held-out likelihood selection over n_clusters / n_neighbors compares "
-                "normalised densities and needs kernel: gaussian (with bandwidths) or cosine; "
+                "normalised densities and needs kernel: gaussian (with sigmas) or cosine; "
                 "with kernel: local_scaling give one n_clusters and one n_neighbors."
             )
         if max(max(params["n_neighbors"]), params["scale_neighbors"]) >= n:
@@ -231,11 +231,11 @@ def run(ctx: JobContext) -> None:
     common = dict(
         kernel=p["kernel"], loss=p["loss"], n_init=p["n_init"], max_iter=p["max_iter"], tol=p["tol"]
     )
-    bandwidths = p["bandwidths"]
-    if bandwidths is None and p["kernel"] == "gaussian":
-        bandwidths = [silverman_bandwidth(X)]
-    elif bandwidths is None:
-        bandwidths = [None] if p["kernel"] == "local_scaling" else [1.0]
+    sigmas = p["sigmas"]
+    if sigmas is None and p["kernel"] == "gaussian":
+        sigmas = [silverman_normal_reference(X)]
+    elif sigmas is None:
+        sigmas = [None] if p["kernel"] == "local_scaling" else [1.0]
 
     if _grid_size(p) > 1:
         t = time.perf_counter()
@@ -254,7 +254,7 @@ def run(ctx: JobContext) -> None:
         res = select_model(
             X[sub],
             None if y is None else np.asarray(y)[sub],
-            bandwidths=bandwidths,
+            sigmas=sigmas,
             n_clusters=p["n_clusters"],
             n_neighbors=neighbors,
             n_repeats=p["n_repeats"],
@@ -270,25 +270,25 @@ def run(ctx: JobContext) -> None:
         ctx.store.record_timing("model_selection", time.perf_counter() - t)
         chosen = res.chosen
         logger.info(
-            f"chosen: h={chosen['bandwidth']:g}, "
+            f"chosen: sigma={chosen['sigma']:g}, "
             f"n_neighbors={chosen['n_neighbors'] or 'dense'}, C={chosen['n_clusters']}"
         )
-        h, k, C = chosen["bandwidth"], chosen["n_neighbors"], chosen["n_clusters"]
+        h, k, C = chosen["sigma"], chosen["n_neighbors"], chosen["n_clusters"]
     else:
-        h, k, C = bandwidths[0], neighbors[0], p["n_clusters"][0]
+        h, k, C = sigmas[0], neighbors[0], p["n_clusters"][0]
 
     t = time.perf_counter()
     model = KernelDecompositionClustering(
         C,
-        bandwidth=h,
+        sigma=h,
         n_neighbors=k,
         scale_neighbors=p["scale_neighbors"],
-        block_size=p["block_size"],
+        block_rows=p["block_rows"],
         random_state=ctx.seed,
         max_memory=ctx.spec.limits.get("max_memory"),
         **common,
     )
-    Xd = da.from_array(X, chunks=(p["block_size"] or max(1000, -(-X.shape[0] // 16)), -1))
+    Xd = da.from_array(X, chunks=(p["block_rows"] or max(1000, -(-X.shape[0] // 16)), -1))
     model.fit(Xd)
     ctx.store.record_timing("fit", time.perf_counter() - t)
 
@@ -303,8 +303,8 @@ def run(ctx: JobContext) -> None:
         "restart_objectives": model.objectives_.tolist(),
         **scale_attrs,
     }
-    if model.bandwidth_ is not None:
-        attrs["bandwidth"] = float(model.bandwidth_)
+    if p["kernel"] != "local_scaling":  # "bandwidth": the key before sigma, kept for readers
+        attrs["bandwidth"] = attrs["sigma"] = float(model.sigma_)
     else:  # self-tuning widths: one per point
         attrs["scale_neighbors"] = int(p["scale_neighbors"])
         attrs["median_sigma"] = float(np.median(model.sigma_))

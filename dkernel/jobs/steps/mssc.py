@@ -57,16 +57,16 @@ PARAMS = (
         doc="Multiplies Silverman's h_ms when bandwidth is null (over-partition on purpose).",
     ),
     Param(
-        "spectral_bandwidth",
+        "sigma",
         "float",
         default=None,
         nullable=True,
         low=0,
         low_open=True,
-        doc="CS-affinity bandwidth (spectral_fraction × the median pixel distance when null).",
+        doc="CS-affinity width h_spec (sigma_fraction × the median pixel distance when null).",
     ),
     Param(
-        "spectral_fraction",
+        "sigma_fraction",
         "float",
         default=0.5,
         low=0,
@@ -209,8 +209,8 @@ def run(ctx: JobContext) -> None:
     est = MSSC(
         n_clusters=p["n_clusters"],
         bandwidth=p["bandwidth"],
-        spectral_bandwidth=p["spectral_bandwidth"],
-        spectral_fraction=p["spectral_fraction"],
+        sigma=p["sigma"],
+        sigma_fraction=p["sigma_fraction"],
         embedding=p["embedding"],
         affinity=p["affinity"],
         n_rff=p["n_rff"],
@@ -241,7 +241,7 @@ def run(ctx: JobContext) -> None:
     logger.info(
         f"mean shift: h_ms={est.bandwidth_:.4g}, {est.n_partitions_} partitions "
         f"({est.n_iter_} iterations); affinity {est.affinity_method_}, "
-        f"h_spec={est.spectral_bandwidth_:.4g}; bands {band_norm}"
+        f"h_spec={est.sigma_:.4g}; bands {band_norm}"
     )
 
     counts = strip_counts(image, X)
@@ -252,7 +252,8 @@ def run(ctx: JobContext) -> None:
     m, k = est.n_partitions_, p["n_clusters"]
     attrs = {
         "bandwidth": est.bandwidth_,
-        "spectral_bandwidth": est.spectral_bandwidth_,
+        "spectral_bandwidth": est.sigma_,  # the key before sigma: kept for existing readers
+        "sigma": est.sigma_,
         "n_partitions": m,
         "n_clusters": k,
         "embedding": p["embedding"],

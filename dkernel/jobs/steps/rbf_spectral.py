@@ -60,7 +60,7 @@ PARAMS = (
     ),
     Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),
     Param(
-        "block_size",
+        "block_rows",
         "int",
         default=None,
         nullable=True,
@@ -119,7 +119,7 @@ def run(ctx: JobContext) -> None:
         sigma_fraction=p["sigma_fraction"],
         n_clusters=p["n_clusters"],
         n_init=p["n_init"],
-        block_size=p["block_size"],
+        block_rows=p["block_rows"],
         dtype=p["dtype"],
         random_state=ctx.seed,
         max_memory=ctx.spec.limits.get("max_memory"),
