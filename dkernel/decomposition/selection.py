@@ -43,6 +43,9 @@ C_RULES = ("largest-within-se", "min")
 class ModelSelectionResult:
     """Error surface and chosen model of :func:`select_model`.
 
+    A results store keeps it as the ``/selection`` group
+    (:func:`dkernel.storage.layout.selection_dataset`).
+
     Attributes
     ----------
     errors : ndarray (n_repeats, n_neighbors, n_bandwidths, n_clusters)
@@ -105,41 +108,6 @@ class ModelSelectionResult:
         r = self.n_repeats
         se = d.std(axis=0, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(d.shape[1])
         return d.mean(axis=0), se
-
-    def to_dataset(self):
-        """The surface as an :class:`xarray.Dataset` (dims repeat, neighbors, bandwidth, n_clusters)."""
-        import xarray as xr
-
-        nn = np.asarray([0 if k is None else k for k in self.n_neighbors], dtype=np.int64)
-        dims = ("repeat", "neighbors", "bandwidth", "n_clusters")
-        data = {
-            "error": (dims, self.errors),
-            "error_mean": (dims[1:], self.mean),
-            "error_sem": (dims[1:], self.sem),
-            "confidence": (dims, self.confidence),
-        }
-        if self.accuracy is not None:
-            data["accuracy"] = (dims, self.accuracy)
-        hm, hs = self.error_vs_bandwidth()
-        data["error_vs_bandwidth_mean"] = (("neighbors", "bandwidth"), hm)
-        data["error_vs_bandwidth_sem"] = (("neighbors", "bandwidth"), hs)
-        chosen = {k: (v if v is not None else 0) for k, v in self.chosen.items()}
-        return xr.Dataset(
-            data,
-            coords={
-                "repeat": np.arange(self.n_repeats),
-                "neighbors": nn,
-                "bandwidth": np.asarray(self.bandwidths, dtype=np.float64),
-                "n_clusters": np.asarray(self.n_clusters, dtype=np.int64),
-            },
-            attrs={
-                "error": "negative mean held-out log-likelihood (Eq. 11-14)",
-                "neighbors_note": "0 = dense kernel (no k-NN sparsification)",
-                "c_rule": self.c_rule,
-                **{f"chosen_{k}": v for k, v in chosen.items()},
-                **self.meta,
-            },
-        )
 
 
 def choose(errors: np.ndarray, *, c_rule: str = "largest-within-se") -> tuple[int, int, int]:

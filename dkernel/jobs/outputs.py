@@ -25,6 +25,7 @@ from dkernel.errors import InvalidInputError
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import JobContext
 from dkernel.metrics import clustering_scores
+from dkernel.storage.layout import metrics_dataset
 
 #: Vector formats of the segments layer (file suffixes).
 SEGMENT_FORMATS = ("gpkg", "fgb")
@@ -71,7 +72,7 @@ def write_clustering_metrics(ctx: JobContext, y_true: Any, labels: Any) -> dict[
     The scores are stored both as 0-d variables and as the group's attributes, and logged.
     """
     scores = clustering_scores(np.asarray(y_true), np.asarray(labels))
-    ctx.store.write("metrics", xr.Dataset({k: ((), v) for k, v in scores.items()}, attrs=scores))
+    ctx.store.write("metrics", metrics_dataset(scores))
     ctx.log("[dkernel] " + ", ".join(f"{k.upper()} {v:.3f}" for k, v in scores.items()))
     return scores
 
