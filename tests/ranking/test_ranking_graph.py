@@ -16,10 +16,9 @@ from dkernel.ranking import (
     make_scorer,
     score_graph,
     scorer_for_seeds,
-    top_k,
     top_k_graph,
 )
-from dkernel.storage import ResultsStore
+from dkernel.storage import ResultsStore, top_k
 from dkernel.storage.layout import ranking_dataset
 
 
