@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
@@ -64,7 +64,7 @@ def labels_dataset(
     n_clusters: int,
     clustering: str,
     centers: Any = None,
-    centers_name: str = "centers",
+    centers_name: Literal["centers", "cluster_centers"] = "centers",
     inertia: float | None = None,
     cluster_coordinate: bool = False,
 ) -> xr.Dataset:
@@ -79,7 +79,7 @@ def labels_dataset(
         How the labels were found (``'k-means'``, ``'angular k-means'``, …).
     centers : array-like (n_clusters, n_components), optional
         Cluster centres in the embedding.
-    centers_name : str
+    centers_name : {'centers', 'cluster_centers'}
         The centres' variable name: ``'centers'``, or ``'cluster_centers'`` in JRC stores.
     inertia : float, optional
         The k-means cost of the labels.
