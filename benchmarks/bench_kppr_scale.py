@@ -49,13 +49,13 @@ from dkernel.ranking import (
     make_scorer,
     ppr_exact,
     project_graph,
-    ranking_dataset,
     score_graph,
     scorer_for_seeds,
     scores_from_projection,
     seed_vector,
 )
 from dkernel.storage import ResultsStore
+from dkernel.storage.layout import ranking_dataset
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -115,8 +115,8 @@ _LAZY = {
     "clustering_scores": (_metrics, "clustering_scores"),
     "JointRankingClustering": (_ranking, "JointRankingClustering"),
     "KernelPersonalizedPageRank": (_ranking, "KernelPersonalizedPageRank"),
-    "seed_scores": (_ranking, "seed_scores"),
-    "top_k": (_ranking, "top_k"),
+    "seed_scores": (_storage, "seed_scores"),
+    "top_k": (_storage, "top_k"),
     "connect": (_runtime, "connect"),
     "KECA": (_spectral, "KECA"),
     "KernelPCAEmbedding": (_spectral, "KernelPCAEmbedding"),
@@ -135,17 +135,12 @@ if TYPE_CHECKING:
     from dkernel.images import cluster_image
     from dkernel.meanshift.estimators import MSSC, MeanShift
     from dkernel.metrics import clustering_accuracy, clustering_scores
-    from dkernel.ranking import (
-        JointRankingClustering,
-        KernelPersonalizedPageRank,
-        seed_scores,
-        top_k,
-    )
+    from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank
     from dkernel.runtime import connect
     from dkernel.spectral import KECA, KernelPCAEmbedding
     from dkernel.spectral.clustering import SpectralClustering
     from dkernel.spectral.nystrom import NystromEmbedding
-    from dkernel.storage import ResultsStore, open_results, recorded_path
+    from dkernel.storage import ResultsStore, open_results, recorded_path, seed_scores, top_k
 
 
 def __getattr__(name: str) -> Any:

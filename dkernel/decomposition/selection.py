@@ -43,6 +43,9 @@ C_RULES = ("largest-within-se", "min")
 class ModelSelectionResult:
     """Error surface and chosen model of :func:`select_model`.
 
+    A results store keeps it as the ``/selection`` group
+    (:func:`dkernel.storage.layout.selection_dataset`).
+
     Attributes
     ----------
     errors : ndarray (n_repeats, n_neighbors, n_sigmas, n_clusters)
@@ -107,55 +110,6 @@ class ModelSelectionResult:
         r = self.n_repeats
         se = d.std(axis=0, ddof=1) / np.sqrt(r) if r > 1 else np.zeros(d.shape[1])
         return d.mean(axis=0), se
-
-    def to_dataset(self):
-        """The surface as an :class:`xarray.Dataset` (dims repeat, neighbors, bandwidth, n_clusters).
-
-        The width dimension keeps its stored name ``bandwidth`` (as do
-        ``error_vs_bandwidth_mean`` / ``_sem`` and the ``chosen_bandwidth`` /
-        ``chosen_bandwidth_index`` attributes) so that existing stores and readers stay valid;
-        the attributes also carry ``chosen_sigma`` and ``chosen_sigma_index``.
-        """
-        import xarray as xr
-
-        nn = np.asarray([0 if k is None else k for k in self.n_neighbors], dtype=np.int64)
-        dims = ("repeat", "neighbors", "bandwidth", "n_clusters")
-        data = {
-            "error": (dims, self.errors),
-            "error_mean": (dims[1:], self.mean),
-            "error_sem": (dims[1:], self.sem),
-            "confidence": (dims, self.confidence),
-        }
-        if self.accuracy is not None:
-            data["accuracy"] = (dims, self.accuracy)
-        hm, hs = self.error_vs_sigma()
-        data["error_vs_bandwidth_mean"] = (("neighbors", "bandwidth"), hm)
-        data["error_vs_bandwidth_sem"] = (("neighbors", "bandwidth"), hs)
-        chosen = {k: (v if v is not None else 0) for k, v in self.chosen.items()}
-        # the keys before the rename to sigma, kept for existing readers
-        chosen = {
-            "bandwidth": chosen["sigma"],
-            "n_neighbors": chosen["n_neighbors"],
-            "n_clusters": chosen["n_clusters"],
-            "bandwidth_index": chosen["sigma_index"],
-            **chosen,
-        }
-        return xr.Dataset(
-            data,
-            coords={
-                "repeat": np.arange(self.n_repeats),
-                "neighbors": nn,
-                "bandwidth": np.asarray(self.sigmas, dtype=np.float64),
-                "n_clusters": np.asarray(self.n_clusters, dtype=np.int64),
-            },
-            attrs={
-                "error": "negative mean held-out log-likelihood (Eq. 11-14)",
-                "neighbors_note": "0 = dense kernel (no k-NN sparsification)",
-                "c_rule": self.c_rule,
-                **{f"chosen_{k}": v for k, v in chosen.items()},
-                **self.meta,
-            },
-        )
 
 
 def choose(errors: np.ndarray, *, c_rule: str = "largest-within-se") -> tuple[int, int, int]:

@@ -26,6 +26,7 @@ from dkernel.errors import InvalidInputError
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import JobContext
 from dkernel.metrics import clustering_scores
+from dkernel.storage.layout import metrics_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def write_clustering_metrics(ctx: JobContext, y_true: Any, labels: Any) -> dict[
     The scores are stored both as 0-d variables and as the group's attributes, and logged.
     """
     scores = clustering_scores(np.asarray(y_true), np.asarray(labels))
-    ctx.store.write("metrics", xr.Dataset({k: ((), v) for k, v in scores.items()}, attrs=scores))
+    ctx.store.write("metrics", metrics_dataset(scores))
     logger.info(", ".join(f"{k.upper()} {v:.3f}" for k, v in scores.items()))
     return scores
 

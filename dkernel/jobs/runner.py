@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xarray as xr
 
 from dkernel._budget import check_budget
 from dkernel.errors import DKernelError, InvalidInputError, ResourceLimitError, StoreError
@@ -20,6 +19,7 @@ from dkernel.io.registry import get_reader
 from dkernel.jobs.outputs import check_raster_outputs
 from dkernel.jobs.registry import JobContext, get_method
 from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
+from dkernel.storage.layout import input_dataset
 from dkernel.storage.lock import StoreLease
 from dkernel.storage.store import ResultsStore, check_target, check_writable
 
@@ -421,16 +421,15 @@ def runtime_info(client: Any, scheduler: str | None) -> dict[str, Any]:
 
 
 def _write_input(store: ResultsStore, data: LoadedData) -> None:
-    variables = {}
-    if data.y is not None:
-        variables["labels_true"] = (("sample",), np.asarray(data.y))
-    attrs = {
-        "n_samples": data.n_samples,
-        "n_features": data.n_features,
-        "n_missing": int(np.isnan(np.asarray(data.X)).sum())
-        if isinstance(data.X, np.ndarray)
-        else None,
-        "feature_names": data.feature_names or [],
-        **data.meta,
-    }
-    store.write("input", xr.Dataset(variables, attrs=attrs))
+    n_missing = int(np.isnan(np.asarray(data.X)).sum()) if isinstance(data.X, np.ndarray) else None
+    store.write(
+        "input",
+        input_dataset(
+            n_samples=data.n_samples,
+            n_features=data.n_features,
+            n_missing=n_missing,
+            feature_names=data.feature_names,
+            labels_true=data.y,
+            meta=data.meta,
+        ),
+    )

@@ -6,7 +6,6 @@ from dkernel.ranking.graph import (
     make_projector,
     make_scorer,
     project_graph,
-    ranking_dataset,
     score_graph,
     scorer_for_seeds,
     scores_from_projection,
@@ -26,7 +25,6 @@ from dkernel.ranking.kppr import (
 )
 from dkernel.ranking.metrics import ndcg_at_k, ndcg_at_k_columns, score_cosine
 from dkernel.ranking.ppr import degrees, global_rank, ppr_exact, ppr_power, restart_beta
-from dkernel.ranking.query import seed_scores, top_k
 from dkernel.ranking.seeds import seed_vector
 
 KPPR = KernelPersonalizedPageRank
@@ -51,15 +49,12 @@ __all__ = [
     "ppr_exact",
     "ppr_power",
     "prop6_criterion",
-    "ranking_dataset",
     "restart_beta",
     "score_cosine",
     "score_graph",
     "scorer_for_seeds",
     "scores_from_projection",
-    "seed_scores",
     "seed_vector",
     "select_components",
-    "top_k",
     "top_k_graph",
 ]

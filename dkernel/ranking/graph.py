@@ -15,14 +15,12 @@ themselves, from which any later seed is scored in O(k) per point.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import dask
 import dask.array as da
 import numpy as np
-import xarray as xr
 
 from dkernel._validation import check_2d_array, check_is_fitted
 from dkernel.errors import InvalidInputError
@@ -256,42 +254,3 @@ def top_k_graph(scores: da.Array, k: int) -> tuple[da.Array, da.Array]:
         dtype=np.float64,
     )
     return merged[:, :k].astype(np.int64), merged[:, k:]
-
-
-def ranking_dataset(
-    scores: Any,
-    seed_names: list[str],
-    *,
-    k: int = 100,
-    sample: Any = None,
-    attrs: Mapping[str, Any] | None = None,
-) -> xr.Dataset:
-    """The ``/ranking`` group: ``score (sample, seed)``, ``top_index``/``top_score (seed, rank)``.
-
-    ``scores`` may be Dask (then everything stays lazy and is computed by the store write).
-    """
-    if not isinstance(scores, da.Array):
-        scores = da.from_array(np.asarray(scores))
-    if scores.shape[1] != len(seed_names):
-        raise InvalidInputError(
-            f"{scores.shape[1]} score columns but {len(seed_names)} seed names."
-        )
-    idx, val = top_k_graph(scores, k)
-    n = scores.shape[0]
-    coords = {
-        "sample": np.arange(n) if sample is None else np.asarray(sample),
-        "seed": np.asarray([str(s) for s in seed_names], dtype=object),
-        "rank": np.arange(1, idx.shape[1] + 1),
-    }
-    ds = xr.Dataset(
-        {
-            "score": (("sample", "seed"), scores),
-            "top_index": (("seed", "rank"), idx),
-            "top_score": (("seed", "rank"), val),
-        },
-        coords=coords,
-        attrs=dict(attrs or {}),
-    )
-    ds["score"].attrs["description"] = "KPPR score of every point for each named seed"
-    ds["top_index"].attrs["description"] = "row index (sample coordinate position) of the top-k"
-    return ds

@@ -105,7 +105,7 @@ def map_dataset(
         attrs=dict(attrs or {}),
     )
     ds.attrs["nodata"] = LABEL_NODATA
-    return _with_crs_attrs(ds, image)
+    return with_crs_attrs(ds, image)
 
 
 def score_map_dataset(scores: Any, valid: Any, image: xr.DataArray, seeds: list[str]) -> xr.Dataset:
@@ -116,10 +116,10 @@ def score_map_dataset(scores: Any, valid: Any, image: xr.DataArray, seeds: list[
     var = georeference(xr.DataArray(scores, dims=("seed", "y", "x"), name="score_map"), image)
     var = var.assign_coords(seed=np.asarray(seeds, dtype=object))
     ds = xr.Dataset({"score_map": var, "valid": valid_mask(valid, image)})
-    return _with_crs_attrs(ds, image)
+    return with_crs_attrs(ds, image)
 
 
-def _with_crs_attrs(ds: xr.Dataset, image: xr.DataArray) -> xr.Dataset:
+def with_crs_attrs(ds: xr.Dataset, image: xr.DataArray) -> xr.Dataset:
     """The group attributes ``crs`` and ``transform`` (as the ``/mssc`` group has always had)."""
     if is_georeferenced(image):
         ds.attrs["crs"] = image.rio.crs.to_string()

@@ -3,8 +3,9 @@
 Layout (DESIGN.md §5): root attributes hold the provenance (``job`` spec, ``versions``,
 ``git_revision``, ``seed``, ``timings``, ``status``); groups such as ``/input``, ``/kernel``,
 ``/embedding``, ``/labels``, ``/metrics``, ``/gmm``, ``/features``, ``/ranking``, ``/mssc``
-hold the arrays. ``status`` goes ``running`` → ``complete`` (written last, only after every
-array is written) or ``failed`` (with the error). This is the only module that touches Zarr.
+hold the arrays, each built by its builder in :mod:`dkernel.storage.layout`. ``status`` goes
+``running`` → ``complete`` (written last, only after every array is written) or ``failed``
+(with the error). This is the only module that touches Zarr.
 
 One writer per store: ``dkernel run``/``submit`` hold the store's lease
 (:mod:`dkernel.storage.lock`, the file ``dkernel.lease`` in the store) from before the cluster

@@ -10,6 +10,7 @@ from dkernel.decomposition.kernels import density_log_kernel, row_normalize_log
 from dkernel.decomposition.nmf import merge_by_flow
 from dkernel.decomposition.selection import choose, select_model
 from dkernel.errors import InvalidInputError
+from dkernel.storage.layout import selection_dataset
 
 
 def test_choose_largest_minimiser_with_paired_standard_error(rng):
@@ -68,7 +69,21 @@ def test_select_model_interior_width_and_cluster_number(surface):
 
 
 def test_surface_as_dataset(surface):
-    ds = surface.to_dataset()
+    hm, hs = surface.error_vs_sigma()
+    ds = selection_dataset(
+        errors=surface.errors,
+        error_mean=surface.mean,
+        error_sem=surface.sem,
+        error_vs_sigma_mean=hm,
+        error_vs_sigma_sem=hs,
+        confidence=surface.confidence,
+        accuracy=surface.accuracy,
+        sigmas=surface.sigmas,
+        n_neighbors=surface.n_neighbors,
+        n_clusters=surface.n_clusters,
+        chosen=surface.chosen,
+        c_rule=surface.c_rule,
+    )
     assert ds["error"].dims == ("repeat", "neighbors", "bandwidth", "n_clusters")
     assert ds.attrs["chosen_n_clusters"] == 3
     np.testing.assert_allclose(ds["error_mean"].values, surface.errors.mean(0))

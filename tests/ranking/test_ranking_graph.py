@@ -14,13 +14,12 @@ from dkernel.ranking import (
     make_projected_scorer,
     make_projector,
     make_scorer,
-    ranking_dataset,
     score_graph,
     scorer_for_seeds,
-    top_k,
     top_k_graph,
 )
-from dkernel.storage import ResultsStore
+from dkernel.storage import ResultsStore, top_k
+from dkernel.storage.layout import ranking_dataset
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import logging
 import time
 
 import numpy as np
-import xarray as xr
 
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
@@ -26,9 +25,9 @@ from dkernel.jobs.outputs import (
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.jobs.steps.kppr import KERNEL_PARAMS, kernel_param, ranking_kernel
-from dkernel.ranking.graph import ranking_dataset
 from dkernel.ranking.jrc import EMBEDDINGS, JointRankingClustering
 from dkernel.ranking.kernelmap import ADAPTIVE
+from dkernel.storage.layout import embedding_dataset, labels_dataset, ranking_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -143,23 +142,16 @@ def run(ctx: JobContext) -> None:
         names,
         k=k,
         attrs={"method": "jrc", "alpha": p["alpha"], "kernel": jrc.kernel_params_},
-    )
-    ds["cluster_top_index"] = (("seed", "cluster", "cluster_rank"), per_cluster)
-    ds = ds.assign_coords(cluster=clusters, cluster_rank=np.arange(1, k + 1))
-    ds["cluster_top_index"].attrs["description"] = (
-        "top-k rows inside each cluster for each seed (-1 pads clusters smaller than k)"
+        cluster_top_index=per_cluster,
     )
     ctx.store.write("ranking", ds)
     ctx.store.write(
         "embedding",
-        xr.Dataset(
-            {
-                "embedding": (("sample", "component"), jrc.embedding_),
-                "eigenvalues": (("component",), jrc.eigenvalues_),
-                "degrees": (("sample",), jrc.degrees_),
-                "global_rank": (("sample",), jrc.global_rank_),
-            },
-            coords={"component": np.arange(jrc.embedding_.shape[1])},
+        embedding_dataset(
+            jrc.embedding_,
+            jrc.eigenvalues_,
+            degrees=jrc.degrees_,
+            global_rank=jrc.global_rank_,
             attrs={
                 "method": "jrc",
                 "embedding": p["embedding"],
@@ -174,13 +166,14 @@ def run(ctx: JobContext) -> None:
     )
     ctx.store.write(
         "labels",
-        xr.Dataset(
-            {
-                "labels": (("sample",), jrc.labels_.astype(np.int64)),
-                "cluster_centers": (("cluster", "component"), jrc.cluster_centers_),
-            },
-            coords={"cluster": clusters},
-            attrs={"n_clusters": p["n_clusters"], "clustering": "k-means", "inertia": jrc.inertia_},
+        labels_dataset(
+            jrc.labels_,
+            n_clusters=p["n_clusters"],
+            clustering="k-means",
+            centers=jrc.cluster_centers_,
+            centers_name="cluster_centers",
+            inertia=jrc.inertia_,
+            cluster_coordinate=True,
         ),
     )
     write_label_map(ctx, jrc.labels_, title="JRC")

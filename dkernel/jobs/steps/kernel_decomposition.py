@@ -19,7 +19,6 @@ import time
 
 import dask.array as da
 import numpy as np
-import xarray as xr
 
 from dkernel._random import derive_rng
 from dkernel.decomposition.estimator import (
@@ -38,6 +37,12 @@ from dkernel.jobs.outputs import (
 from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.kernels.widths import silverman_normal_reference
+from dkernel.storage.layout import (
+    decomposition_dataset,
+    labels_dataset,
+    posteriors_dataset,
+    selection_dataset,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -264,8 +269,22 @@ def run(ctx: JobContext) -> None:
             random_state=ctx.seed,
             **common,
         )
-        ds = res.to_dataset()
-        ds.attrs["n_selection_samples"] = int(sub.size)
+        hm, hs = res.error_vs_sigma()
+        ds = selection_dataset(
+            errors=res.errors,
+            error_mean=res.mean,
+            error_sem=res.sem,
+            error_vs_sigma_mean=hm,
+            error_vs_sigma_sem=hs,
+            confidence=res.confidence,
+            accuracy=res.accuracy,
+            sigmas=res.sigmas,
+            n_neighbors=res.n_neighbors,
+            n_clusters=res.n_clusters,
+            chosen=res.chosen,
+            c_rule=res.c_rule,
+            attrs={**res.meta, "n_selection_samples": int(sub.size)},
+        )
         ctx.store.write("selection", ds)
         ctx.store.record_timing("model_selection", time.perf_counter() - t)
         chosen = res.chosen
@@ -308,36 +327,16 @@ def run(ctx: JobContext) -> None:
     else:  # self-tuning widths: one per point
         attrs["scale_neighbors"] = int(p["scale_neighbors"])
         attrs["median_sigma"] = float(np.median(model.sigma_))
-    coords = {"sample": np.arange(n), "cluster": np.arange(C)}
     ctx.store.write(
-        "decomposition",
-        xr.Dataset(
-            {
-                "W": (("sample", "cluster"), model.W_),
-                "H": (("cluster", "sample"), model.H_),
-                "priors": (("cluster",), model.priors_),
-            },
-            coords=coords,
-            attrs={
-                **attrs,
-                "W": "P(x_i | c), columns sum to 1",
-                "H": "P(c | x_j), columns sum to 1",
-            },
-        ),
+        "decomposition", decomposition_dataset(model.W_, model.H_, model.priors_, attrs=attrs)
     )
-    ctx.store.write(
-        "posteriors",
-        xr.Dataset(
-            {"posteriors": (("sample", "cluster"), model.posteriors_)},
-            coords=coords,
-            attrs={"posteriors": "Eq. 9 class posteriors P(c | x) (rows sum to 1)"},
-        ),
-    )
+    ctx.store.write("posteriors", posteriors_dataset(model.posteriors_))
     ctx.store.write(
         "labels",
-        xr.Dataset(
-            {"labels": (("sample",), model.labels_.astype(np.int64))},
-            attrs={"n_clusters": int(C), "clustering": "argmax of the aggregate Markov posteriors"},
+        labels_dataset(
+            model.labels_,
+            n_clusters=int(C),
+            clustering="argmax of the aggregate Markov posteriors",
         ),
     )
     write_label_map(ctx, model.labels_, title="kernel decomposition")

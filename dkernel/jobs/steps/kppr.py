@@ -16,7 +16,6 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-import xarray as xr
 
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy
@@ -27,7 +26,6 @@ from dkernel.jobs.params import Param, show_value
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.ranking.graph import (
     project_graph,
-    ranking_dataset,
     score_graph,
     scorer_for_seeds,
     scores_from_projection,
@@ -37,6 +35,7 @@ from dkernel.ranking.kppr import KernelPersonalizedPageRank
 from dkernel.ranking.metrics import ndcg_at_k
 from dkernel.ranking.ppr import ppr_exact
 from dkernel.runtime import compute_with_progress
+from dkernel.storage.layout import embedding_dataset, metrics_dataset, ranking_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -343,14 +342,9 @@ def run(ctx: JobContext) -> None:
             "beta": kppr.beta_,
             "volume": kppr.volume_,
         },
+        projection=Z if store_projection else None,
+        in_sample=in_sample,
     )
-    if store_projection:
-        ds["projection"] = (("sample", "basis"), Z)
-        ds["projection"].attrs["description"] = (
-            "score coordinates [d/Vol, beta sqrt(d) z'] of every row: a seed's scores are "
-            "projection @ [1; m'_s] (dkernel.seed_scores)"
-        )
-    ds["in_sample"] = (("sample",), da.from_array(in_sample, chunks=Xd.chunks[0]))
     t = time.perf_counter()
     logger.info(
         f"scoring {n} rows for {len(names)} seeds in {Xd.numblocks[0]} tasks"
@@ -365,15 +359,12 @@ def run(ctx: JobContext) -> None:
 
     ctx.store.write(
         "embedding",
-        xr.Dataset(
-            {
-                "embedding": (("fit_sample", "component"), kppr.embedding_),
-                "eigenvalues": (("component",), kppr.eigenvalues_),
-                "criterion": (("component",), kppr.criterion_),
-                "degrees": (("fit_sample",), kppr.degrees_),
-                "fit_index": (("fit_sample",), fit_idx.astype(np.int64)),
-            },
-            coords={"component": np.arange(kppr.n_components_)},
+        embedding_dataset(
+            kppr.embedding_,
+            kppr.eigenvalues_,
+            criterion=kppr.criterion_,
+            degrees=kppr.degrees_,
+            fit_index=fit_idx,
             attrs={
                 "method": "kppr",
                 "criterion": "Paper II Prop. 6 c_i^2",
@@ -417,7 +408,7 @@ def _evaluate(ctx: JobContext, kppr, X, names: list[str], p: dict) -> None:
         exact = ppr_exact(K, s, p["alpha"])
         exclude = None if spec is None or isinstance(spec, Mapping) else np.flatnonzero(s)
         result[f"ndcg@10_{name}"] = ndcg_at_k(exact, scores[:, j], 10, exclude=exclude)
-    ctx.store.write("metrics", xr.Dataset({k: ((), v) for k, v in result.items()}, attrs=result))
+    ctx.store.write("metrics", metrics_dataset(result))
     logger.info("NDCG@10 vs exact PPR: " + ", ".join(f"{k[8:]} {v:.3f}" for k, v in result.items()))
 
 

@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 import numpy as np
-import xarray as xr
 
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
@@ -193,8 +192,7 @@ def run(ctx: JobContext) -> None:
     from dkernel.io.preprocess import resolve_band_norm
     from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
     from dkernel.meanshift.estimators import MSSC
-    from dkernel.storage.geo import label_map as georeferenced_labels
-    from dkernel.storage.geo import valid_mask
+    from dkernel.storage.layout import mssc_dataset
 
     p = ctx.params
     image = ctx.data.raster
@@ -245,10 +243,6 @@ def run(ctx: JobContext) -> None:
     )
 
     counts = strip_counts(image, X)
-    lab_da = georeferenced_labels(labels_on_grid(labels, image, counts), image)
-    part_da = georeferenced_labels(
-        labels_on_grid(est.pixel_partitions_, image, counts), image, name="partition"
-    )
     m, k = est.n_partitions_, p["n_clusters"]
     attrs = {
         "bandwidth": est.bandwidth_,
@@ -267,27 +261,22 @@ def run(ctx: JobContext) -> None:
         "kmeans_cost": est.kmeans_cost_,
         "feature_names": ctx.data.feature_names or [],
         "features": ctx.data.meta.get("features", {}),
-        "nodata": -1,
     }
-    if image.rio.crs is not None:
-        attrs["crs"] = image.rio.crs.to_string()
-        attrs["transform"] = list(image.rio.transform())[:6]
     t = time.perf_counter()
-    ds = xr.Dataset(
-        {
-            "labels": lab_da,
-            "partition": part_da,
-            "valid": valid_mask(image_strips(image)[1], image),
-            "modes": (("partition_id", "feature"), est.modes_),
-            "partition_labels": (("partition_id",), partition),
-            "partition_sizes": (("partition_id",), est.partition_sizes_),
-            "affinity": (("partition_id", "partition_id_"), est.affinity_),
-            "embedding": (("partition_id", "component"), est.embedding_),
-            "eigenvalues": (("component",), est.eigenvalues_),
-            "density": (("density_point", "feature"), est.density_),
-            "seeds": (("seed", "feature"), est.seeds_),
-            "seed_partition": (("seed",), est.seed_labels_),
-        },
+    ds = mssc_dataset(
+        labels=labels_on_grid(labels, image, counts),
+        partition=labels_on_grid(est.pixel_partitions_, image, counts),
+        valid=image_strips(image)[1],
+        image=image,
+        modes=est.modes_,
+        partition_labels=partition,
+        partition_sizes=est.partition_sizes_,
+        affinity=est.affinity_,
+        embedding=est.embedding_,
+        eigenvalues=est.eigenvalues_,
+        density=est.density_,
+        seeds=est.seeds_,
+        seed_partition=est.seed_labels_,
         attrs=attrs,
     )
     write_map_group(ctx, "mssc", ds)

@@ -38,6 +38,13 @@ from dkernel.spectral.feature_map import (
     feature_map_normalized,
     normalize_rows,
 )
+from dkernel.storage.layout import (
+    embedding_dataset,
+    features_dataset,
+    gmm_dataset,
+    kernel_dataset,
+    labels_dataset,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -194,18 +201,11 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 
 
 def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dataset:
-    Q = int(est.n_inits)
-    G = int(est.max_components)
-    W = est.projection_components_
-    p = int(est.feature_mask_.sum()) if W is None else int(W.shape[1])
-    means = np.full((Q, G - 1, G, p), np.nan)
-    weights = np.full((Q, G - 1, G), np.nan)
-    var_shape = (Q, G - 1, G, p) if est.covariance_type == "diag" else (Q, G - 1, G, p, p)
-    second = np.full(var_shape, np.nan)
+    """The ``/gmm`` group from the fitted ensemble's per-model parameters."""
+    means, second, weights = [], [], []
     probs = getattr(est.ensemble_, "missing_probs", None)
-    rho = None if probs is None else np.full((Q, G - 1, G, p), np.nan)
     offs = est.ensemble_.offsets
-    for m, (q, g) in enumerate(zip(est.model_inits_, est.model_components_, strict=True)):
+    for m in range(est.model_inits_.size):
         if isinstance(est.ensemble_, DiagMixtures):
             sl = slice(offs[m], offs[m + 1])
             mu, sec, w = (
@@ -215,39 +215,31 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
             )
         else:
             mu, sec, w = est.ensemble_.models[m]
-        means[q, g - 2, :g] = mu + est.location_[None, :] if W is None else mu
-        second[q, g - 2, :g] = sec
-        weights[q, g - 2, :g] = w
-        if rho is not None:
-            rho[q, g - 2, :g] = probs[offs[m] : offs[m + 1]]
-    coords = {"init": np.arange(Q), "n_components": np.arange(2, G + 1), "component": np.arange(G)}
-    feature = "feature" if W is None else "axis"
-    dims = ("init", "n_components", "component", feature)
-    data = {
-        "means": (dims, means),
-        "weights": (dims[:3], weights),
-        "mean_entropy": (dims[:2], entropy.reshape(Q, G - 1)),
-        "location": (("feature",), est.location_),
-        "feature_index": (("feature",), np.flatnonzero(est.feature_mask_).astype(np.int64)),
-    }
-    if W is not None:
-        data["projection"] = (("feature", "axis"), W)
-        data["projection_variance_ratio"] = (("axis",), est.projection_variance_ratio_)
-    if est.covariance_type == "diag":
-        data["variances"] = (dims, second)
-        if rho is not None:
-            data["missing_probs"] = (dims, rho)
-    else:
-        data["covariances"] = ((*dims, "feature_"), second)
-    return xr.Dataset(
-        data,
-        coords=coords,
+        means.append(mu)
+        second.append(sec)
+        weights.append(w)
+    return gmm_dataset(
+        inits=est.model_inits_,
+        components=est.model_components_,
+        means=means,
+        second_moments=second,
+        weights=weights,
+        missing_probs=None
+        if probs is None
+        else [probs[offs[m] : offs[m + 1]] for m in range(len(means))],
+        n_inits=int(est.n_inits),
+        max_components=int(est.max_components),
+        covariance_type=est.covariance_type,
+        location=est.location_,
+        feature_index=np.flatnonzero(est.feature_mask_),
+        mean_entropy=entropy,
+        projection=est.projection_components_,
+        projection_variance_ratio=None
+        if est.projection_components_ is None
+        else est.projection_variance_ratio_,
         attrs={
-            "n_inits": Q,
-            "max_components": G,
             "n_iter": int(est.n_iter),
             "subsample": float(est.subsample),
-            "covariance_type": est.covariance_type,
             "reg_covar": float(est.reg_covar),
             "dtype": str(est.dtype),
             "missingness": est.missingness,
@@ -255,10 +247,6 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
             "normalizer": est.normalizer_,
             "n_features_out": est.n_features_out_,
             "seed": est.seed_,
-            "description": "means are in input coordinates (after data.standardize), or with "
-            "a projection in the coordinates x_c @ projection of the centred used columns; "
-            "padding components are NaN; mean_entropy is the mean posterior entropy (nats) of "
-            "each model over all samples.",
         },
     )
 
@@ -367,48 +355,42 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     entropy = _model_entropy(Gamma, est.ensemble_.offsets, np.sqrt(est.normalizer_))
     ctx.store.write("gmm", _gmm_dataset(est, entropy))
-    attrs = {
-        "method": p["embedding"],
-        "kernel": "pck",
-        "variant": variant,
-        "solver": emb.solver,
-        "criterion": "eigenvalue",
-        "n_missing": n_missing,
-    }
-    data = {
-        "embedding": (("sample", "component"), emb.embedding),
-        "eigenvalues": (("component",), emb.eigenvalues),
-    }
-    if emb.degrees is not None:
-        data["degrees"] = (("sample",), emb.degrees)
-    ctx.store.write("embedding", xr.Dataset(data, coords={"component": np.arange(k)}, attrs=attrs))
+    ctx.store.write(
+        "embedding",
+        embedding_dataset(
+            emb.embedding,
+            emb.eigenvalues,
+            degrees=emb.degrees,
+            attrs={
+                "method": p["embedding"],
+                "kernel": "pck",
+                "variant": variant,
+                "solver": emb.solver,
+                "criterion": "eigenvalue",
+                "n_missing": n_missing,
+            },
+        ),
+    )
     ctx.store.write(
         "labels",
-        xr.Dataset(
-            {
-                "labels": (("sample",), labels.astype(np.int64)),
-                "centers": (("cluster", "component"), centers),
-            },
-            attrs={"n_clusters": p["n_clusters"], "clustering": "k-means", "inertia": inertia},
+        labels_dataset(
+            labels,
+            n_clusters=p["n_clusters"],
+            clustering="k-means",
+            centers=centers,
+            inertia=inertia,
         ),
     )
     if p["store_features"]:
         G = Gamma if isinstance(Gamma, da.Array) else da.from_array(Gamma, chunks=(rows, -1))
-        ds = xr.Dataset(
-            {"features": (("sample", "feature"), G)},
-            attrs={
-                "description": "Γ/√Z: posteriors of every (q, g) model; K = features @ features.T"
-            },
-        )
         compute_with_progress(
-            ctx.store.write("features", ds, compute=False), ctx.client, show=ctx.progress
+            ctx.store.write("features", features_dataset(G), compute=False),
+            ctx.client,
+            show=ctx.progress,
         )
     if p["store_kernel"]:
         G = Gamma if isinstance(Gamma, da.Array) else da.from_array(Gamma, chunks=(rows, -1))
-        K = (G @ G.T).rechunk((min(n, 2048), min(n, 2048)))
-        ds = xr.Dataset(
-            {"kernel": (("sample", "sample_"), K)}, attrs={"kernel": "pck", "normalized": False}
-        )
+        ds = kernel_dataset(G @ G.T, attrs={"kernel": "pck", "normalized": False}, block_size=2048)
         compute_with_progress(
             ctx.store.write("kernel", ds, compute=False), ctx.client, show=ctx.progress
         )

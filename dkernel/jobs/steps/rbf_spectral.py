@@ -6,7 +6,6 @@ import logging
 import time
 
 import numpy as np
-import xarray as xr
 
 from dkernel._budget import dense_kernel_cost
 from dkernel.errors import InvalidInputError
@@ -21,6 +20,7 @@ from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION
 from dkernel.runtime import compute_with_progress
 from dkernel.spectral.estimators import KECA, KernelPCAEmbedding
+from dkernel.storage.layout import embedding_dataset, kernel_dataset, labels_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -131,8 +131,8 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     K_lazy = est.prepare_fit(ctx.data.X)
     if p["store_kernel"]:
-        ds = xr.Dataset(
-            {"kernel": (("sample", "sample_"), K_lazy)},
+        ds = kernel_dataset(
+            K_lazy,
             attrs={"kernel": "rbf", "sigma": est.sigma_, "block_size": int(K_lazy.chunksize[0])},
         )
         n_blocks = K_lazy.numblocks[0] * K_lazy.numblocks[1]
@@ -153,17 +153,13 @@ def run(ctx: JobContext) -> None:
     est.fit_kernel(K)
     ctx.store.record_timing("embedding_and_clustering", time.perf_counter() - t)
 
-    k = est.eigenvalues_.size
     ctx.store.write(
         "embedding",
-        xr.Dataset(
-            {
-                "embedding": (("sample", "component"), est.embedding_),
-                "eigenvalues": (("component",), est.eigenvalues_),
-                "criterion": (("component",), est.criterion_),
-                "eigen_index": (("component",), est.eigen_indices_.astype(np.int64)),
-            },
-            coords={"component": np.arange(k)},
+        embedding_dataset(
+            est.embedding_,
+            est.eigenvalues_,
+            criterion=est.criterion_,
+            eigen_index=est.eigen_indices_,
             attrs={
                 "method": p["embedding"],
                 "sigma": est.sigma_,
@@ -173,12 +169,10 @@ def run(ctx: JobContext) -> None:
     )
     ctx.store.write(
         "labels",
-        xr.Dataset(
-            {"labels": (("sample",), est.labels_.astype(np.int64))},
-            attrs={
-                "n_clusters": p["n_clusters"],
-                "clustering": "angular k-means" if cls is KECA else "k-means",
-            },
+        labels_dataset(
+            est.labels_,
+            n_clusters=p["n_clusters"],
+            clustering="angular k-means" if cls is KECA else "k-means",
         ),
     )
     write_label_map(ctx, est.labels_, title="RBF spectral clustering")

@@ -12,7 +12,6 @@ import time
 
 import dask.array as da
 import numpy as np
-import xarray as xr
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
@@ -25,6 +24,7 @@ from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.runtime import compute_with_progress
 from dkernel.spectral.clustering import DEFAULT_LANDMARKS, EXACT_MAX_SAMPLES, SpectralClustering
+from dkernel.storage.layout import embedding_dataset, labels_dataset, landmarks_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -233,14 +233,11 @@ def run(ctx: JobContext) -> None:
             "kernel": ny.kernel_.name,
             **dict(ny.kernel_.params),
         }
-    ds = xr.Dataset(
-        {
-            "embedding": (("sample", "component"), est.embedding_),
-            "eigenvalues": (("component",), est.eigenvalues_),
-            "criterion": (("component",), criterion),
-            "eigen_index": (("component",), eigen_index),
-        },
-        coords={"component": np.arange(k)},
+    ds = embedding_dataset(
+        est.embedding_,
+        est.eigenvalues_,
+        criterion=criterion,
+        eigen_index=eigen_index,
         attrs={
             "method": est.embedding_method_,
             "criterion": "entropy contribution"
@@ -253,27 +250,14 @@ def run(ctx: JobContext) -> None:
     compute_with_progress(
         ctx.store.write("embedding", ds, compute=False), ctx.client, show=ctx.progress
     )
-    ctx.store.write(
-        "landmarks",
-        xr.Dataset(
-            {
-                "index": (("landmark",), est.landmark_indices_.astype(np.int64)),
-                "spectrum": (("eigen",), spectrum),
-            },
-            attrs={"description": "landmark row indices; leading eigenvalues of the r×r problem"},
-        ),
-    )
+    ctx.store.write("landmarks", landmarks_dataset(est.landmark_indices_, spectrum))
     ctx.store.write(
         "labels",
-        xr.Dataset(
-            {
-                "labels": (("sample",), est.labels_.astype(np.int64)),
-                "centers": (("cluster", "component"), est.cluster_centers_),
-            },
-            attrs={
-                "n_clusters": p["n_clusters"],
-                "clustering": "angular k-means" if est.embedding_method_ == "keca" else "k-means",
-            },
+        labels_dataset(
+            est.labels_,
+            n_clusters=p["n_clusters"],
+            clustering="angular k-means" if est.embedding_method_ == "keca" else "k-means",
+            centers=est.cluster_centers_,
         ),
     )
     ctx.store.record_timing("write", time.perf_counter() - t)

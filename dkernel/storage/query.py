@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from dkernel.errors import InvalidInputError, StoreError
-from dkernel.storage import open_results
+from dkernel.storage.store import open_results
 
 
 def _ranking(store: str | Path):
