@@ -261,8 +261,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_methods(args: argparse.Namespace) -> int:
     from dkernel.io.registry import READERS, get_reader
-    from dkernel.jobs.params import REQUIRED
     from dkernel.jobs.registry import METHODS, get_method
+    from dkernel.schema.params import REQUIRED
 
     get_method("rbf-spectral")  # importing the registries' built-ins
     get_reader("csv")

@@ -8,7 +8,7 @@ from typing import Any
 
 from dkernel.errors import SpecError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.params import Param
+from dkernel.schema.params import Param
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dkernel.errors import SpecError
-from dkernel.jobs.params import Param
+from dkernel.schema.params import Param
 
 if TYPE_CHECKING:
     from distributed import Client

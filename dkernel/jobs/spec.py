@@ -35,7 +35,7 @@ import yaml
 
 from dkernel.errors import SpecError
 from dkernel.io.data import DATA_HELP, data_root
-from dkernel.jobs.params import Param, validate_mapping
+from dkernel.schema.params import Param, validate_mapping
 
 TOP_LEVEL = (
     Param(
@@ -199,7 +199,7 @@ class _SpecLoader(yaml.SafeLoader):
                 except TypeError:
                     continue
                 if first is not None:
-                    from dkernel.jobs.params import show_value
+                    from dkernel.schema.params import show_value
 
                     raise SpecError(
                         f"duplicate key {show_value(key)} at line {line} (first at line "
@@ -291,7 +291,7 @@ def parse_yaml(text: str, origin: str = "<spec>") -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        from dkernel.jobs.params import show_value
+        from dkernel.schema.params import show_value
 
         problem = show_value(problem).strip("'\"")
         raise SpecError(f"{origin}: YAML syntax error{where}: {problem}.") from None
@@ -300,7 +300,7 @@ def parse_yaml(text: str, origin: str = "<spec>") -> Any:
             f"{origin}: the YAML is nested too deeply; job specs need a few levels only."
         ) from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. an int of 10,000 digits
-        from dkernel.jobs.params import show_value
+        from dkernel.schema.params import show_value
 
         raise SpecError(
             f"{origin}: a value could not be read: {show_value(str(exc))[:300]}."

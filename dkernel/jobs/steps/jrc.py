@@ -22,12 +22,12 @@ from dkernel.jobs.outputs import (
     write_clustering_metrics,
     write_label_map,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.jobs.steps.kppr import KERNEL_PARAMS, kernel_param, ranking_kernel
 from dkernel.ranking.graph import ranking_dataset
 from dkernel.ranking.jrc import EMBEDDINGS, JointRankingClustering
 from dkernel.ranking.kernelmap import ADAPTIVE
+from dkernel.schema.params import Param
 
 _DEFAULTS = JointRankingClustering().get_params()
 

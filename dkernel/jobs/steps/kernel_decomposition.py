@@ -35,8 +35,8 @@ from dkernel.jobs.outputs import (
     write_clustering_metrics,
     write_label_map,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.schema.params import Param
 
 
 def _positive(values):

@@ -22,7 +22,6 @@ from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, SpecError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import write_score_map
-from dkernel.jobs.params import Param, show_value
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.ranking.graph import (
     project_graph,
@@ -36,6 +35,7 @@ from dkernel.ranking.kppr import KernelPersonalizedPageRank
 from dkernel.ranking.metrics import ndcg_at_k
 from dkernel.ranking.ppr import ppr_exact
 from dkernel.runtime import compute_with_progress
+from dkernel.schema.params import Param, show_value
 
 
 def _check_seeds(value: Any) -> str | None:

@@ -31,8 +31,8 @@ from dkernel.jobs.outputs import (
     write_map_files,
     write_map_group,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.schema.params import Param
 
 PARAMS = (
     Param("n_clusters", "int", default=5, low=1, doc="Number of output clusters."),

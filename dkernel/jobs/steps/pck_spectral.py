@@ -27,10 +27,10 @@ from dkernel.jobs.outputs import (
     write_clustering_metrics,
     write_label_map,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.linalg.kmeans import euclidean_kmeans
 from dkernel.runtime import compute_with_progress
+from dkernel.schema.params import Param
 from dkernel.spectral.feature_map import (
     choose_solver,
     feature_map_kpca,

@@ -15,10 +15,10 @@ from dkernel.jobs.outputs import (
     write_clustering_metrics,
     write_label_map,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION
 from dkernel.runtime import compute_with_progress
+from dkernel.schema.params import Param
 from dkernel.spectral.estimators import KECA, KernelPCAEmbedding
 
 PARAMS = (
