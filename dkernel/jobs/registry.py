@@ -1,6 +1,7 @@
 """Registry of job methods: ``method:`` in a spec names one of these, nothing else runs.
 
-A method module (``dkernel/jobs/steps/<name>.py``) declares its parameter schema, an optional
+A method module (``dkernel/jobs/steps/<name>.py``, found by :data:`METHODS` on the first lookup:
+no list of modules to edit) declares its parameter schema, an optional
 cross-check against the data's shape, a cost estimate (checked against the job's limits before
 any cluster starts) and ``run(ctx)``, which computes and writes its groups to ``ctx.store``.
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dkernel.errors import SpecError
+from dkernel.registry import Registry
 from dkernel.schema.params import Param
 
 if TYPE_CHECKING:
@@ -78,22 +80,17 @@ class Method:
     description: str = ""
 
 
-METHODS: dict[str, Method] = {}
+#: The job methods; every module of :mod:`dkernel.jobs.steps` registers its own on import.
+METHODS: Registry[Method] = Registry(
+    "method", error=lambda message: SpecError(message, "method"), discover="dkernel.jobs.steps"
+)
 
 
 def register_method(method: Method) -> Method:
     """Add a method to the registry (module import time)."""
-    if method.name in METHODS:
-        raise ValueError(f"method {method.name!r} is already registered")
-    METHODS[method.name] = method
-    return method
+    return METHODS.register(method.name, method)
 
 
 def get_method(name: Any) -> Method:
-    """Look a method up by name; unknown names list the valid ones."""
-    from dkernel.jobs import steps  # noqa: F401  (registers the built-in methods)
-
-    if not isinstance(name, str) or name not in METHODS:
-        valid = ", ".join(sorted(METHODS))
-        raise SpecError(f"unknown method {name!r}. Valid methods: {valid}.", "method")
-    return METHODS[name]
+    """Look a method up by name; unknown names suggest a close one and list the valid ones."""
+    return METHODS.lookup(name)

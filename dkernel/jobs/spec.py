@@ -35,6 +35,8 @@ import yaml
 
 from dkernel.errors import SpecError
 from dkernel.io.data import DATA_HELP, data_root
+from dkernel.io.registry import READERS, get_reader
+from dkernel.jobs.registry import get_method
 from dkernel.schema.params import Param, validate_mapping
 
 TOP_LEVEL = (
@@ -326,9 +328,6 @@ def load_spec(path: str | Path) -> JobSpec:
 
 def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
     """Validate a parsed spec mapping completely; return the typed :class:`JobSpec`."""
-    from dkernel.io.registry import READERS, get_reader
-    from dkernel.jobs.registry import get_method
-
     if not isinstance(raw, Mapping):
         got = "an empty file" if raw is None else f"{type(raw).__name__}"
         raise SpecError(
