@@ -126,7 +126,9 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         10). The leading eigenvectors that start the factorisation come from the 0/1 k-NN
         graph: the self-tuning weights gave 0.738.
     loss : {'kl-euclidean', 'euclidean', 'kl'}
-        ``'euclidean'``: squared error of Eq. 7 with Lee-Seung updates (the paper's);
+        'kl': PLSA / KL-divergence multiplicative updates; 'euclidean': least-squares
+        multiplicative updates; 'kl-euclidean': restarts compared by KL, the best refined by
+        least squares. ``'euclidean'``: squared error of Eq. 7 with Lee-Seung updates (the paper's);
         ``'kl'``: PLSA / KL multiplicative updates (exactly stochastic factors). With ``'kl'``
         the held-out likelihood (:meth:`score`) is the same for every ``n_clusters`` (see
         :mod:`dkernel.decomposition.nmf`), so it cannot be used to choose ``n_clusters``.
@@ -135,6 +137,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     n_init : int
         Restarts (restart 0 is the eigenvector initialisation).
     max_iter : int
+        Iteration cap of every factorisation.
     tol : float
         Relative objective change to stop.
     block_size : int, optional

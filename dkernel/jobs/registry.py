@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from dkernel.errors import SpecError
 from dkernel.registry import Registry
+from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ class Method:
     needs_raster : bool
         The method needs an image reader (``data.raster`` set).
     description : str
+    estimators : tuple of EstimatorSchema
+        The estimators whose parameters ``params`` derives from (a test holds every shared
+        parameter to its estimator's default, kind and range).
     """
 
     name: str
@@ -78,6 +82,7 @@ class Method:
     estimate: Callable[[dict[str, Any], int, int], Cost] | None = None
     needs_raster: bool = False
     description: str = ""
+    estimators: tuple[EstimatorSchema, ...] = ()
 
 
 #: The job methods; every module of :mod:`dkernel.jobs.steps` registers its own on import.

@@ -255,10 +255,10 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     Parameters
     ----------
     n_components : int, optional
-        Dimension of the embedding; by default ``n_clusters`` when that is set (one axis per
-        cluster, as the ``rbf-spectral`` job does; chosen on ``benchmarks/bench_defaults.py``:
-        D31's 31 clusters go from ARI 0.73 to 0.95 for KPCA and from 0.16 to 0.86 for KECA),
-        else 2.
+        Dimension of the embedding (default: ``n_clusters`` when that is set, else 2). One
+        axis per cluster, as the ``rbf-spectral`` job does, was chosen on
+        ``benchmarks/bench_defaults.py``: D31's 31 clusters go from ARI 0.73 to 0.95 for KPCA
+        and from 0.16 to 0.86 for KECA.
     kernel : {'rbf', 'local_scaling', 'knn'}
         Kernel name. ``rbf`` (one width, by the rule of thumb) stays the default: the leading
         components of KPCA / KECA summarise the data's global shape, which a single width
