@@ -85,7 +85,7 @@ class Method:
     estimators: tuple[EstimatorSchema, ...] = ()
 
 
-#: The job methods; every module of :mod:`dkernel.jobs.steps` registers its own on import.
+#: The job methods; every module of ``dkernel.jobs.steps`` registers its own on import.
 METHODS: Registry[Method] = Registry(
     "method", error=lambda message: SpecError(message, "method"), discover="dkernel.jobs.steps"
 )
