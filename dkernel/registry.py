@@ -81,11 +81,15 @@ class Registry(Mapping[str, T], Generic[T]):
         """Import every module of the ``discover`` package once (registers the built-ins)."""
         if self._discovered:
             return
-        self._discovered = True
-        module = importlib.import_module(self._discover)  # type: ignore[arg-type]
-        for info in sorted(pkgutil.iter_modules(getattr(module, "__path__", [])), key=_name):
-            if not info.name.startswith("_"):
-                importlib.import_module(f"{module.__name__}.{info.name}")
+        self._discovered = True  # set first: the modules register while being imported
+        try:
+            module = importlib.import_module(self._discover)  # type: ignore[arg-type]
+            for info in sorted(pkgutil.iter_modules(getattr(module, "__path__", [])), key=_name):
+                if not info.name.startswith("_"):
+                    importlib.import_module(f"{module.__name__}.{info.name}")
+        except BaseException:
+            self._discovered = False  # a broken module is reported again, not half-registered
+            raise
 
     def names(self) -> list[str]:
         """The registered names, sorted."""
