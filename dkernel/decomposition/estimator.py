@@ -141,7 +141,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     tol : float
         Relative objective change to stop.
     block_size : int, optional
-        Query rows per task in out-of-sample evaluation (default: 16 384 rows with the k-NN
+        Query rows per task in out-of-sample evaluation, at least 16 (default: 16 384 rows with the k-NN
         kernel, ~32 MiB dense blocks otherwise). NumPy input: the k-NN blocks run on a thread
         pool, one thread per CPU.
     max_memory : str or float, optional
@@ -242,7 +242,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "block_size": [Interval(Integral, 1, None, closed="left"), None],
+        # blocks below 16 rows only multiply the tasks
+        "block_size": [Interval(Integral, 16, None, closed="left"), None],
         "max_memory": [str, Interval(Real, 0, None, closed="neither"), None],
         "random_state": ["random_state", np.random.Generator],
     }

@@ -57,7 +57,8 @@ class _DenseKernelEmbedding(
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "n_init": [Interval(Integral, 1, None, closed="left")],
-        "block_size": [Interval(Integral, 1, None, closed="left"), None],
+        # blocks below 16 rows only multiply the tasks
+        "block_size": [Interval(Integral, 16, None, closed="left"), None],
         "dtype": [StrOptions({"float32", "float64"})],
         # a size such as "4GB" or bytes; parsed and checked by dkernel._budget
         "max_memory": [str, Interval(Real, 0, None, closed="neither"), None],
@@ -280,7 +281,7 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     n_init : int
         k-means restarts.
     block_size : int, optional
-        Rows per kernel block.
+        Rows per kernel block, at least 16 (default: ~64 MiB blocks).
     dtype : {'float64', 'float32'}
         Kernel block dtype.
     max_memory : str or float, optional
