@@ -100,6 +100,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     n_clusters : int
         Number of clusters ``C``.
     kernel : {'local_scaling', 'gaussian', 'cosine'}
+        local_scaling: self-tuning widths (one model, no selection); gaussian: the paper's
+        density kernel (with held-out selection of its width); cosine: count data.
         ``'local_scaling'`` (default): Zelnik-Manor & Perona's self-tuning kernel, each
         point's width ``sigma`` its distance to its ``scale_neighbors``-th nearest other
         training point (a new point: to its ``scale_neighbors``-th nearest training point), so

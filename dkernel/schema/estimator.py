@@ -214,7 +214,12 @@ _LITERAL = re.compile(r"``([^`]+)``")
 _CITATION = re.compile(
     r"\s*\((?:[^()]*\b(?:00\d|Eq\.|Paper [IV]+|Alg\.|Fig\.|Def\.|Prop\.|DESIGN)|[^()]*§)[^()]*\)"
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z'\"(])")
+#: A sentence ends at ``. `` before a capital, a digit or a quote, except after the
+#: abbreviations that cite (``Eq. 5``, ``Prop. 6``) or abbreviate (``e.g. 5``).
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])(?<!\bEq\.)(?<!\bProp\.)(?<!\bDef\.)(?<!\bAlg\.)(?<!\bFig\.)"
+    r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bcf\.)(?<!\bvs\.)\s+(?=[A-Z0-9'\"(])"
+)
 
 
 def _parameter_entries(doc: str) -> dict[str, tuple[str, str]]:
