@@ -1,4 +1,4 @@
-"""The ``dkernel`` command: validate, run, submit, show, demo.
+"""The ``dkernel`` command: validate, run, submit, show, methods, schema, demo.
 
 Exit codes: 0 success, 2 invalid input or spec, 1 failure while running.
 """
@@ -160,6 +160,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", help="show one method's or reader's parameters")
 
     p = sub.add_parser(
+        "schema",
+        parents=[common],
+        help="print the JSON Schema (draft 2020-12) of job specs, for editor completion",
+    )
+    p.add_argument("--output", type=Path, help="write the schema to this file instead")
+
+    p = sub.add_parser(
         "demo",
         parents=[common],
         help="run the demo: MSSC on a Landsat scene (writes results/demo-landsat-mssc.zarr, "
@@ -283,17 +290,21 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
-    from dkernel.io.registry import READERS, get_reader
-    from dkernel.jobs.params import REQUIRED
-    from dkernel.jobs.registry import METHODS, get_method
+    from dkernel.io.registry import READERS
+    from dkernel.jobs.registry import METHODS
+    from dkernel.schema.params import REQUIRED
 
-    get_method("rbf-spectral")  # importing the registries' built-ins
-    get_reader("csv")
     if args.name:
         entry = METHODS.get(args.name) or READERS.get(args.name)
         if entry is None:
-            valid = ", ".join(sorted(METHODS) + sorted(READERS))
-            raise SpecError(f"no method or reader named {args.name!r}. Valid names: {valid}.")
+            import difflib
+
+            names = METHODS.names() + READERS.names()
+            close = difflib.get_close_matches(args.name, names, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise SpecError(
+                f"no method or reader named {args.name!r}.{hint} Valid names: {', '.join(names)}."
+            )
         kind = "method" if args.name in METHODS else "reader"
         print(f"{kind} {entry.name}: {entry.description}")
         for param in entry.params:
@@ -308,6 +319,21 @@ def _cmd_methods(args: argparse.Namespace) -> int:
     for name, reader in sorted(READERS.items()):
         print(f"  {name:22} {reader.description}")
     print("`dkernel methods NAME` lists a method's or reader's parameters.")
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from dkernel.jobs.spec import job_spec_schema
+
+    text = json.dumps(job_spec_schema(), indent=2, ensure_ascii=False) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    try:
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write the schema to {args.output}: {exc}.") from exc
+    print(f"wrote {args.output}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -366,6 +392,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "submit": lambda a: _cmd_run(a, submit=True),
         "show": _cmd_show,
         "methods": _cmd_methods,
+        "schema": _cmd_schema,
         "demo": _cmd_demo,
     }
     try:

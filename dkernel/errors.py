@@ -26,7 +26,7 @@ class SpecError(DKernelError, ValueError):
         Dotted path of the offending key in the spec (``params.n_clusters``).
     """
 
-    #: Longest message (characters): values in messages are cut (dkernel.jobs.params.show_value)
+    #: Longest message (characters): values in messages are cut (dkernel.schema.params.show_value)
     #: and this is the backstop.
     MAX_MESSAGE = 2000
 

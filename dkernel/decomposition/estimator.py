@@ -83,6 +83,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     n_clusters : int
         Number of clusters ``C``.
     kernel : {'local_scaling', 'gaussian', 'cosine'}
+        local_scaling: self-tuning widths (one model, no selection); gaussian: the paper's
+        density kernel (with held-out selection of its width); cosine: count data.
         ``'local_scaling'`` (default): Zelnik-Manor & Perona's self-tuning kernel, each
         point's width ``sigma`` its distance to its ``scale_neighbors``-th nearest other
         training point (a new point: to its ``scale_neighbors``-th nearest training point), so
@@ -110,7 +112,9 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         10). The leading eigenvectors that start the factorisation come from the 0/1 k-NN
         graph: the self-tuning weights gave 0.738.
     loss : {'kl-euclidean', 'euclidean', 'kl'}
-        ``'euclidean'``: squared error of Eq. 7 with Lee-Seung updates (the paper's);
+        'kl': PLSA / KL-divergence multiplicative updates; 'euclidean': least-squares
+        multiplicative updates; 'kl-euclidean': restarts compared by KL, the best refined by
+        least squares. ``'euclidean'``: squared error of Eq. 7 with Lee-Seung updates (the paper's);
         ``'kl'``: PLSA / KL multiplicative updates (exactly stochastic factors). With ``'kl'``
         the held-out likelihood (:meth:`score`) is the same for every ``n_clusters`` (see
         :mod:`dkernel.decomposition.nmf`), so it cannot be used to choose ``n_clusters``.
@@ -119,12 +123,13 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     n_init : int
         Restarts (restart 0 is the eigenvector initialisation).
     max_iter : int
+        Iteration cap of every factorisation.
     tol : float
         Relative objective change to stop.
     block_rows : int, optional
-        Query rows per block in out-of-sample evaluation (default: 16 384 rows with the k-NN
-        kernel, ~32 MiB dense blocks otherwise; formerly ``block_size``). NumPy input: the
-        k-NN blocks run on a thread pool, one thread per CPU.
+        Query rows per block in out-of-sample evaluation, at least 16 (default: 16 384 rows
+        with the k-NN kernel, ~32 MiB dense blocks otherwise; formerly ``block_size``). NumPy
+        input: the k-NN blocks run on a thread pool, one thread per CPU.
     max_memory : str or float, optional
         Memory limit for the dense kernel (default ``DKERNEL_MAX_MEMORY`` or 4 GiB).
     random_state : int, optional
@@ -223,7 +228,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "block_rows": [Interval(Integral, 1, None, closed="left"), None],
+        # blocks below 16 rows only multiply the tasks
+        "block_rows": [Interval(Integral, 16, None, closed="left"), None],
         "max_memory": [str, Interval(Real, 0, None, closed="neither"), None],
         "random_state": ["random_state", np.random.Generator],
     }

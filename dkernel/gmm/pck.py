@@ -70,7 +70,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         Fraction of the rows each initial condition is trained on (the models of one ``q``
         share its subsample; the kernel is evaluated on all rows).
     covariance_type : {'diag', 'full'}, default='diag'
-        'full' follows Alg. 1 with points grouped by missingness pattern (moderate p only).
+        Covariance of every mixture component. 'full' follows Alg. 1 with points grouped by missingness pattern (moderate p only).
     reg_covar : float, default=1e-6
         Added to every variance (diagonal of every covariance) after each M-step, relative to
         the data after centring (the data are not rescaled). Per column it is raised to the
@@ -80,6 +80,8 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
     dtype : {'float32', 'float64'}, default='float32'
         Compute dtype of EM and of Γ.
     missingness : {'ignorable', 'informative'}, default='ignorable'
+        ignorable: missing values carry no information (the published PCKID); informative:
+        the pattern of missing values is evidence, e.g. a saturated sensor (diag only).
         'ignorable' is Paper I's PCKID: a point is scored on its observed coordinates only,
         whatever its pattern of missing values. 'informative' (an extension, diagonal
         covariance only) also gives every component a probability of each coordinate being
@@ -88,6 +90,8 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         observed variance (see :class:`dkernel.gmm.em.MissingnessModel`). On complete training
         data the two are identical.
     projection : int, float or None, default=None
+        Fit the ensemble on the leading principal components: a count (>= 1) or the fraction
+        of variance (< 1); None: the input columns (the published PCK, the default).
         None (Paper I, the default: measured best, see Notes) fits the ensemble on the input
         columns. An integer ``d >= 1`` fits it on the leading ``d`` principal components
         instead (capped at the number of used columns), a float in (0, 1) on the fewest

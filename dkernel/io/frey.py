@@ -15,7 +15,7 @@ import numpy as np
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData, data_root, expand_data_path
 from dkernel.io.registry import Reader, register_reader
-from dkernel.jobs.params import Param
+from dkernel.schema.params import Param
 
 FREY_SHAPE = (28, 20)
 FREY_RELATIVE = Path("frey_faces") / "frey_rawface.mat"

@@ -619,7 +619,7 @@ def load_hyperspectral(
 
 def _register() -> None:
     from dkernel.io.registry import Reader, register_reader
-    from dkernel.jobs.params import Param
+    from dkernel.schema.params import Param
 
     scale = Param(
         "scale",

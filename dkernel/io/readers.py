@@ -13,7 +13,7 @@ import numpy as np
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.io.registry import Reader, register_reader
-from dkernel.jobs.params import Param
+from dkernel.schema.params import Param
 
 SKLEARN_DATASETS = ("wine", "iris", "breast_cancer", "digits")
 

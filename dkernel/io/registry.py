@@ -8,7 +8,8 @@ from typing import Any
 
 from dkernel.errors import SpecError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.params import Param
+from dkernel.registry import Registry
+from dkernel.schema.params import Param
 
 
 @dataclass(frozen=True)
@@ -37,22 +38,20 @@ class Reader:
     raster: bool = False
 
 
-READERS: dict[str, Reader] = {}
+#: The data readers; :mod:`dkernel.io.readers` registers the built-ins (and imports the
+#: modules that define more) when the registry is first read.
+READERS: Registry[Reader] = Registry(
+    "reader",
+    error=lambda message: SpecError(message, "data.reader"),
+    discover="dkernel.io.readers",
+)
 
 
 def register_reader(reader: Reader) -> Reader:
     """Add a reader to the registry (module import time)."""
-    if reader.name in READERS:
-        raise ValueError(f"reader {reader.name!r} is already registered")
-    READERS[reader.name] = reader
-    return reader
+    return READERS.register(reader.name, reader)
 
 
 def get_reader(name: Any) -> Reader:
-    """Look a reader up by name; unknown names list the valid ones."""
-    from dkernel.io import readers  # noqa: F401  (registers the built-in readers)
-
-    if not isinstance(name, str) or name not in READERS:
-        valid = ", ".join(sorted(READERS))
-        raise SpecError(f"unknown reader {name!r}. Valid readers: {valid}.", "data.reader")
-    return READERS[name]
+    """Look a reader up by name; unknown names suggest a close one and list the valid ones."""
+    return READERS.lookup(name)

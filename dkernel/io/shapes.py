@@ -16,7 +16,7 @@ import numpy as np
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData, data_root, expand_data_path
 from dkernel.io.registry import Reader, register_reader
-from dkernel.jobs.params import Param
+from dkernel.schema.params import Param
 
 SHAPES_DIR = "shapes_2d_sipu"
 SHAPE_SETS = ("jain", "Aggregation", "Compound", "pathbased", "spiral", "flame", "R15", "D31")

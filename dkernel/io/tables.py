@@ -20,7 +20,7 @@ import numpy as np
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData, data_root, expand_data_path
 from dkernel.io.registry import Reader, register_reader
-from dkernel.jobs.params import Param
+from dkernel.schema.params import Param
 
 WISCONSIN_DIR = "breast_cancer_wisconsin_original"
 STATLOG_DIR = "statlog_landsat_satellite"

@@ -23,9 +23,9 @@ import numpy as np
 import xarray as xr
 
 from dkernel.errors import InvalidInputError
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import JobContext
 from dkernel.metrics import clustering_scores
+from dkernel.schema.params import Param
 from dkernel.storage.layout import metrics_dataset
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,7 @@
 """Registry of job methods: ``method:`` in a spec names one of these, nothing else runs.
 
-A method module (``dkernel/jobs/steps/<name>.py``) declares its parameter schema, an optional
+A method module (``dkernel/jobs/steps/<name>.py``, found by :data:`METHODS` on the first lookup:
+no list of modules to edit) declares its parameter schema, an optional
 cross-check against the data's shape, a cost estimate (checked against the job's limits before
 any cluster starts) and ``run(ctx)``, which computes and writes its groups to ``ctx.store``.
 """
@@ -12,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dkernel.errors import SpecError
-from dkernel.jobs.params import Param
+from dkernel.registry import Registry
+from dkernel.schema.estimator import EstimatorSchema
+from dkernel.schema.params import Param
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -66,6 +69,9 @@ class Method:
     needs_raster : bool
         The method needs an image reader (``data.raster`` set).
     description : str
+    estimators : tuple of EstimatorSchema
+        The estimators whose parameters ``params`` derives from (a test holds every shared
+        parameter to its estimator's default, kind and range).
     """
 
     name: str
@@ -75,24 +81,20 @@ class Method:
     estimate: Callable[[dict[str, Any], int, int], Cost] | None = None
     needs_raster: bool = False
     description: str = ""
+    estimators: tuple[EstimatorSchema, ...] = ()
 
 
-METHODS: dict[str, Method] = {}
+#: The job methods; every module of ``dkernel.jobs.steps`` registers its own on import.
+METHODS: Registry[Method] = Registry(
+    "method", error=lambda message: SpecError(message, "method"), discover="dkernel.jobs.steps"
+)
 
 
 def register_method(method: Method) -> Method:
     """Add a method to the registry (module import time)."""
-    if method.name in METHODS:
-        raise ValueError(f"method {method.name!r} is already registered")
-    METHODS[method.name] = method
-    return method
+    return METHODS.register(method.name, method)
 
 
 def get_method(name: Any) -> Method:
-    """Look a method up by name; unknown names list the valid ones."""
-    from dkernel.jobs import steps  # noqa: F401  (registers the built-in methods)
-
-    if not isinstance(name, str) or name not in METHODS:
-        valid = ", ".join(sorted(METHODS))
-        raise SpecError(f"unknown method {name!r}. Valid methods: {valid}.", "method")
-    return METHODS[name]
+    """Look a method up by name; unknown names suggest a close one and list the valid ones."""
+    return METHODS.lookup(name)

@@ -35,7 +35,9 @@ import yaml
 
 from dkernel.errors import SpecError
 from dkernel.io.data import DATA_HELP, data_root
-from dkernel.jobs.params import Param, validate_mapping
+from dkernel.io.registry import READERS, get_reader
+from dkernel.jobs.registry import METHODS, get_method
+from dkernel.schema.params import REQUIRED, Param, validate_mapping
 
 TOP_LEVEL = (
     Param(
@@ -199,7 +201,7 @@ class _SpecLoader(yaml.SafeLoader):
                 except TypeError:
                     continue
                 if first is not None:
-                    from dkernel.jobs.params import show_value
+                    from dkernel.schema.params import show_value
 
                     raise SpecError(
                         f"duplicate key {show_value(key)} at line {line} (first at line "
@@ -291,7 +293,7 @@ def parse_yaml(text: str, origin: str = "<spec>") -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        from dkernel.jobs.params import show_value
+        from dkernel.schema.params import show_value
 
         problem = show_value(problem).strip("'\"")
         raise SpecError(f"{origin}: YAML syntax error{where}: {problem}.") from None
@@ -300,7 +302,7 @@ def parse_yaml(text: str, origin: str = "<spec>") -> Any:
             f"{origin}: the YAML is nested too deeply; job specs need a few levels only."
         ) from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. an int of 10,000 digits
-        from dkernel.jobs.params import show_value
+        from dkernel.schema.params import show_value
 
         raise SpecError(
             f"{origin}: a value could not be read: {show_value(str(exc))[:300]}."
@@ -326,9 +328,6 @@ def load_spec(path: str | Path) -> JobSpec:
 
 def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
     """Validate a parsed spec mapping completely; return the typed :class:`JobSpec`."""
-    from dkernel.io.registry import READERS, get_reader
-    from dkernel.jobs.registry import get_method
-
     if not isinstance(raw, Mapping):
         got = "an empty file" if raw is None else f"{type(raw).__name__}"
         raise SpecError(
@@ -486,3 +485,61 @@ class OutputPolicy:
             "command line) to choose where results go.",
             "output",
         )
+
+
+def job_spec_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a job spec, from the same ``Param`` tuples the
+    validation reads: top-level keys, ``data`` per reader, ``method`` and ``params`` per
+    method (``if``/``then`` on ``data.reader`` and ``method``).
+
+    Checks written as code (file existence, sizes, seed specs) stay with ``dkernel validate``.
+    """
+    from dkernel.schema.export import DRAFT, object_schema
+
+    methods, readers = METHODS.names(), READERS.names()
+    top = object_schema(TOP_LEVEL)
+    props = top["properties"]
+    props["name"]["pattern"] = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+    props["data"] = {"$ref": "#/$defs/data", "description": props["data"]["description"]}
+    props["method"] = {**props["method"], "enum": methods}
+    props["runtime"] = {"anyOf": [{"type": "null"}, object_schema(RUNTIME)], "default": None}
+    props["limits"] = {"anyOf": [{"type": "null"}, object_schema(LIMITS)], "default": None}
+    defs: dict[str, Any] = {
+        "data": {
+            "type": "object",
+            "required": ["reader"],
+            "properties": {"reader": {"type": "string", "enum": readers}},
+            "allOf": [
+                {
+                    "if": {"properties": {"reader": {"const": r}}, "required": ["reader"]},
+                    "then": {"$ref": f"#/$defs/data-{r}"},
+                }
+                for r in readers
+            ],
+        }
+    }
+    for r in readers:
+        reader = READERS[r]
+        defs[f"data-{r}"] = object_schema(
+            (*DATA_COMMON, *reader.params), description=reader.description
+        )
+    rules = []
+    for m in methods:
+        method = METHODS[m]
+        defs[f"params-{m}"] = object_schema(method.params, description=method.description)
+        ref = {"$ref": f"#/$defs/params-{m}"}
+        if any(p.default is REQUIRED for p in method.params):
+            then = {"required": ["params"], "properties": {"params": ref}}
+        else:
+            then = {"properties": {"params": {"anyOf": [{"type": "null"}, ref]}}}
+        rules.append(
+            {"if": {"properties": {"method": {"const": m}}, "required": ["method"]}, "then": then}
+        )
+    return {
+        "$schema": DRAFT,
+        "title": "dkernel job spec",
+        "description": "A YAML job for `dkernel run` / `dkernel submit`.",
+        **top,
+        "allOf": rules,
+        "$defs": defs,
+    }

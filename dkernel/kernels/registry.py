@@ -23,6 +23,7 @@ from dkernel.errors import InvalidInputError
 from dkernel.kernels.adaptive import RadiusKernelBlock, neighbor_radius, reference_neighbors
 from dkernel.kernels.cosine import cosine_block
 from dkernel.kernels.rbf import rbf_block, sigma_rule_of_thumb
+from dkernel.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -89,20 +90,20 @@ class KernelEntry:
     description: str = ""
 
 
-KERNELS: dict[str, KernelEntry] = {}
+#: The named kernels (registered below).
+KERNELS: Registry[KernelEntry] = Registry(
+    "kernel", error=InvalidInputError, suffix=", or a callable f(X, Y)"
+)
 
 
 def register_kernel(entry: KernelEntry) -> KernelEntry:
     """Add a named kernel to the registry."""
-    if entry.name in KERNELS:
-        raise ValueError(f"kernel {entry.name!r} is already registered")
-    KERNELS[entry.name] = entry
-    return entry
+    return KERNELS.register(entry.name, entry)
 
 
 def available_kernels() -> list[str]:
     """Names accepted by :func:`make_kernel`."""
-    return sorted(KERNELS)
+    return KERNELS.names()
 
 
 def _sample_rows(X: Any, size: int, seed: int | None) -> np.ndarray:
@@ -383,12 +384,7 @@ def make_kernel(
                 "bind them in the function (functools.partial)."
             )
         return _callable_kernel(kernel, nonnegative)
-    if not isinstance(kernel, str) or kernel not in KERNELS:
-        raise InvalidInputError(
-            f"unknown kernel {kernel!r}. Valid kernels: {', '.join(available_kernels())}, or a "
-            "callable f(X, Y)."
-        )
-    factory = KERNELS[kernel].factory
+    factory = KERNELS.lookup(kernel).factory
     allowed = set(inspect.signature(factory).parameters) - {"X"}
     unknown = sorted(set(params) - allowed)
     if unknown:

@@ -353,23 +353,27 @@ class MSSC(MeanShift):
     bandwidth : float, optional
         Mean-shift bandwidth h_ms (``bandwidth_factor`` × Silverman's rule when None).
     sigma : float, optional
-        Kernel width h_spec of the Cauchy–Schwarz affinity; default ``sigma_fraction`` times
-        the median pairwise distance of the fitted sample (the project's RBF rule of thumb),
-        at least ``h_ms``. (Formerly ``spectral_bandwidth``.)
+        Kernel width h_spec of the Cauchy–Schwarz affinity between partitions
+        (``sigma_fraction`` × the median pairwise distance when None). The median is that of
+        the fitted sample (the project's RBF rule of thumb); h_spec is at least ``h_ms``.
+        Formerly ``spectral_bandwidth``.
     sigma_fraction : float
-        Fraction of the median pairwise distance used when ``sigma`` is None (formerly
-        ``spectral_fraction``).
+        h_spec, the width of the partition affinity, as a fraction of the median pairwise
+        distance (used when ``sigma`` is None). Formerly ``spectral_fraction``.
         Default 0.5 (001 §5.5's 'global' scale): with NJW it beats 0.2 (the RBF rule of thumb,
         DESIGN §3.3) on Samson, Jasper and BSDS 3063.
     embedding : {'njw', 'kpca', 'keca'}
-        Normalized spectral clustering (Ng–Jordan–Weiss: top eigenvectors of
+        Clustering of the partition affinity: normalized spectral clustering (NJW), KPCA +
+        k-means or KECA + angular k-means. Normalized spectral clustering (Ng–Jordan–Weiss: top eigenvectors of
         ``D^-1/2 S D^-1/2``, rows to unit length, k-means), KECA with angular k-means or
         centered KPCA with Euclidean k-means; see :func:`~dkernel.meanshift.second_stage`.
         Default 'njw': dividing out each partition's degree keeps a large, spread-out cluster
         from taking the leading axes (KECA at 0.2 scored ARI 0.36/0.17 on standardised
         Samson/Jasper, NJW 0.64/0.71 over 5 seeds, k-means 0.61/0.73).
     affinity : {'auto', 'exact', 'sample', 'rff'}
-        Exact blocked pairwise sums (O(N²) work); the same sums estimated from a sample of
+        How the Cauchy–Schwarz sums are computed: exactly, on a sample stratified by
+        partition, or from random Fourier features ('auto': exact up to 20 000 points, else
+        'sample'). Exact blocked pairwise sums (O(N²) work); the same sums estimated from a sample of
         20 000 points stratified by partition (at least 50 per partition, exact kernel values);
         or the cosine between partition sums of ``n_rff`` random Fourier features (one
         streaming pass). 'auto': exact up to 20 000 points, else 'sample' — random features
@@ -381,7 +385,8 @@ class MSSC(MeanShift):
     n_init : int
         k-means restarts in the second stage (best by cost).
     normalization : {'size', 'cs'}
-        'size' (default): ``S_ij / sqrt(n_i n_j)``, the point-level kernel on
+        'size': partitions weighted by their number of points; 'cs': the Cauchy–Schwarz
+        divergence normalization, every partition one point. 'size' (default): ``S_ij / sqrt(n_i n_j)``, the point-level kernel on
         partition-constant functions, so the embedding and k-means weight partitions by their
         number of points (an over-partitioning first stage then cannot outvote the pixels).
         'cs': the Cauchy–Schwarz affinity of Eq. 5.4, every partition one point (see
@@ -392,7 +397,9 @@ class MSSC(MeanShift):
         Default 1.0: plain NJW isolates a few small outlier partitions, different ones for
         different seeds (min pairwise ARI of the demo's label maps over 5 seeds ≈ 0).
     band_norm : {'auto', 'unit', 'none'}
-        Scaling of the first ``n_bands`` columns of every row before anything else: 'unit'
+        'unit': every pixel's band vector to unit length (the spectral angle; further columns
+        such as pixel coordinates kept); 'none': unchanged; 'auto': 'unit' from 5
+        non-negative bands on, else 'none'. Scaling of the first ``n_bands`` columns of every row before anything else: 'unit'
         scales them to unit length (the spectral angle of non-negative spectra; brightness
         dropped, further columns such as pixel coordinates kept), 'none' keeps them. 'auto'
         (default) is 'unit' from 5 non-negative bands on, else 'none' (RGB photos and
@@ -409,10 +416,10 @@ class MSSC(MeanShift):
         pre-partition of up to 20000 sampled points (001 §7.1), O(500²) per iteration
         whatever N.
     bandwidth_factor : float
-        Default 0.5: h_ms is half Silverman's rule, so the first stage over-partitions
+        Multiplies Silverman's rule when ``bandwidth`` is None. Default 0.5: h_ms is half Silverman's rule, so the first stage over-partitions
         (001 §6.1.2) and stage two does the merging.
     path_radius : float
-        Default 0.3 (see :class:`MeanShift`).
+        See :class:`MeanShift`; default 0.3.
     **mean-shift parameters** : see :class:`MeanShift`.
 
     Attributes

@@ -138,6 +138,7 @@ class JointRankingClustering(
     ----------
     kernel : {'knn_mean', 'knn', 'local_scaling', 'rbf', 'precomputed', 'pck'}, callable or \
 transformer, default='knn_mean'
+        Affinity kernel (knn_mean, knn and local_scaling adapt to each point's neighbours).
         'knn_mean': 1 between mutual ``n_neighbors``-nearest neighbours, ½ one way, 0 otherwise
         (``dkernel.ranking.affinity``; scikit-learn's k-NN affinity). 'knn' and
         'local_scaling': the registry's adaptive kernels. Every kernel but 'precomputed' is a
@@ -151,7 +152,7 @@ transformer, default='knn_mean'
     kernel_params : dict, optional
         ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii).
     alpha : float, default=0.15
-        Restart probability (000 uses 0.15; it only reweights the kept components, and 0.01 to
+        Restart probability of the random walk (000 uses 0.15; it only reweights the kept components, and 0.01 to
         0.9 move the suite's mean ARI by under 0.01).
     embedding : {'normalized', 'laplacian'}, default='normalized'
         Which eigenpairs the truncated ``Z_β`` keeps: the largest of ``D^{-1/2} K D^{-1/2}``
@@ -161,12 +162,13 @@ transformer, default='knn_mean'
         Embedding dimensions used for clustering and ranking; ``n_clusters`` when None (000
         used 3: with 10 or 31 clusters that loses clusters, mean ARI 0.719).
     n_clusters : int, default=3
+        Number of k-means clusters.
     n_init : int, default=10
         k-means restarts (best by inertia; 000 used 100, which costs seconds, not quality, here).
     sigma : float, optional
         RBF width (``kernel='rbf'`` only); ``sigma_fraction`` × median distance when None.
     sigma_fraction : float, default=0.15
-        RBF rule-of-thumb fraction (000 uses 0.15).
+        RBF rule of thumb: this fraction of the median pairwise distance (000 uses 0.15).
     random_state : int, optional
 
     Attributes

@@ -225,6 +225,7 @@ class KernelPersonalizedPageRank(ParameterConstraintsMixin, BaseEstimator):
     ----------
     kernel : {'rbf', 'knn_mean', 'knn', 'local_scaling', 'precomputed', 'pck'}, callable or \
 transformer, default='rbf'
+        Affinity kernel (knn_mean, knn and local_scaling adapt to each point's neighbours).
         'rbf': Gaussian kernel (``sigma`` or the rule of thumb); the default, as in Paper II,
         whose NDCG evaluation ranks against the exact PPR of the same kernel. 'knn_mean' (the
         half-weighted symmetric k-NN graph of ``dkernel.ranking.affinity``), 'knn' and
@@ -236,7 +237,7 @@ transformer, default='rbf'
         function ``f(X, Y)``. An object with ``transform`` is an explicit feature map
         (``K = γ γ^T``; fitted on X if not fitted yet), scored in O(F) per new point.
     alpha : float, default=0.1
-        Restart probability (Paper II uses 0.1).
+        Restart probability of the random walk (Paper II uses 0.1).
     n_components : int or None, default=None
         Number of non-trivial eigenvectors kept (Def. 4); None keeps all that pass
         ``min_eigenvalue``.
@@ -249,6 +250,7 @@ transformer, default='rbf'
         RBF width (``kernel='rbf'`` only); by default ``sigma_fraction`` × median pairwise
         distance.
     sigma_fraction : float, default=0.2
+        RBF rule of thumb: this fraction of the median pairwise distance.
     n_neighbors : int, default=10
         Neighbour rank k of the adaptive kernels ('knn_mean', 'knn', 'local_scaling').
     kernel_params : dict, optional

@@ -69,8 +69,10 @@ class SpectralClustering(
     Parameters
     ----------
     n_clusters : int
+        Number of clusters.
     embedding : {'green', 'normalized', 'kpca', 'uncentered', 'keca'}, optional
-        Spectral embedding clustered. None (default): 'green' on the exact sparse path — the
+        Spectral embedding clustered: random-walk eigenvectors weighted by the PageRank
+        Green's function, NJW, centered or uncentered KPCA, or KECA (angular k-means). None (default): 'green' on the exact sparse path — the
         leading eigenvectors of ``D^{-1/2} W D^{-1/2}`` as random-walk vectors weighted by the
         Green's function of the personalized PageRank, k-means without row normalisation (best
         mean ARI and mean rank of every dkernel and scikit-learn clusterer on the 23 sets of
@@ -79,7 +81,8 @@ class SpectralClustering(
     n_components : int, optional
         Embedding dimension; ``n_clusters`` by default.
     kernel : str, callable or Kernel, optional
-        ``'local_scaling'``, ``'knn'``, ``'rbf'``, ``'cosine'``, ``'pck'``, ``'precomputed'``
+        Kernel by name (default: local_scaling, self-tuning widths, for the normalized
+        embedding; rbf for kpca/keca or when sigma is given). ``'local_scaling'``, ``'knn'``, ``'rbf'``, ``'cosine'``, ``'pck'``, ``'precomputed'``
         or ``f(X, Y)``. None (default): ``'local_scaling'`` for the normalized embedding
         (self-tuning widths, each point's σ the distance to its ``n_neighbors``-th neighbour;
         best mean ARI in ``benchmarks/bench_defaults.py``, see ``docs/choosing_defaults.md``)
@@ -105,6 +108,7 @@ class SpectralClustering(
         the sparse k-NN graph for the ``local_scaling`` kernel with the normalized embedding
         up to ``EXACT_MAX_SAMPLES`` points, otherwise ``DEFAULT_LANDMARKS`` Nyström landmarks.
     landmarks : {'kmeans++', 'uniform'}
+        How the Nyström landmarks are drawn: k-means++ seeding or uniformly.
     degrees : {'nystrom', 'landmarks'}
         Degree estimate of the normalized embedding (see :class:`NystromEmbedding`).
     assign : {'kmeans', 'angular'}, optional

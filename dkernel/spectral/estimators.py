@@ -57,7 +57,8 @@ class _DenseKernelEmbedding(
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "n_init": [Interval(Integral, 1, None, closed="left")],
-        "block_rows": [Interval(Integral, 1, None, closed="left"), None],
+        # blocks below 16 rows only multiply the tasks
+        "block_rows": [Interval(Integral, 16, None, closed="left"), None],
         "dtype": [StrOptions({"float32", "float64"})],
         # a size such as "4GB" or bytes; parsed and checked by dkernel._budget
         "max_memory": [str, Interval(Real, 0, None, closed="neither"), None],
@@ -255,10 +256,10 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     Parameters
     ----------
     n_components : int, optional
-        Dimension of the embedding; by default ``n_clusters`` when that is set (one axis per
-        cluster, as the ``rbf-spectral`` job does; chosen on ``benchmarks/bench_defaults.py``:
-        D31's 31 clusters go from ARI 0.73 to 0.95 for KPCA and from 0.16 to 0.86 for KECA),
-        else 2.
+        Dimension of the embedding (default: ``n_clusters`` when that is set, else 2). One
+        axis per cluster, as the ``rbf-spectral`` job does, was chosen on
+        ``benchmarks/bench_defaults.py``: D31's 31 clusters go from ARI 0.73 to 0.95 for KPCA
+        and from 0.16 to 0.86 for KECA.
     kernel : {'rbf', 'local_scaling', 'knn'}
         Kernel name. ``rbf`` (one width, by the rule of thumb) stays the default: the leading
         components of KPCA / KECA summarise the data's global shape, which a single width
@@ -280,8 +281,8 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     n_init : int
         k-means restarts.
     block_rows : int, optional
-        Rows (and columns) per block of the kernel matrix (blocks are ``block_rows`` ×
-        ``block_rows``); by default about 64 MiB per block. (Formerly ``block_size``.)
+        Rows (and columns) per block of the kernel matrix, at least 16 (default: ~64 MiB
+        blocks). Formerly ``block_size``.
     dtype : {'float64', 'float32'}
         Kernel block dtype.
     max_memory : str or float, optional

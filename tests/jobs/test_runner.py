@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from dkernel.errors import InvalidInputError, ResourceLimitError
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import METHODS, Method, register_method
 from dkernel.jobs.runner import JobFailedError, run_job
 from dkernel.jobs.spec import validate_spec
+from dkernel.schema.params import Param
 from dkernel.storage import open_results
 
 REPO = Path(__file__).resolve().parents[2]

@@ -129,9 +129,8 @@ def test_job_defaults_equal_the_estimator_defaults():
         for name, p in inspect.signature(MSSC).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-    # n_clusters has no sensible default (the job's 5 fills a quick look; MSSC() says 2, as
-    # other estimators do); random_state is the job's seed; progress the runner's switch
-    shared = [p for p in PARAMS if p.name in defaults and p.name != "n_clusters"]
+    # random_state is the job's seed; progress the runner's switch (neither is a parameter)
+    shared = [p for p in PARAMS if p.name in defaults]
     assert len(shared) >= 18
     for param in shared:
         assert param.default == defaults[param.name], param.name

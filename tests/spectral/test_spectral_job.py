@@ -98,7 +98,7 @@ def test_job_defaults_equal_the_estimator_defaults():
         for name, p in inspect.signature(SpectralClustering).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-    shared = [p for p in PARAMS if p.name in defaults and p.name != "n_clusters"]
+    shared = [p for p in PARAMS if p.name in defaults]
     assert len(shared) >= 10
     for param in shared:
         assert param.default == defaults[param.name], param.name

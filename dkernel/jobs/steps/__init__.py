@@ -1,11 +1,3 @@
-"""Built-in job methods; importing this package registers them."""
-
-from dkernel.jobs.steps import (
-    jrc,  # noqa: F401
-    kernel_decomposition,  # noqa: F401
-    kppr,  # noqa: F401
-    mssc,  # noqa: F401
-    pck_spectral,  # noqa: F401
-    rbf_spectral,  # noqa: F401
-    spectral_clustering,  # noqa: F401
-)
+"""Built-in job methods, one module each; :data:`dkernel.jobs.registry.METHODS` imports every
+module of this package on its first lookup, so a new method is a new module here and nothing
+else to edit."""

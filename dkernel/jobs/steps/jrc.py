@@ -22,54 +22,28 @@ from dkernel.jobs.outputs import (
     write_clustering_metrics,
     write_label_map,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.jobs.steps.kppr import KERNEL_PARAMS, kernel_param, ranking_kernel
-from dkernel.ranking.jrc import EMBEDDINGS, JointRankingClustering
+from dkernel.jobs.steps.kppr import (
+    KERNEL_CHOICES,
+    PCK_KERNEL_SCHEMA,
+    RANKING_EXCLUDE,
+    ranking_kernel,
+)
+from dkernel.ranking.jrc import JointRankingClustering
 from dkernel.ranking.kernelmap import ADAPTIVE
+from dkernel.schema.estimator import EstimatorSchema
+from dkernel.schema.params import Param
 from dkernel.storage.layout import embedding_dataset, labels_dataset, ranking_dataset
 
 logger = logging.getLogger(__name__)
 
-_DEFAULTS = JointRankingClustering().get_params()
+JRC_SCHEMA = EstimatorSchema(
+    JointRankingClustering,
+    exclude=RANKING_EXCLUDE,
+    overrides={"kernel": {"choices": KERNEL_CHOICES}},
+)
 
-PARAMS = (kernel_param(_DEFAULTS["kernel"]), *KERNEL_PARAMS) + (
-    Param(
-        "sigma_fraction",
-        "float",
-        default=0.15,
-        low=0,
-        low_open=True,
-        doc="RBF rule of thumb: this fraction of the median pairwise distance.",
-    ),
-    Param(
-        "alpha",
-        "float",
-        default=0.15,
-        low=0,
-        high=1,
-        low_open=True,
-        high_open=True,
-        doc="Restart probability of the random walk.",
-    ),
-    Param(
-        "embedding",
-        "str",
-        default=_DEFAULTS["embedding"],
-        choices=EMBEDDINGS,
-        doc="Eigenpairs kept: largest of D^-1/2 K D^-1/2 (normalized) or smallest of L_beta "
-        "(laplacian, the original JRC algorithm).",
-    ),
-    Param(
-        "n_components",
-        "int",
-        default=_DEFAULTS["n_components"],
-        nullable=True,
-        low=1,
-        doc="Embedding dimensions (default: n_clusters).",
-    ),
-    Param("n_clusters", "int", default=3, low=1, doc="k-means clusters."),
-    Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),
+PARAMS = (*JRC_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
     Param("top_k", "int", default=10, low=1, doc="Top-k stored per seed and per cluster."),
     *RASTER_OUTPUT_PARAMS,
 )
@@ -107,18 +81,7 @@ def run(ctx: JobContext) -> None:
     X = ctx.data.X
     X = as_numpy(X, np.float64)
     kernel = ranking_kernel(p, ctx.seed)
-    jrc = JointRankingClustering(
-        kernel=kernel,
-        n_neighbors=p["n_neighbors"],
-        alpha=p["alpha"],
-        embedding=p["embedding"],
-        n_components=p["n_components"],
-        n_clusters=p["n_clusters"],
-        n_init=p["n_init"],
-        sigma=p["sigma"],
-        sigma_fraction=p["sigma_fraction"],
-        random_state=ctx.seed,
-    )
+    jrc = JRC_SCHEMA.build(p, kernel=kernel, random_state=ctx.seed)
     t = time.perf_counter()
     jrc.fit(X)
     ctx.store.record_timing("embed_and_cluster", time.perf_counter() - t)
@@ -190,5 +153,6 @@ register_method(
         estimate=estimate,
         description="Joint ranking and clustering: Green's-kernel embedding, k-means, PPR "
         "scores for the global seed and each cluster seed.",
+        estimators=(JRC_SCHEMA, PCK_KERNEL_SCHEMA),
     )
 )

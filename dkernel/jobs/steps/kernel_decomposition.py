@@ -23,7 +23,6 @@ import numpy as np
 from dkernel._random import derive_rng
 from dkernel.decomposition.estimator import (
     DEFAULT_N_NEIGHBORS,
-    DEFAULT_SCALE_NEIGHBORS,
     KernelDecompositionClustering,
 )
 from dkernel.decomposition.selection import C_RULES, select_model
@@ -34,9 +33,10 @@ from dkernel.jobs.outputs import (
     write_clustering_metrics,
     write_label_map,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.kernels.widths import silverman_normal_reference
+from dkernel.schema.estimator import EstimatorSchema
+from dkernel.schema.params import Param
 from dkernel.storage.layout import (
     decomposition_dataset,
     labels_dataset,
@@ -63,6 +63,17 @@ def _non_negative(values):
     return None
 
 
+#: The estimator's parameters; the three the job compares over are lists of its own.
+KDC_SCHEMA = EstimatorSchema(
+    KernelDecompositionClustering,
+    exclude={
+        "n_clusters": "the job compares a list of model orders (n_clusters: [C, ...])",
+        "sigma": "the job compares a list of widths (sigmas: [h, ...])",
+        "n_neighbors": "the job compares a list of graph sizes (n_neighbors: [k, ...])",
+        "max_memory": "the job's limits.max_memory",
+    },
+)
+
 PARAMS = (
     Param(
         "n_clusters",
@@ -86,28 +97,7 @@ PARAMS = (
         check=_non_negative,
         doc="k-NN graph sizes to compare; 0 = dense kernel (small N only).",
     ),
-    Param(
-        "kernel",
-        "str",
-        default="local_scaling",
-        choices=("local_scaling", "gaussian", "cosine"),
-        doc="local_scaling: self-tuning widths (one model, no selection); gaussian: the paper's "
-        "density kernel (with sigmas and held-out selection); cosine: count data.",
-    ),
-    Param(
-        "scale_neighbors",
-        "int",
-        default=DEFAULT_SCALE_NEIGHBORS,
-        low=1,
-        doc="local_scaling: each point's width is the distance to this neighbour.",
-    ),
-    Param(
-        "loss",
-        "str",
-        default="kl-euclidean",
-        choices=("kl-euclidean", "euclidean", "kl"),
-        doc="kl: PLSA / KL-divergence multiplicative updates; euclidean: least-squares multiplicative updates.",
-    ),
+    *KDC_SCHEMA.params,
     Param(
         "scale",
         "str",
@@ -139,17 +129,6 @@ PARAMS = (
         default="largest-within-se",
         choices=C_RULES,
         doc="Largest C within one SE of the minimum (paper) or the minimiser.",
-    ),
-    Param("n_init", "int", default=3, low=1, high=100, doc="Restarts per factorisation."),
-    Param("max_iter", "int", default=300, low=1),
-    Param("tol", "float", default=1e-6, low=0),
-    Param(
-        "block_rows",
-        "int",
-        default=None,
-        nullable=True,
-        low=16,
-        doc="Rows per task for the k-NN search and out-of-sample evaluation.",
     ),
     *RASTER_OUTPUT_PARAMS,
 )
@@ -297,15 +276,13 @@ def run(ctx: JobContext) -> None:
         h, k, C = sigmas[0], neighbors[0], p["n_clusters"][0]
 
     t = time.perf_counter()
-    model = KernelDecompositionClustering(
-        C,
+    model = KDC_SCHEMA.build(
+        p,
+        n_clusters=C,
         sigma=h,
         n_neighbors=k,
-        scale_neighbors=p["scale_neighbors"],
-        block_rows=p["block_rows"],
         random_state=ctx.seed,
         max_memory=ctx.spec.limits.get("max_memory"),
-        **common,
     )
     Xd = da.from_array(X, chunks=(p["block_rows"] or max(1000, -(-X.shape[0] // 16)), -1))
     model.fit(Xd)
@@ -353,5 +330,6 @@ register_method(
         estimate=estimate,
         description="Aggregate Markov model (NMF/PLSA of the row-normalised density kernel) with "
         "held-out likelihood selection of width, k-NN graph and number of clusters.",
+        estimators=(KDC_SCHEMA,),
     )
 )

@@ -20,9 +20,9 @@ import numpy as np
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, SpecError
+from dkernel.gmm.pck import ProbabilisticClusterKernel
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import write_score_map
-from dkernel.jobs.params import Param, show_value
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.ranking.graph import (
     project_graph,
@@ -35,6 +35,8 @@ from dkernel.ranking.kppr import KernelPersonalizedPageRank
 from dkernel.ranking.metrics import ndcg_at_k
 from dkernel.ranking.ppr import ppr_exact
 from dkernel.runtime import compute_with_progress
+from dkernel.schema.estimator import EstimatorSchema
+from dkernel.schema.params import Param, show_value
 from dkernel.storage.layout import embedding_dataset, metrics_dataset, ranking_dataset
 
 logger = logging.getLogger(__name__)
@@ -62,73 +64,35 @@ def _check_seeds(value: Any) -> str | None:
 
 
 #: Kernel names the ranking jobs accept (``knn_mean``, ``knn`` and ``local_scaling`` adapt
-#: to each point's neighbour distance; see dkernel.ranking.kernelmap).
+#: to each point's neighbour distance; see dkernel.ranking.kernelmap; ``pck`` fits a
+#: ProbabilisticClusterKernel with the ``pck_*`` parameters).
 KERNEL_CHOICES = ("rbf", "knn_mean", "knn", "local_scaling", "pck")
 
+#: What the ranking jobs leave out of their estimator's parameters.
+RANKING_EXCLUDE = {"kernel_params": "the kernels' reference samples keep their defaults"}
 
-def kernel_param(default: str) -> Param:
-    """The ``kernel`` parameter with a method's own default (the estimator's)."""
-    return Param(
-        "kernel",
-        "str",
-        default=default,
-        choices=KERNEL_CHOICES,
-        doc="Affinity kernel (knn_mean / knn / local_scaling adapt to each point's neighbours).",
-    )
-
-
-#: Kernel parameters shared by the ranking jobs; each adds its own ``kernel_param``.
-KERNEL_PARAMS = (
-    Param(
-        "n_neighbors",
-        "int",
-        default=10,
-        low=1,
-        doc="Neighbour rank k of the knn_mean / knn / local_scaling kernels.",
-    ),
-    Param(
-        "sigma",
-        "float",
-        default=None,
-        nullable=True,
-        low=0,
-        low_open=True,
-        doc="RBF width; default sigma_fraction x median pairwise distance.",
-    ),
-    Param("pck_n_inits", "int", default=30, low=1, doc="PCK Q (initial conditions)."),
-    Param("pck_max_components", "int", default=30, low=2, doc="PCK G (largest mixture)."),
-    Param("pck_n_iter", "int", default=10, low=1, doc="PCK EM iterations per model."),
-    Param(
-        "pck_missingness",
-        "str",
-        default="ignorable",
-        choices=("ignorable", "informative"),
-        doc="ignorable: missing values carry no information (the published PCKID); informative: the pattern of missing values is evidence, e.g. a saturated sensor.",
-    ),
+#: The PCK of ``kernel: pck``, configured by ``pck_n_inits`` etc.
+PCK_KERNEL_SCHEMA = EstimatorSchema(
+    ProbabilisticClusterKernel,
+    prefix="pck_",
+    include=("n_inits", "max_components", "n_iter", "missingness"),
 )
 
-PARAMS = (kernel_param(KernelPersonalizedPageRank().kernel), *KERNEL_PARAMS) + (
-    Param("sigma_fraction", "float", default=0.2, low=0, low_open=True),
-    Param(
-        "alpha",
-        "float",
-        default=0.1,
-        low=0,
-        high=1,
-        low_open=True,
-        high_open=True,
-        doc="Restart probability of the random walk (the KPPR paper uses 0.1).",
-    ),
-    Param(
-        "n_components",
-        "int",
-        default=None,
-        nullable=True,
-        low=1,
-        doc="Non-trivial eigenvectors kept (default: all with eigenvalue > min_eigenvalue).",
-    ),
-    Param("ordering", "str", default="prop6", choices=("prop6", "eigenvalue")),
-    Param("min_eigenvalue", "float", default=0.01, low=0, doc="Drop eigenpairs at or below."),
+KPPR_SCHEMA = EstimatorSchema(
+    KernelPersonalizedPageRank,
+    exclude=RANKING_EXCLUDE,
+    overrides={
+        "kernel": {"choices": KERNEL_CHOICES},
+        # the job stores scores for millions of rows: float32 by design (the estimator
+        # computes float64 rows by default); this is the one job default that differs
+        "dtype": {
+            "default": "float32",
+            "doc": "Precision of out-of-sample kernel rows and stored scores.",
+        },
+    },
+)
+
+PARAMS = (*KPPR_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
     Param(
         "n_fit",
         "int",
@@ -160,13 +124,6 @@ PARAMS = (kernel_param(KernelPersonalizedPageRank().kernel), *KERNEL_PARAMS) + (
         nullable=True,
         low=16,
         doc="Rows per scoring task (default: ~64 MiB of kernel rows).",
-    ),
-    Param(
-        "dtype",
-        "str",
-        default="float32",
-        choices=("float32", "float64"),
-        doc="Precision of out-of-sample kernel rows and stored scores.",
     ),
     Param(
         "evaluate_max_samples",
@@ -241,18 +198,11 @@ def _seed_mean(kppr: KernelPersonalizedPageRank, rows: np.ndarray, fit_pos: dict
 
 
 def ranking_kernel(params: Mapping[str, Any], seed: int) -> Any:
-    """The ``kernel`` argument of the ranking estimators from the shared KERNEL_PARAMS."""
+    """The ``kernel`` argument of the ranking estimators: a name, or for ``pck`` the
+    ProbabilisticClusterKernel of the ``pck_*`` parameters."""
     if params["kernel"] != "pck":
         return params["kernel"]
-    from dkernel.gmm.pck import ProbabilisticClusterKernel
-
-    return ProbabilisticClusterKernel(
-        n_inits=params["pck_n_inits"],
-        max_components=params["pck_max_components"],
-        n_iter=params["pck_n_iter"],
-        random_state=seed,
-        missingness=params["pck_missingness"],
-    )
+    return PCK_KERNEL_SCHEMA.build(params, random_state=seed)
 
 
 def run(ctx: JobContext) -> None:
@@ -265,18 +215,7 @@ def run(ctx: JobContext) -> None:
     X_fit = X[fit_idx]
     X_fit = as_numpy(X_fit, np.float64)
     kernel = ranking_kernel(p, ctx.seed)
-    kppr = KernelPersonalizedPageRank(
-        kernel=kernel,
-        alpha=p["alpha"],
-        n_components=p["n_components"],
-        ordering=p["ordering"],
-        min_eigenvalue=p["min_eigenvalue"],
-        sigma=p["sigma"],
-        sigma_fraction=p["sigma_fraction"],
-        n_neighbors=p["n_neighbors"],
-        dtype=p["dtype"],
-        random_state=ctx.seed,
-    )
+    kppr = KPPR_SCHEMA.build(p, kernel=kernel, random_state=ctx.seed)
     t = time.perf_counter()
     kppr.fit(X_fit)
     ctx.store.record_timing("fit", time.perf_counter() - t)
@@ -421,5 +360,6 @@ register_method(
         estimate=estimate,
         description="Kernel Personalized PageRank: in-sample eigenpairs, every row scored out of "
         "sample through Dask, named seeds written to /ranking.",
+        estimators=(KPPR_SCHEMA, PCK_KERNEL_SCHEMA),
     )
 )

@@ -1,6 +1,6 @@
 """Job method ``mssc``: mean-shift partitions → Cauchy–Schwarz affinity → NJW/KPCA/KECA → labels.
 
-The defaults are :class:`~dkernel.meanshift.MSSC`'s (a test keeps them equal): multi- and
+The parameters are :class:`~dkernel.meanshift.MSSC`'s, derived from the estimator: multi- and
 hyperspectral non-negative bands are scaled to unit length per pixel (``band_norm='auto'``,
 decided by the reader's hint or by the bands, done by the estimator: the spectral angle,
 brightness dropped; pixel coordinates kept); the partition affinity uses ``h_spec`` = half the
@@ -31,138 +31,18 @@ from dkernel.jobs.outputs import (
     write_map_files,
     write_map_group,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.meanshift.estimators import MSSC
+from dkernel.schema.estimator import EstimatorSchema
 
 logger = logging.getLogger(__name__)
 
-PARAMS = (
-    Param("n_clusters", "int", default=5, low=1, doc="Number of output clusters."),
-    Param(
-        "bandwidth",
-        "float",
-        default=None,
-        nullable=True,
-        low=0,
-        low_open=True,
-        doc="Mean-shift bandwidth h_ms (Silverman's rule of thumb when null).",
-    ),
-    Param(
-        "bandwidth_factor",
-        "float",
-        default=0.5,
-        low=0,
-        low_open=True,
-        doc="Multiplies Silverman's h_ms when bandwidth is null (over-partition on purpose).",
-    ),
-    Param(
-        "sigma",
-        "float",
-        default=None,
-        nullable=True,
-        low=0,
-        low_open=True,
-        doc="CS-affinity width h_spec (sigma_fraction × the median pixel distance when null).",
-    ),
-    Param(
-        "sigma_fraction",
-        "float",
-        default=0.5,
-        low=0,
-        low_open=True,
-        doc="h_spec, the width of the partition affinity, as a fraction of the median pixel distance.",
-    ),
-    Param(
-        "regularization",
-        "float",
-        default=1.0,
-        low=0,
-        doc=(
-            "'njw': every pixel's degree + this × the mean degree (regularized spectral "
-            "clustering; 0: plain NJW, which isolates seed-dependent outlier partitions)."
-        ),
-    ),
-    Param(
-        "band_norm",
-        "str",
-        default="auto",
-        choices=("auto", "unit", "none"),
-        doc=(
-            "'unit': every pixel's band vector to unit length (spectral angle; coordinates "
-            "kept); 'auto': 'unit' when no band feature is negative, else 'none'."
-        ),
-    ),
-    Param(
-        "embedding",
-        "str",
-        default="njw",
-        choices=("njw", "kpca", "keca"),
-        doc=(
-            "Normalized spectral clustering (NJW), KPCA + k-means or KECA + angular k-means "
-            "on the partition affinity."
-        ),
-    ),
-    Param(
-        "affinity",
-        "str",
-        default="auto",
-        choices=("auto", "exact", "sample", "rff"),
-        doc=(
-            "Exact blocked CS sums, the same on a 20000-pixel sample stratified by partition, "
-            "or random Fourier features (auto: exact up to 20000 pixels, else sample)."
-        ),
-    ),
-    Param("n_rff", "int", default=1000, low=1, doc="Random Fourier features for 'rff'."),
-    Param("n_init", "int", default=100, low=1, doc="k-means restarts in stage two."),
-    Param(
-        "normalization",
-        "str",
-        default="size",
-        choices=("size", "cs"),
-        doc="'size': S_ij/sqrt(n_i n_j), partitions weighted by pixel count; 'cs': the Cauchy-Schwarz divergence normalization.",
-    ),
-    Param("blurring", "bool", default=False, doc="Blurring mean shift."),
-    Param(
-        "seeds",
-        "str",
-        default="kmeans",
-        choices=("all", "grid", "kmeans"),
-        doc="Mode-finding vectors: all sampled pixels, grid bins or a k-means pre-partition.",
-    ),
-    Param("n_seeds", "int", default=500, low=1, doc="k-means seeds."),
-    Param(
-        "density",
-        "str",
-        default="seeds",
-        choices=("sample", "seeds"),
-        doc="Density from a pixel sample or from the count-weighted seeds.",
-    ),
-    Param(
-        "n_density",
-        "int",
-        default=20000,
-        low=2,
-        doc="Pixels sampled for the pre-partition / density.",
-    ),
-    Param("max_iter", "int", default=300, low=1, doc="Mean-shift iteration cap."),
-    Param("tol", "float", default=1e-3, low=0, doc="Convergence tolerance (× h)."),
-    Param(
-        "group_factor",
-        "float",
-        default=0.25,
-        low=0,
-        doc="Mode grouping threshold relative to the median move.",
-    ),
-    Param(
-        "path_radius",
-        "float",
-        default=0.3,
-        low=0,
-        high=1,
-        doc="Streaming assignment stops within this × h of a seed trajectory.",
-    ),
-    *RASTER_OUTPUT_PARAMS,
+#: MSSC's parameters, derived from the estimator (its defaults, ranges and docstring).
+MSSC_SCHEMA = EstimatorSchema(
+    MSSC, exclude={"n_bands": "the image reader knows the bands (the other columns are kept)"}
 )
+
+PARAMS = (*MSSC_SCHEMA.params, *RASTER_OUTPUT_PARAMS)
 
 
 def check_data(params: dict, data: LoadedData) -> None:
@@ -191,7 +71,6 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 def run(ctx: JobContext) -> None:
     from dkernel.io.preprocess import resolve_band_norm
     from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
-    from dkernel.meanshift.estimators import MSSC
     from dkernel.storage.layout import mssc_dataset
 
     p = ctx.params
@@ -204,31 +83,8 @@ def run(ctx: JobContext) -> None:
             ctx.data.X, n_bands, band_norm, bands=ctx.data.meta.get("bands")
         )
     X = ctx.data.X
-    est = MSSC(
-        n_clusters=p["n_clusters"],
-        bandwidth=p["bandwidth"],
-        sigma=p["sigma"],
-        sigma_fraction=p["sigma_fraction"],
-        embedding=p["embedding"],
-        affinity=p["affinity"],
-        n_rff=p["n_rff"],
-        n_init=p["n_init"],
-        normalization=p["normalization"],
-        regularization=p["regularization"],
-        band_norm=band_norm,
-        n_bands=n_bands,
-        blurring=p["blurring"],
-        seeds=p["seeds"],
-        n_seeds=p["n_seeds"],
-        density=p["density"],
-        n_density=p["n_density"],
-        max_iter=p["max_iter"],
-        tol=p["tol"],
-        group_factor=p["group_factor"],
-        path_radius=p["path_radius"],
-        bandwidth_factor=p["bandwidth_factor"],
-        random_state=ctx.seed,
-        progress=ctx.progress,
+    est = MSSC_SCHEMA.build(
+        p, band_norm=band_norm, n_bands=n_bands, random_state=ctx.seed, progress=ctx.progress
     )
     t = time.perf_counter()
     _fit(ctx, est, X)
@@ -319,5 +175,6 @@ register_method(
         estimate=estimate,
         needs_raster=True,
         description="Mean-shift partitions → Cauchy–Schwarz affinity → NJW/KPCA/KECA → label map.",
+        estimators=(MSSC_SCHEMA,),
     )
 )

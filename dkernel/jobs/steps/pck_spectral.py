@@ -28,10 +28,11 @@ from dkernel.jobs.outputs import (
     write_clustering_metrics,
     write_label_map,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.linalg.kmeans import euclidean_kmeans
 from dkernel.runtime import compute_with_progress
+from dkernel.schema.estimator import EstimatorSchema
+from dkernel.schema.params import Param
 from dkernel.spectral.feature_map import (
     choose_solver,
     feature_map_kpca,
@@ -56,37 +57,22 @@ KERNEL_LIMIT = 20_000  # rows above which /kernel (N × N) is refused
 GAMMA_MEMORY_LIMIT = 2 * 2**30
 SPARSE_CUT = 1e-7
 
+
+def _check_projection(value: float) -> str | None:
+    """What ``ProbabilisticClusterKernel.fit`` would refuse, refused at validation."""
+    if value < 1 or float(value).is_integer():
+        return None
+    return "must be a fraction in (0, 1) or a whole number of components"
+
+
+#: The PCK ensemble's parameters, derived from the estimator.
+PCK_SCHEMA = EstimatorSchema(
+    ProbabilisticClusterKernel, overrides={"projection": {"check": _check_projection}}
+)
+
 PARAMS = (
     Param("n_clusters", "int", low=1, doc="Number of clusters (k)."),
-    Param("n_inits", "int", default=30, low=1, doc="Q, random initial conditions."),
-    Param("max_components", "int", default=30, low=2, doc="G; models with g = 2..G components."),
-    Param("n_iter", "int", default=10, low=1, doc="EM iterations per model."),
-    Param("subsample", "float", default=0.5, low=0, low_open=True, high=1, doc="Rows per init."),
-    Param("covariance_type", "str", default="diag", choices=("diag", "full")),
-    Param("reg_covar", "float", default=1e-6, low=0, doc="Added to every variance."),
-    Param("dtype", "str", default="float32", choices=("float32", "float64")),
-    Param(
-        "missingness",
-        "str",
-        default="ignorable",
-        choices=("ignorable", "informative"),
-        doc="ignorable: missing values carry no information (the published PCKID); informative: the pattern of missing values is evidence, e.g. a saturated sensor (diag only).",
-    ),
-    Param(
-        "projection",
-        "float",
-        default=None,
-        nullable=True,
-        low=0,
-        low_open=True,
-        check=lambda v: (
-            None
-            if v < 1 or float(v).is_integer()
-            else "must be a fraction in (0, 1) or a whole number of components"
-        ),
-        doc="Fit the ensemble on the leading principal components: a count (>= 1) or the "
-        "fraction of variance (< 1); null = the input columns (the published PCK, the default).",
-    ),
+    *PCK_SCHEMA.params,
     Param(
         "embedding",
         "str",
@@ -280,18 +266,7 @@ def run(ctx: JobContext) -> None:
     X = ctx.data.X
     n = int(X.shape[0])
     k = p["n_components"] or p["n_clusters"]
-    est = ProbabilisticClusterKernel(
-        n_inits=p["n_inits"],
-        max_components=p["max_components"],
-        n_iter=p["n_iter"],
-        subsample=p["subsample"],
-        covariance_type=p["covariance_type"],
-        reg_covar=p["reg_covar"],
-        random_state=ctx.seed,
-        dtype=p["dtype"],
-        missingness=p["missingness"],
-        projection=_projection(p["projection"]),
-    )
+    est = PCK_SCHEMA.build(p, projection=_projection(p["projection"]), random_state=ctx.seed)
     n_missing = (
         int(da.isnan(X).sum().compute()) if isinstance(X, da.Array) else int(np.isnan(X).sum())
     )
@@ -409,5 +384,6 @@ register_method(
         estimate=estimate,
         description="Probabilistic cluster kernel (PCKID with missing values): GMM ensemble "
         "across workers → KPCA / normalized embedding from Γ (K never formed) → k-means.",
+        estimators=(PCK_SCHEMA,),
     )
 )

@@ -15,14 +15,30 @@ from dkernel.jobs.outputs import (
     write_clustering_metrics,
     write_label_map,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION
 from dkernel.runtime import compute_with_progress
+from dkernel.schema.estimator import EstimatorSchema
+from dkernel.schema.params import REQUIRED, Param
 from dkernel.spectral.estimators import KECA, KernelPCAEmbedding
 from dkernel.storage.layout import embedding_dataset, kernel_dataset, labels_dataset
 
 logger = logging.getLogger(__name__)
+
+_EXCLUDE = {
+    "kernel": "the job's kernel is rbf",
+    "n_neighbors": "adaptive kernels only",
+    "max_memory": "the job's limits.max_memory",
+}
+#: The job always clusters: n_clusters is required (the estimators' None embeds only).
+_OVERRIDES = {
+    "n_clusters": {"default": REQUIRED, "nullable": False, "doc": "Number of clusters for k-means."}
+}
+KPCA_SCHEMA = EstimatorSchema(
+    KernelPCAEmbedding,
+    exclude={**_EXCLUDE, "centered": "embedding: kpca or kpca-uncentered"},
+    overrides=_OVERRIDES,
+)
+KECA_SCHEMA = EstimatorSchema(KECA, exclude=_EXCLUDE, overrides=_OVERRIDES)
 
 PARAMS = (
     Param(
@@ -32,42 +48,7 @@ PARAMS = (
         choices=("kpca", "kpca-uncentered", "keca"),
         doc="KPCA (centered), uncentered KPCA, or KECA (entropy ordering, angular k-means).",
     ),
-    Param(
-        "n_components",
-        "int",
-        default=None,
-        nullable=True,
-        low=1,
-        doc="Embedding dimension (default: n_clusters).",
-    ),
-    Param("n_clusters", "int", low=1, doc="Number of clusters for k-means."),
-    Param(
-        "sigma",
-        "float",
-        default=None,
-        nullable=True,
-        low=0,
-        low_open=True,
-        doc="RBF width; default from the rule of thumb.",
-    ),
-    Param(
-        "sigma_fraction",
-        "float",
-        default=DEFAULT_SIGMA_FRACTION,
-        low=0,
-        low_open=True,
-        doc="Rule of thumb: this fraction of the median pairwise distance.",
-    ),
-    Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),
-    Param(
-        "block_rows",
-        "int",
-        default=None,
-        nullable=True,
-        low=16,
-        doc="Rows per kernel block (default: ~64 MiB blocks).",
-    ),
-    Param("dtype", "str", default="float64", choices=("float32", "float64")),
+    *KPCA_SCHEMA.params,
     Param("store_kernel", "bool", default=True, doc="Write the blocked kernel to /kernel."),
     *RASTER_OUTPUT_PARAMS,
 )
@@ -112,21 +93,15 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 
 def run(ctx: JobContext) -> None:
     p = ctx.params
-    cls = KECA if p["embedding"] == "keca" else KernelPCAEmbedding
-    kwargs = dict(
+    keca = p["embedding"] == "keca"
+    fixed: dict = dict(
         n_components=_n_components(p),
-        sigma=p["sigma"],
-        sigma_fraction=p["sigma_fraction"],
-        n_clusters=p["n_clusters"],
-        n_init=p["n_init"],
-        block_rows=p["block_rows"],
-        dtype=p["dtype"],
         random_state=ctx.seed,
         max_memory=ctx.spec.limits.get("max_memory"),
     )
-    if cls is KernelPCAEmbedding:
-        kwargs["centered"] = p["embedding"] == "kpca"
-    est = cls(**kwargs)
+    if not keca:
+        fixed["centered"] = p["embedding"] == "kpca"
+    est = (KECA_SCHEMA if keca else KPCA_SCHEMA).build(p, **fixed)
 
     t = time.perf_counter()
     K_lazy = est.prepare_fit(ctx.data.X)
@@ -172,7 +147,7 @@ def run(ctx: JobContext) -> None:
         labels_dataset(
             est.labels_,
             n_clusters=p["n_clusters"],
-            clustering="angular k-means" if cls is KECA else "k-means",
+            clustering="angular k-means" if keca else "k-means",
         ),
     )
     write_label_map(ctx, est.labels_, title="RBF spectral clustering")
@@ -188,5 +163,6 @@ register_method(
         check_data=check_data,
         estimate=estimate,
         description="RBF kernel (blocked, stored) → KPCA or KECA embedding → (angular) k-means.",
+        estimators=(KPCA_SCHEMA, KECA_SCHEMA),
     )
 )

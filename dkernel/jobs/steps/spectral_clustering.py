@@ -20,78 +20,25 @@ from dkernel.jobs.outputs import (
     write_clustering_metrics,
     write_label_map,
 )
-from dkernel.jobs.params import Param
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.runtime import compute_with_progress
+from dkernel.schema.estimator import EstimatorSchema
+from dkernel.schema.params import Param
 from dkernel.spectral.clustering import DEFAULT_LANDMARKS, EXACT_MAX_SAMPLES, SpectralClustering
 from dkernel.storage.layout import embedding_dataset, labels_dataset, landmarks_dataset
 
 logger = logging.getLogger(__name__)
 
+#: SpectralClustering's parameters, derived from the estimator.
+SPECTRAL_SCHEMA = EstimatorSchema(
+    SpectralClustering,
+    exclude={"kernel_params": "the kernels' reference samples keep their defaults"},
+    # the estimator also takes 'pck', 'precomputed' and callables, which a job cannot pass
+    overrides={"kernel": {"choices": ("local_scaling", "knn", "rbf", "cosine")}},
+)
+
 PARAMS = (
-    Param("n_clusters", "int", low=1, doc="Number of clusters."),
-    Param(
-        "embedding",
-        "str",
-        default=None,
-        nullable=True,
-        choices=("green", "normalized", "kpca", "uncentered", "keca"),
-        doc="green: random-walk eigenvectors weighted by the PageRank Green's function (the "
-        "default on the exact k-NN graph); normalized: NJW (the Nyström default); centered/"
-        "uncentered KPCA; KECA (angular k-means).",
-    ),
-    Param(
-        "graph_neighbors",
-        "int",
-        default=10,
-        low=1,
-        doc="Neighbours kept per point in the exact sparse self-tuning graph.",
-    ),
-    Param("n_components", "int", default=None, nullable=True, low=1, doc="Default n_clusters."),
-    Param(
-        "kernel",
-        "str",
-        default=None,
-        nullable=True,
-        choices=("local_scaling", "knn", "rbf", "cosine"),
-        doc="Kernel by name. Default: local_scaling (self-tuning widths) for the normalized "
-        "embedding, rbf for kpca/keca or when sigma is given.",
-    ),
-    Param(
-        "n_neighbors",
-        "int",
-        default=7,
-        low=1,
-        doc="Neighbour rank whose distance is each point's width (local_scaling, knn).",
-    ),
-    Param("sigma", "float", default=None, nullable=True, low=0, low_open=True, doc="RBF width."),
-    Param(
-        "sigma_fraction",
-        "float",
-        default=0.2,
-        low=0,
-        low_open=True,
-        doc="RBF rule of thumb: this fraction of the median pairwise distance.",
-    ),
-    Param(
-        "n_landmarks",
-        "int",
-        default=None,
-        nullable=True,
-        low=1,
-        doc="Nyström landmarks (>= n: exact). Default: the exact sparse k-NN graph for "
-        f"local_scaling up to {EXACT_MAX_SAMPLES} points, else {DEFAULT_LANDMARKS} landmarks.",
-    ),
-    Param("landmarks", "str", default="kmeans++", choices=("kmeans++", "uniform")),
-    Param(
-        "degrees",
-        "str",
-        default="nystrom",
-        choices=("nystrom", "landmarks"),
-        doc="Normalized embedding: degrees of the Nyström kernel, or the landmark estimate.",
-    ),
-    Param("n_init", "int", default=10, low=1, high=10000, doc="k-means restarts."),
-    Param("kmeans_sample", "int", default=100_000, low=2, doc="k-means is fitted on a sample."),
+    *SPECTRAL_SCHEMA.params,
     Param(
         "chunk_rows",
         "int",
@@ -162,13 +109,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 
 
 def _graph_path(params: dict, n: int) -> bool:
-    return SpectralClustering(
-        params["n_clusters"],
-        embedding=params["embedding"],
-        kernel=params["kernel"],
-        sigma=params["sigma"],
-        n_landmarks=params["n_landmarks"],
-    )._use_graph(n)
+    return SPECTRAL_SCHEMA.build(params)._use_graph(n)
 
 
 def run(ctx: JobContext) -> None:
@@ -184,22 +125,7 @@ def run(ctx: JobContext) -> None:
         else da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
     )
     Xd = ctx.client.persist(Xd)
-    est = SpectralClustering(
-        p["n_clusters"],
-        embedding=p["embedding"],
-        n_components=p["n_components"],
-        kernel=p["kernel"],
-        n_neighbors=p["n_neighbors"],
-        graph_neighbors=p["graph_neighbors"],
-        sigma=p["sigma"],
-        sigma_fraction=p["sigma_fraction"],
-        n_landmarks=p["n_landmarks"],
-        landmarks=p["landmarks"],
-        degrees=p["degrees"],
-        n_init=p["n_init"],
-        kmeans_sample=p["kmeans_sample"],
-        random_state=ctx.seed,
-    )
+    est = SPECTRAL_SCHEMA.build(p, random_state=ctx.seed)
     t = time.perf_counter()
     est.fit(Xd)
     ctx.store.record_timing("fit", time.perf_counter() - t)
@@ -275,5 +201,6 @@ register_method(
         estimate=estimate,
         description="Nyström spectral embedding (normalized / KPCA / KECA) → k-means; scales "
         "to millions of rows and predicts new points.",
+        estimators=(SPECTRAL_SCHEMA,),
     )
 )

@@ -1,0 +1,49 @@
+"""The generic registry behind readers, job methods and kernels."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from dkernel.errors import InvalidInputError, SpecError
+from dkernel.registry import Registry
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_register_lookup_and_messages():
+    reg: Registry[int] = Registry("colour", error=lambda m: SpecError(m, "colour"))
+    assert reg.register("red", 1) == 1 and reg.register("blue", 2) == 2
+    with pytest.raises(ValueError, match="colour 'red' is already registered"):
+        reg.register("red", 3)
+    assert reg.lookup("red") == 1 and reg["blue"] == 2 and "red" in reg and len(reg) == 2
+    assert reg.names() == ["blue", "red"] and dict(reg) == {"red": 1, "blue": 2}
+    with pytest.raises(SpecError, match=r"colour: unknown colour 'rde'\. Did you mean 'red'\? "):
+        reg.lookup("rde")
+    with pytest.raises(SpecError, match=r"unknown colour 5\. Valid colours: blue, red\.$"):
+        reg.lookup(5)
+    with pytest.raises(SpecError) as info:  # a huge name is cut in the message
+        reg.lookup("x" * 10_000)
+    assert len(str(info.value)) < 300
+    del reg["blue"]
+    assert reg.names() == ["red"]
+
+
+def test_discovery_finds_every_step_module():
+    from dkernel.jobs.registry import METHODS
+
+    modules = {p.stem for p in (REPO / "dkernel" / "jobs" / "steps").glob("[!_]*.py")}
+    assert len(METHODS) == len(modules) == 7
+    init = ast.parse((REPO / "dkernel" / "jobs" / "steps" / "__init__.py").read_text())
+    assert not [n for n in ast.walk(init) if isinstance(n, ast.Import | ast.ImportFrom)]
+
+
+def test_kernel_registry_keeps_its_message():
+    from dkernel.kernels.registry import make_kernel
+
+    with pytest.raises(
+        InvalidInputError, match=r"Did you mean 'rbf'\? .*, or a callable f\(X, Y\)"
+    ):
+        make_kernel("rbff")
