@@ -240,6 +240,16 @@ def check_value(param: Param, value: Any, where: str) -> Any:
     return value
 
 
+#: Parameter names that changed (old -> new, issue 16's one name per concept): a spec that
+#: still uses an old name is told the new one.
+RENAMED = {
+    "spectral_bandwidth": "sigma",
+    "spectral_fraction": "sigma_fraction",
+    "bandwidths": "sigmas",
+    "block_size": "block_rows",
+}
+
+
 def validate_mapping(
     raw: Any, schema: tuple[Param, ...], where: str, *, extra_ok: bool = False
 ) -> dict[str, Any]:
@@ -265,6 +275,8 @@ def validate_mapping(
             if key not in names:
                 close = difflib.get_close_matches(show_value(key)[:100], names, n=1)
                 hint = f" Did you mean {close[0]!r}?" if close else ""
+                if RENAMED.get(key) in names:
+                    hint = f" It was renamed to {RENAMED[key]!r}."
                 valid = ", ".join(names) if names else "(none)"
                 raise SpecError(
                     f"unknown key {show_value(key)}.{hint} Valid keys: {valid}.",

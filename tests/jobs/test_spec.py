@@ -159,3 +159,20 @@ EXAMPLES = sorted((REPO / "jobs").glob("*.yaml"))
 def test_every_example_job_validates(path):
     spec = load_spec(path)
     assert spec.name and yaml.safe_load(path.read_text())["method"] == spec.method
+
+
+@pytest.mark.parametrize(
+    "method, old, value, new",
+    [
+        ("rbf-spectral", "block_size", 64, "block_rows"),
+        ("kernel-decomposition", "bandwidths", [0.1], "sigmas"),
+        ("mssc", "spectral_fraction", 0.2, "sigma_fraction"),
+        ("mssc", "spectral_bandwidth", 0.2, "sigma"),
+    ],
+)
+def test_a_renamed_parameter_names_its_new_name(method, old, value, new):
+    raw = _with(method=method, params={"n_clusters": [3] if "decomp" in method else 3, old: value})
+    with pytest.raises(
+        SpecError, match=rf"params.{old}: unknown key '{old}'. It was renamed to '{new}'"
+    ):
+        validate_spec(raw)
