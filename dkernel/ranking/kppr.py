@@ -256,7 +256,8 @@ transformer, default='rbf'
     kernel_params : dict, optional
         ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii).
     dtype : {'float64', 'float32'}, default='float64'
-        Precision of RBF kernel rows when scoring new points.
+        Precision of the kernel rows computed to score new points (in the ``kppr`` job also of
+        the stored scores: float32 halves them for millions of rows).
     random_state : int, optional
         Seeds the rule-of-thumb sample and a 'pck' kernel.
 

@@ -29,10 +29,9 @@ from dkernel.schema.estimator import (
 )
 from dkernel.schema.params import REQUIRED, validate_mapping
 
-#: Job defaults that differ from the estimator's on purpose, with the reason.
-DEFAULT_EXCEPTIONS = {
-    ("kppr", "dtype"): "scores of millions of rows are stored in float32",
-}
+#: Job defaults that differ from the estimator's on purpose, with the reason (none: one set of
+#: defaults).
+DEFAULT_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 CASES = [(name, schema) for name in METHODS.names() for schema in METHODS[name].estimators]
 
@@ -105,13 +104,6 @@ def test_cli_methods_shows_the_estimators_defaults(method):
             param = next(p for p in METHODS[method].params if p.name == key)
             expected = "(required)" if param.default is REQUIRED else f"(default {value!r})"
             assert expected in lines[key], lines[key]
-
-
-def test_the_kppr_dtype_exception_is_still_needed():
-    from dkernel.ranking.kppr import KernelPersonalizedPageRank
-
-    job = {p.name: p.default for p in METHODS["kppr"].params}
-    assert job["dtype"] != KernelPersonalizedPageRank().dtype
 
 
 # --- derivation ------------------------------------------------------------------------------

@@ -180,8 +180,7 @@ def test_job_defaults_equal_estimator_defaults(method, estimator):
 
     job = {p.name: p.default for p in get_method(method).params}
     est = estimator().get_params()
-    # dtype: the kppr job stores scores for millions of rows in float32 by design
-    shared = sorted((set(job) & set(est)) - {"dtype"})
+    shared = sorted(set(job) & set(est))
     assert {"kernel", "n_neighbors", "alpha", "n_components", "sigma", "sigma_fraction"} <= set(
         shared
     )

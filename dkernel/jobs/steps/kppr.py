@@ -83,12 +83,6 @@ KPPR_SCHEMA = EstimatorSchema(
     exclude=RANKING_EXCLUDE,
     overrides={
         "kernel": {"choices": KERNEL_CHOICES},
-        # the job stores scores for millions of rows: float32 by design (the estimator
-        # computes float64 rows by default); this is the one job default that differs
-        "dtype": {
-            "default": "float32",
-            "doc": "Precision of out-of-sample kernel rows and stored scores.",
-        },
     },
 )
 
