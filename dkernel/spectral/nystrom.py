@@ -199,9 +199,10 @@ def _add_sums(a: tuple, b: tuple) -> tuple:
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2], min(a[3], b[3]))
 
 
-def _tree_sum(parts: list) -> Any:
-    """Pairwise tree reduction of delayed tuples of partial sums."""
-    add_d = dask.delayed(_add_sums, pure=True)
+def _tree_sum(parts: list, add: Any = _add_sums) -> Any:
+    """Pairwise tree reduction of delayed partial sums with ``add`` (default: tuples of
+    sums, :func:`_add_sums`)."""
+    add_d = dask.delayed(add, pure=True)
     while len(parts) > 1:
         nxt = [add_d(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
         if len(parts) % 2:
@@ -529,7 +530,7 @@ class NystromEmbedding(
             if degrees_only:
                 fn = dask.delayed(_degree_sums_block, pure=True)
                 parts = [fn(b, kd, Ld, rows) for b in blocks]
-                return W0.T @ aligned(np.asarray(dask.compute(_tree_sum_plain(parts))[0]))
+                return W0.T @ aligned(np.asarray(dask.compute(_tree_sum(parts, np.add))[0]))
             fn = dask.delayed(_sums_block, pure=True)
             Wd = dask.delayed(W0, pure=True)
             td = None if a is None else dask.delayed(a, pure=True)
@@ -595,13 +596,3 @@ class NystromEmbedding(
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """Fit and return the in-sample embedding."""
         return self.fit(X).embedding_
-
-
-def _tree_sum_plain(parts: list) -> Any:
-    add_d = dask.delayed(np.add, pure=True)
-    while len(parts) > 1:
-        nxt = [add_d(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-        if len(parts) % 2:
-            nxt.append(parts[-1])
-        parts = nxt
-    return parts[0]
