@@ -1,4 +1,4 @@
-"""Gaussian (RBF) kernel blocks and the bandwidth rule of thumb."""
+"""Gaussian (RBF) kernel blocks and the rule of thumb for their width sigma."""
 
 from __future__ import annotations
 
