@@ -381,11 +381,24 @@ def label_windows(
 ) -> list[tuple[int, int, int, int]]:
     """The windows the label COG is written in, ``(r0, r1, c0, c1)``, row strip by row strip.
 
-    Strips of :data:`TILE` rows, each split into near-equal column spans of at most
-    ``max_cols`` columns (default :data:`WINDOW_COLS`) whose edges fall on tile edges (whole
-    tiles per window), so a window holds at most ``TILE × max_cols`` labels whatever the
-    scene's size.
+    Strips of ``TILE`` (512) rows, each split into column spans of ``max_cols // TILE`` whole
+    tiles (``max_cols`` default :data:`WINDOW_COLS`; the last span what remains), so a window
+    holds at most ``TILE × max_cols`` labels whatever the scene's size.
 
+    Parameters
+    ----------
+    n_rows, n_cols : int
+        Shape of the label map.
+    max_cols : int, optional
+        Columns per window at most; at least ``TILE``.
+
+    Returns
+    -------
+    list of tuple of int
+        ``(r0, r1, c0, c1)`` of every window, rows then columns.
+
+    Examples
+    --------
     >>> label_windows(1000, 1000)
     [(0, 512, 0, 1000), (512, 1000, 0, 1000)]
     >>> [(c0, c1) for _, _, c0, c1 in label_windows(512, 10980)]
@@ -413,6 +426,23 @@ def file_block(
 
     Unlabelled are the negative values and ``nodata``. Converted straight to ``dtype`` (no
     wider temporary: one output array and one boolean mask the size of the window).
+
+    Parameters
+    ----------
+    block : ndarray (rows, cols) of int
+        Labels of one window of the label map.
+    nodata : int
+        The label map's marker of unlabelled pixels (the store's -1).
+    file_nodata : int
+        The file's nodata value (:func:`label_file_dtype`).
+    dtype : numpy dtype
+        The file's data type (``uint8`` or ``uint16``).
+    n_classes : int
+        Largest label + 1.
+
+    Returns
+    -------
+    ndarray (rows, cols) of ``dtype``
 
     Raises
     ------
@@ -490,7 +520,7 @@ def write_label_cog(
 
     The label map is written in windows of 512 rows and at most :data:`WINDOW_COLS` columns
     (:func:`label_windows`) to a temporary tiled GTiff beside ``path``, then copied by GDAL's
-    COG driver (block cache bounded to :data:`~dkernel.io.gdal.GDAL_CACHE_MB`) and the
+    COG driver (block cache bounded to ``dkernel.io.gdal.GDAL_CACHE_MB``) and the
     temporary removed: memory is one window, whatever the scene's size (plus GDAL's overview
     computation, which reads the temporary file). A lazy label map is computed window by
     window; one more pass finds the largest label unless ``n_classes`` is given.

@@ -192,7 +192,7 @@ def _lower_counts(method: Any, params: dict[str, Any]) -> str:
 def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     """Validate the spec, read the data and check the cost: everything before a cluster starts.
 
-    This process's GDAL block cache is bounded first (:func:`~dkernel.io.gdal.limit_gdal_cache`):
+    This process's GDAL block cache is bounded first (``dkernel.io.gdal.limit_gdal_cache``):
     a raster reader's statistics pass decodes every tile here, on the local threads, and GDAL's
     default cache (5 % of the RAM) kept up to the whole decoded scene in the client.
     """
