@@ -452,7 +452,8 @@ def file_block(
     unlabelled = block < 0
     if nodata >= 0:
         unlabelled |= block == nodata
-    top = int(np.max(block, initial=-1, where=~unlabelled))
+    labelled = ~unlabelled
+    top = int(np.max(block, initial=0, where=labelled)) if labelled.any() else -1
     if top >= n_classes:
         raise InvalidInputError(f"n_classes={n_classes} but the label map holds label {top}.")
     out = block.astype(dtype)  # labels < n_classes fit; the unlabelled are overwritten

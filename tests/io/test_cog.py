@@ -240,6 +240,15 @@ def test_file_block_matches_the_full_width_conversion(n_classes):
     assert (out[block == 3] == file_nodata).all()
     with pytest.raises(InvalidInputError, match="holds label"):
         cog.file_block(block, nodata=-1, file_nodata=file_nodata, dtype=dtype, n_classes=2)
+    # unsigned label maps (no negative values), and windows without any label
+    unsigned = np.abs(block).astype(np.uint16)
+    out = cog.file_block(
+        unsigned, nodata=-1, file_nodata=file_nodata, dtype=dtype, n_classes=n_classes
+    )
+    np.testing.assert_array_equal(out, unsigned.astype(dtype))
+    empty = np.full((3, 4), -1, np.int32)
+    out = cog.file_block(empty, nodata=-1, file_nodata=file_nodata, dtype=dtype, n_classes=0)
+    assert (out == file_nodata).all()
 
 
 def test_narrow_windows_write_the_same_cog_as_full_width_ones(monkeypatch, tmp_path):
