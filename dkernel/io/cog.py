@@ -41,6 +41,10 @@ from dkernel.io.gdal import GDAL_CACHE_MB
 #: Tile side of the COG (and of its overviews) and rows per written window.
 TILE = 512
 
+#: Columns per written window at most (4 tiles): a window is at most 512 × 2048 labels, so the
+#: writer's memory does not grow with the width of the scene.
+WINDOW_COLS = 4 * TILE
+
 #: Largest main-IFD offset the validators accept (the ghost header is < 200 bytes).
 MAX_MAIN_IFD_OFFSET = 300
 
@@ -372,9 +376,89 @@ def _as_lazy(label_map: Any) -> np.ndarray | da.Array:
     return arr
 
 
-def _window(arr: np.ndarray | da.Array, r0: int, r1: int) -> np.ndarray:
-    block = arr[r0:r1]
-    return as_numpy(block)
+def label_windows(
+    n_rows: int, n_cols: int, *, max_cols: int | None = None
+) -> list[tuple[int, int, int, int]]:
+    """The windows the label COG is written in, ``(r0, r1, c0, c1)``, row strip by row strip.
+
+    Strips of ``TILE`` (512) rows, each split into column spans of ``max_cols // TILE`` whole
+    tiles (``max_cols`` default :data:`WINDOW_COLS`; the last span what remains), so a window
+    holds at most ``TILE × max_cols`` labels whatever the scene's size.
+
+    Parameters
+    ----------
+    n_rows, n_cols : int
+        Shape of the label map.
+    max_cols : int, optional
+        Columns per window at most; at least ``TILE``.
+
+    Returns
+    -------
+    list of tuple of int
+        ``(r0, r1, c0, c1)`` of every window, rows then columns.
+
+    Examples
+    --------
+    >>> label_windows(1000, 1000)
+    [(0, 512, 0, 1000), (512, 1000, 0, 1000)]
+    >>> [(c0, c1) for _, _, c0, c1 in label_windows(512, 10980)]
+    [(0, 2048), (2048, 4096), (4096, 6144), (6144, 8192), (8192, 10240), (10240, 10980)]
+    """
+    max_cols = WINDOW_COLS if max_cols is None else int(max_cols)
+    if max_cols < TILE:
+        raise InvalidInputError(f"max_cols must be at least {TILE}; got {max_cols}.")
+    tiles = -(-n_cols // TILE)
+    per = max(1, max_cols // TILE)
+    spans = [(t * TILE, min((t + per) * TILE, n_cols)) for t in range(0, tiles, per)]
+    return [
+        (r0, min(r0 + TILE, n_rows), c0, c1) for r0 in range(0, n_rows, TILE) for c0, c1 in spans
+    ]
+
+
+def _window(arr: np.ndarray | da.Array, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+    return as_numpy(arr[r0:r1, c0:c1])
+
+
+def file_block(
+    block: np.ndarray, *, nodata: int, file_nodata: int, dtype: np.dtype, n_classes: int
+) -> np.ndarray:
+    """One window of labels as the file stores it: ``dtype``, unlabelled pixels ``file_nodata``.
+
+    Unlabelled are the negative values and ``nodata``. Converted straight to ``dtype`` (no
+    wider temporary: one output array and one boolean mask the size of the window).
+
+    Parameters
+    ----------
+    block : ndarray (rows, cols) of int
+        Labels of one window of the label map.
+    nodata : int
+        The label map's marker of unlabelled pixels (the store's -1).
+    file_nodata : int
+        The file's nodata value (:func:`label_file_dtype`).
+    dtype : numpy dtype
+        The file's data type (``uint8`` or ``uint16``).
+    n_classes : int
+        Largest label + 1.
+
+    Returns
+    -------
+    ndarray (rows, cols) of ``dtype``
+
+    Raises
+    ------
+    InvalidInputError
+        A label is ``n_classes`` or more.
+    """
+    unlabelled = block < 0
+    if nodata >= 0:
+        unlabelled |= block == nodata
+    labelled = ~unlabelled
+    top = int(np.max(block, initial=0, where=labelled)) if labelled.any() else -1
+    if top >= n_classes:
+        raise InvalidInputError(f"n_classes={n_classes} but the label map holds label {top}.")
+    out = block.astype(dtype)  # labels < n_classes fit; the unlabelled are overwritten
+    out[unlabelled] = file_nodata
+    return out
 
 
 def _max_label(arr: np.ndarray | da.Array) -> int:
@@ -435,11 +519,12 @@ def write_label_cog(
     overviews resampled by MODE (the most frequent label; NEAREST if this GDAL lacks MODE)
     until smaller than 512 px, ``BIGTIFF=IF_SAFER``.
 
-    The label map is written in windows of 512 rows to a temporary tiled GTiff beside
-    ``path``, then copied by GDAL's COG driver and the temporary removed: memory is one
-    window (plus GDAL's overview computation, which reads the temporary file). A lazy
-    label map is computed window by window; one more pass finds the largest label unless
-    ``n_classes`` is given.
+    The label map is written in windows of 512 rows and at most :data:`WINDOW_COLS` columns
+    (:func:`label_windows`) to a temporary tiled GTiff beside ``path``, then copied by GDAL's
+    COG driver (block cache bounded to ``dkernel.io.gdal.GDAL_CACHE_MB``) and the
+    temporary removed: memory is one window, whatever the scene's size (plus GDAL's overview
+    computation, which reads the temporary file). A lazy label map is computed window by
+    window; one more pass finds the largest label unless ``n_classes`` is given.
     """
     import rasterio
     import rasterio.shutil
@@ -478,17 +563,15 @@ def write_label_cog(
     tmp = Path(name)
     try:
         with rasterio.open(tmp, "w", **profile) as dst:
-            for r0 in range(0, n_rows, TILE):
-                r1 = min(r0 + TILE, n_rows)
-                block = _window(labels, r0, r1)
-                unlabelled = (block < 0) | (block == nodata)
-                top = int(block[~unlabelled].max(initial=-1))
-                if top >= n_classes:
-                    raise InvalidInputError(
-                        f"n_classes={n_classes} but the label map holds label {top}."
-                    )
-                out = np.where(unlabelled, file_nodata, block)
-                dst.write(out.astype(dtype), 1, window=((r0, r1), (0, n_cols)))
+            for r0, r1, c0, c1 in label_windows(n_rows, n_cols):
+                out = file_block(
+                    _window(labels, r0, r1, c0, c1),
+                    nodata=nodata,
+                    file_nodata=file_nodata,
+                    dtype=dtype,
+                    n_classes=n_classes,
+                )
+                dst.write(out, 1, window=((r0, r1), (c0, c1)))
             dst.write_colormap(1, _palette(n_classes, file_nodata))
         options = {
             "BLOCKSIZE": TILE,

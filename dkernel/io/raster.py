@@ -363,17 +363,26 @@ def labels_to_raster(labels: np.ndarray, valid: np.ndarray, *, nodata: int = -1)
 
 
 def _rgb(image: xr.DataArray) -> np.ndarray:
+    """The quick-look's RGB (rows, cols, 3) float64 in [0, 1]: three bands, each stretched
+    between its 2nd and 98th percentile over the valid pixels; white where not valid.
+
+    Band by band into the output in place: besides the output, one band in its own dtype and
+    one float64 band at a time (no float64 copy of the three bands).
+    """
     n_bands = int(image.sizes["band"])
     pick = [0, 1, 2] if n_bands >= 3 else [0] * 3
     if n_bands > 3:  # hyperspectral: spread three bands over the spectrum
         pick = [int(n_bands * f) for f in (0.75, 0.5, 0.25)]
-    arr = np.asarray(image.isel(band=pick).values, dtype=np.float64).transpose(1, 2, 0)
-    valid = np.asarray(image["valid"].values)
-    rgb = np.zeros_like(arr)
+    raw = np.asarray(image.isel(band=pick).values)
+    valid = np.asarray(image["valid"].values, dtype=bool)
+    rgb = np.empty((*raw.shape[1:], 3), dtype=np.float64)
+    band = np.empty(raw.shape[1:], dtype=np.float64)
     for i in range(3):
-        band = arr[..., i]
+        band[...] = raw[i]
         lo, hi = np.percentile(band[valid], [2, 98]) if valid.any() else (0.0, 1.0)
-        rgb[..., i] = np.clip((band - lo) / (hi - lo if hi > lo else 1.0), 0, 1)
+        band -= lo
+        band /= hi - lo if hi > lo else 1.0
+        np.clip(band, 0, 1, out=rgb[..., i])
     rgb[~valid] = 1.0
     return rgb
 

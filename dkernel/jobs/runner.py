@@ -14,6 +14,7 @@ import numpy as np
 from dkernel._budget import check_budget
 from dkernel.errors import DKernelError, InvalidInputError, ResourceLimitError, StoreError
 from dkernel.io.data import LoadedData
+from dkernel.io.gdal import limit_gdal_cache
 from dkernel.io.preprocess import standardize
 from dkernel.io.registry import get_reader
 from dkernel.jobs.outputs import check_raster_outputs
@@ -189,10 +190,16 @@ def _lower_counts(method: Any, params: dict[str, Any]) -> str:
 
 
 def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
-    """Validate the spec, read the data and check the cost: everything before a cluster starts."""
+    """Validate the spec, read the data and check the cost: everything before a cluster starts.
+
+    This process's GDAL block cache is bounded first (``dkernel.io.gdal.limit_gdal_cache``):
+    a raster reader's statistics pass decodes every tile here, on the local threads, and GDAL's
+    default cache (5 % of the RAM) kept up to the whole decoded scene in the client.
+    """
     if not isinstance(spec, JobSpec):
         spec = load_spec(spec)
     method = get_method(spec.method)
+    limit_gdal_cache()
     data = load_data(spec)
     check_finite(spec, data)
     if method.check_data is not None:
@@ -350,7 +357,6 @@ def _run_leased(
         if not quiet:
             logger.info(f"Dask dashboard: {client.dashboard_link}")
     try:
-        from dkernel.io.gdal import limit_gdal_cache
         from dkernel.runtime.plugins import register_job_plugins
 
         limit_gdal_cache()

@@ -203,3 +203,68 @@ def test_open_geotiff_chunks_follow_the_file_blocks(demo_image, tmp_path):
     X, _, _ = R.raster_features(image)
     Xs, _, _ = R.raster_features(R._open_strips(tmp_path / "tiled.tif", 23))
     np.testing.assert_array_equal(X.compute(), Xs.compute())  # same features as 23-row strips
+
+
+@pytest.mark.parametrize("shape", [(1000, 1000), (1100, 5000), (512, 10980), (3, 2049)])
+def test_label_windows_cover_the_map_once_in_bounded_windows(shape):
+    n_rows, n_cols = shape
+    seen = np.zeros(shape, dtype=np.int8)
+    for r0, r1, c0, c1 in cog.label_windows(n_rows, n_cols):
+        assert r0 % cog.TILE == 0 and c0 % cog.TILE == 0  # whole tiles
+        assert (r1 - r0) * (c1 - c0) <= cog.TILE * cog.WINDOW_COLS
+        seen[r0:r1, c0:c1] += 1
+    assert (seen == 1).all()
+    assert len(cog.label_windows(n_rows, n_cols, max_cols=cog.TILE)) == -(-n_rows // 512) * -(
+        -n_cols // 512
+    )
+    with pytest.raises(InvalidInputError, match="at least 512"):
+        cog.label_windows(n_rows, n_cols, max_cols=100)
+
+
+@pytest.mark.parametrize("n_classes", [7, 300])
+def test_file_block_matches_the_full_width_conversion(n_classes):
+    """The in-place conversion gives what ``np.where(...).astype(dtype)`` (the previous
+    writer's int64-widening form) gave, for both file dtypes."""
+    rng = np.random.default_rng(0)
+    block = rng.integers(-1, n_classes, size=(512, 700)).astype(np.int32)
+    dtype, file_nodata = cog.label_file_dtype(n_classes - 1)
+    unlabelled = (block < 0) | (block == -1)
+    expected = np.where(unlabelled, file_nodata, block).astype(dtype)
+    out = cog.file_block(
+        block, nodata=-1, file_nodata=file_nodata, dtype=dtype, n_classes=n_classes
+    )
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, expected)
+    # a non-negative nodata marker is unlabelled too
+    out = cog.file_block(block, nodata=3, file_nodata=file_nodata, dtype=dtype, n_classes=n_classes)
+    assert (out[block == 3] == file_nodata).all()
+    with pytest.raises(InvalidInputError, match="holds label"):
+        cog.file_block(block, nodata=-1, file_nodata=file_nodata, dtype=dtype, n_classes=2)
+    # unsigned label maps (no negative values), and windows without any label
+    unsigned = np.abs(block).astype(np.uint16)
+    out = cog.file_block(
+        unsigned, nodata=-1, file_nodata=file_nodata, dtype=dtype, n_classes=n_classes
+    )
+    np.testing.assert_array_equal(out, unsigned.astype(dtype))
+    empty = np.full((3, 4), -1, np.int32)
+    out = cog.file_block(empty, nodata=-1, file_nodata=file_nodata, dtype=dtype, n_classes=0)
+    assert (out == file_nodata).all()
+
+
+def test_narrow_windows_write_the_same_cog_as_full_width_ones(monkeypatch, tmp_path):
+    """Windows one tile wide and windows spanning the whole width give byte-identical COGs."""
+    rng = np.random.default_rng(1)
+    shape = (1100, 1700)
+    labels = rng.integers(0, 5, size=shape).astype(np.int32)
+    labels[:200, :300] = -1
+    image = R.image_from_array(np.ones((*shape, 2), np.float32))
+    lazy = da.from_array(labels, chunks=(300, 1700))
+    paths = {}
+    for name, cols in (("full", 10 * cog.TILE), ("narrow", cog.TILE)):
+        monkeypatch.setattr(cog, "WINDOW_COLS", cols)
+        paths[name] = cog.write_label_cog(tmp_path / f"{name}.tif", lazy, image).path
+    assert paths["full"].read_bytes() == paths["narrow"].read_bytes()
+    assert (
+        cog.class_table_path(paths["full"]).read_text()
+        == cog.class_table_path(paths["narrow"]).read_text()
+    )

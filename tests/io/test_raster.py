@@ -131,3 +131,34 @@ def test_class_colors_keep_neighbouring_clusters_apart():
         # tab20 in order gives clusters 0/1 a blue and its own pale shade
         assert step[0] > 0.6 and np.min(step) > 0.15, n
         assert len({tuple(np.round(c, 3)) for c in rgb}) == n
+
+
+def _rgb_reference(image):
+    """The quick-look stretch as first written: a float64 copy of the three bands."""
+    n_bands = int(image.sizes["band"])
+    pick = [0, 1, 2] if n_bands >= 3 else [0] * 3
+    if n_bands > 3:
+        pick = [int(n_bands * f) for f in (0.75, 0.5, 0.25)]
+    arr = np.asarray(image.isel(band=pick).values, dtype=np.float64).transpose(1, 2, 0)
+    valid = np.asarray(image["valid"].values)
+    rgb = np.zeros_like(arr)
+    for i in range(3):
+        band = arr[..., i]
+        lo, hi = np.percentile(band[valid], [2, 98]) if valid.any() else (0.0, 1.0)
+        rgb[..., i] = np.clip((band - lo) / (hi - lo if hi > lo else 1.0), 0, 1)
+    rgb[~valid] = 1.0
+    return rgb
+
+
+def test_quicklook_rgb_in_place_equals_the_float64_copy(demo_image, rng):
+    """The band-by-band in-place stretch gives bit-identical RGB (so identical PNGs)."""
+    np.testing.assert_array_equal(R._rgb(demo_image), _rgb_reference(demo_image))
+    cube = rng.uniform(0, 3, (25, 40, 5)).astype(np.float32)
+    cube[..., 2] = 1.5  # a constant band: hi == lo
+    cube[:4, :6] = -9
+    image = R.image_from_array(cube, nodata=-9)
+    got = R._rgb(image)
+    assert got.dtype == np.float64 and got.shape == (25, 40, 3)
+    np.testing.assert_array_equal(got, _rgb_reference(image))
+    none = R.image_from_array(np.full((5, 6, 1), -9, np.float32), nodata=-9)
+    np.testing.assert_array_equal(R._rgb(none), _rgb_reference(none))

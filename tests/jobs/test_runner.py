@@ -99,3 +99,38 @@ def test_cli_exit_code_1_when_a_job_fails_midway(tmp_path, failing_method, capsy
     assert "worker exploded halfway" in capsys.readouterr().err
     with pytest.warns(UserWarning, match="failed"):
         assert open_results(tmp_path / "f.zarr").attrs["status"] == "failed"
+
+
+def test_prepare_job_bounds_the_gdal_cache_before_reading(monkeypatch):
+    """The reader's statistics pass decodes every tile in this process: GDAL's block cache is
+    bounded before the data are read, not only once a cluster is up."""
+    from rasterio.env import get_gdal_config, set_gdal_config
+
+    from dkernel.io.gdal import GDAL_CACHE_MB
+    from dkernel.jobs import runner
+
+    seen = []
+
+    def load_data(spec):
+        seen.append(get_gdal_config("GDAL_CACHEMAX"))
+        return real_load_data(spec)
+
+    real_load_data = runner.load_data
+    monkeypatch.setattr(runner, "load_data", load_data)
+    before = get_gdal_config("GDAL_CACHEMAX")
+    set_gdal_config("GDAL_CACHEMAX", 512)
+    try:
+        runner.prepare_job(
+            validate_spec(
+                {
+                    "name": "cache",
+                    "data": {"reader": "demo-landsat"},
+                    "method": "mssc",
+                    "params": {"n_clusters": 3},
+                    "output": "unused.zarr",
+                }
+            )
+        )
+    finally:
+        set_gdal_config("GDAL_CACHEMAX", before)
+    assert seen == [GDAL_CACHE_MB]
