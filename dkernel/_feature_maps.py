@@ -14,9 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from dkernel.errors import InvalidInputError
+from dkernel.registry import Registry
 
 #: name -> factory(**params) returning an unfitted transformer whose ``transform`` is γ.
-FEATURE_MAPS: dict[str, Callable[..., Any]] = {}
+FEATURE_MAPS: Registry[Callable[..., Any]] = Registry("feature map", error=InvalidInputError)
 
 
 def register_feature_map(name: str, factory: Callable[..., Any]) -> None:
@@ -29,15 +30,15 @@ def register_feature_map(name: str, factory: Callable[..., Any]) -> None:
     factory : callable
         Returns an unfitted transformer with ``fit(X)`` and ``transform(X)``, the feature map
         ``γ(X)`` with ``κ(x, y) = γ(x)·γ(y)``; takes keyword parameters (``random_state``).
+        Registering the same factory again changes nothing.
 
     Raises
     ------
     ValueError
         When another factory is registered under ``name``.
     """
-    if FEATURE_MAPS.get(name, factory) is not factory:
-        raise ValueError(f"feature map {name!r} is already registered")
-    FEATURE_MAPS[name] = factory
+    if FEATURE_MAPS.get(name) is not factory:
+        FEATURE_MAPS.register(name, factory)
 
 
 def make_feature_map(name: str, **params: Any) -> Any:
@@ -48,9 +49,4 @@ def make_feature_map(name: str, **params: Any) -> Any:
     InvalidInputError
         When no feature map is registered as ``name`` (the message lists those that are).
     """
-    try:
-        factory = FEATURE_MAPS[name]
-    except KeyError:
-        known = ", ".join(sorted(FEATURE_MAPS)) or "none"
-        raise InvalidInputError(f"no feature map named {name!r}; registered: {known}.") from None
-    return factory(**params)
+    return FEATURE_MAPS.lookup(name)(**params)

@@ -23,7 +23,9 @@ def test_pck_is_registered_by_the_package():
 
 
 def test_unknown_names_and_double_registration():
-    with pytest.raises(InvalidInputError, match=r"no feature map named 'nope'; registered: .*pck"):
+    with pytest.raises(
+        InvalidInputError, match=r"unknown feature map 'nope'\. Valid feature maps: .*pck"
+    ):
         make_feature_map("nope")
     factory = FEATURE_MAPS["pck"]
     register_feature_map("pck", factory)  # the same factory again: nothing changes
