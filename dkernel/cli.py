@@ -292,18 +292,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_methods(args: argparse.Namespace) -> int:
     from dkernel.io.registry import READERS
     from dkernel.jobs.registry import METHODS
-    from dkernel.schema.params import REQUIRED
+    from dkernel.schema.params import REQUIRED, did_you_mean
 
     if args.name:
         entry = METHODS.get(args.name) or READERS.get(args.name)
         if entry is None:
-            import difflib
-
             names = METHODS.names() + READERS.names()
-            close = difflib.get_close_matches(args.name, names, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
             raise SpecError(
-                f"no method or reader named {args.name!r}.{hint} Valid names: {', '.join(names)}."
+                f"no method or reader named {args.name!r}.{did_you_mean(args.name, names)} "
+                f"Valid names: {', '.join(names)}."
             )
         kind = "method" if args.name in METHODS else "reader"
         print(f"{kind} {entry.name}: {entry.description}")

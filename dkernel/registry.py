@@ -8,7 +8,6 @@ no edit of a list: the registry names the package, nothing imports it by hand.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterator, Mapping
@@ -98,13 +97,11 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def unknown_message(self, name: Any) -> str:
         """``unknown method 'x'. Did you mean 'y'? Valid methods: a, b.``"""
-        from dkernel.schema.params import show_value
+        from dkernel.schema.params import did_you_mean, show_value
 
         names = self.names()
-        close = difflib.get_close_matches(show_value(name)[:100].strip("'\""), names, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
         return (
-            f"unknown {self.kind} {show_value(name)}.{hint} "
+            f"unknown {self.kind} {show_value(name)}.{did_you_mean(name, names)} "
             f"Valid {self.kind}s: {', '.join(names)}{self._suffix}."
         )
 

@@ -359,8 +359,7 @@ def _run_leased(
     try:
         from dkernel.runtime.plugins import register_job_plugins
 
-        limit_gdal_cache()
-        register_job_plugins(client)
+        register_job_plugins(client)  # prepare_job bounded this process's GDAL cache already
         if resume:
             store = ResultsStore.resume(spec.output, job=spec.to_dict(), seed=spec.seed)
             logger.info(f"resuming {spec.output} (finished groups are kept)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,6 +170,13 @@ def show_value(value: Any) -> str:
     return text
 
 
+def did_you_mean(value: Any, names: Iterable[Any]) -> str:
+    """``" Did you mean 'x'?"`` for the name closest to ``value`` among ``names``, else ``""``."""
+    text = value if isinstance(value, str) else show_value(value)
+    close = difflib.get_close_matches(text[:100], [str(n) for n in names], n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
 def _show(value: Any) -> str:
     """``show_value`` plus the type, and the length when the value was cut."""
     text = show_value(value)
@@ -206,10 +213,7 @@ def check_value(param: Param, value: Any, where: str) -> Any:
             f"must be {param.describe()}; got {_show(value)}.{_number_hint(value)}", key
         )
     if param.choices is not None and value not in param.choices:
-        close = difflib.get_close_matches(
-            show_value(value)[:100], [str(c) for c in param.choices], n=1
-        )
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(value, param.choices)
         raise SpecError(f"must be {param.describe()}; got {_show(value)}.{hint}", key)
     if param.kind in ("int", "float"):
         if value != value or value in (float("inf"), float("-inf")):
@@ -273,8 +277,7 @@ def validate_mapping(
     if not extra_ok:
         for key in raw:
             if key not in names:
-                close = difflib.get_close_matches(show_value(key)[:100], names, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
+                hint = did_you_mean(key, names)
                 if RENAMED.get(key) in names:
                     hint = f" It was renamed to {RENAMED[key]!r}."
                 valid = ", ".join(names) if names else "(none)"
