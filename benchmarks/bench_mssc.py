@@ -519,7 +519,7 @@ derived seed; the job itself gives the table above.) Unit-norm spectra without t
 coordinates, NJW, h_spec 0.5: 0.829 / 0.686. KPCA at the old h_spec (20 %) with unit-norm
 spectra: 0.528 / 0.638 (coordinates scaled with the spectral spread). Reproduce a cell with
 `MSSC(..., sigma_fraction=f, embedding=e, bandwidth_factor=b, random_state=s)` on
-`dkernel.io.preprocess.apply_band_norm(X, n_bands, 'unit')`.
+`dkernel.meanshift.bands.apply_band_norm(X, n_bands, 'unit')`.
 """
 
 
@@ -568,7 +568,7 @@ def bench_scenes(quick: bool) -> None:
         "defaults except affinity='nearest_neighbors', the scalable choice; the default "
         "dense RBF with gamma=1 is added without --quick).\n"
     )
-    from dkernel.io.preprocess import apply_band_norm
+    from dkernel.meanshift.bands import apply_band_norm
 
     for scene, k in (("samson", 3), ("jasper", 4)):
         d = load_hyperspectral(scene, os.environ.get("DKERNEL_DATA"))

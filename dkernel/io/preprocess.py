@@ -9,15 +9,6 @@ import numpy as np
 
 from dkernel.errors import InvalidInputError
 
-# the band normalisation of the mssc job lives with the estimators that use it
-from dkernel.meanshift.bands import (  # noqa: F401  (re-exported)
-    BAND_KINDS,
-    MIN_SPECTRAL_BANDS,
-    apply_band_norm,
-    resolve_band_norm,
-    unit_spectra,
-)
-
 
 def standardize(X: Any, feature_names: list[str] | None = None) -> Any:
     """Zero mean, unit variance per feature, ignoring NaN (missing values stay NaN).

@@ -265,7 +265,7 @@ def _two_materials(rng, n=200):
 def test_mssc_band_norm(rng):
     """band_norm='auto' (default) is decided by the bands, as in the job: unit length from 5
     non-negative bands on (only the first n_bands columns), none for standardised features."""
-    from dkernel.io.preprocess import unit_spectra
+    from dkernel.meanshift.bands import unit_spectra
 
     X, y = _two_materials(rng)
     m = MSSC(2, n_bands=6, n_init=10, random_state=0).fit(X)
@@ -275,7 +275,7 @@ def test_mssc_band_norm(rng):
     assert m.modes_[:, 6:].max() <= 0.1
     assert adjusted_rand_score(y, m.labels_) == 1.0
     assert (m.predict(X) == m.labels_).mean() >= 0.99  # predict scales new points too
-    # the same as scaling by hand with the one implementation (io.preprocess)
+    # the same as scaling by hand with the one implementation (meanshift.bands)
     ref = MSSC(2, n_bands=6, band_norm="none", n_init=10, random_state=0)
     np.testing.assert_array_equal(ref.fit(unit_spectra(X, 6)).labels_, m.labels_)
     none = MSSC(2, n_bands=6, band_norm="none", n_init=10, random_state=0).fit(X)

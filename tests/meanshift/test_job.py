@@ -96,7 +96,7 @@ def test_mssc_job_unit_bands(tmp_path, small_tif, client):
     (tmp_path / "job.yaml").write_text(spec)
     job = prepare_job(tmp_path / "job.yaml")
     assert job[1].meta.get("bands") is None
-    from dkernel.io.preprocess import resolve_band_norm
+    from dkernel.meanshift.bands import resolve_band_norm
 
     assert resolve_band_norm(job[1].X, 3, "auto") == "none"
     (tmp_path / "job.yaml").write_text(spec.replace("params:\n", "params:\n  band_norm: unit\n"))

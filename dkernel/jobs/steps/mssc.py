@@ -69,8 +69,8 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 
 
 def run(ctx: JobContext) -> None:
-    from dkernel.io.preprocess import resolve_band_norm
     from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
+    from dkernel.meanshift.bands import resolve_band_norm
     from dkernel.storage.layout import mssc_dataset
 
     p = ctx.params
