@@ -30,7 +30,7 @@ from dkernel.ranking.graph import (
     scorer_for_seeds,
     scores_from_projection,
 )
-from dkernel.ranking.kernelmap import ADAPTIVE
+from dkernel.ranking.kernelmap import ADAPTIVE, KERNEL_NAMES
 from dkernel.ranking.kppr import KernelPersonalizedPageRank
 from dkernel.ranking.metrics import ndcg_at_k
 from dkernel.ranking.ppr import ppr_exact
@@ -63,10 +63,10 @@ def _check_seeds(value: Any) -> str | None:
     return None
 
 
-#: Kernel names the ranking jobs accept (``knn_mean``, ``knn`` and ``local_scaling`` adapt
-#: to each point's neighbour distance; see dkernel.ranking.kernelmap; ``pck`` fits a
-#: ProbabilisticClusterKernel with the ``pck_*`` parameters).
-KERNEL_CHOICES = ("rbf", "knn_mean", "knn", "local_scaling", "pck")
+#: Kernel names the ranking jobs accept: the estimators' (dkernel.ranking.kernelmap) but
+#: ``precomputed``, which a spec cannot pass (``pck`` fits a ProbabilisticClusterKernel with
+#: the ``pck_*`` parameters).
+KERNEL_CHOICES = tuple(k for k in KERNEL_NAMES if k != "precomputed")
 
 #: What the ranking jobs leave out of their estimator's parameters.
 RANKING_EXCLUDE = {"kernel_params": "the kernels' reference samples keep their defaults"}
