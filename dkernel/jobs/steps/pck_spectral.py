@@ -214,7 +214,7 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
         if probs is None
         else [probs[offs[m] : offs[m + 1]] for m in range(len(means))],
         n_inits=int(est.n_inits),
-        max_components=int(est.max_components),
+        max_components=int(est.max_components_),
         covariance_type=est.covariance_type,
         location=est.location_,
         feature_index=np.flatnonzero(est.feature_mask_),
