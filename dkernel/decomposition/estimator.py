@@ -114,12 +114,12 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     loss : {'kl-euclidean', 'euclidean', 'kl'}
         'kl': PLSA / KL-divergence multiplicative updates; 'euclidean': least-squares
         multiplicative updates; 'kl-euclidean': restarts compared by KL, the best refined by
-        least squares. ``'euclidean'``: squared error of Eq. 7 with Lee-Seung updates (the paper's);
-        ``'kl'``: PLSA / KL multiplicative updates (exactly stochastic factors). With ``'kl'``
-        the held-out likelihood (:meth:`score`) is the same for every ``n_clusters`` (see
+        least squares. ``'euclidean'`` is the squared error of Eq. 7 with Lee-Seung updates
+        (the paper's); ``'kl'`` gives exactly stochastic factors, but with it the held-out
+        likelihood (:meth:`score`) is the same for every ``n_clusters`` (see
         :mod:`dkernel.decomposition.nmf`), so it cannot be used to choose ``n_clusters``.
-        ``'kl-euclidean'`` (default): restarts fitted and compared by KL, the best refined by
-        Eq. 7 (mean ARI 0.753 against 0.749 for ``'kl'`` with the default kernel).
+        ``'kl-euclidean'`` (the default): mean ARI 0.753 against 0.749 for ``'kl'`` with the
+        default kernel.
     n_init : int
         Restarts (restart 0 is the eigenvector initialisation).
     max_iter : int

@@ -70,7 +70,8 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         Fraction of the rows each initial condition is trained on (the models of one ``q``
         share its subsample; the kernel is evaluated on all rows).
     covariance_type : {'diag', 'full'}, default='diag'
-        Covariance of every mixture component. 'full' follows Alg. 1 with points grouped by missingness pattern (moderate p only).
+        Covariance of every mixture component. 'full' follows Alg. 1 with points grouped by
+        missingness pattern (moderate p only).
     reg_covar : float, default=1e-6
         Added to every variance (diagonal of every covariance) after each M-step, relative to
         the data after centring (the data are not rescaled). Per column it is raised to the
