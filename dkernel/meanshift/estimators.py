@@ -364,21 +364,21 @@ class MSSC(MeanShift):
         DESIGN §3.3) on Samson, Jasper and BSDS 3063.
     embedding : {'njw', 'kpca', 'keca'}
         Clustering of the partition affinity: normalized spectral clustering (NJW), KPCA +
-        k-means or KECA + angular k-means. Normalized spectral clustering (Ng–Jordan–Weiss: top eigenvectors of
-        ``D^-1/2 S D^-1/2``, rows to unit length, k-means), KECA with angular k-means or
-        centered KPCA with Euclidean k-means; see :func:`~dkernel.meanshift.second_stage`.
-        Default 'njw': dividing out each partition's degree keeps a large, spread-out cluster
-        from taking the leading axes (KECA at 0.2 scored ARI 0.36/0.17 on standardised
-        Samson/Jasper, NJW 0.64/0.71 over 5 seeds, k-means 0.61/0.73).
+        k-means or KECA + angular k-means. NJW takes the top eigenvectors of
+        ``D^-1/2 S D^-1/2``, rows to unit length, then k-means; KPCA is centered, with
+        Euclidean k-means; see :func:`~dkernel.meanshift.second_stage`. Default 'njw': dividing
+        out each partition's degree keeps a large, spread-out cluster from taking the leading
+        axes (KECA at 0.2 scored ARI 0.36/0.17 on standardised Samson/Jasper, NJW 0.64/0.71 over
+        5 seeds, k-means 0.61/0.73).
     affinity : {'auto', 'exact', 'sample', 'rff'}
-        How the Cauchy–Schwarz sums are computed: exactly, on a sample stratified by
-        partition, or from random Fourier features ('auto': exact up to 20 000 points, else
-        'sample'). Exact blocked pairwise sums (O(N²) work); the same sums estimated from a sample of
-        20 000 points stratified by partition (at least 50 per partition, exact kernel values);
-        or the cosine between partition sums of ``n_rff`` random Fourier features (one
-        streaming pass). 'auto': exact up to 20 000 points, else 'sample' — random features
-        add ±1/sqrt(n_rff) noise to every pair, which NJW turned into seed-dependent labels on
-        the demo scene (min pairwise ARI 0.07 between five RFF draws at a fixed first stage).
+        How the Cauchy–Schwarz sums are computed: exactly, on a sample stratified by partition,
+        or from random Fourier features ('auto': exact up to 20 000 points, else 'sample').
+        'exact': blocked pairwise sums (O(N²) work); 'sample': 20 000 points stratified by
+        partition (at least 50 per partition, exact kernel values); 'rff': the cosine between
+        partition sums of ``n_rff`` random Fourier features (one streaming pass). 'auto' avoids
+        'rff': random features add ±1/sqrt(n_rff) noise to every pair, which NJW turned into
+        seed-dependent labels on the demo scene (min pairwise ARI 0.07 between five RFF draws
+        at a fixed first stage).
     n_rff : int
         Number of random Fourier features for ``affinity='rff'`` (each pair's affinity carries
         noise of about 1/sqrt(n_rff), whatever its true value; 'auto' does not use them).
@@ -386,11 +386,10 @@ class MSSC(MeanShift):
         k-means restarts in the second stage (best by cost).
     normalization : {'size', 'cs'}
         'size': partitions weighted by their number of points; 'cs': the Cauchy–Schwarz
-        divergence normalization, every partition one point. 'size' (default): ``S_ij / sqrt(n_i n_j)``, the point-level kernel on
-        partition-constant functions, so the embedding and k-means weight partitions by their
-        number of points (an over-partitioning first stage then cannot outvote the pixels).
-        'cs': the Cauchy–Schwarz affinity of Eq. 5.4, every partition one point (see
-        :func:`~dkernel.meanshift.second_stage`).
+        divergence normalization, every partition one point. 'size' (default) is
+        ``S_ij / sqrt(n_i n_j)``, the point-level kernel on partition-constant functions, so an
+        over-partitioning first stage cannot outvote the pixels; 'cs' is the Cauchy–Schwarz
+        affinity of Eq. 5.4 (see :func:`~dkernel.meanshift.second_stage`).
     regularization : float
         'njw' only: every point's degree is raised by ``regularization`` × the mean point
         degree before the normalization (regularized spectral clustering; 0: plain NJW).
@@ -398,14 +397,12 @@ class MSSC(MeanShift):
         different seeds (min pairwise ARI of the demo's label maps over 5 seeds ≈ 0).
     band_norm : {'auto', 'unit', 'none'}
         'unit': every pixel's band vector to unit length (the spectral angle; further columns
-        such as pixel coordinates kept); 'none': unchanged; 'auto': 'unit' from 5
-        non-negative bands on, else 'none'. Scaling of the first ``n_bands`` columns of every row before anything else: 'unit'
-        scales them to unit length (the spectral angle of non-negative spectra; brightness
-        dropped, further columns such as pixel coordinates kept), 'none' keeps them. 'auto'
-        (default) is 'unit' from 5 non-negative bands on, else 'none' (RGB photos and
-        standardised features keep their values) —
-        ``dkernel.meanshift.bands.resolve_band_norm``, the one implementation the job
-        uses too. ``predict`` scales new points the same way.
+        such as pixel coordinates kept); 'none': unchanged; 'auto': 'unit' from 5 non-negative
+        bands on, else 'none'. Applied to the first ``n_bands`` columns before anything else:
+        'unit' drops the brightness of non-negative spectra, and 'auto' (default) leaves RGB
+        photos and standardised features as they are.
+        ``dkernel.meanshift.bands.resolve_band_norm`` is the one implementation, the job's too;
+        ``predict`` scales new points the same way.
     n_bands : int, optional
         Number of leading band columns for ``band_norm`` (None: every column is a band).
     progress : bool
@@ -416,8 +413,9 @@ class MSSC(MeanShift):
         pre-partition of up to 20000 sampled points (001 §7.1), O(500²) per iteration
         whatever N.
     bandwidth_factor : float
-        Multiplies Silverman's rule when ``bandwidth`` is None. Default 0.5: h_ms is half Silverman's rule, so the first stage over-partitions
-        (001 §6.1.2) and stage two does the merging.
+        Multiplies Silverman's rule when ``bandwidth`` is None. Default 0.5: h_ms is half
+        Silverman's rule, so the first stage over-partitions (001 §6.1.2) and stage two does the
+        merging.
     path_radius : float
         See :class:`MeanShift`; default 0.3.
     **mean-shift parameters** : see :class:`MeanShift`.

@@ -152,8 +152,8 @@ transformer, default='knn_mean'
     kernel_params : dict, optional
         ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii).
     alpha : float, default=0.15
-        Restart probability of the random walk (000 uses 0.15; it only reweights the kept components, and 0.01 to
-        0.9 move the suite's mean ARI by under 0.01).
+        Restart probability of the random walk (000 uses 0.15; it only reweights the kept
+        components, and 0.01 to 0.9 move the suite's mean ARI by under 0.01).
     embedding : {'normalized', 'laplacian'}, default='normalized'
         Which eigenpairs the truncated ``Z_β`` keeps: the largest of ``D^{-1/2} K D^{-1/2}``
         (default) or the smallest of ``L_β`` (000 Alg. 8, which localise on low-degree points;

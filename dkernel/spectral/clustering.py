@@ -71,24 +71,25 @@ class SpectralClustering(
     n_clusters : int
         Number of clusters.
     embedding : {'green', 'normalized', 'kpca', 'uncentered', 'keca'}, optional
-        Spectral embedding clustered: random-walk eigenvectors weighted by the PageRank
-        Green's function, NJW, centered or uncentered KPCA, or KECA (angular k-means). None (default): 'green' on the exact sparse path — the
-        leading eigenvectors of ``D^{-1/2} W D^{-1/2}`` as random-walk vectors weighted by the
-        Green's function of the personalized PageRank, k-means without row normalisation (best
-        mean ARI and mean rank of every dkernel and scikit-learn clusterer on the 23 sets of
-        ``benchmarks/bench_defaults.py``: 0.740 against 0.701 for NJW on the same graph) — and
-        'normalized' (NJW) on the Nyström path.
+        Spectral embedding clustered: random-walk eigenvectors weighted by the PageRank Green's
+        function, NJW, centered or uncentered KPCA, or KECA (angular k-means). None (default):
+        'green' on the exact sparse path — the leading eigenvectors of ``D^{-1/2} W D^{-1/2}`` as
+        random-walk vectors weighted by the Green's function of the personalized PageRank, k-means
+        without row normalisation (best mean ARI and mean rank of every dkernel and scikit-learn
+        clusterer on the 23 sets of ``benchmarks/bench_defaults.py``: 0.740 against 0.701 for NJW
+        on the same graph) — and 'normalized' (NJW) on the Nyström path.
     n_components : int, optional
         Embedding dimension; ``n_clusters`` by default.
     kernel : str, callable or Kernel, optional
-        Kernel by name (default: local_scaling, self-tuning widths, for the normalized
-        embedding; rbf for kpca/keca or when sigma is given). ``'local_scaling'``, ``'knn'``, ``'rbf'``, ``'cosine'``, ``'pck'``, ``'precomputed'``
-        or ``f(X, Y)``. None (default): ``'local_scaling'`` for the normalized embedding
-        (self-tuning widths, each point's σ the distance to its ``n_neighbors``-th neighbour;
-        best mean ARI in ``benchmarks/bench_defaults.py``, see ``docs/choosing_defaults.md``)
-        and ``'rbf'`` for KPCA / KECA, whose leading components need one global width, when
-        ``sigma`` is given, and on the Nyström path: the self-tuning kernel is not positive
-        semi-definite, and its Nyström degree estimates can turn negative with few landmarks.
+        Kernel by name (default: local_scaling, self-tuning widths, for the normalized embedding;
+        rbf for kpca/keca or when sigma is given). ``'local_scaling'``, ``'knn'``, ``'rbf'``,
+        ``'cosine'``, ``'pck'``, ``'precomputed'`` or ``f(X, Y)``. None (default):
+        ``'local_scaling'`` for the normalized embedding (self-tuning widths, each point's σ the
+        distance to its ``n_neighbors``-th neighbour; best mean ARI in
+        ``benchmarks/bench_defaults.py``, see ``docs/choosing_defaults.md``) and ``'rbf'`` for KPCA
+        / KECA, whose leading components need one global width, when ``sigma`` is given, and on the
+        Nyström path: the self-tuning kernel is not positive semi-definite, and its Nyström degree
+        estimates can turn negative with few landmarks.
     kernel_params : dict, optional
     n_neighbors : int
         Neighbour rank of the adaptive kernels (``local_scaling``, ``knn``); 7 is the
