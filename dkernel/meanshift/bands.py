@@ -15,6 +15,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 
 
@@ -75,8 +76,7 @@ def resolve_band_norm(X: Any, n_bands: int, band_norm: str, bands: str | None = 
         return "unit" if bands == "reflectance" else "none"
     if n_bands < MIN_SPECTRAL_BANDS:
         return "none"
-    low = X[:, :n_bands].min()
-    low = float(low.compute() if isinstance(low, da.Array) else low)
+    low = float(as_numpy(X[:, :n_bands].min()))
     return "unit" if low >= 0 else "none"
 
 
