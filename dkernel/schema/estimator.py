@@ -108,14 +108,6 @@ class EstimatorSchema:
         return self.estimator(**kwargs, **fixed)
 
 
-def estimator_from_params(
-    estimator: type, params: Mapping[str, Any], *, prefix: str = "", **fixed: Any
-) -> Any:
-    """``estimator(**...)`` from the job ``params`` named like its parameters (see
-    :meth:`EstimatorSchema.build`)."""
-    return EstimatorSchema(estimator, prefix=prefix).build(params, **fixed)
-
-
 def _signature(estimator: type) -> dict[str, inspect.Parameter]:
     parameters = inspect.signature(estimator.__init__).parameters
     return {

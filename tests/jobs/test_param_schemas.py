@@ -24,7 +24,6 @@ from dkernel.schema.estimator import (
     EstimatorSchema,
     SchemaDerivationError,
     derive_param,
-    estimator_from_params,
     parameter_doc,
 )
 from dkernel.schema.params import REQUIRED, validate_mapping
@@ -201,7 +200,7 @@ def test_schema_excludes_builds_and_validates():
     params = validate_mapping({"width": 2}, schema.params, "params")
     toy = schema.build({**params, "unrelated": 1}, random_state=7)
     assert toy.get_params()["width"] == 2.0 and toy.random_state == 7 and toy.mode == "c"
-    assert estimator_from_params(_Toy, {"n_things": 5, "x": 1}).n_things == 5
+    assert EstimatorSchema(_Toy).build({"n_things": 5, "x": 1}).n_things == 5
     with pytest.raises(SchemaDerivationError, match="no parameters"):
         EstimatorSchema(_Toy, exclude={"nope": "?"}).names()
     with pytest.raises(SchemaDerivationError, match="several kinds"):
