@@ -20,6 +20,7 @@ from dkernel.io.registry import get_reader
 from dkernel.jobs.outputs import check_raster_outputs
 from dkernel.jobs.registry import JobContext, get_method
 from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
+from dkernel.runtime.memory import limit_freed_memory
 from dkernel.storage.layout import input_dataset
 from dkernel.storage.lock import StoreLease
 from dkernel.storage.store import ResultsStore, check_target, check_writable
@@ -194,12 +195,15 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
 
     This process's GDAL block cache is bounded first (``dkernel.io.gdal.limit_gdal_cache``):
     a raster reader's statistics pass decodes every tile here, on the local threads, and GDAL's
-    default cache (5 % of the RAM) kept up to the whole decoded scene in the client.
+    default cache (5 % of the RAM) kept up to the whole decoded scene in the client. For the
+    same pass, glibc is told to give freed heap memory back to the system as distributed's
+    workers do (``dkernel.runtime.memory.limit_freed_memory``).
     """
     if not isinstance(spec, JobSpec):
         spec = load_spec(spec)
     method = get_method(spec.method)
     limit_gdal_cache()
+    limit_freed_memory()
     data = load_data(spec)
     check_finite(spec, data)
     if method.check_data is not None:
