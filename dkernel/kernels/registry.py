@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dkernel._validation import as_numpy
+from dkernel._validation import as_numpy, take_rows
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.adaptive import RadiusKernelBlock, neighbor_radius, reference_neighbors
 from dkernel.kernels.cosine import cosine_block
@@ -111,8 +111,7 @@ def _sample_rows(X: Any, size: int, seed: int | None) -> np.ndarray:
     if n <= size:
         return as_numpy(X, np.float64)
     idx = np.sort(np.random.default_rng(seed).choice(n, size=size, replace=False))
-    sub = X[idx]
-    return as_numpy(sub, np.float64)
+    return take_rows(X, idx, np.float64)
 
 
 def _rbf_factory(

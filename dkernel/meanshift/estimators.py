@@ -29,6 +29,7 @@ from dkernel._validation import (
     check_is_fitted,
     check_options,
     is_dask_array,
+    take_rows,
     validate_input,
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
@@ -52,12 +53,6 @@ EXACT_AFFINITY_MAX = 20000
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 _NON_NEGATIVE = Interval(Real, 0, None, closed="left")
 _RANDOM_STATE = ["random_state", np.random.Generator]
-
-
-def _take_rows(X: Any, idx: np.ndarray) -> np.ndarray:
-    idx = np.sort(idx)
-    sub = X[idx]
-    return as_numpy(sub, np.float64)
 
 
 def _systematic(n: int, m: int) -> np.ndarray:
@@ -220,7 +215,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         if dense_all:
             sample = as_numpy(X, np.float64)
         else:
-            sample = _take_rows(X, _systematic(n, self.n_density))
+            sample = take_rows(X, _systematic(n, self.n_density), np.float64)
 
         # seeds
         if self.seeds == "all":

@@ -27,7 +27,13 @@ from sklearn.base import (
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_rng, derive_seed, seed_from_random_state
-from dkernel._validation import ParameterConstraintsMixin, as_numpy, check_is_fitted, validate_input
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    as_numpy,
+    check_is_fitted,
+    take_rows,
+    validate_input,
+)
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
 from dkernel.spectral.normalized import eigengap_hint, row_normalize
@@ -307,10 +313,9 @@ class SpectralClustering(
             Z = Z.persist() if n <= 5_000_000 else Z
         if n > self.kmeans_sample:
             idx = np.sort(derive_rng(seed, "kmeans-sample").choice(n, self.kmeans_sample, False))
-            Zs = Z[idx]
+            Zs = take_rows(Z, idx)
         else:
-            Zs = Z
-        Zs = as_numpy(Zs)
+            Zs = as_numpy(Z)
         Zs = _prepare(Zs, self.embedding_method_)
         km_seed = derive_seed(seed, "kmeans")
         if self._assign_mode() == "angular":

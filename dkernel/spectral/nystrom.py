@@ -44,6 +44,7 @@ from dkernel._validation import (
     ParameterConstraintsMixin,
     aligned,
     check_is_fitted,
+    take_rows,
     validate_input,
 )
 from dkernel.errors import InvalidInputError, NumericalWarning
@@ -215,14 +216,7 @@ def _tree_sum(parts: list, add: Any = _add_sums) -> Any:
 # landmarks
 # --------------------------------------------------------------------------------------
 def _rows(X: Any, idx: np.ndarray) -> np.ndarray:
-    idx = np.asarray(idx)
-    if isinstance(X, da.Array):
-        order = np.argsort(idx)
-        sub = np.asarray(X[idx[order]].compute())
-        out = np.empty_like(sub)
-        out[order] = sub
-        return out
-    return np.asarray(X[idx])
+    return take_rows(X, idx)
 
 
 def select_landmarks(
