@@ -116,14 +116,15 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         graph: the self-tuning weights gave 0.738.
     neighbor_search : {'auto', 'exact', 'approximate'}
         k-NN kernel: how the nearest training points are found, for the training graph and
-        out of sample. 'auto': exact below 2·10^5 training points, approximate from there.
-        ``'exact'``: scikit-learn's k-d tree (brute force for ``'cosine'``). ``'approximate'``:
-        an inverted file of k-means cells, each query searched in its 16 nearest cells by
-        BLAS blocks (:class:`~dkernel.graphs.approximate_knn.CellIndex`, seeded by
-        ``random_state``): 98-100 % of the exact 8 nearest neighbours found on 10-D blobs,
-        moons, a uniform cube and 27-D image patches. 'auto' switches where the exact 10-D
-        search gets slow (~20 CPU-minutes at 10^6 points in 10-D against ~2 with the
-        approximate one); every set below that size is fitted exactly as before.
+        out of sample. ``'exact'``: scikit-learn's k-d tree (brute force for ``'cosine'``).
+        ``'approximate'``: k-means cells of ~512 points, each query searched in the 16 cells
+        nearest to it by BLAS blocks (:class:`~dkernel.graphs.approximate_knn.CellIndex`,
+        seeded by ``random_state``); it found 98-100 % of the exact 8 nearest neighbours on
+        10-D blobs, moons and a uniform cube and on 27-D image patches (10^6 points: 98.1 %
+        on blobs and on the cube). ``'auto'``: exact below 2·10^5 training points (where the
+        exact 10-D graph took 22 CPU s at 10^5, so every smaller set is fitted exactly as
+        before), approximate from there (the exact graph took 78 CPU s at 2·10^5 against 13,
+        and more than 20 CPU-minutes at 10^6).
     loss : {'kl-euclidean', 'euclidean', 'kl'}
         'kl': PLSA / KL-divergence multiplicative updates; 'euclidean': least-squares
         multiplicative updates; 'kl-euclidean': restarts compared by KL, the best refined by

@@ -4,36 +4,49 @@ cells, each searched by dense BLAS blocks.
 Numeric layer: NumPy on in-memory arrays, no Dask, no I/O.
 
 Why: an exact k-d-tree search of 10^6 points in 10 intrinsic dimensions takes more than 20
-CPU-minutes (the tree prunes little in 10-D), and a brute-force search is O(N^2). Here the
-training points are split into ``n_cells`` cells (k-means on a random subsample, every point
-in its nearest centre's cell); a query is searched among the points of the ``n_probe`` cells
-whose centres are nearest to its own cell's centre. Every query of a cell shares that candidate
-set, so the distances are one GEMM per block of queries (float32, on coordinates centred at
-the cell's centre, so that the expansion ``|q|^2 - 2 q.y + |y|^2`` does not lose the small
-distances to cancellation); the ``k`` smallest are selected (``np.argpartition``) and their
-distances recomputed in float64 from the coordinate differences, the same value the exact
-search reports. A point that is in the index is therefore found first, at distance exactly 0
-(its own cell is always searched).
+CPU-minutes (the tree prunes little in 10-D: 22 CPU s at 10^5, 78 at 2·10^5), and a
+brute-force search is O(N^2). Here the training points are split into cells (k-means on a
+random subsample, every point in its nearest centre's cell) and each query is searched in the
+``n_probe`` cells whose centres are nearest to it. The queries are grouped by probed cell, so
+the distances are one GEMM per cell and block of queries (float32, on coordinates centred at
+the cell's centre, so that ``|q|^2 - 2 q.y + |y|^2`` does not lose small distances to
+cancellation); each cell's ``k`` nearest per query are kept, the ``k`` nearest of those over
+the probed cells selected, and their distances recomputed in float64 from the coordinate
+differences (the value the exact search reports). A point of the index is therefore its own
+first neighbour, at distance exactly 0 (its own cell is always probed).
 
-Design (measured in ``benchmarks/bench_approximate_knn.py``, results in
+Design, from the recall of the 8-NN graph (the k-NN kernel's search size at its defaults)
+against brute force on 2 000 query rows (``benchmarks/bench_approximate_knn.py``; results in
 ``benchmarks/results/decomposition_scale.md``):
 
-* ``n_cells = round(sqrt(N))``: the candidate set is ``n_probe sqrt(N)`` points, so the search
-  costs O(N^1.5 n_probe p) flops and O(n_probe sqrt(N)) memory per query block.
-* ``n_probe`` default :data:`DEFAULT_N_PROBE`, chosen from the recall of the 8-NN graph (the
-  k-NN kernel's search size at its defaults) against the exact search on subsamples of blobs,
-  moons, a uniform cube (all 10-D) and image patches (27-D).
-* k-means: :data:`KMEANS_SAMPLES_PER_CELL` random points per cell, :data:`KMEANS_ITER` Lloyd
-  steps from distinct random points. The cells only need to be compact, not a converged
-  clustering.
+* Probing per query, not per cell: searching every query of a cell in the cells nearest to
+  that cell's centre found only 78 % (blobs) and 77 % (uniform cube) of the neighbours at
+  2·10^5 points with 16 of 447 cells probed, against 99.5 % and 99.1 % when each query
+  probes the 16 cells nearest to itself. Refining the per-cell graph by neighbours of
+  neighbours gained 1-2 points only (the misses are correlated).
+* ``cell_size`` (``DEFAULT_CELL_SIZE``, so ``N / 512`` cells) and ``n_probe``
+  (``DEFAULT_N_PROBE``): at 2·10^5 points 99.5 % (10-D blobs), 99.99 % (moons), 99.1 %
+  (uniform cube) and 99.9 % (27-D image patches, 1.5·10^5); at 10^6 98.1 % (blobs). Recall
+  falls slowly with N at a fixed setting (blobs, 256 x 16: 99.2 % at 10^5, 98.4 % at 2·10^5,
+  96.3 % at 10^6), so a much larger N may need more probes. At the same number of
+  candidates (``n_probe cell_size``) smaller cells probed more often find more, but the probe
+  selection costs O(N / cell_size) per query and the k-means O((N / cell_size)^2): at 10^6,
+  512 x 16 found 98.1 % against 96.3 % for 256 x 16 and 98.7 % for 256 x 24, whose index
+  took 22 CPU s against 5.5.
+* Cost per query: O((N / cell_size + n_probe cell_size) p) flops; memory O(N p) for two
+  cell-sorted copies of the points (float64 and centred float32) and O(QUERY_BATCH n_probe k)
+  for the candidate lists of a batch.
+* k-means: ``KMEANS_SAMPLES_PER_CELL`` random points per cell, at most
+  ``KMEANS_ITER`` Lloyd steps from distinct random points: the cells only need to be
+  compact, not a converged clustering.
 
-Deterministic: every random choice comes from ``random_state``; each query's result depends
-only on its cell, never on the blocks or the number of threads (BLAS runs on one thread per
-worker thread, results are written to fixed rows).
+Deterministic: every random choice comes from ``random_state``; a query's result depends only
+on its probed cells, never on its batch, the blocks or the number of threads (BLAS runs on one
+thread per worker thread and every task writes its own rows).
 
-Limits: many exact duplicates (more than a cell's worth of identical rows) end up in one
-large cell, whose search is quadratic in its size; the recall of the default has not been
-measured on count data (the cosine kernel's unit rows).
+Limits: many exact duplicates (more than a cell's worth of identical rows) end up in one large
+cell, whose search costs O(its size) per query probing it; recall has not been measured on
+count data (the cosine kernel's unit rows).
 """
 
 from __future__ import annotations
@@ -50,7 +63,7 @@ from dkernel.linalg.threads import one_blas_thread
 
 #: Cells searched per query (the nearest by centre distance), and mean points per cell.
 DEFAULT_N_PROBE = 16
-DEFAULT_CELL_SIZE = 256
+DEFAULT_CELL_SIZE = 512
 #: k-means sample per cell, and Lloyd iterations, of the partition.
 KMEANS_SAMPLES_PER_CELL = 32
 KMEANS_ITER = 15
@@ -60,6 +73,8 @@ BLOCK_ENTRIES = 2**22
 #: rows per task of the final merge.
 QUERY_BATCH = 2**15
 MERGE_ROWS = 2048
+#: A query's probes are its nearest centres among PROBE_POOL n_probe cells near its own.
+PROBE_POOL = 4
 
 
 def _n_threads(n_threads: int | None, n_items: int) -> int:
@@ -119,6 +134,24 @@ def nearest_cells(
             out[s : s + block_rows] = np.argpartition(D, width - 1, axis=1)[:, :width]
 
     _run(block, range(0, X.shape[0], block_rows), n_threads)
+    return out
+
+
+def smallest_within(D: np.ndarray, bound: np.ndarray, width: int) -> np.ndarray:
+    """Columns of the ``width`` smallest entries of each row of ``D`` (ascending; ties by
+    column), given ``bound``, a value per row with at least ``width`` entries ``<=`` it.
+
+    Only the entries within the bound are sorted: O(size of D) for the comparison, plus
+    O(m log m) for the m entries within, against ~13 ns per entry for ``np.argpartition``
+    on rows of a few thousand.
+    """
+    r, c = np.nonzero(D <= bound[:, None])
+    o = np.lexsort((c, D[r, c], r))
+    r, c = r[o], c[o]
+    rank = np.arange(r.size) - np.searchsorted(r, r)
+    keep = rank < width
+    out = np.empty((D.shape[0], width), dtype=np.int64)
+    out[r[keep], rank[keep]] = c[keep]
     return out
 
 
@@ -226,7 +259,53 @@ class CellIndex:
         self._yy = np.einsum("ij,ij->i", self._Y, self._Y)
         self.n_features_in_ = int(X.shape[1])
         self.n_samples_fit_ = int(n)
+        self.cell_neighbors_ = self._cell_neighbors(min(n_cells, PROBE_POOL * int(self.n_probe)))
         return self
+
+    def _cell_neighbors(self, width: int) -> np.ndarray:
+        """Each cell's ``width`` nearest cells by centre distance (itself included)."""
+        C = self.cluster_centers_
+        cc = np.einsum("ij,ij->i", C, C)
+        out = np.empty((C.shape[0], width), dtype=np.int64)
+        for s in range(0, C.shape[0], 1024):
+            D = C[s : s + 1024] @ (-2.0 * C.T)
+            D += cc
+            D[np.arange(D.shape[0]), np.arange(s, s + D.shape[0])] = -np.inf  # itself first
+            out[s : s + 1024] = (
+                np.argpartition(D, width - 1, axis=1)[:, :width]
+                if width < C.shape[0]
+                else np.arange(width)
+            )
+        return out
+
+    def probes(self, Q: np.ndarray, width: int) -> np.ndarray:
+        """The ``width`` cells searched for each row of ``Q``: its nearest centres.
+
+        Selected without ranking every centre (``np.argpartition`` over all ``N /
+        cell_size`` centres cost as much as the search itself at N = 10^6): the
+        ``width``-th nearest among the ``PROBE_POOL`` ``width`` cells nearest to the
+        row's own cell bounds the ``width``-th nearest overall, so only the few centres
+        within that bound are sorted. The result is the same set as
+        ``nearest_cells`` (ties aside).
+        """
+        C = self.cluster_centers_
+        if width >= C.shape[0]:
+            return np.broadcast_to(np.arange(C.shape[0]), (Q.shape[0], C.shape[0]))
+        if PROBE_POOL * width > self.cell_neighbors_.shape[1]:
+            return nearest_cells(Q, C, width, n_threads=self.n_threads)
+        cc = np.einsum("ij,ij->i", C, C)
+        scaled = -2.0 * C.T
+        out = np.empty((Q.shape[0], width), dtype=np.int64)
+
+        def block(s: int) -> None:
+            D = Q[s : s + 1024] @ scaled
+            D += cc
+            pool = self.cell_neighbors_[np.argmin(D, axis=1), : PROBE_POOL * width]
+            bound = np.partition(np.take_along_axis(D, pool, axis=1), width - 1, axis=1)
+            out[s : s + 1024] = smallest_within(D, bound[:, width - 1], width)
+
+        _run(block, range(0, Q.shape[0], 1024), self.n_threads)
+        return out
 
     def kneighbors(
         self, X: np.ndarray, n_neighbors: int, return_distance: bool = True
@@ -257,7 +336,7 @@ class CellIndex:
     ) -> None:
         """Search ``Q[rows]`` in their ``width`` nearest cells; rows whose cells hold fewer
         than ``k`` points are searched again in twice as many."""
-        probes = nearest_cells(Q[rows], self.cluster_centers_, width, n_threads=self.n_threads)
+        probes = self.probes(Q[rows], width)
         width = probes.shape[1]
         short = np.diff(self.cell_offsets_)[probes].sum(axis=1) < k
         if np.any(short):

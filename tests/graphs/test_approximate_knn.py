@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dkernel.errors import InvalidInputError
-from dkernel.graphs.approximate_knn import CellIndex, knn_recall, nearest_cells
+from dkernel.graphs.approximate_knn import CellIndex, knn_recall, nearest_cells, smallest_within
 
 
 def _brute(Q, X, k):
@@ -119,3 +119,20 @@ def test_bad_arguments_raise(rng):
         CellIndex(n_probe=0).fit(X)
     with pytest.raises(InvalidInputError):
         CellIndex(random_state=0).fit(X).kneighbors(X, 21)
+
+
+def test_probes_are_the_nearest_centres(rng):
+    X = _blobs(rng, 6000, p=5)
+    index = CellIndex(cell_size=20, n_probe=6, random_state=0).fit(X)
+    Q = X[:400] + 0.1 * rng.standard_normal((400, 5))
+    found = np.sort(index.probes(Q, 6), axis=1)
+    exact = np.sort(nearest_cells(Q, index.cluster_centers_, 6), axis=1)
+    np.testing.assert_array_equal(found, exact)
+
+
+def test_smallest_within_a_bound_is_the_sorted_head(rng):
+    D = rng.random((50, 300))
+    D[:, 7] = D[:, 3]  # a tie, broken by column
+    head = np.argsort(D, axis=1, kind="stable")[:, :6]
+    for bound in (np.sort(D, axis=1)[:, 5], np.sort(D, axis=1)[:, 40], np.full(50, 2.0)):
+        np.testing.assert_array_equal(smallest_within(D, bound, 6), head)
