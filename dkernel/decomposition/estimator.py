@@ -180,7 +180,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     Dense kernel: O(N^2) memory and O(N^2 C) time per iteration; k-NN kernel: O(N k) memory,
     O(N k C) per iteration, neighbour search blockwise through Dask for Dask input (the
     self-tuning widths come from the same search: ``max(n_neighbors, scale_neighbors + 1)``
-    neighbours per point; NumPy input is searched on threads, in k-d-tree order).
+    neighbours per point; NumPy input is searched on threads, in k-d-tree order; from
+    2·10^5 points approximately, see ``neighbor_search``).
     Out-of-sample posteriors and log-likelihoods cost O(N C) per new point (O(k C) with the
     k-NN kernel).
 
