@@ -168,3 +168,15 @@ def test_auto_search_is_exact_below_the_threshold(rng, monkeypatch):
     assert isinstance(KernelDecompositionClustering(4, random_state=0).fit(X)._index, CellIndex)
     with pytest.raises(InvalidInputError, match="neighbor_search"):
         KernelDecompositionClustering(4, neighbor_search="fast").fit(X)
+
+
+@pytest.mark.parametrize("kernel", ["local_scaling", "gaussian"])
+def test_approximate_search_of_dask_input_equals_numpy_input(rng, kernel):
+    import dask.array as da
+
+    X, _ = _blobs(rng, n_per=100)
+    params = dict(kernel=kernel, neighbor_search="approximate", random_state=0)
+    a = KernelDecompositionClustering(4, **params).fit(X)
+    b = KernelDecompositionClustering(4, **params).fit(da.from_array(X, chunks=(97, 2)))
+    np.testing.assert_array_equal(a.W_, b.W_)
+    np.testing.assert_allclose(b.predict_proba(X), a.posteriors_, atol=1e-12)
