@@ -41,6 +41,8 @@ def knn_log_kernel_graph(
     sigma: float | None,
     n_neighbors: int,
     block_rows: int | None = None,
+    approximate: bool = False,
+    random_state: int | np.random.Generator | None = None,
 ) -> tuple[da.Array, da.Array]:
     """Lazy k-NN kernel rows of ``Xq`` against training points ``Xt``.
 
@@ -53,6 +55,8 @@ def knn_log_kernel_graph(
         As in :func:`dkernel.decomposition.kernels.knn_log_kernel`.
     block_rows : int, optional
         Query rows per task (default: the chunks of a Dask ``Xq``, else 10 000).
+    approximate, random_state
+        As in :func:`dkernel.decomposition.kernels.fit_neighbors`.
 
     Returns
     -------
@@ -65,7 +69,12 @@ def knn_log_kernel_graph(
     no n_query x n_train block is ever formed for the tree-based search.
     """
     Xq = _row_chunked(Xq, block_rows)
-    index = dask.delayed(fit_neighbors, pure=True)(np.asarray(Xt, dtype=np.float64), kernel=kernel)
+    index = dask.delayed(fit_neighbors, pure=True)(
+        np.asarray(Xt, dtype=np.float64),
+        kernel=kernel,
+        approximate=approximate,
+        random_state=random_state,
+    )
     packed = da.map_blocks(
         _knn_block,
         Xq,

@@ -33,9 +33,20 @@ from scipy.special import logsumexp
 from sklearn.neighbors import KDTree, NearestNeighbors
 
 from dkernel.errors import InvalidInputError
+from dkernel.graphs.approximate_knn import CellIndex
 from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance
 
 KERNELS = ("local_scaling", "gaussian", "cosine")
+NEIGHBOR_SEARCHES = ("auto", "exact", "approximate")
+#: ``neighbor_search='auto'`` searches training sets of at least this many points
+#: approximately (:class:`~dkernel.graphs.approximate_knn.CellIndex`), smaller ones exactly:
+#: the exact 8-NN graph of the 10-D blobs took 22 CPU s at 10^5 points (kept: the 10^5
+#: benchmark rows and every smaller fit are unchanged) and 78 CPU s at 2·10^5, the
+#: approximate one 13 CPU s there (98-100 % recall, see the module).
+APPROXIMATE_MIN_SAMPLES = 200_000
+
+#: A neighbour index: scikit-learn's exact one or the approximate cell index.
+NeighborIndex = NearestNeighbors | CellIndex
 
 
 @dataclass(frozen=True)
@@ -211,15 +222,41 @@ def row_normalize_log(logK: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return Kcheck, log_norm
 
 
-def fit_neighbors(Xt: np.ndarray, *, kernel: str = "gaussian") -> NearestNeighbors:
-    """A scikit-learn neighbour index over the training points for the k-NN kernel.
+def use_approximate(n_train: int, neighbor_search: str = "auto") -> bool:
+    """Whether ``neighbor_search`` (``'auto'``, ``'exact'`` or ``'approximate'``) searches
+    ``n_train`` training points approximately (``'auto'``: from
+    :data:`APPROXIMATE_MIN_SAMPLES` points on)."""
+    if neighbor_search not in NEIGHBOR_SEARCHES:
+        raise InvalidInputError(
+            f"neighbor_search must be one of {NEIGHBOR_SEARCHES}; got {neighbor_search!r}."
+        )
+    if neighbor_search == "auto":
+        return int(n_train) >= APPROXIMATE_MIN_SAMPLES
+    return neighbor_search == "approximate"
 
-    Gaussian: Euclidean k-d tree/ball tree ("auto"). Cosine: brute force on unit rows (the
-    nearest in Euclidean distance on the unit sphere are the most cosine-similar).
+
+def fit_neighbors(
+    Xt: np.ndarray,
+    *,
+    kernel: str = "gaussian",
+    approximate: bool = False,
+    random_state: int | np.random.Generator | None = None,
+) -> NeighborIndex:
+    """A neighbour index over the training points for the k-NN kernel.
+
+    Exact (default): scikit-learn's; Gaussian and self-tuning kernels: Euclidean k-d tree/ball
+    tree ("auto"); cosine: brute force on unit rows (the nearest in Euclidean distance on the
+    unit sphere are the most cosine-similar). ``approximate``: a
+    :class:`~dkernel.graphs.approximate_knn.CellIndex` (on the unit rows for cosine) seeded by
+    ``random_state``.
     """
     Xt = np.asarray(Xt, dtype=np.float64)
     if kernel == "cosine":
-        return NearestNeighbors(algorithm="brute").fit(unit_normalize(Xt))
+        Xt = unit_normalize(Xt)
+    if approximate:
+        return CellIndex(random_state=random_state).fit(Xt)
+    if kernel == "cosine":
+        return NearestNeighbors(algorithm="brute").fit(Xt)
     return NearestNeighbors(algorithm="auto").fit(Xt)
 
 
@@ -233,7 +270,7 @@ def n_query_threads() -> int:
 
 
 def threaded_kneighbors(
-    index: NearestNeighbors,
+    index: NeighborIndex,
     Xq: np.ndarray,
     n_neighbors: int,
     *,
@@ -247,7 +284,8 @@ def threaded_kneighbors(
     is in the order of ``Xq`` either way. Querying the training points in the tree's own
     point order (:func:`spatial_order`) makes consecutive queries visit the same leaves, about
     twice as fast at N = 10^5 in 10-D. Each row's neighbours do not depend on the blocks,
-    the order or the threads.
+    the order or the threads. A :class:`~dkernel.graphs.approximate_knn.CellIndex` is queried
+    in one call (it groups the rows by cell and runs on threads itself).
 
     Returns
     -------
@@ -255,6 +293,8 @@ def threaded_kneighbors(
     ind : ndarray of int64 (n_query, n_neighbors)
     """
     Xq = np.asarray(Xq, dtype=np.float64)
+    if isinstance(index, CellIndex):
+        return index.kneighbors(Xq, n_neighbors, return_distance=True)
     n = Xq.shape[0]
     rows = np.arange(n) if order is None else np.asarray(order)
     dist = np.empty((n, int(n_neighbors)))
@@ -297,7 +337,7 @@ def knn_log_kernel(
     kernel: str = "gaussian",
     sigma: float | None = None,
     n_neighbors: int,
-    index: NearestNeighbors | None = None,
+    index: NeighborIndex | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """k-nearest-neighbour ("K-connected graph") kernel rows: ``K(x, x_n)`` kept for the
     ``n_neighbors`` training points closest to ``x``, zero elsewhere.
@@ -312,8 +352,8 @@ def knn_log_kernel(
         ``'local_scaling'``: the query's own scale is measured in the same search).
     n_neighbors : int
         Neighbours kept per row (a training point is its own nearest neighbour).
-    index : NearestNeighbors, optional
-        From :func:`fit_neighbors` on ``Xt``; built when not given.
+    index : NearestNeighbors or CellIndex, optional
+        From :func:`fit_neighbors` on ``Xt``; built (exact) when not given.
 
     Returns
     -------
@@ -325,7 +365,8 @@ def knn_log_kernel(
     Notes
     -----
     Tree search: about O(n_query k log n_train) for low-dimensional data, O(n_query n_train p)
-    brute force otherwise (scikit-learn chunks it); memory O(n_query k).
+    brute force otherwise (scikit-learn chunks it); approximate cell index: O(n_query
+    (n_train / cell_size + n_probe cell_size) p); memory O(n_query k).
     """
     if index is None:
         index = fit_neighbors(Xt, kernel=kernel)

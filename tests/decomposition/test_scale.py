@@ -1,5 +1,6 @@
 """The large-N path of KernelDecompositionClustering against the slow, obvious code on small N:
-deflated subspace-iteration eigenvectors, subsampled k-means, threaded neighbour search."""
+deflated subspace-iteration eigenvectors, subsampled k-means, threaded neighbour search, the
+approximate neighbour search."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.neighbors import NearestNeighbors
 from threadpoolctl import threadpool_limits
 
-from dkernel.decomposition import KernelDecompositionClustering, nmf
+from dkernel.decomposition import KernelDecompositionClustering, kernels, nmf
 from dkernel.decomposition.kernels import spatial_order, threaded_kneighbors
 from dkernel.errors import InvalidInputError
+from dkernel.graphs.approximate_knn import CellIndex
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -134,3 +136,47 @@ def test_large_n_path_fits_like_the_small_n_path(rng, monkeypatch):
     # out of sample on threads, in blocks: the training rows' posteriors
     model = KernelDecompositionClustering(4, random_state=0, block_rows=50).fit(X)
     assert np.allclose(model.predict_proba(X), model.posteriors_, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["local_scaling", "gaussian"])
+def test_approximate_search_fits_like_the_exact_search(rng, kernel):
+    X, y = _blobs(rng, n_per=150)
+    exact = KernelDecompositionClustering(4, kernel=kernel, random_state=0).fit(X)
+    assert isinstance(exact._index, NearestNeighbors)
+    approx = KernelDecompositionClustering(
+        4, kernel=kernel, neighbor_search="approximate", random_state=0
+    ).fit(X)
+    assert isinstance(approx._index, CellIndex)
+    # a few points between the blobs may go either way
+    assert adjusted_rand_score(y, approx.labels_) >= adjusted_rand_score(y, exact.labels_) - 0.01
+    assert adjusted_rand_score(exact.labels_, approx.labels_) >= 0.98
+    # predict searches the training points as the training graph did: the same rows
+    np.testing.assert_allclose(approx.predict_proba(X), approx.posteriors_, atol=1e-12)
+    again = KernelDecompositionClustering(
+        4, kernel=kernel, neighbor_search="approximate", random_state=0
+    ).fit(X)
+    np.testing.assert_array_equal(again.W_, approx.W_)
+
+
+def test_auto_search_is_exact_below_the_threshold(rng, monkeypatch):
+    X, _ = _blobs(rng, n_per=50)
+    auto = KernelDecompositionClustering(4, random_state=0).fit(X)
+    exact = KernelDecompositionClustering(4, neighbor_search="exact", random_state=0).fit(X)
+    assert isinstance(auto._index, NearestNeighbors)
+    np.testing.assert_array_equal(auto.W_, exact.W_)
+    monkeypatch.setattr(kernels, "APPROXIMATE_MIN_SAMPLES", X.shape[0])
+    assert isinstance(KernelDecompositionClustering(4, random_state=0).fit(X)._index, CellIndex)
+    with pytest.raises(InvalidInputError, match="neighbor_search"):
+        KernelDecompositionClustering(4, neighbor_search="fast").fit(X)
+
+
+@pytest.mark.parametrize("kernel", ["local_scaling", "gaussian"])
+def test_approximate_search_of_dask_input_equals_numpy_input(rng, kernel):
+    import dask.array as da
+
+    X, _ = _blobs(rng, n_per=100)
+    params = dict(kernel=kernel, neighbor_search="approximate", random_state=0)
+    a = KernelDecompositionClustering(4, **params).fit(X)
+    b = KernelDecompositionClustering(4, **params).fit(da.from_array(X, chunks=(97, 2)))
+    np.testing.assert_array_equal(a.W_, b.W_)
+    np.testing.assert_allclose(b.predict_proba(X), a.posteriors_, atol=1e-12)
