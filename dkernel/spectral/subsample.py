@@ -70,8 +70,12 @@ def _project_block(block: Any, V: np.ndarray, s: np.ndarray | None) -> np.ndarra
     return np.concatenate([Y, np.asarray(block @ s).reshape(-1, 1)], axis=1)
 
 
-def _col_sum_block(block: Any) -> np.ndarray:
-    return np.asarray(block.sum(axis=0, dtype=np.float64)).reshape(1, -1)
+def _pass_block(
+    block: Any, V: np.ndarray, s: np.ndarray | None, col_sum: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Everything one pass needs from a row block: ``[block V, block s]`` and ``blockᵀ 1``."""
+    c = np.asarray(block.sum(axis=0, dtype=np.float64)).ravel() if col_sum else None
+    return _project_block(block, V, s), c
 
 
 def _one_pass(
@@ -79,34 +83,27 @@ def _one_pass(
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """One pass over Φ: ``Φ V`` (N × l), and ``Φᵀ 1`` (when ``col_sum``) and ``Φ s`` (given s).
 
-    Every row block (Dask chunk) is computed once for all three.
+    Every row block (Dask chunk) is computed once and read by a single task that returns all
+    of them: with one consumer per chunk the scheduler frees each chunk as soon as it is read
+    (two consumers, e.g. a map_blocks and a sum, let chunks pile up waiting for the second).
     """
     l = V.shape[1]
-    width = l + (s is not None)
     if is_dask_array(Phi):
         import dask
 
-        P = Phi.map_blocks(_project_block, V, s, dtype=np.float64, chunks=(Phi.chunks[0], (width,)))
-        C = (
-            Phi.map_blocks(
-                _col_sum_block, dtype=np.float64, chunks=((1,) * Phi.numblocks[0], Phi.chunks[1])
-            ).sum(axis=0)
-            if col_sum
-            else None
-        )
-        P, C = dask.compute(P, C)
-        P = np.asarray(P)
+        V_, s_ = dask.delayed(V), (None if s is None else dask.delayed(s))  # once in the graph
+        task = dask.delayed(_pass_block, pure=True)
+        blocks = Phi.to_delayed(optimize_graph=False).ravel()
+        parts = dask.compute(*[task(b, V_, s_, col_sum) for b in blocks])
     else:
         rows = [slice(a, a + _PASS_ROWS) for a in range(0, Phi.shape[0], _PASS_ROWS)]
-
-        def one(sl: slice) -> tuple[np.ndarray, np.ndarray | None]:
-            block = Phi[sl]
-            return _project_block(block, V, s), _col_sum_block(block) if col_sum else None
-
-        parts = map_on_cores(one, rows)
-        P = np.concatenate([p for p, _ in parts])
-        C = sum(c for _, c in parts) if col_sum else None  # in row order: thread-independent
-    C = None if C is None else np.asarray(C).ravel()
+        parts = map_on_cores(lambda sl: _pass_block(Phi[sl], V, s, col_sum), rows)
+    P = np.concatenate([p for p, _ in parts])
+    C = None
+    if col_sum:  # in row order: the sum does not depend on the scheduling
+        C = parts[0][1].copy()
+        for _, c in parts[1:]:
+            C += c
     return P[:, :l], C, (P[:, l] if s is not None else None)
 
 
