@@ -150,8 +150,9 @@ def choose_solver(
     The Gram route when it is the cheaper by :func:`embedding_cost` and its matrix fits
     ``GRAM_MEMORY_LIMIT``; randomized otherwise, and always for a Dask Φ (it is streamed,
     never gathered, unless ``solver='exact'`` is asked for). For a Dask Φ whose caller holds
-    ``sample_rows`` rows of it in memory, ``'subsample'`` (one pass over Φ instead of
-    ``n_power_iter + 3``) when it is the cheaper, i.e. unless the sample is nearly all of Φ.
+    ``sample_rows`` rows of it in memory, ``'subsample'`` (one pass over Φ for KPCA, two for
+    the normalised embedding, instead of ``n_power_iter + 3`` or ``+ 4``; every pass over a
+    lazy Φ recomputes it) when it is the cheaper, i.e. unless the sample is nearly all of Φ.
     """
     n, f = int(shape[0]), int(shape[1])
     cost = embedding_cost(

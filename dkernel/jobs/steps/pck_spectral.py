@@ -2,6 +2,9 @@
 
 GMM ensemble fitted across the job's workers → posterior feature map Γ (never K) → centred KPCA
 (Paper I Eq. 5) or the normalised (NJW) embedding from the SVD of Γ or D^{-1/2}Γ → k-means.
+Γ is held in memory when it fits ``GAMMA_MEMORY_LIMIT``; otherwise it stays lazy and, with
+``solver: auto``, the embedding comes from the subspace of a uniform row subsample's Γ and one
+pass over all rows (:mod:`dkernel.spectral.subsample`; 7 passes with ``solver: randomized``).
 Writes ``/gmm`` (parameters of every (q, g) model, NaN-padded to G components, and the mean
 posterior entropy per model), ``/embedding``, ``/labels``, optionally ``/features`` (Γ/√Z) and
 ``/kernel`` (blocked K, only on request), and ``/metrics`` when ground truth is given.
