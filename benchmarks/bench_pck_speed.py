@@ -28,6 +28,7 @@ thread) on synthetic p = 20 blobs for N = 10³ … 10⁵ (``--embedding-sizes``)
 ``timings`` (``fit_ensemble``, ``embedding`` = Γ + solver) and the solver line it logs.
 
 Run:  python benchmarks/bench_pck_speed.py [--quick] [--million] [--embedding-sizes ...]
+      [--embedding-only --out PATH]  (e.g. --embedding-sizes 1000000: Γ then stays lazy)
 Writes benchmarks/results/pck_speed.md (and .json); ``--quick`` prints only.
 """
 
@@ -184,6 +185,7 @@ def embedding_vs_fit(n: int, workdir: Path, Q: int = 30, G: int = 30, k: int = 8
     step_logger.addHandler(handler)
     step_logger.setLevel(logging.INFO)
     t = time.perf_counter()
+    cpu = _cpu_seconds()
     try:
         store = run_job(
             spec,
@@ -196,6 +198,7 @@ def embedding_vs_fit(n: int, workdir: Path, Q: int = 30, G: int = 30, k: int = 8
     finally:
         step_logger.removeHandler(handler)
     wall = time.perf_counter() - t
+    cpu = _cpu_seconds() - cpu
     tree = open_results(store)
     timings = dict(tree.attrs.get("timings", {}))
     solver_line = next((m for m in logs if "solver for" in m), "")
@@ -205,11 +208,22 @@ def embedding_vs_fit(n: int, workdir: Path, Q: int = 30, G: int = 30, k: int = 8
         "embedding_s": timings.get("embedding"),
         "kmeans_s": timings.get("kmeans"),
         "job_wall_s": wall,
+        "job_cpu_s": cpu,
+        "peak_rss_gib": peak_rss_gib(),
+        "peak_rss_workers_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,
         "timings": timings,
         "solver": tree["embedding"].attrs.get("solver"),
         "log": solver_line,
         "load_avg": os.getloadavg()[0],
     }
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (the job's worker processes,
+    counted once the job has closed its cluster)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def peak_rss_gib() -> float:
@@ -233,6 +247,11 @@ def main() -> None:
     )
     ap.add_argument("--posterior-n", type=int, default=None, help="N_new (default 40000)")
     ap.add_argument("--skip-fit", action="store_true", help="skip the scikit-learn comparison")
+    ap.add_argument(
+        "--embedding-only",
+        action="store_true",
+        help="only the job's embedding vs fit (--embedding-sizes); write to --out",
+    )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "pck_speed"))
     args = ap.parse_args()
     Q = G = 10 if args.quick else 30
@@ -243,7 +262,7 @@ def main() -> None:
         Q = G = 30
     elif not args.skip_samson:
         sets.append(("Samson 9025 x 156", samson()))
-    if args.skip_fit:
+    if args.skip_fit or args.embedding_only:
         sets = []
     rows = []
     for name, X in sets:
@@ -279,7 +298,7 @@ def main() -> None:
             flush=True,
         )
     post = None
-    if not args.million_only:
+    if not (args.million_only or args.embedding_only):
         n_new = args.posterior_n or (8_000 if args.quick else 40_000)
         post = posteriors_vs_floor(2_000, n_new)
         print(
@@ -300,7 +319,9 @@ def main() -> None:
                 print(
                     f"pck-spectral N={n}: fit_ensemble {r['fit_s']:.1f} s, embedding "
                     f"{r['embedding_s']:.1f} s (ratio {r['embedding_s'] / r['fit_s']:.2f}), "
-                    f"kmeans {r['kmeans_s']:.1f} s; load {r['load_avg']:.1f}; {r['log']}",
+                    f"kmeans {r['kmeans_s']:.1f} s; job {r['job_wall_s']:.1f} s wall, "
+                    f"{r['job_cpu_s']:.1f} CPU s, peak RSS {r['peak_rss_gib']:.2f} GiB (workers "
+                    f"{r['peak_rss_workers_gib']:.2f}); load {r['load_avg']:.1f}; {r['log']}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -377,13 +398,15 @@ def main() -> None:
             "Synthetic blobs, p = 20, 8 clusters; kpca, k = 8, Q = G = 30 (F = 13 920); "
             "2 workers × 1 thread. `embedding` covers Γ and the solver.",
             "",
-            "| N | fit_ensemble (s) | embedding (s) | embedding / fit | solver | load avg |",
-            "|---|---|---|---|---|---|",
+            "| N | fit_ensemble (s) | embedding (s) | embedding / fit | solver | job wall s "
+            "(CPU s) | load avg |",
+            "|---|---|---|---|---|---|---|",
         ]
         for r in emb_rows:
             lines.append(
                 f"| {r['n']:,} | {r['fit_s']:.1f} | {r['embedding_s']:.1f} "
-                f"| {r['embedding_s'] / r['fit_s']:.2f} | {r['solver']} | {r['load_avg']:.1f} |"
+                f"| {r['embedding_s'] / r['fit_s']:.2f} | {r['solver']} "
+                f"| {r['job_wall_s']:.0f} ({r['job_cpu_s']:.0f}) | {r['load_avg']:.1f} |"
             )
         lines += ["", "Logged by the job:", ""]
         lines += [f"* N = {r['n']:,}: {r['log']}" for r in emb_rows]

@@ -79,7 +79,13 @@ class FeatureMapEmbedding:
 
 
 def embedding_cost(
-    n: int, f: int, k: int, *, n_power_iter: int = 4, n_oversamples: int = 20
+    n: int,
+    f: int,
+    k: int,
+    *,
+    n_power_iter: int = 4,
+    n_oversamples: int = 20,
+    sample_rows: int | None = None,
 ) -> dict[str, dict[str, float]]:
     """Estimated work (flop-equivalents) and memory (bytes) of each solver for an N × F map.
 
@@ -91,12 +97,15 @@ def embedding_cost(
         Number of eigenpairs.
     n_power_iter, n_oversamples : int
         The randomized solver's settings.
+    sample_rows : int, optional
+        m, the rows of a subsample held in memory: adds the ``'subsample'`` route
+        (:mod:`dkernel.spectral.subsample`).
 
     Returns
     -------
     dict
-        ``{'exact': {'work': ..., 'memory': ...}, 'randomized': {...}}``. The memory is what
-        the solver allocates beyond Φ itself.
+        ``{'exact': {'work': ..., 'memory': ...}, 'randomized': {...}}`` (and
+        ``'subsample'``). The memory is what the solver allocates beyond Φ (and the sample).
 
     Notes
     -----
@@ -106,7 +115,8 @@ def embedding_cost(
     ``4 N F l`` per power iteration (``A Q`` and ``Aᵀ Z``) and ``2 N F l`` for the last pass,
     weighted ``_COST_THIN_GEMM``; memory ``8 (N + F) l`` (float64). With l = k + 20 = 28, four
     power iterations and F = 13 920 (PCK, Q = G = 30) the Gram route is the cheaper up to
-    N ≈ 1300.
+    N ≈ 1300. Subsample: the randomized solver's work on the m sampled rows, then one pass
+    ``2 N F l + N F`` (``Φ V`` and the column sum); memory ``8 (N + F) l``.
     """
     m, M = min(n, f), max(n, f)
     l = min(k + n_oversamples, m)
@@ -116,7 +126,14 @@ def embedding_cost(
     }
     rand_work = (4.0 * (n_power_iter + 1) + 2.0) * float(n) * f * l * _COST_THIN_GEMM
     randomized = {"work": rand_work, "memory": 8.0 * (n + f) * l}
-    return {"exact": exact, "randomized": randomized}
+    cost = {"exact": exact, "randomized": randomized}
+    if sample_rows is not None:
+        m = min(int(sample_rows), n)
+        ls = min(k + n_oversamples, m, f)
+        work = (4.0 * (n_power_iter + 1) + 2.0) * float(m) * f * ls + 2.0 * float(n) * f * ls
+        work = (work + float(n) * f) * _COST_THIN_GEMM
+        cost["subsample"] = {"work": work, "memory": 8.0 * (n + f) * ls}
+    return cost
 
 
 def choose_solver(
@@ -126,24 +143,43 @@ def choose_solver(
     is_dask: bool = False,
     n_power_iter: int = 4,
     n_oversamples: int = 20,
+    sample_rows: int | None = None,
 ) -> tuple[str, str]:
     """The solver ``'auto'`` picks for a feature map of ``shape``, and why (a log line).
 
     The Gram route when it is the cheaper by :func:`embedding_cost` and its matrix fits
     ``GRAM_MEMORY_LIMIT``; randomized otherwise, and always for a Dask Φ (it is streamed,
-    never gathered, unless ``solver='exact'`` is asked for).
+    never gathered, unless ``solver='exact'`` is asked for). For a Dask Φ whose caller holds
+    ``sample_rows`` rows of it in memory, ``'subsample'`` (one pass over Φ for KPCA, two for
+    the normalised embedding, instead of ``n_power_iter + 3`` or ``+ 4``; every pass over a
+    lazy Φ recomputes it) when it is the cheaper, i.e. unless the sample is nearly all of Φ.
     """
     n, f = int(shape[0]), int(shape[1])
-    cost = embedding_cost(n, f, k, n_power_iter=n_power_iter, n_oversamples=n_oversamples)
+    cost = embedding_cost(
+        n,
+        f,
+        k,
+        n_power_iter=n_power_iter,
+        n_oversamples=n_oversamples,
+        sample_rows=sample_rows if is_dask else None,
+    )
     ex, rnd = cost["exact"], cost["randomized"]
     fits = ex["memory"] <= GRAM_MEMORY_LIMIT and not is_dask
     solver = "exact" if fits and ex["work"] <= rnd["work"] else "randomized"
+    sub = cost.get("subsample")
+    if sub is not None and sub["work"] < rnd["work"]:
+        solver = "subsample"
     why = (
         f"{solver} solver for {'a Dask ' if is_dask else ''}Φ {n} x {f}, k = {k}: Gram route "
         f"{ex['work']:.2e} flop-eq., "
         f"{ex['memory'] / 2**20:.0f} MiB; randomized ({n_power_iter + 2} passes) "
         f"{rnd['work']:.2e} flop-eq., {rnd['memory'] / 2**20:.0f} MiB"
     )
+    if sub is not None:
+        why += (
+            f"; subsample of {min(int(sample_rows), n)} rows + 1 pass {sub['work']:.2e} "
+            f"flop-eq., {sub['memory'] / 2**20:.0f} MiB"
+        )
     return solver, why
 
 
@@ -315,6 +351,29 @@ def _pass(
     return Z, W
 
 
+def right_basis(
+    Phi: Any,
+    l: int,
+    mean: np.ndarray | None,
+    w: np.ndarray | None,
+    *,
+    n_power_iter: int,
+    random_state: int | None,
+) -> np.ndarray:
+    """Orthonormal F × l basis of ``(Aᵀ A)^(n_power_iter + 1) Ω`` for ``A = diag(w) (Φ - 1 μᵀ)``.
+
+    The right-hand range finder of the randomized solver: ``n_power_iter + 1`` passes over Φ
+    from a Gaussian ``Ω`` (seeded by ``random_state``), a float64 QR after each. Its span
+    approximates A's leading right singular subspace.
+    """
+    rng = np.random.default_rng(random_state)
+    Q = np.linalg.qr(rng.standard_normal((Phi.shape[1], l)))[0]
+    for _ in range(n_power_iter + 1):
+        _, W = _pass(Phi, Q, mean, w, back=True)
+        Q = np.linalg.qr(W)[0]
+    return Q
+
+
 def _randomized(
     Phi: Any,
     k: int,
@@ -333,15 +392,26 @@ def _randomized(
     the Rayleigh–Ritz step (``A ≈ A Q Qᵀ``).
     """
     n, f = Phi.shape
-    l = min(k + n_oversamples, n, f)
-    rng = np.random.default_rng(random_state)
-    Q = np.linalg.qr(rng.standard_normal((f, l)))[0]
-    for _ in range(n_power_iter + 1):
-        _, W = _pass(Phi, Q, mean, w, back=True)
-        Q = np.linalg.qr(W)[0]
+    Q = right_basis(
+        Phi,
+        min(k + n_oversamples, n, f),
+        mean,
+        w,
+        n_power_iter=n_power_iter,
+        random_state=random_state,
+    )
     Z, _ = _pass(Phi, Q, mean, w, back=False)
     U, s, _ = np.linalg.svd(Z, full_matrices=False)
     return fix_signs(U[:, :k]), s[:k] ** 2
+
+
+def as_row_blocks(Phi: Any) -> Any:
+    """Φ in the form the passes read by row blocks: ndarray, CSR, or Dask with one column chunk."""
+    if not (is_dask_array(Phi) or issparse(Phi)):
+        return np.asarray(Phi)
+    if issparse(Phi):
+        return Phi.tocsr()
+    return Phi if len(Phi.chunks[1]) == 1 else Phi.rechunk({1: Phi.shape[1]})
 
 
 def _top_left_singular(
@@ -360,14 +430,8 @@ def _top_left_singular(
         A = Phi.compute() if is_dask_array(Phi) else Phi
         A = A.toarray() if issparse(A) else np.asarray(A)
         return _exact(A, k, mean, w)
-    if not (is_dask_array(Phi) or issparse(Phi)):
-        Phi = np.asarray(Phi)
-    elif issparse(Phi):
-        Phi = Phi.tocsr()
-    elif len(Phi.chunks[1]) != 1:
-        Phi = Phi.rechunk({1: Phi.shape[1]})
     return _randomized(
-        Phi,
+        as_row_blocks(Phi),
         k,
         mean,
         w,

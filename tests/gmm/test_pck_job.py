@@ -183,3 +183,36 @@ def test_gamma_placements_give_the_same_embedding(tmp_path, client, monkeypatch,
         got = results[placement]
         np.testing.assert_allclose(got["eigenvalues"], ref["eigenvalues"], rtol=1e-5)
         np.testing.assert_allclose(got["embedding"], ref["embedding"], atol=1e-4)
+
+
+@pytest.mark.parametrize("embedding", ["kpca", "normalized"])
+def test_lazy_gamma_auto_takes_the_subsample_route(
+    tmp_path, client, monkeypatch, caplog, embedding
+):
+    """A Γ too large to hold (forced here) is embedded, with solver: auto, from the subspace of
+    a row subsample's Γ and one pass: the choice is logged and stored, and the result is close
+    to the held Γ's randomized embedding (the same clusters)."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from dkernel.jobs.steps import pck_spectral
+
+    monkeypatch.setattr(pck_spectral, "SUBSAMPLE_ROWS", 100)
+    results = {}
+    for placement, solver in (("dense", "randomized"), ("lazy", "auto")):
+        monkeypatch.setattr(pck_spectral, "gamma_placement", lambda params, n, _p=placement: _p)
+        spec = tmp_path / f"{placement}.yaml"
+        text = SPEC.format(embedding=embedding, solver=solver, out=tmp_path / f"{placement}.zarr")
+        spec.write_text(
+            text.replace("  store_kernel: true\n", "").replace("  store_features: true\n", "")
+        )
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="dkernel.jobs.steps.pck_spectral"):
+            results[placement] = open_results(run_job(spec, client=client, progress=False))
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("Γ ("))
+    assert "subsample solver" in line and "subsample of 100 rows + 1 pass" in line
+    emb = results["lazy"]["embedding"].to_dataset()
+    ref = results["dense"]["embedding"].to_dataset()
+    assert emb.attrs["solver"] == "subsample" and emb.attrs["subsample_rows"] == 100
+    np.testing.assert_allclose(emb["eigenvalues"], ref["eigenvalues"], rtol=0.01)
+    labels = [results[p]["labels"]["labels"].values.ravel() for p in ("lazy", "dense")]
+    assert adjusted_rand_score(*labels) > 0.9

@@ -2,6 +2,9 @@
 
 GMM ensemble fitted across the job's workers → posterior feature map Γ (never K) → centred KPCA
 (Paper I Eq. 5) or the normalised (NJW) embedding from the SVD of Γ or D^{-1/2}Γ → k-means.
+Γ is held in memory when it fits ``GAMMA_MEMORY_LIMIT``; otherwise it stays lazy and, with
+``solver: auto``, the embedding comes from the subspace of a uniform row subsample's Γ and one
+pass over all rows (:mod:`dkernel.spectral.subsample`; 7 passes with ``solver: randomized``).
 Writes ``/gmm`` (parameters of every (q, g) model, NaN-padded to G components, and the mean
 posterior entropy per model), ``/embedding``, ``/labels``, optionally ``/features`` (Γ/√Z) and
 ``/kernel`` (blocked K, only on request), and ``/metrics`` when ground truth is given.
@@ -39,6 +42,7 @@ from dkernel.spectral.feature_map import (
     feature_map_normalized,
     normalize_rows,
 )
+from dkernel.spectral.subsample import subsample_kpca, subsample_normalized, subsample_rows
 from dkernel.storage.layout import (
     embedding_dataset,
     features_dataset,
@@ -53,9 +57,13 @@ KERNEL_LIMIT = 20_000  # rows above which /kernel (N × N) is refused
 # Γ is computed once and held in memory up to this size (half the default job memory limit),
 # dense, or else sparse (posteriors below SPARSE_CUT · √Z dropped: every model's posteriors are
 # nearly one-hot, so about Q (G - 1) to 2 Q (G - 1) entries per row remain); a larger Γ stays
-# lazy and every pass of the randomized solver recomputes it chunk by chunk
+# lazy and every pass over it recomputes it chunk by chunk
 GAMMA_MEMORY_LIMIT = 2 * 2**30
 SPARSE_CUT = 1e-7
+# a lazy Γ is embedded (solver: auto) from the subspace of the Γ of a uniform subsample of at
+# most this many rows, held dense within GAMMA_MEMORY_LIMIT, and one pass over all rows
+# (dkernel.spectral.subsample)
+SUBSAMPLE_ROWS = 20_000
 
 
 def _check_projection(value: float) -> str | None:
@@ -81,7 +89,14 @@ PARAMS = (
         doc="Centred KPCA (the published PCK) or the NJW normalized embedding.",
     ),
     Param("n_components", "int", default=None, nullable=True, low=1, doc="Default n_clusters."),
-    Param("solver", "str", default="auto", choices=("auto", "exact", "randomized")),
+    Param(
+        "solver",
+        "str",
+        default="auto",
+        choices=("auto", "exact", "randomized"),
+        doc="auto: by cost; a Γ too large to hold is embedded from a row subsample's subspace "
+        "and one pass over all rows.",
+    ),
     Param("n_init", "int", default=100, low=1, high=10000, doc="k-means restarts."),
     Param("store_features", "bool", default=False, doc="Write Γ/√Z to /features."),
     Param("store_kernel", "bool", default=False, doc=f"Write K to /kernel (N <= {KERNEL_LIMIT})."),
@@ -155,6 +170,13 @@ def gamma_placement(params: dict, n_samples: int) -> str:
     return "sparse" if not stored and n_samples * per_row <= GAMMA_MEMORY_LIMIT else "lazy"
 
 
+def subsample_size(params: dict, n_samples: int) -> int:
+    """Rows of the subsample whose Γ the lazy route holds: ``SUBSAMPLE_ROWS``, fewer when its
+    dense Γ would not fit ``GAMMA_MEMORY_LIMIT``."""
+    item = 4 if params["dtype"] == "float32" else 8
+    return int(min(n_samples, SUBSAMPLE_ROWS, GAMMA_MEMORY_LIMIT // (item * _F(params))))
+
+
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     F = _F(params)
     G = params["max_components"]
@@ -172,6 +194,8 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
             gamma += 8.0 * min(n_samples, F) ** 2  # the Gram route's matrix
     elif placement == "sparse":
         gamma += n_samples * 2 * params["n_inits"] * (G - 1) * (item + 4)
+    elif params["solver"] == "auto":
+        gamma += item * subsample_size(params, n_samples) * F
     memory = 8.0 * n_samples * n_features * 2 + task + gamma
     disk = 8.0 * n_samples * 8
     if params["store_features"]:
@@ -281,8 +305,8 @@ def run(ctx: JobContext) -> None:
 
     t = time.perf_counter()
     rows = _chunk_rows(p, n)
-    # Γ computed once and held when it fits; otherwise it stays lazy and every pass of the
-    # randomized solver recomputes it chunk by chunk from the ensemble parameters
+    # Γ computed once and held when it fits; otherwise it stays lazy and every pass over it
+    # recomputes it chunk by chunk from the ensemble parameters
     placement = gamma_placement(p, n)
     in_memory = placement != "lazy"
     if in_memory:
@@ -298,7 +322,9 @@ def run(ctx: JobContext) -> None:
             else da.from_array(np.asarray(X), chunks=(rows, -1))
         )
         Gamma = est.transform(Xd)
-    solver, why = choose_solver(Gamma.shape, k, is_dask=not in_memory)
+    # a lazy Γ may be embedded from a subsample's Γ and one pass (when asked for 'auto')
+    m = subsample_size(p, n) if not in_memory and p["solver"] == "auto" else None
+    solver, why = choose_solver(Gamma.shape, k, is_dask=not in_memory, sample_rows=m)
     logger.info(
         f"Γ ({n} x {est.n_features_out_}, {p['dtype']}) "
         + (
@@ -312,12 +338,18 @@ def run(ctx: JobContext) -> None:
         + ("" if p["solver"] == "auto" else f"; solver: {p['solver']} as asked")
     )
     seed = derive_seed(ctx.seed, "pck-spectral", "svd")
-    if p["embedding"] == "kpca":
+    if solver == "subsample":
+        rows_s = subsample_rows(n, m, derive_seed(ctx.seed, "pck-spectral", "subsample"))
+        X_s = X[rows_s]
+        sample = est.transform(X_s.compute() if isinstance(X_s, da.Array) else np.asarray(X_s))
+        route = subsample_kpca if p["embedding"] == "kpca" else subsample_normalized
+        emb = route(Gamma, sample, k, random_state=seed)
+        del sample
+    elif p["embedding"] == "kpca":
         emb = feature_map_kpca(Gamma, k, solver=p["solver"], random_state=seed)
-        Z = emb.embedding
     else:
         emb = feature_map_normalized(Gamma, k, solver=p["solver"], random_state=seed)
-        Z = normalize_rows(emb.embedding)
+    Z = emb.embedding if p["embedding"] == "kpca" else normalize_rows(emb.embedding)
     ctx.store.record_timing("embedding", time.perf_counter() - t)
     logger.info(f"{p['embedding']} eigenvalues {np.round(emb.eigenvalues, 4).tolist()}")
 
@@ -343,6 +375,7 @@ def run(ctx: JobContext) -> None:
                 "solver": emb.solver,
                 "criterion": "eigenvalue",
                 "n_missing": n_missing,
+                **({"subsample_rows": m} if emb.solver == "subsample" else {}),
             },
         ),
     )
