@@ -51,15 +51,10 @@ count data (the cosine kernel's unit rows).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-
 import numpy as np
 
 from dkernel.errors import InvalidInputError
-from dkernel.linalg.threads import one_blas_thread
+from dkernel.linalg.threads import map_on_cores
 
 #: Cells searched per query (the nearest by centre distance), and mean points per cell.
 DEFAULT_N_PROBE = 16
@@ -75,27 +70,6 @@ QUERY_BATCH = 2**15
 MERGE_ROWS = 2048
 #: A query's probes are its nearest centres among PROBE_POOL n_probe cells near its own.
 PROBE_POOL = 4
-
-
-def _n_threads(n_threads: int | None, n_items: int) -> int:
-    if n_threads is None:
-        try:
-            n_threads = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            n_threads = os.cpu_count() or 1
-    return max(1, min(int(n_threads), n_items))
-
-
-def _run(fn: Callable[[Any], None], items: Sequence[Any], n_threads: int | None) -> None:
-    """``fn`` on every item, on a thread pool with one BLAS thread each."""
-    threads = _n_threads(n_threads, len(items))
-    with one_blas_thread():
-        if threads <= 1:
-            for item in items:
-                fn(item)
-        else:
-            with ThreadPoolExecutor(threads) as pool:
-                list(pool.map(fn, items))
 
 
 def nearest_cells(
@@ -133,7 +107,7 @@ def nearest_cells(
         else:
             out[s : s + block_rows] = np.argpartition(D, width - 1, axis=1)[:, :width]
 
-    _run(block, range(0, X.shape[0], block_rows), n_threads)
+    map_on_cores(block, range(0, X.shape[0], block_rows), n_threads)
     return out
 
 
@@ -204,7 +178,8 @@ class CellIndex:
     random_state : int or numpy Generator, optional
         Seeds the k-means subsample and starting centres.
     n_threads : int, optional
-        Worker threads (default: the CPUs this process may use).
+        Worker threads (default: the cores, or one inside a Dask worker; see
+        :func:`dkernel.linalg.threads.map_on_cores`).
 
     Attributes
     ----------
@@ -304,7 +279,7 @@ class CellIndex:
             bound = np.partition(np.take_along_axis(D, pool, axis=1), width - 1, axis=1)
             out[s : s + 1024] = smallest_within(D, bound[:, width - 1], width)
 
-        _run(block, range(0, Q.shape[0], 1024), self.n_threads)
+        map_on_cores(block, range(0, Q.shape[0], 1024), self.n_threads)
         return out
 
     def kneighbors(
@@ -356,7 +331,7 @@ class CellIndex:
             slots = pairs[bounds[j] : bounds[j + 1]]
             self._search_cell(Q[rows[slots // width]], int(cells[j]), k, slots, cand_d, cand_p)
 
-        _run(cell_block, range(cells.size), self.n_threads)
+        map_on_cores(cell_block, range(cells.size), self.n_threads)
         cand_d = cand_d.reshape(n, width * k)
         cand_p = cand_p.reshape(n, width * k)
 
@@ -371,7 +346,7 @@ class CellIndex:
             dist[rows[b]] = np.take_along_axis(d, o, axis=1)
             ind[rows[b]] = np.take_along_axis(idx, o, axis=1)
 
-        _run(merge, range(0, n, MERGE_ROWS), self.n_threads)
+        map_on_cores(merge, range(0, n, MERGE_ROWS), self.n_threads)
 
     def _search_cell(
         self,

@@ -66,14 +66,18 @@ def _in_dask_worker() -> bool:
     return True
 
 
-def map_on_cores(fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
+def map_on_cores(
+    fn: Callable[[Any], T], items: Sequence[Any], n_threads: int | None = None
+) -> list[T]:
     """``[fn(item) for item in items]`` on one BLAS thread each, spread over the cores.
 
     Inside a ``distributed`` worker the items run in turn (the worker's own threads are the
-    parallelism). The results come back in order, so what is summed from them does not depend
-    on the number of threads.
+    parallelism), unless ``n_threads`` is given. The results come back in order, so what is
+    summed from them does not depend on the number of threads.
     """
-    n_threads = 1 if _in_dask_worker() else min(len(items), os.cpu_count() or 1)
+    if n_threads is None:
+        n_threads = 1 if _in_dask_worker() else os.cpu_count() or 1
+    n_threads = max(1, min(len(items), int(n_threads)))
     with one_blas_thread():
         if n_threads <= 1:
             return [fn(item) for item in items]
