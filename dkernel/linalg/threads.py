@@ -10,6 +10,7 @@ spread over the cores by a thread pool (NumPy and BLAS release the GIL).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -55,12 +56,11 @@ def one_blas_thread() -> Iterator[None]:
 
 
 def _in_dask_worker() -> bool:
-    try:
-        from distributed import get_worker
-    except ImportError:
+    distributed = sys.modules.get("distributed")  # not imported: not in a worker
+    if distributed is None:
         return False
     try:
-        get_worker()
+        distributed.get_worker()
     except ValueError:
         return False
     return True
