@@ -179,7 +179,7 @@ class CellIndex:
         Seeds the k-means subsample and starting centres.
     n_threads : int, optional
         Worker threads (default: the cores, or one inside a Dask worker; see
-        :func:`dkernel.linalg.threads.map_on_cores`).
+        ``dkernel.linalg.threads.map_on_cores``).
 
     Attributes
     ----------
