@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 from typing import Any
 
@@ -30,7 +29,6 @@ from dkernel.decomposition.kernels import (
     knn_log_kernel,
     knn_to_csr,
     local_scaling_log_kernel,
-    n_query_threads,
     row_normalize_log,
     spatial_order,
     threaded_kneighbors,
@@ -46,6 +44,7 @@ from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
 from dkernel.graphs.knn import knn_search
 from dkernel.kernels.widths import silverman_normal_reference
+from dkernel.linalg.threads import map_on_cores
 
 _OWNER = "KernelDecompositionClustering"
 #: Default graph size and scale rank of the self-tuning k-NN kernel (see the class docstring).
@@ -469,13 +468,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             r = order[s : s + bs]
             out[r] = out_of_sample_rows(Xv[r], model, what=what)
 
-        threads = 1 if approximate else min(n_query_threads(), len(starts))
-        if threads > 1:
-            with ThreadPoolExecutor(threads) as pool:
-                list(pool.map(rows, starts))
-        else:
-            for s in starts:
-                rows(s)
+        map_on_cores(rows, starts, 1 if approximate else None)
         return out
 
     def predict_proba(self, X: Any) -> Any:

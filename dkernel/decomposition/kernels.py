@@ -23,8 +23,6 @@ re-weight every row by its neighbours' density (not tried as a clustering defaul
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +33,7 @@ from sklearn.neighbors import KDTree, NearestNeighbors
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
 from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance
+from dkernel.linalg.threads import map_on_cores
 
 KERNELS = ("local_scaling", "gaussian", "cosine")
 NEIGHBOR_SEARCHES = ("auto", "exact", "approximate")
@@ -260,15 +259,6 @@ def fit_neighbors(
     return NearestNeighbors(algorithm="auto").fit(Xt)
 
 
-def n_query_threads() -> int:
-    """Threads for neighbour queries: the CPUs this process may use (tree queries release
-    the GIL)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def threaded_kneighbors(
     index: NeighborIndex,
     Xq: np.ndarray,
@@ -304,14 +294,7 @@ def threaded_kneighbors(
         r = rows[start : start + block_rows]
         dist[r], ind[r] = index.kneighbors(Xq[r], n_neighbors=n_neighbors, return_distance=True)
 
-    starts = range(0, n, block_rows)
-    threads = min(n_threads or n_query_threads(), len(starts))
-    if threads <= 1:
-        for s in starts:
-            query(s)
-    else:
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(query, starts))
+    map_on_cores(query, range(0, n, block_rows), n_threads)  # tree queries release the GIL
     return dist, ind
 
 
