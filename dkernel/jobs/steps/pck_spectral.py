@@ -22,6 +22,7 @@ import xarray as xr
 from scipy.sparse import issparse
 
 from dkernel._random import derive_seed
+from dkernel._validation import take_rows
 from dkernel.errors import InvalidInputError
 from dkernel.gmm.em import DiagMixtures
 from dkernel.gmm.pck import ProbabilisticClusterKernel
@@ -340,8 +341,7 @@ def run(ctx: JobContext) -> None:
     seed = derive_seed(ctx.seed, "pck-spectral", "svd")
     if solver == "subsample":
         rows_s = subsample_rows(n, m, derive_seed(ctx.seed, "pck-spectral", "subsample"))
-        X_s = X[rows_s]
-        sample = est.transform(X_s.compute() if isinstance(X_s, da.Array) else np.asarray(X_s))
+        sample = est.transform(take_rows(X, rows_s))
         route = subsample_kpca if p["embedding"] == "kpca" else subsample_normalized
         emb = route(Gamma, sample, k, random_state=seed)
         del sample
