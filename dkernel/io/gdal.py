@@ -8,8 +8,14 @@ Sentinel-2 tile) while the cache never serves a second read.
 
 from __future__ import annotations
 
-#: GDAL block cache (MiB) of a job's processes: a few 512-row strips of tiles.
-GDAL_CACHE_MB = 64
+#: GDAL block cache (MiB) of a job's processes. Reads cover whole rows of the file's blocks
+#: (:func:`dkernel.io.raster.block_rows`) and GDAL decodes each block once per read, so the
+#: cache never serves a later read: it only has to hold the blocks of one read in flight (a
+#: pixel-interleaved 512 × 512 tile of 6 uint16 bands is 3 MiB). 16 MiB keeps one decode
+#: per tile (``benchmarks/results/tile_reads.md``) while a full cache no longer adds to a
+#: worker's memory on large scenes (64 MiB did: ≈ 50 MiB more per process at 10⁸ pixels
+#: than at 10⁶, where the whole scene is 12 MB).
+GDAL_CACHE_MB = 16
 
 
 def limit_gdal_cache(megabytes: int = GDAL_CACHE_MB) -> None:

@@ -11,6 +11,7 @@ written with :func:`dkernel.io.cog.write_label_cog` and :func:`write_quicklook`.
 
 from __future__ import annotations
 
+import operator
 import os
 from importlib import resources
 from pathlib import Path
@@ -21,6 +22,8 @@ import dask.array as da
 import numpy as np
 import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.cube import no_crs_message
@@ -119,9 +122,15 @@ def open_geotiff(
 def _open_strips(
     path: Path, rows: int, *, bands: list[int] | None = None, **open_kwargs: Any
 ) -> xr.DataArray:
-    """:func:`open_geotiff` with ``rows`` rows per chunk as given (``open_kwargs`` go to
-    ``rasterio.open``, e.g. an ``opener``; the tile-read benchmark uses both)."""
-    image = rioxarray.open_rasterio(path, chunks={"band": -1, "y": rows, "x": -1}, **open_kwargs)
+    """:func:`open_geotiff` reading ``rows`` rows at a time as given (``open_kwargs`` go to
+    ``rasterio.open``, e.g. an ``opener``; the tile-read benchmark uses both).
+
+    The image is chunked in work strips (:func:`work_rows` of the reads): one task reads
+    ``rows`` rows and returns them as separate strips, each a key of its own (see
+    :func:`read_strips`)."""
+    import rasterio
+
+    image = rioxarray.open_rasterio(path, **open_kwargs)  # lazy: coordinates and metadata
     if bands:
         missing = [b for b in bands if b not in image["band"].values.tolist()]
         if missing:
@@ -129,9 +138,92 @@ def _open_strips(
                 f"{path} has bands {image['band'].values.tolist()}; bands {missing} do not exist."
             )
         image = image.sel(band=bands)
+    with rasterio.open(path, **open_kwargs) as src:
+        block_width = int(src.block_shapes[0][1])
+    indexes = [int(b) for b in image["band"].values]
+    n_rows, n_cols = int(image.shape[1]), int(image.shape[2])
+    reads = tuple(min(rows, n_rows - r0) for r0 in range(0, n_rows, rows))
+    data = read_strips(
+        str(path), indexes, reads, n_cols, image.dtype, block_width=block_width, **open_kwargs
+    )
+    image = image.copy(data=data)
     image = image.assign_coords(valid=(("y", "x"), valid_graph(image.data, image.rio.nodata)))
     image.attrs["source"] = str(path)
     return image
+
+
+#: Columns per window of a read (a multiple of the file's block width): a strip's read
+#: holds its output strips plus one window of decoded pixels, not the whole read twice.
+READ_WINDOW_COLUMNS = 2048
+
+
+def read_strips(
+    path: str,
+    indexes: list[int],
+    reads: tuple[int, ...],
+    n_cols: int,
+    dtype: Any,
+    *,
+    block_width: int = 512,
+    **open_kwargs: Any,
+) -> da.Array:
+    """A raster's bands ``indexes`` as a ``(band, y, x)`` Dask array chunked in work strips.
+
+    Every read covers ``reads[j]`` whole rows (full width, a whole row of the file's blocks,
+    so each block is decoded once) and is one task returning its :func:`work_rows` strips;
+    each strip is then a key of its own. A strip computed on another worker moves alone
+    (a slice of the read fused into the strip's consumer would move the whole read).
+    """
+    parts = [work_rows((r,), n_cols) for r in reads]
+    token = tokenize(path, os.path.getmtime(path), indexes, reads, n_cols, sorted(open_kwargs))
+    read, name = f"read-rows-{token}", f"read-strip-{token}"
+    window = max(1, READ_WINDOW_COLUMNS // max(1, block_width)) * max(1, block_width)
+    graph: dict = {}
+    row0, i = 0, 0
+    for j, rows in enumerate(parts):
+        graph[(read, j)] = (
+            _read_rows,
+            path,
+            indexes,
+            row0,
+            rows,
+            n_cols,
+            window,
+            np.dtype(dtype).str,
+            open_kwargs,
+        )
+        for k, n in enumerate(rows):
+            graph[(name, 0, i, 0)] = (operator.getitem, (read, j), k)
+            row0 += n
+            i += 1
+    chunks = ((len(indexes),), tuple(r for rows in parts for r in rows), (n_cols,))
+    return da.Array(HighLevelGraph.from_collections(name, graph), name, chunks, dtype=dtype)
+
+
+def _read_rows(
+    path: str,
+    indexes: list[int],
+    row0: int,
+    parts: tuple[int, ...],
+    n_cols: int,
+    window: int,
+    dtype: str,
+    open_kwargs: dict,
+) -> list[np.ndarray]:
+    """Rows ``row0 …`` (``sum(parts)`` of them) as separate strips of ``parts`` rows, read
+    ``window`` columns at a time."""
+    import rasterio
+    from rasterio.windows import Window
+
+    strips = [np.empty((len(indexes), r, n_cols), dtype=dtype) for r in parts]
+    edges = np.cumsum((0, *parts))
+    with rasterio.open(path, **open_kwargs) as src:
+        for c0 in range(0, n_cols, window):
+            width = min(window, n_cols - c0)
+            block = src.read(indexes, window=Window(c0, row0, width, int(edges[-1])))
+            for strip, a, b in zip(strips, edges[:-1], edges[1:], strict=True):
+                strip[:, :, c0 : c0 + width] = block[:, a:b]
+    return strips
 
 
 def image_from_array(
@@ -265,12 +357,51 @@ def work_rows(read_rows: tuple[int, ...], n_cols: int) -> tuple[int, ...]:
 
 def image_strips(image: xr.DataArray) -> tuple[da.Array, da.Array]:
     """The image's bands and its valid mask as Dask arrays chunked in the same row strips
-    (:func:`work_rows` of the image's read strips)."""
+    (:func:`work_rows` of the image's read strips).
+
+    A read strip is split by :func:`split_row_chunks`: each work strip is a key of its own,
+    so a worker that computes on a strip fetches that strip, not the whole read strip.
+    """
     data = image.data if isinstance(image.data, da.Array) else da.asarray(image.data)
-    data = data.rechunk((-1, work_rows(data.chunks[1], int(data.shape[2])), -1))
+    data = data.rechunk((-1, data.chunks[1], -1))
     valid = image["valid"].data
     valid = valid if isinstance(valid, da.Array) else da.from_array(np.asarray(valid, dtype=bool))
-    return data, valid.rechunk((data.chunks[1], -1))
+    valid = valid.rechunk((data.chunks[1], -1))
+    parts = [work_rows((rows,), int(data.shape[2])) for rows in data.chunks[1]]
+    return split_row_chunks(data, parts), split_row_chunks(valid, parts)
+
+
+def _row_views(block: np.ndarray, parts: tuple[int, ...]) -> list[np.ndarray]:
+    """Consecutive row ranges (the second-to-last axis) of ``block``, as views."""
+    edges = np.cumsum((0, *parts))
+    return [block[..., a:b, :] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def split_row_chunks(arr: da.Array, parts: list[tuple[int, ...]]) -> da.Array:
+    """``arr`` (rows on its second-to-last axis, one chunk on every other axis) with its
+    row chunk ``j`` split into chunks of ``parts[j]`` rows.
+
+    Unlike ``rechunk``, which gives every new chunk a task that slices the old chunk (fused
+    into whatever consumes it, so a consumer on another worker fetches the whole old chunk),
+    one task per old chunk cuts it into views and every new chunk is a key of its own: only
+    that chunk moves between workers. ``arr`` itself when nothing is split.
+    """
+    axis = arr.ndim - 2
+    if all(len(p) == 1 for p in parts):
+        return arr
+    token = tokenize(arr.name, parts)
+    cut, name = f"cut-rows-{token}", f"row-part-{token}"
+    lead = (0,) * axis
+    graph: dict = {}
+    i = 0
+    for j, rows in enumerate(parts):
+        graph[(cut, j)] = (_row_views, (arr.name, *lead, j, 0), tuple(rows))
+        for k in range(len(rows)):
+            graph[(name, *lead, i, 0)] = (operator.getitem, (cut, j), k)
+            i += 1
+    chunks = (*arr.chunks[:axis], tuple(r for rows in parts for r in rows), arr.chunks[-1])
+    layers = HighLevelGraph.from_collections(name, graph, dependencies=[arr])
+    return da.Array(layers, name, chunks, dtype=arr.dtype, meta=arr._meta)
 
 
 def strip_counts(image: xr.DataArray, X: Any = None) -> list[int]:

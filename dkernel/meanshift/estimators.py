@@ -635,13 +635,21 @@ class MSSC(MeanShift):
         self.partition_sizes_ = np.asarray(sizes, dtype=np.int64)
         self._second_stage(seed)
         self.pixel_partitions_ = labels
-        if is_dask_array(labels):
-            self.labels_ = labels.map_blocks(
+        self.labels_ = self.cluster_of_partitions(labels)
+        return self
+
+    def cluster_of_partitions(self, partitions: Any) -> Any:
+        """The cluster of every pixel given its stage-one partition (-1 stays -1).
+
+        ``partitions``: NumPy or Dask (lazy result), e.g. ``pixel_partitions_`` read back
+        from storage.
+        """
+        check_is_fitted(self, "partition_labels_")
+        if is_dask_array(partitions):
+            return partitions.map_blocks(
                 partial(_lookup, table=self.partition_labels_), dtype=np.int64
             )
-        else:
-            self.labels_ = _lookup(labels, self.partition_labels_)
-        return self
+        return _lookup(partitions, self.partition_labels_)
 
     def _sampled_affinity(self, X: Any, labels: Any, seed: int | None) -> tuple:
         """Pair sums estimated from the stratified sample, and the partition sizes."""

@@ -37,7 +37,9 @@ def connect(
     scheduler : str, optional
         Address of a running scheduler (``tcp://host:8786``). When None, an embedded
         ``LocalCluster`` (process workers unless ``processes=False``) is started on 127.0.0.1
-        (dashboard included, bound to 127.0.0.1 on a free port) and closed with the client.
+        (dashboard included, bound to 127.0.0.1 on a free port) and closed with the client;
+        its scheduler runs with :data:`EMBEDDED_SCHEDULER_CONFIG` (a cluster of your own
+        keeps its own configuration).
     n_workers, threads_per_worker : int, optional
         Size of the embedded cluster; by default sized to the machine.
     memory_limit : str or float, optional
@@ -92,20 +94,42 @@ def connect(
         if processes:
             check_main_guard(dask.config.get("distributed.worker.multiprocessing-method"))
         dw, dt = default_workers()
-        client = Client(
-            n_workers=n_workers or dw,
-            threads_per_worker=threads_per_worker or dt,
-            processes=processes,
-            protocol="tcp://",  # threads would otherwise get in-process transport, no TCP
-            host="127.0.0.1",
-            scheduler_port=0,
-            dashboard_address="127.0.0.1:0",
-            memory_limit=memory_limit,
-            silence_logs=logging.ERROR,
-        )
+        with dask.config.set(EMBEDDED_SCHEDULER_CONFIG):
+            client = _local_client(
+                n_workers or dw, threads_per_worker or dt, processes, memory_limit
+            )
     if not quiet:
         print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr, flush=True)
     return client
+
+
+#: Scheduler settings of the embedded cluster. A worker is sent a new task without inputs (a
+#: read of the image, say) only when it has a free thread, not one more (distributed's
+#: default 1.1 is 2 for a one-thread worker), and no worker takes another's ready tasks: a
+#: read's strips stay with the worker that read them, and each worker holds one read per
+#: thread at a time in a streaming pass, not two or three (``benchmarks/results/
+#: full_tile.md``). The load is balanced by handing out the reads to whichever worker is
+#: free; the tasks are long enough (a strip is ~2^18 pixels) not to leave a worker idle.
+EMBEDDED_SCHEDULER_CONFIG = {
+    "distributed.scheduler.worker-saturation": 1.0,
+    "distributed.scheduler.work-stealing": False,
+}
+
+
+def _local_client(n_workers: int, threads: int, processes: bool, memory_limit: Any) -> Any:
+    from distributed import Client
+
+    return Client(
+        n_workers=n_workers,
+        threads_per_worker=threads,
+        processes=processes,
+        protocol="tcp://",  # threads would otherwise get in-process transport, no TCP
+        host="127.0.0.1",
+        scheduler_port=0,
+        dashboard_address="127.0.0.1:0",
+        memory_limit=memory_limit,
+        silence_logs=logging.ERROR,
+    )
 
 
 def load_security(

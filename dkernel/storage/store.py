@@ -213,11 +213,36 @@ class ResultsStore:
         array = array.rechunk(min(chunk, max(1, int(array.shape[0]))))
         return da.to_zarr(array, str(self.scratch_dir / f"{name}.zarr"), mode="w", compute=False)
 
-    def read_scratch(self, name: str, chunks: Any) -> Any:
-        """The scratch array ``name`` as a lazy Dask array with ``chunks``."""
+    def read_scratch(self, name: str, chunks: Any, *, after: Any = None) -> Any:
+        """The scratch array ``name`` as a lazy Dask array with ``chunks``.
+
+        ``after``: a Dask array with one block per chunk, in order. Each chunk is then read
+        by a task that waits for ``after``'s block and so runs where that block is. Without
+        it every read is a task with no inputs, which the scheduler may run far ahead of the
+        work that pairs it with ``after``'s block, holding both meanwhile (MSSC reads each
+        strip's partitions after the strip's valid mask).
+        """
+        import dask
         import dask.array as da
 
-        return da.from_zarr(str(self.scratch_dir / f"{name}.zarr")).rechunk(chunks)
+        path = str(self.scratch_dir / f"{name}.zarr")
+        array = da.from_zarr(path).rechunk(chunks)
+        if after is None:
+            return array
+        blocks = after.to_delayed().ravel()
+        if len(blocks) != len(array.chunks[0]) or array.ndim != 1:
+            raise ValueError(
+                f"after has {len(blocks)} blocks for {len(array.chunks[0])} chunks of the "
+                f"1-D scratch array {name!r}; they must pair one to one."
+            )
+        starts = np.cumsum((0, *array.chunks[0]))
+        read = dask.delayed(_read_scratch_rows, pure=True)
+        return da.concatenate(
+            [
+                da.from_delayed(read(path, int(a), int(b), block), (int(b - a),), array.dtype)
+                for a, b, block in zip(starts[:-1], starts[1:], blocks, strict=True)
+            ]
+        )
 
     def clear_scratch(self) -> None:
         """Remove the scratch arrays."""
@@ -750,3 +775,10 @@ def describe_store(path: str | Path) -> dict[str, Any]:
                 }
             )
     return {"path": str(path), "attrs": attrs, "arrays": arrays}
+
+
+def _read_scratch_rows(path: str, start: int, stop: int, after: Any) -> np.ndarray:
+    """Rows ``start:stop`` of a 1-D scratch array (``after`` only orders the read)."""
+    import zarr
+
+    return np.asarray(zarr.open_array(path, mode="r")[start:stop])

@@ -196,13 +196,25 @@ def test_open_geotiff_chunks_follow_the_file_blocks(demo_image, tmp_path):
     assert all(r % 3 == 0 for r in demo_image.chunks[1][:-1])  # the demo has 3-row strips
     data = _tiled_tif(tmp_path / "tiled.tif")
     image = R.open_geotiff(tmp_path / "tiled.tif")
-    assert image.chunks[1] == (512, 512, 76) and image.chunks[2] == (700,)
-    assert R.open_geotiff(tmp_path / "tiled.tif", chunk_rows=23).chunks[1] == (512, 512, 76)
-    assert R.open_geotiff(tmp_path / "tiled.tif", chunk_rows=600).chunks[1] == (1024, 76)
+    # reads are whole 512-row tile rows, each cut into work strips of ≤ 2^18 pixels
+    assert _reads(image) == 3
+    assert image.chunks[1] == R.work_rows((512, 512, 76), 700) == (256, 256, 256, 256, 76)
+    assert image.chunks[2] == (700,)
+    assert _reads(R.open_geotiff(tmp_path / "tiled.tif", chunk_rows=23)) == 3
+    wide = R.open_geotiff(tmp_path / "tiled.tif", chunk_rows=600)
+    assert _reads(wide) == 2 and wide.chunks[1] == R.work_rows((1024, 76), 700)
     np.testing.assert_array_equal(image.values, data)
+    np.testing.assert_array_equal(
+        R.open_geotiff(tmp_path / "tiled.tif", bands=[2]).values, data[1:2]
+    )
     X, _, _ = R.raster_features(image)
     Xs, _, _ = R.raster_features(R._open_strips(tmp_path / "tiled.tif", 23))
     np.testing.assert_array_equal(X.compute(), Xs.compute())  # same features as 23-row strips
+
+
+def _reads(image) -> int:
+    """Read tasks in an image's graph."""
+    return sum(1 for k in image.data.__dask_graph__() if str(k[0]).startswith("read-rows-"))
 
 
 @pytest.mark.parametrize("shape", [(1000, 1000), (1100, 5000), (512, 10980), (3, 2049)])
@@ -268,3 +280,11 @@ def test_narrow_windows_write_the_same_cog_as_full_width_ones(monkeypatch, tmp_p
         cog.class_table_path(paths["full"]).read_text()
         == cog.class_table_path(paths["narrow"]).read_text()
     )
+
+
+def test_reads_in_column_windows_give_the_same_image(tmp_path, monkeypatch):
+    data = _tiled_tif(tmp_path / "tiled.tif")
+    monkeypatch.setattr(R, "READ_WINDOW_COLUMNS", 512)  # two windows: 512 + 188 columns
+    image = R.open_geotiff(tmp_path / "tiled.tif")
+    np.testing.assert_array_equal(image.values, data)
+    np.testing.assert_array_equal(image["valid"].values, np.ones(data.shape[1:], dtype=bool))

@@ -162,3 +162,22 @@ def test_quicklook_rgb_in_place_equals_the_float64_copy(demo_image, rng):
     np.testing.assert_array_equal(got, _rgb_reference(image))
     none = R.image_from_array(np.full((5, 6, 1), -9, np.float32), nodata=-9)
     np.testing.assert_array_equal(R._rgb(none), _rgb_reference(none))
+
+
+def test_image_strips_cut_large_chunks_into_keys_of_their_own(rng):
+    cube = rng.integers(0, 1000, (1024, 700, 3)).astype(np.uint16)
+    cube[:5, :5] = 0
+    image = R.image_from_array(cube, nodata=0, chunk_rows=512)
+    data, valid = R.image_strips(image)
+    assert data.chunks[1] == valid.chunks[0] == (256, 256, 256, 256)
+    # one task cuts each 512-row chunk; every strip is its own key (not a fused slice)
+    graph = data.__dask_graph__()
+    assert sum(str(key[0]).startswith("cut-rows-") for key in graph) == 2
+    assert all(key in graph for key in data.__dask_keys__()[0][0])
+    np.testing.assert_array_equal(data.compute(), cube.transpose(2, 0, 1))
+    np.testing.assert_array_equal(valid.compute(), ~(cube == 0).all(axis=-1))
+    X, _, _ = R.raster_features(image)
+    Xs, _, _ = R.raster_features(R.image_from_array(cube, nodata=0, chunk_rows=256))
+    np.testing.assert_array_equal(X.compute(), Xs.compute())
+    small = R.image_from_array(cube, nodata=0, chunk_rows=128)
+    assert R.image_strips(small)[0].name == small.data.name  # nothing to cut

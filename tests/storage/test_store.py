@@ -91,3 +91,22 @@ def test_scratch_arrays_round_trip_and_are_removed_with_the_run(tmp_path):
     failed.write_scratch("partitions", values).compute()
     failed.mark_failed(RuntimeError("boom"))
     assert not failed.scratch_dir.exists()
+
+
+def test_scratch_reads_after_another_arrays_blocks(tmp_path):
+    import dask.array as da
+
+    store = ResultsStore.create(tmp_path / "r.zarr", job={"name": "t"}, seed=0)
+    values = da.from_array(np.arange(1000, dtype=np.int32), chunks=300)
+    store.write_scratch("partitions", values, chunk=256).compute()
+    after = da.zeros((2, 5), chunks=(1, 5))  # one block per chunk of the read
+    back = store.read_scratch("partitions", ((300, 700),), after=after)
+    assert back.chunks == ((300, 700),)
+    np.testing.assert_array_equal(back.compute(), np.arange(1000))
+    from dask.core import get_dependencies
+
+    graph = dict(back.__dask_graph__())
+    reads = [k for k in graph if str(k).startswith("_read_scratch_rows")]
+    assert len(reads) == 2 and all(get_dependencies(graph, k) for k in reads)  # no roots
+    with pytest.raises(ValueError, match="pair one to one"):
+        store.read_scratch("partitions", ((300, 700),), after=da.zeros(3, chunks=1))

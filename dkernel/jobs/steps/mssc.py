@@ -87,9 +87,9 @@ def run(ctx: JobContext) -> None:
         p, band_norm=band_norm, n_bands=n_bands, random_state=ctx.seed, progress=ctx.progress
     )
     t = time.perf_counter()
-    _fit(ctx, est, X)
+    pixel_partitions = _fit(ctx, est, X)  # NumPy, or Dask read back from the scratch array
     band_norm = est.band_norm_
-    labels = est.labels_  # NumPy or Dask: the maps are built strip by strip either way
+    labels = est.cluster_of_partitions(pixel_partitions)  # maps are built strip by strip
     partition = est.partition_labels_  # partition -> cluster
     ctx.store.record_timing("mssc_fit", time.perf_counter() - t)
     logger.info(
@@ -121,7 +121,7 @@ def run(ctx: JobContext) -> None:
     t = time.perf_counter()
     ds = mssc_dataset(
         labels=labels_on_grid(labels, image, counts),
-        partition=labels_on_grid(est.pixel_partitions_, image, counts),
+        partition=labels_on_grid(pixel_partitions, image, counts),
         valid=image_strips(image)[1],
         image=image,
         modes=est.modes_,
@@ -145,16 +145,18 @@ def run(ctx: JobContext) -> None:
     ctx.store.clear_scratch()
 
 
-def _fit(ctx: JobContext, est: Any, X: Any) -> None:
+def _fit(ctx: JobContext, est: Any, X: Any) -> Any:
     """Fit MSSC streaming every pixel through mean shift once: the workers write the
-    stage-one partitions to a scratch array, which the affinity sample and the maps read."""
+    stage-one partitions to a scratch array, which the affinity sample and the maps read.
+    Returns every pixel's partition (lazy, read from the scratch array, for Dask input)."""
     import dask.array as da
 
+    from dkernel.io.raster import image_strips
     from dkernel.runtime import compute_with_progress
 
     if not isinstance(X, da.Array):
         est.fit(X)
-        return
+        return est.pixel_partitions_
     est.fit_partitions(X)
     partitions = est.pixel_partitions_.astype(np.int32)
     compute_with_progress(
@@ -163,7 +165,14 @@ def _fit(ctx: JobContext, est: Any, X: Any) -> None:
         show=ctx.progress,
         what="mean-shift partitions",
     )
-    est.fit_clusters(X, partitions=ctx.store.read_scratch("partitions", (X.chunks[0],)))
+    # for the affinity sample each strip's partitions are read after the strip's valid
+    # mask, on its worker, so that strips' pixels do not wait for partitions read elsewhere
+    valid = image_strips(ctx.data.raster)[1]
+    after = valid if valid.numblocks[0] == len(X.chunks[0]) else None
+    est.fit_clusters(
+        X, partitions=ctx.store.read_scratch("partitions", (X.chunks[0],), after=after)
+    )
+    return ctx.store.read_scratch("partitions", (X.chunks[0],))
 
 
 register_method(
