@@ -19,3 +19,12 @@ def test_the_settings_do_not_leak_into_the_callers_config(client):
     import dask
 
     assert dask.config.get("distributed.scheduler.work-stealing") is True
+
+
+def test_embedded_workers_keep_one_malloc_arena_and_distributeds_trim(client):
+    import os
+
+    env = client.run(
+        lambda: (os.environ.get("MALLOC_ARENA_MAX"), os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    )
+    assert set(env.values()) == {("1", "65536")}
