@@ -38,8 +38,8 @@ def connect(
         Address of a running scheduler (``tcp://host:8786``). When None, an embedded
         ``LocalCluster`` (process workers unless ``processes=False``) is started on 127.0.0.1
         (dashboard included, bound to 127.0.0.1 on a free port) and closed with the client;
-        its scheduler runs with :data:`EMBEDDED_SCHEDULER_CONFIG` (a cluster of your own
-        keeps its own configuration).
+        its scheduler runs with ``dkernel.runtime.connect.EMBEDDED_SCHEDULER_CONFIG`` (a
+        cluster of your own keeps its own configuration).
     n_workers, threads_per_worker : int, optional
         Size of the embedded cluster; by default sized to the machine.
     memory_limit : str or float, optional
