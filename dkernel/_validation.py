@@ -65,37 +65,6 @@ def as_numpy(X: Any, dtype: Any = None) -> np.ndarray:
     return np.asarray(X, dtype=dtype)
 
 
-def take_rows(X: Any, idx: np.ndarray, dtype: Any = None) -> np.ndarray:
-    """Rows ``idx`` of ``X`` (in the order given) as a NumPy array.
-
-    For a Dask array only the row chunks holding some of the rows are computed, each giving
-    its own rows in its own task, which drops the rest of the chunk at once: memory O(rows
-    taken + one chunk per worker). Dask's own fancy indexing moves whole chunks through a
-    shuffle and held ~50 chunks of an MSSC scene's features on one worker at 3 · 10⁷ pixels.
-    """
-    idx = np.asarray(idx, dtype=np.int64)
-    if not (hasattr(X, "dask") and hasattr(X, "blocks")):
-        return np.asarray(np.asarray(X)[idx], dtype=dtype)
-    order = np.argsort(idx, kind="stable")
-    wanted = idx[order]
-    bounds = np.cumsum((0, *X.chunks[0]))
-    cuts = np.searchsorted(wanted, bounds)
-    needed = np.flatnonzero(np.diff(cuts))
-    if needed.size == 0:
-        return np.empty((0, *X.shape[1:]), dtype=dtype or X.dtype)
-    local = [wanted[cuts[i] : cuts[i + 1]] - bounds[i] for i in needed]
-
-    def pick(block: np.ndarray, block_info: dict | None = None) -> np.ndarray:
-        return block[local[block_info[0]["chunk-location"][0]]]
-
-    sub = X.blocks[needed.tolist()].map_blocks(
-        pick, chunks=(tuple(r.size for r in local), *X.chunks[1:]), dtype=X.dtype
-    )
-    out = np.empty(sub.shape, dtype=dtype or X.dtype)
-    out[order] = sub.compute()
-    return out
-
-
 def validate_input(
     estimator: Any,
     X: Any,

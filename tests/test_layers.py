@@ -55,6 +55,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "numerics",
         (
             "dkernel.metrics",
+            "dkernel.rows",
             "dkernel.kernels",
             "dkernel.linalg",
             "dkernel.graphs",

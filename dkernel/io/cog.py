@@ -37,6 +37,7 @@ import xarray as xr
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.io.gdal import GDAL_CACHE_MB
+from dkernel.runtime.progress import compute_parts
 
 #: Tile side of the COG (and of its overviews) and rows per written window.
 TILE = 512
@@ -652,7 +653,7 @@ def class_statistics(
             parts.append(dask.delayed(_strip_sums)(lab, pix, n))
         else:
             parts.append(_strip_sums(lab, pix, n))
-    parts = list(dask.compute(*parts)) if parts else [np.zeros((n, 1 + n_bands))]
+    parts = compute_parts(parts) if parts else [np.zeros((n, 1 + n_bands))]
     total = np.sum(parts, axis=0) if parts else np.zeros((n, 1 + n_bands))
     counts = total[:, 0]
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -19,6 +19,8 @@ import dask
 import dask.array as da
 import numpy as np
 
+from dkernel.runtime.progress import compute_parts
+
 #: Pixels per row strip of the feature array (about 8 MiB of float32 features per chunk).
 STRIP_PIXELS = 2**18
 
@@ -129,10 +131,9 @@ def _strip_blocks(data: da.Array, valid: da.Array) -> list[tuple[Any, Any, int, 
 
 def summaries(data: da.Array, valid: da.Array) -> tuple[list[int], dict[str, Any]]:
     """One pass: the valid pixels per strip and the combined band statistics."""
-    parts = dask.compute(
-        *[dask.delayed(strip_summary)(b, m) for b, m, _, _ in _strip_blocks(data, valid)]
-    )
-    return [int(p["n"]) for p in parts], combine_summaries(list(parts))
+    summary = dask.delayed(strip_summary)
+    parts = compute_parts([summary(b, m) for b, m, _, _ in _strip_blocks(data, valid)])
+    return [int(p["n"]) for p in parts], combine_summaries(parts)
 
 
 def features_graph(

@@ -36,6 +36,7 @@ from dkernel.io.pixels import (
     summaries,
     valid_graph,
 )
+from dkernel.runtime.progress import compute_parts
 
 SCALES = ("minmax", "standardize", "none")
 
@@ -410,7 +411,7 @@ def strip_counts(image: xr.DataArray, X: Any = None) -> list[int]:
     data, valid = image_strips(image)
     if isinstance(X, da.Array) and len(X.chunks[0]) == len(data.chunks[1]):
         return [int(c) for c in X.chunks[0]]
-    return [int(c) for c in dask.compute(*[m.sum() for m in valid.blocks])]
+    return [int(c) for c in compute_parts([m.sum() for m in valid.blocks])]
 
 
 def labels_on_grid(
@@ -574,7 +575,7 @@ def _label_counts(label_map: Any) -> tuple[np.ndarray, int]:
     def count(block: np.ndarray) -> np.ndarray:
         return np.bincount(block[block >= 0].ravel())
 
-    parts = dask.compute(*[dask.delayed(count)(b) for b in arr.to_delayed().ravel()])
+    parts = compute_parts([dask.delayed(count)(b) for b in arr.to_delayed().ravel()])
     n = max((p.size for p in parts), default=0)
     counts = np.sum([np.pad(p, (0, n - p.size)) for p in parts], axis=0) if parts else np.zeros(0)
     return counts.astype(np.int64), int(arr.size - counts.sum())

@@ -18,12 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from dkernel._validation import as_numpy, take_rows
+from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.adaptive import RadiusKernelBlock, neighbor_radius, reference_neighbors
 from dkernel.kernels.cosine import cosine_block
 from dkernel.kernels.rbf import rbf_block, sigma_rule_of_thumb
 from dkernel.registry import Registry
+from dkernel.rows import take_rows
 
 
 @dataclass(frozen=True)

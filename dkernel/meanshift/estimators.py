@@ -29,7 +29,6 @@ from dkernel._validation import (
     check_is_fitted,
     check_options,
     is_dask_array,
-    take_rows,
     validate_input,
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
@@ -44,6 +43,7 @@ from dkernel.meanshift.graph import (
     stream_stratified_sample,
 )
 from dkernel.meanshift.sampling import sample_sizes, stratified_sample
+from dkernel.rows import take_rows
 from dkernel.runtime.progress import compute_with_progress
 
 #: Largest number of points for which the exact (O(N²) work) CS affinity is used by 'auto'.

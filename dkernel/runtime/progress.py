@@ -99,3 +99,53 @@ def compute_with_progress(
         with ProgressBar(out=sys.stderr):
             return dask.compute(obj)[0]
     return dask.compute(obj)[0]
+
+
+def compute_parts(
+    parts: Sequence[Any], client: Any = None, *, show: bool = False, what: str = "computing"
+) -> list:
+    """Values of the Dask objects ``parts`` (the per-chunk results of one pass), in order.
+
+    On ``client`` (or the active distributed client) every part is a future of its own,
+    released as soon as its value has arrived, so a worker forgets a finished part, and the
+    tasks that led to it, at once. One future for the whole list (as in
+    :func:`compute_with_progress`) keeps every part's result and the record of every task
+    behind it on the workers until the last part is done: their memory then grows with the
+    number of chunks. When ``show``, a line gives the parts done every ``LINE_INTERVAL``
+    seconds and at the end. Without a client the local scheduler computes them.
+    """
+    import dask
+
+    parts = list(parts)
+    client = client if client is not None else active_client()
+    if client is None or not parts:
+        return list(dask.compute(*parts))
+    from distributed import as_completed
+
+    futures = client.compute(parts)
+    slots: dict[Any, list[int]] = {}
+    for i, future in enumerate(futures):
+        slots.setdefault(future.key, []).append(i)
+    pending = as_completed(futures, with_results=True)
+    del futures, future  # the loop below holds each future only until its value is in
+    values: list[Any] = [None] * len(parts)
+    start = last = time.monotonic()
+    done = 0
+    for future, value in pending:
+        for i in slots.pop(future.key, ()):
+            values[i] = value
+            done += 1
+        if show and time.monotonic() - last >= LINE_INTERVAL:
+            last = time.monotonic()
+            print(
+                f"[dkernel] {what}: {done}/{len(parts)} done, {last - start:.0f} s elapsed",
+                file=sys.stderr,
+                flush=True,
+            )
+    if show:
+        print(
+            f"[dkernel] {what}: {len(parts)}/{len(parts)} done in {time.monotonic() - start:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return values

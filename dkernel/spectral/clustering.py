@@ -31,11 +31,11 @@ from dkernel._validation import (
     ParameterConstraintsMixin,
     as_numpy,
     check_is_fitted,
-    take_rows,
     validate_input,
 )
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
+from dkernel.rows import take_rows
 from dkernel.spectral.normalized import eigengap_hint, row_normalize
 from dkernel.spectral.nystrom import DEGREES, EMBEDDINGS, LANDMARK_METHODS, NystromEmbedding
 from dkernel.spectral.sparse import fit_sparse_embedding

@@ -44,7 +44,6 @@ from dkernel._validation import (
     ParameterConstraintsMixin,
     aligned,
     check_is_fitted,
-    take_rows,
     validate_input,
 )
 from dkernel.errors import InvalidInputError, NumericalWarning
@@ -55,6 +54,7 @@ from dkernel.kernels.registry import (
     with_landmark_reference,
 )
 from dkernel.linalg.eigen import dense_eigh
+from dkernel.rows import take_rows
 from dkernel.spectral.normalized import check_degrees, eigengap_hint
 
 EMBEDDINGS = ("kpca", "uncentered", "keca", "normalized")

@@ -205,16 +205,34 @@ class ResultsStore:
         :meth:`mark_complete`, :meth:`mark_failed` and the next :meth:`create` of the store)."""
         return self.path.parent / f".{self.path.name}.scratch"
 
-    def write_scratch(self, name: str, array: Any, *, chunk: int = 2**18) -> Any:
-        """Delayed write of a 1-D Dask array to the scratch array ``name`` (regular chunks of
-        ``chunk`` elements, so every Zarr chunk has one writer); replaces an older one."""
-        import dask.array as da
+    def write_scratch(self, name: str, array: Any) -> list:
+        """Delayed writes of a 1-D Dask array to the scratch array ``name``, one per chunk,
+        each giving the number of values it wrote; replaces an older array.
 
-        array = array.rechunk(min(chunk, max(1, int(array.shape[0]))))
-        return da.to_zarr(array, str(self.scratch_dir / f"{name}.zarr"), mode="w", compute=False)
+        Each chunk is one row of a 2-D Zarr array of one chunk per row, so every task writes
+        its own Zarr chunk with nothing rechunked or waiting for a neighbour, and
+        :meth:`read_scratch` gives the chunks back as they were. Compute the writes with
+        :func:`dkernel.runtime.compute_parts`, so that each finished write is released at
+        once.
+        """
+        import dask
 
-    def read_scratch(self, name: str, chunks: Any, *, after: Any = None) -> Any:
-        """The scratch array ``name`` as a lazy Dask array with ``chunks``.
+        counts = [int(c) for c in array.chunks[0]]
+        width = max([1, *counts])
+        path = str(self.scratch_dir / f"{name}.zarr")
+        zarr.create_array(
+            path,
+            shape=(len(counts), width),
+            chunks=(1, width),
+            dtype=array.dtype,
+            overwrite=True,
+            attributes={"counts": counts},
+        )
+        write = dask.delayed(_write_scratch_row, pure=True)
+        return [write(path, i, block) for i, block in enumerate(array.to_delayed().ravel())]
+
+    def read_scratch(self, name: str, *, after: Any = None) -> Any:
+        """The scratch array ``name`` as a lazy 1-D Dask array, chunked as it was written.
 
         ``after``: a Dask array with one block per chunk, in order. Each chunk is then read
         by a task that waits for ``after``'s block and so runs where that block is. Without
@@ -226,23 +244,20 @@ class ResultsStore:
         import dask.array as da
 
         path = str(self.scratch_dir / f"{name}.zarr")
-        array = da.from_zarr(path).rechunk(chunks)
-        if after is None:
-            return array
-        blocks = after.to_delayed().ravel()
-        if len(blocks) != len(array.chunks[0]) or array.ndim != 1:
+        stored = zarr.open_array(path, mode="r")
+        counts = [int(c) for c in stored.attrs["counts"]]
+        blocks = [None] * len(counts) if after is None else list(after.to_delayed().ravel())
+        if len(blocks) != len(counts):
             raise ValueError(
-                f"after has {len(blocks)} blocks for {len(array.chunks[0])} chunks of the "
-                f"1-D scratch array {name!r}; they must pair one to one."
+                f"after has {len(blocks)} blocks for the {len(counts)} chunks of the scratch "
+                f"array {name!r}; they must pair one to one."
             )
-        starts = np.cumsum((0, *array.chunks[0]))
-        read = dask.delayed(_read_scratch_rows, pure=True)
-        return da.concatenate(
-            [
-                da.from_delayed(read(path, int(a), int(b), block), (int(b - a),), array.dtype)
-                for a, b, block in zip(starts[:-1], starts[1:], blocks, strict=True)
-            ]
-        )
+        read = dask.delayed(_read_scratch_row, pure=True)
+        parts = [
+            da.from_delayed(read(path, i, n, block), (n,), stored.dtype)
+            for i, (n, block) in enumerate(zip(counts, blocks, strict=True))
+        ]
+        return da.concatenate(parts) if parts else da.zeros((0,), dtype=stored.dtype)
 
     def clear_scratch(self) -> None:
         """Remove the scratch arrays."""
@@ -777,8 +792,14 @@ def describe_store(path: str | Path) -> dict[str, Any]:
     return {"path": str(path), "attrs": attrs, "arrays": arrays}
 
 
-def _read_scratch_rows(path: str, start: int, stop: int, after: Any) -> np.ndarray:
-    """Rows ``start:stop`` of a 1-D scratch array (``after`` only orders the read)."""
-    import zarr
+def _write_scratch_row(path: str, row: int, values: np.ndarray) -> int:
+    """Row ``row`` of a 2-D scratch array (its own Zarr chunk) begins with ``values``."""
+    if values.size:
+        zarr.open_array(path, mode="r+")[row, : values.size] = values
+    return int(values.size)
 
-    return np.asarray(zarr.open_array(path, mode="r")[start:stop])
+
+def _read_scratch_row(path: str, row: int, count: int, after: Any) -> np.ndarray:
+    """The ``count`` values of row ``row`` of a scratch array (``after`` only orders the
+    read)."""
+    return np.asarray(zarr.open_array(path, mode="r")[row, :count])

@@ -53,3 +53,35 @@ def test_nested_tuples_of_collections(client):
     x = da.arange(6, chunks=3)
     (a, b), c = P.compute_with_progress(((x.sum(), x.max()), x + 1), client, show=False)
     assert (a, b) == (15, 5) and c.tolist() == [1, 2, 3, 4, 5, 6]
+
+
+def _chain(i: int):
+    """One part of a pass: a chunk, then a small result from it (a little slow)."""
+    import dask
+
+    chunk = dask.delayed(lambda i: np.full(1000, i), pure=True)(i)
+    return dask.delayed(_known_tasks, pure=True)(chunk)
+
+
+def _known_tasks(chunk: np.ndarray) -> tuple[int, int]:
+    """The chunk's value and how many tasks its worker still knows of."""
+    import time
+
+    from distributed import get_worker
+
+    time.sleep(0.05)
+    return int(chunk[0]), len(get_worker().state.tasks)
+
+
+def test_compute_parts_keeps_order_and_lets_workers_forget_finished_parts(client, capfd):
+    parts = [_chain(i) for i in range(40)]
+    values = P.compute_parts([*parts, parts[3]], client, show=True, what="parts")
+    assert [v for v, _ in values] == [*range(40), 3]
+    # each part is released once its value is in: a worker knows a few parts' tasks at a time
+    assert max(n for _, n in values) < 20
+    # one future for the whole pass: the finished parts, and the chunks behind them, pile up
+    held = P.compute_with_progress(tuple(_chain(i) for i in range(40, 80)), client, show=False)
+    assert max(n for _, n in held) > 30
+    assert "[dkernel] parts: 41/41 done in" in capfd.readouterr().err
+    assert P.compute_parts([], client) == []
+    assert P.compute_parts(parts[:2], None) == P.compute_parts(parts[:2], client)[:2]

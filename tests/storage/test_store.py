@@ -75,38 +75,40 @@ def test_mark_complete_refuses_missing_groups(tmp_path):
 
 
 def test_scratch_arrays_round_trip_and_are_removed_with_the_run(tmp_path):
+    import dask
     import dask.array as da
 
     store = ResultsStore.create(tmp_path / "r.zarr", job={"name": "t"}, seed=0)
     values = da.from_array(np.arange(1000, dtype=np.int32), chunks=((300, 700),))
-    store.write_scratch("partitions", values, chunk=256).compute()
-    back = store.read_scratch("partitions", ((300, 700),))
-    assert back.chunks == ((300, 700),)
+    assert dask.compute(*store.write_scratch("partitions", values)) == (300, 700)
+    back = store.read_scratch("partitions")
+    assert back.chunks == ((300, 700),) and back.dtype == np.int32
     np.testing.assert_array_equal(back.compute(), np.arange(1000))
     assert store.scratch_dir.parent == tmp_path and store.scratch_dir.name.startswith(".")
     store.mark_complete()
     assert not store.scratch_dir.exists()
 
     failed = ResultsStore.create(tmp_path / "f.zarr", job={"name": "t"}, seed=0)
-    failed.write_scratch("partitions", values).compute()
+    dask.compute(*failed.write_scratch("partitions", values))
     failed.mark_failed(RuntimeError("boom"))
     assert not failed.scratch_dir.exists()
 
 
 def test_scratch_reads_after_another_arrays_blocks(tmp_path):
+    import dask
     import dask.array as da
 
     store = ResultsStore.create(tmp_path / "r.zarr", job={"name": "t"}, seed=0)
-    values = da.from_array(np.arange(1000, dtype=np.int32), chunks=300)
-    store.write_scratch("partitions", values, chunk=256).compute()
+    values = da.from_array(np.arange(1000, dtype=np.int32), chunks=((300, 700),))
+    dask.compute(*store.write_scratch("partitions", values))
     after = da.zeros((2, 5), chunks=(1, 5))  # one block per chunk of the read
-    back = store.read_scratch("partitions", ((300, 700),), after=after)
+    back = store.read_scratch("partitions", after=after)
     assert back.chunks == ((300, 700),)
     np.testing.assert_array_equal(back.compute(), np.arange(1000))
     from dask.core import get_dependencies
 
     graph = dict(back.__dask_graph__())
-    reads = [k for k in graph if str(k).startswith("_read_scratch_rows")]
+    reads = [k for k in graph if str(k).startswith("_read_scratch_row")]
     assert len(reads) == 2 and all(get_dependencies(graph, k) for k in reads)  # no roots
     with pytest.raises(ValueError, match="pair one to one"):
-        store.read_scratch("partitions", ((300, 700),), after=da.zeros(3, chunks=1))
+        store.read_scratch("partitions", after=da.zeros(3, chunks=1))

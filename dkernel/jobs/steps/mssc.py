@@ -152,14 +152,14 @@ def _fit(ctx: JobContext, est: Any, X: Any) -> Any:
     import dask.array as da
 
     from dkernel.io.raster import image_strips
-    from dkernel.runtime import compute_with_progress
+    from dkernel.runtime import compute_parts
 
     if not isinstance(X, da.Array):
         est.fit(X)
         return est.pixel_partitions_
     est.fit_partitions(X)
     partitions = est.pixel_partitions_.astype(np.int32)
-    compute_with_progress(
+    compute_parts(
         ctx.store.write_scratch("partitions", partitions),
         ctx.client,
         show=ctx.progress,
@@ -169,10 +169,8 @@ def _fit(ctx: JobContext, est: Any, X: Any) -> Any:
     # mask, on its worker, so that strips' pixels do not wait for partitions read elsewhere
     valid = image_strips(ctx.data.raster)[1]
     after = valid if valid.numblocks[0] == len(X.chunks[0]) else None
-    est.fit_clusters(
-        X, partitions=ctx.store.read_scratch("partitions", (X.chunks[0],), after=after)
-    )
-    return ctx.store.read_scratch("partitions", (X.chunks[0],))
+    est.fit_clusters(X, partitions=ctx.store.read_scratch("partitions", after=after))
+    return ctx.store.read_scratch("partitions")
 
 
 register_method(

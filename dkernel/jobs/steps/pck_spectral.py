@@ -22,7 +22,6 @@ import xarray as xr
 from scipy.sparse import issparse
 
 from dkernel._random import derive_seed
-from dkernel._validation import take_rows
 from dkernel.errors import InvalidInputError
 from dkernel.gmm.em import DiagMixtures
 from dkernel.gmm.pck import ProbabilisticClusterKernel
@@ -34,6 +33,7 @@ from dkernel.jobs.outputs import (
 )
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.linalg.kmeans import euclidean_kmeans
+from dkernel.rows import take_rows
 from dkernel.runtime import compute_with_progress
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
