@@ -28,3 +28,27 @@ def test_embedded_workers_keep_one_malloc_arena_and_distributeds_trim(client):
         lambda: (os.environ.get("MALLOC_ARENA_MAX"), os.environ.get("MALLOC_TRIM_THRESHOLD_"))
     )
     assert set(env.values()) == {("1", "65536")}
+
+
+def test_embedded_workers_file_their_profiles_every_ten_seconds(client):
+    import time
+
+    import dask
+
+    def profile_state(dask_worker):
+        import psutil
+
+        up = time.time() - psutil.Process().create_time()
+        return (
+            dask.config.get("distributed.worker.profile.cycle"),
+            len(dask_worker.profile_history),
+            up,
+        )
+
+    if min(up for _, _, up in client.run(profile_state).values()) < 4:
+        time.sleep(4)
+    cycles = client.run(profile_state).values()
+    assert {c for c, _, _ in cycles} == {"10s"}
+    # at distributed's one tree a second a worker up for u seconds would hold about u of them
+    assert all(n <= up / 10 + 1 for _, n, up in cycles)
+    assert dask.config.get("distributed.worker.profile.cycle") == "1000ms"  # caller's config kept
