@@ -126,7 +126,8 @@ def compute_parts(
     slots: dict[Any, list[int]] = {}
     for i, future in enumerate(futures):
         slots.setdefault(future.key, []).append(i)
-    pending = as_completed(futures, with_results=True)
+    # as_completed waits on the default client's event loop unless told: that of ``client``
+    pending = as_completed(futures, loop=client.loop, with_results=True)
     del futures, future  # the loop below holds each future only until its value is in
     values: list[Any] = [None] * len(parts)
     start = last = time.monotonic()

@@ -85,3 +85,16 @@ def test_compute_parts_keeps_order_and_lets_workers_forget_finished_parts(client
     assert "[dkernel] parts: 41/41 done in" in capfd.readouterr().err
     assert P.compute_parts([], client) == []
     assert P.compute_parts(parts[:2], None) == P.compute_parts(parts[:2], client)[:2]
+
+
+def test_compute_parts_on_a_client_that_is_not_the_default(client):
+    """A job's client need not be the process's default client (``dkernel submit`` from a
+    process that has another): the parts are awaited on the given client's loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import Client
+
+    with Client(client.scheduler.address, set_as_default=False) as other:
+        with ThreadPoolExecutor(1) as pool:
+            values = pool.submit(P.compute_parts, [_chain(i) for i in range(200, 204)], other)
+            assert [v for v, _ in values.result(timeout=60)] == [200, 201, 202, 203]
