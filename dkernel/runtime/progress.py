@@ -104,7 +104,8 @@ def compute_with_progress(
 def compute_parts(
     parts: Sequence[Any], client: Any = None, *, show: bool = False, what: str = "computing"
 ) -> list:
-    """Values of the Dask objects ``parts`` (the per-chunk results of one pass), in order.
+    """Values of the Dask objects ``parts`` (the per-chunk results of one pass), in order
+    (a part that is not a Dask object is its own value).
 
     On ``client`` (or the active distributed client) every part is a future of its own,
     released as soon as its value has arrived, so a worker forgets a finished part, and the
@@ -116,22 +117,22 @@ def compute_parts(
     """
     import dask
 
-    parts = list(parts)
+    values = list(parts)
+    lazy = [i for i, part in enumerate(values) if dask.is_dask_collection(part)]
     client = client if client is not None else active_client()
-    if client is None or not parts:
-        return list(dask.compute(*parts))
+    if client is None or not lazy:
+        return list(dask.compute(*values))
     from distributed import as_completed
 
-    futures = client.compute(parts)
+    futures = client.compute([values[i] for i in lazy])
     slots: dict[Any, list[int]] = {}
-    for i, future in enumerate(futures):
+    for i, future in zip(lazy, futures, strict=True):
         slots.setdefault(future.key, []).append(i)
     # as_completed waits on the default client's event loop unless told: that of ``client``
     pending = as_completed(futures, loop=client.loop, with_results=True)
     del futures, future  # the loop below holds each future only until its value is in
-    values: list[Any] = [None] * len(parts)
     start = last = time.monotonic()
-    done = 0
+    done = len(values) - len(lazy)
     for future, value in pending:
         for i in slots.pop(future.key, ()):
             values[i] = value
@@ -139,13 +140,13 @@ def compute_parts(
         if show and time.monotonic() - last >= LINE_INTERVAL:
             last = time.monotonic()
             print(
-                f"[dkernel] {what}: {done}/{len(parts)} done, {last - start:.0f} s elapsed",
+                f"[dkernel] {what}: {done}/{len(values)} done, {last - start:.0f} s elapsed",
                 file=sys.stderr,
                 flush=True,
             )
     if show:
         print(
-            f"[dkernel] {what}: {len(parts)}/{len(parts)} done in {time.monotonic() - start:.1f} s",
+            f"[dkernel] {what}: {len(values)}/{len(values)} done in {time.monotonic() - start:.1f} s",
             file=sys.stderr,
             flush=True,
         )

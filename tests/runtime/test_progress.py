@@ -84,6 +84,7 @@ def test_compute_parts_keeps_order_and_lets_workers_forget_finished_parts(client
     assert max(n for _, n in held) > 30
     assert "[dkernel] parts: 41/41 done in" in capfd.readouterr().err
     assert P.compute_parts([], client) == []
+    assert P.compute_parts([parts[1], 7, None], client)[1:] == [7, None]
     assert P.compute_parts(parts[:2], None) == P.compute_parts(parts[:2], client)[:2]
 
 
