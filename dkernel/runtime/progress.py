@@ -58,18 +58,17 @@ def wait_with_progress(
             wait(futures, timeout=LINE_INTERVAL)
             break
         except TimeoutError:
-            done = sum(f.done() for f in futures)
-            elapsed = time.monotonic() - start
-            print(
-                f"[dkernel] {what}: {done}/{len(futures)} done, {elapsed:.0f} s elapsed",
-                file=stream,
-                flush=True,
-            )
-    print(
-        f"[dkernel] {what}: {len(futures)}/{len(futures)} done in {time.monotonic() - start:.1f} s",
-        file=stream,
-        flush=True,
-    )
+            _progress_line(stream, what, sum(f.done() for f in futures), len(futures), start)
+    _progress_line(stream, what, len(futures), len(futures), start, final=True)
+
+
+def _progress_line(
+    stream: Any, what: str, done: int, total: int, start: float, *, final: bool = False
+) -> None:
+    """The plain progress line: parts done so far, or (``final``) all of them and the time."""
+    elapsed = time.monotonic() - start
+    tail = f"done in {elapsed:.1f} s" if final else f"done, {elapsed:.0f} s elapsed"
+    print(f"[dkernel] {what}: {done}/{total} {tail}", file=stream, flush=True)
 
 
 def compute_with_progress(
@@ -139,15 +138,7 @@ def compute_parts(
             done += 1
         if show and time.monotonic() - last >= LINE_INTERVAL:
             last = time.monotonic()
-            print(
-                f"[dkernel] {what}: {done}/{len(values)} done, {last - start:.0f} s elapsed",
-                file=sys.stderr,
-                flush=True,
-            )
+            _progress_line(sys.stderr, what, done, len(values), start)
     if show:
-        print(
-            f"[dkernel] {what}: {len(values)}/{len(values)} done in {time.monotonic() - start:.1f} s",
-            file=sys.stderr,
-            flush=True,
-        )
+        _progress_line(sys.stderr, what, len(values), len(values), start, final=True)
     return values
