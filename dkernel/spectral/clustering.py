@@ -1,9 +1,10 @@
 """``dkernel.SpectralClustering``: spectral clustering that also predicts new points.
 
-Pipeline: an embedding — by default the exact NJW embedding of a sparse self-tuning k-NN graph
-(:mod:`dkernel.spectral.sparse`); with ``n_landmarks`` (or above ``EXACT_MAX_SAMPLES`` points)
-:class:`~dkernel.spectral.nystrom.NystromEmbedding` (KPCA, uncentered KPCA, KECA or normalized
-NJW, any registered kernel) — then k-means on the embedding — Euclidean for KPCA,
+Pipeline: an embedding — by default the exact embedding of a sparse self-tuning k-NN graph
+(:mod:`dkernel.spectral.sparse`) up to ``EXACT_MAX_SAMPLES`` points and the embedding of a
+landmark bipartite graph above (:mod:`dkernel.spectral.bipartite`); with ``n_landmarks``, a
+kernel or a kernel embedding :class:`~dkernel.spectral.nystrom.NystromEmbedding` (KPCA,
+uncentered KPCA, KECA or normalized NJW, any registered kernel) — then k-means on the embedding — Euclidean for KPCA,
 Euclidean on unit-normalized rows for NJW, angular (KECA initialisation, seed 001 Eq. 4.17) for
 KECA. k-means runs on a uniform sample of at most ``kmeans_sample`` embedded points; every
 point (training or new) is then assigned to its nearest centre block by block, so fitting
@@ -34,17 +35,21 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import InvalidInputError
+from dkernel.graphs.landmark import DEFAULT_LANDMARK_NEIGHBORS, DEFAULT_N_LANDMARKS
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
 from dkernel.rows import take_rows
+from dkernel.spectral.bipartite import fit_bipartite_embedding
 from dkernel.spectral.normalized import eigengap_hint, row_normalize
 from dkernel.spectral.nystrom import DEGREES, EMBEDDINGS, LANDMARK_METHODS, NystromEmbedding
 from dkernel.spectral.sparse import fit_sparse_embedding
 
 ASSIGN = ("kmeans", "angular")
-#: With ``n_landmarks=None``, the exact sparse k-NN path is used up to this many points and
-#: Nyström with ``DEFAULT_LANDMARKS`` landmarks above (the k-NN search is O(n²p) in high p).
-EXACT_MAX_SAMPLES = 100_000
-DEFAULT_LANDMARKS = 1000
+#: How the embedding is computed (see the ``approximation`` parameter).
+APPROXIMATIONS = ("auto", "exact", "bipartite", "nystrom")
+#: ``approximation='auto'`` with the default kernel: the exact sparse k-NN path up to this many
+#: points, the landmark bipartite graph above (see ``docs/choosing_defaults.md``).
+EXACT_MAX_SAMPLES = 5_000
+DEFAULT_LANDMARKS = DEFAULT_N_LANDMARKS
 
 
 #: Embeddings of the exact sparse path only.
@@ -110,10 +115,26 @@ class SpectralClustering(
         Fraction of the median pairwise distance for the RBF rule of thumb. 0.2 (the PCKID
         baseline's local width) rather than KernelPCAEmbedding's 1/√2: clustering needs the
         kernel to separate groups, and the wider median heuristic merges blobs for KECA.
+    approximation : {'auto', 'exact', 'bipartite', 'nystrom'}
+        How the embedding is computed. ``'exact'``: the sparse self-tuning k-NN graph of all
+        points (a k-NN search and a block eigensolver over N). ``'bipartite'``: each point
+        joined to its ``landmark_neighbors`` nearest of ``n_landmarks`` k-means landmarks with
+        self-tuning weights, the eigenproblem solved on the landmark side (U-SPEC's transfer
+        cut, :mod:`dkernel.spectral.bipartite`): one pass over the data, memory
+        O(N K + p²), and ``predict`` through the same links. ``'nystrom'``: the Nyström
+        embedding of a kernel (:class:`NystromEmbedding`). ``'auto'`` (default): Nyström when a
+        kernel, ``sigma``, ``kernel_params``, a kernel embedding or ``n_landmarks`` is given;
+        otherwise exact up to ``EXACT_MAX_SAMPLES`` (5 000) points and bipartite above, where the
+        exact path's k-NN graph and eigensolver grow slow and, with a fixed k, lose the gap
+        between thin clusters (see ``docs/choosing_defaults.md``). Which path ran is in
+        ``approximation_``.
     n_landmarks : int, optional
-        Nyström landmarks m (every point when m >= n). None (default): the exact embedding of
-        the sparse k-NN graph for the ``local_scaling`` kernel with the normalized embedding
-        up to ``EXACT_MAX_SAMPLES`` points, otherwise ``DEFAULT_LANDMARKS`` Nyström landmarks.
+        Landmarks of the bipartite or Nyström path (every point when m >= n for Nyström);
+        ``DEFAULT_LANDMARKS`` (1000, U-SPEC's p) when None. Given with
+        ``approximation='auto'``, it selects Nyström.
+    landmark_neighbors : int
+        Bipartite path: landmarks linked to each point (U-SPEC's K = 5), also the rank of
+        each landmark's self-tuning width. Must be < ``n_landmarks``.
     landmarks : {'kmeans++', 'uniform'}
         How the Nyström landmarks are drawn: k-means++ seeding or uniformly.
     degrees : {'nystrom', 'landmarks'}
@@ -139,15 +160,21 @@ class SpectralClustering(
     eigenvalues_ : ndarray
     eigengap_hint_ : int or None
         Number of clusters suggested by the eigengap (normalized embedding).
+    approximation_ : {'exact', 'bipartite', 'nystrom'}
+        The path that ran.
     nystrom_ : NystromEmbedding or None
-        The Nyström model (None on the exact sparse path).
-    graph_model_ : SparseSpectralModel or None
-        The sparse k-NN graph model (None on the Nyström path).
-    landmark_indices_ : ndarray
-        Nyström landmarks (every training point on the exact sparse path).
+        The Nyström model (None on the graph paths).
+    graph_model_ : SparseSpectralModel, BipartiteSpectralModel or None
+        The sparse k-NN graph model or the landmark bipartite graph model (None on the
+        Nyström path).
+    landmark_indices_ : ndarray or None
+        Nyström landmarks (every training point on the exact sparse path; None on the
+        bipartite path, whose landmarks are k-means centres, ``graph_model_.graph.landmarks``).
 
     Notes
     -----
+    Bipartite path: the landmark k-means on ``10 p`` points, one pass of O(N p d) distance
+    blocks (float32 GEMM) accumulating the p × p problem, one pass embedding every point.
     Exact sparse path: a k-NN search (tree in low dimension, chunked brute force above),
     O(n · 3k) memory and a block eigensolver. Nyström: the Nyström passes, O(n m (p + r)) each, plus k-means on ≤ ``kmeans_sample`` rows and
     one assignment pass O(n k^2). Memory: O(block_rows · m + m^2) per worker and the (n, k)
@@ -173,7 +200,9 @@ class SpectralClustering(
         "graph_neighbors": [Interval(Integral, 1, None, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither"), None],
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
+        "approximation": [StrOptions(set(APPROXIMATIONS))],
         "n_landmarks": [Interval(Integral, 1, None, closed="left"), None],
+        "landmark_neighbors": [Interval(Integral, 1, None, closed="left")],
         "landmarks": [StrOptions(set(LANDMARK_METHODS))],
         "degrees": [StrOptions(set(DEGREES))],
         "assign": [StrOptions(set(ASSIGN)), None],
@@ -195,7 +224,9 @@ class SpectralClustering(
         graph_neighbors: int = 10,
         sigma: float | None = None,
         sigma_fraction: float = 0.2,
+        approximation: str = "auto",
         n_landmarks: int | None = None,
+        landmark_neighbors: int = DEFAULT_LANDMARK_NEIGHBORS,
         landmarks: str = "kmeans++",
         degrees: str = "nystrom",
         assign: str | None = None,
@@ -213,7 +244,9 @@ class SpectralClustering(
         self.graph_neighbors = graph_neighbors
         self.sigma = sigma
         self.sigma_fraction = sigma_fraction
+        self.approximation = approximation
         self.n_landmarks = n_landmarks
+        self.landmark_neighbors = landmark_neighbors
         self.landmarks = landmarks
         self.degrees = degrees
         self.assign = assign
@@ -256,41 +289,43 @@ class SpectralClustering(
             )
         seed = seed_from_random_state(self.random_state)
         n_components = self.n_components or self.n_clusters
-        if self._use_graph(n):
+        self.approximation_ = self._approximation(n)
+        self.graph_model_ = None
+        self.nystrom_ = None
+        self.sigma_ = None
+        if self.approximation_ == "exact":
             if self.n_neighbors >= n:
                 raise InvalidInputError(
                     f"The 'n_neighbors' parameter of {owner} must be < n_samples ({n}). "
                     f"Got {self.n_neighbors} instead."
-                )
-            if self.graph_neighbors < self.n_neighbors:
-                raise InvalidInputError(
-                    f"The 'graph_neighbors' parameter of {owner} must be >= n_neighbors "
-                    f"({self.n_neighbors}). Got {self.graph_neighbors} instead."
                 )
             self.embedding_method_ = self.embedding or "green"
             Z, self.graph_model_ = fit_sparse_embedding(
                 X,
                 n_components,
                 n_neighbors=self.n_neighbors,
-                graph_neighbors=min(self.graph_neighbors, n - 1),
+                graph_neighbors=min(max(self.graph_neighbors, self.n_neighbors), n - 1),
                 seed=seed,
                 coordinates="green" if self.embedding_method_ == "green" else "njw",
             )
-            self.nystrom_ = None
-            values = self.graph_model_.spectrum
             self.eigenvalues_ = self.graph_model_.eigenvalues
-            self.eigengap_hint_ = eigengap_hint(values)
+            self.eigengap_hint_ = eigengap_hint(self.graph_model_.spectrum)
             self.landmark_indices_ = np.arange(n)
-            self.sigma_ = None
+        elif self.approximation_ == "bipartite":
+            self.embedding_method_ = "green"
+            Z, self.graph_model_ = fit_bipartite_embedding(
+                X,
+                n_components,
+                n_landmarks=self.n_landmarks or min(n, DEFAULT_N_LANDMARKS),
+                n_neighbors=self.landmark_neighbors,
+                n_clusters=self.n_clusters,
+                seed=seed,
+            )
+            self.eigenvalues_ = self.graph_model_.eigenvalues
+            self.eigengap_hint_ = eigengap_hint(self.graph_model_.spectrum)
+            self.landmark_indices_ = None
         else:
-            if self.embedding in GRAPH_EMBEDDINGS:
-                raise InvalidInputError(
-                    f"embedding={self.embedding!r} exists on the exact sparse k-NN path only "
-                    f"(kernel='local_scaling', n_landmarks=None, n <= {EXACT_MAX_SAMPLES}); "
-                    "use embedding='normalized' with Nyström."
-                )
             self.embedding_method_ = self.embedding or "normalized"
-            self.graph_model_ = None
             self.nystrom_ = NystromEmbedding(
                 n_components,
                 embedding=self.embedding_method_,
@@ -335,22 +370,50 @@ class SpectralClustering(
     def _resolved_kernel(self, n: int) -> Any:
         if self.kernel is not None:
             return self.kernel
-        if self.sigma is not None or not self._exact(n):
+        if self.sigma is not None or self.n_landmarks is not None or n > EXACT_MAX_SAMPLES:
             return "rbf"
         if self.embedding not in (None, "normalized", *GRAPH_EMBEDDINGS):
             return "rbf"
         return "local_scaling"
 
-    def _exact(self, n: int) -> bool:
-        return self.n_landmarks is None and n <= EXACT_MAX_SAMPLES
-
-    def _use_graph(self, n: int) -> bool:
+    def _kernel_requested(self) -> bool:
+        """A kernel, a width or a kernel embedding was asked for: only Nyström has them."""
         return (
-            self._exact(n)
-            and self._resolved_kernel(n) == "local_scaling"
-            and self.embedding in (None, "normalized", *GRAPH_EMBEDDINGS)
-            and not self.kernel_params
+            (self.kernel is not None and self.kernel != "local_scaling")
+            or self.sigma is not None
+            or bool(self.kernel_params)
+            or self.embedding not in (None, "normalized", *GRAPH_EMBEDDINGS)
         )
+
+    def _approximation(self, n: int) -> str:
+        """The path that runs on ``n`` points, checked against the other parameters."""
+        owner = type(self).__name__
+        chosen = self.approximation
+        if chosen == "auto":
+            if self._kernel_requested() or self.n_landmarks is not None:
+                chosen = "nystrom"
+            elif n <= EXACT_MAX_SAMPLES:
+                chosen = "exact"
+            else:
+                chosen = "bipartite" if self.embedding in (None, "green") else "nystrom"
+        if chosen in ("exact", "bipartite") and self._kernel_requested():
+            raise InvalidInputError(
+                f"approximation={chosen!r} of {owner} builds its own self-tuning graph, so it "
+                "takes no kernel, sigma, kernel_params or kernel embedding; use "
+                "approximation='nystrom' for those."
+            )
+        if chosen == "bipartite" and self.embedding == "normalized":
+            raise InvalidInputError(
+                f"approximation='bipartite' of {owner} gives the 'green' embedding; use "
+                "embedding=None (or 'green'), or approximation='nystrom' for 'normalized'."
+            )
+        if chosen == "nystrom" and self.embedding in GRAPH_EMBEDDINGS:
+            raise InvalidInputError(
+                f"embedding={self.embedding!r} exists on the graph paths only "
+                "(approximation='exact' or 'bipartite'); use embedding='normalized' with "
+                "Nyström."
+            )
+        return chosen
 
     def _kernel_params(self, n: int) -> dict | None:
         if self._resolved_kernel(n) in ("local_scaling", "knn"):

@@ -102,3 +102,31 @@ def test_job_defaults_equal_the_estimator_defaults():
     assert len(shared) >= 10
     for param in shared:
         assert param.default == defaults[param.name], param.name
+
+
+def test_job_above_the_exact_size_runs_the_landmark_bipartite_graph(tmp_path, client):
+    from sklearn.datasets import make_moons
+
+    from dkernel.jobs.runner import run_job
+    from dkernel.storage import open_results
+
+    X, y = make_moons(8000, noise=0.07, random_state=0)
+    np.save(tmp_path / "moons.npy", X)
+    np.save(tmp_path / "labels.npy", y)
+    spec = tmp_path / "moons.yaml"
+    spec.write_text(
+        "name: moons\nseed: 0\ndata:\n  reader: npy\n"
+        f"  path: {tmp_path / 'moons.npy'}\n  labels_path: {tmp_path / 'labels.npy'}\n"
+        "method: spectral-clustering\nparams:\n  n_clusters: 2\n"
+        "output: moons.zarr\n"
+    )
+    tree = open_results(
+        run_job(spec, output=tmp_path / "moons.zarr", client=client, progress=False)
+    )
+    assert tree.attrs["status"] == "complete"
+    emb = tree["embedding"]
+    assert emb.attrs["solver"] == "landmark-bipartite-graph"
+    assert emb.attrs["n_landmarks"] == 1000 and emb.attrs["landmark_neighbors"] == 5
+    assert tree["landmarks"]["coordinates"].shape == (1000, 2)
+    assert "index" not in tree["landmarks"]
+    assert float(tree["metrics"].attrs["ari"]) > 0.99

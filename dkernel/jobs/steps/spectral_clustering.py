@@ -24,7 +24,7 @@ from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.runtime import compute_with_progress
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
-from dkernel.spectral.clustering import DEFAULT_LANDMARKS, EXACT_MAX_SAMPLES, SpectralClustering
+from dkernel.spectral.clustering import DEFAULT_LANDMARKS, SpectralClustering
 from dkernel.storage.layout import embedding_dataset, labels_dataset, landmarks_dataset
 
 logger = logging.getLogger(__name__)
@@ -72,10 +72,10 @@ def check_data(params: dict, data: LoadedData) -> None:
 
 
 def _landmarks(params: dict, n: int) -> int:
-    """Landmarks of the Nyström path (n on the exact sparse path)."""
-    if params["n_landmarks"] is None:
-        return n if n <= EXACT_MAX_SAMPLES else min(n, DEFAULT_LANDMARKS)
-    return min(n, params["n_landmarks"])
+    """Landmarks of the bipartite or Nyström path (n on the exact sparse path)."""
+    if _approximation(params, n) == "exact":
+        return n
+    return min(n, params["n_landmarks"] or DEFAULT_LANDMARKS)
 
 
 def _chunk_rows(params: dict, n: int) -> int:
@@ -88,13 +88,19 @@ def _chunk_rows(params: dict, n: int) -> int:
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     rows = _chunk_rows(params, n_samples)
     k = params["n_components"] or params["n_clusters"]
-    if _graph_path(params, n_samples):
+    path = _approximation(params, n_samples)
+    if path == "exact":
         g = params["graph_neighbors"] + 1
         # the data, the (n, g) neighbour lists and the sparse graph (three copies while
         # symmetrising), the dense eigenproblem below 2 500 points, the embedding
         dense = 2 * 8.0 * n_samples**2 if n_samples <= 2500 else 0.0
         memory = 8.0 * n_samples * (n_features + 8 * g + 2 * k) + dense
         what = f"exact spectral clustering on the {params['n_neighbors']}-NN self-tuning graph"
+    elif path == "bipartite":
+        m, kl = _landmarks(params, n_samples), params["landmark_neighbors"]
+        # per task: a chunk's distances to the landmarks and its pair sums; the p × p problem
+        memory = 8.0 * (rows * (m + n_features + 4 * kl * kl) + 6 * m * m) + 8.0 * n_samples * k
+        what = f"spectral clustering on a {m}-landmark bipartite graph"
     else:
         m = _landmarks(params, n_samples)
         # per task: a chunk of kernel rows against the landmarks, the landmark kernel and basis
@@ -108,8 +114,8 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     )
 
 
-def _graph_path(params: dict, n: int) -> bool:
-    return SPECTRAL_SCHEMA.build(params)._use_graph(n)
+def _approximation(params: dict, n: int) -> str:
+    return SPECTRAL_SCHEMA.build(params)._approximation(n)
 
 
 def run(ctx: JobContext) -> None:
@@ -131,13 +137,28 @@ def run(ctx: JobContext) -> None:
     ctx.store.record_timing("fit", time.perf_counter() - t)
     t = time.perf_counter()
     k = est.eigenvalues_.size
-    if est.graph_model_ is not None:
+    if est.approximation_ == "bipartite":
+        gm = est.graph_model_
+        logger.info(
+            f"{est.embedding_method_} embedding of the {gm.graph.n_landmarks}-landmark bipartite "
+            f"graph; eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
+        )
+        criterion, eigen_index = est.eigenvalues_, np.arange(k)
+        landmarks = landmarks_dataset(None, gm.spectrum, coordinates=gm.graph.landmarks)
+        solver_attrs = {
+            "solver": "landmark-bipartite-graph",
+            "kernel": "local_scaling",
+            "n_landmarks": gm.graph.n_landmarks,
+            "landmark_neighbors": gm.graph.n_neighbors,
+        }
+    elif est.approximation_ == "exact":
         logger.info(
             f"exact {est.embedding_method_} embedding of the {p['n_neighbors']}-NN self-tuning graph; "
             f"eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
         )
         gm = est.graph_model_
-        criterion, eigen_index, spectrum = est.eigenvalues_, np.arange(k), gm.spectrum[:50]
+        criterion, eigen_index = est.eigenvalues_, np.arange(k)
+        landmarks = landmarks_dataset(est.landmark_indices_, gm.spectrum[:50])
         solver_attrs = {
             "solver": "knn-graph",
             "kernel": "local_scaling",
@@ -151,7 +172,7 @@ def run(ctx: JobContext) -> None:
         )
         ny = est.nystrom_
         criterion, eigen_index = ny.criterion_, ny.component_indices_.astype(np.int64)
-        spectrum = ny.all_eigenvalues_[:50]
+        landmarks = landmarks_dataset(est.landmark_indices_, ny.all_eigenvalues_[:50])
         solver_attrs = {
             "solver": "nystrom",
             "n_landmarks": int(est.landmark_indices_.size),
@@ -176,7 +197,7 @@ def run(ctx: JobContext) -> None:
     compute_with_progress(
         ctx.store.write("embedding", ds, compute=False), ctx.client, show=ctx.progress
     )
-    ctx.store.write("landmarks", landmarks_dataset(est.landmark_indices_, spectrum))
+    ctx.store.write("landmarks", landmarks)
     ctx.store.write(
         "labels",
         labels_dataset(
@@ -199,8 +220,8 @@ register_method(
         run=run,
         check_data=check_data,
         estimate=estimate,
-        description="Nyström spectral embedding (normalized / KPCA / KECA) → k-means; scales "
-        "to millions of rows and predicts new points.",
+        description="Spectral embedding (self-tuning k-NN graph, landmark bipartite graph or "
+        "Nyström kernel) → k-means; scales to millions of rows and predicts new points.",
         estimators=(SPECTRAL_SCHEMA,),
     )
 )

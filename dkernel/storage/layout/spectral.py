@@ -139,30 +139,36 @@ def embedding_dataset(
     return xr.Dataset(data, coords=coords, attrs=dict(attrs or {}))
 
 
-def landmarks_dataset(index: Any, spectrum: Any) -> xr.Dataset:
-    """The ``/landmarks`` group of a Nyström (or exact graph) spectral clustering.
+def landmarks_dataset(index: Any, spectrum: Any, *, coordinates: Any = None) -> xr.Dataset:
+    """The ``/landmarks`` group of a spectral clustering (Nyström, exact or bipartite graph).
 
     Parameters
     ----------
-    index : array-like (n_landmarks,)
-        Input row of every landmark (stored as int64).
+    index : array-like (n_landmarks,) or None
+        Input row of every landmark (stored as int64); None when the landmarks are not input
+        rows (the k-means centres of the bipartite graph, given as ``coordinates``).
     spectrum : array-like (n_eigen,)
         Leading eigenvalues of the landmark (or graph) eigenproblem.
+    coordinates : array-like (n_landmarks, n_features), optional
+        The landmarks themselves, when they are not input rows.
 
     Returns
     -------
     Dataset
-        ============  ============  ==========================================
-        variable      dims          meaning
-        ============  ============  ==========================================
-        ``index``     ``landmark``  input row of every landmark
-        ``spectrum``  ``eigen``     leading eigenvalues of the r×r problem
-        ============  ============  ==========================================
+        ===============  ===========================  ========================================
+        variable         dims                         meaning
+        ===============  ===========================  ========================================
+        ``index``        ``landmark``                 input row of every landmark (if rows)
+        ``coordinates``  ``landmark``, ``feature``    the landmarks (if not input rows)
+        ``spectrum``     ``eigen``                    leading eigenvalues of the r×r problem
+        ===============  ===========================  ========================================
     """
+    variables: dict = {"spectrum": (("eigen",), np.asarray(spectrum))}
+    if index is not None:
+        variables["index"] = (("landmark",), np.asarray(index).astype(np.int64))
+    if coordinates is not None:
+        variables["coordinates"] = (("landmark", "feature"), np.asarray(coordinates))
     return xr.Dataset(
-        {
-            "index": (("landmark",), np.asarray(index).astype(np.int64)),
-            "spectrum": (("eigen",), spectrum),
-        },
-        attrs={"description": "landmark row indices; leading eigenvalues of the r×r problem"},
+        variables,
+        attrs={"description": "landmarks (row indices or coordinates); leading eigenvalues"},
     )

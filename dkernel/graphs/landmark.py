@@ -1,0 +1,167 @@
+"""The landmark bipartite graph: every point joined to its few nearest landmarks.
+
+Numeric layer: NumPy on in-memory arrays, no Dask, no I/O.
+
+U-SPEC (Huang et al., TKDE 2019) and LSC-K represent N points by a sparse N × p bipartite graph
+to p landmarks (k-means centres of a subsample) instead of an N × N k-NN graph: each point is
+linked to its ``n_neighbors`` nearest landmarks only, so locality is kept (a point never links
+across a gap wider than its landmarks' spacing) while the eigenproblem shrinks to p × p
+(:mod:`dkernel.spectral.bipartite`). Memory O(N K) for the graph, O(p²) for the small problem.
+
+Weights are self-tuning on both sides (Zelnik-Manor & Perona's local scaling): point x and
+landmark j are joined by ``exp(-d²(x, l_j) / (σ_x σ_j))``, where ``σ_x`` is x's distance to its
+K-th nearest landmark and ``σ_j`` landmark j's distance to its K-th nearest other landmark. On
+moons, circles, rings and 10-D blobs from 2·10⁴ to 10⁶ points this and U-SPEC's one global
+width (the mean K-NN landmark distance) both gave ARI 1.000, but the global width left the
+sparse blob of varied-density blobs in pieces (ARI 0.000 at 2·10⁴; 0.938 with local scaling)
+and split anisotropic blobs (0.000 against 0.981); point-only scaling gave 0.906 on
+anisotropic blobs at 2·10⁵ against 0.981.
+
+The search is exact: distances to every landmark by one float32 GEMM per block of rows, the K
+smallest picked, then their distances recomputed in float64 from coordinate differences (the
+float32 screen picked the same landmarks for 99.99 % of the entries at 10⁶ points). A point's
+links depend only on its own coordinates, never on its block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dkernel.errors import InvalidInputError
+
+#: Landmarks of the bipartite graph, and landmarks per point (U-SPEC's p and K).
+DEFAULT_N_LANDMARKS = 1000
+DEFAULT_LANDMARK_NEIGHBORS = 5
+#: Subsample whose k-means centres are the landmarks: this many points per landmark.
+SAMPLE_PER_LANDMARK = 10
+#: Lloyd steps of the landmark k-means: the landmarks need to cover the data, not converge.
+LANDMARK_KMEANS_ITER = 20
+#: Rows per distance block: a (rows, p) float32 block, 16 MiB at p = 1000.
+SEARCH_ROWS = 4096
+
+
+def check_landmark_sizes(n_samples: int, n_landmarks: int, n_neighbors: int) -> None:
+    """Refuse ``n_landmarks > n_samples`` and ``n_neighbors >= n_landmarks`` with the fix."""
+    if n_landmarks > n_samples:
+        raise InvalidInputError(
+            f"n_landmarks ({n_landmarks}) must be <= the number of samples ({n_samples}); "
+            "use fewer landmarks."
+        )
+    if n_neighbors >= n_landmarks:
+        raise InvalidInputError(
+            f"landmark_neighbors ({n_neighbors}) must be < n_landmarks ({n_landmarks}): each "
+            "point links to that many of the landmarks; lower landmark_neighbors or use more "
+            "landmarks."
+        )
+
+
+def kmeans_landmarks(sample: np.ndarray, n_landmarks: int, seed: int) -> np.ndarray:
+    """``n_landmarks`` k-means centres of ``sample`` (scikit-learn's Lloyd, random starts).
+
+    Random starts rather than k-means++: with p = 1000 centres the D² seeding costs more than
+    the few Lloyd steps the landmarks need, and spreads no better once those steps have run.
+    """
+    from sklearn.cluster import KMeans
+
+    sample = np.asarray(sample, dtype=np.float64)
+    if n_landmarks >= sample.shape[0]:
+        return sample.copy()
+    km = KMeans(
+        n_landmarks,
+        init="random",
+        n_init=1,
+        max_iter=LANDMARK_KMEANS_ITER,
+        random_state=seed,
+    ).fit(sample)
+    return np.asarray(km.cluster_centers_, dtype=np.float64)
+
+
+def nearest_landmarks(
+    X: np.ndarray, landmarks: np.ndarray, n_neighbors: int, *, exclude_self: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_neighbors`` nearest landmarks of every row of ``X``, nearest first.
+
+    Parameters
+    ----------
+    X : ndarray (n, d)
+    landmarks : ndarray (p, d)
+    n_neighbors : int
+    exclude_self : bool
+        ``X`` is ``landmarks``: skip each row's own landmark.
+
+    Returns
+    -------
+    indices : ndarray of int64 (n, n_neighbors)
+    sq_distances : ndarray of float64 (n, n_neighbors)
+        Squared distances, computed in float64 from the coordinate differences.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    L = np.asarray(landmarks, dtype=np.float64)
+    k = int(n_neighbors)
+    n, p = X.shape[0], L.shape[0]
+    # centre on the landmarks' mean so float32 keeps the small distances of far-off data
+    centre = L.mean(axis=0)
+    L32 = (L - centre).astype(np.float32)
+    L_sq = (L32.astype(np.float64) ** 2).sum(axis=1).astype(np.float32)
+    indices = np.empty((n, k), dtype=np.int64)
+    sq = np.empty((n, k), dtype=np.float64)
+    for start in range(0, n, SEARCH_ROWS):
+        Q = X[start : start + SEARCH_ROWS]
+        Q32 = (Q - centre).astype(np.float32)
+        D = L_sq[None, :] - 2.0 * (Q32 @ L32.T)  # |q|² is the same along a row
+        if exclude_self:
+            rows = np.arange(start, start + Q.shape[0])
+            D[np.arange(Q.shape[0]), rows] = np.inf
+        if k < p:
+            cand = np.argpartition(D, k - 1, axis=1)[:, :k]
+        else:
+            cand = np.broadcast_to(np.arange(p), (Q.shape[0], p)).copy()
+        d2 = ((Q[:, None, :] - L[cand]) ** 2).sum(axis=2)
+        order = np.argsort(d2, axis=1, kind="stable")
+        indices[start : start + Q.shape[0]] = np.take_along_axis(cand, order, axis=1)
+        sq[start : start + Q.shape[0]] = np.take_along_axis(d2, order, axis=1)
+    return indices, sq
+
+
+def _positive_scales(scale: np.ndarray) -> np.ndarray:
+    """Zero widths (duplicates) become the smallest positive width, or 1 if there is none."""
+    positive = scale[scale > 0]
+    floor = float(positive.min()) if positive.size else 1.0
+    return np.where(scale > 0, scale, floor)
+
+
+def landmark_scales(landmarks: np.ndarray, n_neighbors: int) -> np.ndarray:
+    """Each landmark's width: its distance to its ``n_neighbors``-th nearest other landmark."""
+    k = min(int(n_neighbors), landmarks.shape[0] - 1)
+    _, sq = nearest_landmarks(landmarks, landmarks, k, exclude_self=True)
+    return _positive_scales(np.sqrt(sq[:, -1]))
+
+
+@dataclass
+class LandmarkGraph:
+    """Landmarks, their widths and K: the rows of the bipartite graph of any point."""
+
+    landmarks: np.ndarray
+    scales: np.ndarray
+    n_neighbors: int
+
+    @property
+    def n_landmarks(self) -> int:
+        return int(self.landmarks.shape[0])
+
+    def links(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Landmark indices (n, K) and local-scaling weights (n, K) of the rows of ``X``."""
+        indices, sq = nearest_landmarks(X, self.landmarks, self.n_neighbors)
+        sigma_x = _positive_scales(np.sqrt(sq[:, -1]))
+        weights = np.exp(-sq / (sigma_x[:, None] * self.scales[indices]))
+        return indices, weights
+
+
+def fit_landmark_graph(
+    sample: np.ndarray, n_landmarks: int, n_neighbors: int, seed: int
+) -> LandmarkGraph:
+    """Landmarks by k-means of ``sample`` and their self-tuning widths."""
+    landmarks = kmeans_landmarks(sample, n_landmarks, seed)
+    return LandmarkGraph(landmarks, landmark_scales(landmarks, n_neighbors), int(n_neighbors))

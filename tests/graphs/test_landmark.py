@@ -1,0 +1,68 @@
+"""The landmark bipartite graph against brute force."""
+
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError
+from dkernel.graphs.landmark import (
+    check_landmark_sizes,
+    fit_landmark_graph,
+    landmark_scales,
+    nearest_landmarks,
+)
+
+
+def _brute_nearest(X, L, k):
+    D = ((X[:, None, :] - L[None, :, :]) ** 2).sum(axis=2)
+    order = np.argsort(D, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(D, order, axis=1)
+
+
+def test_nearest_landmarks_match_brute_force_far_from_the_origin():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(9000, 3)) + 1e4  # float32 screening must survive the offset
+    L = rng.normal(size=(60, 3)) + 1e4
+    idx, sq = nearest_landmarks(X, L, 4)
+    ref_idx, ref_sq = _brute_nearest(X, L, 4)
+    assert np.mean(idx == ref_idx) > 0.999
+    np.testing.assert_allclose(sq, ref_sq, rtol=1e-6, atol=1e-9)
+    assert np.all(np.diff(sq, axis=1) >= 0)
+
+
+def test_landmark_scales_are_kth_distance_to_other_landmarks():
+    rng = np.random.default_rng(1)
+    L = rng.normal(size=(40, 2))
+    D = np.sqrt(((L[:, None] - L[None]) ** 2).sum(axis=2))
+    np.fill_diagonal(D, np.inf)
+    np.testing.assert_allclose(landmark_scales(L, 3), np.sort(D, axis=1)[:, 2], rtol=1e-10)
+
+
+def test_links_are_local_scaling_weights_of_the_nearest_landmarks():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(500, 2))
+    graph = fit_landmark_graph(X, 50, 5, seed=0)
+    idx, w = graph.links(X[:20])
+    ref_idx, ref_sq = _brute_nearest(X[:20], graph.landmarks, 5)
+    np.testing.assert_array_equal(idx, ref_idx)
+    sigma_x = np.sqrt(ref_sq[:, -1])
+    expected = np.exp(-ref_sq / (sigma_x[:, None] * graph.scales[ref_idx]))
+    np.testing.assert_allclose(w, expected, rtol=1e-10)
+
+
+def test_duplicate_points_get_positive_widths():
+    X = np.repeat(np.arange(30.0)[:, None], 20, axis=0) @ np.ones((1, 2))
+    graph = fit_landmark_graph(X, 30, 3, seed=0)
+    _, w = graph.links(X)
+    assert np.all(np.isfinite(w)) and np.all(w > 0)
+
+
+@pytest.mark.parametrize(
+    ("n", "p", "k", "match"),
+    [
+        (100, 200, 5, "n_landmarks .200. must be <= the number of samples"),
+        (100, 5, 5, "landmark_neighbors .5. must be < n_landmarks"),
+    ],
+)
+def test_bad_sizes_are_refused_with_the_fix(n, p, k, match):
+    with pytest.raises(InvalidInputError, match=match):
+        check_landmark_sizes(n, p, k)

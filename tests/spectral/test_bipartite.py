@@ -1,0 +1,136 @@
+"""The landmark bipartite graph path of SpectralClustering against dense references."""
+
+import dask.array as da
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+from sklearn.datasets import make_blobs, make_moons
+from sklearn.metrics import adjusted_rand_score
+
+from dkernel import SpectralClustering
+from dkernel.errors import InvalidInputError, NumericalWarning
+from dkernel.graphs.landmark import fit_landmark_graph
+from dkernel.spectral.bipartite import (
+    accumulate_landmark_sums,
+    fit_bipartite_embedding,
+    landmark_sums,
+    transfer_cut,
+)
+from dkernel.spectral.clustering import EXACT_MAX_SAMPLES
+from dkernel.spectral.sparse import GREEN_ALPHA
+
+
+def _dense_B(graph, X):
+    idx, w = graph.links(X)
+    B = np.zeros((X.shape[0], graph.n_landmarks))
+    np.put_along_axis(B, idx, w, axis=1)
+    return B
+
+
+@pytest.fixture(scope="module")
+def small():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(700, 2))
+    return X, fit_landmark_graph(X, 60, 5, seed=0)
+
+
+def test_landmark_sums_are_bt_dinv_b(small):
+    X, graph = small
+    B = _dense_B(graph, X)
+    W, d = landmark_sums(graph, X)
+    np.testing.assert_allclose(W, B.T @ (B / B.sum(axis=1, keepdims=True)), atol=1e-12)
+    np.testing.assert_allclose(d, B.sum(axis=0), atol=1e-12)
+    Wd, dd = accumulate_landmark_sums(graph, da.from_array(X, chunks=(128, 2)))
+    np.testing.assert_allclose(Wd, W, atol=1e-12)
+    np.testing.assert_allclose(dd, d, atol=1e-12)
+
+
+def test_transfer_cut_is_the_spectral_embedding_of_the_whole_bipartite_graph(small):
+    X, graph = small
+    B = _dense_B(graph, X)
+    n, p = B.shape
+    # the slow, obvious reference: eigenvectors of the (n + p) normalized adjacency
+    A = np.block([[np.zeros((n, n)), B], [B.T, np.zeros((p, p))]])
+    inv = 1 / np.sqrt(A.sum(axis=1))
+    values, vectors = np.linalg.eigh(inv[:, None] * A * inv[None, :])
+    top = np.argsort(-values)[:3]
+    f_ref = (inv[:, None] * vectors[:, top])[:n]  # random-walk vectors on the point side
+    mu, V, _ = transfer_cut(*landmark_sums(graph, X), 3)
+    np.testing.assert_allclose(np.sqrt(mu), values[top], rtol=1e-8)
+    f = (B / B.sum(axis=1, keepdims=True)) @ V / np.sqrt(mu)
+    for j in range(3):  # the same vectors up to sign and scale
+        cos = abs(f[:, j] @ f_ref[:, j]) / np.linalg.norm(f[:, j]) / np.linalg.norm(f_ref[:, j])
+        assert cos > 1 - 1e-8
+    Z, model = fit_bipartite_embedding(X, 3, n_landmarks=60, n_neighbors=5, seed=0)
+    mu, V, _ = transfer_cut(*landmark_sums(model.graph, X), 3)
+    s = np.sqrt(mu)
+    beta = GREEN_ALPHA / (1 - GREEN_ALPHA)
+    np.testing.assert_allclose(model.coefficients, V / s / np.sqrt(1 + beta - s), rtol=1e-9)
+    idx, w = model.graph.links(X)
+    share = w / w.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(Z, np.einsum("nk,nkc->nc", share, model.coefficients[idx]))
+
+
+@pytest.fixture(scope="module")
+def moons():
+    X, y = make_moons(22_000, noise=0.07, random_state=1)
+    return (X - X.mean(axis=0)) / X.std(axis=0), y
+
+
+def test_default_above_the_exact_size_is_bipartite_and_predict_reproduces_labels(moons):
+    X, y = moons[0][:20_000], moons[1][:20_000]
+    new, y_new = moons[0][20_000:], moons[1][20_000:]
+    sc = SpectralClustering(2, random_state=0).fit(X)
+    assert X.shape[0] > EXACT_MAX_SAMPLES and sc.approximation_ == "bipartite"
+    assert sc.nystrom_ is None and sc.landmark_indices_ is None
+    assert adjusted_rand_score(y, sc.labels_) > 0.99
+    np.testing.assert_array_equal(sc.predict(X), sc.labels_)
+    assert adjusted_rand_score(y_new, sc.predict(new)) > 0.99
+    small = SpectralClustering(2, random_state=0).fit(X[:2000])
+    assert small.approximation_ == "exact"
+
+
+def test_same_embedding_bit_for_bit_on_one_or_two_workers(moons):
+    X, _ = moons
+    Xd = da.from_array(X[:8000], chunks=(1000, 2))
+    results = []
+    for n_workers in (1, 2):
+        with (
+            LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False) as cluster,
+            Client(cluster),
+        ):
+            sc = SpectralClustering(2, approximation="bipartite", random_state=3).fit(Xd)
+            results.append((np.asarray(sc.embedding_), sc.labels_))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    local = SpectralClustering(2, approximation="bipartite", random_state=3).fit(X[:8000])
+    np.testing.assert_allclose(local.embedding_, results[0][0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(local.labels_, results[0][1])
+
+
+def test_a_graph_in_more_pieces_than_clusters_warns():
+    X, _ = make_blobs(6000, centers=[[-50, 0], [0, 0], [50, 0]], random_state=0)
+    with pytest.warns(NumericalWarning, match="3 disconnected pieces"):
+        SpectralClustering(2, approximation="bipartite", random_state=0).fit(X)
+
+
+def test_exact_path_warns_when_its_eigenvectors_are_not_separated():
+    # three separate blobs and two clusters: the 2nd and 3rd eigenvalues are both 1
+    X, _ = make_blobs(3000, centers=[[-50, 0], [0, 0], [50, 0]], random_state=0)
+    with pytest.warns(NumericalWarning, match="did not separate"):
+        SpectralClustering(2, approximation="exact", random_state=0).fit(X)
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"landmark_neighbors": 50, "n_landmarks": 50}, "landmark_neighbors .50. must be <"),
+        ({"n_landmarks": 900}, "n_landmarks .900. must be <= the number of samples .800."),
+        ({"kernel": "rbf"}, "takes no kernel"),
+        ({"embedding": "normalized"}, "gives the 'green' embedding"),
+    ],
+)
+def test_bad_parameters_are_refused_with_the_fix(params, match):
+    X, _ = make_moons(800, noise=0.05, random_state=0)
+    with pytest.raises(InvalidInputError, match=match):
+        SpectralClustering(2, approximation="bipartite", **params).fit(X)
