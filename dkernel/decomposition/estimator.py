@@ -10,6 +10,7 @@ import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _num_samples
 
 from dkernel._budget import check_budget
 from dkernel._random import derive_seed, seed_from_random_state
@@ -34,6 +35,11 @@ from dkernel.decomposition.kernels import (
     threaded_kneighbors,
     use_approximate,
 )
+from dkernel.decomposition.landmark import (
+    fit_landmark_markov,
+    landmark_point_weights,
+    landmark_rows,
+)
 from dkernel.decomposition.nmf import (
     LOSSES,
     fit_aggregate_markov,
@@ -42,7 +48,17 @@ from dkernel.decomposition.nmf import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
+from dkernel.graphs.bipartite import (
+    SUM_ROWS,
+    accumulate_landmark_sums,
+    sample_landmark_graph,
+)
 from dkernel.graphs.knn import knn_search
+from dkernel.graphs.landmark import (
+    DEFAULT_LANDMARK_NEIGHBORS,
+    DEFAULT_N_LANDMARKS,
+    check_landmark_sizes,
+)
 from dkernel.kernels.widths import silverman_normal_reference
 from dkernel.linalg.threads import map_on_cores
 
@@ -50,6 +66,11 @@ _OWNER = "KernelDecompositionClustering"
 #: Default graph size and scale rank of the self-tuning k-NN kernel (see the class docstring).
 DEFAULT_N_NEIGHBORS = 7
 DEFAULT_SCALE_NEIGHBORS = 7
+#: How the model is fitted (see the ``approximation`` parameter).
+APPROXIMATIONS = ("auto", "exact", "bipartite")
+#: ``approximation='auto'`` with the default kernel: the exact k-NN kernel up to this many
+#: points, the landmark bipartite graph above (see ``docs/choosing_defaults.md``).
+EXACT_MAX_SAMPLES = 5_000
 
 
 def _oos_block_rows(n_train: int, block_rows: int | None, n_neighbors: int | None) -> int:
@@ -124,6 +145,33 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         exact 10-D graph took 22 CPU s at 10^5, so every smaller set is fitted exactly as
         before), approximate from there (the exact graph took 78 CPU s at 2·10^5 against 13,
         and more than 20 CPU-minutes at 10^6).
+    approximation : {'auto', 'exact', 'bipartite'}
+        How the model is fitted. ``'exact'``: the kernel above over all training points.
+        ``'bipartite'``: each point joined to its ``landmark_neighbors`` nearest of
+        ``n_landmarks`` k-means landmarks with self-tuning weights
+        (``dkernel.graphs.landmark``), and the aggregate Markov model fitted to the p x p
+        landmark -> point -> landmark walk; a point's posterior is
+        ``P(c | x) = sum_j P(l_j | x) P(c | l_j)``, the same formula in ``fit`` and
+        ``predict`` (``dkernel.decomposition.landmark``). One pass over the data for the
+        walk and one for the posteriors, memory O(N C + p^2), never N x N; ``n_neighbors``,
+        ``scale_neighbors`` and ``neighbor_search`` are not used. Self-tuning kernel only.
+        ``'auto'`` (default): bipartite above ``EXACT_MAX_SAMPLES`` (5 000) training points
+        with ``kernel='local_scaling'`` and a k-NN graph (or whenever ``n_landmarks`` is
+        given), exact otherwise. The exact k-NN graph has a fixed k, so as N grows a cut
+        through a cluster costs hardly more than the gap between clusters and the
+        factorisation split the shapes (standardised, defaults: two moons ARI 0.003 at 2·10^4;
+        varied-density and anisotropic blobs 0.036 and 0.011 at 10^4, 0.993 and 0.935 at
+        5 000), while the landmark walk's resolution is set by p, not N: ARI >= 0.97 on
+        moons, circles, rings, varied, anisotropic and 10-D blobs from 2·10^3 to 10^6 points
+        (see ``docs/choosing_defaults.md``). Every set of ``bench_defaults.py`` (at most 2 000
+        points) is fitted exactly as before. Which path ran is in ``approximation_``.
+    n_landmarks : int, optional
+        Bipartite path: landmarks, the k-means centres of a uniform sample of
+        ``10 n_landmarks`` points; ``min(N, 1000)`` (U-SPEC's p) when None. Given with
+        ``approximation='auto'``, it selects the bipartite path. Must be <= N.
+    landmark_neighbors : int
+        Bipartite path: landmarks linked to each point (U-SPEC's K = 5), also the rank of
+        each landmark's self-tuning width. Must be < the number of landmarks.
     loss : {'kl-euclidean', 'euclidean', 'kl'}
         'kl': PLSA / KL-divergence multiplicative updates; 'euclidean': least-squares
         multiplicative updates; 'kl-euclidean': restarts compared by KL, the best refined by
@@ -149,26 +197,32 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
 
     Attributes
     ----------
-    W_ : ndarray (n_train, C)
-        ``P(x_i | c)``; columns sum to 1.
-    H_ : ndarray (C, n_train)
-        ``P(c | x_j)``; columns sum to 1.
+    W_ : ndarray (n_train, C), or (n_landmarks, C) on the bipartite path
+        ``P(x_i | c)`` (``P(l_j | c)`` over the landmarks); columns sum to 1.
+    H_ : ndarray (C, n_train), or (C, n_landmarks) on the bipartite path
+        ``P(c | x_j)`` (``P(c | l_j)``); columns sum to 1.
     priors_ : ndarray (C,)
-        ``P(c) = mean_j P(c | x_j)``.
+        ``P(c) = mean_j P(c | x_j)`` (bipartite path: the mean of ``posteriors_``).
     posteriors_ : ndarray (n_train, C)
         Eq. 9 evaluated at the training points with the training kernel; equal to
         ``predict_proba(X_train)``.
     labels_ : ndarray (n_train,)
         ``argmax`` of ``posteriors_``.
-    sigma_ : float or ndarray (n_train,)
+    sigma_ : float or ndarray (n_train,) or ndarray (n_landmarks,)
         The kernel width: the Gaussian width (``kernel='gaussian'``; 1.0, unused, for
         ``'cosine'``), or the self-tuning width of every training point
-        (``kernel='local_scaling'``). (The Gaussian width was formerly ``bandwidth_``.)
+        (``kernel='local_scaling'``), or of every landmark (bipartite path). (The Gaussian
+        width was formerly ``bandwidth_``.)
     objective_ : float
         Final objective of the best restart.
     n_iter_ : int
-    X_fit_ : ndarray (n_train, p)
-        Training points (needed for out-of-sample evaluation).
+    X_fit_ : ndarray (n_train, p) or None
+        Training points (needed for out-of-sample evaluation on the exact path; None on the
+        bipartite path, whose out-of-sample evaluation needs only ``graph_model_``).
+    approximation_ : {'exact', 'bipartite'}
+        The path that ran.
+    graph_model_ : LandmarkGraph or None
+        Bipartite path: the landmarks, their widths and K (None on the exact path).
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of str
@@ -184,8 +238,13 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     Out-of-sample posteriors and log-likelihoods cost O(N C) per new point (O(k C) with the
     k-NN kernel).
 
-    Above 5 000 points (k-NN kernel) the starting eigenvectors are not computed by
-    shift-invert (its sparse LU fills in on graphs in more than a few dimensions) but by
+    Bipartite path (the default above 5 000 points): O(N p d) for the links (two passes over
+    the data: the landmark walk, then the posteriors), O(p^2 C) per factorisation step, memory
+    O(N C + p^2); out of sample O(p d + K C) per new point.
+
+    With ``approximation='exact'``, above 5 000 points (k-NN kernel) the starting
+    eigenvectors are not computed by shift-invert (its sparse LU fills in on graphs in more
+    than a few dimensions) but by
     ``dkernel.decomposition.nmf.deflated_eigenvectors`` (one exact vector per connected
     component, a fixed number of subspace-iteration steps for the rest), and the k-means of
     the initialisation is fitted on 5·10^4 rows; smaller sets (every set of
@@ -212,6 +271,9 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         n_neighbors: int | None = DEFAULT_N_NEIGHBORS,
         scale_neighbors: int = DEFAULT_SCALE_NEIGHBORS,
         neighbor_search: str = "auto",
+        approximation: str = "auto",
+        n_landmarks: int | None = None,
+        landmark_neighbors: int = DEFAULT_LANDMARK_NEIGHBORS,
         loss: str = "kl-euclidean",
         n_init: int = 3,
         max_iter: int = 300,
@@ -226,6 +288,9 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         self.n_neighbors = n_neighbors
         self.scale_neighbors = scale_neighbors
         self.neighbor_search = neighbor_search
+        self.approximation = approximation
+        self.n_landmarks = n_landmarks
+        self.landmark_neighbors = landmark_neighbors
         self.loss = loss
         self.n_init = n_init
         self.max_iter = max_iter
@@ -241,6 +306,9 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
         "scale_neighbors": [Interval(Integral, 1, None, closed="left")],
         "neighbor_search": [StrOptions(set(NEIGHBOR_SEARCHES))],
+        "approximation": [StrOptions(set(APPROXIMATIONS))],
+        "n_landmarks": [Interval(Integral, 1, None, closed="left"), None],
+        "landmark_neighbors": [Interval(Integral, 1, None, closed="left")],
         "loss": [StrOptions(set(LOSSES))],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
@@ -384,11 +452,88 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             Kc, log_norm = knn_to_csr(i, logK, n)
         return Kc, log_norm, Xn
 
+    def _approximation(self, n: int) -> str:
+        """The path that runs on ``n`` points, checked against the other parameters."""
+        chosen = self.approximation
+        if chosen == "auto":
+            landmark_graph = self.kernel == "local_scaling" and self.n_neighbors is not None
+            big = n > EXACT_MAX_SAMPLES or self.n_landmarks is not None
+            chosen = "bipartite" if landmark_graph and big else "exact"
+        if chosen == "bipartite" and self.kernel != "local_scaling":
+            raise InvalidInputError(
+                f"approximation='bipartite' of {_OWNER} builds its own self-tuning landmark "
+                f"graph, so it takes kernel='local_scaling' only (got {self.kernel!r}); use "
+                "approximation='exact' for the Gaussian or cosine kernel."
+            )
+        if chosen == "bipartite" and self.n_neighbors is None:
+            raise InvalidInputError(
+                f"n_neighbors=None (the dense kernel) of {_OWNER} exists on the exact path only; "
+                "use approximation='exact', or keep n_neighbors for approximation='bipartite'."
+            )
+        if chosen == "exact" and self.n_landmarks is not None:
+            raise InvalidInputError(
+                f"n_landmarks of {_OWNER} is a parameter of approximation='bipartite'; with "
+                "approximation='exact' leave it None."
+            )
+        return chosen
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> KernelDecompositionClustering:
         """Fit the aggregate Markov model to X (NumPy or Dask, n_samples x n_features)."""
+        self._validate_params()
+        if self._approximation(int(_num_samples(X))) == "bipartite":
+            return self._fit_bipartite(X)
         Kc, log_norm, Xn = self.training_kernel(X)
         return self.fit_kernel(Kc, log_norm, Xn)
+
+    def _fit_bipartite(self, X: Any) -> KernelDecompositionClustering:
+        """The landmark path (``dkernel.decomposition.landmark``): landmarks from a sample,
+        one pass of sums, the p x p factorisation, one pass of posteriors."""
+        if self.sigma is not None:
+            raise InvalidInputError(
+                f"The 'sigma' parameter of {_OWNER} is a Gaussian width; the landmark graph of "
+                "approximation='bipartite' is self-tuning. Leave sigma=None, or pass "
+                "kernel='gaussian' with approximation='exact'."
+            )
+        Xv = validate_input(self, X, reset=True, min_samples=2, dtype=np.float64)
+        n = int(Xv.shape[0])
+        is_dask = isinstance(Xv, da.Array)
+        if not is_dask and not np.all(np.isfinite(Xv)):
+            raise InvalidInputError(f"{_OWNER} does not accept NaN or infinite values in X.")
+        p = int(self.n_landmarks or min(n, DEFAULT_N_LANDMARKS))
+        check_landmark_sizes(n, p, int(self.landmark_neighbors))
+        check_scalar(self.n_clusters, "n_clusters", _OWNER, kind=Integral, low=1, high=p)
+        seed = seed_from_random_state(self.random_state)
+        graph = sample_landmark_graph(Xv, p, self.landmark_neighbors, seed)
+        W_Y, d_Y = accumulate_landmark_sums(graph, Xv)
+        if not (np.all(np.isfinite(W_Y)) and np.all(np.isfinite(d_Y))):
+            raise InvalidInputError(f"{_OWNER} does not accept NaN or infinite values in X.")
+        result = fit_landmark_markov(
+            W_Y,
+            d_Y,
+            self.n_clusters,
+            loss=self.loss,
+            n_init=self.n_init,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            seed=seed,
+        )
+        self.approximation_ = "bipartite"
+        self.graph_model_ = graph
+        self.W_ = result.W
+        self.H_ = result.H
+        self.objective_ = result.objective
+        self.objectives_ = np.asarray(result.objectives)
+        self.n_iter_ = result.n_iter
+        self.sigma_ = graph.scales
+        self.X_fit_ = None
+        self._index = None
+        post = self._landmark_out_of_sample(Xv, "posteriors")
+        self.posteriors_ = np.asarray(post.compute() if is_dask else post)
+        self.priors_ = self.posteriors_.mean(axis=0)
+        self._log_m = landmark_point_weights(self.W_, self.priors_)
+        self.labels_ = np.argmax(self.posteriors_, axis=1).astype(np.int64)
+        return self
 
     def fit_kernel(
         self,
@@ -407,6 +552,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             raise InvalidInputError(f"call {_OWNER}.training_kernel before fit_kernel.")
         self._validate_params()
         self._check_sizes(Kcheck.shape[0])
+        self.approximation_ = "exact"
+        self.graph_model_ = None
         result = fit_aggregate_markov(
             Kcheck,
             log_norm,
@@ -444,7 +591,37 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             getattr(self, "_index", None),
         )
 
+    def _landmark_out_of_sample(self, Xv: Any, what: str) -> Any:
+        """Bipartite path: posteriors or log-densities through each row's landmark links
+        (Dask: lazily, chunk by chunk; NumPy: blocks on the cores)."""
+        graph, H, C = self.graph_model_, self.H_, self.H_.shape[0]
+        log_m = getattr(self, "_log_m", None)
+
+        def block(Xb: np.ndarray) -> np.ndarray:
+            return landmark_rows(Xb, graph, H, log_m, what=what)
+
+        if isinstance(Xv, da.Array):
+            Xv = Xv.rechunk({1: -1})
+            if what == "loglik":
+                return Xv.map_blocks(
+                    block, drop_axis=1, dtype=np.float64, meta=np.empty((0,), dtype=np.float64)
+                )
+            return Xv.map_blocks(
+                block,
+                chunks=(Xv.chunks[0], (C,)),
+                dtype=np.float64,
+                meta=np.empty((0, C), dtype=np.float64),
+            )
+        Xv = np.asarray(Xv, dtype=np.float64)
+        starts = range(0, Xv.shape[0], SUM_ROWS)
+        parts = map_on_cores(lambda s: block(Xv[s : s + SUM_ROWS]), starts)
+        return np.concatenate(parts, axis=0) if parts else block(Xv)
+
     def _out_of_sample(self, X: Any, what: str) -> Any:
+        check_is_fitted(self, "H_")
+        if getattr(self, "approximation_", "exact") == "bipartite":
+            Xv = validate_input(self, X, reset=False, min_samples=1, dtype=np.float64)
+            return self._landmark_out_of_sample(Xv, what)
         model = self._model()
         Xv = validate_input(self, X, reset=False, min_samples=1, dtype=np.float64)
         bs = _oos_block_rows(self.X_fit_.shape[0], self.block_rows, self.n_neighbors)

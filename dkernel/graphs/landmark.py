@@ -40,6 +40,10 @@ SAMPLE_PER_LANDMARK = 10
 LANDMARK_KMEANS_ITER = 20
 #: Rows per distance block: a (rows, p) float32 block, 16 MiB at p = 1000.
 SEARCH_ROWS = 4096
+#: A row's largest log link weight is raised to at least this: a point far from every
+#: landmark (all of its weights below e^-700 would underflow to 0) keeps its shares, and adds
+#: next to nothing to the landmark sums.
+MIN_LOG_WEIGHT = -700.0
 
 
 def check_landmark_sizes(n_samples: int, n_landmarks: int, n_neighbors: int) -> None:
@@ -151,12 +155,19 @@ class LandmarkGraph:
     def n_landmarks(self) -> int:
         return int(self.landmarks.shape[0])
 
-    def links(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Landmark indices (n, K) and local-scaling weights (n, K) of the rows of ``X``."""
+    def log_links(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Landmark indices (n, K) and log link weights ``-d² / (σ_x σ_j)`` (n, K)."""
         indices, sq = nearest_landmarks(X, self.landmarks, self.n_neighbors)
         sigma_x = _positive_scales(np.sqrt(sq[:, -1]))
-        weights = np.exp(-sq / (sigma_x[:, None] * self.scales[indices]))
-        return indices, weights
+        return indices, -sq / (sigma_x[:, None] * self.scales[indices])
+
+    def links(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Landmark indices (n, K) and local-scaling weights (n, K) of the rows of ``X``.
+
+        Every row has a positive weight (see ``MIN_LOG_WEIGHT``)."""
+        indices, log_weights = self.log_links(X)
+        lift = np.maximum(0.0, MIN_LOG_WEIGHT - log_weights.max(axis=1, keepdims=True))
+        return indices, np.exp(log_weights + lift)
 
 
 def fit_landmark_graph(

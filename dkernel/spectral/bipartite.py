@@ -15,7 +15,7 @@ same formula embeds new points: ``transform`` of a training point is its trainin
 exactly. Memory O(p² + block · K) per task; never N × N.
 
 The coordinates are weighted as the exact sparse path's default 'green' ones (the Green's
-function of the personalized PageRank, :data:`~dkernel.spectral.sparse.GREEN_ALPHA`) and
+function of the personalized PageRank, ``dkernel.spectral.sparse.GREEN_ALPHA``) and
 clustered by k-means without row normalisation.
 """
 
@@ -25,63 +25,24 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from dkernel._random import derive_rng
 from dkernel.errors import InvalidInputError, NumericalWarning
-from dkernel.graphs.landmark import LandmarkGraph, check_landmark_sizes, fit_landmark_graph
+from dkernel.graphs.bipartite import (
+    SUM_ROWS,
+    accumulate_landmark_sums,
+    row_blocks,
+    sample_landmark_graph,
+)
+from dkernel.graphs.landmark import LandmarkGraph
 from dkernel.linalg.threads import map_on_cores
-from dkernel.rows import take_rows
 from dkernel.spectral.sparse import GREEN_ALPHA
 
-#: Rows per task of the passes over NumPy input (the Dask input keeps its own chunks).
-SUM_ROWS = 65_536
 #: Eigenvalues kept for the eigengap hint.
 _SPECTRUM = 50
-
-
-def landmark_sums(graph: LandmarkGraph, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """This block's share of ``W_Y = Bᵀ D_X⁻¹ B`` (p × p) and of ``D_Y`` (p)."""
-    p = graph.n_landmarks
-    indices, weights = graph.links(X)
-    share = weights / weights.sum(axis=1, keepdims=True)
-    pairs = (indices[:, :, None] * p + indices[:, None, :]).ravel()
-    products = (weights[:, :, None] * share[:, None, :]).ravel()
-    W = np.bincount(pairs, weights=products, minlength=p * p).reshape(p, p)
-    d = np.bincount(indices.ravel(), weights=weights.ravel(), minlength=p)
-    return W, d
-
-
-def _add(a: tuple, b: tuple) -> tuple:
-    return a[0] + b[0], a[1] + b[1]
-
-
-def _row_blocks(n: int, rows: int) -> list[slice]:
-    return [slice(s, min(s + rows, n)) for s in range(0, n, rows)]
-
-
-def accumulate_landmark_sums(graph: LandmarkGraph, X: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``(W_Y, D_Y)`` over every row of ``X``: Dask chunks as tasks, NumPy blocks on the cores."""
-    if isinstance(X, da.Array):
-        X = X.rechunk({1: -1})
-        fn = dask.delayed(landmark_sums, pure=True)
-        g = dask.delayed(graph, pure=True)
-        parts = [fn(g, block) for block in X.to_delayed().ravel()]
-        add = dask.delayed(_add, pure=True)
-        while len(parts) > 1:  # pairwise, in a fixed order
-            nxt = [add(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-            parts = nxt + ([parts[-1]] if len(parts) % 2 else [])
-        return dask.compute(parts[0])[0]
-    X = np.asarray(X, dtype=np.float64)
-    parts = map_on_cores(lambda s: landmark_sums(graph, X[s]), _row_blocks(len(X), SUM_ROWS))
-    W, d = parts[0]
-    for part in parts[1:]:
-        W, d = _add((W, d), part)
-    return W, d
 
 
 @dataclass
@@ -97,7 +58,7 @@ class BipartiteSpectralModel:
     def embed(self, X: np.ndarray) -> np.ndarray:
         """Coordinates of the rows of ``X`` (NumPy), block by block on the cores."""
         X = np.asarray(X, dtype=np.float64)
-        blocks = _row_blocks(len(X), SUM_ROWS)
+        blocks = row_blocks(len(X), SUM_ROWS)
         if not blocks:
             return np.empty((0, self.coefficients.shape[1]))
         return np.concatenate(map_on_cores(lambda s: self._embed_block(X[s]), blocks))
@@ -172,17 +133,12 @@ def fit_bipartite_embedding(
         Lazy for Dask input (one more pass computes it).
     model : BipartiteSpectralModel
     """
-    n = int(X.shape[0])
     p, k = int(n_landmarks), int(n_components)
-    check_landmark_sizes(n, p, int(n_neighbors))
     if k > p:
         raise InvalidInputError(
             f"n_components ({k}) must be <= n_landmarks ({p}); use more landmarks."
         )
-    rng = derive_rng(seed, "bipartite-landmark-sample")
-    n_sample = min(n, 10 * p)
-    sample = take_rows(X, np.sort(rng.choice(n, n_sample, replace=False)), np.float64)
-    graph = fit_landmark_graph(sample, p, n_neighbors, int(rng.integers(2**31 - 1)))
+    graph = sample_landmark_graph(X, p, n_neighbors, seed)
     W, d = accumulate_landmark_sums(graph, X)
     mu, V, spectrum = transfer_cut(W, d, k)
     if np.any(mu <= 0):

@@ -138,3 +138,18 @@ def test_job_defaults_equal_the_estimator_defaults():
     assert set(shared) >= {"kernel", "scale_neighbors", "loss", "n_init", "max_iter", "tol"}
     for name in shared:
         assert job[name] == defaults[name], name
+
+
+def test_landmark_path_job_writes_landmark_factors(tmp_path, client):
+    spec = _spec(
+        tmp_path / "b.zarr", n_clusters=[3], approximation="bipartite", n_landmarks=30, n_init=2
+    )
+    tree = open_results(run_job(spec, client=client, progress=False, quiet=True))
+    assert tree.attrs["status"] == "complete"
+    dec = tree["decomposition"]
+    assert dec.attrs["approximation"] == "bipartite" and dec.attrs["n_landmarks"] == 30
+    assert dec["W"].shape == (30, 3) and dec["H"].shape == (3, 30)
+    P = tree["posteriors"]["posteriors"].values
+    assert P.shape == (150, 3)
+    np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-10)
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, P.argmax(1))

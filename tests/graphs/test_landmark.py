@@ -66,3 +66,14 @@ def test_duplicate_points_get_positive_widths():
 def test_bad_sizes_are_refused_with_the_fix(n, p, k, match):
     with pytest.raises(InvalidInputError, match=match):
         check_landmark_sizes(n, p, k)
+
+
+def test_a_point_far_from_every_landmark_keeps_finite_shares():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 2))
+    graph = fit_landmark_graph(X, 40, 5, seed=0)
+    far = np.array([[1e4, 1e4]])
+    _, log_w = graph.log_links(far)
+    assert log_w.max() < -700  # every weight would underflow
+    _, w = graph.links(far)
+    assert w.max() > 0 and np.all(np.isfinite(w / w.sum()))

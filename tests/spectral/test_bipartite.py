@@ -9,13 +9,9 @@ from sklearn.metrics import adjusted_rand_score
 
 from dkernel import SpectralClustering
 from dkernel.errors import InvalidInputError, NumericalWarning
+from dkernel.graphs.bipartite import accumulate_landmark_sums, landmark_sums
 from dkernel.graphs.landmark import fit_landmark_graph
-from dkernel.spectral.bipartite import (
-    accumulate_landmark_sums,
-    fit_bipartite_embedding,
-    landmark_sums,
-    transfer_cut,
-)
+from dkernel.spectral.bipartite import fit_bipartite_embedding, transfer_cut
 from dkernel.spectral.clustering import EXACT_MAX_SAMPLES
 from dkernel.spectral.sparse import GREEN_ALPHA
 

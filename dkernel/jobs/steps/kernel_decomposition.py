@@ -8,8 +8,11 @@ with ``sigmas``) or ``cosine``.
 
 Groups written: ``/selection`` (error surface: error per repeat, mean and standard error over
 repeats, held-out accuracy when labels exist, chosen model in the attributes; only when a grid
-is given), ``/decomposition`` (``W = P(x_i | c)``, ``H = P(c | x_j)``, priors), ``/posteriors``
-(Eq. 9 class posteriors of every sample), ``/labels``, ``/metrics`` (when labels exist).
+is given), ``/decomposition`` (``W = P(x_i | c)``, ``H = P(c | x_j)``, priors; above 5 000
+samples, where the estimator's ``approximation='auto'`` fits the landmark bipartite graph,
+``W`` and ``H`` are over its ``n_landmarks`` landmarks, as the attributes ``approximation`` and
+``n_landmarks`` say), ``/posteriors`` (Eq. 9 class posteriors of every sample), ``/labels``,
+``/metrics`` (when labels exist).
 """
 
 from __future__ import annotations
@@ -297,8 +300,12 @@ def run(ctx: JobContext) -> None:
         "objective": float(model.objective_),
         "n_iter": int(model.n_iter_),
         "restart_objectives": model.objectives_.tolist(),
+        "approximation": model.approximation_,
         **scale_attrs,
     }
+    if model.approximation_ == "bipartite":  # W and H are over the landmarks, not the samples
+        attrs["n_landmarks"] = int(model.W_.shape[0])
+        attrs["landmark_neighbors"] = int(model.graph_model_.n_neighbors)
     if p["kernel"] != "local_scaling":  # "bandwidth": the key before sigma, kept for readers
         attrs["bandwidth"] = attrs["sigma"] = float(model.sigma_)
     else:  # self-tuning widths: one per point
