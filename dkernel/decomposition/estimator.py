@@ -57,7 +57,6 @@ from dkernel.graphs.knn import knn_search
 from dkernel.graphs.landmark import (
     DEFAULT_LANDMARK_NEIGHBORS,
     DEFAULT_N_LANDMARKS,
-    check_landmark_sizes,
 )
 from dkernel.kernels.widths import silverman_normal_reference
 from dkernel.linalg.threads import map_on_cores
@@ -480,7 +479,6 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> KernelDecompositionClustering:
         """Fit the aggregate Markov model to X (NumPy or Dask, n_samples x n_features)."""
-        self._validate_params()
         if self._approximation(int(_num_samples(X))) == "bipartite":
             return self._fit_bipartite(X)
         Kc, log_norm, Xn = self.training_kernel(X)
@@ -501,7 +499,6 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         if not is_dask and not np.all(np.isfinite(Xv)):
             raise InvalidInputError(f"{_OWNER} does not accept NaN or infinite values in X.")
         p = int(self.n_landmarks or min(n, DEFAULT_N_LANDMARKS))
-        check_landmark_sizes(n, p, int(self.landmark_neighbors))
         check_scalar(self.n_clusters, "n_clusters", _OWNER, kind=Integral, low=1, high=p)
         seed = seed_from_random_state(self.random_state)
         graph = sample_landmark_graph(Xv, p, self.landmark_neighbors, seed)
