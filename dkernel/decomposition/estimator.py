@@ -56,7 +56,7 @@ from dkernel.graphs.bipartite import (
 from dkernel.graphs.knn import knn_search
 from dkernel.graphs.landmark import (
     DEFAULT_LANDMARK_NEIGHBORS,
-    DEFAULT_N_LANDMARKS,
+    default_landmark_count,
 )
 from dkernel.kernels.widths import silverman_normal_reference
 from dkernel.linalg.threads import map_on_cores
@@ -498,7 +498,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         is_dask = isinstance(Xv, da.Array)
         if not is_dask and not np.all(np.isfinite(Xv)):
             raise InvalidInputError(f"{_OWNER} does not accept NaN or infinite values in X.")
-        p = int(self.n_landmarks or min(n, DEFAULT_N_LANDMARKS))
+        p = int(self.n_landmarks or default_landmark_count(n))
         check_scalar(self.n_clusters, "n_clusters", _OWNER, kind=Integral, low=1, high=p)
         seed = seed_from_random_state(self.random_state)
         graph = sample_landmark_graph(Xv, p, self.landmark_neighbors, seed)

@@ -19,6 +19,7 @@ from dkernel._random import derive_rng
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import (
     SAMPLE_PER_LANDMARK,
+    LandmarkFeatureMap,
     LandmarkGraph,
     check_landmark_sizes,
     fit_landmark_graph,
@@ -89,3 +90,13 @@ def accumulate_landmark_sums(graph: LandmarkGraph, X: Any) -> tuple[np.ndarray, 
     for part in parts[1:]:
         W, d = _add((W, d), part)
     return W, d
+
+
+def fit_landmark_features(
+    X: Any, n_landmarks: int, n_neighbors: int, seed: int | None
+) -> LandmarkFeatureMap:
+    """The landmark graph of ``X`` (:func:`sample_landmark_graph`) and its landmark degrees
+    over every row of ``X``: the feature map of the landmark kernel."""
+    graph = sample_landmark_graph(X, n_landmarks, n_neighbors, seed)
+    _, degrees = accumulate_landmark_sums(graph, X)
+    return LandmarkFeatureMap(graph, degrees)

@@ -26,8 +26,10 @@ links depend only on its own coordinates, never on its block.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from dkernel.errors import InvalidInputError
 
@@ -44,6 +46,11 @@ SEARCH_ROWS = 4096
 #: landmark (all of its weights below e^-700 would underflow to 0) keeps its shares, and adds
 #: next to nothing to the landmark sums.
 MIN_LOG_WEIGHT = -700.0
+
+
+def default_landmark_count(n_samples: int) -> int:
+    """U-SPEC's p = 1 000 landmarks, or every point of a smaller set."""
+    return min(int(n_samples), DEFAULT_N_LANDMARKS)
 
 
 def check_landmark_sizes(n_samples: int, n_landmarks: int, n_neighbors: int) -> None:
@@ -176,3 +183,49 @@ def fit_landmark_graph(
     """Landmarks by k-means of ``sample`` and their self-tuning widths."""
     landmarks = kmeans_landmarks(sample, n_landmarks, seed)
     return LandmarkGraph(landmarks, landmark_scales(landmarks, n_neighbors), int(n_neighbors))
+
+
+@dataclass
+class LandmarkFeatureMap:
+    """The explicit features of the landmark graph's point affinity ``W_X = B D_Y⁻¹ Bᵀ``.
+
+    ``γ(x) = b(x) / √D_Y``, with ``b(x)`` a point's K link weights (:meth:`LandmarkGraph.links`)
+    and ``D_Y = Bᵀ 1`` the landmarks' degrees over the training data, so
+    ``κ(x, y) = γ(x)·γ(y) = Σ_j b_j(x) b_j(y) / d_j``: two points are similar when they share
+    landmarks, each shared landmark counting in proportion to how few points it gathers. This is
+    the point-side graph of the transfer cut (Li et al., CVPR 2012) that U-SPEC clusters; it is
+    non-negative, positive semi-definite, of rank at most p, and its degrees ``κ(x, X) 1`` are
+    the row sums of ``B``. A landmark no training point links to has no feature.
+    """
+
+    graph: LandmarkGraph
+    degrees: np.ndarray
+
+    @property
+    def n_features(self) -> int:
+        return self.graph.n_landmarks
+
+    def sparse_features(self, X: Any) -> sp.csr_matrix:
+        """``γ(X)`` as an (n, p) CSR matrix with K entries per row."""
+        X = np.asarray(X, dtype=np.float64)
+        indices, weights = self.graph.links(X)
+        d = np.asarray(self.degrees, dtype=np.float64)
+        inv_sqrt = np.zeros_like(d)
+        np.divide(1.0, np.sqrt(d), out=inv_sqrt, where=d > 0)
+        values = weights * inv_sqrt[indices]
+        n, k = indices.shape
+        indptr = np.arange(0, n * k + 1, k)
+        return sp.csr_matrix((values.ravel(), indices.ravel(), indptr), shape=(n, self.n_features))
+
+    def transform(self, X: Any) -> np.ndarray:
+        """``γ(X)`` as a dense (n, p) array."""
+        return self.sparse_features(X).toarray()
+
+
+def landmark_kernel_block(
+    A: Any, B: Any, *, features: LandmarkFeatureMap, dtype: Any = np.float64
+) -> np.ndarray:
+    """``κ(A, B) = γ(A) γ(B)ᵀ`` of a fitted :class:`LandmarkFeatureMap`, dense."""
+    GA = features.sparse_features(A)
+    GB = GA if B is A else features.sparse_features(B)
+    return np.asarray((GA @ GB.T).toarray(), dtype=dtype)

@@ -1,5 +1,5 @@
-"""Kernel registry: every kernel by name (``rbf``, ``local_scaling``, ``knn``, ``cosine``, ``pck``,
-``precomputed``) or a
+"""Kernel registry: every kernel by name (``rbf``, ``local_scaling``, ``knn``, ``knn_mean``,
+``landmark``, ``cosine``, ``pck``, ``precomputed``) or a
 user callable with an explicit ``(X, Y)`` signature, behind one interface.
 
 A :class:`Kernel` evaluates blocks ``K[i, j] = k(x_i, y_j)`` on in-memory arrays, which is all
@@ -20,6 +20,11 @@ import numpy as np
 
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
+from dkernel.graphs.landmark import (
+    DEFAULT_LANDMARK_NEIGHBORS,
+    default_landmark_count,
+    landmark_kernel_block,
+)
 from dkernel.kernels.adaptive import RadiusKernelBlock, neighbor_radius, reference_neighbors
 from dkernel.kernels.cosine import cosine_block
 from dkernel.kernels.rbf import rbf_block, sigma_rule_of_thumb
@@ -43,6 +48,9 @@ class Kernel:
         The data passed in are rows of a precomputed kernel matrix.
     nonnegative : bool
         All values are >= 0, so degrees ``K 1`` are positive (normalized embeddings need it).
+    feature_map : object, optional
+        An explicit feature map ``γ`` (an object with ``transform``) with
+        ``k(x, y) = γ(x)·γ(y)``, when the kernel has one of finite dimension (``landmark``).
     """
 
     name: str
@@ -50,6 +58,7 @@ class Kernel:
     params: Mapping[str, Any] = field(default_factory=dict)
     precomputed: bool = False
     nonnegative: bool = True
+    feature_map: Any = None
 
     def __call__(self, X: Any, Y: Any = None, *, dtype: Any = np.float64) -> np.ndarray:
         """Evaluate the block ``K(X, Y)`` (``Y`` defaults to ``X``)."""
@@ -251,6 +260,36 @@ def _knn_factory(
     return _radius_kernel("knn", X, n_neighbors, n_reference, seed)
 
 
+def _landmark_factory(
+    X: Any = None,
+    *,
+    n_landmarks: int | None = None,
+    n_neighbors: int = DEFAULT_LANDMARK_NEIGHBORS,
+    seed: int | None = 0,
+) -> Kernel:
+    if X is None:
+        raise InvalidInputError(
+            "The landmark kernel places its landmarks by k-means of the training points and "
+            "weighs them by how many points they gather; pass the training data X."
+        )
+    for name, value in (("n_landmarks", n_landmarks), ("n_neighbors", n_neighbors)):
+        if value is None and name == "n_landmarks":
+            continue
+        if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
+            raise InvalidInputError(
+                f"The {name!r} parameter of the landmark kernel must be an int >= 1. Got "
+                f"{value!r} instead."
+            )
+    # the Dask glue of the landmark graph: imported here so the registry stays light to import
+    from dkernel.graphs.bipartite import fit_landmark_features
+
+    p = int(n_landmarks) if n_landmarks is not None else default_landmark_count(X.shape[0])
+    features = fit_landmark_features(X, p, int(n_neighbors), seed)
+    block = functools.partial(landmark_kernel_block, features=features)
+    params = {"n_landmarks": p, "n_neighbors": int(n_neighbors)}
+    return Kernel("landmark", block, params, feature_map=features)
+
+
 def _cosine_factory(X: Any = None) -> Kernel:
     return Kernel("cosine", cosine_block, {}, nonnegative=False)
 
@@ -356,7 +395,8 @@ def make_kernel(
         For callables: whether the values are known to be >= 0.
     **params
         Kernel parameters (``sigma``, ``sigma_fraction`` for rbf; ``n_neighbors``,
-        ``n_reference`` and ``seed`` for local_scaling and knn; ``model`` for pck).
+        ``n_reference`` and ``seed`` for local_scaling and knn; ``n_landmarks``,
+        ``n_neighbors`` and ``seed`` for landmark; ``model`` for pck).
 
     Returns
     -------
@@ -413,6 +453,14 @@ register_kernel(
         "knn_mean",
         _knn_mean_factory,
         "half-weighted k-NN graph: 1 mutual, 1/2 one way (scikit-learn's k-NN affinity)",
+    )
+)
+register_kernel(
+    KernelEntry(
+        "landmark",
+        _landmark_factory,
+        "landmark bipartite graph B D^-1 B^T: points joined through their K nearest of p "
+        "k-means landmarks, self-tuning weights (U-SPEC); explicit p-dim features",
     )
 )
 register_kernel(KernelEntry("cosine", _cosine_factory, "<x, y> / (||x|| ||y||)"))

@@ -136,8 +136,8 @@ class JointRankingClustering(
 
     Parameters
     ----------
-    kernel : {'knn_mean', 'knn', 'local_scaling', 'rbf', 'precomputed', 'pck'}, callable or \
-transformer, default='knn_mean'
+    kernel : {'knn_mean', 'knn', 'local_scaling', 'landmark', 'rbf', 'precomputed', 'pck'}, \
+callable or transformer, default='knn_mean'
         Affinity kernel (knn_mean, knn and local_scaling adapt to each point's neighbours).
         'knn_mean': 1 between mutual ``n_neighbors``-nearest neighbours, ½ one way, 0 otherwise
         (``dkernel.ranking.affinity``; scikit-learn's k-NN affinity). 'knn' and
@@ -150,7 +150,9 @@ transformer, default='knn_mean'
         Neighbour rank k of the adaptive kernels (scikit-learn's k-NN spectral clustering uses
         10 counting the point itself; 'local_scaling' is usually run with 7).
     kernel_params : dict, optional
-        ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii).
+        ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii);
+        ``n_landmarks`` and ``n_neighbors`` for 'landmark' (as for
+        :class:`~dkernel.KernelPersonalizedPageRank`).
     alpha : float, default=0.15
         Restart probability of the random walk (000 uses 0.15; it only reweights the kept
         components, and 0.01 to 0.9 move the suite's mean ARI by under 0.01).

@@ -35,8 +35,11 @@ from dkernel.ranking.affinity import make_knn_mean_kernel
 
 #: Kernels given by name whose widths adapt to each point's neighbourhood.
 ADAPTIVE = ("knn_mean", "knn", "local_scaling")
+#: Kernel given by name whose explicit features come from the registry (``kernel_params``
+#: ``n_landmarks`` and ``n_neighbors``, the landmarks per point).
+LANDMARK = "landmark"
 #: Every kernel name the ranking estimators accept.
-KERNEL_NAMES = ("rbf", *ADAPTIVE, "precomputed", "pck")
+KERNEL_NAMES = ("rbf", *ADAPTIVE, LANDMARK, "precomputed", "pck")
 
 
 @dataclass
@@ -197,9 +200,24 @@ def resolve_kernel(
             "kernel": kernel,
             **{k: v for k, v in resolved.params.items()},
         }
+    if isinstance(kernel, str) and kernel == LANDMARK:
+        params = dict(kernel_params or {})
+        unknown = sorted(set(params) - {"n_landmarks", "n_neighbors"})
+        if unknown:
+            raise InvalidInputError(
+                f"{owner}: unknown kernel_params {unknown} for kernel='landmark'; it takes "
+                "n_landmarks and n_neighbors (landmarks per point)."
+            )
+        resolved = make_kernel(LANDMARK, X, seed=seed, **params)
+        G = np.asarray(resolved.feature_map.transform(np.asarray(X)), dtype=np.float64)
+        return FeatureMapKernel(resolved.feature_map, G, name=LANDMARK), {
+            "kernel": LANDMARK,
+            **resolved.params,
+        }
     if kernel_params:
         raise InvalidInputError(
-            f"{owner}: kernel_params apply to the adaptive kernels {ADAPTIVE}; got "
+            f"{owner}: kernel_params apply to the adaptive kernels {ADAPTIVE} and to "
+            f"'landmark'; got "
             f"kernel={kernel!r} with kernel_params={kernel_params!r}."
         )
     if isinstance(kernel, str):

@@ -223,8 +223,8 @@ class KernelPersonalizedPageRank(ParameterConstraintsMixin, BaseEstimator):
 
     Parameters
     ----------
-    kernel : {'rbf', 'knn_mean', 'knn', 'local_scaling', 'precomputed', 'pck'}, callable or \
-transformer, default='rbf'
+    kernel : {'rbf', 'knn_mean', 'knn', 'local_scaling', 'landmark', 'precomputed', 'pck'}, \
+callable or transformer, default='rbf'
         Affinity kernel (knn_mean, knn and local_scaling adapt to each point's neighbours).
         'rbf': Gaussian kernel (``sigma`` or the rule of thumb); the default, as in Paper II,
         whose NDCG evaluation ranks against the exact PPR of the same kernel. 'knn_mean' (the
@@ -233,7 +233,10 @@ transformer, default='rbf'
         distance; each is a fixed function κ(x, y), so out-of-sample scores stay exact
         extensions (a training point scored as new gets its in-sample score). 'precomputed': ``fit`` takes the
         N×N affinity matrix and scoring takes ``(n_new, N)`` rows κ(x, X_fit). 'pck': a default
-        :class:`~dkernel.gmm.pck.ProbabilisticClusterKernel` fitted on X. A callable is a block
+        :class:`~dkernel.gmm.pck.ProbabilisticClusterKernel` fitted on X. 'landmark': points
+        joined through their nearest k-means landmarks (the landmark bipartite graph of
+        :class:`~dkernel.SpectralClustering` above 5 000 points), an explicit p-dimensional
+        feature map, so new points are scored in O(p). A callable is a block
         function ``f(X, Y)``. An object with ``transform`` is an explicit feature map
         (``K = γ γ^T``; fitted on X if not fitted yet), scored in O(F) per new point.
     alpha : float, default=0.1
@@ -254,7 +257,9 @@ transformer, default='rbf'
     n_neighbors : int, default=10
         Neighbour rank k of the adaptive kernels ('knn_mean', 'knn', 'local_scaling').
     kernel_params : dict, optional
-        ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii).
+        ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii);
+        ``n_landmarks`` (p, default ``min(N, 1000)``) and ``n_neighbors`` (landmarks per
+        point, default 5) for 'landmark'.
     dtype : {'float64', 'float32'}, default='float64'
         Precision of the kernel rows computed to score new points (in the ``kppr`` job also of
         the stored scores: float32 halves them for millions of rows).

@@ -35,7 +35,7 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import InvalidInputError
-from dkernel.graphs.landmark import DEFAULT_N_LANDMARKS
+from dkernel.graphs.landmark import DEFAULT_N_LANDMARKS, default_landmark_count
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
 from dkernel.rows import take_rows
 from dkernel.spectral.bipartite import fit_bipartite_embedding
@@ -325,7 +325,7 @@ class SpectralClustering(
             Z, self.graph_model_ = fit_bipartite_embedding(
                 X,
                 n_components,
-                n_landmarks=self.n_landmarks or min(n, DEFAULT_N_LANDMARKS),
+                n_landmarks=self.n_landmarks or default_landmark_count(n),
                 n_neighbors=self.landmark_neighbors,
                 n_clusters=self.n_clusters,
                 seed=seed,

@@ -301,8 +301,9 @@ class NystromEmbedding(
         Embedding dimension.
     embedding : {'kpca', 'uncentered', 'keca', 'normalized'}
     kernel : str, callable or Kernel
-        ``'rbf'``, ``'cosine'``, ``'pck'``, ``'precomputed'`` or ``f(X, Y)``
-        (see :func:`dkernel.kernels.registry.make_kernel`).
+        ``'rbf'``, ``'local_scaling'``, ``'knn'``, ``'landmark'`` (the landmark bipartite
+        graph, ``kernel_params`` ``n_landmarks`` and ``n_neighbors``), ``'cosine'``, ``'pck'``,
+        ``'precomputed'`` or ``f(X, Y)`` (see :func:`dkernel.kernels.registry.make_kernel`).
     kernel_params : dict, optional
         E.g. ``{"sigma": 1.5}`` or ``{"model": fitted_pck}``.
     sigma : float, optional

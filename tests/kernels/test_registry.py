@@ -21,7 +21,7 @@ def _naive_rbf(X, Y, sigma):
 
 
 def test_available_names():
-    assert {"rbf", "local_scaling", "knn", "cosine", "pck", "precomputed"} <= set(
+    assert {"rbf", "local_scaling", "knn", "landmark", "cosine", "pck", "precomputed"} <= set(
         available_kernels()
     )
 
@@ -29,7 +29,7 @@ def test_available_names():
 def test_unknown_name_lists_valid_ones():
     with pytest.raises(
         InvalidInputError,
-        match="Valid kernels: cosine, knn, knn_mean, local_scaling, pck, precomputed, rbf",
+        match="Valid kernels: cosine, knn, knn_mean, landmark, local_scaling, pck, precomputed, rbf",
     ):
         make_kernel("gaussian")
 
