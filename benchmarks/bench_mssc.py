@@ -71,7 +71,7 @@ def _restart_scores(X, y, labels, m, sigmas, n_restarts):
     """
     from sklearn.cluster import KMeans
 
-    from dkernel.linalg.kmeans import _angular_lloyd, _normalize_rows, keca_initial_centers
+    from dkernel.linalg.kmeans import _angular_lloyd, keca_initial_centers, normalize_rows
     from dkernel.metrics import clustering_accuracy
     from dkernel.spectral.dense import keca_embedding, kpca_embedding
 
@@ -90,7 +90,7 @@ def _restart_scores(X, y, labels, m, sigmas, n_restarts):
             km = KMeans(3, n_init=1, random_state=r).fit(Z)
             runs.append((km.inertia_, clustering_accuracy(y, km.labels_[labels])))
         res["kpca"] = (min(runs)[1], max(a for _, a in runs))
-        U = _normalize_rows(keca_embedding(A, 3).embedding)
+        U = normalize_rows(keca_embedding(A, 3).embedding)
         rng = np.random.default_rng(0)
         runs = []
         for r in range(n_restarts):

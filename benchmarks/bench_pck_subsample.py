@@ -32,8 +32,8 @@ import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
 from dkernel.gmm.pck import ProbabilisticClusterKernel
-from dkernel.linalg.kmeans import euclidean_kmeans
-from dkernel.spectral.feature_map import feature_map_kpca, feature_map_normalized, normalize_rows
+from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
+from dkernel.spectral.feature_map import feature_map_kpca, feature_map_normalized
 from dkernel.spectral.subsample import subsample_kpca, subsample_normalized, subsample_rows
 
 

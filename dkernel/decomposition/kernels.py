@@ -32,7 +32,7 @@ from sklearn.neighbors import KDTree, NearestNeighbors
 
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
-from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance
+from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance, squared_distances
 from dkernel.linalg.threads import map_on_cores
 
 KERNELS = ("local_scaling", "gaussian", "cosine")
@@ -101,23 +101,6 @@ def local_scaling_log_kernel(
     D /= np.asarray(sigma_q, dtype=np.float64)[:, None]
     D /= sigma_t if np.ndim(sigma_t) == 2 else np.asarray(sigma_t)[None, :]
     return -D
-
-
-def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Squared Euclidean distances between the rows of X and Y (one GEMM, clipped at 0).
-
-    Notes
-    -----
-    O(n_x n_y p) time, O(n_x n_y) memory.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.float64)
-    D = X @ Y.T
-    D *= -2.0
-    D += np.einsum("ij,ij->i", X, X)[:, None]
-    D += np.einsum("ij,ij->i", Y, Y)[None, :]
-    np.maximum(D, 0.0, out=D)
-    return D
 
 
 def gaussian_log_normalizer(n_features: int, sigma: float) -> float:

@@ -194,32 +194,6 @@ def _stacked_params(mix: DiagMixtures, with_mask: bool, dtype) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate(rows, axis=1).T, dtype=dtype)
 
 
-def diag_log_prob(
-    X0: np.ndarray, O: np.ndarray | None, means: np.ndarray, variances: np.ndarray
-) -> np.ndarray:
-    """Log-density of each point's observed part under each component.
-
-    Parameters
-    ----------
-    X0 : ndarray (N, p)
-        Data with missing entries set to 0.
-    O : ndarray (N, p) or None
-        Observed mask (1 observed, 0 missing) in the dtype of ``X0``; None when complete.
-    means, variances : ndarray (C, p)
-
-    Returns
-    -------
-    ndarray (N, C)
-
-    Notes
-    -----
-    One (N × 2p+1 or 3p+1)·(… × C) GEMM; O(N p C) time, O(N C) memory.
-    """
-    C = means.shape[0]
-    mix = DiagMixtures(means, variances, np.ones(C, dtype=means.dtype), np.array([0, C]))
-    return design_matrix(X0, O) @ _stacked_params(mix, O is not None, X0.dtype)
-
-
 def _normalize_segments_t(Lt: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """In place: transposed log-joint ``Lt`` (C, N) → responsibilities; returns (N, M).
 
@@ -241,11 +215,6 @@ def _normalize_segments_t(Lt: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return ll.T
 
 
-def segment_logsumexp(L: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Row-wise log-sum-exp of ``L`` within each column segment; returns (N, M)."""
-    return _normalize_segments_t(np.array(L.T, order="C", copy=True), offsets)
-
-
 def diag_resp_design(D: np.ndarray, mix: DiagMixtures, with_mask: bool) -> tuple:
     """Responsibilities (N, C) and per-point log-likelihood per model (N, M) from the design
     matrix ``D`` of :func:`design_matrix`: one GEMM and one ``exp``.
@@ -265,13 +234,6 @@ def diag_resp_design(D: np.ndarray, mix: DiagMixtures, with_mask: bool) -> tuple
 def diag_resp(X0: np.ndarray, O: np.ndarray | None, mix: DiagMixtures) -> tuple:
     """Responsibilities (N, C) and per-point log-likelihood per model (N, M)."""
     return diag_resp_design(design_matrix(X0, O), mix, O is not None)
-
-
-def diag_log_resp(X0: np.ndarray, O: np.ndarray | None, mix: DiagMixtures) -> tuple:
-    """Log-responsibilities (N, C) and per-point log-likelihood per model (N, M)."""
-    R, ll = diag_resp(X0, O, mix)
-    with np.errstate(divide="ignore"):
-        return np.log(R), ll
 
 
 def diag_posteriors(X: np.ndarray, mix: DiagMixtures) -> np.ndarray:
@@ -451,21 +413,6 @@ def diag_m_step_from_stats(
         mix.offsets,
         rho,
     )
-
-
-def diag_m_step(
-    X0: np.ndarray,
-    O: np.ndarray | None,
-    resp: np.ndarray,
-    mix: DiagMixtures,
-    reg_covar: float,
-    *,
-    X0sq: np.ndarray | None = None,
-    missingness: MissingnessModel | None = None,
-) -> DiagMixtures:
-    """One M-step for a batch of diagonal mixtures from responsibilities ``resp`` (N, C)."""
-    stats = diag_suff_stats(X0, O, resp, X0sq)
-    return diag_m_step_from_stats(stats, mix, X0.shape[0], reg_covar, X0.dtype, missingness)
 
 
 # A row block's (C × rows) log-joint stays near this size in the EM loop: the per-model

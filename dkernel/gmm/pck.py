@@ -38,18 +38,10 @@ from dkernel.gmm.graph import (
     sparse_posteriors,
 )
 from dkernel.gmm.projection import fit_pca_projection, project_observed, project_observed_dask
+from dkernel.runtime.progress import active_client
 
 _OWNER = "ProbabilisticClusterKernel"
 _DENSE_KERNEL_LIMIT = 2 * 2**30  # bytes of an in-memory K before we refuse
-
-
-def _current_client() -> Any:
-    try:
-        from distributed import get_client
-
-        return get_client()
-    except (ImportError, ValueError):
-        return None
 
 
 class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, BaseEstimator):
@@ -435,7 +427,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
             n_iter=int(self.n_iter),
             reg_covar=reg,
             covariance_type=self.covariance_type,
-            client=_current_client(),
+            client=active_client(),
             missingness=self.missingness_model_,
             progress=bool(self.progress),
         )

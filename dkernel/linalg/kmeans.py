@@ -20,7 +20,8 @@ def euclidean_kmeans(
     return km.labels_.astype(np.int64), km.cluster_centers_, float(km.inertia_)
 
 
-def _normalize_rows(Z: np.ndarray) -> np.ndarray:
+def normalize_rows(Z: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit Euclidean norm (the NJW step before k-means); zero rows stay zero."""
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
     return Z / np.where(norms > 0, norms, 1.0)
 
@@ -64,7 +65,11 @@ def _angular_lloyd(U, centers, max_iter, tol):
         np.add.at(sums, labels, U)
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         empty = norms[:, 0] == 0
-        centers = np.where(empty[:, None], centers, sums / np.where(norms > 0, norms, 1.0))
+        moved = np.where(empty[:, None], centers, sums / np.where(norms > 0, norms, 1.0))
+        shift = float(np.sum((moved - centers) ** 2))
+        centers = moved
+        if shift <= tol:
+            break
     sims = U @ centers.T
     labels = np.argmax(sims, axis=1)
     cost = float(np.sum(1.0 - sims[np.arange(U.shape[0]), labels]))
@@ -82,9 +87,12 @@ def angular_kmeans(
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Angular (cosine) k-means; first start from the KECA initialisation, others random.
 
+    A run stops when no label changes, after ``max_iter`` Lloyd steps, or when the centres
+    move by at most ``tol`` in all (sum of squared shifts of the unit-norm centres).
+
     Returns labels, unit-norm centres and the cost ``sum(1 - cos(z_i, m_c(i)))``.
     """
-    U = _normalize_rows(np.asarray(Z, dtype=np.float64))
+    U = normalize_rows(np.asarray(Z, dtype=np.float64))
     rng = np.random.default_rng(random_state)
     best = None
     for run in range(max(1, n_init)):

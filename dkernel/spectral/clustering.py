@@ -36,10 +36,10 @@ from dkernel._validation import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import DEFAULT_N_LANDMARKS, default_landmark_count
-from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
+from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
 from dkernel.rows import take_rows
 from dkernel.spectral.bipartite import fit_bipartite_embedding
-from dkernel.spectral.normalized import eigengap_hint, row_normalize
+from dkernel.spectral.normalized import eigengap_hint
 from dkernel.spectral.nystrom import DEGREES, EMBEDDINGS, LANDMARK_METHODS, NystromEmbedding
 from dkernel.spectral.sparse import fit_sparse_embedding
 
@@ -59,13 +59,13 @@ GRAPH_EMBEDDINGS = ("green",)
 
 
 def _prepare(Z: np.ndarray, embedding: str) -> np.ndarray:
-    return row_normalize(Z) if embedding == "normalized" else Z
+    return normalize_rows(Z) if embedding == "normalized" else Z
 
 
 def _assign_block(Z: np.ndarray, centers: np.ndarray, embedding: str, assign: str) -> np.ndarray:
     Z = _prepare(np.asarray(Z, dtype=np.float64), embedding)
     if assign == "angular":
-        return np.argmax(row_normalize(Z) @ centers.T, axis=1).astype(np.int64)
+        return np.argmax(normalize_rows(Z) @ centers.T, axis=1).astype(np.int64)
     d2 = (Z**2).sum(axis=1)[:, None] - 2 * Z @ centers.T + (centers**2).sum(axis=1)[None, :]
     return np.argmin(d2, axis=1).astype(np.int64)
 

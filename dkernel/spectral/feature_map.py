@@ -561,9 +561,3 @@ def feature_map_normalized(
         random_state=random_state,
     )
     return FeatureMapEmbedding(U, lam, U, d, chosen)
-
-
-def normalize_rows(U: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (NJW step before k-means); zero rows stay zero."""
-    norms = np.linalg.norm(U, axis=1, keepdims=True)
-    return U / np.where(norms > 0, norms, 1.0)

@@ -16,6 +16,7 @@ import numpy as np
 
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.eigen import dense_eigh
+from dkernel.linalg.kmeans import normalize_rows
 
 
 @dataclass(frozen=True)
@@ -44,13 +45,7 @@ class NormalizedEmbedding:
     @property
     def njw(self) -> np.ndarray:
         """Row-normalized eigenvectors (the points NJW clusters)."""
-        return row_normalize(self.eigenvectors)
-
-
-def row_normalize(Z: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit Euclidean norm (zero rows stay zero)."""
-    norms = np.linalg.norm(Z, axis=1, keepdims=True)
-    return Z / np.where(norms > 0, norms, 1.0)
+        return normalize_rows(self.eigenvectors)
 
 
 def check_degrees(degrees: np.ndarray, what: str = "kernel") -> None:

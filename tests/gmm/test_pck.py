@@ -150,7 +150,7 @@ def test_deterministic_across_runs_and_on_a_cluster(client, monkeypatch, missing
     from_dask = ProbabilisticClusterKernel(**params).fit(da.from_array(X, chunks=(64, 4)))
     import dkernel.gmm.pck as mod
 
-    monkeypatch.setattr(mod, "_current_client", lambda: None)  # fit in this process
+    monkeypatch.setattr(mod, "active_client", lambda: None)  # fit in this process
     ref = ProbabilisticClusterKernel(**params).fit(X).transform(X)
     again = ProbabilisticClusterKernel(**params).fit(X).transform(X)
     assert np.array_equal(ref, again)

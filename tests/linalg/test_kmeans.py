@@ -36,3 +36,13 @@ def test_euclidean_kmeans_best_of_n_init(rng):
     labels, centers, inertia = euclidean_kmeans(X, 2, n_init=3, random_state=0)
     assert clustering_accuracy(np.repeat([0, 1], 50), labels) == 1.0
     assert centers.shape == (2, 2) and inertia > 0
+
+
+def test_angular_kmeans_tol_stops_early_and_zero_tol_runs_to_a_fixed_point(rng):
+    X = rng.normal(size=(300, 4))
+    exact = angular_kmeans(X, 4, n_init=1, random_state=0)
+    loose = angular_kmeans(X, 4, n_init=1, max_iter=300, tol=10.0, random_state=0)
+    one_step = angular_kmeans(X, 4, n_init=1, max_iter=1, random_state=0)
+    # a tolerance above any possible shift stops after the first update, like max_iter=1
+    np.testing.assert_array_equal(loose[0], one_step[0])
+    assert exact[2] <= loose[2]

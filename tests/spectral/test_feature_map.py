@@ -9,12 +9,9 @@ import pytest
 
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.eigen import dense_eigh
+from dkernel.linalg.kmeans import normalize_rows
 from dkernel.spectral.dense import center_kernel, kpca_embedding
-from dkernel.spectral.feature_map import (
-    feature_map_kpca,
-    feature_map_normalized,
-    normalize_rows,
-)
+from dkernel.spectral.feature_map import feature_map_kpca, feature_map_normalized
 
 
 def _phi(n=120, f=40, seed=0, rank=None):

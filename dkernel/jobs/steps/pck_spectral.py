@@ -32,7 +32,7 @@ from dkernel.jobs.outputs import (
     write_label_map,
 )
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.linalg.kmeans import euclidean_kmeans
+from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
 from dkernel.rows import take_rows
 from dkernel.runtime import compute_with_progress
 from dkernel.schema.estimator import EstimatorSchema
@@ -41,7 +41,6 @@ from dkernel.spectral.feature_map import (
     choose_solver,
     feature_map_kpca,
     feature_map_normalized,
-    normalize_rows,
 )
 from dkernel.spectral.subsample import subsample_kpca, subsample_normalized, subsample_rows
 from dkernel.storage.layout import (
