@@ -22,6 +22,8 @@ How an import counts:
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +49,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dkernel._random",
             "dkernel._budget",
             "dkernel._feature_maps",
+            "dkernel._lazy",
         ),
     ),
     # compute kernels and graph builders (DESIGN layers 1-2): the shared kernels, solvers and
@@ -165,6 +168,22 @@ def test_numeric_module_does_not_import_dask_or_zarr(relpath):
                 target = _module_path(name)
                 if target is not None and target.name != "__init__.py":
                     todo.append(target)
+
+
+@pytest.mark.parametrize("relpath", NUMERIC)
+def test_numeric_module_imports_no_dask_at_run_time(relpath):
+    """What the static check cannot see: the package ``__init__`` files Python runs on the way
+    (a family's lazy re-exports, ``dkernel._lazy``) and every function-level import at module
+    load, in a fresh interpreter."""
+    module = "dkernel." + relpath.removesuffix(".py").replace("/", ".")
+    code = (
+        f"import sys, {module}; "
+        f"print(' '.join(sorted(m for m in {FORBIDDEN!r} if m in sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "", f"importing {module} loads {out.stdout.strip()}"
 
 
 # --- the import graph -------------------------------------------------------------------------

@@ -7,30 +7,19 @@ log-likelihood (Eq. 11-14), the :class:`KernelDecompositionClustering` estimator
 :func:`select_model` over width, neighbours and number of clusters.
 """
 
-from dkernel.decomposition.estimator import KernelDecompositionClustering
-from dkernel.decomposition.kernels import (
-    density_log_kernel,
-    knn_log_kernel,
-    knn_to_csr,
-    row_normalize_log,
-)
-from dkernel.decomposition.nmf import (
-    AggregateMarkovFit,
-    fit_aggregate_markov,
-    log_likelihood,
-    posteriors,
-    spectral_embedding,
-)
+from dkernel._lazy import attach
 
-__all__ = [
-    "AggregateMarkovFit",
-    "KernelDecompositionClustering",
-    "density_log_kernel",
-    "fit_aggregate_markov",
-    "knn_log_kernel",
-    "knn_to_csr",
-    "log_likelihood",
-    "posteriors",
-    "row_normalize_log",
-    "spectral_embedding",
-]
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "estimator": ["KernelDecompositionClustering"],
+        "kernels": ["density_log_kernel", "knn_log_kernel", "knn_to_csr", "row_normalize_log"],
+        "nmf": [
+            "AggregateMarkovFit",
+            "fit_aggregate_markov",
+            "log_likelihood",
+            "posteriors",
+            "spectral_embedding",
+        ],
+    },
+)

@@ -1,16 +1,12 @@
 """Gaussian mixture ensembles with missing values and the probabilistic cluster kernel."""
 
-from dkernel.gmm.em import DiagMixtures, diag_em, diag_posteriors, full_em, full_posteriors
-from dkernel.gmm.graph import FullMixtures
-from dkernel.gmm.pck import ProbabilisticClusterKernel, feature_map_degrees
+from dkernel._lazy import attach
 
-__all__ = [
-    "DiagMixtures",
-    "FullMixtures",
-    "ProbabilisticClusterKernel",
-    "diag_em",
-    "diag_posteriors",
-    "feature_map_degrees",
-    "full_em",
-    "full_posteriors",
-]
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "em": ["DiagMixtures", "diag_em", "diag_posteriors", "full_em", "full_posteriors"],
+        "graph": ["FullMixtures"],
+        "pck": ["ProbabilisticClusterKernel", "feature_map_degrees"],
+    },
+)

@@ -1,5 +1,10 @@
 """Mean shift and mean-shift spectral clustering (MSSC) of partitions (seed 001 ch. 2.4, 5)."""
 
-from dkernel.meanshift.estimators import MSSC, MeanShift, second_stage
+from dkernel._lazy import attach
 
-__all__ = ["MSSC", "MeanShift", "second_stage"]
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "estimators": ["MSSC", "MeanShift", "second_stage"],
+    },
+)

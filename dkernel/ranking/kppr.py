@@ -661,3 +661,7 @@ callable or transformer, default='rbf'
         lam = self.eigenvalues_
         proj /= (lam * np.sqrt(1.0 + self.beta_ - lam))[None, :]
         return proj / np.sqrt(dh)[:, None]
+
+
+#: Short alias.
+KPPR = KernelPersonalizedPageRank

@@ -1,6 +1,11 @@
 """Spectral embeddings: KPCA, KECA (and, as they land, Nyström and normalized embeddings)."""
 
-from dkernel.spectral.dense import center_kernel, keca_embedding, kpca_embedding
-from dkernel.spectral.estimators import KECA, KernelPCAEmbedding
+from dkernel._lazy import attach
 
-__all__ = ["KECA", "KernelPCAEmbedding", "center_kernel", "keca_embedding", "kpca_embedding"]
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "dense": ["center_kernel", "keca_embedding", "kpca_embedding"],
+        "estimators": ["KECA", "KernelPCAEmbedding"],
+    },
+)
