@@ -222,7 +222,19 @@ def posterior_block(
 
         def work(sl: slice) -> None:
             X0, O = split_missing(X[sl])
-            grouped_posteriors(design_matrix(X0, O), groups[O is not None], scale, out_t[:, sl])
+            D = design_matrix(X0, O)
+            rows = D.shape[0]
+            if rows == POSTERIOR_BLOCK_ROWS:
+                grouped_posteriors(D, groups[O is not None], scale, out_t[:, sl])
+                return
+            # every GEMM has the same shape, so a row's posteriors do not depend on how many
+            # rows it is computed with (BLAS picks other kernels, and another summation order,
+            # for other shapes; in float32 the log-joints of ~10^3 then differ by ~10^-4)
+            padded = np.zeros((POSTERIOR_BLOCK_ROWS, D.shape[1]), dtype=D.dtype)
+            padded[:rows] = D
+            block_t = np.empty((F, POSTERIOR_BLOCK_ROWS), dtype=D.dtype)
+            grouped_posteriors(padded, groups[O is not None], scale, block_t)
+            out_t[:, sl] = block_t[:, :rows]
 
         # the GEMMs are thin (2p+1 inner dimension): one BLAS thread per sub-block and the
         # sub-blocks spread over the cores is several times faster than threaded BLAS
