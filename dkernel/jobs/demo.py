@@ -10,8 +10,10 @@ the label regions as polygons (``<store stem>.segments.gpkg``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from dkernel.errors import StoreError
 from dkernel.jobs.spec import JobSpec, validate_spec
 
 LANDSAT_DEMO: dict[str, Any] = {
@@ -38,3 +40,53 @@ LANDSAT_DEMO: dict[str, Any] = {
 def demo_spec() -> JobSpec:
     """The validated demo spec."""
     return validate_spec(LANDSAT_DEMO)
+
+
+def is_demo_job(job: Any) -> bool:
+    """Whether ``job`` (a store's ``job`` attribute) is the demo's: its name and reader."""
+    data = job.get("data") if isinstance(job, dict) else None
+    return (
+        isinstance(data, dict)
+        and job.get("name") == LANDSAT_DEMO["name"]
+        and data.get("reader") == LANDSAT_DEMO["data"]["reader"]
+    )
+
+
+def demo_may_replace(output: str | Path, *, overwrite: bool = False) -> bool:
+    """The ``overwrite`` that ``dkernel demo`` runs with at ``output``.
+
+    The demo replaces its own earlier results (a store of the demo job, whatever its status),
+    so it can be run again; a store of any other job, complete or not, only with
+    ``overwrite``. Checked before the scene is read.
+
+    Raises
+    ------
+    StoreError
+        When ``output`` holds another job's store and ``overwrite`` is False, or anything
+        that is not a results store (a file, a folder of other files).
+    """
+    path = Path(output)
+    if not (path.exists() or path.is_symlink()):
+        return overwrite
+    from dkernel.schema.params import show_value
+    from dkernel.storage.store import STORE_FORMAT, ResultsStore, check_target
+
+    check_target(path, overwrite=True)  # what is not a store is refused, --overwrite or not
+    if overwrite:
+        return True
+
+    try:
+        attrs = ResultsStore(path).attrs
+    except Exception:  # noqa: BLE001  (not a readable store: check_target refuses it)
+        return False
+    if attrs.get("format") != STORE_FORMAT:
+        return False
+    job = attrs.get("job")
+    if is_demo_job(job):
+        return True
+    name = job.get("name") if isinstance(job, dict) else job
+    raise StoreError(
+        f"{path} holds the results store of another job ({show_value(name)}, status "
+        f"{show_value(attrs.get('status'))}); pass --overwrite to replace it with the demo, "
+        "or choose another --output."
+    )

@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sys
+import weakref
 from typing import Any
 
-from dkernel.errors import RuntimeConnectionError
+from dkernel.errors import DKernelError, InvalidInputError, RuntimeConnectionError
 from dkernel.runtime._main_guard import check_main_guard
+
+logger = logging.getLogger(__name__)
+
+#: Most threads the embedded cluster may run per CPU core (workers × threads per worker ≤
+#: ``MAX_THREADS_PER_CORE × os.cpu_count()``). More only adds processes and memory, not
+#: speed: 64 workers on 2 cores grew past 6 GiB before doing any work (issue 34).
+MAX_THREADS_PER_CORE = 4
+#: Smallest memory limit per worker of the embedded cluster (bytes). A worker process holds
+#: ~150 MiB of interpreter and libraries at rest; with less its nanny kills it as it starts
+#: and the client waits for workers that never come (``memory_limit: 1kB`` hung 180 s).
+MIN_WORKER_MEMORY = 256 * 2**20
+#: Longest wait for a scheduler (seconds) that ``connect`` accepts.
+MAX_TIMEOUT = 3600.0
 
 
 def default_workers(cpu_count: int | None = None) -> tuple[int, int]:
@@ -55,16 +70,32 @@ def connect(
         Do not print the dashboard link (to stderr). ``dkernel.jobs.run_job`` passes True and
         logs the link instead.
     security : distributed.Security, optional
-        TLS configuration for connecting to a secured scheduler.
+        TLS configuration for connecting to a secured scheduler. Connecting to the address of
+        an embedded cluster of this process needs none: its credentials are used.
 
     Raises
     ------
+    InvalidInputError
+        When ``timeout`` is not a number of seconds in (0, 3600], or the embedded cluster
+        would not fit the machine (``dkernel.runtime.connect.check_cluster_size``); raised
+        before any connection or process starts.
     RuntimeConnectionError
         When the scheduler cannot be reached within ``timeout``.
+    DKernelError
+        When the embedded cluster's TLS credentials cannot be made (``cryptography`` is not
+        installed).
     UnguardedMainError
         When process workers would be started from a script's top level outside
         ``if __name__ == "__main__":`` (they re-import the script); raised before any process
         starts.
+
+    Notes
+    -----
+    The embedded cluster is authenticated: it listens on ``tls://127.0.0.1`` with credentials
+    made for it alone (distributed's ``Security.temporary()``: a self-signed certificate and
+    key held in this process's memory and handed to its workers), and accepts only clients
+    that present them. Another local user, or another container sharing the host's network,
+    cannot submit work to it. Its dashboard is plain HTTP on 127.0.0.1 (read-only).
 
     Examples
     --------
@@ -80,6 +111,9 @@ def connect(
     from distributed import Client
 
     if scheduler is not None:
+        _check_timeout(timeout)
+        if security is None:
+            security = _embedded_security(scheduler)
         registered = _registered_clients()
         try:
             client = Client(scheduler, timeout=timeout, security=security)
@@ -91,13 +125,14 @@ def connect(
                 "on an embedded LocalCluster instead (`dkernel run JOB` without --scheduler)."
             ) from exc
     else:
+        dw, dt = default_workers()
+        n_workers = dw if n_workers is None else n_workers
+        threads_per_worker = dt if threads_per_worker is None else threads_per_worker
+        check_cluster_size(n_workers, threads_per_worker, memory_limit)
         if processes:
             check_main_guard(dask.config.get("distributed.worker.multiprocessing-method"))
-        dw, dt = default_workers()
         with dask.config.set(EMBEDDED_SCHEDULER_CONFIG):
-            client = _local_client(
-                n_workers or dw, threads_per_worker or dt, processes, memory_limit
-            )
+            client = _local_client(n_workers, threads_per_worker, processes, memory_limit)
     if not quiet:
         print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr, flush=True)
     return client
@@ -126,20 +161,143 @@ EMBEDDED_SCHEDULER_CONFIG = {
 }
 
 
+#: The embedded clusters of this process by scheduler address, so that ``connect(address)``
+#: (``dkernel run --scheduler`` in the same process, a test) finds their credentials.
+_EMBEDDED: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+
 def _local_client(n_workers: int, threads: int, processes: bool, memory_limit: Any) -> Any:
     from distributed import Client
 
-    return Client(
+    _require_cryptography()
+    client = Client(
         n_workers=n_workers,
         threads_per_worker=threads,
         processes=processes,
-        protocol="tcp://",  # threads would otherwise get in-process transport, no TCP
+        # TLS with credentials made for this cluster alone (Security.temporary(), in memory):
+        # scheduler, workers and this client present them, and nothing else is let in. Only
+        # security=True hands them to the LocalCluster the client starts (an object is kept
+        # by the client for itself).
+        protocol="tls://",
+        security=True,
         host="127.0.0.1",
         scheduler_port=0,
         dashboard_address="127.0.0.1:0",
         memory_limit=memory_limit,
         silence_logs=logging.ERROR,
     )
+    if client.cluster is not None:
+        _EMBEDDED[client.scheduler.address] = client.cluster
+    return client
+
+
+def _require_cryptography() -> None:
+    try:
+        import cryptography  # noqa: F401  (what Security.temporary() makes the keys with)
+    except ImportError:
+        raise DKernelError(
+            "the embedded cluster needs the 'cryptography' package for its TLS credentials; "
+            "install it (pip install cryptography) or connect to a scheduler of your own "
+            "(--scheduler)."
+        ) from None
+
+
+def _embedded_security(address: str) -> Any:
+    """The credentials of this process's running embedded cluster at ``address``, or None."""
+    cluster = _EMBEDDED.get(address)
+    if cluster is None or getattr(getattr(cluster, "status", None), "name", "") != "running":
+        return None
+    return cluster.security
+
+
+def check_cluster_size(
+    n_workers: Any,
+    threads_per_worker: Any,
+    memory_limit: Any = "auto",
+    *,
+    cpu_count: int | None = None,
+) -> None:
+    """Refuse an embedded cluster this machine cannot run, before it starts.
+
+    Parameters
+    ----------
+    n_workers, threads_per_worker : int
+        Each an integer ≥ 1; together at most ``MAX_THREADS_PER_CORE`` (4) threads per CPU
+        core of the machine (``os.cpu_count()``).
+    memory_limit : str, float or None
+        Per-worker limit as distributed reads it (``'auto'``, ``'4GiB'``, a fraction of the
+        machine's memory ≤ 1, bytes; None or 0 for no limit); when set, at least
+        ``MIN_WORKER_MEMORY`` (256 MiB) per worker.
+    cpu_count : int, optional
+        The machine's cores (default ``os.cpu_count()``).
+
+    Raises
+    ------
+    InvalidInputError
+        Naming the option (``--workers``/``runtime.n_workers``, ``--threads``/
+        ``runtime.threads_per_worker``, ``runtime.memory_limit``), the allowed range and the
+        value received.
+
+    Examples
+    --------
+    >>> check_cluster_size(2, 1, "4GiB", cpu_count=2)
+    >>> check_cluster_size(64, 1, cpu_count=2)
+    Traceback (most recent call last):
+    ...
+    dkernel.errors.InvalidInputError: n_workers (--workers, runtime.n_workers) must be an integer in [1, 8] (4 threads per core, 2 CPU cores); got 64.
+    """  # noqa: E501
+    cores = cpu_count or os.cpu_count() or 1
+    most = MAX_THREADS_PER_CORE * cores
+    where = f"({MAX_THREADS_PER_CORE} threads per core, {cores} CPU cores)"
+    for value, name, options in (
+        (n_workers, "n_workers", "--workers, runtime.n_workers"),
+        (threads_per_worker, "threads_per_worker", "--threads, runtime.threads_per_worker"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise InvalidInputError(
+                f"{name} ({options}) must be an integer in [1, {most}] {where}; got {value!r}."
+            )
+    if n_workers * threads_per_worker > most:
+        raise InvalidInputError(
+            f"{n_workers} workers × {threads_per_worker} threads = "
+            f"{n_workers * threads_per_worker} threads is more than this machine runs: at most "
+            f"{most} {where}. Lower --workers/--threads (runtime.n_workers/threads_per_worker)."
+        )
+    per_worker = _worker_memory(memory_limit, threads_per_worker, cores)
+    if per_worker is not None and per_worker < MIN_WORKER_MEMORY:
+        from dask.utils import format_bytes
+
+        got, least = format_bytes(per_worker), format_bytes(MIN_WORKER_MEMORY)
+        if got == least:
+            got, least = f"{per_worker:,} bytes", f"{MIN_WORKER_MEMORY:,} bytes"
+        raise InvalidInputError(
+            f"memory_limit (runtime.memory_limit) gives each worker {got}; a worker needs at "
+            f"least {least} to start. Got {memory_limit!r}; use e.g. '2GiB' or 'auto'."
+        )
+
+
+def _worker_memory(memory_limit: Any, threads: int, cores: int) -> int | None:
+    """Bytes per worker as distributed will read ``memory_limit`` (None: no limit)."""
+    from distributed.worker_memory import parse_memory_limit
+
+    if isinstance(memory_limit, bool):
+        raise InvalidInputError(f"memory_limit must be a size such as '4GiB'; got {memory_limit}.")
+    try:
+        return parse_memory_limit(memory_limit, threads, cores, logger=logger)
+    except (ValueError, TypeError, KeyError, OverflowError):
+        raise InvalidInputError(
+            f"memory_limit (runtime.memory_limit) must be 'auto' or a size such as '4GiB'; "
+            f"got {memory_limit!r}."
+        ) from None
+
+
+def _check_timeout(timeout: Any) -> None:
+    ok = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+    if not (ok and math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
+        raise InvalidInputError(
+            f"timeout (--timeout) must be a number of seconds in (0, {MAX_TIMEOUT:g}]; "
+            f"got {timeout!r}."
+        )
 
 
 def load_security(

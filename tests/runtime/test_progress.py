@@ -95,7 +95,8 @@ def test_compute_parts_on_a_client_that_is_not_the_default(client):
 
     from distributed import Client
 
-    with Client(client.scheduler.address, set_as_default=False) as other:
+    # the embedded cluster takes only clients with its credentials (tls://, issue 34)
+    with Client(client.scheduler.address, security=client.security, set_as_default=False) as other:
         with ThreadPoolExecutor(1) as pool:
             values = pool.submit(P.compute_parts, [_chain(i) for i in range(200, 204)], other)
             assert [v for v, _ in values.result(timeout=60)] == [200, 201, 202, 203]
