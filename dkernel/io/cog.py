@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import os
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.io.gdal import GDAL_CACHE_MB
 from dkernel.runtime.progress import compute_parts
+from dkernel.storage.side_files import check_side_file, side_file
 
 #: Tile side of the COG (and of its overviews) and rows per written window.
 TILE = 512
@@ -485,6 +485,8 @@ def write_label_cog(
     nodata: int = -1,
     class_table: bool = True,
     n_classes: int | None = None,
+    replace: bool = True,
+    root: str | os.PathLike | None = None,
 ) -> LabelCOG:
     """Write a label map as a Cloud-Optimized GeoTIFF with a colour table.
 
@@ -502,12 +504,24 @@ def write_label_cog(
         Also write :func:`write_class_table` to :func:`class_table_path` ``(path)``.
     n_classes : int, optional
         Largest label + 1 when known (saves one pass over a lazy label map).
+    replace : bool
+        An existing regular file at ``path`` (and at the class table's path) may be replaced.
+    root : path, optional
+        The folder the files must lie in (see :func:`dkernel.storage.side_files.side_file`).
 
     Returns
     -------
     LabelCOG
         Path (the object is path-like), the file's nodata value and dtype, the class count
         and the class table's path.
+
+    Raises
+    ------
+    InvalidInputError
+        The label map does not fit the image, or holds labels beyond ``n_classes``.
+    StoreError
+        ``path`` (or the class table's) is a link, a directory or another non-regular file,
+        or a regular file while ``replace`` is False (nothing is written then).
 
     Notes
     -----
@@ -521,17 +535,20 @@ def write_label_cog(
     until smaller than 512 px, ``BIGTIFF=IF_SAFER``.
 
     The label map is written in windows of 512 rows and at most :data:`WINDOW_COLS` columns
-    (:func:`label_windows`) to a temporary tiled GTiff beside ``path``, then copied by GDAL's
-    COG driver (block cache bounded to ``dkernel.io.gdal.GDAL_CACHE_MB``) and the
-    temporary removed: memory is one window, whatever the scene's size (plus GDAL's overview
-    computation, which reads the temporary file). A lazy label map is computed window by
-    window; one more pass finds the largest label unless ``n_classes`` is given.
+    (:func:`label_windows`) to a temporary tiled GTiff, then copied by GDAL's COG driver
+    (block cache bounded to ``dkernel.io.gdal.GDAL_CACHE_MB``): memory is one window,
+    whatever the scene's size (plus GDAL's overview computation, which reads the temporary
+    file). A lazy label map is computed window by window; one more pass finds the largest
+    label unless ``n_classes`` is given.
+
+    Both files go through :func:`dkernel.storage.side_files.side_file`: written in a private
+    temporary folder beside ``path`` (removed on every exit) and moved into place, so a link
+    at ``path`` is never written through and an interrupted write leaves the old file.
     """
     import rasterio
     import rasterio.shutil
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     labels = _as_lazy(label_map)
     n_rows, n_cols = (int(s) for s in labels.shape)
     if (int(image.sizes["y"]), int(image.sizes["x"])) != (n_rows, n_cols):
@@ -559,20 +576,21 @@ def write_label_cog(
     }
     if crs is not None:
         profile["crs"] = crs
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.tif", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
+    if class_table:  # refused before anything is written
+        check_side_file(class_table_path(path), replace=replace, root=root, what="class table")
+    with side_file(path, replace=replace, root=root, what="label GeoTIFF") as out:
+        # the tiled GTiff beside the COG, in side_file's private folder
+        tmp = out.with_name(f".{out.name}.tiled.tif")
         with rasterio.open(tmp, "w", **profile) as dst:
             for r0, r1, c0, c1 in label_windows(n_rows, n_cols):
-                out = file_block(
+                block = file_block(
                     _window(labels, r0, r1, c0, c1),
                     nodata=nodata,
                     file_nodata=file_nodata,
                     dtype=dtype,
                     n_classes=n_classes,
                 )
-                dst.write(out, 1, window=((r0, r1), (c0, c1)))
+                dst.write(block, 1, window=((r0, r1), (c0, c1)))
             dst.write_colormap(1, _palette(n_classes, file_nodata))
         options = {
             "BLOCKSIZE": TILE,
@@ -584,16 +602,17 @@ def write_label_cog(
         # longer grows with the scene
         with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB):
             try:
-                rasterio.shutil.copy(tmp, path, driver="COG", **options)
+                rasterio.shutil.copy(tmp, out, driver="COG", **options)
             except rasterio.errors.RasterioIOError:  # pragma: no cover - GDAL without MODE
                 rasterio.shutil.copy(
-                    tmp, path, driver="COG", **{**options, "OVERVIEW_RESAMPLING": "NEAREST"}
+                    tmp, out, driver="COG", **{**options, "OVERVIEW_RESAMPLING": "NEAREST"}
                 )
-    finally:
-        tmp.unlink(missing_ok=True)
+        tmp.unlink()
     table = None
     if class_table:
-        table = write_class_table(class_table_path(path), labels, image, n_classes=n_classes)
+        table = write_class_table(
+            class_table_path(path), labels, image, n_classes=n_classes, replace=replace, root=root
+        )
     return LabelCOG(path, file_nodata, dtype.name, n_classes, table)
 
 
@@ -668,6 +687,8 @@ def write_class_table(
     image: xr.DataArray,
     *,
     n_classes: int | None = None,
+    replace: bool = True,
+    root: str | os.PathLike | None = None,
 ) -> Path:
     """Write the class table CSV: ``class, pixels, share, color, mean_<band>...``.
 
@@ -678,6 +699,9 @@ def write_class_table(
     image : DataArray (band, y, x), the clustered image (raw band values)
     n_classes : int, optional
         Rows of the table (default largest label + 1; classes without pixels get a row).
+    replace, root
+        As in :func:`write_label_cog` (the file goes through
+        :func:`dkernel.storage.side_files.side_file`).
 
     Returns
     -------
@@ -693,14 +717,16 @@ def write_class_table(
     from dkernel.io.raster import class_colors
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     stats = class_statistics(label_map, image, n_classes=n_classes)
     counts, means = stats["pixels"], stats["means"]
     n = counts.shape[0]
     colors = np.round(np.asarray(class_colors(max(n, 1)))[:n, :3] * 255).astype(int)
     total = int(counts.sum())
     bands = [_band_column(b) for b in image["band"].values]
-    with open(path, "w", newline="") as f:
+    with (
+        side_file(path, replace=replace, root=root, what="class table") as out,
+        open(out, "w", newline="") as f,
+    ):
         writer = csv.writer(f)
         writer.writerow(["class", "pixels", "share", "color", *bands])
         for i in range(n):

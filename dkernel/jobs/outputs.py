@@ -9,6 +9,12 @@ it: ``<stem>.labels.tif`` (Cloud-Optimized label GeoTIFF with a colour map; uint
 (class table: pixels, share, colour and band means per class), ``<stem>.quicklook.png`` and ``<stem>.segments.gpkg``
 (polygons of connected label regions, or ``.fgb``). Their paths are recorded in the group's attributes,
 relative to the store.
+
+The files beside the store are written as the store is (:mod:`dkernel.storage.side_files`):
+each in a private temporary folder, then moved into place, never through a link; a path
+holding a link, a directory, a FIFO or a file that the store's job did not write (the store's
+``side_files`` attribute) is refused, before any cluster starts by :func:`check_side_outputs`
+and again when the file is written. Temporaries of a killed run are removed by the next run.
 """
 
 from __future__ import annotations
@@ -27,11 +33,29 @@ from dkernel.jobs.registry import JobContext
 from dkernel.metrics import clustering_scores
 from dkernel.schema.params import Param
 from dkernel.storage.layout import metrics_dataset
+from dkernel.storage.side_files import (
+    SIDE_FILES_ATTR,
+    check_side_file,
+    recorded_side_files,
+    remove_stale_temps,
+    side_file,
+    side_file_key,
+    side_file_record,
+)
 
 logger = logging.getLogger(__name__)
 
 #: Vector formats of the segments layer (file suffixes).
 SEGMENT_FORMATS = ("gpkg", "fgb")
+
+#: The files beside a store, by kind: the suffix after the store's stem and, for messages,
+#: what the file is.
+SIDE_FILES = {
+    "label_geotiff": ("labels.tif", "label GeoTIFF"),
+    "class_table_csv": ("labels.classes.csv", "class table"),
+    "quicklook_png": ("quicklook.png", "quick-look PNG"),
+    "segments": ("segments.{format}", "segments layer"),
+}
 
 #: Job-only parameters of every method that can run on an image reader (ignored for tables).
 RASTER_OUTPUT_PARAMS = (
@@ -98,16 +122,52 @@ def check_raster_outputs(params: dict[str, Any], data: Any) -> None:
 
 
 def side_paths(store_path: Path, segments: str = "gpkg") -> dict[str, Path]:
-    """The files written beside a store, by kind."""
+    """The files written beside a store, by kind (:data:`SIDE_FILES`)."""
     stem = store_path.name[:-5] if store_path.name.endswith(".zarr") else store_path.name
     return {
-        kind: store_path.parent / f"{stem}.{suffix}"
-        for kind, suffix in (
-            ("label_geotiff", "labels.tif"),
-            ("quicklook_png", "quicklook.png"),
-            ("segments", f"segments.{segments}"),
-        )
+        kind: store_path.parent / f"{stem}.{suffix.format(format=segments)}"
+        for kind, (suffix, _) in SIDE_FILES.items()
     }
+
+
+def requested_side_paths(store_path: Path, params: dict[str, Any]) -> dict[str, Path]:
+    """The files beside the store that ``params`` ask for (:data:`RASTER_OUTPUT_PARAMS`)."""
+    paths = side_paths(Path(store_path), params.get("segments") or "gpkg")
+    wanted = {
+        "label_geotiff": params.get("write_geotiff", False),
+        "class_table_csv": params.get("write_geotiff", False),
+        "quicklook_png": params.get("write_png", False),
+        "segments": bool(params.get("segments")),
+    }
+    return {kind: path for kind, path in paths.items() if wanted[kind]}
+
+
+def check_side_outputs(output: str | Path, params: dict[str, Any], data: Any = None) -> None:
+    """Refuse the files beside the store ``output`` that could not be written safely.
+
+    For the runner, before any cluster starts (``output`` is the final store path): each file
+    ``params`` ask for must be absent, or a regular file that the store at ``output``
+    recorded as its job's (:func:`dkernel.storage.side_files.recorded_side_files`; what
+    ``--overwrite`` or ``--resume`` then replaces). Table readers (``data.raster`` None)
+    write no such files. The scratch folder is checked with the store
+    (:func:`dkernel.storage.store.check_target`).
+
+    Raises
+    ------
+    StoreError
+        Naming the path (a link, a directory, a FIFO, a file of someone else) and the fix.
+    """
+    if data is not None and getattr(data, "raster", None) is None:
+        return
+    store = Path(output)
+    owned = recorded_side_files(store)
+    for kind, path in requested_side_paths(store, params).items():
+        check_side_file(
+            path,
+            replace=side_file_key(path) in owned,
+            root=store.parent,
+            what=SIDE_FILES[kind][1],
+        )
 
 
 def write_map_files(
@@ -117,33 +177,74 @@ def write_map_files(
 
     ``n_classes`` (largest label + 1), when known, saves the COG writer a pass over the map.
 
+    Every file is checked first (:func:`check_side_outputs`'s rules; the temporaries of a
+    killed run removed), then claimed in the store's ``side_files`` attribute, then written
+    through :func:`dkernel.storage.side_files.side_file`.
+
     Returns the written files as group attributes (paths relative to the store).
+
+    Raises
+    ------
+    StoreError
+        A file's path is a link, a directory, a FIFO or a file the store's job did not write.
     """
-    from dkernel.io.cog import write_label_cog
+    from dkernel.io.cog import write_class_table, write_label_cog
     from dkernel.io.raster import write_quicklook
 
     p, image, store = ctx.params, ctx.data.raster, ctx.store
-    paths = side_paths(store.path, p.get("segments") or "gpkg")
+    paths = requested_side_paths(store.path, p)
+    root = store.path.parent
+    owned = recorded_side_files(store.path)
+    replace = {}
+    for kind, path in paths.items():
+        remove_stale_temps(path)  # of a killed run: this job holds the store's lease
+        replace[kind] = side_file_key(path) in owned
+        check_side_file(path, replace=replace[kind], root=root, what=SIDE_FILES[kind][1])
+    if paths:  # claimed before written: the files of a run killed while writing stay its own
+        claimed = owned | {side_file_key(path) for path in paths.values()}
+        store.update_attrs(**{SIDE_FILES_ATTR: side_file_record(store.path, claimed)})
+
+    def target(kind: str) -> dict[str, Any]:
+        return {"replace": replace[kind], "root": root}
+
     written: dict[str, str] = {}
     t = time.perf_counter()
-    if p.get("write_geotiff", False):
-        cog = write_label_cog(paths["label_geotiff"], label_map, image, n_classes=n_classes)
-        written["label_geotiff"] = store.relative(cog.path)
-        written["label_geotiff_nodata"] = cog.nodata
-        if cog.class_table is not None:
-            written["class_table_csv"] = store.relative(cog.class_table)
-    if p.get("write_png", False):
-        write_quicklook(paths["quicklook_png"], image, label_map, title=title)
-        written["quicklook_png"] = store.relative(paths["quicklook_png"])
-    if p.get("segments"):
-        from dkernel.io.vector import write_segments
-
-        write_segments(
-            paths["segments"],
+    if "label_geotiff" in paths:
+        cog = write_label_cog(
+            paths["label_geotiff"],
             label_map,
             image,
-            min_segment_pixels=int(p.get("min_segment_pixels", 0)),
+            n_classes=n_classes,
+            class_table=False,
+            **target("label_geotiff"),
         )
+        written["label_geotiff"] = store.relative(cog.path)
+        written["label_geotiff_nodata"] = cog.nodata
+        table = write_class_table(
+            paths["class_table_csv"],
+            label_map,
+            image,
+            n_classes=cog.n_classes,
+            **target("class_table_csv"),
+        )
+        written["class_table_csv"] = store.relative(table)
+    if "quicklook_png" in paths:
+        what = SIDE_FILES["quicklook_png"][1]
+        with side_file(paths["quicklook_png"], what=what, **target("quicklook_png")) as out:
+            write_quicklook(out, image, label_map, title=title)
+        written["quicklook_png"] = store.relative(paths["quicklook_png"])
+    if "segments" in paths:
+        from dkernel.io.vector import write_segments
+
+        with side_file(
+            paths["segments"], what=SIDE_FILES["segments"][1], **target("segments")
+        ) as out:
+            write_segments(
+                out,
+                label_map,
+                image,
+                min_segment_pixels=int(p.get("min_segment_pixels", 0)),
+            )
         written["segments"] = store.relative(paths["segments"])
     if written:
         store.record_timing("map_files", time.perf_counter() - t)
