@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import time
 import warnings
 from dataclasses import replace
@@ -11,19 +13,25 @@ from typing import Any
 
 import numpy as np
 
-from dkernel._budget import check_budget
-from dkernel.errors import DKernelError, InvalidInputError, ResourceLimitError, StoreError
+from dkernel._budget import check_budget, format_size
+from dkernel.errors import DKernelError, InvalidInputError, ResourceLimitError
 from dkernel.io.data import LoadedData
 from dkernel.io.gdal import limit_gdal_cache
 from dkernel.io.preprocess import standardize
 from dkernel.io.registry import get_reader
-from dkernel.jobs.outputs import check_raster_outputs
+from dkernel.jobs.outputs import check_raster_outputs, check_side_outputs
 from dkernel.jobs.registry import JobContext, get_method
 from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
 from dkernel.runtime.memory import limit_freed_memory
 from dkernel.storage.layout import input_dataset
 from dkernel.storage.lock import StoreLease
-from dkernel.storage.store import ResultsStore, check_target, check_writable
+from dkernel.storage.store import (
+    ResultsStore,
+    check_resumable,
+    check_target,
+    check_writable,
+    failure_cause,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -291,6 +299,7 @@ def run_job(
         spec = replace(spec, output=output_policy.confine(spec.output))
     check_target(spec.output, overwrite=overwrite or resume)
     check_writable(spec.output)
+    check_side_outputs(spec.output, spec.params, data)
     # one writer per store: the lease is taken before any cluster starts and held until the
     # store is marked complete or failed (a live holder is refused, naming it)
     lease = StoreLease.acquire(spec.output, command=f"dkernel job {spec.name!r}")
@@ -332,86 +341,336 @@ def _run_leased(
     security: Any,
 ) -> None:
     from dkernel.runtime import connect
-    from dkernel.runtime.monitor import ResourceMonitor
 
     t_start = time.perf_counter()
     if lease.info.get("took_over"):
         old = lease.info["took_over"]
-        logger.info(f"took over the stale lease of pid {old.get('pid')} on {old.get('host')}")
-    # checked again under the lease: another writer may have finished meanwhile
-    status = check_target(spec.output, overwrite=overwrite or resume)
-    if resume and status == "complete":
-        raise StoreError(
-            f"cannot resume: {spec.output} is already complete; pass --overwrite to recompute it."
+        logger.info(
+            f"took over the stale lease of pid {old.get('pid')} on {old.get('host')}: "
+            f"{old.get('reason', 'its writer is gone')}"
         )
-    resume = resume and status in ("running", "failed")
+    # checked again under the lease: another writer may have finished meanwhile. A resume is
+    # checked against the stored spec, seed and metadata here, before any cluster starts
+    status = check_target(spec.output, overwrite=overwrite or resume)
+    resume = resume and status is not None
+    if resume:
+        check_resumable(spec.output, job=spec.to_dict(), seed=spec.seed)
     method = get_method(spec.method)
 
     own_client = client is None
     if own_client:
-        client = connect(
-            scheduler,
-            n_workers=n_workers or spec.runtime.get("n_workers"),
-            threads_per_worker=threads_per_worker or spec.runtime.get("threads_per_worker"),
-            memory_limit=spec.runtime.get("memory_limit", "auto"),
-            timeout=timeout,
-            quiet=True,
-            security=security,
-        )
+        try:
+            client = connect(
+                scheduler,
+                n_workers=n_workers or spec.runtime.get("n_workers"),
+                threads_per_worker=threads_per_worker or spec.runtime.get("threads_per_worker"),
+                memory_limit=spec.runtime.get("memory_limit", "auto"),
+                timeout=timeout,
+                quiet=True,
+                security=security,
+            )
+        except DKernelError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (nothing was written yet: one line, exit 1)
+            what = f"connect to {scheduler}" if scheduler else "start the embedded Dask cluster"
+            raise JobFailedError(
+                f"job {spec.name!r} could not {what}: {failure_cause(exc)}", spec.output
+            ) from exc
         if not quiet:
             logger.info(f"Dask dashboard: {client.dashboard_link}")
     try:
         from dkernel.runtime.plugins import register_job_plugins
 
         register_job_plugins(client)  # prepare_job bounded this process's GDAL cache already
+        store = _open_store(spec, data, resume=resume)
+        _run_in_store(
+            spec,
+            data,
+            store,
+            lease=lease,
+            method=method,
+            client=client,
+            scheduler=scheduler,
+            progress=progress,
+            t_start=t_start,
+        )
+    finally:
+        if own_client:
+            client.close()
+    logger.info(f"complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
+
+
+def _open_store(spec: JobSpec, data: LoadedData, *, resume: bool) -> ResultsStore:
+    """Create (or reopen, to resume) the job's store; a failure is one line, exit 1."""
+    try:
         if resume:
             store = ResultsStore.resume(spec.output, job=spec.to_dict(), seed=spec.seed)
             logger.info(f"resuming {spec.output} (finished groups are kept)")
-        else:
-            store = ResultsStore.create(
-                spec.output, job=spec.to_dict(), seed=spec.seed, overwrite=True
-            )
+            return store
+        return ResultsStore.create(spec.output, job=spec.to_dict(), seed=spec.seed, overwrite=True)
+    except DKernelError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise JobFailedError(
+            f"job {spec.name!r} could not {'reopen' if resume else 'create'} its results "
+            f"store: {_describe_failure(exc, spec, _disk_needed(spec, data))}",
+            spec.output,
+        ) from exc
+
+
+def _run_in_store(
+    spec: JobSpec,
+    data: LoadedData,
+    store: ResultsStore,
+    *,
+    lease: StoreLease,
+    method: Any,
+    client: Any,
+    scheduler: str | None,
+    progress: bool,
+    t_start: float,
+) -> None:
+    """Run the method into ``store``; every failure marks it ``failed`` with a one-line cause.
+
+    Disk is set aside beside the lease (:meth:`StoreLease.reserve`) and given back, half just
+    before the final ``complete`` write and all of it before a ``failed`` one, so that the
+    status is written even when another process fills the disk.
+    """
+    from dkernel.runtime.monitor import ResourceMonitor
+
+    identity = _identity(spec.output)
+    reserve = _reserve_bytes(spec.output)
+    if not lease.reserve(reserve):
+        logger.warning(
+            f"could not set {format_size(reserve)} aside beside {spec.output} for the final "
+            "status write: its filesystem is (nearly) full"
+        )
+    monitor = None
+    try:
         store.update_attrs(runtime=runtime_info(client, scheduler))
         logger.info(
             f"job {spec.name!r}: method {spec.method}, {data.n_samples} samples × "
             f"{data.n_features} features → {spec.output}"
         )
         monitor = ResourceMonitor(client)
-        try:
-            with monitor:
-                t = time.perf_counter()
-                _write_input(store, data)
-                store.record_timing("input", time.perf_counter() - t)
-                ctx = JobContext(
-                    spec=spec,
-                    params=spec.params,
-                    data=data,
-                    client=client,
-                    store=store,
-                    seed=spec.seed,
-                    progress=progress,
-                )
-                method.run(ctx)
-            store.update_attrs(resources=monitor.summary())
-            store.record_timing("total", time.perf_counter() - t_start)
-            store.mark_complete()
-        except BaseException as exc:
-            store.mark_failed(exc)
+        with monitor:
+            t = time.perf_counter()
+            _write_input(store, data)
+            store.record_timing("input", time.perf_counter() - t)
+            ctx = JobContext(
+                spec=spec,
+                params=spec.params,
+                data=data,
+                client=client,
+                store=store,
+                seed=spec.seed,
+                progress=progress,
+            )
+            method.run(ctx)
+        store.update_attrs(resources=monitor.summary())
+        store.record_timing("total", time.perf_counter() - t_start)
+        lease.free_reserve(keep=reserve // 2)  # the other half for a `failed` write
+        _check_in_place(spec.output, identity)  # never mark a replaced directory complete
+        store.mark_complete()
+    except BaseException as exc:
+        cause = _record_failure(
+            store, exc, spec=spec, lease=lease, identity=identity, needed=_disk_needed(spec, data)
+        )
+        if monitor is not None and not _gone(spec.output, identity):
             try:
                 store.update_attrs(resources=monitor.summary())
             except Exception:  # noqa: BLE001  (best effort: the scheduler may be gone)
                 pass
-            # bad input found while running keeps its own type (exit code 2 in the CLI)
-            if isinstance(exc, KeyboardInterrupt | InvalidInputError | ResourceLimitError):
-                raise
-            raise JobFailedError(
-                f"job {spec.name!r} failed while running: {type(exc).__name__}: {exc}",
-                spec.output,
-            ) from exc
-    finally:
-        if own_client:
-            client.close()
-    logger.info(f"complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
+        # bad input found while running keeps its own type (exit code 2 in the CLI)
+        if isinstance(exc, KeyboardInterrupt | InvalidInputError | ResourceLimitError):
+            raise
+        raise JobFailedError(
+            f"job {spec.name!r} failed while running: {cause}", spec.output
+        ) from exc
+
+
+# ------------------------------------------------------------------------------------------
+# failures while running
+# ------------------------------------------------------------------------------------------
+
+#: Space set aside beside the lease for the final status writes: this much plus four times
+#: the root metadata (rewritten through a temporary copy; half the reserve is kept through
+#: the ``complete`` write for a ``failed`` one), at most :data:`_RESERVE_MAX`.
+RESERVE_BYTES = 128 * 1024
+_RESERVE_MAX = 16 << 20
+
+
+def _reserve_bytes(path: Path) -> int:
+    try:
+        root = (path / "zarr.json").stat().st_size
+    except OSError:
+        root = 0
+    return min(_RESERVE_MAX, RESERVE_BYTES + 4 * root)
+
+
+class _StoreGone(Exception):
+    """The store directory was removed or replaced while the job ran."""
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _gone(path: Path, identity: tuple[int, int] | None) -> bool:
+    """Whether the store directory was removed or replaced, or lost its root metadata."""
+    return _identity(path) != identity or not os.path.lexists(path / "zarr.json")
+
+
+def _removed_message(path: Path, identity: tuple[int, int] | None) -> str:
+    if _identity(path) == identity:
+        what = f"the metadata {path / 'zarr.json'} of the results store {path} was removed"
+        again = "Remove the store, then run the job again to recompute it."
+    else:
+        what = f"the results store {path} was removed"
+        again = "Run the job again to recompute it."
+        if os.path.lexists(path):
+            again = (
+                f"Writes under way recreated part of {path}: remove it, then run the job "
+                "again to recompute the store."
+            )
+    return f"{what} while the job was running, so nothing could be recorded in it. {again}"
+
+
+def _check_in_place(path: Path, identity: tuple[int, int] | None) -> None:
+    if _gone(path, identity):
+        raise _StoreGone(str(path))
+
+
+def _record_failure(
+    store: ResultsStore,
+    exc: BaseException,
+    *,
+    spec: JobSpec,
+    lease: StoreLease,
+    identity: tuple[int, int] | None,
+    needed: float | None,
+) -> str:
+    """Mark ``store`` failed with a one-line cause of ``exc``; return that cause.
+
+    The space set aside is given back first. When the store directory is gone nothing is
+    written; when the status cannot be written (the disk still full), the cause says so.
+    """
+    if _gone(spec.output, identity):
+        lease.free_reserve()
+        return _removed_message(spec.output, identity)
+    cause = _describe_failure(exc, spec, needed)  # the free space before the reserve is freed
+    lease.free_reserve()
+    try:
+        store.mark_failed(exc, cause=cause)
+        return cause
+    except Exception:  # noqa: BLE001  (retried below, smaller)
+        pass
+    try:
+        store.mark_failed(exc, cause=cause, with_traceback=False)
+    except Exception as write_error:  # noqa: BLE001
+        if _gone(spec.output, identity):
+            return _removed_message(spec.output, identity)
+        return (
+            f"{cause} The store could not be marked failed either "
+            f"({_describe_failure(write_error, spec, None, advice=False)}), so it still reads "
+            "'running': --resume continues it."
+        )
+    return cause
+
+
+_DISK_FULL = {errno.ENOSPC: "disk full (ENOSPC)", errno.EDQUOT: "disk quota exceeded (EDQUOT)"}
+
+
+def _disk_full(exc: BaseException) -> str | None:
+    """``disk full (ENOSPC)`` when ``exc`` (or an error it came from) is a full disk."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in _DISK_FULL:
+            return _DISK_FULL[error.errno]
+        if "No space left on device" in str(error):
+            return _DISK_FULL[errno.ENOSPC]
+        if "Disk quota exceeded" in str(error):
+            return _DISK_FULL[errno.EDQUOT]
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _describe_failure(
+    exc: BaseException, spec: JobSpec, needed: float | None, *, advice: bool = True
+) -> str:
+    """One line: the error, or for a full disk which filesystem, its free space and the need."""
+    full = _disk_full(exc)
+    if full is None:
+        return failure_cause(exc)
+    text = f"{full} writing the results store {spec.output}: {_filesystem(spec.output)}"
+    if needed:
+        text += f"; this job writes about {format_size(needed)} (estimate)"
+    if advice:
+        text += (
+            ". Free space (or choose another --output), then run the job again with --resume: "
+            "the finished groups are kept."
+        )
+    return text
+
+
+def _disk_needed(spec: JobSpec, data: LoadedData) -> float | None:
+    """The job's disk estimate (bytes), when its method has one."""
+    try:
+        method = get_method(spec.method)
+        if method.estimate is None:
+            return None
+        cost = method.estimate(spec.params, data.n_samples, data.n_features)
+        return float(cost.disk_bytes) or None
+    except Exception:  # noqa: BLE001  (a message detail only)
+        return None
+
+
+def _filesystem(path: Path) -> str:
+    """``the tmpfs filesystem mounted at /mnt/x has 0 B free of 2.00 MiB``."""
+    probe = Path(os.path.abspath(path))
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return "its free space cannot be read"
+    free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    mount, kind = _mount_of(probe)
+    return (
+        f"the {kind} filesystem mounted at {mount} has {format_size(free)} free of "
+        f"{format_size(total)}"
+    )
+
+
+def _mount_of(path: Path) -> tuple[str, str]:
+    """(mount point, filesystem type) of ``path``, from ``/proc/self/mounts`` when there is
+    one; else the highest folder on ``path``'s device and ``unknown``."""
+    real = os.path.realpath(path)
+    best = ("", "unknown")
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ").replace("\\011", "\t")
+                inside = real == point or real.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best[0]):
+                    best = (point, fields[2])
+    except OSError:
+        pass
+    if best[0]:
+        return best
+    mount, dev = Path(real), os.stat(real).st_dev
+    while mount.parent != mount and os.stat(mount.parent).st_dev == dev:
+        mount = mount.parent
+    return str(mount), "unknown"
 
 
 def runtime_info(client: Any, scheduler: str | None) -> dict[str, Any]:

@@ -11,9 +11,20 @@ Taking the lease
     process at a time and releases it when that process dies, however it dies. A second
     writer (and ``--overwrite``) is refused while the holder lives, with the holder named.
 A stale lease
-    is one whose holder is gone: its pid is dead on this host, or its heartbeat is older than
-    :func:`stale_after` seconds (``DKERNEL_LEASE_TIMEOUT``, default 120). A stale lease is
-    taken over by the next writer (``--resume`` continues the store it left).
+    is one whose holder is gone: the lease is on this host and its ``flock`` is free (the pid
+    ended, or was reused by another program), its pid is dead on this host, its heartbeat is
+    older than :func:`stale_after` seconds (``DKERNEL_LEASE_TIMEOUT``, default 120), or its
+    heartbeat is dated more than that into the future (a skewed clock or a forged lease:
+    otherwise it would stay live for ever). A stale lease is taken over by the next writer
+    (``--resume`` continues the store it left).
+An unusable lease
+    (a directory, a symbolic link, a FIFO or device, more than :data:`MAX_LEASE_BYTES`, bytes
+    that are not UTF-8 JSON, or fields of the wrong type) is never read through, waited on or
+    taken over: the writer is refused at once with what is wrong and the file to remove.
+The reserve
+    While it holds the lease a writer also keeps :data:`RESERVE_FILE` beside it, a few
+    hundred KiB set aside so that the final ``complete``/``failed`` status can still be
+    written when another process fills the disk (:meth:`StoreLease.reserve`).
 
 What is guaranteed where (see ``docs/store_lock.md``)
     * local disks: mutual exclusion (the lease is published with an atomic ``link`` or
@@ -33,8 +44,11 @@ import contextlib
 import datetime as _dt
 import errno
 import json
+import math
 import os
+import shlex
 import socket
+import stat
 import threading
 import time
 import uuid
@@ -44,21 +58,35 @@ from typing import Any
 from dkernel.errors import StoreError
 
 LEASE_FILE = "dkernel.lease"
+#: Disk set aside by the writer for its final status write (removed with the lease).
+RESERVE_FILE = f".{LEASE_FILE}.reserve"
 HEARTBEAT_S = 10.0
+#: Largest lease file read (bytes); a lease is a few hundred.
+MAX_LEASE_BYTES = 64 * 1024
+#: The lease is padded with spaces to a multiple of this, so that a heartbeat rewrites it in
+#: place, with the same length (no moment where a reader sees a shorter or longer file).
+_LEASE_BLOCK = 512
 _TIMEOUT_ENV = "DKERNEL_LEASE_TIMEOUT"
+#: Largest valid pid (Linux's PID_MAX_LIMIT).
+_PID_MAX = 1 << 22
 
 try:  # POSIX
     import fcntl
 except ImportError:  # pragma: no cover  (Windows: heartbeat only)
     fcntl = None  # type: ignore[assignment]
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
 
 def stale_after() -> float:
     """Seconds after which a lease whose heartbeat has not moved is stale."""
     try:
-        return max(1.0, float(os.environ.get(_TIMEOUT_ENV, "120")))
+        value = float(os.environ.get(_TIMEOUT_ENV, "120"))
     except ValueError:
         return 120.0
+    return max(1.0, value) if math.isfinite(value) else 120.0
 
 
 def _now() -> float:
@@ -66,7 +94,10 @@ def _now() -> float:
 
 
 def _iso(t: float) -> str:
-    return _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="seconds")
+    try:
+        return _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{t!r} (not a date)"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -78,54 +109,236 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    except OSError:
+    except (OSError, OverflowError):
         return False
     return True
 
 
+# ------------------------------------------------------------------------------------------
+# reading a lease: bounded, never through a link, never blocking
+# ------------------------------------------------------------------------------------------
+
+
+class _Unusable(Exception):
+    """The lease file cannot be used: ``problem`` says why (``is a FIFO``)."""
+
+    def __init__(self, problem: str, *, is_dir: bool = False) -> None:
+        self.problem = problem
+        self.is_dir = is_dir
+        super().__init__(problem)
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def _check_regular(st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        raise _Unusable(f"is {kind}, not a regular file", is_dir=stat.S_ISDIR(st.st_mode))
+    if st.st_size > MAX_LEASE_BYTES:
+        raise _Unusable(f"is {st.st_size:,} bytes long; a lease is at most {MAX_LEASE_BYTES:,}")
+
+
+def _open_lease(path: Path, *, write: bool = False) -> int:
+    """Open the lease file at ``path``: a regular file only, no link followed, no waiting.
+
+    Raises FileNotFoundError when there is none, :class:`_Unusable` when it is not a lease.
+    """
+    _check_regular(os.lstat(path))  # a FIFO or device is never even opened
+    flags = _NOFOLLOW | _NONBLOCK | _CLOEXEC
+    try:
+        try:
+            fd = os.open(path, (os.O_RDWR if write else os.O_RDONLY) | flags)
+        except PermissionError:
+            if not write:
+                raise
+            fd = os.open(path, os.O_RDONLY | flags)  # flock works on a read-only descriptor
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Unusable("is a symbolic link, not a regular file") from exc
+        raise _Unusable(f"cannot be opened ({exc.strerror or exc})") from exc
+    try:
+        _check_regular(os.fstat(fd))  # replaced between the lstat and the open
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_fd(fd: int) -> bytes:
+    data = os.pread(fd, MAX_LEASE_BYTES + 1, 0)
+    if len(data) > MAX_LEASE_BYTES:
+        raise _Unusable(f"is more than {MAX_LEASE_BYTES:,} bytes long")
+    return data
+
+
+def _parse(data: bytes) -> dict[str, Any]:
+    """The lease held in ``data``, its fields checked (raises :class:`_Unusable`)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Unusable(f"holds bytes that are not UTF-8 text (byte {exc.start})") from exc
+    if not text.strip():
+        raise _Unusable("is empty")
+    try:
+        lease = json.loads(text)
+    except ValueError as exc:
+        raise _Unusable(f"is not JSON ({exc})") from exc
+    except RecursionError as exc:
+        raise _Unusable("is not a lease (JSON nested too deeply)") from exc
+    if not isinstance(lease, dict):
+        raise _Unusable(f"holds a JSON {type(lease).__name__}, not a lease object")
+    heartbeat, pid, host = lease.get("heartbeat"), lease.get("pid"), lease.get("host")
+    if isinstance(heartbeat, bool) or not isinstance(heartbeat, int | float):
+        raise _Unusable(f"has a heartbeat that is not a time: {_show(heartbeat)}")
+    if not math.isfinite(heartbeat):
+        raise _Unusable(f"has a heartbeat that is not a time: {heartbeat!r}")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid <= _PID_MAX:
+        raise _Unusable(f"has a pid that is not a process id: {_show(pid)}")
+    if not isinstance(host, str) or not host or len(host) > 255:
+        raise _Unusable(f"has a host that is not a host name: {_show(host)}")
+    return lease
+
+
+def _show(value: Any) -> str:
+    text = ascii(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _load(path: Path, fd: int | None = None) -> dict[str, Any]:
+    """The lease at ``path`` (read through ``fd`` when given).
+
+    A heartbeat may be rewriting the file while it is read: a lease that does not parse is
+    read again before it is called unusable.
+    """
+    own = fd is None
+    if own:
+        fd = _open_lease(path)
+    assert fd is not None
+    try:
+        for attempt in range(3):
+            try:
+                return _parse(_read_fd(fd))
+            except _Unusable:
+                if attempt == 2:
+                    raise
+                time.sleep(0.05)
+        raise AssertionError("unreachable")  # pragma: no cover
+    finally:
+        if own:
+            os.close(fd)
+
+
 def read_lease(store: str | Path) -> dict[str, Any] | None:
-    """The lease recorded in ``store`` (None when there is none or it is unreadable)."""
-    path = Path(store) / LEASE_FILE
-    for _ in range(3):  # a heartbeat may be rewriting it
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError:
-            return None
-        try:
-            lease = json.loads(text)
-        except ValueError:
-            time.sleep(0.05)
-            continue
-        return lease if isinstance(lease, dict) else None
-    return None
+    """The lease recorded in ``store`` (None when there is none or it is unusable)."""
+    try:
+        return _load(Path(store) / LEASE_FILE)
+    except (_Unusable, OSError):
+        return None
+
+
+def _unusable_error(store: Path, exc: _Unusable) -> StoreError:
+    path = store / LEASE_FILE
+    remove = (
+        f"rm -r -- {shlex.quote(str(path))}" if exc.is_dir else f"rm -- {shlex.quote(str(path))}"
+    )
+    return StoreError(
+        f"the lease file {path} of the results store {store} {exc.problem}, so whether "
+        "another job is writing the store cannot be told. If no dkernel job is writing it, "
+        f"remove that file ({remove}) and run again; --resume continues the store."
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# describing and judging a holder
+# ------------------------------------------------------------------------------------------
+
+
+def _number(value: Any, default: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return default
+    return float(value)
+
+
+def _age(seconds: float) -> str:
+    if seconds >= 0:
+        return f"heartbeat {seconds:.0f} s ago"
+    return f"heartbeat {-seconds:.0f} s in the future"
+
+
+def _text(value: Any) -> str:
+    """``value`` for a message: control and non-ASCII characters escaped, cut when long."""
+    text = _show(value)
+    return text[1:-1] if isinstance(value, str) and len(ascii(value)) <= 60 else text
 
 
 def describe_holder(lease: dict[str, Any] | None) -> str:
     """``pid 123 on host h (started …, heartbeat 3 s ago)``."""
     if not lease:
         return "another process (its lease file could not be read)"
-    age = _now() - float(lease.get("heartbeat", 0) or 0)
-    cmd = f", {lease['command']}" if lease.get("command") else ""
+    age = _now() - _number(lease.get("heartbeat"), 0.0)
+    command = lease.get("command")
+    cmd = f", {_text(command)}" if isinstance(command, str) and command else ""
     return (
-        f"pid {lease.get('pid')} on host {lease.get('host')} (started "
-        f"{lease.get('started_iso', '?')}, heartbeat {age:.0f} s ago{cmd})"
+        f"pid {_text(lease.get('pid'))} on host {_text(lease.get('host'))} (started "
+        f"{_text(lease.get('started_iso', '?'))}, {_age(age)}{cmd})"
     )
+
+
+def why_stale(lease: dict[str, Any] | None, *, unlocked: bool = False) -> str | None:
+    """Why the writer named by ``lease`` is gone, or None when it may be alive.
+
+    ``unlocked``: this process took the lease file's ``flock``, so no process on this host
+    holds it (a live writer on this host always does).
+    """
+    if not lease:
+        return "its lease could not be read"
+    heartbeat = _number(lease.get("heartbeat"), math.nan)
+    pid = lease.get("pid")
+    if math.isnan(heartbeat) or isinstance(pid, bool) or not isinstance(pid, int):
+        return "its lease is malformed"
+    age, limit = _now() - heartbeat, stale_after()
+    if age > limit:
+        return f"its heartbeat is {age:.0f} s old (more than {limit:.0f} s, {_TIMEOUT_ENV})"
+    if -age > limit:
+        return (
+            f"its heartbeat is dated {_iso(heartbeat)}, {-age:.0f} s in the future: a clock "
+            f"skewed by more than {limit:.0f} s ({_TIMEOUT_ENV}) or a forged lease"
+        )
+    if lease.get("host") == socket.gethostname():
+        if unlocked:
+            return (
+                "nothing on this host holds its lock any more (the pid ended; it may have "
+                "been reused by another program)"
+            )
+        if not _pid_alive(pid):
+            return f"pid {pid} is not running on this host"
+    return None
 
 
 def lease_is_stale(lease: dict[str, Any] | None) -> bool:
     """Whether the writer named by ``lease`` is gone (see the module docstring)."""
-    if not lease:
-        return True
-    try:
-        heartbeat = float(lease.get("heartbeat", 0))
-        pid = int(lease.get("pid", -1))
-    except (TypeError, ValueError):
-        return True
-    if _now() - heartbeat > stale_after():
-        return True
-    return lease.get("host") == socket.gethostname() and not _pid_alive(pid)
+    return why_stale(lease) is not None
+
+
+# ------------------------------------------------------------------------------------------
+# holding a lease
+# ------------------------------------------------------------------------------------------
+
+
+def _encode(info: dict[str, Any]) -> bytes:
+    data = json.dumps(info).encode()
+    size = -(-len(data) // _LEASE_BLOCK) * _LEASE_BLOCK
+    return data + b" " * (size - len(data))
 
 
 class StoreLease:
@@ -136,6 +349,7 @@ class StoreLease:
         self._fd = fd
         self.info = info
         self._created_dir = created_dir
+        self._size = os.fstat(fd).st_size
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(
@@ -154,7 +368,9 @@ class StoreLease:
         Raises
         ------
         StoreError
-            When a live writer holds it, naming that writer (host, pid, start, heartbeat).
+            When a live writer holds it, naming that writer (host, pid, start, heartbeat);
+            when the lease file is unusable (naming the file to remove); when the lease
+            cannot be written (disk full, permissions).
         """
         store = Path(store)
         created_dir = not store.exists()
@@ -179,17 +395,27 @@ class StoreLease:
         tmp = store.parent / f".{store.name}.{LEASE_FILE}.{info['token']}"
         try:
             try:
-                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644)
             except PermissionError:  # a store we may write in a directory we may not
                 tmp = store / f".{LEASE_FILE}.{info['token']}"
-                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644)
         except OSError as exc:
+            if created_dir:
+                with contextlib.suppress(OSError):
+                    store.rmdir()
             raise StoreError(
                 f"cannot write the lease file in {store}: {exc}. Check the permissions of "
-                "the output directory, or choose another --output."
+                "the output directory and its free space, or choose another --output."
             ) from exc
         try:
-            os.write(fd, json.dumps(info).encode())
+            try:
+                os.write(fd, _encode(info))
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot write the lease file in {store}: {exc.strerror or exc}. Check "
+                    "the free space and permissions of the output directory, or choose "
+                    "another --output."
+                ) from exc
             if _flock(fd) is False:  # pragma: no cover  (nobody else knows this file)
                 raise StoreError(f"could not lock {tmp}")
             for _ in range(20):
@@ -202,7 +428,7 @@ class StoreLease:
                     if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
                         raise StoreError(f"cannot take the lease of {store}: {exc}") from exc
                     # no hard links on this filesystem (some FUSE mounts): not atomic
-                    if not path.exists():
+                    if not os.path.lexists(path):
                         os.rename(tmp, path)
                         tmp = path
                         break
@@ -225,12 +451,16 @@ class StoreLease:
         return cls(store, fd, info, created_dir)
 
     def _write(self) -> None:
-        data = json.dumps(self.info).encode()
+        data = _encode(self.info)
         with self._lock:
             if self._fd < 0:
                 return
-            os.pwrite(self._fd, data, 0)  # the length hardly changes: no empty moment
-            os.ftruncate(self._fd, len(data))
+            if len(data) < self._size:  # the same length as before: rewritten in place
+                data += b" " * (self._size - len(data))
+            written = os.pwrite(self._fd, data, 0)
+            if written == len(data) and len(data) != self._size:
+                os.ftruncate(self._fd, len(data))
+                self._size = len(data)
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
@@ -238,16 +468,64 @@ class StoreLease:
             with contextlib.suppress(OSError):
                 self._write()
 
+    # -- the reserve ---------------------------------------------------------------------
+    @property
+    def reserve_path(self) -> Path:
+        return self.store / RESERVE_FILE
+
+    def reserve(self, n_bytes: int) -> bool:
+        """Set ``n_bytes`` of the store's filesystem aside (the file :data:`RESERVE_FILE`).
+
+        :meth:`free_reserve` gives them back just before the final status write, which then
+        succeeds even when another process filled the disk meanwhile. Returns False (and sets
+        nothing aside) when the space cannot be had.
+        """
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW | _CLOEXEC
+        try:
+            fd = os.open(self.reserve_path, flags, 0o600)
+        except OSError:
+            return False
+        try:
+            try:
+                os.posix_fallocate(fd, 0, n_bytes)
+            except (AttributeError, OSError) as exc:
+                if getattr(exc, "errno", None) == errno.ENOSPC:
+                    raise
+                os.pwrite(fd, b"\0" * n_bytes, 0)  # no fallocate on this filesystem
+        except OSError:
+            os.close(fd)
+            self.free_reserve()
+            return False
+        os.close(fd)
+        return True
+
+    def free_reserve(self, keep: int = 0) -> None:
+        """Give the reserved space back (see :meth:`reserve`), all of it or all but
+        ``keep`` bytes."""
+        with contextlib.suppress(OSError):
+            if not stat.S_ISREG(os.lstat(self.reserve_path).st_mode):
+                return
+            if keep <= 0:
+                self.reserve_path.unlink()
+                return
+            fd = os.open(self.reserve_path, os.O_WRONLY | _NOFOLLOW | _CLOEXEC)
+            try:
+                if os.fstat(fd).st_size > keep:
+                    os.ftruncate(fd, keep)
+            finally:
+                os.close(fd)
+
     def release(self) -> None:
-        """Give the lease up: remove the lease file (and the store directory when this lease
-        created it and nothing was written)."""
+        """Give the lease up: remove the lease file and the reserve (and the store directory
+        when this lease created it and nothing was written)."""
         self._stop.set()
+        self.free_reserve()
         with self._lock:
             if self._fd < 0:
                 return
-            current = read_lease(self.store)
-            if current is None or current.get("token") == self.info["token"]:
-                with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):
+                mine, there = os.fstat(self._fd), os.lstat(self.path)
+                if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
                     self.path.unlink()
             os.close(self._fd)
             self._fd = -1
@@ -266,27 +544,34 @@ def _take_over_if_stale(store: Path, path: Path, tmp: Path, info: dict[str, Any]
     """Replace the lease at ``path`` by ours (``tmp``) when its writer is gone.
 
     Returns False when the lease vanished meanwhile (try linking again); raises when a
-    live writer holds it.
+    live writer holds it, or when the lease file is unusable.
     """
     try:
-        old_fd = os.open(path, os.O_RDWR)
+        old_fd = _open_lease(path, write=True)
     except FileNotFoundError:
         return False
+    except _Unusable as exc:
+        raise _unusable_error(store, exc) from None
     try:
-        if _flock(old_fd) is False:
+        locked = _flock(old_fd)
+        if locked is False:
             raise _held(store, read_lease(store))
         try:
-            if os.fstat(old_fd).st_ino != os.stat(path).st_ino:
+            if os.fstat(old_fd).st_ino != os.lstat(path).st_ino:
                 return False  # replaced while we opened it
         except FileNotFoundError:
             return False
-        previous = read_lease(store)
-        if previous is not None and not lease_is_stale(previous):
+        try:
+            previous = _load(path, old_fd)
+        except _Unusable as exc:
+            raise _unusable_error(store, exc) from None
+        reason = why_stale(previous, unlocked=locked is True)
+        if reason is None:
             # unlocked yet live: a writer on another host (no shared locks) or a filesystem
             # without flock. Trust the heartbeat.
             raise _held(store, previous)
-        if previous:
-            info["took_over"] = {k: previous.get(k) for k in ("host", "pid", "started_iso")}
+        info["took_over"] = {k: previous.get(k) for k in ("host", "pid", "started_iso")}
+        info["took_over"]["reason"] = reason
         os.rename(tmp, path)  # atomic replace, while we still hold the old file's lock
         return True
     finally:

@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import traceback
 import warnings
@@ -41,6 +42,14 @@ from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
 from dkernel.storage.attributes import describe_variables
 from dkernel.storage.geo import CONVENTIONS
 from dkernel.storage.lock import LEASE_FILE
+from dkernel.storage.side_files import (
+    SIDE_FILES_ATTR,
+    check_scratch_dir,
+    recorded_side_files,
+    remove_scratch_dir,
+    scratch_entry,
+    side_file_record,
+)
 
 STORE_FORMAT = "dkernel-results/1"
 STATUSES = ("running", "complete", "failed")
@@ -130,28 +139,37 @@ class ResultsStore:
         """
         path = Path(path)
         check_target(path, overwrite=overwrite)
+        cls(path).clear_scratch()  # first: a scratch path that is not ours refuses the store
+        # the files beside the store stay its own: the next job may replace them
+        side_files = side_file_record(path, recorded_side_files(path))
         if path.exists():
             _clear_keeping_lease(path)
-        cls(path).clear_scratch()
         path.mkdir(parents=True, exist_ok=True)
-        group = zarr.open_group(str(path), mode="a", zarr_format=3)
-        group.attrs.update(
-            _jsonable(
-                {
-                    "format": STORE_FORMAT,
-                    "Conventions": CONVENTIONS,
-                    "title": f"dkernel results: {job.get('name') or 'job'}",
-                    "status": "running",
-                    "created": _now(),
-                    "job": dict(job),
-                    "seed": seed,
-                    "versions": package_versions(),
-                    "git_revision": git_revision(),
-                    "timings": {},
-                    "groups": [],
-                }
+        try:
+            group = zarr.open_group(str(path), mode="a", zarr_format=3)
+            group.attrs.update(
+                _jsonable(
+                    {
+                        "format": STORE_FORMAT,
+                        "Conventions": CONVENTIONS,
+                        "title": f"dkernel results: {job.get('name') or 'job'}",
+                        "status": "running",
+                        "created": _now(),
+                        "job": dict(job),
+                        "seed": seed,
+                        "versions": package_versions(),
+                        "git_revision": git_revision(),
+                        "timings": {},
+                        "groups": [],
+                        SIDE_FILES_ATTR: side_files,
+                    }
+                )
             )
-        )
+        except BaseException:
+            # a half-written root (disk full) would read as a foreign directory afterwards
+            with contextlib.suppress(OSError):
+                _clear_keeping_lease(path)
+            raise
         return cls(path)
 
     def _root(self, mode: str = "r+") -> zarr.Group:
@@ -196,13 +214,16 @@ class ResultsStore:
             )
         root.attrs.update({"status": "complete", "finished": _now()})
         _consolidate(self.path)
-        self.clear_scratch()
+        self.clear_scratch(strict=False)
 
     # -- scratch arrays -----------------------------------------------------------------
     @property
     def scratch_dir(self) -> Path:
         """Beside the store: a running job's intermediate per-pixel arrays (removed by
-        :meth:`mark_complete`, :meth:`mark_failed` and the next :meth:`create` of the store)."""
+        :meth:`mark_complete`, :meth:`mark_failed` and the next :meth:`create` of the store).
+
+        Made with a marker file and never followed through a link nor emptied unless it is
+        this store's (:mod:`dkernel.storage.side_files`)."""
         return self.path.parent / f".{self.path.name}.scratch"
 
     def write_scratch(self, name: str, array: Any) -> list:
@@ -219,7 +240,7 @@ class ResultsStore:
 
         counts = [int(c) for c in array.chunks[0]]
         width = max([1, *counts])
-        path = str(self.scratch_dir / f"{name}.zarr")
+        path = str(scratch_entry(self.scratch_dir, self.path.name, f"{name}.zarr"))
         zarr.create_array(
             path,
             shape=(len(counts), width),
@@ -259,9 +280,14 @@ class ResultsStore:
         ]
         return da.concatenate(parts) if parts else da.zeros((0,), dtype=stored.dtype)
 
-    def clear_scratch(self) -> None:
-        """Remove the scratch arrays."""
-        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+    def clear_scratch(self, *, strict: bool = True) -> None:
+        """Remove the scratch arrays.
+
+        A scratch path this store did not make (a link, a file, a folder without its marker)
+        is left alone: :class:`~dkernel.errors.StoreError` naming it, or a logged warning when ``strict`` is
+        False.
+        """
+        remove_scratch_dir(self.scratch_dir, self.path.name, strict=strict)
 
     def group_complete(self, group: str, root: zarr.Group | None = None) -> bool:
         """Whether ``/group`` exists and every array of its last write finished."""
@@ -270,20 +296,35 @@ class ResultsStore:
             return False
         return root[group].attrs.get(GROUP_MARKER) == "complete"
 
-    def mark_failed(self, error: BaseException) -> None:
-        """Set ``status: failed`` with the error and its traceback."""
-        tb = relative_paths(
-            "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        )
-        self._root().attrs.update(
-            {
-                "status": "failed",
-                "finished": _now(),
-                "error": relative_paths(f"{type(error).__name__}: {error}")[:2000],
-                "traceback": tb[-8000:],
-            }
-        )
-        self.clear_scratch()
+    def mark_failed(
+        self, error: BaseException, *, cause: str | None = None, with_traceback: bool = True
+    ) -> None:
+        """Set ``status: failed`` with a one-line cause and the error's traceback.
+
+        Parameters
+        ----------
+        error : BaseException
+            What made the job fail.
+        cause : str, optional
+            The ``error`` attribute (one line); by default the error's type and message
+            (``failure_cause``).
+        with_traceback : bool
+            Also record the traceback (``traceback``); False writes the smallest update (a
+            retry when the disk is full).
+        """
+        attrs = {
+            "status": "failed",
+            "finished": _now(),
+            "error": one_line(relative_paths(cause or failure_cause(error)), 2000),
+        }
+        if with_traceback:
+            tb = relative_paths(
+                "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            )
+            attrs["traceback"] = tb[-8000:]
+        # first: it may free the space the status write needs
+        self.clear_scratch(strict=False)
+        self._root().attrs.update(attrs)
 
     # -- writing -------------------------------------------------------------------------
     def write(self, group: str, dataset: xr.Dataset, *, compute: bool = True) -> Any:
@@ -348,22 +389,8 @@ class ResultsStore:
             different spec or seed (then start over with ``--overwrite``).
         """
         path = Path(path)
-        status = check_target(path, overwrite=True)
-        if status is None:
-            raise StoreError(
-                f"cannot resume: {path} holds no dkernel results store; run without --resume."
-            )
+        check_resumable(path, job=job, seed=seed)
         root = zarr.open_group(str(path), mode="r+", zarr_format=3)
-        if status == "complete":
-            raise StoreError(
-                f"cannot resume: {path} is already complete; pass --overwrite to recompute it."
-            )
-        stored_job, stored_seed = root.attrs.get("job"), root.attrs.get("seed")
-        if stored_job != _jsonable(dict(job)) or stored_seed != seed:
-            raise StoreError(
-                f"cannot resume {path}: it was written by a different job spec or seed. Pass "
-                "--overwrite to start it over, or choose another --output."
-            )
         for partial in path.rglob("*.partial"):  # temporary chunk files of a killed writer
             partial.unlink(missing_ok=True)
         resumes = int(root.attrs.get("resumes", 0)) + 1
@@ -475,7 +502,11 @@ def _noop_delayed() -> Any:
 
 
 def _same_layout(node: zarr.Group, dataset: xr.Dataset) -> bool:
-    arrays = dict(node.arrays())
+    with warnings.catch_warnings():
+        # an array whose metadata a killed or disk-full write never wrote is not listed (and
+        # zarr warns): the layout then differs and the group is written again
+        warnings.simplefilter("ignore", UserWarning)
+        arrays = dict(node.arrays())
     if set(arrays) != set(dataset.variables):
         return False
     for name, var in dataset.variables.items():
@@ -535,9 +566,11 @@ def check_target(path: str | Path, *, overwrite: bool = False) -> str | None:
     ------
     StoreError
         ``path`` is a file, a directory that is not a dkernel store, or a complete store
-        while ``overwrite`` is False.
+        while ``overwrite`` is False; or the scratch path beside it is not the store's
+        (:func:`dkernel.storage.side_files.check_scratch_dir`).
     """
     path = Path(path)
+    check_scratch_dir(path.parent / f".{path.name}.scratch", path.name)
     if not path.exists():
         return None
     if not path.is_dir():
@@ -551,14 +584,163 @@ def check_target(path: str | Path, *, overwrite: bool = False) -> str | None:
             f"{path} already holds a complete results store; pass --overwrite to replace "
             "it or choose another --output."
         )
+    if status is not None and status not in STATUSES and not overwrite:
+        raise StoreError(
+            f"{path} holds a dkernel results store whose status is {status}, not one of "
+            f"{', '.join(STATUSES)}: its metadata {path / 'zarr.json'} was edited or damaged. "
+            "Pass --overwrite to replace it, or choose another --output."
+        )
     if status is None and any(
         not p.name.endswith(LEASE_FILE) and f".{LEASE_FILE}." not in p.name for p in path.iterdir()
     ):
+        if not (path / "zarr.json").exists() and any(path.glob("*/zarr.json")):
+            raise StoreError(
+                f"{path} looks like a results store whose metadata {path / 'zarr.json'} is "
+                "missing; refusing to replace it. Restore that file, or remove the store and "
+                "run the job again."
+            )
         raise StoreError(
             f"{path} exists and is not a dkernel results store; refusing to replace it. "
             "Choose another output path or remove it."
         )
     return status
+
+
+def check_resumable(path: str | Path, *, job: Mapping[str, Any], seed: int | None) -> str:
+    """Check that ``--resume`` may continue the store at ``path``; return its status.
+
+    Reads only metadata (the root attributes and every group's and array's ``zarr.json``),
+    so the runner calls it before any cluster starts.
+
+    Raises
+    ------
+    StoreError
+        When ``path`` holds no dkernel store, a complete one, one whose status is not
+        ``running`` or ``failed``, one written by a different spec or seed, or one whose
+        metadata is damaged (naming the file).
+    """
+    path = Path(path)
+    status = check_target(path, overwrite=True)
+    if status is None:
+        raise StoreError(
+            f"cannot resume: {path} holds no dkernel results store; run without --resume."
+        )
+    if status == "complete":
+        raise StoreError(
+            f"cannot resume: {path} is already complete; pass --overwrite to recompute it."
+        )
+    if status not in ("running", "failed"):
+        raise StoreError(
+            f"cannot resume {path}: its status is {status}, not running or failed (its "
+            f"metadata {path / 'zarr.json'} was edited or damaged). Pass --overwrite to start "
+            "it over, or choose another --output."
+        )
+    attrs = (_read_metadata(path, path / "zarr.json") or {}).get("attributes") or {}
+    if attrs.get("job") != _jsonable(dict(job)) or attrs.get("seed") != seed:
+        raise StoreError(
+            f"cannot resume {path}: it was written by a different job spec or seed. Pass "
+            "--overwrite to start it over, or choose another --output."
+        )
+    check_metadata(path)
+    return status
+
+
+#: Largest ``zarr.json`` read (bytes): a results store's root, with the job spec and, once
+#: complete, the consolidated metadata of every array, is well under a megabyte.
+MAX_METADATA_BYTES = 16 << 20
+#: Most metadata files :func:`check_metadata` reads (groups and arrays, not chunks).
+_MAX_NODES = 10_000
+
+
+def _damaged(store: Path, file: Path, problem: str) -> StoreError:
+    return StoreError(
+        f"{store} is not a readable Zarr store: its metadata file {file} {problem}. Restore "
+        "that file, or remove the store and run the job again."
+    )
+
+
+def _read_metadata(store: Path, file: Path) -> dict[str, Any] | None:
+    """One ``zarr.json``, read without following a link, blocking on a FIFO or reading more
+    than :data:`MAX_METADATA_BYTES`; None when there is none.
+
+    Raises
+    ------
+    StoreError
+        Naming the file when it is not a regular file, too long, not UTF-8 JSON, or not a
+        JSON object.
+    """
+    try:
+        st = os.lstat(file)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        raise _damaged(store, file, f"is {kind}")
+    if st.st_size > MAX_METADATA_BYTES:
+        raise _damaged(store, file, f"is {st.st_size:,} bytes, more than {MAX_METADATA_BYTES:,}")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(file, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _damaged(store, file, f"cannot be read ({exc.strerror or exc})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _damaged(store, file, "is not a regular file")
+        data = os.read(fd, MAX_METADATA_BYTES + 1)
+    finally:
+        os.close(fd)
+    if not data.strip():
+        raise _damaged(store, file, "is empty")
+    try:
+        meta = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _damaged(store, file, f"holds bytes that are not UTF-8 (byte {exc.start})") from None
+    except ValueError as exc:
+        raise _damaged(
+            store, file, f"is truncated or not valid JSON ({len(data):,} bytes; {exc})"
+        ) from None
+    except RecursionError:
+        raise _damaged(store, file, "holds JSON nested too deeply") from None
+    if not isinstance(meta, dict):
+        raise _damaged(store, file, f"holds a JSON {type(meta).__name__}, not Zarr metadata")
+    return meta
+
+
+def check_metadata(path: str | Path) -> None:
+    """Check that every ``zarr.json`` of the store at ``path`` (its root, groups and arrays;
+    not the chunks) is a regular file holding a JSON object.
+
+    Raises
+    ------
+    StoreError
+        Naming the first damaged file (see :func:`_read_metadata`).
+    """
+    path = Path(path)
+    todo, n_read = [path], 0
+    while todo and n_read < _MAX_NODES:
+        node = todo.pop()
+        meta = _read_metadata(path, node / "zarr.json")
+        n_read += 1
+        if meta is None or meta.get("node_type") != "group":
+            continue  # an array's folder holds its chunks: not walked
+        with os.scandir(node) as entries:
+            todo.extend(
+                Path(e.path)
+                for e in entries
+                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+            )
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """``text`` on one line (runs of white space as one space), cut to ``limit`` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def failure_cause(error: BaseException) -> str:
+    """``Type: message`` of ``error``, on one line (a store's ``error`` attribute)."""
+    message = one_line(str(error))
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def check_writable(path: str | Path) -> None:
@@ -676,13 +858,17 @@ def _clear_keeping_lease(path: Path) -> None:
 
 
 def _existing_status(path: Path) -> str | None:
-    try:
-        group = zarr.open_group(str(path), mode="r")
-    except Exception:
+    """The status of the dkernel store at ``path``: None when there is none (no root
+    metadata, or a foreign one); a status that is not text, or missing, as ``<dict>`` or
+    ``<missing>``; raises :class:`StoreError` when the root metadata is damaged."""
+    meta = _read_metadata(path, path / "zarr.json")
+    attrs = (meta or {}).get("attributes")
+    if not isinstance(attrs, dict) or attrs.get("format") != STORE_FORMAT:
         return None
-    if group.attrs.get("format") != STORE_FORMAT:
-        return None
-    return group.attrs.get("status")
+    status = attrs.get("status")
+    if not isinstance(status, str):
+        return f"<{'missing' if status is None else type(status).__name__}>"
+    return status if status in STATUSES else ascii(one_line(status, 80))
 
 
 def recorded_path(store: str | Path, recorded: str | Path) -> Path:
@@ -734,6 +920,8 @@ def open_results(path: str | Path, *, warn: bool = True) -> xr.DataTree:
     path = Path(path)
     if not path.exists():
         raise StoreNotFoundError(f"no results store at {path}.")
+    if path.is_dir():
+        check_metadata(path)
     try:
         group = zarr.open_group(str(path), mode="r")
         fmt = group.attrs.get("format")
