@@ -198,3 +198,20 @@ def open_zarr_cube(path: str, *, variable: str | None = None) -> xr.DataArray | 
     except InvalidInputError:
         return None
     return ds if variable is None and len(names) > 1 else target
+
+
+def zarr_arrays(path: str) -> list[tuple[str, Any]]:
+    """Every array of the Zarr store ``path`` as (name, array), each read from its own
+    metadata (not the consolidated copy, which may disagree with it); a plain array store
+    is one array named ``''``."""
+    import zarr
+
+    from dkernel.io.zarr_inputs import store_error
+
+    try:
+        node = zarr.open(str(path), mode="r", use_consolidated=False)
+    except Exception as exc:  # noqa: BLE001  (zarr raises many types for a broken store)
+        raise store_error(str(path), f"{type(exc).__name__}: {str(exc)[:300]}.") from exc
+    if isinstance(node, zarr.Group):
+        return [(n, a) for n, a in node.members(max_depth=None) if isinstance(a, zarr.Array)]
+    return [("", node)]

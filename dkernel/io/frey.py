@@ -102,6 +102,7 @@ register_reader(
             Param("scale", "bool", default=True, doc="Grey levels divided by 255."),
         ),
         load=load_frey_faces,
+        files=lambda path=None, **_: [frey_path(path)],
         description="Frey faces: 1965 images of 28x20 pixels as 560-dimensional rows.",
     )
 )

@@ -38,10 +38,13 @@ def _resolve_dir(data_dir: str | os.PathLike | None) -> Path:
 def _loadmat(path: Path) -> dict:
     from scipy.io import loadmat
 
-    if not path.is_file():
+    from dkernel.io.files import check_regular
+
+    if not path.exists():
         raise InvalidInputError(
             f"Missing hyperspectral file {str(path)!r}; see MANIFEST.md §2a for the expected files."
         )
+    check_regular(path, "hyperspectral file")
     return loadmat(str(path))
 
 
@@ -62,6 +65,19 @@ def _cube_and_labels(Y: np.ndarray, A: np.ndarray, n_row: int, n_col: int):
         np.int64
     )
     return cube, labels
+
+
+#: The cube and ground-truth files of each scene.
+SCENE_FILES = {
+    "samson": ("Samson.mat", "_EndSamson.mat"),
+    "jasper": ("JasperRidge2_R198.mat", "_EndJasperRidge2_R198.mat"),
+}
+
+
+def scene_files(scene: str, data_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The files read for ``scene`` ('samson' or 'jasper'): its cube and its ground truth."""
+    folder = _resolve_dir(data_dir)
+    return [folder / name for name in SCENE_FILES[scene]]
 
 
 def load_samson(data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, np.ndarray]:

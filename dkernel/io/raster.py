@@ -28,6 +28,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dkernel.errors import InvalidInputError
 from dkernel.io.cube import no_crs_message
 from dkernel.io.data import LoadedData, expand_data_path
+from dkernel.io.gdal import RASTER_DRIVER, network_off, open_local_raster
 from dkernel.io.pixels import (
     STRIP_PIXELS,
     features_graph,
@@ -39,6 +40,11 @@ from dkernel.io.pixels import (
 from dkernel.runtime.progress import compute_parts
 
 SCALES = ("minmax", "standardize", "none")
+
+#: Largest ``coord_scale``: the band features are scaled to about [0, 1], so coordinates a
+#: million times longer already leave the bands no say; beyond, the float32 features
+#: overflow (1e300 is ``inf`` in float32) and fail only once the cluster runs.
+MAX_COORD_SCALE = 1e6
 
 DEMO_LANDSAT = "RGB.byte.tif"
 
@@ -108,13 +114,15 @@ def open_geotiff(
     pass over the image (1 byte per pixel is kept in memory). A pixel is invalid when every
     band equals the nodata value (the dataset mask of GDAL/rasterio: a dark pixel with one
     zero band is still data) or any band is NaN.
-    """
-    import rasterio
 
+    Only GeoTIFFs are read, with GDAL's network access off
+    (``dkernel.io.gdal.open_local_raster``): a VRT or any other indirection is refused,
+    whatever its name.
+    """
     path = resolve_path(path)
-    if not path.is_file():
+    if not path.exists():
         raise InvalidInputError(f"GeoTIFF {str(path)!r} does not exist.")
-    with rasterio.open(path) as src:
+    with open_local_raster(path) as src:
         n_rows, n_cols, block_h = src.height, src.width, src.block_shapes[0][0]
     rows = block_rows(n_rows, n_cols, block_h, chunk_rows)
     return _open_strips(path, rows, bands=bands)
@@ -131,7 +139,9 @@ def _open_strips(
     :func:`read_strips`)."""
     import rasterio
 
-    image = rioxarray.open_rasterio(path, **open_kwargs)  # lazy: coordinates and metadata
+    open_kwargs.setdefault("driver", RASTER_DRIVER)
+    with network_off():
+        image = rioxarray.open_rasterio(path, **open_kwargs)  # lazy: coordinates and metadata
     if bands:
         missing = [b for b in bands if b not in image["band"].values.tolist()]
         if missing:
@@ -139,7 +149,7 @@ def _open_strips(
                 f"{path} has bands {image['band'].values.tolist()}; bands {missing} do not exist."
             )
         image = image.sel(band=bands)
-    with rasterio.open(path, **open_kwargs) as src:
+    with network_off(), rasterio.open(path, **open_kwargs) as src:
         block_width = int(src.block_shapes[0][1])
     indexes = [int(b) for b in image["band"].values]
     n_rows, n_cols = int(image.shape[1]), int(image.shape[2])
@@ -218,7 +228,7 @@ def _read_rows(
 
     strips = [np.empty((len(indexes), r, n_cols), dtype=dtype) for r in parts]
     edges = np.cumsum((0, *parts))
-    with rasterio.open(path, **open_kwargs) as src:
+    with network_off(), rasterio.open(path, **open_kwargs) as src:
         for c0 in range(0, n_cols, window):
             width = min(window, n_cols - c0)
             block = src.read(indexes, window=Window(c0, row0, width, int(edges[-1])))
@@ -288,6 +298,13 @@ def raster_features(
     stats : dict
         Per-band offsets and scales used (JSON-serialisable).
 
+    Raises
+    ------
+    InvalidInputError
+        An unknown ``scale``, ``coord_scale`` outside [0, 10⁶], pixels that are not real
+        numbers (complex values are never cast silently), no valid pixel, one valid pixel,
+        or a constant image (every valid pixel holds the same band values).
+
     Notes
     -----
     One pass over the image for the band statistics; the features themselves stay lazy.
@@ -295,15 +312,22 @@ def raster_features(
     """
     if scale not in SCALES:
         raise InvalidInputError(f"scale must be one of {', '.join(SCALES)}; got {scale!r}.")
+    if not 0 <= coord_scale <= MAX_COORD_SCALE:  # NaN fails too
+        raise InvalidInputError(
+            f"coord_scale must be in [0, {MAX_COORD_SCALE:g}] (the bands span about [0, 1]); "
+            f"got {coord_scale!r}."
+        )
     if "valid" not in image.coords:
         raise InvalidInputError(
             "the image has no 'valid' mask coordinate; open it with dkernel.io."
         )
+    check_pixel_dtype(image)
     n_bands, n_rows, n_cols = (int(s) for s in image.shape)
     data, valid = image_strips(image)
     counts, summary = summaries(data, valid)
     if summary["n"] == 0:
         raise InvalidInputError("every pixel of the image is nodata; nothing to cluster.")
+    check_not_constant(image, summary)
     if scale == "minmax":
         lo, hi = summary["min"], summary["max"]
         offset, width = lo.astype(np.float64), (hi - lo).astype(np.float64)
@@ -326,6 +350,51 @@ def raster_features(
         "n_valid": int(summary["n"]),
     }
     return X, names, stats
+
+
+def check_pixel_dtype(image: xr.DataArray) -> None:
+    """Refuse an image whose values are not real numbers (complex, text, dates, objects):
+    casting complex pixels to float32 would drop their imaginary part silently.
+
+    Raises
+    ------
+    InvalidInputError
+        Naming the dtype and the fix.
+    """
+    dtype = np.dtype(image.dtype)
+    if dtype.kind in "biuf":
+        return
+    source = image.attrs.get("source", "the image")
+    fix = (
+        "Choose what to cluster and write it as real bands first, e.g. numpy.abs(z) and "
+        "numpy.angle(z), or z.real and z.imag, as separate bands."
+        if dtype.kind == "c"
+        else "Convert it to integer or floating-point bands."
+    )
+    raise InvalidInputError(
+        f"{source} holds {dtype.name} pixels; dkernel reads real-valued bands (integer or "
+        f"floating point) and does not cast {dtype.name} silently. {fix}"
+    )
+
+
+def check_not_constant(image: xr.DataArray, summary: dict[str, Any]) -> None:
+    """Refuse an image whose valid pixels all hold the same band values (or that has one
+    valid pixel): there is nothing to cluster, and the methods would fail later, inside the
+    cluster, with a message about their numerics."""
+    source = image.attrs.get("source", "the image")
+    n = int(summary["n"])
+    if n == 1:
+        raise InvalidInputError(
+            f"{source} has one valid pixel; there is nothing to cluster. Check the image and "
+            "its nodata value."
+        )
+    if np.all(np.asarray(summary["max"]) == np.asarray(summary["min"])):
+        values = ", ".join(f"{float(v):g}" for v in np.asarray(summary["min"])[:8])
+        raise InvalidInputError(
+            f"{source} is constant: all {n:,} valid pixels hold the same band values "
+            f"({values}), so there is nothing to cluster. Check the image, its bands and its "
+            "nodata value."
+        )
 
 
 def _band_labels(image: xr.DataArray) -> list[Any]:
@@ -436,7 +505,9 @@ def _npy_strip(path: str, start: int, stop: int) -> np.ndarray:
 
 def _lazy_npy(path: Path, layout: str) -> da.Array:
     """A ``.npy`` file as a Dask array read strip by strip (the graph holds only the path)."""
-    head = np.load(path, mmap_mode="r", allow_pickle=False)
+    from dkernel.io.files import load_npy
+
+    head = load_npy(path, "data.path")
     shape, dtype = head.shape, head.dtype
     if layout != "yxb" or len(shape) != 3:
         return da.from_array(np.asarray(head))
@@ -690,12 +761,23 @@ def load_npy_raster(
     coord_scale: float = 0.25,
 ) -> LoadedData:
     """Reader ``npy-raster``: a 3-D ``.npy`` image (memory-mapped), optional label image."""
+    from dkernel.io.files import load_npy
+
     try:
         cube = _lazy_npy(resolve_path(path), layout)
     except (OSError, ValueError) as exc:
         raise InvalidInputError(f"could not read {path} as a .npy array: {exc}") from exc
     image = image_from_array(cube, layout=layout, nodata=nodata)
-    labels = np.load(resolve_path(labels_path), allow_pickle=False) if labels_path else None
+    image.attrs["source"] = str(path)
+    labels = None
+    if labels_path:
+        labels = load_npy(resolve_path(labels_path), "data.labels_path")  # the shape first
+        if labels.shape != image.shape[1:]:
+            raise InvalidInputError(
+                f"data.labels_path: the label image {labels_path} has shape {labels.shape}; "
+                f"the image {path} has {image.shape[1]} rows × {image.shape[2]} columns."
+            )
+        labels = np.array(labels)
     return raster_to_loaded(
         image, scale=scale, coord_scale=coord_scale, labels=labels, meta={"source": str(path)}
     )
@@ -708,24 +790,39 @@ def load_zarr_raster(
     nodata: float | None = None,
     scale: str = "minmax",
     coord_scale: float = 0.25,
+    missing_chunks: str = "error",
 ) -> LoadedData:
     """Reader ``zarr-raster``: an xarray/rioxarray cube in a Zarr store (CRS, coordinates and
     band names kept; ``variable`` names it when the store holds several), or a plain 3-D Zarr
     array without dimension names (``layout`` gives its axis order; no CRS).
 
     A cube written by xarray (``cube.to_zarr(path)``) must have a CRS, like a GeoTIFF.
+
+    Before zarr reads anything, every file of the store is checked
+    (:func:`dkernel.io.zarr_inputs.scan_zarr_store`: regular files, metadata that is valid JSON),
+    and image arrays too large, with chunks too large, or with missing chunks are refused
+    (:func:`dkernel.io.zarr_inputs.check_zarr_chunks`; missing chunks are read as nodata with
+    ``missing_chunks='nodata'`` when their fill value is nodata).
     """
     import zarr
 
-    from dkernel.io.cube import image_from_xarray, open_zarr_cube
+    from dkernel.io.cube import image_from_xarray, open_zarr_cube, zarr_arrays
+    from dkernel.io.zarr_inputs import (
+        check_missing_reads_as_nodata,
+        check_zarr_chunks,
+        scan_zarr_store,
+    )
 
     resolved = str(resolve_path(path))
+    scan_zarr_store(resolved)
+    gaps = check_zarr_chunks(resolved, zarr_arrays(resolved), missing_chunks=missing_chunks)
     cube = open_zarr_cube(resolved, variable=variable)
     if cube is not None:
         if cube.rio.crs is None:
             raise InvalidInputError(no_crs_message(f"the Zarr cube {path}"))
         image = image_from_xarray(cube, variable=None, nodata=nodata)
         image.attrs["source"] = resolved
+        nodata = image.rio.nodata
     else:
         node = zarr.open(resolved, mode="r")
         if isinstance(node, zarr.Group):
@@ -736,6 +833,8 @@ def load_zarr_raster(
                 )
             node = node[variable]
         image = image_from_array(da.from_zarr(node), layout=layout, nodata=nodata)
+        image.attrs["source"] = resolved
+    check_missing_reads_as_nodata(resolved, gaps, nodata)
     return raster_to_loaded(image, scale=scale, coord_scale=coord_scale, meta={"source": str(path)})
 
 
@@ -758,6 +857,28 @@ def load_hyperspectral(
     )
 
 
+def geotiff_files(path: str, **_: Any) -> list[Path]:
+    """The files GDAL reads for reader ``geotiff`` (:func:`dkernel.io.gdal.raster_files`;
+    a VRT or other indirection is refused here already)."""
+    from dkernel.io.gdal import raster_files
+
+    return raster_files(resolve_path(path))
+
+
+def zarr_raster_files(path: str, **_: Any) -> list[Path]:
+    """The links inside the store of reader ``zarr-raster`` (after checking its files)."""
+    from dkernel.io.zarr_inputs import zarr_store_links
+
+    return zarr_store_links(resolve_path(path))
+
+
+def hyperspectral_files(scene: str, path: str | None = None) -> list[Path]:
+    """The two ``.mat`` files readers ``samson`` / ``jasper`` read."""
+    from dkernel.io.hyperspectral import scene_files
+
+    return scene_files(scene, expand_data_path(path) if path else None)
+
+
 def _register() -> None:
     from dkernel.io.registry import Reader, register_reader
     from dkernel.schema.params import Param
@@ -774,6 +895,7 @@ def _register() -> None:
         "float",
         default=0.25,
         low=0.0,
+        high=MAX_COORD_SCALE,
         doc="Pixel coordinates scaled to [0, c] (longer side); 0 drops them.",
     )
     chunk = Param(
@@ -797,6 +919,7 @@ def _register() -> None:
                 chunk,
             ),
             load=load_geotiff,
+            files=geotiff_files,
             description="A GeoTIFF (rioxarray): bands, nodata mask, CRS and transform kept.",
             raster=True,
         )
@@ -836,8 +959,17 @@ def _register() -> None:
                 Param("nodata", "float", default=None, nullable=True),
                 scale,
                 coord,
+                Param(
+                    "missing_chunks",
+                    "str",
+                    default="error",
+                    choices=("error", "nodata"),
+                    doc="A chunk with no file (it reads as the fill value): 'error', or "
+                    "'nodata' when the store was written without its empty chunks.",
+                ),
             ),
             load=load_zarr_raster,
+            files=zarr_raster_files,
             description=(
                 "An xarray cube in a Zarr store (CRS, coordinates, band names kept) or a "
                 "plain 3-D Zarr array."
@@ -867,6 +999,7 @@ def _register() -> None:
                 load=lambda path="${DKERNEL_DATA}", scale="none", coord_scale=0.25, _s=scene: (
                     load_hyperspectral(_s, expand_data_path(path), scale, coord_scale)
                 ),
+                files=lambda path="${DKERNEL_DATA}", _s=scene, **_: hyperspectral_files(_s, path),
                 description=f"{text} hyperspectral scene with argmax-abundance ground truth.",
                 raster=True,
             )

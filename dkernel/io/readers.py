@@ -7,6 +7,7 @@ io modules, imported at the bottom.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,31 +54,23 @@ def load_csv(
     """A delimited text table; ``missing_values`` entries become NaN.
 
     ``delimiter: null`` splits on any whitespace. Negative column indices count from the end.
+
+    Notes
+    -----
+    Two passes over the file, line by line: the first counts the rows, the second parses
+    them into the float64 table, so memory is the table (8 bytes per value) plus one line
+    and the label column, not the file's text several times over.
     """
     missing = set(missing_values or ["", "?", "NA", "NaN", "nan"])
-    rows: list[list[str]] = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"could not read {path}: {exc}") from exc
-    names = None
-    for line in lines:
-        if not line.strip():
-            continue
+
+    def split(line: str) -> list[str]:
         fields = line.split(delimiter) if delimiter is not None else line.split()
-        rows.append([f.strip() for f in fields])
-    if header and rows:
-        names, rows = rows[0], rows[1:]
-    if not rows:
+        return [f.strip() for f in fields]
+
+    names, first, n_rows = _csv_shape(path, split, header)
+    if first is None:
         raise InvalidInputError(f"{path} holds no data rows.")
-    width = len(rows[0])
-    ragged = [i for i, r in enumerate(rows) if len(r) != width]
-    if ragged:
-        raise InvalidInputError(
-            f"{path}: row {ragged[0] + 1 + int(header)} has {len(rows[ragged[0]])} fields, expected "
-            f"{width} (check data.delimiter)."
-        )
+    width = len(first)
     for key, cols in (("label_column", [label_column]), ("skip_columns", skip_columns or [])):
         bad = [c for c in cols if c is not None and not -width <= c < width]
         if bad:
@@ -88,8 +81,16 @@ def load_csv(
     drop = {c % width for c in (skip_columns or [])}
     label_idx = None if label_column is None else label_column % width
     keep = [c for c in range(width) if c not in drop and c != label_idx]
-    X = np.empty((len(rows), len(keep)), dtype=np.float64)
-    for i, row in enumerate(rows):
+    X = np.empty((n_rows, len(keep)), dtype=np.float64)
+    labels: list[str] = []
+    filled = 0
+    for i, row in enumerate(_csv_rows(path, split, header, n_rows)):
+        filled = i + 1
+        if len(row) != width:
+            raise InvalidInputError(
+                f"{path}: row {i + 1 + int(header)} has {len(row)} fields, expected "
+                f"{width} (check data.delimiter)."
+            )
         for j, c in enumerate(keep):
             value = row[c]
             if value in missing:
@@ -103,9 +104,13 @@ def load_csv(
                     f"{_quote_cell(value)}, which is not a number. Add it to "
                     "data.missing_values or list the column in data.skip_columns."
                 ) from None
+        if label_idx is not None:
+            labels.append(row[label_idx])
+    if filled != n_rows:
+        raise InvalidInputError(f"{path} changed while it was read; read it again.")
     y = None
     if label_idx is not None:
-        y = np.unique([r[label_idx] for r in rows], return_inverse=True)[1]
+        y = np.unique(labels, return_inverse=True)[1]
     return LoadedData(
         X=X,
         y=y,
@@ -114,24 +119,53 @@ def load_csv(
     )
 
 
-def _load_npy_file(path: str, key: str, *, mmap: bool = True) -> np.ndarray:
-    """``np.load`` with every failure (empty file, truncated header, pickled objects) as an
-    :class:`InvalidInputError` naming the file and the fix."""
+def _csv_lines(path: str) -> Any:
+    """The non-blank lines of a text file, one at a time (a regular file only: a FIFO or a
+    device is refused before it is read)."""
+    from dkernel.io.files import open_regular
+
+    fd, _ = open_regular(path, "data.path")
     try:
-        if Path(path).stat().st_size == 0:
-            raise InvalidInputError(
-                f"{key}: {path} is empty (0 bytes); a .npy file written by numpy.save is "
-                "expected. Check that the file was copied completely."
-            )
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except InvalidInputError:
-        raise
-    except Exception as exc:  # noqa: BLE001  (EOFError, ValueError, OSError, ...)
-        raise InvalidInputError(
-            f"{key}: could not read {path} as a .npy array: {str(exc)[:200]} "
-            f"({type(exc).__name__}). Write it with numpy.save(path, array) (numeric, not "
-            "pickled objects)."
-        ) from exc
+        with open(fd, encoding="utf-8", closefd=True) as fh:
+            for line in fh:
+                if line.strip():
+                    yield line.rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"could not read {path}: {exc}") from exc
+
+
+def _csv_shape(path: str, split: Any, header: bool) -> tuple[list[str] | None, Any, int]:
+    """(header names, first data row, number of data rows): the first pass."""
+    names, first, n_rows = None, None, 0
+    for line in _csv_lines(path):
+        if header and names is None:
+            names = split(line)
+            continue
+        if first is None:
+            first = split(line)
+        n_rows += 1
+    return names, first, n_rows
+
+
+def _csv_rows(path: str, split: Any, header: bool, n_rows: int) -> Any:
+    """The data rows, split into fields: the second pass (at most ``n_rows``, in case the
+    file grew meanwhile)."""
+    lines = _csv_lines(path)
+    if header:
+        next(lines, None)
+    for i, line in enumerate(lines):
+        if i >= n_rows:
+            break
+        yield split(line)
+
+
+def _load_npy_file(path: str, key: str, *, mmap: bool = True) -> np.ndarray:
+    """``np.load`` with every failure (not a regular file, empty file, truncated header,
+    pickled objects, a ``.npz`` archive) as an :class:`InvalidInputError` naming the file
+    and the fix (:func:`dkernel.io.files.load_npy`)."""
+    from dkernel.io.files import load_npy
+
+    return load_npy(path, key, mmap=mmap)
 
 
 def load_npy(path: str, labels_path: str | None = None) -> LoadedData:
@@ -139,11 +173,13 @@ def load_npy(path: str, labels_path: str | None = None) -> LoadedData:
     X = _load_npy_file(path, "data.path")
     y = None
     if labels_path:
-        y = _load_npy_file(labels_path, "data.labels_path", mmap=False)
-        if y.shape[0] != X.shape[0]:
+        y = _load_npy_file(labels_path, "data.labels_path")  # mapped: the shape first
+        if y.ndim == 0 or y.shape[0] != X.shape[0]:
+            entries = y.shape[0] if y.ndim else 0
             raise InvalidInputError(
-                f"labels in {labels_path} have {y.shape[0]} entries but {path} has {X.shape[0]} rows."
+                f"labels in {labels_path} have {entries} entries but {path} has {X.shape[0]} rows."
             )
+        y = np.array(y)
     return LoadedData(X=X, y=y, meta={"source": str(Path(path))})
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dkernel.errors import SpecError
@@ -21,14 +22,20 @@ class Reader:
     name : str
         The value of ``data.reader`` in a job spec.
     params : tuple of Param
-        Reader options (the other keys of ``data``). Options of kind 'str' named ``path`` or
-        ending in ``_path`` are file paths: environment variables are expanded and the file
-        must exist at validation time.
+        Reader options (the other keys of ``data``). Options of kind 'str' named ``path``,
+        ``data_dir`` or ending in ``_path`` / ``_dir`` are paths: environment variables are
+        expanded, the file or folder must exist at validation time, and it must lie in the
+        data root when one is set.
     load : callable
         ``load(**options) -> LoadedData``.
     description : str
     raster : bool
         The reader returns an image (``LoadedData.raster`` set), as raster methods need.
+    files : callable, optional
+        ``files(**options) -> iterable of paths``: the files ``load`` reads besides the path
+        options themselves (a dataset folder's files, a GeoTIFF's sidecars, the links inside
+        a Zarr store). When a data root confines the job, each must resolve inside it.
+        Options that name a folder (``data_dir``, ``*_dir``) are confined like ``path``.
     """
 
     name: str
@@ -36,6 +43,7 @@ class Reader:
     load: Callable[..., LoadedData]
     description: str = ""
     raster: bool = False
+    files: Callable[..., Iterable[Path]] | None = None
 
 
 #: The data readers; :mod:`dkernel.io.readers` registers the built-ins (and imports the

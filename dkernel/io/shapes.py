@@ -33,6 +33,14 @@ def _folder(path: str | os.PathLike | None) -> Path:
     return p
 
 
+def shape_files(name: str, path: str | os.PathLike | None = None) -> list[Path]:
+    """The files :func:`load_shapes` reads for the shape set ``name``."""
+    folder = _folder(path)
+    if name == "D31":
+        return [folder / "d31.data.gz", folder / "d31.labels0.gz"]
+    return [folder / f"{name}.txt"]
+
+
 def load_shapes(name: str, path: str | os.PathLike | None = None) -> LoadedData:
     """Load one shape set: ``X`` (n, 2) float64 and ``y`` 0-based labels.
 
@@ -51,6 +59,11 @@ def load_shapes(name: str, path: str | os.PathLike | None = None) -> LoadedData:
     """
     if name not in SHAPE_SETS:
         raise InvalidInputError(f"unknown shape set {name!r}. Valid sets: {', '.join(SHAPE_SETS)}.")
+    from dkernel.io.files import check_regular
+
+    for file in shape_files(name, path):
+        if file.exists():
+            check_regular(file, "shape set file")
     folder = _folder(path)
     if name == "D31":
         src = folder / "d31.data.gz"
@@ -85,6 +98,7 @@ register_reader(
             ),
         ),
         load=load_shapes,
+        files=lambda name, path=None, **_: shape_files(name, path),
         description="SIPU 2-D clustering shape sets (jain, Aggregation, ..., D31) with labels.",
     )
 )

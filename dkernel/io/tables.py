@@ -38,6 +38,7 @@ WISCONSIN_FEATURES = [
     "mitoses",
 ]
 ECOLI_FEATURES = ["mcg", "gvh", "lip", "chg", "aac", "alm1", "alm2"]
+STATLOG_FILES = {"train": ("sat.trn",), "test": ("sat.tst",), "all": ("sat.trn", "sat.tst")}
 STATLOG_CLASSES = {
     1: "red soil",
     2: "cotton crop",
@@ -48,12 +49,24 @@ STATLOG_CLASSES = {
 }
 
 
+#: Largest dataset file read (bytes): the UCI tables are below 1 MB.
+MAX_TABLE_BYTES = 64 << 20
+
+
 def _file(data_dir: str | os.PathLike | None, sub: str, name: str) -> Path:
+    """The dataset file ``sub/name`` (or ``name``) under ``data_dir``: a regular file (a
+    FIFO or device is not found) of at most :data:`MAX_TABLE_BYTES`."""
     if data_dir is None:
         data_dir = data_root()
     base = expand_data_path(data_dir)
     for candidate in (base / sub / name, base / name):
         if candidate.is_file():
+            size = candidate.stat().st_size
+            if size > MAX_TABLE_BYTES:
+                raise InvalidInputError(
+                    f"{candidate} is {size:,} bytes; the {name} table is below 1 MB and at most "
+                    f"{MAX_TABLE_BYTES:,} are read. Check the file."
+                )
             return candidate
     raise InvalidInputError(f"{name} not found under {base} (expected {sub}/{name}).")
 
@@ -100,12 +113,11 @@ def load_statlog_landsat(
     split : {'train', 'test', 'all'}
         ``sat.trn`` (4435 rows), ``sat.tst`` (2000) or both (6435, train first).
     """
-    files = {"train": ["sat.trn"], "test": ["sat.tst"], "all": ["sat.trn", "sat.tst"]}
-    if split not in files:
+    if split not in STATLOG_FILES:
         raise InvalidInputError(f"split must be 'train', 'test' or 'all'; got {split!r}.")
     tables = []
     sources = []
-    for name in files[split]:
+    for name in STATLOG_FILES[split]:
         src = _file(data_dir, STATLOG_DIR, name)
         sources.append(str(src))
         tables.append(np.loadtxt(src, dtype=np.float64))
@@ -155,6 +167,9 @@ register_reader(
         name="wisconsin",
         params=(_DIR,),
         load=lambda data_dir="${DKERNEL_DATA}": load_wisconsin(data_dir),
+        files=lambda data_dir="${DKERNEL_DATA}", **_: [
+            _file(data_dir, WISCONSIN_DIR, "breast-cancer-wisconsin.data")
+        ],
         description="Breast Cancer Wisconsin (Original), 699 × 9, 16 real missing values (NaN).",
     )
 )
@@ -163,6 +178,9 @@ register_reader(
         name="statlog-landsat",
         params=(_DIR, Param("split", "str", default="all", choices=("train", "test", "all"))),
         load=lambda data_dir="${DKERNEL_DATA}", split="all": load_statlog_landsat(data_dir, split),
+        files=lambda data_dir="${DKERNEL_DATA}", split="all", **_: [
+            _file(data_dir, STATLOG_DIR, name) for name in STATLOG_FILES[split]
+        ],
         description="Statlog (Landsat Satellite), 36 features, 6 classes.",
     )
 )
@@ -171,6 +189,7 @@ register_reader(
         name="ecoli",
         params=(_DIR,),
         load=lambda data_dir="${DKERNEL_DATA}": load_ecoli(data_dir),
+        files=lambda data_dir="${DKERNEL_DATA}", **_: [_file(data_dir, ECOLI_DIR, "ecoli.data")],
         description="UCI Ecoli, 336 × 7, 8 classes.",
     )
 )

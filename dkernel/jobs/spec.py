@@ -313,17 +313,46 @@ def parse_yaml(text: str, origin: str = "<spec>") -> Any:
 
 
 def load_spec(path: str | Path) -> JobSpec:
-    """Read and validate a YAML job spec file."""
+    """Read and validate a YAML job spec file.
+
+    Only a regular file is read (a FIFO would block, ``/dev/zero`` never ends), and its size
+    is checked from ``fstat`` before a byte is read: at most ``MAX_SPEC_BYTES`` (1 MiB).
+    """
     path = Path(path)
     if not path.exists():
         raise SpecError(f"job spec {path} does not exist.")
     if path.is_dir():
         raise SpecError(f"job spec {path} is a directory; give the path of a .yaml file.")
+    return validate_spec(parse_yaml(read_spec_text(path), str(path)), path=path)
+
+
+def read_spec_text(path: Path) -> str:
+    """The text of the spec file ``path``: a regular file of at most :data:`MAX_SPEC_BYTES`,
+    UTF-8; never more than that is read."""
+    from dkernel.io.files import open_regular
+
+    fd, st = open_regular(path, "job spec", error=SpecError)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        if st.st_size > MAX_SPEC_BYTES:
+            raise SpecError(
+                f"{path}: the job spec is {st.st_size:,} bytes; at most {MAX_SPEC_BYTES:,} are "
+                "accepted. Job specs name their data files rather than holding the data."
+            )
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
         raise SpecError(f"job spec {path} could not be read: {exc}.") from exc
-    return validate_spec(parse_yaml(text, str(path)), path=path)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(
+            f"{path}: the job spec grew past {MAX_SPEC_BYTES:,} bytes while it was read; "
+            "at most that many are accepted."
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"job spec {path} could not be read: {exc}.") from exc
 
 
 def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
@@ -348,7 +377,7 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
     runtime = validate_mapping(top["runtime"], RUNTIME, "runtime")
     confine_to = data_root_confinement(runtime.get("data_root"))
     for p in reader.params:
-        if p.kind == "str" and (p.name == "path" or p.name.endswith("_path")) and options[p.name]:
+        if p.kind == "str" and is_path_option(p.name) and options[p.name]:
             found = _existing_file(options[p.name], f"data.{p.name}")
             if confine_to is not None and not found.is_relative_to(confine_to):
                 raise SpecError(
@@ -357,6 +386,8 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
                     f"data.{p.name}",
                 )
             options[p.name] = str(found)
+    if confine_to is not None and reader.files is not None:
+        _confine_reader_files(reader, options, confine_to)
 
     if method.needs_raster and not reader.raster:
         raster_readers = sorted(name for name, r in READERS.items() if r.raster)
@@ -367,7 +398,9 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
         )
 
     output = Path(expand_env(top["output"], "output"))
+    base = os.environ.get(OUTPUT_ROOT_ENV) or "."  # where the CLI puts a relative output
     limits = validate_mapping(top["limits"], LIMITS, "limits")
+    limits = effective_limits(limits, Path(base).expanduser() / output)
     return JobSpec(
         name=top["name"],
         description=top["description"],
@@ -383,6 +416,30 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
         source=_plain(raw),
         path=path,
     )
+
+
+def effective_limits(limits: Mapping[str, Any], output: Path) -> dict[str, Any]:
+    """``limits`` as the machine can honour them (:class:`dkernel._budget.SizeLimit` bytes):
+    ``max_memory`` (or ``DKERNEL_MAX_MEMORY``, or the default) capped at the machine's memory,
+    ``max_disk`` at the free space of the file system ``output`` would be written to. A cap
+    is logged as a warning (when the limit was set) and named in any refusal.
+
+    Raises
+    ------
+    SpecError
+        When ``DKERNEL_MAX_MEMORY`` / ``DKERNEL_MAX_DISK`` cannot be read as a size.
+    """
+    from dkernel._budget import disk_limit, memory_limit
+    from dkernel.errors import InvalidInputError
+
+    try:
+        return {
+            **limits,
+            "max_memory": memory_limit(limits.get("max_memory")),
+            "max_disk": disk_limit(limits.get("max_disk"), output),
+        }
+    except InvalidInputError as exc:
+        raise SpecError(str(exc)) from None
 
 
 #: Environment variable confining the data files a job spec may read (optional).
@@ -413,6 +470,12 @@ def data_root_confinement(spec_root: str | None = None) -> Path | None:
     return env_root if env_root is not None else spec_path
 
 
+def is_path_option(name: str) -> bool:
+    """Whether a reader option names a file or folder (``path``, ``*_path``, ``data_dir``,
+    ``*_dir``): it is expanded, must exist, and is confined to the data root."""
+    return name in ("path", "data_dir") or name.endswith(("_path", "_dir"))
+
+
 def _existing_file(value: str, key: str) -> Path:
     expanded = Path(expand_env(value, key))
     if not expanded.exists():
@@ -422,8 +485,27 @@ def _existing_file(value: str, key: str) -> Path:
         raise SpecError(f"file not found: {shown}.", key)
     if not os.access(expanded, os.R_OK):
         raise SpecError(f"file is not readable: {str(expanded)!r}; check its permissions.", key)
+    from dkernel.io.files import check_regular
+
+    # a FIFO would block the reader, a device never ends: regular files and folders only
+    check_regular(expanded, "", allow_dir=True, error=lambda m: SpecError(m, key))
     # absolute: lazy readers open the file later, in worker processes with another cwd
     return expanded.resolve()
+
+
+def _confine_reader_files(reader: Any, options: dict[str, Any], root: Path) -> None:
+    """Refuse a reader whose files (those its path options lead to: a dataset folder's
+    files, a GeoTIFF's sidecars, the links inside a Zarr store) resolve outside ``root``."""
+    for file in reader.files(**options):
+        resolved = Path(file).resolve()
+        if not resolved.is_relative_to(root):
+            shown = f"{file}" + (f" (a link to {resolved})" if resolved != Path(file) else "")
+            raise SpecError(
+                f"reader {reader.name!r} would read {shown}, which is outside the data root "
+                f"{root}; only files below it may be read ({DATA_ROOT_ENV} / "
+                "runtime.data_root). Copy the file into the data root instead of linking it.",
+                "data",
+            )
 
 
 def _plain(raw: Mapping) -> dict[str, Any]:

@@ -168,13 +168,40 @@ def check_data(params: dict, data: LoadedData) -> None:
 
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
+    """The in-sample eigendecomposition (3 dense m × m float64 matrices) or, when the data
+    are small enough to be evaluated (``n ≤ params.evaluate_max_samples``), the evaluation
+    against the exact PPR (:func:`_evaluate`: the N × N kernel, the Cholesky system built from
+    it and the solver's copy, 3 N² float64), whichever is larger, plus the scores."""
     m = _n_fit(params, n_samples)
+    n_seeds = len(params["seeds"])
+    scores = 8.0 * n_samples * n_seeds
+    fit = 3.0 * 8 * m * m
+    evaluate = 3.0 * 8 * float(n_samples) ** 2 if evaluates(params, n_samples) else 0.0
+    if evaluate > fit:
+        return Cost(
+            memory_bytes=evaluate + scores,
+            disk_bytes=4.0 * n_samples * n_seeds,
+            what=(
+                f"the evaluation against the exact PPR (a dense {n_samples} x {n_samples} "
+                f"kernel, as params.evaluate_max_samples = {params['evaluate_max_samples']:,} "
+                f">= {n_samples:,} rows)"
+            ),
+            alternative=(
+                f"lower params.evaluate_max_samples below {n_samples:,} (the evaluation is "
+                "then skipped; every row is still scored out of sample)."
+            ),
+        )
     return Cost(
-        memory_bytes=3.0 * 8 * m * m + 8.0 * n_samples * len(params["seeds"]),
-        disk_bytes=4.0 * n_samples * len(params["seeds"]),
+        memory_bytes=fit + scores,
+        disk_bytes=4.0 * n_samples * n_seeds,
         what=f"a dense {m} x {m} in-sample eigendecomposition",
         alternative="lower params.n_fit (the rest is scored out of sample).",
     )
+
+
+def evaluates(params: dict, n_samples: int) -> bool:
+    """Whether the job compares its scores with the exact PPR (O(N²) memory, O(N³) time)."""
+    return n_samples <= params["evaluate_max_samples"]
 
 
 def _seed_mean(kppr: KernelPersonalizedPageRank, rows: np.ndarray, fit_pos: dict, X) -> np.ndarray:
@@ -306,7 +333,7 @@ def run(ctx: JobContext) -> None:
             },
         ),
     )
-    if n <= p["evaluate_max_samples"]:
+    if evaluates(p, n):
         _evaluate(ctx, kppr, X, names, p)
 
 
