@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,10 +47,11 @@ class JsonFormatter(logging.Formatter):
 
 class TextFormatter(logging.Formatter):
     """``[dkernel] message`` per line; a level other than info is named after the prefix
-    (``[dkernel] warning: ...``)."""
+    (``[dkernel] warning: ...``). Unprintable characters but newlines are escaped: a job name
+    or path may hold terminal escape codes."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        text = _escape(super().format(record), keep="\n")
         if record.levelno == logging.INFO:
             return f"[dkernel] {text}"
         return f"[dkernel] {record.levelname.lower()}: {text}"
@@ -135,13 +138,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_run_options(p)
     p.add_argument("--scheduler", help="address of a running Dask scheduler")
-    p.add_argument("--workers", type=int, help="number of workers of the embedded cluster")
-    p.add_argument("--threads", type=int, help="threads per worker of the embedded cluster")
+    p.add_argument(
+        "--workers",
+        metavar="N",
+        help="number of workers of the embedded cluster (workers × threads at most 4 per CPU core)",
+    )
+    p.add_argument("--threads", metavar="N", help="threads per worker of the embedded cluster")
 
     p = sub.add_parser("submit", parents=[common], help="run a job on an existing Dask cluster")
     add_run_options(p)
     p.add_argument("--scheduler", required=True, help="address, e.g. tcp://10.0.0.5:8786")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    p.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        default="10",
+        help="seconds to wait for the scheduler, in (0, 3600] (default 10)",
+    )
     p.add_argument(
         "--security-config",
         help="YAML with tls_ca_file, tls_client_cert, tls_client_key (see deploy/tls/README.md)",
@@ -178,6 +190,11 @@ def _parser() -> argparse.ArgumentParser:
         default=Path("results/demo-landsat-mssc.zarr"),
         help="results store path (default results/demo-landsat-mssc.zarr)",
     )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a store of another job at --output (the demo's own is always replaced)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
 
@@ -193,6 +210,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     check_writable(output)
     if not args.no_data:
         spec, data = prepare_job(spec)
+        from dkernel.jobs.outputs import check_side_outputs
+
+        check_side_outputs(output, spec.params, data)
         print(
             f"{args.job}: valid ({spec.method} on {data.n_samples} × {data.n_features}, "
             f"output {output})"
@@ -203,6 +223,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
+    # the command line's own values first: refused before the job is read
+    if submit:
+        cluster: dict[str, Any] = {"timeout": _timeout_option(args.timeout)}
+    else:
+        n_workers, threads = _cluster_options(args)
+        cluster = {"n_workers": n_workers, "threads_per_worker": threads}
     from dkernel.jobs.runner import run_job
     from dkernel.jobs.spec import OutputPolicy
 
@@ -213,80 +239,243 @@ def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
         resume=args.resume,
         progress=not (args.no_progress or args.log_json),
         output_policy=OutputPolicy.default(args.job, args.output_root),
+        **cluster,
     )
     if submit:
         from dkernel.runtime import load_security
 
-        kwargs["timeout"] = args.timeout
         kwargs["security"] = load_security(
             config=args.security_config,
             ca_file=args.tls_ca_file,
             cert=args.tls_cert,
             key=args.tls_key,
         )
-    else:
-        kwargs["n_workers"] = args.workers
-        kwargs["threads_per_worker"] = args.threads
     run_job(args.job, **kwargs)
     return EXIT_OK
+
+
+def _cluster_options(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """``--workers`` and ``--threads`` as integers, checked against this machine before the
+    job is read (``dkernel.runtime.connect.check_cluster_size`` checks them again with the
+    spec's ``runtime`` and memory limit before the cluster starts)."""
+    from dkernel.runtime.connect import MAX_THREADS_PER_CORE, check_cluster_size
+
+    cores = os.cpu_count() or 1
+    most = MAX_THREADS_PER_CORE * cores
+    values = []
+    for text, option in ((args.workers, "--workers"), (args.threads, "--threads")):
+        value = _int_or_none(text)
+        if text is not None and (value is None or not 1 <= value <= most):
+            raise SpecError(
+                f"must be an integer in [1, {most}] ({MAX_THREADS_PER_CORE} threads per CPU core, "
+                f"{cores} cores); got {_shown(text)}.",
+                option,
+            )
+        values.append(value)
+    n_workers, threads = values
+    if n_workers is not None and threads is not None:
+        check_cluster_size(n_workers, threads, None, cpu_count=cores)
+    return n_workers, threads
+
+
+def _int_or_none(text: Any) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(str(text).strip(), 10)
+    except ValueError:
+        return None
+
+
+def _timeout_option(text: Any) -> float:
+    """``--timeout`` as seconds: a finite number in (0, MAX_TIMEOUT]."""
+    from dkernel.runtime.connect import MAX_TIMEOUT
+
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise SpecError(
+            f"must be a number of seconds in (0, {MAX_TIMEOUT:g}]; got {_shown(text)}.",
+            "--timeout",
+        )
+    return value
+
+
+def _shown(text: Any) -> str:
+    """A command-line value in a message: quoted, unprintable characters escaped, cut."""
+    from dkernel.schema.params import show_value
+
+    return show_value(text)  # a repr: ESC is written \x1b
+
+
+#: Longest attribute value ``dkernel show`` prints (characters, after escaping); longer ones
+#: are cut with a note of how much. ``--json`` prints everything, escaped by JSON.
+SHOW_FIELD_MAX = 200
+#: Most entries of a mapping attribute (versions, timings, workers) ``dkernel show`` lists.
+SHOW_ENTRIES_MAX = 32
+
+
+def _safe(value: Any, limit: int = SHOW_FIELD_MAX) -> str:
+    """``value`` as text fit for a terminal: every unprintable character (C0 and C1 controls
+    such as ESC, bidirectional overrides, lone surrogates, NUL) written as its Python escape
+    (``\\x1b``, ``\\u202e``), cut to ``limit`` characters.
+
+    Store attributes are whatever the store's ``zarr.json`` holds: a hand-edited or hostile
+    one must not drive the terminal (colours, cursor moves, a title change, reordered text).
+
+    Examples
+    --------
+    >>> _safe("ok\\x1b[2J")
+    'ok\\\\x1b[2J'
+    """
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        text = value
+    else:
+        from dkernel.schema.params import show_value
+
+        text = value if isinstance(value, int | float) else show_value(value)
+        try:
+            text = str(text)
+        except ValueError:  # an int past Python's digit limit
+            text = f"<{type(value).__name__}>"
+    return _escape(text, limit)
+
+
+def _escape(text: str, limit: int | None = None, keep: str = "") -> str:
+    """``text`` with unprintable characters (but those in ``keep``) escaped, cut to ``limit``
+    characters of output (the rest counted in a note); stops reading at the limit."""
+    out: list[str] = []
+    size = 0
+    for i, ch in enumerate(text):
+        piece = ch if ch.isprintable() or ch in keep else repr(ch)[1:-1]
+        if limit is not None and size + len(piece) > limit:
+            return "".join(out) + f"… ({len(text) - i} characters cut)"
+        out.append(piece)
+        size += len(piece)
+    return "".join(out)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _fmt_bytes(n: Any) -> str:
     from dkernel._budget import format_size
 
-    return format_size(float(n)) if n is not None else "-"
+    return format_size(float(n)) if _is_number(n) and n >= 0 else _safe(n)
+
+
+def _seconds(value: Any) -> str:
+    return f"{value:.2f}s" if _is_number(value) else _safe(value, 60)
+
+
+def _get(mapping: Any, key: str) -> Any:
+    """``mapping[key]`` when ``mapping`` is a mapping that has it, else None."""
+    return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+def _listing(value: Any, show: Any = None) -> str:
+    """A mapping's first entries as ``key value, ...`` (anything else escaped as it is)."""
+    if not isinstance(value, dict):
+        return _safe(value)
+    show = show or (lambda v: _safe(v, 60))
+    items = [f"{_safe(k, 60)} {show(v)}" for k, v in list(value.items())[:SHOW_ENTRIES_MAX]]
+    if len(value) > SHOW_ENTRIES_MAX:
+        items.append(f"… ({len(value) - SHOW_ENTRIES_MAX} more)")
+    return ", ".join(items)
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from dkernel.storage import describe_store
 
-    info = describe_store(args.store)
+    path = Path(args.store)
+    if path.exists() and not path.is_dir():
+        raise StoreError(
+            f"{_safe(str(path))} is not a results store (a store is a directory, this is a "
+            "file or a special file)."
+        )
+    info = describe_store(path)
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return EXIT_OK
+    for line in _show_lines(info):
+        print(line)
+    return EXIT_OK
+
+
+def _show_lines(info: dict[str, Any]) -> list[str]:
+    """``dkernel show``'s text: every attribute escaped and cut (:func:`_safe`), and shown
+    whatever its type (a hand-edited store keeps its lines, with the odd values as they are)."""
     attrs = info["attrs"]
-    job = attrs.get("job", {})
-    print(f"store:    {info['path']}")
-    print(
-        f"status:   {attrs.get('status')}"
-        + (f" ({attrs.get('error')})" if attrs.get("error") else "")
-        + (f", resumed {attrs['resumes']}×" if attrs.get("resumes") else "")
-    )
-    print(f"job:      {job.get('name')} (method {job.get('method')}, seed {attrs.get('seed')})")
-    print(f"created:  {attrs.get('created')}  finished: {attrs.get('finished', '-')}")
-    print(f"git:      {attrs.get('git_revision') or '-'}")
-    versions = attrs.get("versions", {})
-    print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    runtime = attrs.get("runtime") or {}
-    if runtime:
-        print(
-            f"cluster:  {runtime.get('scheduler')}, {runtime.get('n_workers')} workers, "
-            f"{runtime.get('n_threads')} threads"
+    job = attrs.get("job")
+    error, resumes = attrs.get("error"), attrs.get("resumes")
+    lines = [
+        f"store:    {_safe(info['path'], 1000)}",
+        f"status:   {_safe(attrs.get('status'))}"
+        + (f" ({_safe(error, 500)})" if error else "")
+        + (f", resumed {_safe(resumes, 20)}×" if resumes else ""),
+    ]
+    if isinstance(job, dict):
+        what = f"{_safe(job.get('name'))} (method {_safe(job.get('method'))}, "
+    else:
+        what = f"{_safe(job)} ("
+    lines += [
+        f"job:      {what}seed {_safe(attrs.get('seed'))})",
+        f"created:  {_safe(attrs.get('created'))}  finished: {_safe(attrs.get('finished'))}",
+        f"git:      {_safe(attrs.get('git_revision'))}",
+        f"versions: {_listing(attrs.get('versions') or {})}",
+    ]
+    runtime = attrs.get("runtime")
+    if isinstance(runtime, dict) and runtime:
+        lines.append(
+            f"cluster:  {_safe(runtime.get('scheduler'))}, {_safe(runtime.get('n_workers'))} "
+            f"workers, {_safe(runtime.get('n_threads'))} threads"
         )
-    timings = attrs.get("timings", {})
+    elif runtime:
+        lines.append(f"cluster:  {_safe(runtime)}")
+    timings = attrs.get("timings")
     if timings:
-        print("timings:  " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
-    resources = attrs.get("resources") or {}
-    if resources:
-        print(
-            f"tasks:    {resources.get('n_tasks')} on {resources.get('n_workers')} workers; "
-            f"peak worker memory {_fmt_bytes(resources.get('peak_worker_memory'))}"
-        )
-        for name, w in (resources.get("workers") or {}).items():
-            print(
-                f"  worker {name}: {w.get('tasks')} tasks, peak {_fmt_bytes(w.get('peak_memory'))}"
-            )
-    print("arrays:")
+        lines.append(f"timings:  {_listing(timings, _seconds)}")
+    lines += _resource_lines(attrs.get("resources"))
+    lines.append("arrays:")
     for a in info["arrays"]:
-        dims = ", ".join(f"{d}={s}" for d, s in zip(a["dims"], a["shape"], strict=True))
+        dims = ", ".join(f"{_safe(d, 60)}={s}" for d, s in zip(a["dims"], a["shape"], strict=True))
+        name = f"{_safe(a['group'], 100)}/{_safe(a['name'], 100)}"
         chunks = f" chunks {tuple(a['chunks'])}" if a["chunks"] else ""
         values = a.get("values")
         if values is not None:
-            shown = f"{values:.6g}" if isinstance(values, float) else str(values)
-            print(f"  {a['group']}/{a['name']} = {shown}  ({dims}) {a['dtype']}")
+            shown = f"{values:.6g}" if isinstance(values, float) else _safe(values)
+            lines.append(f"  {name} = {shown}  ({dims}) {_safe(a['dtype'])}")
         else:
-            print(f"  {a['group']}/{a['name']}: ({dims}) {a['dtype']}{chunks}")
-    return EXIT_OK
+            lines.append(f"  {name}: ({dims}) {_safe(a['dtype'])}{chunks}")
+    return lines
+
+
+def _resource_lines(resources: Any) -> list[str]:
+    if not resources:
+        return []
+    if not isinstance(resources, dict):
+        return [f"tasks:    {_safe(resources)}"]
+    lines = [
+        f"tasks:    {_safe(resources.get('n_tasks'))} on {_safe(resources.get('n_workers'))} "
+        f"workers; peak worker memory {_fmt_bytes(resources.get('peak_worker_memory'))}"
+    ]
+    workers = resources.get("workers")
+    if isinstance(workers, dict):
+        for name, w in list(workers.items())[:SHOW_ENTRIES_MAX]:
+            lines.append(
+                f"  worker {_safe(name, 100)}: {_safe(_get(w, 'tasks'))} tasks, "
+                f"peak {_fmt_bytes(_get(w, 'peak_memory'))}"
+            )
+        if len(workers) > SHOW_ENTRIES_MAX:
+            lines.append(f"  … and {len(workers) - SHOW_ENTRIES_MAX} more workers")
+    elif workers:
+        lines.append(f"  workers: {_safe(workers)}")
+    return lines
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
@@ -335,13 +524,13 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from dkernel.jobs.demo import demo_spec
+    from dkernel.jobs.demo import demo_may_replace, demo_spec
     from dkernel.jobs.runner import run_job
 
     run_job(
         demo_spec(),
         output=args.output,
-        overwrite=True,
+        overwrite=demo_may_replace(args.output, overwrite=args.overwrite),
         progress=not (args.no_progress or args.log_json),
     )
     return EXIT_OK
@@ -411,8 +600,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         # the reader of our output went away (`dkernel show STORE | head`): not an error;
         # point stdout at devnull so the interpreter's final flush stays quiet
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001  (an unexpected error: no traceback unless debug)
@@ -437,8 +624,8 @@ def _report(args: argparse.Namespace, level: str, message: str) -> None:
     if args.log_json:
         entry = {"level": level, "logger": "dkernel", "message": message}
         print(json.dumps(entry), file=sys.stderr, flush=True)
-    else:
-        print(message, file=sys.stderr, flush=True)
+    else:  # a message may quote a path or value holding terminal escapes: never raw
+        print(_escape(message, keep="\n"), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover
