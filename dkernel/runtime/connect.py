@@ -300,6 +300,16 @@ def _check_timeout(timeout: Any) -> None:
         )
 
 
+#: Largest security config read: it holds three paths and a flag.
+SECURITY_CONFIG_MAX_BYTES = 64 * 1024
+
+
+def _security_error(message: str) -> Exception:
+    from dkernel.errors import SpecError
+
+    return SpecError(message, "--security-config")
+
+
 def load_security(
     *,
     config: str | None = None,
@@ -340,19 +350,48 @@ def load_security(
     if config is not None:
         import yaml
 
+        from dkernel.io.files import read_bounded
+
         path = Path(config)
-        if not path.is_file():
+        if not path.exists():
             raise SpecError(f"security config {config} does not exist.", "--security-config")
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise SpecError(f"security config {config} is not valid YAML: {exc}") from exc
+        text = read_bounded(
+            path, SECURITY_CONFIG_MAX_BYTES, "security config", error=_security_error
+        )
         allowed = {"tls_ca_file", "tls_client_cert", "tls_client_key", "require_encryption"}
-        if not isinstance(raw, dict) or set(raw) - allowed:
-            unknown = sorted(set(raw) - allowed) if isinstance(raw, dict) else raw
-            raise SpecError(
-                f"security config {config}: unknown keys {unknown}; allowed: {sorted(allowed)}.",
-                "--security-config",
+        # never echo the file: given a key or certificate by mistake, the message must not
+        # print the secret
+        if b"-----BEGIN" in text:
+            raise _security_error(
+                f"security config {config} is a PEM certificate or key, not the YAML file that "
+                f"names them (keys {sorted(allowed)}); pass the key with --tls-key."
+            )
+        try:
+            raw = yaml.safe_load(text.decode("utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError):
+            raise _security_error(
+                f"security config {config} is not valid YAML (a mapping with keys "
+                f"{sorted(allowed)})."
+            ) from None
+        if not isinstance(raw, dict):
+            raise _security_error(
+                f"security config {config} must be a mapping with keys {sorted(allowed)}; it "
+                f"holds a {type(raw).__name__}."
+            )
+        unknown = sorted(str(k)[:40] for k in set(raw) - allowed)
+        if unknown:
+            raise _security_error(
+                f"security config {config}: unknown keys {unknown}; allowed: {sorted(allowed)}."
+            )
+        for name in ("tls_ca_file", "tls_client_cert", "tls_client_key"):
+            if name in raw and not isinstance(raw[name], str):
+                raise _security_error(
+                    f"security config {config}: {name} must be one file path (a string); it "
+                    f"holds a {type(raw[name]).__name__}."
+                )
+        if not isinstance(raw.get("require_encryption", True), bool):
+            raise _security_error(
+                f"security config {config}: require_encryption must be true or false."
             )
         settings.update(raw)
         base = path.resolve().parent

@@ -955,6 +955,27 @@ def open_results(path: str | Path, *, warn: bool = True) -> xr.DataTree:
 SHOW_VALUES_MAX = 10
 
 
+def _chunks_fit(array_dir: Path, nbytes: int) -> bool:
+    """Whether the chunk files of a small array are no larger than its values could need.
+
+    A compressed chunk far larger than its declared values is damaged or crafted to inflate
+    (a 2 MiB zstd chunk of a 10-value array decompresses to gigabytes before Zarr checks its
+    shape); its values are then not shown. Links are not followed."""
+    budget = int(nbytes) + SHOW_CHUNK_SLACK
+    total = 0
+    for root, dirs, files in os.walk(array_dir / "c"):
+        for name in files:
+            total += os.lstat(os.path.join(root, name)).st_size
+            if total > budget:
+                return False
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+    return True
+
+
+#: Bytes a small array's chunks may hold beyond its raw values (codec headers, checksums).
+SHOW_CHUNK_SLACK = 4096
+
+
 def describe_store(path: str | Path) -> dict[str, Any]:
     """Summary used by ``dkernel show``: status, provenance, timings, each array's shape, and
     the values of the small ones (metrics and other scalars)."""
@@ -973,7 +994,10 @@ def describe_store(path: str | Path) -> dict[str, Any]:
                     "dtype": str(var.dtype),
                     "chunks": [max(c) for c in chunks] if chunks else None,
                     "values": (
-                        np.asarray(var.values).tolist() if var.size <= SHOW_VALUES_MAX else None
+                        np.asarray(var.values).tolist()
+                        if var.size <= SHOW_VALUES_MAX
+                        and _chunks_fit(Path(path) / node.path.strip("/") / str(name), var.nbytes)
+                        else None
                     ),
                 }
             )

@@ -408,3 +408,69 @@ def test_missing_cryptography_is_a_clear_failure(monkeypatch) -> None:
     monkeypatch.setattr(builtins, "__import__", no_cryptography)
     with pytest.raises(DKernelError, match=r"needs the 'cryptography' package"):
         connect_module._require_cryptography()
+
+
+# --- the client's TLS settings: never echoed, bounded, typed ------------------------------------
+KEY_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7secretkeymaterial"
+
+
+def _submit(tmp_path: Path, *extra: str) -> tuple[int, str, float]:
+    (tmp_path / "d.csv").write_text("\n".join(f"{i},{i % 3}" for i in range(30)) + "\n")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tls",
+                "data": {"reader": "csv", "path": str(tmp_path / "d.csv")},
+                "method": "rbf-spectral",
+                "params": {"n_clusters": 2},
+                "output": str(tmp_path / "out.zarr"),
+            }
+        )
+    )
+    err = io.StringIO()
+    start = time.monotonic()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        code = main(["submit", str(spec), "--scheduler", "tls://127.0.0.1:1", *extra])
+    return code, err.getvalue(), time.monotonic() - start
+
+
+def test_private_key_given_as_security_config_is_not_printed(tmp_path):
+    key = tmp_path / "client.key"
+    key.write_text(f"-----BEGIN PRIVATE KEY-----\n{KEY_BODY}\n-----END PRIVATE KEY-----\n")
+    code, err, seconds = _submit(tmp_path, "--security-config", str(key))
+    assert code == 2 and "Traceback" not in err and seconds < 20
+    assert KEY_BODY not in err and "BEGIN" not in err
+    assert "PEM certificate or key" in err and "--tls-key" in err
+
+
+@pytest.mark.parametrize(
+    ("body", "pattern"),
+    [
+        ("tls_ca_file: [a, b]\n", r"tls_ca_file must be one file path"),
+        ("tls_client_key: {k: v}\n", r"tls_client_key must be one file path"),
+        ("require_encryption: maybe\n", r"require_encryption must be true or false"),
+        ("- a\n- b\n", r"must be a mapping .* holds a list"),
+        (f"tls_ca_file: a\n{KEY_BODY}: 1\n", r"unknown keys"),
+        ("tls_ca_file: [unclosed\n", r"is not valid YAML"),
+    ],
+)
+def test_bad_security_config_is_one_line_exit_2(tmp_path, body, pattern):
+    config = tmp_path / "tls.yaml"
+    config.write_text(body)
+    code, err, seconds = _submit(tmp_path, "--security-config", str(config))
+    assert code == 2 and "Traceback" not in err and seconds < 20, err
+    assert re.search(pattern, err), err
+    assert KEY_BODY not in err
+
+
+def test_security_config_that_is_a_fifo_or_huge_is_refused_fast(tmp_path):
+    fifo = tmp_path / "tls.fifo"
+    os.mkfifo(fifo)
+    code, err, seconds = _submit(tmp_path, "--security-config", str(fifo))
+    assert code == 2 and "Traceback" not in err and seconds < 20 and "FIFO" in err.upper(), err
+    huge = tmp_path / "tls.yaml"
+    with open(huge, "wb") as f:
+        f.truncate(2 << 30)
+    code, err, seconds = _submit(tmp_path, "--security-config", str(huge))
+    assert code == 2 and "Traceback" not in err and seconds < 20 and "bytes" in err, err

@@ -350,3 +350,25 @@ def test_demo_has_an_overwrite_flag() -> None:
     args = _parser().parse_args(["demo", "--output", "x.zarr", "--overwrite"])
     assert args.overwrite is True
     assert _parser().parse_args(["demo"]).overwrite is False
+
+
+def test_a_small_array_whose_chunk_inflates_is_shown_without_its_values(tmp_path) -> None:
+    """The issue's case: a 10-value array whose compressed chunk inflates to 2 GiB took
+    ``show`` to 4.4 GiB; its chunk files are now measured before any value is read."""
+    import resource
+
+    import zarr
+
+    from tests.ops.test_reads_round3 import zstd_bomb
+
+    path = _store(tmp_path / "bomb.zarr")
+    group = zarr.open_group(str(path), mode="a").require_group("metrics")
+    arr = group.create_array("ari", shape=(1,), dtype="f8", dimension_names=["metric"])
+    arr[:] = 0.5
+    zarr.consolidate_metadata(str(path))
+    chunk = path / "metrics" / "ari" / "c" / "0"
+    chunk.write_bytes(zstd_bomb(2 << 30, declare=True))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = shown(path)
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert "ari" in out and grown_mib < 500
