@@ -381,7 +381,12 @@ def _run_leased(
     try:
         from dkernel.runtime.plugins import register_job_plugins
 
-        register_job_plugins(client)  # prepare_job bounded this process's GDAL cache already
+        # prepare_job bounded this process's GDAL cache already; on a cluster of its own the
+        # job reports a failed task in one line (--log-level debug keeps the workers' record)
+        register_job_plugins(
+            client,
+            embedded=own_client and scheduler is None and not logger.isEnabledFor(logging.DEBUG),
+        )
         store = _open_store(spec, data, resume=resume)
         _run_in_store(
             spec,

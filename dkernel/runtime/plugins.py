@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from distributed import WorkerPlugin
@@ -22,6 +23,29 @@ class GDALCacheLimit(WorkerPlugin):
         limit_gdal_cache(self.megabytes)
 
 
-def register_job_plugins(client: Any) -> None:
-    """Register the plugins of :mod:`dkernel.runtime.plugins` on ``client``'s cluster."""
+class _DropComputeFailed(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Compute Failed")
+
+
+class QuietTaskFailures(WorkerPlugin):
+    """Drop the workers' own "Compute Failed" log record (task, exception, traceback).
+
+    On the cluster a job starts itself the failure reaches the job, which reports it in one
+    line and records it in the store; the worker's copy would print a traceback beside it.
+    """
+
+    name = "dkernel-quiet-task-failures"
+
+    def setup(self, worker: Any) -> None:
+        logger = logging.getLogger("distributed.worker")
+        if not any(isinstance(f, _DropComputeFailed) for f in logger.filters):
+            logger.addFilter(_DropComputeFailed())
+
+
+def register_job_plugins(client: Any, *, embedded: bool = False) -> None:
+    """Register the plugins of :mod:`dkernel.runtime.plugins` on ``client``'s cluster;
+    :class:`QuietTaskFailures` only on a cluster the job started (``embedded``)."""
     client.register_plugin(GDALCacheLimit())
+    if embedded:
+        client.register_plugin(QuietTaskFailures())

@@ -1,0 +1,45 @@
+"""Worker plugins of a job's cluster, on real worker processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent(
+    """
+    import errno, sys
+    from dkernel.runtime.connect import connect
+    from dkernel.runtime.plugins import register_job_plugins
+
+    def full(x):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if __name__ == "__main__":
+        client = connect(n_workers=1, threads_per_worker=1, quiet=True)
+        register_job_plugins(client, embedded=sys.argv[1] == "embedded")
+        try:
+            client.submit(full, 1).result()
+        except OSError as exc:
+            print("the job saw:", exc)
+        client.close()
+    """
+)
+
+
+@pytest.mark.parametrize("embedded", [True, False])
+def test_a_failed_task_is_reported_once_on_the_jobs_own_cluster(tmp_path, embedded):
+    script = tmp_path / "fail.py"
+    script.write_text(SCRIPT)
+    out = subprocess.run(
+        [sys.executable, str(script), "embedded" if embedded else "remote"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "the job saw: [Errno 28]" in out.stdout, out.stderr
+    # the workers' own record (with its traceback) only where the job did not start them
+    assert ("Compute Failed" in out.stderr) is not embedded, out.stderr
+    assert ("Traceback" in out.stderr) is not embedded
