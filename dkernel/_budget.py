@@ -152,9 +152,13 @@ def disk_limit(
     """The disk limit (``value``, else ``DKERNEL_MAX_DISK``, else 50 GiB), capped at
     :data:`DISK_SHARE` of the free space of the file system that would hold ``path`` (the
     output) when given, with a warning when the limit was set explicitly."""
-    if isinstance(value, SizeLimit):
+    resolved = isinstance(value, SizeLimit)
+    if resolved and path is None:
         return value
-    given, source = _given(value, "limits.max_disk", "DKERNEL_MAX_DISK", DEFAULT_MAX_DISK)
+    if resolved:  # a limit resolved for another output: capped again where this one goes
+        given, source = float(value), value.note
+    else:
+        given, source = _given(value, "limits.max_disk", "DKERNEL_MAX_DISK", DEFAULT_MAX_DISK)
     free = free_disk(path) if path is not None else None
     if free is not None and given > DISK_SHARE * free[0]:
         cap = DISK_SHARE * free[0]
@@ -162,9 +166,11 @@ def disk_limit(
             f"{source} {format_size(given)}, capped at {DISK_SHARE:.0%} of the "
             f"{format_size(free[0])} free on the output's file system, {free[1]}"
         )
-        if source != "the default":
+        if source != "the default" and not resolved:
             logger.warning(f"{note}: a job may write at most {format_size(cap)}.")
         return SizeLimit(cap, note)
+    if resolved:
+        return value
     return SizeLimit(given, "limits.max_disk / DKERNEL_MAX_DISK")
 
 

@@ -217,17 +217,26 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     if method.check_data is not None:
         method.check_data(spec.params, data)
     check_raster_outputs(spec.params, data)
-    if method.estimate is not None:
-        cost = method.estimate(spec.params, data.n_samples, data.n_features)
-        check_budget(
-            what=cost.what or f"method {spec.method!r} on {data.n_samples} samples",
-            memory_bytes=cost.memory_bytes,
-            disk_bytes=cost.disk_bytes,
-            max_memory=spec.limits.get("max_memory"),
-            max_disk=spec.limits.get("max_disk"),
-            alternative=cost.alternative or _lower_counts(method, spec.params),
-        )
+    _check_budget(spec, data)
     return spec, data
+
+
+def _check_budget(spec: JobSpec, data: LoadedData, output: Path | None = None) -> None:
+    """The method's cost estimate against the spec's limits (the disk limit capped by the
+    free space where ``output`` goes, when given)."""
+    method = get_method(spec.method)
+    if method.estimate is None:
+        return
+    cost = method.estimate(spec.params, data.n_samples, data.n_features)
+    check_budget(
+        what=cost.what or f"method {spec.method!r} on {data.n_samples} samples",
+        memory_bytes=cost.memory_bytes,
+        disk_bytes=cost.disk_bytes,
+        max_memory=spec.limits.get("max_memory"),
+        max_disk=spec.limits.get("max_disk"),
+        alternative=cost.alternative or _lower_counts(method, spec.params),
+        output=output,
+    )
 
 
 def run_job(
@@ -300,6 +309,8 @@ def run_job(
     check_target(spec.output, overwrite=overwrite or resume)
     check_writable(spec.output)
     check_side_outputs(spec.output, spec.params, data)
+    if output is not None or output_policy is not None:
+        _check_budget(spec, data, output=spec.output)  # the disk of the final output
     # one writer per store: the lease is taken before any cluster starts and held until the
     # store is marked complete or failed (a live holder is refused, naming it)
     lease = StoreLease.acquire(spec.output, command=f"dkernel job {spec.name!r}")

@@ -949,6 +949,29 @@ def test_max_disk_within_the_free_space_is_kept(work) -> None:
     accepted(work, _spec(limits={"max_disk": "1MiB"}))
 
 
+def test_max_disk_is_capped_where_the_output_option_puts_the_store(work, monkeypatch) -> None:
+    """``--output`` elsewhere than the spec's output: the free space that counts is where the
+    store will be, checked again before any cluster starts."""
+    import shutil
+
+    (work / "tiny").mkdir()
+
+    def usage(path):
+        free = 40_000 if "tiny" in str(path) else 100 << 30
+        return shutil._ntuple_diskusage(100 << 30, (100 << 30) - free, free)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr("dkernel._budget.shutil.disk_usage", usage)
+    (work / "job.yaml").write_text(yaml.safe_dump(_spec(limits={"max_disk": "1GiB"})))
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["run", "job.yaml", "--output", "tiny/out.zarr", "--no-progress"])
+    assert code == 2, err.getvalue()
+    assert re.search(
+        r"needs about 50\.00 kiB of disk, above the limit of 35\.16 kiB", err.getvalue()
+    )
+    assert "Traceback" not in err.getvalue() and not (work / "tiny" / "out.zarr").exists()
+
+
 def test_max_memory_above_the_machine_is_capped_and_said(work, monkeypatch, caplog) -> None:
     from dkernel._budget import physical_memory
 
