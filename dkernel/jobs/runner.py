@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dkernel._budget import check_budget, format_size
+from dkernel._budget import SizeLimit, check_budget, format_size, memory_limit
 from dkernel.errors import DKernelError, InvalidInputError, ResourceLimitError
 from dkernel.io.data import LoadedData
 from dkernel.io.gdal import limit_gdal_cache
@@ -221,6 +221,26 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     return spec, data
 
 
+def _check_cluster_memory(spec: JobSpec, data: LoadedData, client: Any) -> None:
+    """The cost estimate again, ``max_memory`` capped at the workers' total memory limit.
+
+    Only known once the cluster answers; a worker without a limit caps nothing. Refused
+    before the store is opened."""
+    workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
+    limits = [float(w.get("memory_limit") or 0) for w in workers]
+    if not limits or not all(limits):
+        return
+    total, current = sum(limits), memory_limit(spec.limits.get("max_memory"))
+    if total >= current:
+        return
+    capped = SizeLimit(
+        total,
+        f"{current.note}, capped at the {len(limits)} workers' total memory limit "
+        f"{format_size(total)}",
+    )
+    _check_budget(replace(spec, limits={**spec.limits, "max_memory": capped}), data)
+
+
 def _check_budget(spec: JobSpec, data: LoadedData, output: Path | None = None) -> None:
     """The method's cost estimate against the spec's limits (the disk limit capped by the
     free space where ``output`` goes, when given)."""
@@ -398,6 +418,7 @@ def _run_leased(
             client,
             embedded=own_client and scheduler is None and not logger.isEnabledFor(logging.DEBUG),
         )
+        _check_cluster_memory(spec, data, client)
         store = _open_store(spec, data, resume=resume)
         _run_in_store(
             spec,

@@ -474,3 +474,28 @@ def test_security_config_that_is_a_fifo_or_huge_is_refused_fast(tmp_path):
         f.truncate(2 << 30)
     code, err, seconds = _submit(tmp_path, "--security-config", str(huge))
     assert code == 2 and "Traceback" not in err and seconds < 20 and "bytes" in err, err
+
+
+def test_max_memory_is_capped_at_the_workers_total(tmp_path, monkeypatch) -> None:
+    """A 3 500-row dense kernel (about 294 MB) under the default 4 GiB limit, on one worker
+    limited to 256 MiB: refused once the cluster answers, before any store is written."""
+    work = tmp_path
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("DKERNEL_OUTPUT_ROOT", raising=False)
+    rows = np.random.default_rng(1).normal(size=(3500, 2)).round(3)
+    (work / "big.csv").write_text("\n".join(f"{a},{b}" for a, b in rows) + "\n")
+    spec = {
+        "name": "memory",
+        "data": {"reader": "csv", "path": "big.csv"},
+        "method": "rbf-spectral",
+        "params": {"n_clusters": 2},
+        "output": "out.zarr",
+        "runtime": {"n_workers": 1, "threads_per_worker": 1, "memory_limit": "256MiB"},
+    }
+    (work / "job.yaml").write_text(yaml.safe_dump(spec))
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        code = main(["run", "job.yaml", "--no-progress"])
+    assert code == 2, err.getvalue()
+    assert re.search(r"capped at the 1 workers' total memory limit 256\.00 MiB", err.getvalue())
+    assert "Traceback" not in err.getvalue() and not (work / "out.zarr").exists()
