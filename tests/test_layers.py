@@ -50,6 +50,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dkernel._budget",
             "dkernel._feature_maps",
             "dkernel._lazy",
+            "dkernel._files",
         ),
     ),
     # compute kernels and graph builders (DESIGN layers 1-2): the shared kernels, solvers and

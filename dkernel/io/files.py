@@ -14,24 +14,8 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from dkernel._files import FileRefused, file_kind, open_regular_fd, read_regular
 from dkernel.errors import InvalidInputError
-
-#: What a file that is not regular is, by its ``stat`` mode.
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def file_kind(mode: int) -> str:
-    """``'a regular file'``, ``'a directory'``, ``'a FIFO (named pipe)'``, … for a
-    ``st_mode``."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def not_regular_message(path: str | os.PathLike, mode: int, what: str = "") -> str:
@@ -74,26 +58,15 @@ def open_regular(
     *,
     error: Callable[[str], Exception] = InvalidInputError,
 ) -> tuple[int, os.stat_result]:
-    """A read-only descriptor of ``path`` and its ``fstat``, refused unless a regular file.
-
-    The open itself never blocks (``O_NONBLOCK``: a FIFO opens at once and is then refused);
-    the check is made on the descriptor, so a file swapped after a check cannot slip in.
-    The caller closes the descriptor.
-    """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    """A read-only descriptor of ``path`` and its ``fstat``, refused unless a regular file
+    (:func:`dkernel._files.open_regular_fd`: the open never blocks, the check is made on the
+    descriptor). The caller closes the descriptor."""
     try:
-        fd = os.open(path, flags)
+        return open_regular_fd(path)
+    except FileRefused as exc:
+        raise error(not_regular_message(path, exc.mode, what)) from None
     except OSError as exc:
         raise error(f"{what + ' ' if what else ''}{str(path)!r} could not be read: {exc}.") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise error(not_regular_message(path, st.st_mode, what))
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
 
 
 def read_bounded(
@@ -104,38 +77,26 @@ def read_bounded(
     error: Callable[[str], Exception] = InvalidInputError,
     advice: str = "",
 ) -> bytes:
-    """The bytes of the regular file ``path``, refused when it is larger than ``max_bytes``.
-
-    The size is checked from ``fstat`` before reading, and at most ``max_bytes + 1`` bytes
-    are read (a file that grows meanwhile is refused, not followed).
+    """The bytes of the regular file ``path``, refused when it is larger than ``max_bytes``
+    (:func:`dkernel._files.read_regular`: size from ``fstat`` first, never read past the cap).
 
     Raises
     ------
     error
         Not a regular file, larger than ``max_bytes``, or unreadable.
     """
-    fd, st = open_regular(path, what, error=error)
     label = f"{what} " if what else ""
-    too_big = (
-        f"{label}{str(path)!r} is {{size:,}} bytes; at most {max_bytes:,} are read. {advice}"
-    ).rstrip()
     try:
-        if st.st_size > max_bytes:
-            raise error(too_big.format(size=st.st_size))
-        parts, total = [], 0
-        while total <= max_bytes:
-            block = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not block:
-                break
-            parts.append(block)
-            total += len(block)
-        if total > max_bytes:
-            raise error(too_big.format(size=total).replace(" bytes;", "+ bytes;"))
-        return b"".join(parts)
+        return read_regular(path, max_bytes)
+    except FileRefused as exc:
+        if exc.mode is not None:
+            raise error(not_regular_message(path, exc.mode, what)) from None
+        raise error(
+            f"{label}{str(path)!r} is {exc.size:,} bytes; at most {max_bytes:,} are read. "
+            f"{advice}".rstrip()
+        ) from None
     except OSError as exc:
         raise error(f"{label}{str(path)!r} could not be read: {exc}.") from exc
-    finally:
-        os.close(fd)
 
 
 def inside(path: str | os.PathLike, root: Path) -> bool:

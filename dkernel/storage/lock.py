@@ -55,6 +55,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from dkernel._files import file_kind
 from dkernel.errors import StoreError
 
 LEASE_FILE = "dkernel.lease"
@@ -128,19 +129,9 @@ class _Unusable(Exception):
         super().__init__(problem)
 
 
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFLNK: "a symbolic link",
-    stat.S_IFIFO: "a FIFO (named pipe)",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
-
-
 def _check_regular(st: os.stat_result) -> None:
     if not stat.S_ISREG(st.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        kind = file_kind(st.st_mode)
         raise _Unusable(f"is {kind}, not a regular file", is_dir=stat.S_ISDIR(st.st_mode))
     if st.st_size > MAX_LEASE_BYTES:
         raise _Unusable(f"is {st.st_size:,} bytes long; a lease is at most {MAX_LEASE_BYTES:,}")

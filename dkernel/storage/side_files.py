@@ -33,6 +33,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from dkernel._files import FileRefused, file_kind, read_regular
 from dkernel.errors import StoreError
 
 logger = logging.getLogger(__name__)
@@ -56,21 +57,6 @@ _MARKER_MAX = 4096
 # ---------------------------------------------------------------------------------------
 # side files
 # ---------------------------------------------------------------------------------------
-
-
-def _kind(mode: int) -> str:
-    """What a file is, in words."""
-    for test, name in (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def _link_target(path: Path) -> str:
@@ -143,7 +129,7 @@ def check_side_file(
             f"{what}; dkernel never writes through a link nor replaces one. {fix}"
         )
     if not stat.S_ISREG(st.st_mode):
-        kind = _kind(st.st_mode)
+        kind = file_kind(st.st_mode)
         rm = f"rm -r {_quote(path)}" if stat.S_ISDIR(st.st_mode) else f"rm {_quote(path)}"
         raise StoreError(
             f"{path} is {kind} where dkernel writes the {what}; refusing to replace it. "
@@ -322,18 +308,9 @@ def _read_attrs(file: Path) -> dict:
     import json
 
     try:
-        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        meta = json.loads(read_regular(file, _METADATA_MAX, follow_links=False).decode("utf-8"))
+    except (OSError, FileRefused, ValueError):
         return {}
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > _METADATA_MAX:
-            return {}
-        meta = json.loads(os.read(fd, _METADATA_MAX + 1).decode("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    finally:
-        os.close(fd)
     attrs = meta.get("attributes") if isinstance(meta, dict) else None
     return attrs if isinstance(attrs, dict) else {}
 
@@ -393,7 +370,7 @@ def check_scratch_dir(path: str | os.PathLike, owner: str) -> bool:
     if stat.S_ISLNK(st.st_mode):
         raise _refuse_scratch(path, f"is a symbolic link (to {_link_target(path)})", "rm")
     if not stat.S_ISDIR(st.st_mode):
-        raise _refuse_scratch(path, f"is {_kind(st.st_mode)}, not a folder", "rm")
+        raise _refuse_scratch(path, f"is {file_kind(st.st_mode)}, not a folder", "rm")
     if st.st_uid != os.geteuid():
         raise _refuse_scratch(path, f"is owned by uid {st.st_uid}, not by this user")
     try:

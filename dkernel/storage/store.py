@@ -37,6 +37,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from dkernel._files import FileRefused, read_regular
 from dkernel._validation import is_dask_array
 from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
 from dkernel.storage.attributes import describe_variables
@@ -670,25 +671,18 @@ def _read_metadata(store: Path, file: Path) -> dict[str, Any] | None:
         JSON object.
     """
     try:
-        st = os.lstat(file)
+        data = read_regular(file, MAX_METADATA_BYTES, follow_links=False)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-        raise _damaged(store, file, f"is {kind}")
-    if st.st_size > MAX_METADATA_BYTES:
-        raise _damaged(store, file, f"is {st.st_size:,} bytes, more than {MAX_METADATA_BYTES:,}")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(file, flags | getattr(os, "O_CLOEXEC", 0))
+    except FileRefused as exc:
+        if exc.mode is None:
+            raise _damaged(
+                store, file, f"is {exc.size:,} bytes, more than {MAX_METADATA_BYTES:,}"
+            ) from None
+        kind = "a symbolic link" if stat.S_ISLNK(exc.mode) else "not a regular file"
+        raise _damaged(store, file, f"is {kind}") from None
     except OSError as exc:
         raise _damaged(store, file, f"cannot be read ({exc.strerror or exc})") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _damaged(store, file, "is not a regular file")
-        data = os.read(fd, MAX_METADATA_BYTES + 1)
-    finally:
-        os.close(fd)
     if not data.strip():
         raise _damaged(store, file, "is empty")
     try:
