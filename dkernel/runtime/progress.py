@@ -1,5 +1,5 @@
 """Progress of Dask work for people: a bar on a terminal, plain lines in a log, a widget in a
-notebook, nothing when switched off.
+notebook (a text bar there when ipywidgets is not installed), nothing when switched off.
 
 A progress bar redraws itself with carriage returns and ANSI erase codes, which turn a log file
 into noise; so the bar is drawn only when stderr is a terminal (or in Jupyter), and otherwise a
@@ -21,6 +21,15 @@ def _in_notebook() -> bool:
     shell = sys.modules.get("IPython")
     ip = shell.get_ipython() if shell is not None and hasattr(shell, "get_ipython") else None
     return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+
+
+def _widgets_available() -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec("ipywidgets") is not None
+    except (ImportError, ValueError):  # blocked (``sys.modules["ipywidgets"] = None``)
+        return False
 
 
 def active_client() -> Any:
@@ -45,7 +54,9 @@ def wait_with_progress(
         wait(futures)
         return
     if _in_notebook():
-        progress(futures, notebook=True)
+        # the widget bar needs ipywidgets; without it, distributed's text bar draws in the
+        # cell's output instead of failing the job
+        progress(futures, notebook=_widgets_available())
         wait(futures)
         return
     if getattr(stream, "isatty", lambda: False)():

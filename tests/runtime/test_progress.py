@@ -100,3 +100,33 @@ def test_compute_parts_on_a_client_that_is_not_the_default(client):
         with ThreadPoolExecutor(1) as pool:
             values = pool.submit(P.compute_parts, [_chain(i) for i in range(200, 204)], other)
             assert [v for v, _ in values.result(timeout=60)] == [200, 201, 202, 203]
+
+
+@pytest.mark.slow
+def test_run_job_in_jupyter_without_ipywidgets(tmp_path):
+    """The default ``progress=True`` in a real Jupyter kernel where ipywidgets cannot be
+    imported: the job completes and a text bar is drawn in the cell's output."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    rng = np.random.default_rng(0)
+    np.savetxt(tmp_path / "data.csv", rng.normal(size=(60, 3)), delimiter=",")
+    (tmp_path / "job.yaml").write_text(
+        "name: nb\ndata: {reader: csv, path: data.csv}\n"
+        "method: rbf-spectral\nparams: {n_clusters: 2}\noutput: out.zarr\n"
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import sys\nsys.modules['ipywidgets'] = None  # as if not installed\n"
+            "from dkernel.jobs.runner import run_job\nstore = run_job('job.yaml')\nprint(store)"
+        )
+    ]
+    nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    outputs = nb.cells[0].outputs
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "out.zarr" in text
+    assert "[" in text and "%" in text  # distributed's text progress bar
+    assert (tmp_path / "out.zarr" / "zarr.json").exists()
