@@ -2,7 +2,7 @@
 """Set up and run dkernel with nothing but Python >= 3.11.
 
     python3 tasks.py demo    # virtualenv + install + run the demo job
-    python3 tasks.py test    # virtualenv + install with test extras + lint + the whole test suite
+    python3 tasks.py test    # virtualenv + test extras + lint + types + the whole test suite
     python3 tasks.py docs    # the API reference from the docstrings, into docs/_build/html
 
 The virtualenv lives in ``.venv`` and is reused (reinstalled when pyproject.toml changes).
@@ -18,6 +18,8 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+#: Packages kept clean under mypy (configured in pyproject.toml's [tool.mypy]).
+TYPED = ["dkernel/storage", "dkernel/runtime"]
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 
@@ -63,6 +65,7 @@ def test() -> None:
     env = _env()
     _run(BIN / "ruff", "check", "dkernel", "tests", "benchmarks", env=env)
     _run(BIN / "ruff", "format", "--check", "dkernel", "tests", "benchmarks", env=env)
+    _run(BIN / "python", "-m", "mypy", *TYPED, env=env)
     _run(BIN / "python", "-m", "pytest", *sys.argv[2:], env=env)
 
 

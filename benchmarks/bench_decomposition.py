@@ -1,6 +1,7 @@
-"""Seed 003 experiments: model selection of the aggregate Markov model by held-out likelihood.
+"""Model selection of the aggregate Markov model by held-out likelihood, as in its paper.
 
-Reproduces the two synthetic analyses of Szymkowiak-Have, Girolami & Larsen (Fig. 2 and 5):
+Reproduces the two synthetic analyses of Szymkowiak-Have, Girolami & Larsen (2006), Fig. 2 and 5
+[SzymkowiakHave2006]:
 
 * ``gaussian``: five spherical 2-D Gaussian clusters scaled to [0, 1]; 500 training points
   (fresh draw per repeat), 2 500 validation points (one fixed draw), 20 repeats. Paper:
@@ -209,7 +210,7 @@ def run(name: str, quick: bool) -> dict:
 
 def to_markdown(r: dict) -> str:
     lines = [
-        f"# decomposition: {r['experiment']} (seed 003)",
+        f"# decomposition: {r['experiment']} ([SzymkowiakHave2006])",
         "",
         f"{r['n_train']} training points per repeat, {r['n_val']} validation points, "
         f"{r['n_repeats']} repeats; {r['fits']} fits in {r['seconds_select_model']} s.",

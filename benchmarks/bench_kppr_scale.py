@@ -7,11 +7,12 @@ and Q = G = 10, F = 540) as an explicit feature map, and an RBF (σ = 20 % of th
 distance) as a block function.
 
 1. **Per core, once Γ is computed** (one BLAS thread), side by side:
-   *direct* score = ``Γ_new @ (Γ_fitᵀ α)``, O(F) per point and seed (Paper II Prop. 8 through
-   the feature map); the *projection* ``z = Γ_new @ Γ_fitᵀ[1/Vol, A]`` (O(F (k+1)), once per
-   point, seed-independent); *projected* score = ``z @ [1; m'_s]``, O(k) per point and seed
-   (``KernelPersonalizedPageRank.project`` / ``seed_weights``). For the RBF the same three with
-   kernel rows ``κ(x, X_fit)`` in place of Γ (O(N_fit) instead of O(F)).
+   *direct* score = ``Γ_new @ (Γ_fitᵀ α)``, O(F) per point and seed (Løkse 2020, Paper II,
+   Prop. 8 [Lokse2020], through the feature map); the *projection*
+   ``z = Γ_new @ Γ_fitᵀ[1/Vol, A]`` (O(F (k+1)), once per point, seed-independent); *projected*
+   score = ``z @ [1; m'_s]``, O(k) per point and seed (``KernelPersonalizedPageRank.project`` /
+   ``seed_weights``). For the RBF the same three with kernel rows ``κ(x, X_fit)`` in place of Γ
+   (O(N_fit) instead of O(F)).
 2. **Per core, posteriors included**: ``transform`` (PCK posteriors) + the direct or the
    projected scorer; for the RBF, kernel rows (O(N_fit p) per point) + the same.
 3. **End to end**: 10^6 new points scored through a fresh 2-worker LocalCluster and written to

@@ -1,11 +1,15 @@
 """MSSC benchmarks behind issue #6's acceptance points.
 
+Section, figure and equation numbers are those of Agersborg (2012), *Mean Shift Spectral
+Clustering Using Kernel Entropy Component Analysis*, MSc thesis [Agersborg2012] ("the thesis").
+
 Sections (all in one run, tables written to ``benchmarks/results/mssc_*.md``):
 
-* ``grid``   iris and wine (001 §6.1.1, Fig. 6.5–6.6): accuracy over h_ms ∈ [0.01, 0.30] and
-  spectral bandwidth ∈ [1, 5], KPCA + Euclidean and KECA + cosine k-means, Eq. 5.4 affinity.
-* ``toy``    001 §6.1.3 toy data (two noisy half circles of 250 points and a blob of 100):
-  MSSC (blurring, h_ms = 1, 50 iterations) against KPCA and KECA on the raw kernel with the
+* ``grid``   iris and wine ([Agersborg2012], §6.1.1, Fig. 6.5–6.6): accuracy over h_ms ∈ [0.01,
+  0.30] and spectral bandwidth ∈ [1, 5], KPCA + Euclidean and KECA + cosine k-means, Eq. 5.4
+  affinity.
+* ``toy``    [Agersborg2012], §6.1.3 toy data (two noisy half circles of 250 points and a blob of
+  100): MSSC (blurring, h_ms = 1, 50 iterations) against KPCA and KECA on the raw kernel with the
   same bandwidth, ARI, five data seeds.
 * ``scenes`` Samson and Jasper Ridge with the ``mssc`` job's default parameters (no tuning
   against ground truth) next to k-means, GMM and scikit-learn SpectralClustering on the same
@@ -62,12 +66,13 @@ def _grid_scores(X, y, labels, m, sigmas, n_init):
 
 
 def _restart_scores(X, y, labels, m, sigmas, n_restarts):
-    """Thesis protocol (001 §5): k-means restarted ``n_restarts`` times, each run scored.
+    """Thesis protocol ([Agersborg2012], §5): k-means restarted ``n_restarts`` times, each run
+    scored.
 
     Per sigma and method: (accuracy of the lowest-cost run, best accuracy of any run). Every
     run is a single k-means: Euclidean k-means++ with seeds 0..R-1 on the centered KPCA
     embedding; angular k-means on the KECA embedding, run 0 from the KECA initialisation and
-    the others from R-1 random picks of the partitions (001 §2.2's initialisation).
+    the others from R-1 random picks of the partitions ([Agersborg2012], §2.2's initialisation).
     """
     from sklearn.cluster import KMeans
 
@@ -103,8 +108,8 @@ def _restart_scores(X, y, labels, m, sigmas, n_restarts):
 
 
 def _thesis_partitions(X, h, tau_rel):
-    """001 §6.1.1 mean shift: exactly 100 non-blurring iterations (no early stop), end points
-    closer than ``tau_rel · h`` grouped (single linkage)."""
+    """[Agersborg2012], §6.1.1 mean shift: exactly 100 non-blurring iterations (no early stop),
+    end points closer than ``tau_rel · h`` grouped (single linkage)."""
     from dkernel.meanshift import kernels as K
 
     res = K.mean_shift(X, X, h, max_iter=100, tol=0.0)
@@ -112,17 +117,17 @@ def _thesis_partitions(X, h, tau_rel):
 
 
 def bench_grid_thesis(X, y, h_ms_grid, h_sp_grid, n_restarts, quick):
-    """Iris under the thesis protocol, next to the cost-based grid; returns markdown lines."""
+    """Iris under the protocol of [Agersborg2012], next to the cost-based grid; markdown lines."""
     from dkernel.meanshift import kernels as K
     from dkernel.meanshift.estimators import MeanShift
 
     out = []
-    # partition counts for h_ms in the unstable region (001 Fig. 6.1/6.2)
+    # partition counts for h_ms in the unstable region ([Agersborg2012], Fig. 6.1/6.2)
     taus = (1e-3, 1e-5, 1e-7)
-    out.append("### Partition counts in the unstable region (001 Fig. 6.1/6.2)\n")
+    out.append("### Partition counts in the unstable region ([Agersborg2012], Fig. 6.1/6.2)\n")
     out.append(
-        "001: ≈ 70 partitions at h_ms = 0.22 and 'just over 10' at 0.24 with 100 iterations. "
-        "Ours: `MeanShift(h, max_iter=100)` (per-seed stop at 1e-3·h, τ = 0.25·median "
+        "[Agersborg2012]: ≈ 70 partitions at h_ms = 0.22 and 'just over 10' at 0.24 with 100 "
+        "iterations. Ours: `MeanShift(h, max_iter=100)` (per-seed stop at 1e-3·h, τ = 0.25·median "
         "move clipped to [1e-3 h, h/2]) and the thesis-like variant: exactly 100 iterations "
         "(tol = 0) and a fixed tight τ = c·h.\n"
     )
@@ -176,8 +181,8 @@ def bench_grid_thesis(X, y, h_ms_grid, h_sp_grid, n_restarts, quick):
         rows.append((h_ms, row))
     out.append(f"### Thesis protocol: best of {n_restarts} k-means restarts by accuracy\n")
     out.append(
-        "001 §5 (end of the paragraph before 'While the mode-finding vectors…'): 'when the "
-        "real data labels are known, the algorithm is run several times with different "
+        "[Agersborg2012], §5 (end of the paragraph before 'While the mode-finding vectors…'): "
+        "'when the real data labels are known, the algorithm is run several times with different "
         "initializations and the best result is used'. Here every (h_ms, σ) cell runs "
         f"{n_restarts} single k-means restarts (KPCA: Euclidean k-means++ seeds 0..{n_restarts - 1}; "
         "KECA: angular k-means, run 0 from the KECA initialisation, the rest from random "
@@ -207,12 +212,13 @@ def bench_grid_thesis(X, y, h_ms_grid, h_sp_grid, n_restarts, quick):
 
 
 IRIS_READING = """
-Reading (issue #6, iris ≥ 97 %): only the thesis protocol reaches it — 100 fixed iterations,
-tight grouping and the k-means restart chosen **by accuracy** (0.9733, KPCA+Euclid, h_ms = 0.24,
-in the unstable region where mean shift has not converged, as 001's 98.0 % / 97.77 %). With the
-label-free choice (lowest k-means cost) the same partitions give at most 0.953, and our default
-grouping at most 0.907 (cost) / 0.927 (accuracy). No grouping threshold reproduces 001's
-≈ 70 partitions at 0.22 together with ≈ 10 at 0.24 (counts table above).
+Reading (issue #6, iris ≥ 97 %): only the protocol of Agersborg (2012) [Agersborg2012] reaches it
+— 100 fixed iterations, tight grouping and the k-means restart chosen **by accuracy** (0.9733,
+KPCA+Euclid, h_ms = 0.24, in the unstable region where mean shift has not converged, as the
+thesis' 98.0 % / 97.77 %). With the label-free choice (lowest k-means cost) the same partitions
+give at most 0.953, and our default grouping at most 0.907 (cost) / 0.927 (accuracy). No grouping
+threshold reproduces the thesis' ≈ 70 partitions at 0.22 together with ≈ 10 at 0.24 (counts table
+above).
 """
 
 
@@ -225,20 +231,20 @@ def bench_grid(quick: bool) -> None:
     h_sp_grid = np.round(np.arange(1.0, 5.0001, 1.0 if quick else 0.2), 2)
     factors = (1, 5, 10, 20)
     n_init = 10
-    out = ["# MSSC accuracy grid (001 §6.1.1, Fig. 6.5–6.6; §6.3.2, Fig. 6.20)", ""]
+    out = ["# MSSC accuracy grid ([Agersborg2012], §6.1.1, Fig. 6.5–6.6; §6.3.2, Fig. 6.20)", ""]
     out.append(
-        "Mean shift: Gaussian, non-blurring, 100 iterations (001), tol 1e-3·h, grouping "
-        "0.25·median move. Affinity: exact Cauchy–Schwarz (Eq. 5.4) with its own bandwidth "
-        "σ in data units. Second stage: dims = 3, k-means best of "
+        "Mean shift: Gaussian, non-blurring, 100 iterations ([Agersborg2012]), tol 1e-3·h, "
+        "grouping 0.25·median move. Affinity: exact Cauchy–Schwarz (Eq. 5.4) with its own "
+        "bandwidth σ in data units. Second stage: dims = 3, k-means best of "
         f"{n_init}. Cells: best accuracy over σ ∈ {h_sp_grid[0]}..{h_sp_grid[-1]} "
         f"(step {h_sp_grid[1] - h_sp_grid[0]:.1f}); for wine also σ = f·h_ms with "
-        f"f ∈ {factors} as in 001 Fig. 6.20.\n\n"
-        "Data scaling. **Iris raw (cm)**: 001 Fig. 6.1's partition counts (≈ 150 at "
+        f"f ∈ {factors} as in [Agersborg2012], Fig. 6.20.\n\n"
+        "Data scaling. **Iris raw (cm)**: [Agersborg2012], Fig. 6.1's partition counts (≈ 150 at "
         "h = 0.01, outliers merging for 0.10–0.20, a handful at 0.30–0.35) and the k-means "
-        "accuracy quoted in 001 §6.1.1 (89.33 %) are those of the raw measurements. **Wine "
-        "min–max scaled to [0, 1] per feature**: 001 scales features to a unit range (pixel "
-        "intensities 0..1, §6.1.2) and a mean-shift bandwidth range of 0.01–0.30 only forms "
-        "partitions on unit-range features; standardised wine (the previous table) has "
+        "accuracy quoted in [Agersborg2012], §6.1.1 (89.33 %) are those of the raw measurements. "
+        "**Wine min–max scaled to [0, 1] per feature**: [Agersborg2012] scales features to a unit "
+        "range (pixel intensities 0..1, §6.1.2) and a mean-shift bandwidth range of 0.01–0.30 only "
+        "forms partitions on unit-range features; standardised wine (the previous table) has "
         "nearest-neighbour distances ≈ 2, so every h_ms ≤ 0.30 left 178 singleton "
         "partitions and MSSC degenerated to KPCA/KECA of the points. Rows with "
         "partitions ≈ N are such (near-)singleton runs; the 'best with partitions ≤ N/2' "
@@ -291,7 +297,7 @@ def bench_grid(quick: bool) -> None:
         if name == "iris":
             t1 = time.perf_counter()
             out += bench_grid_thesis(X, y, h_ms_grid, h_sp_grid, n_init, quick)
-            out.append(f"(thesis-protocol section: {time.perf_counter() - t1:.0f} s)\n")
+            out.append(f"([Agersborg2012] protocol: {time.perf_counter() - t1:.0f} s)\n")
     _write("mssc_grid.md", "\n".join(out) + "\n")
 
 
@@ -299,11 +305,11 @@ def bench_grid(quick: bool) -> None:
 def toy_data(
     seed: int, *, scale: float = 1.0, blob_sd: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """001 §6.1.3: two noisy half circles (250 each, different noise) and a blob (100).
+    """[Agersborg2012], §6.1.3: two noisy half circles (250 each, different noise) and a blob (100).
 
     Radius 5, noise sd 0.4 / 0.6, blob N((11, 7), blob_sd²), everything times ``scale``.
-    001 gives no numbers; ``scale=2, blob_sd=2`` is the variant calibrated to what it reports
-    (see :func:`bench_toy`).
+    [Agersborg2012] gives no numbers; ``scale=2, blob_sd=2`` is the variant calibrated to what it
+    reports (see :func:`bench_toy`).
     """
     rng = np.random.default_rng(seed)
     t = rng.uniform(0, np.pi, 250)
@@ -316,7 +322,7 @@ def toy_data(
 
 TOY_VARIANTS = {
     "v1: radius 5, noise 0.4/0.6, blob sd 1": {"scale": 1.0, "blob_sd": 1.0},
-    "001-calibrated: radius 10, noise 0.8/1.2, blob sd 4": {"scale": 2.0, "blob_sd": 2.0},
+    "[Agersborg2012]-like: radius 10, noise 0.8/1.2, blob sd 4": {"scale": 2.0, "blob_sd": 2.0},
 }
 
 
@@ -329,18 +335,18 @@ def bench_toy(quick: bool) -> None:
     from dkernel.spectral.dense import keca_embedding, kpca_embedding
 
     seeds = range(2 if quick else 5)
-    out = ["# MSSC vs direct KPCA / KECA on the 001 §6.1.3 toy data (ARI)", ""]
+    out = ["# MSSC vs direct KPCA / KECA on the [Agersborg2012], §6.1.3 toy data (ARI)", ""]
     out.append(
-        "MSSC: blurring mean shift h_ms = 1.0, 50 iterations (as in 001 Fig. 6.14), default "
-        "grouping, exact Eq. 5.4 affinity with bandwidth h, 3 dims, k-means best of 20 by "
+        "MSSC: blurring mean shift h_ms = 1.0, 50 iterations (as in [Agersborg2012], Fig. 6.14), "
+        "default grouping, exact Eq. 5.4 affinity with bandwidth h, 3 dims, k-means best of 20 by "
         "cost. Direct: KPCA + k-means and KECA + angular k-means on the RBF kernel of the "
         "points with the same h. Mean ARI over data seeds " + ", ".join(map(str, seeds)) + "; "
         "'partitions' = mean number of mean-shift partitions (total, and how many hold "
-        "points of each half circle / the blob). 001's setting is **h = 2.0** (Fig. 6.13–6.14)."
-        "\n\n"
-        "**Which data.** 001 gives no generator parameters, only what it observed: blurring "
-        "mean shift (h_ms = 1, 50 iterations) finds **22 partitions, six on each half circle "
-        "and ten on the blob** ('the noise added to the half circles has lower variance'); "
+        "points of each half circle / the blob). Agersborg's setting is **h = 2.0** (Fig. "
+        "6.13–6.14).\n\n"
+        "**Which data.** [Agersborg2012] gives no generator parameters, only what it observed: "
+        "blurring mean shift (h_ms = 1, 50 iterations) finds **22 partitions, six on each half "
+        "circle and ten on the blob** ('the noise added to the half circles has lower variance'); "
         "with h = 2 direct KPCA splits one half circle into three parts and puts the blob "
         "with a half circle, direct KECA splits the blob between the three clusters. Our "
         "first reconstruction (v1: radius 5, blob sd 1) gives only ~6 partitions. That is "
@@ -351,11 +357,11 @@ def bench_toy(quick: bool) -> None:
         "against the data (the blob collapses to one point, each half circle to 2–4), and "
         "h_spec = 2 is too large to separate the interlocking half circles' ends. Doubling "
         "the geometry (radius 10, noise 0.8/1.2) gives six partitions per half circle as in "
-        "001; a blob of sd 4 (twice as wide as before relative to the half circles, still "
-        "the widest noise) gives ~11 blob partitions, 22 in all on average, and direct "
-        "KPCA/KECA then fail as 001 describes. The blob sd was picked from {1, 1.5, 2} × the "
-        "doubled scale (seeds 0–4) by the partition counts; the MSSC scores of those trial "
-        "runs were visible too, so this variant is a reconstruction of 001's data, not "
+        "[Agersborg2012]; a blob of sd 4 (twice as wide as before relative to the half circles, "
+        "still the widest noise) gives ~11 blob partitions, 22 in all on average, and direct "
+        "KPCA/KECA then fail as [Agersborg2012] describes. The blob sd was picked from {1, 1.5, 2} "
+        "× the doubled scale (seeds 0–4) by the partition counts; the MSSC scores of those trial "
+        "runs were visible too, so this variant is a reconstruction of Agersborg's data, not "
         "independent evidence. Grouping and all MSSC parameters are unchanged. Both variants "
         "are shown.\n"
     )
@@ -385,8 +391,8 @@ def bench_toy(quick: bool) -> None:
                         max_iter=50,
                         n_init=20,
                         random_state=0,
-                        # 001 ch. 5 as written (the estimator's defaults are the job's since
-                        # issue 15): Eq. 5.4 affinity, every point a seed and density point
+                        # [Agersborg2012], ch. 5 as written (the estimator's defaults are the job's
+                        # since issue 15): Eq. 5.4 affinity, every point a seed and density point
                         normalization="cs",
                         seeds="all",
                         density="sample",
@@ -473,11 +479,11 @@ Jasper 0.663), not adopted:
 
 | change | why it could help | Samson NMI | Jasper NMI |
 |---|---|---|---|
-| h_spec = 0.5 × median distance | 001 §5.5: spectral kernel 'global' | 0.647 | 0.646 |
+| h_spec = 0.5 × median distance | [Agersborg2012], §5.5: spectral kernel 'global' | 0.647 | 0.646 |
 | h_spec = 0.707 × median distance | KernelPCAEmbedding's rule | 0.471 | – |
 | h_spec = 0.1 × median distance | smaller merge scale | 0.699 | – |
-| KECA + angular k-means | 001's preferred method | 0.667 | 0.549 |
-| normalization 'cs' (Eq. 5.4) | 001's affinity as written | 0.232 | – |
+| KECA + angular k-means | Agersborg's preferred method | 0.667 | 0.549 |
+| normalization 'cs' (Eq. 5.4) | the affinity of [Agersborg2012] as written | 0.232 | – |
 | bands standardised per band | equal weight per band | 0.666 | 0.675 |
 | first 10 band PCs (+ coords) | bands are highly correlated | 0.676 | 0.634 |
 | unit-norm spectra (spectral angle), h_spec 20 % | illumination invariance | 0.443 | – |

@@ -1,9 +1,10 @@
 """PCKID missingness models on data the Table 3 study did not use: ignorable vs informative.
 
 ``missingness='informative'`` (per-component missing probabilities and a variance prior for
-mostly-missing columns) was developed on Paper I's Wine Table 3. This benchmark checks it on
-other data, side by side with Paper I's ignorable PCKID and k-means on mean-imputed data, in
-one run: Iris, WDBC (scikit-learn) and Ecoli (``$DKERNEL_DATA/uci_ecoli``), each with
+mostly-missing columns) was developed on the Wine Table 3 of Paper I (Løkse 2020 [Lokse2020]). This
+benchmark checks it on other data, side by side with Paper I's ignorable PCKID and k-means on
+mean-imputed data, in one run: Iris, WDBC (scikit-learn) and Ecoli (``$DKERNEL_DATA/uci_ecoli``),
+each with
 
 * MCAR 30 %: entries removed uniformly at random;
 * MAR 15 %: entries removed at random from every third column (0, 3, 6, ...);
@@ -107,7 +108,7 @@ def main() -> None:
         "k-means with 100 restarts; columns standardised on their observed values. MAR removes "
         "entries from every third column only.",
         "",
-        "| data | mechanism | p_m | PCKID ignorable (Paper I) | PCKID informative "
+        "| data | mechanism | p_m | PCKID ignorable ([Lokse2020], Paper I) | PCKID informative "
         "| k-means AI | informative − ignorable |",
         "|---|---|---|---|---|---|---|",
     ]

@@ -1,20 +1,23 @@
 """Paper I (PCKID) Table 3 on the UCI Wine data: MCAR, MAR and NMAR missingness.
 
+Paper I is Løkse, Bianchi, Salberg & Jenssen, "Unsupervised learning using PCKID", in Løkse (2020),
+PhD thesis [Lokse2020]; section, equation and table numbers are that paper's.
+
 For every mechanism and missing proportion, 30 runs: remove values, standardise each column on
 its observed values, then
 
 * PCKID: ``ProbabilisticClusterKernel`` with the paper's defaults (Q = G = 30, 10 EM iterations,
   50 % subsample, diagonal covariance), K = Γ Γᵀ / Z, centred KPCA with k = 3 dimensions
-  (Paper I Eq. 5), k-means with 100 restarts (lowest cost kept); once as in Paper I
+  ([Lokse2020], Paper I, Eq. 5), k-means with 100 restarts (lowest cost kept); once as in Paper I
   (``missingness='ignorable'``, the default) and once with ``missingness='informative'``
   (the pattern of missing values as evidence), on the same data and seeds;
 * k-means on mean-imputed data (100 restarts), the baseline the acceptance compares with.
 
-Mechanisms as in Paper I §4.3.6, with int(p_m · size) values removed: MCAR removes entries
-uniformly at random; MAR removes entries at random from the 1st, 4th and 7th feature only (so
-p_m · 13/3 of those columns); NMAR removes the largest int(p_m · N) values of every column (a
-saturated sensor; deterministic). The truncated count reproduces the paper's deterministic
-k-means results for NMAR (5 %: 0.966 with 8 values per column removed, 0.961 with 9).
+Mechanisms as in [Lokse2020], Paper I, §4.3.6, with int(p_m · size) values removed: MCAR removes
+entries uniformly at random; MAR removes entries at random from the 1st, 4th and 7th feature only
+(so p_m · 13/3 of those columns); NMAR removes the largest int(p_m · N) values of every column (a
+saturated sensor; deterministic). The truncated count reproduces the paper's deterministic k-means
+results for NMAR (5 %: 0.966 with 8 values per column removed, 0.961 with 9).
 
 Run:  python benchmarks/bench_pck_wine_table3.py [--quick] [--runs 30]
 Writes benchmarks/results/pck_wine_table3.md (and .json).
@@ -36,7 +39,7 @@ from dkernel.gmm.pck import ProbabilisticClusterKernel
 from dkernel.metrics import clustering_accuracy
 from dkernel.spectral.dense import kpca_embedding
 
-# Paper I Table 3 (seed 002), PCKID and k-means (best of four imputations): (mean, std)
+# [Lokse2020], Paper I, Table 3: PCKID and k-means (best of four imputations): (mean, std)
 PAPER = {
     "MCAR": {
         "pm": [0.05, 0.15, 0.25, 0.35, 0.45],
@@ -101,7 +104,7 @@ def remove_values(
     rng: np.random.Generator,
     mar_columns: tuple[int, ...] = MAR_COLUMNS,
 ):
-    """Return a copy of X with NaN where values are removed (Paper I §4.3.6).
+    """Return a copy of X with NaN where values are removed ([Lokse2020], Paper I, §4.3.6).
 
     Counts are ``int(p_m · size)`` (truncated):
 
@@ -201,20 +204,20 @@ def write_results(
     )
     status = "" if complete else f" — PARTIAL: {n_done} of 15 settings so far"
     lines = [
-        f"# Paper I Table 3 reproduced: Wine, clustering accuracy over {runs} runs per "
-        f"setting{status}",
+        f"# Paper I Table 3 [Lokse2020] reproduced: Wine, clustering accuracy over {runs} runs "
+        f"per setting{status}",
         "",
         "PCKID: Q = G = 30, 10 EM iterations, 50 % subsample, diagonal covariance (estimator "
         "defaults); centred KPCA (k = 3), k-means with 100 restarts (lowest cost); 'ignorable' "
-        "is Paper I's PCKID (the estimator default), 'informative' adds per-component "
-        "missingness probabilities and the variance prior of `MissingnessModel` (same data "
-        "and seeds). Baseline: "
-        "k-means (100 restarts) on mean-imputed data. Columns are standardised on their observed "
-        "values. Missing values (Paper I §4.3.6): int(p_m · size) values removed; MCAR uniformly "
-        "from the matrix, MAR uniformly from features 1, 4 and 7, NMAR the largest int(p_m · N) "
-        "values of every column (deterministic; reproduces the paper's zero-variance k-means "
-        "results at NMAR 5/15/25 %). Paper numbers from seed 002, Paper I Table 3 (its k-means "
-        "column is the best of four imputations).",
+        "is the PCKID of [Lokse2020], Paper I (the estimator default), 'informative' adds "
+        "per-component missingness probabilities and the variance prior of `MissingnessModel` "
+        "(same data and seeds). Baseline: k-means (100 restarts) on mean-imputed data. Columns "
+        "are standardised on their observed values. Missing values ([Lokse2020], Paper I, "
+        "§4.3.6): int(p_m · size) values removed; MCAR uniformly from the matrix, MAR uniformly "
+        "from features 1, 4 and 7, NMAR the largest int(p_m · N) values of every column "
+        "(deterministic; reproduces the paper's zero-variance k-means results at NMAR "
+        "5/15/25 %). Paper numbers from [Lokse2020], Paper I, Table 3 (its k-means column is "
+        "the best of four imputations).",
         "",
         "Command: `nice python benchmarks/bench_pck_wine_table3.py"
         + ("" if seed == SEED else f" --seed {seed}")

@@ -1,10 +1,14 @@
 """Paper II (Kernel Personalized PageRank) Fig. 1 and Fig. 2 (top row) with PCK defaults.
 
+Paper II is Løkse & Jenssen, "Kernel Personalized PageRank", in Løkse (2020), PhD thesis
+[Lokse2020] (Paper I, PCKID, is in the same thesis); section, figure and equation numbers are
+that paper's.
+
 Datasets: Wine, Iris, WDBC (scikit-learn's breast cancer) and Jain's two moons
 (``$DKERNEL_DATA/shapes_2d_sipu/jain.txt``). Kernel: ``ProbabilisticClusterKernel`` with the
 paper's defaults (Q = G = 30, 10 EM iterations, 50 % subsamples), fitted once per dataset on
 all points; ``K = Γ Γᵀ / Z``. Restart probability α = 0.1. Relevance = exact PPR (Chung–Zhao
-solve, Eq. 2) on all points.
+solve [Chung2010], Eq. 2) on all points.
 
 * **Fig. 1 (eigenvector ordering, §4.1)**: at every dimensionality 1 … N−1, 100 random
   single-point queries (drawn afresh per dimensionality, shared by both orderings); in-sample
@@ -70,7 +74,7 @@ def pck_kernel(X: np.ndarray, seed: int, quick: bool) -> np.ndarray:
     return G @ G.T
 
 
-# Fig. 1 protocols. "paper" is Paper II §4.1 as written: in-sample embeddings over all
+# Fig. 1 protocols. "paper" is [Lokse2020], Paper II, §4.1 as written: in-sample embeddings over all
 # eigenpairs (Def. 4; the in-sample embedding E_k((1+β)I - Λ*_k)^{-1/2} never divides by λ*, so
 # the λ* > 0.01 cut of §4.2, made for Eq. (7), does not apply), the data ranked *with* the seed
 # (§4.2 says explicitly that its seeds are left out; §4.1 does not), 100 queries drawn afresh for
@@ -310,8 +314,8 @@ def _plot_fig1(figs: dict) -> None:
         axes[row, 0].set_ylabel("mean NDCG@k vs exact PPR")
     axes[0, -1].legend(fontsize=6, loc="lower right")
     fig.suptitle(
-        "Paper II Fig. 1: eigenvector ordering (PCK defaults, α = 0.1, 100 random queries per "
-        "dimensionality). Top row: the paper's protocol."
+        "Paper II [Lokse2020] Fig. 1: eigenvector ordering (PCK defaults, α = 0.1, 100 random "
+        "queries per dimensionality). Top row: the paper's protocol."
     )
     fig.tight_layout()
     fig.savefig(RESULTS / "ranking_paper2_fig1.png", dpi=80)
@@ -333,7 +337,7 @@ def _plot_fig2(figs: dict) -> None:
         ax.set_xlabel("in-sample size (% of data)")
         ax.set_title(name)
     axes[0].set_ylabel("NDCG@10, out-of-sample seed")
-    fig.suptitle("Paper II Fig. 2 (top row): out-of-sample seed, 95 % CI over splits")
+    fig.suptitle("Paper II [Lokse2020] Fig. 2 (top row): out-of-sample seed, 95 % CI over splits")
     fig.tight_layout()
     fig.savefig(RESULTS / "ranking_paper2_fig2.png", dpi=110)
 
@@ -387,9 +391,11 @@ def report_from_csv() -> None:
     lines = [
         "# Paper II Fig. 1 and Fig. 2 (top row): KPPR with PCK defaults",
         "",
-        "PCK defaults (Paper I §4 / Paper II §4): Q = G = 30, 10 EM iterations, diagonal "
+        "Paper I and Paper II of Løkse (2020), PhD thesis [Lokse2020]. PCK defaults (Paper I "
+        "§4 / Paper II §4): Q = G = 30, 10 EM iterations, diagonal "
         "covariances, 50 % subsample per initial condition, kernel evaluated on all points; "
-        f"α = {ALPHA}. Relevance: the exact PPR (Chung–Zhao solve, Eq. 2) on all points.",
+        f"α = {ALPHA}. Relevance: the exact PPR (Chung–Zhao solve [Chung2010], Eq. 2) on all "
+        "points.",
         "",
         f"- Fig. 1: `{r1.get('command', '?')}` ({r1.get('seconds', '?')} s, "
         f"{r1.get('queries_per_dim', 100)} queries per dimensionality).",
@@ -399,7 +405,7 @@ def report_from_csv() -> None:
         "",
         "## Fig. 1: eigenvector ordering",
         "",
-        "Protocols (Paper II §4.1; see `FIG1_PROTOCOLS` in the benchmark):",
+        "Protocols ([Lokse2020], Paper II, §4.1; see `FIG1_PROTOCOLS` in the benchmark):",
         "",
         "- **paper**: every dimensionality 1 … N−1 of the in-sample embedding (all eigenpairs; "
         "the λ* > 0.01 cut of §4.2 exists for the out-of-sample Eq. 7 and is not applied), the "

@@ -1,8 +1,10 @@
-"""Paper I §4.4: ranking incomplete data, PCKID vs PCK with mean imputation (and RBF).
+"""Paper I §4.4 (Løkse 2020 [Lokse2020]): ranking incomplete data, PCKID vs PCK with mean
+imputation (and RBF).
 
 For Wine, Iris, WDBC and Ecoli (``$DKERNEL_DATA/uci_ecoli/ecoli.data``) and MCAR missingness of
 5, 10, 15 and 20 %: columns are standardised on their observed values; three kernels give a
-PPR score vector for the same 100 random single-point queries (α = 0.1, exact Chung–Zhao solve):
+PPR score vector for the same 100 random single-point queries (α = 0.1, exact Chung–Zhao solve
+[Chung2010]):
 
 * **PCKID**: ``ProbabilisticClusterKernel`` (Q = G = 30 defaults) fitted on the data with NaN;
 * **PCK + mean imputation**: the same estimator on mean-imputed data (the baseline the acceptance
@@ -129,7 +131,7 @@ def main() -> None:
         + "\n"
     )
     lines = [
-        "# Paper I §4.4: ranking with missing data (mean cosine between score vectors)",
+        "# Paper I §4.4 [Lokse2020]: ranking with missing data (mean cosine between score vectors)",
         "",
         f"`python benchmarks/bench_ranking_pckid_missing.py{' --quick' if args.quick else ''} --reps {reps}`"
         f" ({time.perf_counter() - t0:.0f} s). PCK Q = G = {q}, α = {ALPHA}, 100 queries, "

@@ -92,6 +92,24 @@ def _nystrom():
     return m
 
 
+def _pck_spectral():
+    import dkernel.spectral.pck as m
+
+    return m
+
+
+def _kmeans():
+    import dkernel.kmeans as m
+
+    return m
+
+
+def _cca():
+    import dkernel.cca as m
+
+    return m
+
+
 def _images():
     import dkernel.images as m
 
@@ -122,6 +140,9 @@ _LAZY = {
     "KernelPCAEmbedding": (_spectral, "KernelPCAEmbedding"),
     "SpectralClustering": (_clustering, "SpectralClustering"),
     "NystromEmbedding": (_nystrom, "NystromEmbedding"),
+    "PCKSpectralClustering": (_pck_spectral, "PCKSpectralClustering"),
+    "KernelKMeans": (_kmeans, "KernelKMeans"),
+    "KernelCCA": (_cca, "KernelCCA"),
     "cluster_image": (_images, "cluster_image"),
     "ResultsStore": (_storage, "ResultsStore"),
     "open_results": (_storage, "open_results"),
@@ -129,10 +150,12 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from dkernel.cca import KernelCCA
     from dkernel.decomposition import KernelDecompositionClustering
     from dkernel.decomposition.selection import select_model as select_kdc_model
     from dkernel.gmm.pck import ProbabilisticClusterKernel
     from dkernel.images import cluster_image
+    from dkernel.kmeans import KernelKMeans
     from dkernel.meanshift.estimators import MSSC, MeanShift
     from dkernel.metrics import clustering_accuracy, clustering_scores
     from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank
@@ -140,6 +163,7 @@ if TYPE_CHECKING:
     from dkernel.spectral import KECA, KernelPCAEmbedding
     from dkernel.spectral.clustering import SpectralClustering
     from dkernel.spectral.nystrom import NystromEmbedding
+    from dkernel.spectral.pck import PCKSpectralClustering
     from dkernel.storage import ResultsStore, open_results, recorded_path, seed_scores, top_k
 
 
@@ -173,9 +197,12 @@ __all__ = [
     "KernelDecompositionClustering",
     "select_kdc_model",
     "ProbabilisticClusterKernel",
+    "PCKSpectralClustering",
     "KernelPCAEmbedding",
     "NystromEmbedding",
     "SpectralClustering",
+    "KernelKMeans",
+    "KernelCCA",
     "MSSC",
     "MeanShift",
     "ResultsStore",

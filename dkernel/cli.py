@@ -200,13 +200,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from dkernel.jobs.runner import prepare_job
+    # light imports only: validating starts without Dask, scikit-learn or SciPy
+    # (tests/test_cli_imports.py)
+    from dkernel.jobs.prepare import prepare_job
     from dkernel.jobs.spec import OutputPolicy, load_spec
+    from dkernel.storage.paths import check_writable
 
     spec = load_spec(args.job)
     output = OutputPolicy.default(args.job, args.output_root).confine(spec.output)
-    from dkernel.storage.store import check_writable
-
     check_writable(output)
     if not args.no_data:
         spec, data = prepare_job(spec)

@@ -8,7 +8,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 
 def clustering_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    """Accuracy under the best one-to-one mapping of predicted to true labels (Hungarian).
+    """Accuracy under the best one-to-one matching of predicted to true labels ([Kuhn1955]).
 
     Examples
     --------

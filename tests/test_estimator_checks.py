@@ -51,6 +51,10 @@ EXPECTED_WARNINGS: dict[str, list[tuple[type[Warning], str]]] = {
     "ProbabilisticClusterKernel": [
         (DKernelWarning, "The subsample of ProbabilisticClusterKernel has"),
     ],
+    # the same capped G, of the kernel it fits
+    "PCKSpectralClustering": [
+        (DKernelWarning, "The subsample of ProbabilisticClusterKernel has"),
+    ],
     # structureless noise: a one-point cluster is rightly reported
     "JointRankingClustering": [(DegenerateClusterWarning, "JointRankingClustering: ")],
 }
@@ -76,6 +80,25 @@ VARIANTS = [
     dkernel.ProbabilisticClusterKernel(
         n_inits=3, max_components=3, random_state=0, projection=1, dtype="float64"
     ),
+    # the normalised embedding of a sparse Γ, and the subsample route of a lazy one
+    dkernel.PCKSpectralClustering(
+        pck=dkernel.ProbabilisticClusterKernel(n_inits=3, max_components=3),
+        embedding="normalized",
+        placement="sparse",
+        random_state=0,
+    ),
+    dkernel.PCKSpectralClustering(
+        pck=dkernel.ProbabilisticClusterKernel(n_inits=3, max_components=3),
+        placement="lazy",
+        chunk_rows=16,
+        random_state=0,
+    ),
+    # kernel k-means: Nyström features on a sample, K chosen by BIC from a KPCA start, and the
+    # landmark kernel's own sparse features
+    dkernel.KernelKMeans(solver="nystrom", n_landmarks=20, kmeans_sample=30, random_state=0),
+    dkernel.KernelKMeans(None, max_clusters=4, init="kpca", random_state=0),
+    dkernel.KernelKMeans(kernel="landmark", random_state=0),
+    dkernel.KernelCCA(solver="nystrom", n_landmarks=10, random_state=0),
 ]
 
 
@@ -93,7 +116,7 @@ def _run(estimator: BaseEstimator, check) -> None:
 
 def test_every_exported_estimator_is_checked():
     names = {cls.__name__ for cls in EXPORTED}
-    assert len(names) == 10, names
+    assert len(names) == 13, names
     assert set(EXPECTED_FAILED_CHECKS) <= names and set(EXPECTED_WARNINGS) <= names
 
 

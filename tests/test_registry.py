@@ -40,6 +40,22 @@ def test_discovery_finds_every_step_module():
     assert not [n for n in ast.walk(init) if isinstance(n, ast.Import | ast.ImportFrom)]
 
 
+def test_discovery_finds_every_reader_module():
+    """Readers are found as methods are: every module of ``dkernel/io/readers/`` registers its
+    own, and nothing lists the modules by hand."""
+    from dkernel.io.registry import READERS
+
+    folder = REPO / "dkernel" / "io" / "readers"
+    modules = {p.stem for p in folder.glob("[!_]*.py")}
+    assert modules == {"tables", "images"}
+    assert len(READERS) == 14 and {"sklearn", "csv", "npy", "geotiff", "samson"} <= set(READERS)
+    raster = {name for name in READERS if READERS[name].raster}
+    assert raster == {"geotiff", "demo-landsat", "npy-raster", "zarr-raster", "samson", "jasper"}
+    init = ast.parse((folder / "__init__.py").read_text())
+    imported = [n for n in ast.walk(init) if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert [n.module for n in imported] == ["dkernel._lazy"]  # the lazy re-exports only
+
+
 def test_kernel_registry_keeps_its_message():
     from dkernel.kernels.registry import make_kernel
 

@@ -1,4 +1,5 @@
-"""Clustering by kernel decomposition: the aggregate Markov model of seed 003.
+"""Clustering by kernel decomposition: the aggregate Markov model of Szymkowiak-Have, Girolami
+& Larsen (2006) [SzymkowiakHave2006]; equation numbers are theirs.
 
 Row-normalised kernels (the self-tuning local-scaling kernel of the default, the Gaussian
 density kernel Eq. 15, cosine Eq. 16; k-NN sparsified), their

@@ -1,5 +1,5 @@
 """``KernelDecompositionClustering``: clustering by decomposing a row-normalised density kernel
-(aggregate Markov model, Szymkowiak-Have, Girolami & Larsen; seed 003)."""
+(aggregate Markov model, Szymkowiak-Have, Girolami & Larsen 2006 [SzymkowiakHave2006])."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples
 
-from dkernel._budget import check_budget
+from dkernel._budget import SCRATCH_BLOCK_BYTES, check_budget, rows_for_budget
 from dkernel._random import derive_seed, seed_from_random_state
 from dkernel._validation import (
     ParameterConstraintsMixin,
@@ -22,6 +22,7 @@ from dkernel._validation import (
 )
 from dkernel.decomposition.graph import knn_log_kernel_graph, out_of_sample_graph
 from dkernel.decomposition.kernels import (
+    KERNEL_ALIASES,
     KERNELS,
     NEIGHBOR_SEARCHES,
     density_log_kernel,
@@ -58,13 +59,16 @@ from dkernel.graphs.landmark import (
     DEFAULT_LANDMARK_NEIGHBORS,
     default_landmark_count,
 )
-from dkernel.kernels.widths import silverman_normal_reference
+from dkernel.kernels.aliases import resolve_alias
+from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, silverman_normal_reference
 from dkernel.linalg.threads import map_on_cores
 
 _OWNER = "KernelDecompositionClustering"
-#: Default graph size and scale rank of the self-tuning k-NN kernel (see the class docstring).
+#: Default size of the k-NN graph, chosen on ``bench_defaults.py`` (see the class docstring;
+#: equal to the scale rank by measurement, not by definition).
 DEFAULT_N_NEIGHBORS = 7
-DEFAULT_SCALE_NEIGHBORS = 7
+#: Rank of the neighbour whose distance is a point's self-tuning width (the package's one).
+DEFAULT_SCALE_NEIGHBORS = DEFAULT_LOCAL_SCALING_NEIGHBORS
 #: How the model is fitted (see the ``approximation`` parameter).
 APPROXIMATIONS = ("auto", "exact", "bipartite")
 #: ``approximation='auto'`` with the default kernel: the exact k-NN kernel up to this many
@@ -77,7 +81,8 @@ def _oos_block_rows(n_train: int, block_rows: int | None, n_neighbors: int | Non
         return int(block_rows)
     if n_neighbors is not None:  # k-NN rows: O(block k C) memory, whatever n_train
         return 16_384
-    return int(np.clip(2**22 // max(n_train, 1), 64, 10_000))  # ~32 MiB dense blocks
+    # float64 rows of a dense out-of-sample kernel block against the training points
+    return rows_for_budget(SCRATCH_BLOCK_BYTES, n_train, 8, low=64, high=10_000)
 
 
 class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
@@ -97,16 +102,17 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     ``benchmarks/bench_defaults.py`` (23 sets, features standardised, only ``n_clusters``
     given): mean ARI 0.753 against 0.588 for the paper's dense Gaussian kernel with
     Silverman's width, and 0.723 for scikit-learn's k-NN ``SpectralClustering``; see
-    ``docs/choosing_defaults.md``. The paper's model is ``kernel='gaussian',
-    n_neighbors=None`` with ``sigma`` chosen by :func:`~dkernel.select_kdc_model`.
+    ``docs/choosing_defaults.md``. The paper's model is ``kernel='rbf', n_neighbors=None``
+    with ``sigma`` chosen by :func:`~dkernel.select_kdc_model`.
 
     Parameters
     ----------
     n_clusters : int
         Number of clusters ``C``.
-    kernel : {'local_scaling', 'gaussian', 'cosine'}
-        local_scaling: self-tuning widths (one model, no selection); gaussian: the paper's
-        density kernel (with held-out selection of its width); cosine: count data.
+    kernel : {'local_scaling', 'rbf', 'cosine'}
+        The kernel registry's names (``dkernel.kernels.registry``). local_scaling: self-tuning
+        widths (one model, no selection); rbf: the paper's Gaussian density kernel (with
+        held-out selection of its width); cosine: count data.
         ``'local_scaling'`` (default): Zelnik-Manor & Perona's self-tuning kernel, each
         point's width ``sigma`` its distance to its ``scale_neighbors``-th nearest other
         training point (a new point: to its ``scale_neighbors``-th nearest training point), so
@@ -114,11 +120,12 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         width merged the inner rings of rings3 and split the dense digits). Not a normalised
         density: :meth:`score_samples` is then the log of an un-normalised kernel sum,
         comparable between points of one model but not across models, which is why
-        :func:`~dkernel.select_kdc_model` takes ``'gaussian'`` or ``'cosine'``.
-        ``'gaussian'``: the density kernel of Eq. 15 (the paper's). ``'cosine'`` expects
-        non-negative rows (e.g. term counts); they are scaled to unit length.
+        :func:`~dkernel.select_kdc_model` takes ``'rbf'`` or ``'cosine'``.
+        ``'rbf'``: the Gaussian density kernel of Eq. 15 (the paper's, normalised to integrate
+        to 1; formerly ``'gaussian'``, still accepted with a ``FutureWarning``). ``'cosine'``
+        expects non-negative rows (e.g. term counts); they are scaled to unit length.
     sigma : float, optional
-        Gaussian width (``kernel='gaussian'`` only); Silverman's normal-reference rule
+        Gaussian width (``kernel='rbf'`` only); Silverman's normal-reference rule
         (:func:`~dkernel.kernels.silverman_normal_reference`) when None. Choose it with
         :func:`~dkernel.select_kdc_model`. (Formerly ``bandwidth``.)
     n_neighbors : int, optional
@@ -208,7 +215,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     labels_ : ndarray (n_train,)
         ``argmax`` of ``posteriors_``.
     sigma_ : float or ndarray (n_train,) or ndarray (n_landmarks,)
-        The kernel width: the Gaussian width (``kernel='gaussian'``; 1.0, unused, for
+        The kernel width: the Gaussian width (``kernel='rbf'``; 1.0, unused, for
         ``'cosine'``), or the self-tuning width of every training point
         (``kernel='local_scaling'``), or of every landmark (bipartite path). (The Gaussian
         width was formerly ``bandwidth_``.)
@@ -226,6 +233,13 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of str
         Column names of a DataFrame passed to ``fit`` (absent for other input).
+
+    See Also
+    --------
+    dkernel.select_kdc_model : Chooses the width, neighbours and number of clusters by
+        held-out likelihood.
+    dkernel.SpectralClustering : Hard clusters from the same kind of graph.
+    sklearn.decomposition.NMF : scikit-learn's (unconstrained) non-negative factorisation.
 
     Notes
     -----
@@ -250,6 +264,15 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     ``bench_defaults.py``) are fitted exactly as before. Measured at 10^5 and 10^6 points in
     ``benchmarks/bench_decomposition_scale.py``. To choose ``C`` and ``k`` at that size,
     select on a subsample: :func:`~dkernel.select_kdc_model` with ``max_samples``.
+
+    References
+    ----------
+    - Szymkowiak-Have, Girolami & Larsen (2006), "Clustering via kernel decomposition", *IEEE
+      Transactions on Neural Networks* 17(1) [SzymkowiakHave2006]: the aggregate Markov model
+      (Eq. 4 and 7), out-of-sample posteriors (Eq. 8–10), the generalization error (Eq. 11–14).
+    - Hofmann (1999) [Hofmann1999]: PLSA; Lee & Seung (2001) [Lee2001]: the multiplicative
+      updates; Zelnik-Manor & Perona (2005) [ZelnikManor2005]: the self-tuning kernel;
+      Huang et al. (2020) [Huang2020]: the landmark bipartite graph.
 
     Examples
     --------
@@ -300,7 +323,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
 
     _parameter_constraints: dict = {
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "kernel": [StrOptions(set(KERNELS))],
+        # the former names are accepted too, with a FutureWarning (dkernel.kernels.aliases)
+        "kernel": [StrOptions(set(KERNELS) | set(KERNEL_ALIASES))],
         "sigma": [Interval(Real, 0, None, closed="neither"), None],
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
         "scale_neighbors": [Interval(Integral, 1, None, closed="left")],
@@ -336,7 +360,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
                 raise InvalidInputError(
                     f"The 'sigma' parameter of {_OWNER} is a Gaussian width; "
                     "kernel='local_scaling' chooses one width per point (scale_neighbors). Pass "
-                    "kernel='gaussian' with a sigma, or leave sigma=None."
+                    "kernel='rbf' with a sigma, or leave sigma=None."
                 )
             for name in ("n_neighbors", "scale_neighbors"):
                 k = getattr(self, name)
@@ -346,6 +370,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
                         f"with kernel='local_scaling'. Got {k} instead."
                     )
 
+    def _kernel_name(self) -> str:
+        """``kernel`` with a former name replaced (a FutureWarning, once per process)."""
+        return resolve_alias(self.kernel, "kernel", _OWNER)
+
     # -- fitting -------------------------------------------------------------------------
     def training_kernel(self, X: Any) -> tuple[Any, np.ndarray, np.ndarray]:
         """Validate X, set ``sigma_`` and return ``(Kcheck, log_norm, X_numpy)``.
@@ -354,6 +382,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         (computed blockwise through Dask for Dask input).
         """
         self._validate_params()
+        kernel = self._kernel_name()
         Xv = validate_input(self, X, reset=True, min_samples=2, dtype=np.float64)
         n = int(Xv.shape[0])
         self._check_sizes(n)
@@ -364,14 +393,14 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         if self.kernel == "cosine" and np.any(Xn < 0):
             raise InvalidInputError(
                 f"{_OWNER} with kernel='cosine' expects non-negative data (counts, histograms); "
-                f"{int(np.sum(Xn < 0))} negative entries found. Use kernel='gaussian'."
+                f"{int(np.sum(Xn < 0))} negative entries found. Use kernel='rbf'."
             )
         if self.kernel == "local_scaling":
             return self._local_scaling_kernel(Xv, Xn, is_dask)
         self.sigma_ = (
             float(self.sigma)
             if self.sigma is not None
-            else (silverman_normal_reference(Xn) if self.kernel == "gaussian" else 1.0)
+            else (silverman_normal_reference(Xn) if kernel == "rbf" else 1.0)
         )
         if self.n_neighbors is None:
             self._check_dense_budget(n)
@@ -462,7 +491,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             raise InvalidInputError(
                 f"approximation='bipartite' of {_OWNER} builds its own self-tuning landmark "
                 f"graph, so it takes kernel='local_scaling' only (got {self.kernel!r}); use "
-                "approximation='exact' for the Gaussian or cosine kernel."
+                "approximation='exact' for the rbf or cosine kernel."
             )
         if chosen == "bipartite" and self.n_neighbors is None:
             raise InvalidInputError(
@@ -479,6 +508,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> KernelDecompositionClustering:
         """Fit the aggregate Markov model to X (NumPy or Dask, n_samples x n_features)."""
+        self._kernel_name()
         if self._approximation(int(_num_samples(X))) == "bipartite":
             return self._fit_bipartite(X)
         Kc, log_norm, Xn = self.training_kernel(X)
@@ -491,7 +521,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             raise InvalidInputError(
                 f"The 'sigma' parameter of {_OWNER} is a Gaussian width; the landmark graph of "
                 "approximation='bipartite' is self-tuning. Leave sigma=None, or pass "
-                "kernel='gaussian' with approximation='exact'."
+                "kernel='rbf' with approximation='exact'."
             )
         Xv = validate_input(self, X, reset=True, min_samples=2, dtype=np.float64)
         n = int(Xv.shape[0])

@@ -1,14 +1,17 @@
-"""Row-normalised kernels of the aggregate Markov model (seed 003, Eq. 4, 15, 16) and the
-self-tuning kernel of the estimator's default.
+"""Row-normalised kernels of the aggregate Markov model (Szymkowiak-Have et al. 2006, Eq. 4, 15, 16
+[SzymkowiakHave2006]) and the self-tuning kernel of the estimator's default.
 
 Numeric layer: NumPy/SciPy/scikit-learn on in-memory blocks, no Dask, no I/O.
 
-Every kernel is handled in the log domain. The Gaussian density kernel (Eq. 15) with a small
-width ``h`` underflows to exactly zero for every training point when evaluated at a point a
-few widths away (``exp(-d^2 / 2h^2)`` with ``d / h > 39``), which would turn the row
-normalisation ``K / sum(K)`` into ``0 / 0``; in log space the normaliser is a log-sum-exp and
-the normalised row is a softmax, exact at any width. (This is also why
-:func:`dkernel.kernels.rbf_block`, which returns ``exp`` directly, is not used here.)
+The kernels are the kernel registry's (``dkernel.kernels.registry``): ``'rbf'`` (the Gaussian
+density kernel of Eq. 15, here with its normalising constant; formerly ``'gaussian'``, still
+accepted), ``'cosine'`` (Eq. 16) and ``'local_scaling'``, evaluated by their log forms
+(``dkernel.kernels.rbf``, ``dkernel.kernels.cosine``, ``dkernel.kernels.adaptive``: the
+registry entries' ``log_block``). Every kernel is handled in the log domain. The Gaussian
+density kernel with a small width ``h`` underflows to exactly zero for every training point
+when evaluated at a point a few widths away (``exp(-d^2 / 2h^2)`` with ``d / h > 39``), which
+would turn the row normalisation ``K / sum(K)`` into ``0 / 0``; in log space the normaliser is
+a log-sum-exp and the normalised row is a softmax, exact at any width.
 
 ``'local_scaling'`` is Zelnik-Manor & Perona's ``exp(-||x - y||^2 / (sigma_x sigma_y))`` with
 ``sigma`` the distance to the k-th neighbour among the training points, measured as in
@@ -32,10 +35,20 @@ from sklearn.neighbors import KDTree, NearestNeighbors
 
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
-from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance, squared_distances
+from dkernel.kernels.adaptive import (
+    fill_zero_scales,
+    kth_distinct_distance,
+    local_scaling_log_kernel,
+    squared_distances,
+)
+from dkernel.kernels.cosine import cosine_log_block, cosine_log_of_unit_distance
+from dkernel.kernels.rbf import rbf_log_block, rbf_log_of_distance
 from dkernel.linalg.threads import map_on_cores
 
-KERNELS = ("local_scaling", "gaussian", "cosine")
+#: The kernels of the kernel decomposition (names of the kernel registry).
+KERNELS = ("local_scaling", "rbf", "cosine")
+#: Former kernel names, still accepted (the estimators warn once; see ``dkernel.kernels.aliases``).
+KERNEL_ALIASES = {"gaussian": "rbf"}
 NEIGHBOR_SEARCHES = ("auto", "exact", "approximate")
 #: ``neighbor_search='auto'`` searches training sets of at least this many points
 #: approximately (:class:`~dkernel.graphs.approximate_knn.CellIndex`), smaller ones exactly:
@@ -92,15 +105,9 @@ def fit_local_scales(dist: np.ndarray, n_neighbors: int) -> LocalScales:
     return LocalScales(np.asarray(sigma, dtype=np.float64), int(n_neighbors))
 
 
-def local_scaling_log_kernel(
-    dist: np.ndarray, sigma_q: np.ndarray, sigma_t: np.ndarray
-) -> np.ndarray:
-    """``log K = -d^2 / (sigma_q sigma_t)``: ``dist`` (n_q, g) with per-row ``sigma_q`` (n_q,)
-    and per-entry ``sigma_t`` (n_q, g), or (n_t,) against a dense block."""
-    D = np.asarray(dist, dtype=np.float64) ** 2
-    D /= np.asarray(sigma_q, dtype=np.float64)[:, None]
-    D /= sigma_t if np.ndim(sigma_t) == 2 else np.asarray(sigma_t)[None, :]
-    return -D
+def canonical_kernel(kernel: str) -> str:
+    """``kernel`` with a former name replaced (``'gaussian'`` -> ``'rbf'``); no warning."""
+    return KERNEL_ALIASES.get(kernel, kernel)
 
 
 def gaussian_log_normalizer(n_features: int, sigma: float) -> float:
@@ -111,18 +118,24 @@ def gaussian_log_normalizer(n_features: int, sigma: float) -> float:
 def unit_normalize(X: np.ndarray, owner: str = "cosine kernel") -> np.ndarray:
     """Rows scaled to unit L2 norm; rejects empty (all-zero) rows as Eq. 16 is undefined there."""
     X = np.asarray(X, dtype=np.float64)
-    norms = np.linalg.norm(X, axis=1)
+    norms = _check_nonzero_rows(X, owner)
+    return X / norms[:, None]
+
+
+def _check_nonzero_rows(X: np.ndarray, owner: str = "cosine kernel") -> np.ndarray:
+    """The rows' L2 norms, after refusing all-zero rows (Eq. 16 is undefined there)."""
+    norms = np.linalg.norm(np.asarray(X, dtype=np.float64), axis=1)
     if np.any(norms == 0):
         bad = int(np.sum(norms == 0))
         raise InvalidInputError(
             f"{owner}: {bad} rows are all zero; the cosine kernel (Eq. 16) is undefined for empty "
             "vectors. Remove them before fitting (the paper excludes empty documents)."
         )
-    return X / norms[:, None]
+    return norms
 
 
 def density_log_kernel(
-    Xq: np.ndarray, Xt: np.ndarray, *, kernel: str = "gaussian", sigma: float | None = None
+    Xq: np.ndarray, Xt: np.ndarray, *, kernel: str = "rbf", sigma: float | None = None
 ) -> np.ndarray:
     """``log K(x_q, x_t)`` for every query/training pair.
 
@@ -130,13 +143,14 @@ def density_log_kernel(
     ----------
     Xq : ndarray of shape (n_query, p)
     Xt : ndarray of shape (n_train, p)
-    kernel : {'gaussian', 'cosine'}
-        ``'gaussian'``: the isotropic Gaussian density kernel of Eq. 15 (normalised, so that
-        ``K`` integrates to 1 and likelihoods of different widths compare).
-        ``'cosine'``: Eq. 16 on rows assumed non-negative (count data); negative cosines are
-        clipped to 0 (log = -inf).
-    sigma : float
-        The width ``h`` (Gaussian only).
+    kernel : {'rbf', 'cosine', 'local_scaling'}
+        ``'rbf'``: the isotropic Gaussian density kernel of Eq. 15 (normalised, so that
+        ``K`` integrates to 1 and likelihoods of different widths compare; formerly
+        ``'gaussian'``). ``'cosine'``: Eq. 16 on rows assumed non-negative (count data);
+        negative cosines are clipped to 0 (log = -inf). ``'local_scaling'``: the self-tuning
+        kernel, ``sigma`` the training scales.
+    sigma : float or LocalScales
+        The width ``h`` (rbf), or the training scales (local_scaling).
 
     Returns
     -------
@@ -146,15 +160,15 @@ def density_log_kernel(
     -----
     O(n_query n_train p) time and O(n_query n_train) memory: call it on row blocks.
     """
-    if kernel == "gaussian":
-        D = squared_distances(Xq, Xt)
-        D *= -0.5 / sigma**2
+    kernel = canonical_kernel(kernel)
+    if kernel == "rbf":
+        D = rbf_log_block(Xq, Xt, sigma)
         D += gaussian_log_normalizer(Xt.shape[1], sigma)
         return D
     if kernel == "cosine":
-        S = unit_normalize(Xq) @ unit_normalize(Xt).T
-        with np.errstate(divide="ignore"):
-            return np.log(np.clip(S, 0.0, None))
+        _check_nonzero_rows(Xq)
+        _check_nonzero_rows(Xt)
+        return cosine_log_block(Xq, Xt)
     if kernel == "local_scaling":
         scales = _check_scales(sigma)
         D = np.sqrt(squared_distances(Xq, Xt))
@@ -220,19 +234,20 @@ def use_approximate(n_train: int, neighbor_search: str = "auto") -> bool:
 def fit_neighbors(
     Xt: np.ndarray,
     *,
-    kernel: str = "gaussian",
+    kernel: str = "rbf",
     approximate: bool = False,
     random_state: int | np.random.Generator | None = None,
 ) -> NeighborIndex:
     """A neighbour index over the training points for the k-NN kernel.
 
-    Exact (default): scikit-learn's; Gaussian and self-tuning kernels: Euclidean k-d tree/ball
+    Exact (default): scikit-learn's; rbf and self-tuning kernels: Euclidean k-d tree/ball
     tree ("auto"); cosine: brute force on unit rows (the nearest in Euclidean distance on the
     unit sphere are the most cosine-similar). ``approximate``: a
     :class:`~dkernel.graphs.approximate_knn.CellIndex` (on the unit rows for cosine) seeded by
     ``random_state``.
     """
     Xt = np.asarray(Xt, dtype=np.float64)
+    kernel = canonical_kernel(kernel)
     if kernel == "cosine":
         Xt = unit_normalize(Xt)
     if approximate:
@@ -300,7 +315,7 @@ def knn_log_kernel(
     Xq: np.ndarray,
     Xt: np.ndarray | None,
     *,
-    kernel: str = "gaussian",
+    kernel: str = "rbf",
     sigma: float | None = None,
     n_neighbors: int,
     index: NeighborIndex | None = None,
@@ -334,6 +349,7 @@ def knn_log_kernel(
     brute force otherwise (scikit-learn chunks it); approximate cell index: O(n_query
     (n_train / cell_size + n_probe cell_size) p); memory O(n_query k).
     """
+    kernel = canonical_kernel(kernel)
     if index is None:
         index = fit_neighbors(Xt, kernel=kernel)
     Xq = np.asarray(Xq, dtype=np.float64)
@@ -347,12 +363,10 @@ def knn_log_kernel(
         dist, ind = dist[:, :n_neighbors], ind[:, :n_neighbors]
         return ind.astype(np.int64), local_scaling_log_kernel(dist, sigma_q, scales.sigma[ind])
     dist, ind = index.kneighbors(Q, n_neighbors=n_neighbors, return_distance=True)
-    if kernel == "gaussian":
-        logK = -0.5 * (dist / sigma) ** 2 + gaussian_log_normalizer(p, sigma)
+    if kernel == "rbf":
+        logK = rbf_log_of_distance(dist, sigma) + gaussian_log_normalizer(p, sigma)
     elif kernel == "cosine":
-        cos = 1.0 - 0.5 * dist**2  # unit vectors: |a - b|^2 = 2 - 2 cos
-        with np.errstate(divide="ignore"):
-            logK = np.log(np.clip(cos, 0.0, None))
+        logK = cosine_log_of_unit_distance(dist)
     else:
         raise InvalidInputError(f"kernel must be one of {KERNELS}; got {kernel!r}.")
     return ind.astype(np.int64), logK

@@ -1,4 +1,6 @@
-"""Aggregate Markov model: stochastic NMF / PLSA of the row-normalised kernel (seed 003).
+"""Aggregate Markov model: stochastic NMF / PLSA of the row-normalised kernel (Szymkowiak-Have
+et al. 2006 [SzymkowiakHave2006]; PLSA: Hofmann 1999 [Hofmann1999]; updates: Lee & Seung 2001
+[Lee2001]).
 
 Numeric layer: NumPy/SciPy on in-memory arrays (dense or CSR), no Dask, no I/O.
 
@@ -103,7 +105,7 @@ def spectral_embedding(
     ``K = diag(exp(log_norm)) Kcheck`` (up to one constant factor). Sparse (k-NN) kernels:
     ``W`` is the symmetrised 0/1 connectivity of the k-NN graph (as scikit-learn's
     ``affinity='nearest_neighbors'``). ``D = diag(W 1)``, so the eigenvalues lie in [-1, 1]
-    (Ng-Jordan-Weiss).
+    (Ng, Jordan & Weiss 2002 [Ng2002]).
 
     Parameters
     ----------

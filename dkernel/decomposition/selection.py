@@ -1,4 +1,5 @@
-"""Model selection for the aggregate Markov model by held-out likelihood (seed 003, Fig. 2/5/8).
+"""Model selection for the aggregate Markov model by held-out likelihood (Szymkowiak-Have et al.
+2006, Eq. 11-14 and Fig. 2, 5, 8 [SzymkowiakHave2006]).
 
 The generalization error of a model is the negative mean out-of-sample log-likelihood
 (Eq. 11-14) on held-out points. :func:`select_model` evaluates it over a grid of kernel
@@ -33,6 +34,7 @@ from dkernel.decomposition.kernels import (
 )
 from dkernel.decomposition.nmf import fit_aggregate_markov, log_likelihood, spectral_embedding
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.aliases import resolve_alias
 from dkernel.metrics import clustering_accuracy
 
 _OWNER = "select_model"
@@ -160,7 +162,7 @@ def select_model(
     n_neighbors: Sequence[int | None] = (None,),
     n_repeats: int = 10,
     validation_fraction: float = 0.5,
-    kernel: str = "gaussian",
+    kernel: str = "rbf",
     loss: str = "kl-euclidean",
     n_init: int = 3,
     max_iter: int = 300,
@@ -171,7 +173,7 @@ def select_model(
     random_state: int | None = 0,
     progress: Any = None,
 ) -> ModelSelectionResult:
-    """Held-out likelihood model selection over ``sigma``, ``K`` and ``C`` (seed 003).
+    """Held-out likelihood model selection over ``sigma``, ``K`` and ``C`` ([SzymkowiakHave2006]).
 
     Parameters
     ----------
@@ -218,7 +220,38 @@ def select_model(
     this, plus one fit on all points.
     """
     check_options(c_rule, "c_rule", _OWNER, C_RULES)
-    check_options(kernel, "kernel", _OWNER, ("gaussian", "cosine"))
+    # 'gaussian' is the former name of 'rbf' (a FutureWarning, once per process)
+    kernel = resolve_alias(kernel, "kernel", _OWNER)
+    check_options(kernel, "kernel", _OWNER, ("rbf", "cosine"))
+    sigmas, n_clusters, n_neighbors = _check_grid(sigmas, n_clusters, n_neighbors)
+    splits, X_all = _splits(X, y, splits, n_repeats, validation_fraction, max_samples, random_state)
+    model = dict(
+        kernel=kernel,
+        loss=loss,
+        n_init=n_init,
+        max_iter=max_iter,
+        tol=tol,
+        random_state=random_state,
+    )
+    result = _error_surface(splits, sigmas, n_clusters, n_neighbors, model, c_rule, progress)
+    result.meta = {"kernel": kernel, "loss": loss, "n_init": n_init}
+    if max_samples is not None:
+        result.meta["max_samples"] = int(max_samples)
+    if refit:
+        c = result.chosen
+        X_fit = X_all if X_all is not None else np.asarray(splits[0][0], dtype=np.float64)
+        result.best_estimator = KernelDecompositionClustering(
+            c["n_clusters"], sigma=c["sigma"], n_neighbors=c["n_neighbors"], **model
+        ).fit(X_fit)
+    return result
+
+
+def _check_grid(
+    sigmas: Sequence[float],
+    n_clusters: Sequence[int],
+    n_neighbors: Sequence[int | None],
+) -> tuple[list[float], list[int], list[int | None]]:
+    """The grid, checked."""
     sigmas = [float(check_scalar(h, "sigmas", _OWNER, low=0, low_inclusive=False)) for h in sigmas]
     n_clusters = [int(check_scalar(c, "n_clusters", _OWNER, kind=int, low=1)) for c in n_clusters]
     n_neighbors = [
@@ -227,6 +260,20 @@ def select_model(
     ]
     if not sigmas or not n_clusters or not n_neighbors:
         raise InvalidInputError(f"{_OWNER} needs non-empty sigmas, n_clusters and n_neighbors.")
+    return sigmas, n_clusters, n_neighbors
+
+
+def _splits(
+    X: Any,
+    y: Any,
+    splits: Iterable[tuple] | None,
+    n_repeats: int,
+    validation_fraction: float,
+    max_samples: int | None,
+    random_state: int | None,
+) -> tuple[list[tuple], np.ndarray | None]:
+    """The (training, held-out[, held-out labels]) splits, and all of ``X`` when the search
+    runs on a subsample of it (``max_samples``; the chosen model is then refitted on all)."""
     X_all = None
     if splits is None:
         if X is None:
@@ -251,72 +298,40 @@ def select_model(
     splits = list(splits)
     if not splits:
         raise InvalidInputError(f"{_OWNER} got an empty list of splits.")
+    return splits, X_all
 
+
+def _error_surface(
+    splits: list[tuple],
+    sigmas: list[float],
+    n_clusters: list[int],
+    n_neighbors: list[int | None],
+    model: dict[str, Any],
+    c_rule: str,
+    progress: Any,
+) -> ModelSelectionResult:
+    """Every grid cell fitted on every split and scored on its held-out part; the chosen
+    model (not refitted)."""
     shape = (len(splits), len(n_neighbors), len(sigmas), len(n_clusters))
     errors = np.full(shape, np.nan)
     confidence = np.full(shape, np.nan)
     has_y = all(len(s) > 2 and s[2] is not None for s in splits)
     accuracy = np.full(shape, np.nan) if has_y else None
-    c_max = max(n_clusters)
-
     for r, split in enumerate(splits):
         X_tr, X_va = np.asarray(split[0], dtype=np.float64), np.asarray(split[1], np.float64)
         y_va = np.asarray(split[2]) if has_y else None
         for ki, k in enumerate(n_neighbors):
-            index = None if k is None else fit_neighbors(X_tr, kernel=kernel)
+            index = None if k is None else fit_neighbors(X_tr, kernel=model["kernel"])
             for hi, h in enumerate(sigmas):
-                est = KernelDecompositionClustering(
-                    c_max if c_max <= X_tr.shape[0] else 1,
-                    kernel=kernel,
-                    sigma=h,
-                    n_neighbors=k,
-                    loss=loss,
-                    n_init=n_init,
-                    max_iter=max_iter,
-                    tol=tol,
-                    random_state=random_state,
-                )
-                Kc, log_norm, Xn = est.training_kernel(X_tr)
-                if k is None:
-                    logKv = density_log_kernel(X_va, Xn, kernel=kernel, sigma=h)
-                    ind = None
-                else:
-                    ind, logKv = knn_log_kernel(
-                        X_va, Xn, kernel=kernel, sigma=h, n_neighbors=k, index=index
-                    )
-                Kv, _ = row_normalize_log(logKv)
-                emb = (
-                    spectral_embedding(
-                        Kc, log_norm, min(c_max * (n_init + 1), Kc.shape[0] - 1), seed=random_state
-                    )
-                    if c_max > 1
-                    else None
-                )
-                for ci, C in enumerate(n_clusters):
-                    fit = fit_aggregate_markov(
-                        Kc,
-                        log_norm,
-                        C,
-                        loss=loss,
-                        n_init=n_init,
-                        max_iter=max_iter,
-                        tol=tol,
-                        seed=random_state,
-                        embedding=emb if C > 1 else None,
-                    )
-                    errors[r, ki, hi, ci] = -float(
-                        np.mean(log_likelihood(logKv, fit.W, fit.H, indices=ind))
-                    )
-                    P = Kv @ fit.H.T if ind is None else np.einsum("qk,qkc->qc", Kv, fit.H.T[ind])
-                    confidence[r, ki, hi, ci] = float(np.mean(P.max(axis=1)))
-                    if has_y:
-                        accuracy[r, ki, hi, ci] = clustering_accuracy(y_va, P.argmax(axis=1))
+                cell = _score_cell(X_tr, X_va, y_va, k, h, index, n_clusters, model)
+                errors[r, ki, hi], confidence[r, ki, hi] = cell[0], cell[1]
+                if has_y:
+                    accuracy[r, ki, hi] = cell[2]
                 if progress is not None:
                     progress(
                         f"repeat {r + 1}/{len(splits)} K={k} h={h:g}: "
                         f"errors {np.round(errors[r, ki, hi], 4).tolist()}"
                     )
-
     kk, hh, cc = choose(errors, c_rule=c_rule)
     chosen = {
         "sigma": sigmas[hh],
@@ -326,19 +341,6 @@ def select_model(
         "neighbors_index": kk,
         "clusters_index": cc,
     }
-    best = None
-    if refit:
-        best = KernelDecompositionClustering(
-            n_clusters[cc],
-            kernel=kernel,
-            sigma=sigmas[hh],
-            n_neighbors=n_neighbors[kk],
-            loss=loss,
-            n_init=n_init,
-            max_iter=max_iter,
-            tol=tol,
-            random_state=random_state,
-        ).fit(X_all if X_all is not None else np.asarray(splits[0][0], dtype=np.float64))
     return ModelSelectionResult(
         errors=errors,
         confidence=confidence,
@@ -348,11 +350,56 @@ def select_model(
         n_clusters=n_clusters,
         chosen=chosen,
         c_rule=c_rule,
-        best_estimator=best,
-        meta={
-            "kernel": kernel,
-            "loss": loss,
-            "n_init": n_init,
-            **({"max_samples": int(max_samples)} if max_samples is not None else {}),
-        },
     )
+
+
+def _score_cell(
+    X_tr: np.ndarray,
+    X_va: np.ndarray,
+    y_va: np.ndarray | None,
+    k: int | None,
+    h: float,
+    index: Any,
+    n_clusters: list[int],
+    model: dict[str, Any],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Held-out error, confidence and (with ``y_va``) accuracy of every ``C`` at one
+    ``(K, h)``: one training and one validation kernel, one embedding shared by every C."""
+    kernel, seed = model["kernel"], model["random_state"]
+    c_max = max(n_clusters)
+    est = KernelDecompositionClustering(
+        c_max if c_max <= X_tr.shape[0] else 1, sigma=h, n_neighbors=k, **model
+    )
+    Kc, log_norm, Xn = est.training_kernel(X_tr)
+    if k is None:
+        logKv = density_log_kernel(X_va, Xn, kernel=kernel, sigma=h)
+        ind = None
+    else:
+        ind, logKv = knn_log_kernel(X_va, Xn, kernel=kernel, sigma=h, n_neighbors=k, index=index)
+    Kv, _ = row_normalize_log(logKv)
+    emb = (
+        spectral_embedding(
+            Kc, log_norm, min(c_max * (model["n_init"] + 1), Kc.shape[0] - 1), seed=seed
+        )
+        if c_max > 1
+        else None
+    )
+    errors, confidence, accuracy = (np.full(len(n_clusters), np.nan) for _ in range(3))
+    for ci, C in enumerate(n_clusters):
+        fit = fit_aggregate_markov(
+            Kc,
+            log_norm,
+            C,
+            loss=model["loss"],
+            n_init=model["n_init"],
+            max_iter=model["max_iter"],
+            tol=model["tol"],
+            seed=seed,
+            embedding=emb if C > 1 else None,
+        )
+        errors[ci] = -float(np.mean(log_likelihood(logKv, fit.W, fit.H, indices=ind)))
+        P = Kv @ fit.H.T if ind is None else np.einsum("qk,qkc->qc", Kv, fit.H.T[ind])
+        confidence[ci] = float(np.mean(P.max(axis=1)))
+        if y_va is not None:
+            accuracy[ci] = clustering_accuracy(y_va, P.argmax(axis=1))
+    return errors, confidence, accuracy

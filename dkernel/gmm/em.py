@@ -1,8 +1,8 @@
 """Batched EM for Gaussian mixtures with missing values (NumPy only).
 
 Missing entries are NaN. A point with observed index set ``o`` is scored by the marginal of each
-component on ``o`` (PCKID Paper I, seed 002, §2.2 and Alg. 1). The E-step also yields the
-conditional expectation of the missing coordinates (Eq. 2) and the second-moment correction
+component on ``o`` (PCKID: Løkse 2020, Paper I, §2.2 and Alg. 1 [Lokse2020]). The E-step also yields
+the conditional expectation of the missing coordinates (Eq. 2) and the second-moment correction
 (Eq. 3); the M-step uses them. With no missing values this is ordinary EM (and matches
 scikit-learn's ``GaussianMixture`` update for update).
 
@@ -26,9 +26,9 @@ carries Bernoulli probabilities of each coordinate being missing; their log-term
 Full covariance (Alg. 1): one model at a time, points grouped by missingness pattern so that the
 Cholesky factors of the observed blocks are shared by every point with that pattern.
 
-Note on Alg. 1 as printed: the covariance update multiplies by γ twice (once in Ω and once in
-the weighted mean); the standard derivation (Ghahramani & Jordan 1994, the paper's ref. [21])
-and the diagonal Eq. 3 have it once, which is what is implemented here.
+Note on Alg. 1 as printed: the covariance update multiplies by γ twice (once in Ω and once in the
+weighted mean); the standard derivation (Ghahramani & Jordan 1994 [Ghahramani1994], the paper's
+ref. 21) and the diagonal Eq. 3 have it once, which is what is implemented here.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from dkernel._budget import SWEEP_BLOCK_BYTES, rows_for_budget
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -58,7 +60,7 @@ class DiagMixtures:
     missing_probs : ndarray (C, p) or None
         Probability that each coordinate is missing under each component (the informative
         missingness model, :class:`MissingnessModel`); None when missingness is ignorable
-        (Paper I), the default.
+        (Løkse 2020, Paper I [Lokse2020]), the default.
     """
 
     means: np.ndarray
@@ -106,7 +108,7 @@ class DiagMixtures:
 
 @dataclass(frozen=True)
 class MissingnessModel:
-    """Informative missingness: an opt-in extension of Paper I's (ignorable) PCKID.
+    """Informative missingness: an opt-in extension of the ignorable PCKID ([Lokse2020], Paper I).
 
     Every component ``k`` also carries the probability ``ρ_kj`` that coordinate ``j`` is
     missing, so a point's log-joint gains ``Σ_j [m_ij log ρ_kj + (1 - m_ij) log(1 - ρ_kj)]``
@@ -342,28 +344,6 @@ def grouped_posteriors(
         view[...] = seg
 
 
-def diag_suff_stats(
-    X0: np.ndarray,
-    O: np.ndarray | None,
-    resp: np.ndarray,
-    X0sq: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """Sufficient statistics ``(N_k, Rᵀ X0, Rᵀ X0², Rᵀ O)`` of one row block.
-
-    Sums over row blocks give the statistics of the whole data; ``Rᵀ O`` is None for complete
-    data.
-
-    Notes
-    -----
-    Three (C×N)·(N×p) products; O(N p C).
-    """
-    nk = resp.sum(axis=0, dtype=np.float64)
-    A = resp.T @ X0
-    B = resp.T @ (X0 * X0 if X0sq is None else X0sq)
-    Ro = None if O is None else resp.T @ O
-    return nk, A, B, Ro
-
-
 def diag_m_step_from_stats(
     stats: tuple,
     mix: DiagMixtures,
@@ -372,7 +352,7 @@ def diag_m_step_from_stats(
     dtype,
     missingness: MissingnessModel | None = None,
 ) -> DiagMixtures:
-    """M-step from summed sufficient statistics (Paper I Eq. 2–3 plugged into Alg. 1).
+    """M-step from summed sufficient statistics ([Lokse2020], Paper I, Eq. 2–3 in Alg. 1).
 
     With ŷ = x on observed and μ_old on missing coordinates (Eq. 2),
     ``μ_new = Σ r ŷ / N_k`` and ``σ²_new = Σ r [(ŷ - μ_new)² + σ²_old·[missing]] / N_k + reg``
@@ -415,14 +395,9 @@ def diag_m_step_from_stats(
     )
 
 
-# A row block's (C × rows) log-joint stays near this size in the EM loop: the per-model
-# normalisation then works on segments that fit in cache (20 % faster than 64 MiB blocks).
-EM_BLOCK_BYTES = 16 * 2**20
-
-
-def default_block_rows(n_columns: int, itemsize: int, target_bytes: float = 64 * 2**20) -> int:
-    """Rows per block so that an (rows × n_columns) work array stays near ``target_bytes``."""
-    return int(max(256, min(2**20, target_bytes // max(1, n_columns * itemsize))))
+#: Clamps of the rows of a block of the EM loop and of the posteriors
+#: (:func:`dkernel._budget.rows_for_budget`); the budget is ``SWEEP_BLOCK_BYTES`` in the EM loop.
+MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 256, 2**20
 
 
 def diag_em(
@@ -449,7 +424,8 @@ def diag_em(
         Rows per E-step block (bounds memory to ``block_rows × C``); by default ~16 MiB.
     missingness : MissingnessModel, optional
         Fit the informative missingness model too (ρ starts at the column missing rates, so
-        the first E-step is that of ignorable EM). None: Paper I's ignorable EM.
+        the first E-step is that of ignorable EM). None: the ignorable EM of [Lokse2020],
+        Paper I.
 
     Returns
     -------
@@ -474,7 +450,9 @@ def diag_em(
     C = int(mix.offsets[-1])
     if missingness is not None and mix.missing_probs is None:
         mix.missing_probs = missingness.initial_probs(C, dtype)
-    step = block_rows or default_block_rows(C, np.dtype(dtype).itemsize, EM_BLOCK_BYTES)
+    step = block_rows or rows_for_budget(
+        SWEEP_BLOCK_BYTES, C, np.dtype(dtype).itemsize, low=MIN_BLOCK_ROWS, high=MAX_BLOCK_ROWS
+    )
     history = np.empty((n_iter, mix.n_models))
     for it in range(n_iter):
         T = np.zeros((C, D.shape[1]), dtype=dtype)
@@ -616,10 +594,11 @@ def full_em(
 
 
 # --------------------------------------------------------------------------------------------
-# initialisation (Paper I §3.2)
+# initialisation (Løkse 2020, Paper I, §3.2 [Lokse2020])
 # --------------------------------------------------------------------------------------------
 def kmeans_plusplus(X: np.ndarray, n_clusters: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of ``n_clusters`` k-means++ seeds (D² sampling; Arthur & Vassilvitskii 2007).
+    """Indices of ``n_clusters`` k-means++ seeds (D² sampling; Arthur & Vassilvitskii 2007
+    [Arthur2007]).
 
     Notes
     -----
@@ -657,17 +636,6 @@ def _seed_points(Xi: np.ndarray, g: int, rng: np.random.Generator) -> np.ndarray
     return Xi[kmeans_plusplus(Xi, g, rng)]
 
 
-def init_diag_params(
-    X: np.ndarray, n_components: int, rng: np.random.Generator, reg_covar: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Paper I §3.2 initialisation of one model: means (g, p), variances (g, p), weights (g,).
-
-    See :func:`init_diag_mixtures`, of which this is the one-model case.
-    """
-    mix = init_diag_mixtures(X, (n_components,), [rng], reg_covar)
-    return mix.means, mix.variances, mix.weights
-
-
 def init_diag_mixtures(
     X: np.ndarray,
     sizes: tuple[int, ...],
@@ -676,8 +644,8 @@ def init_diag_mixtures(
     *,
     block_rows: int | None = None,
 ) -> DiagMixtures:
-    """Paper I §3.2 for several models at once: mean-impute, k-means++ seeds, one k-means
-    step, per-cluster statistics.
+    """[Lokse2020] Paper I §3.2 for several models at once: mean-impute, k-means++ seeds, one
+    k-means step, per-cluster statistics.
 
     Parameters
     ----------
@@ -705,8 +673,9 @@ def init_diag_mixtures(
     As §3.2 prescribes, the variances come from the mean-imputed data: in a column where a
     cluster has no observed value they are 0 + ``reg_covar``, so that component keeps away
     from points observed in the column (missingness acts as a feature). Replacing them by the
-    observed global variance was tried on Wine (Paper I Table 3): it raised PCKID at MAR 21 %
-    (+0.007) and lowered it at NMAR 35 % (-0.008) and 45 % (about -0.02); it is not done.
+    observed global variance was tried on Wine ([Lokse2020], Paper I, Table 3): it raised PCKID
+    at MAR 21 % (+0.007) and lowered it at NMAR 35 % (-0.008) and 45 % (about -0.02); it is not
+    done.
     """
     from scipy.sparse import csr_matrix
 
@@ -719,7 +688,9 @@ def init_diag_mixtures(
     half_sq = 0.5 * np.sum(seeds * seeds, axis=1)[:, None]
     stats = np.zeros((C, 2 * p))
     counts = np.zeros(C)
-    step = block_rows or default_block_rows(C, Xi.dtype.itemsize, EM_BLOCK_BYTES)
+    step = block_rows or rows_for_budget(
+        SWEEP_BLOCK_BYTES, C, Xi.dtype.itemsize, low=MIN_BLOCK_ROWS, high=MAX_BLOCK_ROWS
+    )
     for start in range(0, n, step):
         Xb = Xi[start : start + step]
         # nearest seed per model: argmin of |s|²/2 - s·x (the |x|² term is common)

@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from dkernel._budget import CHUNK_BYTES, KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel._random import derive_rng
 from dkernel.gmm.em import (
+    MAX_BLOCK_ROWS,
+    MIN_BLOCK_ROWS,
     DiagMixtures,
     MissingnessModel,
-    default_block_rows,
     design_matrix,
     diag_em,
     full_em,
@@ -240,7 +242,9 @@ def posterior_block(
         # sub-blocks spread over the cores is several times faster than threaded BLAS
         map_on_cores(work, blocks)
         return out
-    step = default_block_rows(F, np.dtype(dtype).itemsize)
+    step = rows_for_budget(
+        KERNEL_BLOCK_BYTES, F, np.dtype(dtype).itemsize, low=MIN_BLOCK_ROWS, high=MAX_BLOCK_ROWS
+    )
     offs = ensemble.offsets
     for start in range(0, X.shape[0], step):
         sl = slice(start, min(X.shape[0], start + step))
@@ -297,7 +301,9 @@ def sparse_posteriors(
             blocks,
         )
     else:
-        step = default_block_rows(F, np.dtype(dtype).itemsize)
+        step = rows_for_budget(
+            KERNEL_BLOCK_BYTES, F, np.dtype(dtype).itemsize, low=MIN_BLOCK_ROWS, high=MAX_BLOCK_ROWS
+        )
         parts = [
             _threshold_to_csr(posterior_block(X[a : a + step], ensemble, scale, dtype), threshold)
             for a in range(0, X.shape[0], step)
@@ -316,7 +322,9 @@ def posterior_feature_map_dask(X: Any, ensemble: Any, scale: float, dtype: Any) 
     import dask.array as da
 
     F = int(ensemble.offsets[-1])
-    rows = default_block_rows(F, np.dtype(dtype).itemsize, target_bytes=128 * 2**20)
+    rows = rows_for_budget(
+        CHUNK_BYTES, F, np.dtype(dtype).itemsize, low=MIN_BLOCK_ROWS, high=MAX_BLOCK_ROWS
+    )
     if max(X.chunks[0]) > rows:
         X = X.rechunk({0: rows})
     ens = dask.delayed(ensemble, pure=True)

@@ -1,6 +1,6 @@
 """The Probabilistic Cluster Kernel (PCK; PCKID for incomplete data) as a scikit-learn estimator.
 
-Sources: Løkse MSc thesis (seed 000) ch. 6; Løkse PhD thesis (seed 002) Paper I, Eq. 4 and §3.
+Sources: Løkse (2014), ch. 6 [Lokse2014]; Løkse (2020), Paper I, Eq. 4 and §3 [Lokse2020].
 An ensemble of diagonal (or full) covariance GMMs, one per initial condition ``q = 1..Q`` and
 number of components ``g = 2..G``, each trained for a few EM iterations on a random subsample,
 gives every point the concatenated posteriors ``Γ_i = [γ_i(q, g)]`` (F = Q Σ_g g features).
@@ -75,9 +75,9 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
     missingness : {'ignorable', 'informative'}, default='ignorable'
         ignorable: missing values carry no information (the published PCKID); informative:
         the pattern of missing values is evidence, e.g. a saturated sensor (diag only).
-        'ignorable' is Paper I's PCKID: a point is scored on its observed coordinates only,
-        whatever its pattern of missing values. 'informative' (an extension, diagonal
-        covariance only) also gives every component a probability of each coordinate being
+        'ignorable' is the PCKID of [Lokse2020], Paper I: a point is scored on its observed
+        coordinates only, whatever its pattern of missing values. 'informative' (an extension,
+        diagonal covariance only) also gives every component a probability of each coordinate being
         missing, so the pattern itself is evidence (a saturated sensor: NMAR), and pulls the
         variance of a component in a column its members mostly miss towards the column's
         observed variance (see :class:`dkernel.gmm.em.MissingnessModel`). On complete training
@@ -85,8 +85,8 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
     projection : int, float or None, default=None
         Fit the ensemble on the leading principal components: a count (>= 1) or the fraction
         of variance (< 1); None: the input columns (the published PCK, the default).
-        None (Paper I, the default: measured best, see Notes) fits the ensemble on the input
-        columns. An integer ``d >= 1`` fits it on the leading ``d`` principal components
+        None ([Lokse2020] Paper I, the default: measured best, see Notes) fits the ensemble on
+        the input columns. An integer ``d >= 1`` fits it on the leading ``d`` principal components
         instead (capped at the number of used columns), a float in (0, 1) on the fewest
         components explaining that fraction of the variance. New points are projected with
         the same axes; missing values are handled as in ``dkernel.gmm.projection`` (the axes
@@ -128,6 +128,13 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         ``K 1`` on the training data, computed on first access as ``Γ (Γᵀ 1)`` in two streaming
         passes (K is never formed).
 
+    See Also
+    --------
+    dkernel.PCKSpectralClustering : PCK (PCKID) spectral clustering ([Lokse2020], Paper I).
+    dkernel.KernelPersonalizedPageRank : Ranking on this kernel (``kernel='pck'``).
+    dkernel.JointRankingClustering : Joint ranking and clustering on it (``kernel='pck'``).
+    sklearn.mixture.GaussianMixture : One complete-data Gaussian mixture.
+
     Notes
     -----
     Fit: one task per initial condition on the active ``distributed`` client (when there is
@@ -155,6 +162,16 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
     scored 0.73, 0.52 and 0.66. k-means scored 0.61, 0.76 and 0.56. PCK's loss on Jasper Ridge
     comes from the Gaussian mixture splitting its tight water class, not from the dimension
     (docs/pck_results.md).
+
+    References
+    ----------
+    - Løkse, Bianchi, Salberg & Jenssen, "Unsupervised learning using PCKID – A Probabilistic
+      Cluster Kernel for Incomplete Data", Paper I of Løkse (2020), *Leveraging Kernels for
+      Unsupervised Learning*, PhD thesis [Lokse2020]: §2.2 and Alg. 1 (EM with missing values),
+      §3 and Eq. 4 (the kernel), §3.2 (initialisation).
+    - Løkse (2014), *Joint ranking and clustering based on Markov Chain transition
+      probabilities learned from data*, MSc thesis, ch. 6 [Lokse2014]: the probabilistic
+      cluster kernel.
 
     Examples
     --------
@@ -559,7 +576,7 @@ def _check_projection(projection: Any, missingness: str) -> None:
     ok = ok and (projection < 1 or float(projection).is_integer())
     if not ok:
         raise InvalidInputError(
-            f"{_OWNER}: 'projection' must be None (the input columns, Paper I), an integer >= 1 "
+            f"{_OWNER}: 'projection' must be None (the input columns), an integer >= 1 "
             "(that many principal components) or a float in (0, 1) (the fraction of variance "
             f"to keep); got {projection!r}."
         )

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel._validation import is_dask_array
 
 
@@ -81,7 +82,7 @@ def project_observed(Xc: np.ndarray, components: np.ndarray, dtype: Any) -> np.n
     partial = ~obs.all(axis=1)
     if partial.any():
         rows = np.flatnonzero(partial)
-        step = max(1, 2**22 // (W.shape[0] * W.shape[1] + 1))
+        step = rows_for_budget(SCRATCH_BLOCK_BYTES, W.shape[0] * W.shape[1] + 1, 8)
         for start in range(0, rows.size, step):
             r = rows[start : start + step]
             O = obs[r].astype(np.float64)

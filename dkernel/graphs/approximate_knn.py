@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dkernel._budget import SWEEP_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.threads import map_on_cores
 
@@ -62,8 +63,6 @@ DEFAULT_CELL_SIZE = 512
 #: k-means sample per cell, and Lloyd iterations, of the partition.
 KMEANS_SAMPLES_PER_CELL = 32
 KMEANS_ITER = 15
-#: Entries of one float32 query x candidate distance block (~16 MiB, plus its argpartition).
-BLOCK_ENTRIES = 2**22
 #: Queries searched together (their candidate lists: QUERY_BATCH n_probe k entries), and
 #: rows per task of the final merge.
 QUERY_BATCH = 2**15
@@ -365,7 +364,7 @@ class CellIndex:
         Y, yy = self._Y[lo:hi], self._yy[lo:hi]
         centre = self.cluster_centers_[cell]
         kk = min(k, hi - lo)
-        step = max(1, BLOCK_ENTRIES // (hi - lo))
+        step = rows_for_budget(SWEEP_BLOCK_BYTES, hi - lo, 4)  # float32 distances
         for s in range(0, Q.shape[0], step):
             q = (Q[s : s + step] - centre).astype(np.float32)
             D = (-2.0 * q) @ Y.T

@@ -9,18 +9,14 @@ import dask.array as da
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
+
 
 def as_row_chunked(X: Any, block_rows: int) -> da.Array:
     """X as a Dask array with ``block_rows`` rows per chunk and one chunk along features."""
     if isinstance(X, da.Array):
         return X.rechunk({0: block_rows, 1: -1})
     return da.from_array(np.asarray(X), chunks=(block_rows, -1))
-
-
-def default_block_rows(n_samples: int, itemsize: int = 4, target_bytes: float = 64 * 2**20) -> int:
-    """Rows per kernel block so that a b × b block is about ``target_bytes`` (64 MiB)."""
-    b = int((target_bytes / itemsize) ** 0.5)
-    return max(1, min(n_samples, b))
 
 
 def blocked_kernel(
@@ -52,7 +48,7 @@ def blocked_kernel(
     """
     dtype = np.dtype(dtype)
     n = int(X.shape[0])
-    b = block_rows or default_block_rows(n, dtype.itemsize)
+    b = block_rows or rows_for_budget(KERNEL_BLOCK_BYTES, None, dtype.itemsize, high=n)
     Xd = as_row_chunked(X, b)
     Yd = Xd if Y is None else as_row_chunked(Y, b)
     return da.blockwise(

@@ -2,19 +2,20 @@
 
 Numeric layer: NumPy on in-memory arrays, no Dask, no I/O.
 
-U-SPEC (Huang et al., TKDE 2019) and LSC-K represent N points by a sparse N × p bipartite graph
-to p landmarks (k-means centres of a subsample) instead of an N × N k-NN graph: each point is
-linked to its ``n_neighbors`` nearest landmarks only, so locality is kept (a point never links
-across a gap wider than its landmarks' spacing) while the eigenproblem shrinks to p × p
-(:mod:`dkernel.spectral.bipartite`). Memory O(N K) for the graph, O(p²) for the small problem.
+U-SPEC (Huang et al., TKDE 2020 [Huang2020]) and LSC-K (Cai & Chen 2015 [Cai2015]) represent N
+points by a sparse N × p bipartite graph to p landmarks (k-means centres of a subsample) instead of
+an N × N k-NN graph: each point is linked to its ``n_neighbors`` nearest landmarks only, so locality
+is kept (a point never links across a gap wider than its landmarks' spacing) while the eigenproblem
+shrinks to p × p (:mod:`dkernel.spectral.bipartite`). Memory O(N K) for the graph, O(p²) for the
+small problem.
 
-Weights are self-tuning on both sides (Zelnik-Manor & Perona's local scaling): point x and
-landmark j are joined by ``exp(-d²(x, l_j) / (σ_x σ_j))``, where ``σ_x`` is x's distance to its
-K-th nearest landmark and ``σ_j`` landmark j's distance to its K-th nearest other landmark. On
-moons, circles, rings and 10-D blobs from 2·10⁴ to 10⁶ points this and U-SPEC's one global
-width (the mean K-NN landmark distance) both gave ARI 1.000, but the global width left the
-sparse blob of varied-density blobs in pieces (ARI 0.000 at 2·10⁴; 0.938 with local scaling)
-and split anisotropic blobs (0.000 against 0.981); point-only scaling gave 0.906 on
+Weights are self-tuning on both sides (the local scaling of Zelnik-Manor & Perona 2005
+[ZelnikManor2005]): point x and landmark j are joined by ``exp(-d²(x, l_j) / (σ_x σ_j))``, where
+``σ_x`` is x's distance to its K-th nearest landmark and ``σ_j`` landmark j's distance to its K-th
+nearest other landmark. On moons, circles, rings and 10-D blobs from 2·10⁴ to 10⁶ points this and
+U-SPEC's one global width (the mean K-NN landmark distance) both gave ARI 1.000, but the global
+width left the sparse blob of varied-density blobs in pieces (ARI 0.000 at 2·10⁴; 0.938 with local
+scaling) and split anisotropic blobs (0.000 against 0.981); point-only scaling gave 0.906 on
 anisotropic blobs at 2·10⁵ against 0.981.
 
 The search is exact: distances to every landmark by one float32 GEMM per block of rows, the K
@@ -177,25 +178,30 @@ class LandmarkGraph:
         return indices, np.exp(log_weights + lift)
 
 
+def landmark_graph(landmarks: np.ndarray, n_neighbors: int) -> LandmarkGraph:
+    """The graph of given landmarks (p, d): their self-tuning widths and K = ``n_neighbors``."""
+    landmarks = np.asarray(landmarks, dtype=np.float64)
+    return LandmarkGraph(landmarks, landmark_scales(landmarks, n_neighbors), int(n_neighbors))
+
+
 def fit_landmark_graph(
     sample: np.ndarray, n_landmarks: int, n_neighbors: int, seed: int
 ) -> LandmarkGraph:
     """Landmarks by k-means of ``sample`` and their self-tuning widths."""
-    landmarks = kmeans_landmarks(sample, n_landmarks, seed)
-    return LandmarkGraph(landmarks, landmark_scales(landmarks, n_neighbors), int(n_neighbors))
+    return landmark_graph(kmeans_landmarks(sample, n_landmarks, seed), n_neighbors)
 
 
 @dataclass
 class LandmarkFeatureMap:
     """The explicit features of the landmark graph's point affinity ``W_X = B D_Y⁻¹ Bᵀ``.
 
-    ``γ(x) = b(x) / √D_Y``, with ``b(x)`` a point's K link weights (:meth:`LandmarkGraph.links`)
-    and ``D_Y = Bᵀ 1`` the landmarks' degrees over the training data, so
+    ``γ(x) = b(x) / √D_Y``, with ``b(x)`` a point's K link weights (:meth:`LandmarkGraph.links`) and
+    ``D_Y = Bᵀ 1`` the landmarks' degrees over the training data, so
     ``κ(x, y) = γ(x)·γ(y) = Σ_j b_j(x) b_j(y) / d_j``: two points are similar when they share
-    landmarks, each shared landmark counting in proportion to how few points it gathers. This is
-    the point-side graph of the transfer cut (Li et al., CVPR 2012) that U-SPEC clusters; it is
-    non-negative, positive semi-definite, of rank at most p, and its degrees ``κ(x, X) 1`` are
-    the row sums of ``B``. A landmark no training point links to has no feature.
+    landmarks, each shared landmark counting in proportion to how few points it gathers. This is the
+    point-side graph of the transfer cut (Li et al., CVPR 2012 [Li2012]) that U-SPEC clusters; it is
+    non-negative, positive semi-definite, of rank at most p, and its degrees ``κ(x, X) 1`` are the
+    row sums of ``B``. A landmark no training point links to has no feature.
     """
 
     graph: LandmarkGraph

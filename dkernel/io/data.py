@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,34 @@ def expand_data_path(path: str | os.PathLike) -> Path:
         root = str(data_root())
         text = text.replace("${DKERNEL_DATA}", root).replace("$DKERNEL_DATA", root)
     return Path(os.path.expandvars(text)).expanduser()
+
+
+def package_data_path(name: str) -> Path:
+    """Path of a file vendored in ``dkernel/data`` (e.g. the demo Landsat scene)."""
+    path = Path(str(resources.files("dkernel") / "data" / name))
+    if not path.is_file():
+        raise InvalidInputError(
+            f"dkernel ships no data file {name!r}; available: "
+            f"{', '.join(sorted(p.name for p in path.parent.iterdir() if p.is_file()))}."
+        )
+    return path
+
+
+def resolve_path(path: str | os.PathLike) -> Path:
+    """Expand ``~`` and ``$VARS``; ``package:NAME`` names a file vendored in ``dkernel/data``."""
+    text = str(path)
+    if text.startswith("package:"):
+        return package_data_path(text.split(":", 1)[1])
+    return expand_data_path(text)
+
+
+#: The image readers' per-band scalings of the features.
+SCALES = ("minmax", "standardize", "none")
+
+#: Largest ``coord_scale`` of the image readers: the band features are scaled to about
+#: [0, 1], so coordinates a million times longer already leave the bands no say; beyond, the
+#: float32 features overflow (1e300 is ``inf`` in float32) and fail only once the cluster runs.
+MAX_COORD_SCALE = 1e6
 
 
 @dataclass

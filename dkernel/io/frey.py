@@ -2,7 +2,7 @@
 
 The original ``frey_rawface.mat`` holds ``ff`` (uint8, 560 × 1965), one image per column, row
 major within an image: ``ff.T.reshape(-1, 28, 20)``. See ``$DKERNEL_DATA/MANIFEST.md`` §7.
-Used for joint ranking and clustering in Løkse (2014) §10.2.
+Used for joint ranking and clustering in Løkse (2014), §10.2 [Lokse2014].
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import numpy as np
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData, data_root, expand_data_path
-from dkernel.io.registry import Reader, register_reader
-from dkernel.schema.params import Param
 
 FREY_SHAPE = (28, 20)
 FREY_RELATIVE = Path("frey_faces") / "frey_rawface.mat"
@@ -86,23 +84,3 @@ def frey_images(X: np.ndarray) -> np.ndarray:
     """Rows of the Frey table back to images, shape (n, 28, 20)."""
     X = np.asarray(X)
     return X.reshape(-1, *FREY_SHAPE)
-
-
-register_reader(
-    Reader(
-        name="frey-faces",
-        params=(
-            Param(
-                "path",
-                "str",
-                default=None,
-                nullable=True,
-                doc="frey_rawface.mat (default: $DKERNEL_DATA/frey_faces/frey_rawface.mat).",
-            ),
-            Param("scale", "bool", default=True, doc="Grey levels divided by 255."),
-        ),
-        load=load_frey_faces,
-        files=lambda path=None, **_: [frey_path(path)],
-        description="Frey faces: 1965 images of 28x20 pixels as 560-dimensional rows.",
-    )
-)

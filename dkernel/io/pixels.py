@@ -19,15 +19,13 @@ import dask
 import dask.array as da
 import numpy as np
 
+from dkernel._budget import STRIP_PIXELS, rows_for_budget
 from dkernel.runtime.progress import compute_parts
-
-#: Pixels per row strip of the feature array (about 8 MiB of float32 features per chunk).
-STRIP_PIXELS = 2**18
 
 
 def strip_rows(n_rows: int, n_cols: int) -> int:
     """Rows of a full-width strip of about :data:`STRIP_PIXELS` pixels (at least 1)."""
-    return int(max(1, min(n_rows, STRIP_PIXELS // max(1, n_cols))))
+    return rows_for_budget(STRIP_PIXELS, n_cols, 1, high=n_rows)
 
 
 def strip_valid(block: np.ndarray, nodata: float | None) -> np.ndarray:

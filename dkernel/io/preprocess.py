@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-import dask.array as da
 import numpy as np
 
 from dkernel.errors import InvalidInputError
+
+
+def _is_dask(X: Any) -> bool:
+    """Whether ``X`` is a Dask array; without importing Dask (an array from a reader that
+    used it has imported it already)."""
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(X, da.Array)
 
 
 def standardize(X: Any, feature_names: list[str] | None = None) -> Any:
@@ -18,7 +25,9 @@ def standardize(X: Any, feature_names: list[str] | None = None) -> Any:
     InvalidInputError
         When a feature is constant or entirely missing (its variance is 0 or undefined).
     """
-    if isinstance(X, da.Array):
+    if _is_dask(X):
+        import dask.array as da
+
         mean, std = da.compute(da.nanmean(X, axis=0), da.nanstd(X, axis=0))
     else:
         with np.errstate(all="ignore"):

@@ -1,19 +1,18 @@
 """Raster input/output: GeoTIFF (rioxarray), ``.npy`` and Zarr images, pixel features.
 
 An image is an ``xarray.DataArray`` with dims ``(band, y, x)``, its CRS and transform kept
-(``image.rio``) when it has them, and a boolean coordinate ``valid`` (y, x) marking pixels
-that are not nodata. :func:`raster_features` turns the valid pixels into a Dask array of
-features (band values, optionally scaled, plus the pixel coordinates scaled to [0, c];
-seed 001 §6.1.2) chunked by row strips, so every pixel can be streamed chunk by chunk.
-Labels come back to the image grid with :func:`labels_to_raster` (nodata = -1) and are
-written with :func:`dkernel.io.cog.write_label_cog` and :func:`write_quicklook`.
+(``image.rio``) when it has them, and a boolean coordinate ``valid`` (y, x) marking pixels that are
+not nodata. :func:`raster_features` turns the valid pixels into a Dask array of features (band
+values, optionally scaled, plus the pixel coordinates scaled to [0, c]; Agersborg 2012, §6.1.2
+[Agersborg2012]) chunked by row strips, so every pixel can be streamed chunk by chunk. Labels come
+back to the image grid with :func:`labels_to_raster` (nodata = -1) and are written with
+:func:`dkernel.io.cog.write_label_cog` and :func:`write_quicklook`.
 """
 
 from __future__ import annotations
 
 import operator
 import os
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,14 @@ from dask.highlevelgraph import HighLevelGraph
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.cube import no_crs_message
-from dkernel.io.data import LoadedData, expand_data_path
+from dkernel.io.data import (  # noqa: F401  (package_data_path: also read from here)
+    MAX_COORD_SCALE,
+    SCALES,
+    LoadedData,
+    expand_data_path,
+    package_data_path,
+    resolve_path,
+)
 from dkernel.io.gdal import RASTER_DRIVER, network_off, open_local_raster
 from dkernel.io.pixels import (
     STRIP_PIXELS,
@@ -39,33 +45,7 @@ from dkernel.io.pixels import (
 )
 from dkernel.runtime.progress import compute_parts
 
-SCALES = ("minmax", "standardize", "none")
-
-#: Largest ``coord_scale``: the band features are scaled to about [0, 1], so coordinates a
-#: million times longer already leave the bands no say; beyond, the float32 features
-#: overflow (1e300 is ``inf`` in float32) and fail only once the cluster runs.
-MAX_COORD_SCALE = 1e6
-
 DEMO_LANDSAT = "RGB.byte.tif"
-
-
-def package_data_path(name: str) -> Path:
-    """Path of a file vendored in ``dkernel/data`` (e.g. the demo Landsat scene)."""
-    path = Path(str(resources.files("dkernel") / "data" / name))
-    if not path.is_file():
-        raise InvalidInputError(
-            f"dkernel ships no data file {name!r}; available: "
-            f"{', '.join(sorted(p.name for p in path.parent.iterdir() if p.is_file()))}."
-        )
-    return path
-
-
-def resolve_path(path: str | os.PathLike) -> Path:
-    """Expand ``~`` and ``$VARS``; ``package:NAME`` names a file vendored in ``dkernel/data``."""
-    text = str(path)
-    if text.startswith("package:"):
-        return package_data_path(text.split(":", 1)[1])
-    return expand_data_path(text)
 
 
 def block_rows(n_rows: int, n_cols: int, block_height: int, chunk_rows: int | None = None) -> int:
@@ -855,155 +835,3 @@ def load_hyperspectral(
         labels=labels,
         meta={"source": scene, "classes": list(classes), "bands": "reflectance"},
     )
-
-
-def geotiff_files(path: str, **_: Any) -> list[Path]:
-    """The files GDAL reads for reader ``geotiff`` (:func:`dkernel.io.gdal.raster_files`;
-    a VRT or other indirection is refused here already)."""
-    from dkernel.io.gdal import raster_files
-
-    return raster_files(resolve_path(path))
-
-
-def zarr_raster_files(path: str, **_: Any) -> list[Path]:
-    """The links inside the store of reader ``zarr-raster`` (after checking its files)."""
-    from dkernel.io.zarr_inputs import zarr_store_links
-
-    return zarr_store_links(resolve_path(path))
-
-
-def hyperspectral_files(scene: str, path: str | None = None) -> list[Path]:
-    """The two ``.mat`` files readers ``samson`` / ``jasper`` read."""
-    from dkernel.io.hyperspectral import scene_files
-
-    return scene_files(scene, expand_data_path(path) if path else None)
-
-
-def _register() -> None:
-    from dkernel.io.registry import Reader, register_reader
-    from dkernel.schema.params import Param
-
-    scale = Param(
-        "scale",
-        "str",
-        default="minmax",
-        choices=SCALES,
-        doc="Per-band scaling over valid pixels: minmax to [0, 1], standardize, or none.",
-    )
-    coord = Param(
-        "coord_scale",
-        "float",
-        default=0.25,
-        low=0.0,
-        high=MAX_COORD_SCALE,
-        doc="Pixel coordinates scaled to [0, c] (longer side); 0 drops them.",
-    )
-    chunk = Param(
-        "chunk_rows",
-        "int",
-        default=None,
-        nullable=True,
-        low=1,
-        doc="Rows per chunk (full-width strips), rounded up to the file's block height.",
-    )
-    register_reader(
-        Reader(
-            name="geotiff",
-            params=(
-                Param("path", "str", doc="GeoTIFF file."),
-                Param(
-                    "bands", "int_list", default=None, nullable=True, doc="1-based bands to keep."
-                ),
-                scale,
-                coord,
-                chunk,
-            ),
-            load=load_geotiff,
-            files=geotiff_files,
-            description="A GeoTIFF (rioxarray): bands, nodata mask, CRS and transform kept.",
-            raster=True,
-        )
-    )
-    register_reader(
-        Reader(
-            name="demo-landsat",
-            params=(scale, coord, chunk),
-            load=load_demo_landsat,
-            description="The vendored CC0 Landsat 7 scene RGB.byte.tif (no DKERNEL_DATA needed).",
-            raster=True,
-        )
-    )
-    register_reader(
-        Reader(
-            name="npy-raster",
-            params=(
-                Param("path", "str"),
-                Param("layout", "str", default="yxb", choices=("yxb", "byx")),
-                Param("nodata", "float", default=None, nullable=True),
-                Param("labels_path", "str", default=None, nullable=True),
-                scale,
-                coord,
-            ),
-            load=load_npy_raster,
-            description="A 3-D .npy image (rows, cols, bands) or (bands, rows, cols).",
-            raster=True,
-        )
-    )
-    register_reader(
-        Reader(
-            name="zarr-raster",
-            params=(
-                Param("path", "str"),
-                Param("variable", "str", default=None, nullable=True),
-                Param("layout", "str", default="byx", choices=("yxb", "byx")),
-                Param("nodata", "float", default=None, nullable=True),
-                scale,
-                coord,
-                Param(
-                    "missing_chunks",
-                    "str",
-                    default="error",
-                    choices=("error", "nodata"),
-                    doc="A chunk with no file (it reads as the fill value): 'error', or "
-                    "'nodata' when the store was written without its empty chunks.",
-                ),
-            ),
-            load=load_zarr_raster,
-            files=zarr_raster_files,
-            description=(
-                "An xarray cube in a Zarr store (CRS, coordinates, band names kept) or a "
-                "plain 3-D Zarr array."
-            ),
-            raster=True,
-        )
-    )
-    hs_scale = Param(
-        "scale",
-        "str",
-        default="none",
-        choices=SCALES,
-        doc="Band scaling (reflectances are already in [0, 1]).",
-    )
-    for scene, text in (
-        ("samson", "Samson (95 × 95 × 156)"),
-        ("jasper", "Jasper Ridge (100 × 100 × 198)"),
-    ):
-        register_reader(
-            Reader(
-                name=scene,
-                params=(
-                    Param("path", "str", default="${DKERNEL_DATA}", doc="DKERNEL_DATA folder."),
-                    hs_scale,
-                    coord,
-                ),
-                load=lambda path="${DKERNEL_DATA}", scale="none", coord_scale=0.25, _s=scene: (
-                    load_hyperspectral(_s, expand_data_path(path), scale, coord_scale)
-                ),
-                files=lambda path="${DKERNEL_DATA}", _s=scene, **_: hyperspectral_files(_s, path),
-                description=f"{text} hyperspectral scene with argmax-abundance ground truth.",
-                raster=True,
-            )
-        )
-
-
-_register()

@@ -1,4 +1,8 @@
-"""Registry of data readers: job specs name a reader, never an importable object."""
+"""Registry of data readers: job specs name a reader, never an importable object.
+
+The built-in readers live in the modules of ``dkernel.io.readers``, found by :data:`READERS`
+on its first lookup (as the job methods are): no list of modules to edit.
+"""
 
 from __future__ import annotations
 
@@ -46,8 +50,8 @@ class Reader:
     files: Callable[..., Iterable[Path]] | None = None
 
 
-#: The data readers; :mod:`dkernel.io.readers` registers the built-ins (and imports the
-#: modules that define more) when the registry is first read.
+#: The data readers; every module of ``dkernel.io.readers`` registers its own when the registry
+#: is first read.
 READERS: Registry[Reader] = Registry(
     "reader",
     error=lambda message: SpecError(message, "data.reader"),

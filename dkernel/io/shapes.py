@@ -15,8 +15,6 @@ import numpy as np
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData, data_root, expand_data_path
-from dkernel.io.registry import Reader, register_reader
-from dkernel.schema.params import Param
 
 SHAPES_DIR = "shapes_2d_sipu"
 SHAPE_SETS = ("jain", "Aggregation", "Compound", "pathbased", "spiral", "flame", "R15", "D31")
@@ -82,23 +80,3 @@ def load_shapes(name: str, path: str | os.PathLike | None = None) -> LoadedData:
         feature_names=["x", "y"],
         meta={"source": str(src), "dataset": name, "n_clusters": int(y.max()) + 1},
     )
-
-
-register_reader(
-    Reader(
-        name="shapes",
-        params=(
-            Param("name", "str", choices=SHAPE_SETS, doc="SIPU shape set."),
-            Param(
-                "path",
-                "str",
-                default=None,
-                nullable=True,
-                doc="Data folder (default $DKERNEL_DATA).",
-            ),
-        ),
-        load=load_shapes,
-        files=lambda name, path=None, **_: shape_files(name, path),
-        description="SIPU 2-D clustering shape sets (jain, Aggregation, ..., D31) with labels.",
-    )
-)

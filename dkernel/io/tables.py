@@ -6,8 +6,8 @@
   bands), classes 1–5, 7 relabelled 0..5; ``split`` 'train' (4435), 'test' (2000) or 'all'.
 * ``load_ecoli`` — UCI Ecoli, 336 × 7, 8 localisation sites relabelled 0..7 (alphabetical).
 
-Each returns a :class:`~dkernel.io.data.LoadedData`; registered as readers ``wisconsin``,
-``statlog-landsat`` and ``ecoli``.
+Each returns a :class:`~dkernel.io.data.LoadedData`; ``dkernel.io.readers.tables`` registers
+them as readers ``wisconsin``, ``statlog-landsat`` and ``ecoli``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import numpy as np
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData, data_root, expand_data_path
-from dkernel.io.registry import Reader, register_reader
-from dkernel.schema.params import Param
 
 WISCONSIN_DIR = "breast_cancer_wisconsin_original"
 STATLOG_DIR = "statlog_landsat_satellite"
@@ -53,7 +51,7 @@ STATLOG_CLASSES = {
 MAX_TABLE_BYTES = 64 << 20
 
 
-def _file(data_dir: str | os.PathLike | None, sub: str, name: str) -> Path:
+def table_file(data_dir: str | os.PathLike | None, sub: str, name: str) -> Path:
     """The dataset file ``sub/name`` (or ``name``) under ``data_dir``: a regular file (a
     FIFO or device is not found) of at most :data:`MAX_TABLE_BYTES`."""
     if data_dir is None:
@@ -78,7 +76,7 @@ def load_wisconsin(data_dir: str | os.PathLike | None = None) -> LoadedData:
     -----
     Reads ~20 kB.
     """
-    src = _file(data_dir, WISCONSIN_DIR, "breast-cancer-wisconsin.data")
+    src = table_file(data_dir, WISCONSIN_DIR, "breast-cancer-wisconsin.data")
     rows = [line.split(",") for line in src.read_text().splitlines() if line.strip()]
     if any(len(r) != 11 for r in rows):
         raise InvalidInputError(f"{src}: expected 11 comma-separated fields per row.")
@@ -118,7 +116,7 @@ def load_statlog_landsat(
     tables = []
     sources = []
     for name in STATLOG_FILES[split]:
-        src = _file(data_dir, STATLOG_DIR, name)
+        src = table_file(data_dir, STATLOG_DIR, name)
         sources.append(str(src))
         tables.append(np.loadtxt(src, dtype=np.float64))
     table = np.vstack(tables)
@@ -141,7 +139,7 @@ def load_statlog_landsat(
 
 def load_ecoli(data_dir: str | os.PathLike | None = None) -> LoadedData:
     """UCI Ecoli: X (336, 7) float64, y 0..7 (sites in alphabetical order)."""
-    src = _file(data_dir, ECOLI_DIR, "ecoli.data")
+    src = table_file(data_dir, ECOLI_DIR, "ecoli.data")
     rows = [line.split() for line in src.read_text().splitlines() if line.strip()]
     if any(len(r) != 9 for r in rows):
         raise InvalidInputError(f"{src}: expected 9 whitespace-separated fields per row.")
@@ -158,38 +156,3 @@ def load_ecoli(data_dir: str | os.PathLike | None = None) -> LoadedData:
             "n_clusters": int(sites.size),
         },
     )
-
-
-_DIR = Param("data_dir", "str", default="${DKERNEL_DATA}", doc="The DKERNEL_DATA folder.")
-
-register_reader(
-    Reader(
-        name="wisconsin",
-        params=(_DIR,),
-        load=lambda data_dir="${DKERNEL_DATA}": load_wisconsin(data_dir),
-        files=lambda data_dir="${DKERNEL_DATA}", **_: [
-            _file(data_dir, WISCONSIN_DIR, "breast-cancer-wisconsin.data")
-        ],
-        description="Breast Cancer Wisconsin (Original), 699 × 9, 16 real missing values (NaN).",
-    )
-)
-register_reader(
-    Reader(
-        name="statlog-landsat",
-        params=(_DIR, Param("split", "str", default="all", choices=("train", "test", "all"))),
-        load=lambda data_dir="${DKERNEL_DATA}", split="all": load_statlog_landsat(data_dir, split),
-        files=lambda data_dir="${DKERNEL_DATA}", split="all", **_: [
-            _file(data_dir, STATLOG_DIR, name) for name in STATLOG_FILES[split]
-        ],
-        description="Statlog (Landsat Satellite), 36 features, 6 classes.",
-    )
-)
-register_reader(
-    Reader(
-        name="ecoli",
-        params=(_DIR,),
-        load=lambda data_dir="${DKERNEL_DATA}": load_ecoli(data_dir),
-        files=lambda data_dir="${DKERNEL_DATA}", **_: [_file(data_dir, ECOLI_DIR, "ecoli.data")],
-        description="UCI Ecoli, 336 × 7, 8 classes.",
-    )
-)

@@ -31,6 +31,7 @@ from scipy import ndimage
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from dkernel._budget import SWEEP_BLOCK_BYTES, rows_for_budget
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 
@@ -39,9 +40,6 @@ FORMATS = {".gpkg": "GPKG", ".fgb": "FlatGeobuf"}
 
 #: Layer name in a GeoPackage.
 LAYER = "segments"
-
-#: Pixels per label strip by default (about 16 MiB of int32 labels).
-STRIP_PIXELS = 2**22
 
 #: 4-connectivity, the default of ``rasterio.features.shapes``.
 _FOUR = ndimage.generate_binary_structure(2, 1)
@@ -560,7 +558,7 @@ def segments_table(
             f"min_segment_pixels must be an int >= 0 (0: no merging); got {min_segment_pixels}."
         )
     if chunk_rows is None:
-        chunk_rows = max(1, STRIP_PIXELS // max(1, n_cols))
+        chunk_rows = rows_for_budget(SWEEP_BLOCK_BYTES, n_cols, 4)  # int32 labels
     if chunk_rows < 1:
         raise InvalidInputError(f"chunk_rows must be an int >= 1; got {chunk_rows}.")
     bands = image.data

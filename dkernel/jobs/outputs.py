@@ -1,14 +1,21 @@
-"""Writers shared by job methods: clustering metrics, and the map outputs of raster jobs.
+"""What a job step yields, and the one writer of it: groups, maps beside the store, metrics.
+
+A step's ``compute(ctx)`` (:class:`dkernel.jobs.registry.Method`) is a generator of the typed
+outputs below; :func:`write_outputs` (called by the runner) writes each as it comes, so a step
+that continues from what it wrote (the stored kernel, the scores) reads it back through
+``ctx.store`` (:class:`~dkernel.jobs.registry.StoreView`). A resumed store keeps the groups
+already written (:meth:`~dkernel.storage.store.ResultsStore.write`).
 
 Every method run on an image reader (geotiff, zarr-raster, demo-landsat, npy-raster,
-hyperspectral scenes) puts its result back on the image grid: the ``(y, x)`` label map and
-the valid mask in the store (``/map``; MSSC keeps them in ``/mssc``) with the source's CRS
-and transform, and, as :data:`RASTER_OUTPUT_PARAMS` ask, files beside the store named after
-it: ``<stem>.labels.tif`` (Cloud-Optimized label GeoTIFF with a colour map; uint8 with nodata
-255, or uint16/65535 beyond 254 classes, where the store has -1), ``<stem>.labels.classes.csv``
-(class table: pixels, share, colour and band means per class), ``<stem>.quicklook.png`` and ``<stem>.segments.gpkg``
-(polygons of connected label regions, or ``.fgb``). Their paths are recorded in the group's attributes,
-relative to the store.
+hyperspectral scenes) puts its result back on the image grid (:class:`LabelMap`,
+:class:`ScoreMap`): the ``(y, x)`` label map and the valid mask in the store (``/map``; MSSC
+keeps them in ``/mssc``, :class:`MapFiles`) with the source's CRS and transform, and, as
+:data:`RASTER_OUTPUT_PARAMS` ask, files beside the store named after it: ``<stem>.labels.tif``
+(Cloud-Optimized label GeoTIFF with a colour map; uint8 with nodata 255, or uint16/65535 beyond
+254 classes, where the store has -1), ``<stem>.labels.classes.csv`` (class table: pixels,
+share, colour and band means per class), ``<stem>.quicklook.png`` and ``<stem>.segments.gpkg``
+(polygons of connected label regions, or ``.fgb``). Their paths are recorded in the group's
+attributes, relative to the store.
 
 The files beside the store are written as the store is (:mod:`dkernel.storage.side_files`):
 each in a private temporary folder, then moved into place, never through a link; a path
@@ -21,18 +28,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
 import numpy as np
-import xarray as xr
 
+from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
-from dkernel.jobs.registry import JobContext
-from dkernel.metrics import clustering_scores
 from dkernel.schema.params import Param
-from dkernel.storage.layout import metrics_dataset
 from dkernel.storage.side_files import (
     SIDE_FILES_ATTR,
     check_side_file,
@@ -43,7 +48,105 @@ from dkernel.storage.side_files import (
     side_file_record,
 )
 
+if TYPE_CHECKING:
+    import xarray as xr
+
+    from dkernel.jobs.registry import JobContext
+    from dkernel.storage.store import ResultsStore
+
+# imported when outputs are written: the job steps and `dkernel validate` import this module
+# for the parameters and checks above the writer, without Dask or scikit-learn
+da = deferred("dask.array")
+as_numpy = deferred("dkernel._validation", "as_numpy")
+clustering_scores = deferred("dkernel.metrics", "clustering_scores")
+metrics_dataset = deferred("dkernel.storage.layout", "metrics_dataset")
+
 logger = logging.getLogger(__name__)
+
+
+# ------------------------------------------------------------------------------------------
+# what a step yields
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Group:
+    """A store group: ``dataset`` (built by ``dkernel.storage.layout``) written to ``/name``.
+
+    ``lazy``: the dataset holds Dask arrays that the job's workers compute and write chunk by
+    chunk, with progress (a resumed store writes only the chunks it misses); otherwise it is
+    written at once from memory.
+    """
+
+    name: str
+    dataset: xr.Dataset
+    lazy: bool = False
+
+
+@dataclass(frozen=True)
+class LabelMap:
+    """One label per sample (NumPy or Dask), put back on the image grid for image readers:
+    ``/map`` and the map files beside the store; ignored for table readers.
+
+    ``title`` names the method in the quick-look's title (``<title>: <k> clusters``).
+    """
+
+    labels: Any
+    title: str
+
+
+@dataclass(frozen=True)
+class MapFiles:
+    """The map files beside the store from a ``(y, x)`` label map the step stored itself
+    (variable ``labels`` of ``/group``); their paths go to that group's attributes."""
+
+    group: str
+    title: str
+
+
+@dataclass(frozen=True)
+class ScoreMap:
+    """Ranking scores ``(n_samples, n_seeds)``, one column per seed named in ``seeds``, put on
+    the image grid (``/map``) for image readers; ignored for table readers."""
+
+    scores: Any
+    seeds: list[str]
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Clustering labels scored against the reader's ground truth (``/metrics``: ACC, NMI,
+    ARI), when the reader gives one."""
+
+    labels: Any
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A 1-D Dask array written to the scratch array ``name`` beside the store, one task per
+    chunk (``what`` names the pass in progress lines); read it back with
+    ``ctx.store.read_scratch(name)``. The scratch arrays go when the step ends."""
+
+    name: str
+    array: Any
+    what: str
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The wall time of one phase (root attribute ``timings``)."""
+
+    phase: str
+    seconds: float
+
+    @classmethod
+    def since(cls, phase: str, start: float) -> Timing:
+        """The phase that began at ``start`` (a ``time.perf_counter()`` value) ends now."""
+        return cls(phase, time.perf_counter() - start)
+
+
+#: Anything a step's ``compute`` may yield.
+Output = Group | LabelMap | MapFiles | ScoreMap | Metrics | Scratch | Timing
 
 #: Vector formats of the segments layer (file suffixes).
 SEGMENT_FORMATS = ("gpkg", "fgb")
@@ -91,17 +194,6 @@ RASTER_OUTPUT_PARAMS = (
         doc="segments: merge regions smaller than this into their longest-border neighbour.",
     ),
 )
-
-
-def write_clustering_metrics(ctx: JobContext, y_true: Any, labels: Any) -> dict[str, float]:
-    """Score ``labels`` against the ground truth and write ``/metrics`` (ACC, NMI, ARI).
-
-    The scores are stored both as 0-d variables and as the group's attributes, and logged.
-    """
-    scores = clustering_scores(np.asarray(y_true), np.asarray(labels))
-    ctx.store.write("metrics", metrics_dataset(scores))
-    logger.info(", ".join(f"{k.upper()} {v:.3f}" for k, v in scores.items()))
-    return scores
 
 
 def check_raster_outputs(params: dict[str, Any], data: Any) -> None:
@@ -170,8 +262,141 @@ def check_side_outputs(output: str | Path, params: dict[str, Any], data: Any = N
         )
 
 
+# ------------------------------------------------------------------------------------------
+# the writer
+# ------------------------------------------------------------------------------------------
+
+
+def write_outputs(outputs: Iterable[Output], store: ResultsStore, ctx: JobContext) -> None:
+    """Write a step's outputs to ``store`` as they come: the one place where a job's groups,
+    maps, map files, metrics and timings are written, for every method.
+
+    ``ctx`` gives the data (the image of the maps, the ground truth of the metrics), the
+    params (which map files), the cluster and the progress switch. Scratch arrays are
+    removed once the outputs are exhausted.
+
+    Raises
+    ------
+    TypeError
+        For an output that is not one of :data:`Output`.
+    StoreError
+        A map file's path is a link, a directory, a FIFO or a file the store's job did not
+        write.
+    """
+    writer = _Writer(store, ctx)
+    for output in outputs:
+        write = _WRITERS.get(type(output))
+        if write is None:
+            raise TypeError(
+                f"method {ctx.spec.method!r} yielded a {type(output).__name__}; a step yields "
+                "Group, LabelMap, MapFiles, ScoreMap, Metrics, Scratch or Timing "
+                "(dkernel.jobs.outputs)."
+            )
+        write(writer, output)
+    if writer.scratch:
+        store.clear_scratch()
+
+
+class _Writer:
+    """The store and the context of one step's outputs."""
+
+    def __init__(self, store: ResultsStore, ctx: JobContext) -> None:
+        self.store, self.ctx = store, ctx
+        self.scratch = False
+
+    def group(self, out: Group) -> None:
+        if not out.lazy:
+            self.store.write(out.name, out.dataset)
+            return
+        from dkernel.runtime import compute_with_progress
+
+        compute_with_progress(
+            self.store.write(out.name, out.dataset, compute=False),
+            self.ctx.client,
+            show=self.ctx.progress,
+        )
+
+    def label_map(self, out: LabelMap) -> None:
+        from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
+        from dkernel.storage.geo import map_dataset
+
+        image = self.ctx.data.raster
+        if image is None:
+            return
+        t = time.perf_counter()
+        # onto the grid one row strip per task, written by the workers chunk by chunk; the
+        # files are made from the stored map, window by window
+        grid = labels_on_grid(out.labels, image, strip_counts(image, self.ctx.data.X))
+        self.group(Group("map", map_dataset(grid, image_strips(image)[1], image), lazy=True))
+        stored = self.store.read_array("map", "labels")
+        self.store.record_timing("map_write", time.perf_counter() - t)
+        n_classes = int(stored.max().compute()) + 1
+        self.map_files(MapFiles("map", f"{out.title}: {n_classes} clusters"), n_classes)
+
+    def map_files(self, out: MapFiles, n_classes: int | None = None) -> None:
+        if self.ctx.data.raster is None:
+            return
+        label_map = self.store.read_array(out.group, "labels")
+        files = write_map_files(
+            self.store, self.ctx, label_map, title=out.title, n_classes=n_classes
+        )
+        self.store.update_group_attrs(out.group, **files)
+
+    def score_map(self, out: ScoreMap) -> None:
+        from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
+        from dkernel.storage.geo import score_map_dataset
+
+        image = self.ctx.data.raster
+        if image is None:
+            return
+        counts = strip_counts(image, self.ctx.data.X)
+        maps = [
+            labels_on_grid(out.scores[:, j], image, counts, nodata=np.nan, dtype=np.float32)
+            for j in range(len(out.seeds))
+        ]
+        grid = score_map_dataset(da.stack(maps), image_strips(image)[1], image, out.seeds)
+        self.group(Group("map", grid, lazy=True))
+
+    def metrics(self, out: Metrics) -> None:
+        if self.ctx.data.y is None:
+            return
+        scores = clustering_scores(np.asarray(self.ctx.data.y), as_numpy(out.labels))
+        self.store.write("metrics", metrics_dataset(scores))
+        logger.info(", ".join(f"{k.upper()} {v:.3f}" for k, v in scores.items()))
+
+    def scratch_array(self, out: Scratch) -> None:
+        from dkernel.runtime import compute_parts
+
+        self.scratch = True
+        compute_parts(
+            self.store.write_scratch(out.name, out.array),
+            self.ctx.client,
+            show=self.ctx.progress,
+            what=out.what,
+        )
+
+    def timing(self, out: Timing) -> None:
+        self.store.record_timing(out.phase, out.seconds)
+
+
+_WRITERS: dict[type, Callable[[_Writer, Any], None]] = {
+    Group: _Writer.group,
+    LabelMap: _Writer.label_map,
+    MapFiles: _Writer.map_files,
+    ScoreMap: _Writer.score_map,
+    Metrics: _Writer.metrics,
+    Scratch: _Writer.scratch_array,
+    Timing: _Writer.timing,
+}
+
+
 def write_map_files(
-    ctx: JobContext, label_map: Any, *, title: str, n_classes: int | None = None
+    store: ResultsStore,
+    ctx: JobContext,
+    label_map: Any,
+    *,
+    title: str,
+    n_classes: int | None = None,
 ) -> dict[str, str]:
     """Write the files ``ctx.params`` asks for from a ``(y, x)`` label map (-1: no label).
 
@@ -188,35 +413,27 @@ def write_map_files(
     StoreError
         A file's path is a link, a directory, a FIFO or a file the store's job did not write.
     """
-    from dkernel.io.cog import write_class_table, write_label_cog
-    from dkernel.io.raster import write_quicklook
-
-    p, image, store = ctx.params, ctx.data.raster, ctx.store
-    paths = requested_side_paths(store.path, p)
+    paths = requested_side_paths(store.path, ctx.params)
+    replace = _claim_side_files(store, paths)
     root = store.path.parent
-    owned = recorded_side_files(store.path)
-    replace = {}
-    for kind, path in paths.items():
-        remove_stale_temps(path)  # of a killed run: this job holds the store's lease
-        replace[kind] = side_file_key(path) in owned
-        check_side_file(path, replace=replace[kind], root=root, what=SIDE_FILES[kind][1])
-    if paths:  # claimed before written: the files of a run killed while writing stay its own
-        claimed = owned | {side_file_key(path) for path in paths.values()}
-        store.update_attrs(**{SIDE_FILES_ATTR: side_file_record(store.path, claimed)})
 
     def target(kind: str) -> dict[str, Any]:
-        return {"replace": replace[kind], "root": root}
+        return {"replace": replace[kind], "root": root, "what": SIDE_FILES[kind][1]}
 
-    written: dict[str, str] = {}
+    written: dict[str, Any] = {}
     t = time.perf_counter()
+    image = ctx.data.raster
     if "label_geotiff" in paths:
+        from dkernel.io.cog import write_class_table, write_label_cog
+
         cog = write_label_cog(
             paths["label_geotiff"],
             label_map,
             image,
             n_classes=n_classes,
             class_table=False,
-            **target("label_geotiff"),
+            replace=replace["label_geotiff"],
+            root=root,
         )
         written["label_geotiff"] = store.relative(cog.path)
         written["label_geotiff_nodata"] = cog.nodata
@@ -225,85 +442,43 @@ def write_map_files(
             label_map,
             image,
             n_classes=cog.n_classes,
-            **target("class_table_csv"),
+            replace=replace["class_table_csv"],
+            root=root,
         )
         written["class_table_csv"] = store.relative(table)
     if "quicklook_png" in paths:
-        what = SIDE_FILES["quicklook_png"][1]
-        with side_file(paths["quicklook_png"], what=what, **target("quicklook_png")) as out:
+        from dkernel.io.raster import write_quicklook
+
+        with side_file(paths["quicklook_png"], **target("quicklook_png")) as out:
             write_quicklook(out, image, label_map, title=title)
         written["quicklook_png"] = store.relative(paths["quicklook_png"])
     if "segments" in paths:
         from dkernel.io.vector import write_segments
 
-        with side_file(
-            paths["segments"], what=SIDE_FILES["segments"][1], **target("segments")
-        ) as out:
-            write_segments(
-                out,
-                label_map,
-                image,
-                min_segment_pixels=int(p.get("min_segment_pixels", 0)),
-            )
+        with side_file(paths["segments"], **target("segments")) as out:
+            min_pixels = int(ctx.params.get("min_segment_pixels", 0))
+            write_segments(out, label_map, image, min_segment_pixels=min_pixels)
         written["segments"] = store.relative(paths["segments"])
     if written:
         store.record_timing("map_files", time.perf_counter() - t)
-        files = [
-            written[k]
-            for k in ("label_geotiff", "class_table_csv", "quicklook_png", "segments")
-            if k in written
-        ]
+        files = [written[k] for k in SIDE_FILES if k in written]
         logger.info("map files (beside the store): " + ", ".join(Path(f).name for f in files))
     return written
 
 
-def write_label_map(ctx: JobContext, labels: Any, *, title: str) -> Any:
-    """For an image reader: ``/map`` (labels and valid mask on the image grid, with its CRS)
-    and the files of :func:`write_map_files`. Does nothing for table readers.
-
-    ``labels`` holds one label per valid pixel, in the reader's (row-major) order, as a NumPy
-    or Dask array; ``title`` names the method in the quick-look's title. The map goes onto the
-    grid one row strip per task and is written by the workers chunk by chunk; the files are
-    made from the stored map, window by window. Returns the stored ``(y, x)`` labels (lazy).
-    """
-    from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
-    from dkernel.storage.geo import map_dataset
-
-    image = ctx.data.raster
-    if image is None:
-        return None
-    t = time.perf_counter()
-    grid = labels_on_grid(labels, image, strip_counts(image, ctx.data.X))
-    write_map_group(ctx, "map", map_dataset(grid, image_strips(image)[1], image))
-    stored = ctx.store.read_array("map", "labels")
-    ctx.store.record_timing("map_write", time.perf_counter() - t)
-    n_classes = int(stored.max().compute()) + 1
-    files = write_map_files(
-        ctx, stored, title=f"{title}: {n_classes} clusters", n_classes=n_classes
-    )
-    ctx.store.update_group_attrs("map", **files)
-    return stored
-
-
-def write_map_group(ctx: JobContext, group: str, dataset: xr.Dataset) -> None:
-    """Write a group of lazy maps through the job's cluster, with progress."""
-    from dkernel.runtime import compute_with_progress
-
-    compute_with_progress(
-        ctx.store.write(group, dataset, compute=False), ctx.client, show=ctx.progress
-    )
-
-
-def write_score_map(ctx: JobContext, scores: Any, seeds: list[str]) -> None:
-    """For an image reader: ``/map`` with every seed's ranking scores on the image grid."""
-    from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
-    from dkernel.storage.geo import score_map_dataset
-
-    image = ctx.data.raster
-    counts = strip_counts(image, ctx.data.X)
-    maps = [
-        labels_on_grid(scores[:, j], image, counts, nodata=np.nan, dtype=np.float32)
-        for j in range(len(seeds))
-    ]
-    grid = da.stack(maps)
-    write_map_group(ctx, "map", score_map_dataset(grid, image_strips(image)[1], image, seeds))
+def _claim_side_files(store: ResultsStore, paths: dict[str, Path]) -> dict[str, bool]:
+    """Check the files beside the store (the temporaries of a killed run removed: this job
+    holds the store's lease), then claim them in the store's ``side_files`` attribute before
+    they are written, so that the files of a run killed while writing stay its own. Returns,
+    by kind, whether the file replaces one of this store's."""
+    root = store.path.parent
+    owned = recorded_side_files(store.path)
+    replace = {}
+    for kind, path in paths.items():
+        remove_stale_temps(path)
+        replace[kind] = side_file_key(path) in owned
+        check_side_file(path, replace=replace[kind], root=root, what=SIDE_FILES[kind][1])
+    if paths:
+        claimed = owned | {side_file_key(path) for path in paths.values()}
+        store.update_attrs(**{SIDE_FILES_ATTR: side_file_record(store.path, claimed)})
+    return replace

@@ -3,13 +3,16 @@
 A method module (``dkernel/jobs/steps/<name>.py``, found by :data:`METHODS` on the first lookup:
 no list of modules to edit) declares its parameter schema, an optional
 cross-check against the data's shape, a cost estimate (checked against the job's limits before
-any cluster starts) and ``run(ctx)``, which computes and writes its groups to ``ctx.store``.
+any cluster starts) and ``compute(ctx)``: a generator that fits and yields its results as
+typed outputs (:mod:`dkernel.jobs.outputs`: groups, the label or score map, metrics, timings),
+which the runner writes as they come. A step never writes; it reads back what was written
+through ``ctx.store``, a :class:`StoreView`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dkernel.errors import SpecError
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from dkernel.io.data import LoadedData
+    from dkernel.jobs.outputs import Output
     from dkernel.jobs.spec import JobSpec
     from dkernel.storage.store import ResultsStore
 
@@ -35,18 +39,57 @@ class Cost:
     alternative: str = ""
 
 
+class StoreView:
+    """The reading side of the job's results store: what a step may do with it.
+
+    A step yields its outputs and the runner writes them; a step that continues from what it
+    wrote (the stored kernel, the ranking scores, MSSC's scratch partitions) reads it back
+    here, lazily.
+    """
+
+    def __init__(self, store: ResultsStore) -> None:
+        self._store = store
+
+    def read_array(self, group: str, name: str) -> Any:
+        """A stored array as a lazy Dask array (:meth:`ResultsStore.read_array
+        <dkernel.ResultsStore.read_array>`)."""
+        return self._store.read_array(group, name)
+
+    def read_scratch(self, name: str, *, after: Any = None) -> Any:
+        """A scratch array as a lazy 1-D Dask array (:meth:`ResultsStore.read_scratch
+        <dkernel.ResultsStore.read_scratch>`)."""
+        return self._store.read_scratch(name, after=after)
+
+
 @dataclass
 class JobContext:
-    """Everything a method's ``run`` needs."""
+    """Everything a method's ``compute`` reads.
+
+    Attributes
+    ----------
+    spec : JobSpec
+        The validated spec (``spec.limits`` among others).
+    params : dict
+        The spec's ``params``, defaults filled in.
+    data : LoadedData
+        The data, checked and preprocessed.
+    client : distributed.Client
+        The job's cluster.
+    store : StoreView
+        What the step's earlier outputs wrote, read back.
+    seed : int
+        The job's seed (``random_state`` of the estimators).
+    progress : bool
+        Show progress bars.
+    """
 
     spec: JobSpec
     params: dict[str, Any]
     data: LoadedData
     client: Client
-    store: ResultsStore
+    store: StoreView
     seed: int
     progress: bool = True
-    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -59,8 +102,9 @@ class Method:
         The value of ``method:``.
     params : tuple of Param
         Schema of ``params:``.
-    run : callable
-        ``run(ctx: JobContext) -> None``.
+    compute : callable
+        ``compute(ctx: JobContext)``: an iterable (a generator) of the step's outputs
+        (:data:`dkernel.jobs.outputs.Output`), written by the runner as they come.
     check_data : callable, optional
         ``check_data(params, data: LoadedData) -> None``; raise SpecError/InvalidInputError for
         combinations that cannot work (``n_clusters > n_samples``).
@@ -76,7 +120,7 @@ class Method:
 
     name: str
     params: tuple[Param, ...]
-    run: Callable[[JobContext], None]
+    compute: Callable[[JobContext], Iterable[Output]]
     check_data: Callable[[dict[str, Any], LoadedData], None] | None = None
     estimate: Callable[[dict[str, Any], int, int], Cost] | None = None
     needs_raster: bool = False

@@ -6,23 +6,25 @@ import errno
 import logging
 import os
 import time
-import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dkernel._budget import SizeLimit, check_budget, format_size, memory_limit
+from dkernel._budget import SizeLimit, format_size, memory_limit
 from dkernel.errors import DKernelError, InvalidInputError, ResourceLimitError
 from dkernel.io.data import LoadedData
-from dkernel.io.gdal import limit_gdal_cache
-from dkernel.io.preprocess import standardize
-from dkernel.io.registry import get_reader
-from dkernel.jobs.outputs import check_raster_outputs, check_side_outputs
-from dkernel.jobs.registry import JobContext, get_method
-from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
-from dkernel.runtime.memory import limit_freed_memory
+from dkernel.jobs.outputs import check_side_outputs, write_outputs
+from dkernel.jobs.prepare import (  # noqa: F401  (re-exported: the pre-cluster checks)
+    HANDLES_MISSING,
+    check_cost,
+    check_finite,
+    load_data,
+    prepare_job,
+)
+from dkernel.jobs.registry import JobContext, StoreView, get_method
+from dkernel.jobs.spec import JobSpec, OutputPolicy
 from dkernel.storage.layout import input_dataset
 from dkernel.storage.lock import StoreLease
 from dkernel.storage.store import (
@@ -44,183 +46,6 @@ class JobFailedError(DKernelError, RuntimeError):
         super().__init__(message)
 
 
-def _source_of(spec: JobSpec) -> str:
-    paths = [str(v) for k, v in spec.data.items() if (k == "path" or k.endswith("_path")) and v]
-    return f" on {paths[0]}" if paths else ""
-
-
-def load_data(spec: JobSpec) -> LoadedData:
-    """Read the spec's data with its reader, check it and apply the common preprocessing.
-
-    Raises
-    ------
-    InvalidInputError
-        When the reader fails, or the data is not a non-empty 2-D numeric array, or every
-        sample is identical (nothing to cluster).
-    """
-    reader = get_reader(spec.reader)
-    try:
-        data = reader.load(**spec.data)
-    except DKernelError:
-        raise
-    except Exception as exc:  # noqa: BLE001  (every reader failure becomes a message)
-        raise InvalidInputError(
-            f"reader {spec.reader!r} failed{_source_of(spec)}: {type(exc).__name__}: "
-            f"{str(exc)[:300]}. Check the file and the data: options "
-            f"(`dkernel methods {spec.reader}` lists them)."
-        ) from exc
-    source = data.meta.get("source") or spec.reader
-    if data.X.ndim != 2:
-        raise InvalidInputError(
-            f"reader {spec.reader!r} returned {data.X.ndim}-D data; methods need 2-D "
-            "(samples × features)."
-        )
-    dtype = np.dtype(data.X.dtype)
-    if dtype.kind not in "biuf":
-        raise InvalidInputError(
-            f"{source} holds {dtype.str} ({dtype.name}) values; dkernel needs a numeric "
-            "(integer or real floating-point) array. Convert it, e.g. with "
-            "numpy.asarray(x, dtype=float)."
-        )
-    if data.X.shape[0] == 0 or data.X.shape[1] == 0:
-        raise InvalidInputError(
-            f"the data read by {spec.reader!r} from {source} is empty "
-            f"(shape {tuple(data.X.shape)})."
-        )
-    if dtype.kind == "b":  # true/false features: as 0/1
-        data = replace(data, X=data.X.astype(np.float64))
-    if isinstance(data.X, np.ndarray) and np.isnan(data.X).all():
-        raise InvalidInputError(
-            f"every value of {source} is missing (NaN): there is no data to use. Check the "
-            "file, data.missing_values and data.skip_columns."
-        )
-    if isinstance(data.X, np.ndarray) and data.X.shape[0] > 1:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            spread = np.nanmax(data.X, axis=0) - np.nanmin(data.X, axis=0)
-        if not np.any(spread > 0):
-            raise InvalidInputError(
-                f"every sample of {source} is identical (all {data.X.shape[1]} features are "
-                "constant), so there is nothing to cluster or rank. Check the file and "
-                "data.skip_columns."
-            )
-    if spec.standardize:
-        data = replace(data, X=standardize(data.X, data.feature_names))
-        data.meta["standardized"] = True
-    return data
-
-
-#: Methods that handle missing values (NaN) themselves; with the ``kernel`` named, only then.
-HANDLES_MISSING = {
-    "pck-spectral": None,
-    "mssc": None,  # pixels with a NaN band are nodata
-    "kppr": "pck",
-    "jrc": "pck",
-}
-
-#: Rows read at a time by the non-finite check (times the number of features ≤ 4M values).
-_CHECK_VALUES = 1 << 22
-
-
-def check_finite(spec: JobSpec, data: LoadedData) -> None:
-    """Refuse NaN (unless the method handles missing values) and ±inf, before any cluster.
-
-    Reads the data in row blocks (a Dask array block by block, on the local threads), so
-    memory stays at one block; counts every non-finite value and names the first one's row
-    and column.
-
-    Raises
-    ------
-    InvalidInputError
-        Naming the counts, the first row and column, and what to do.
-    """
-    needs = HANDLES_MISSING.get(spec.method, False)
-    allow_nan = needs is None or (needs and spec.params.get("kernel") == needs)
-    X = data.X
-    if hasattr(X, "dask") and allow_nan:
-        return  # lazily read rasters: their reader masks nodata; no extra pass over the scene
-    n_nan = n_inf = 0
-    first: tuple[int, int] | None = None
-    if hasattr(X, "dask"):
-        offsets = np.cumsum((0, *X.chunks[0][:-1]))
-        pieces = (
-            (int(offsets[i]), np.asarray(X.blocks[i].compute(scheduler="threads")))
-            for i in range(X.numblocks[0])
-        )
-    else:
-        step = max(1, _CHECK_VALUES // max(1, X.shape[1]))
-        pieces = ((i, np.asarray(X[i : i + step])) for i in range(0, X.shape[0], step))
-    for offset, block in pieces:
-        if block.dtype.kind not in "fc":
-            continue
-        nan = np.isnan(block)
-        inf = np.isinf(block)
-        n_nan += int(nan.sum())
-        n_inf += int(inf.sum())
-        bad = inf if allow_nan else nan | inf
-        if first is None and bad.any():
-            r, c = np.argwhere(bad)[0]
-            first = (offset + int(r), int(c))
-    if first is None:
-        return
-    source = data.meta.get("source") or spec.reader
-    names = data.feature_names or []
-    col = f"column {first[1]}" + (f" ({names[first[1]]})" if first[1] < len(names) else "")
-    where = f"the first at row {first[0]}, {col} (counting from 0, after data.skip_columns)"
-    if n_inf:
-        raise InvalidInputError(
-            f"{source} holds {n_inf} infinite values"
-            + (f" and {n_nan} missing (NaN) ones" if n_nan and not allow_nan else "")
-            + f"; {where}. method {spec.method} needs finite data: fix or drop those rows."
-        )
-    alternative = (
-        f"set params.kernel: {needs}, which handles them"
-        if needs
-        else "use method: pck-spectral, which handles them natively"
-    )
-    raise InvalidInputError(
-        f"{spec.method} does not handle missing values ({n_nan} NaN found) in {source}; "
-        f"{where}. Impute or drop them, or {alternative}."
-    )
-
-
-def _lower_counts(method: Any, params: dict[str, Any]) -> str:
-    """An alternative for a cost estimate that names none: the count parameters set far
-    above their defaults."""
-    raised = []
-    for p in method.params:
-        value, default = params.get(p.name), p.default
-        if p.kind == "int" and isinstance(default, int) and isinstance(value, int):
-            if value > 10 * max(default, 1):
-                raised.append(f"params.{p.name} ({value:,}; default {default:,})")
-    if not raised:
-        return ""
-    return "lower " + ", ".join(raised) + "."
-
-
-def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
-    """Validate the spec, read the data and check the cost: everything before a cluster starts.
-
-    This process's GDAL block cache is bounded first (``dkernel.io.gdal.limit_gdal_cache``):
-    a raster reader's statistics pass decodes every tile here, on the local threads, and GDAL's
-    default cache (5 % of the RAM) kept up to the whole decoded scene in the client. For the
-    same pass, glibc is told to give freed heap memory back to the system as distributed's
-    workers do (``dkernel.runtime.memory.limit_freed_memory``).
-    """
-    if not isinstance(spec, JobSpec):
-        spec = load_spec(spec)
-    method = get_method(spec.method)
-    limit_gdal_cache()
-    limit_freed_memory()
-    data = load_data(spec)
-    check_finite(spec, data)
-    if method.check_data is not None:
-        method.check_data(spec.params, data)
-    check_raster_outputs(spec.params, data)
-    _check_budget(spec, data)
-    return spec, data
-
-
 def _check_cluster_memory(spec: JobSpec, data: LoadedData, client: Any) -> None:
     """The cost estimate again, ``max_memory`` capped at the workers' total memory limit.
 
@@ -238,25 +63,7 @@ def _check_cluster_memory(spec: JobSpec, data: LoadedData, client: Any) -> None:
         f"{current.note}, capped at the {len(limits)} workers' total memory limit "
         f"{format_size(total)}",
     )
-    _check_budget(replace(spec, limits={**spec.limits, "max_memory": capped}), data)
-
-
-def _check_budget(spec: JobSpec, data: LoadedData, output: Path | None = None) -> None:
-    """The method's cost estimate against the spec's limits (the disk limit capped by the
-    free space where ``output`` goes, when given)."""
-    method = get_method(spec.method)
-    if method.estimate is None:
-        return
-    cost = method.estimate(spec.params, data.n_samples, data.n_features)
-    check_budget(
-        what=cost.what or f"method {spec.method!r} on {data.n_samples} samples",
-        memory_bytes=cost.memory_bytes,
-        disk_bytes=cost.disk_bytes,
-        max_memory=spec.limits.get("max_memory"),
-        max_disk=spec.limits.get("max_disk"),
-        alternative=cost.alternative or _lower_counts(method, spec.params),
-        output=output,
-    )
+    check_cost(replace(spec, limits={**spec.limits, "max_memory": capped}), data)
 
 
 def run_job(
@@ -330,7 +137,7 @@ def run_job(
     check_writable(spec.output)
     check_side_outputs(spec.output, spec.params, data)
     if output is not None or output_policy is not None:
-        _check_budget(spec, data, output=spec.output)  # the disk of the final output
+        check_cost(spec, data, output=spec.output)  # the disk of the final output
     # one writer per store: the lease is taken before any cluster starts and held until the
     # store is marked complete or failed (a live holder is refused, naming it)
     lease = StoreLease.acquire(spec.output, command=f"dkernel job {spec.name!r}")
@@ -469,6 +276,8 @@ def _run_in_store(
 ) -> None:
     """Run the method into ``store``; every failure marks it ``failed`` with a one-line cause.
 
+    The method computes; :func:`~dkernel.jobs.outputs.write_outputs` writes what it yields.
+
     Disk is set aside beside the lease (:meth:`StoreLease.reserve`) and given back, half just
     before the final ``complete`` write and all of it before a ``failed`` one, so that the
     status is written even when another process fills the disk.
@@ -499,11 +308,11 @@ def _run_in_store(
                 params=spec.params,
                 data=data,
                 client=client,
-                store=store,
+                store=StoreView(store),
                 seed=spec.seed,
                 progress=progress,
             )
-            method.run(ctx)
+            write_outputs(method.compute(ctx), store, ctx)
         store.update_attrs(resources=monitor.summary())
         store.record_timing("total", time.perf_counter() - t_start)
         lease.free_reserve(keep=reserve // 2)  # the other half for a `failed` write

@@ -24,10 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
-
-# Rows per distance sub-block, so that the (rows, |R|) scratch stays near 32 MiB.
-_SCRATCH_ELEMENTS = 4 * 2**20
 
 
 def squared_distances(X: np.ndarray, Y: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
@@ -80,7 +78,7 @@ def neighbor_radius(X: Any, reference: Any, n_neighbors: int) -> np.ndarray:
     k = int(n_neighbors)
     m = R.shape[0]
     out = np.empty(X.shape[0], dtype=np.float64)
-    rows = max(1, _SCRATCH_ELEMENTS // max(m, 1))
+    rows = rows_for_budget(SCRATCH_BLOCK_BYTES, m, 8)  # float64 distances to R
     for r0 in range(0, X.shape[0], rows):
         Xb = X[r0 : r0 + rows]
         D = squared_distances(Xb, R)
@@ -114,7 +112,7 @@ def local_scaling_block(
     *,
     dtype: Any = np.float64,
 ) -> np.ndarray:
-    """``exp(-||x - y||² / (σ_x σ_y))`` for every row pair (Zelnik-Manor & Perona's kernel)."""
+    """``exp(-||x - y||² / (σ_x σ_y))`` for every row pair ([ZelnikManor2005])."""
     dtype = np.dtype(dtype)
     G = squared_distances(X, Y, dtype=dtype)
     G /= np.asarray(sigma_x, dtype=dtype)[:, None]
@@ -122,6 +120,20 @@ def local_scaling_block(
     np.negative(G, out=G)
     np.exp(G, out=G)
     return G
+
+
+def local_scaling_log_kernel(
+    dist: np.ndarray, sigma_q: np.ndarray, sigma_t: np.ndarray
+) -> np.ndarray:
+    """``log K = -d² / (σ_q σ_t)`` from distances: ``dist`` (n_q, g) with per-row ``sigma_q``
+    (n_q,) and per-entry ``sigma_t`` (n_q, g), or (n_t,) against a dense block.
+
+    The log form of :func:`local_scaling_block` (no underflow far from every point).
+    """
+    D = np.asarray(dist, dtype=np.float64) ** 2
+    D /= np.asarray(sigma_q, dtype=np.float64)[:, None]
+    D /= sigma_t if np.ndim(sigma_t) == 2 else np.asarray(sigma_t)[None, :]
+    return -D
 
 
 def knn_block(
@@ -184,6 +196,21 @@ class RadiusKernelBlock:
         radii = neighbor_radius(A, self.reference, self.n_neighbors)
         self._cache = (A, radii)
         return radii
+
+    def log_block(self, A: Any, B: Any) -> np.ndarray:
+        """``log κ(A, B) = -||a - b||² / (σ_a σ_b)`` in float64 (local scaling only)."""
+        if self.kind != "local_scaling":
+            raise InvalidInputError(
+                f"the {self.kind} kernel is 0 or 1 (or 1/2); it has no log form, only "
+                "local_scaling does."
+            )
+        rb = self.radius(B)
+        ra = rb if A is B else neighbor_radius(A, self.reference, self.n_neighbors)
+        D = squared_distances(A, B)
+        D /= ra[:, None]
+        D /= rb[None, :]
+        np.negative(D, out=D)
+        return D
 
     def __call__(self, A: Any, B: Any, *, dtype: Any = np.float64) -> np.ndarray:
         if B is self.reference and A is not B:

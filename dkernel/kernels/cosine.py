@@ -31,3 +31,36 @@ def cosine_block(
     G = (X / nx[:, None]) @ (Y / ny[:, None]).T
     np.clip(G, -1, 1, out=G)
     return G
+
+
+def cosine_log_block(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``log max(cos(x, y), 0)`` for every row pair, in float64 (``-inf`` where the cosine is
+    not positive).
+
+    For non-negative rows (counts, histograms) every cosine is >= 0; the log form lets a row
+    normalisation ``K / sum(K)`` be computed as a softmax.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cosine_log_block(np.array([[1.0, 0.0]]), np.array([[1.0, 0.0], [0.0, 1.0]]))
+    array([[  0., -inf]])
+    """
+    S = cosine_block(X, Y, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.log(np.clip(S, 0.0, None))
+
+
+def cosine_log_of_unit_distance(distances: np.ndarray) -> np.ndarray:
+    """``log max(cos, 0)`` from Euclidean distances between unit vectors
+    (``|a - b|^2 = 2 - 2 cos``), e.g. a neighbour search on unit-normalised rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cosine_log_of_unit_distance(np.array([0.0, 1.0])).round(4)
+    array([ 0.    , -0.6931])
+    """
+    cos = 1.0 - 0.5 * np.asarray(distances, dtype=np.float64) ** 2
+    with np.errstate(divide="ignore"):
+        return np.log(np.clip(cos, 0.0, None))

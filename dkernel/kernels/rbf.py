@@ -1,13 +1,24 @@
-"""Gaussian (RBF) kernel blocks and the rule of thumb for their width sigma."""
+"""Gaussian (RBF) kernel blocks, in value and in log form.
+
+The rule of thumb for the width sigma is :func:`dkernel.kernels.widths.sigma_rule_of_thumb`
+(re-exported here for older imports).
+"""
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.distance import pdist
 
-#: Default rule of thumb: the median heuristic, 2 σ² = median², i.e. σ = median / √2.
-#: The PCKID baselines use 0.2 and seed 000 uses 0.15 (pass ``fraction`` for those).
-DEFAULT_SIGMA_FRACTION = float(1.0 / np.sqrt(2.0))
+from dkernel.kernels.adaptive import squared_distances
+from dkernel.kernels.widths import DEFAULT_SIGMA_FRACTION, median_distance, sigma_rule_of_thumb
+
+__all__ = [
+    "DEFAULT_SIGMA_FRACTION",
+    "median_distance",
+    "rbf_block",
+    "rbf_log_block",
+    "rbf_log_of_distance",
+    "sigma_rule_of_thumb",
+]
 
 
 def rbf_block(
@@ -42,37 +53,35 @@ def rbf_block(
     return G
 
 
-def median_distance(X: np.ndarray, *, sample_size: int = 2000, seed: int | None = 0) -> float:
-    """Median pairwise Euclidean distance, on a uniform sample of at most ``sample_size`` rows."""
-    X = np.asarray(X, dtype=np.float64)
-    if X.shape[0] > sample_size:
-        idx = np.random.default_rng(seed).choice(X.shape[0], size=sample_size, replace=False)
-        X = X[idx]
-    d = pdist(X)
-    med = float(np.median(d)) if d.size else 0.0
-    return med
+def rbf_log_block(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
+    """``log K = -||x - y||^2 / (2 sigma^2)`` for every row pair, in float64.
 
+    The log form does not underflow: a point a few widths away from every other point keeps
+    finite values, so a row normalisation ``K / sum(K)`` stays a softmax (the kernel
+    decomposition's density kernel adds its normalising constant to it).
 
-def sigma_rule_of_thumb(
-    X: np.ndarray,
-    *,
-    fraction: float = DEFAULT_SIGMA_FRACTION,
-    sample_size: int = 2000,
-    seed: int | None = 0,
-) -> float:
-    """RBF width as ``fraction`` of the median pairwise distance (estimated on a sample).
+    Notes
+    -----
+    One GEMM: O(n_x n_y p) time, O(n_x n_y) memory for the block.
 
-    The default is the median heuristic (σ = median / √2); the PCKID baselines use 0.2.
-
-    Raises
-    ------
-    ValueError
-        When every sampled pair coincides (the median distance is zero).
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rbf_log_block(np.zeros((1, 2)), np.ones((1, 2)), sigma=1.0)
+    array([[-1.]])
     """
-    med = median_distance(X, sample_size=sample_size, seed=seed)
-    if not med > 0:
-        raise ValueError(
-            "The median pairwise distance is 0 (the points coincide), so the RBF rule of thumb "
-            "cannot choose sigma; pass sigma explicitly."
-        )
-    return fraction * med
+    D = squared_distances(X, Y)
+    D *= -0.5 / sigma**2
+    return D
+
+
+def rbf_log_of_distance(distances: np.ndarray, sigma: float) -> np.ndarray:
+    """``log K = -d^2 / (2 sigma^2)`` from Euclidean distances ``d`` (a neighbour search's).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rbf_log_of_distance(np.array([0.0, 2.0]), sigma=1.0)
+    array([-0., -2.])
+    """
+    return -0.5 * (np.asarray(distances, dtype=np.float64) / sigma) ** 2

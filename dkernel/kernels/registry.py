@@ -1,11 +1,15 @@
 """Kernel registry: every kernel by name (``rbf``, ``local_scaling``, ``knn``, ``knn_mean``,
-``landmark``, ``cosine``, ``pck``, ``precomputed``) or a
-user callable with an explicit ``(X, Y)`` signature, behind one interface.
+``landmark``, ``cosine``, ``pck``, ``precomputed``), a user callable with an explicit
+``(X, Y)`` signature, or a fitted feature map (an object with ``transform``), behind one
+interface. It is the package's only kernel resolver: the spectral estimators, the ranking
+estimators (through ``dkernel.ranking.kernelmap``) and the kernel decomposition (whose kernel
+names are these, and whose log-domain kernels are the entries' ``log_block``) all resolve here.
 
 A :class:`Kernel` evaluates blocks ``K[i, j] = k(x_i, y_j)`` on in-memory arrays, which is all
 the blocked Zarr writer (:func:`dkernel.graphs.blocked.blocked_kernel`) and the Nyström /
 out-of-sample code need. ``precomputed`` kernels take rows of the kernel matrix as "data":
-their landmarks are column indices rather than points.
+their landmarks are column indices rather than points. Default widths and neighbour ranks
+come from ``dkernel.kernels.widths``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from dkernel._feature_maps import make_feature_map
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import (
@@ -26,8 +31,15 @@ from dkernel.graphs.landmark import (
     landmark_kernel_block,
 )
 from dkernel.kernels.adaptive import RadiusKernelBlock, neighbor_radius, reference_neighbors
-from dkernel.kernels.cosine import cosine_block
-from dkernel.kernels.rbf import rbf_block, sigma_rule_of_thumb
+from dkernel.kernels.cosine import cosine_block, cosine_log_block
+from dkernel.kernels.rbf import rbf_block, rbf_log_block
+from dkernel.kernels.widths import (
+    DEFAULT_KNN_NEIGHBORS,
+    DEFAULT_LOCAL_SCALING_NEIGHBORS,
+    DEFAULT_SIGMA_FRACTION,
+    RULE_OF_THUMB_SAMPLE,
+    sigma_rule_of_thumb,
+)
 from dkernel.registry import Registry
 from dkernel.rows import take_rows
 
@@ -50,7 +62,13 @@ class Kernel:
         All values are >= 0, so degrees ``K 1`` are positive (normalized embeddings need it).
     feature_map : object, optional
         An explicit feature map ``γ`` (an object with ``transform``) with
-        ``k(x, y) = γ(x)·γ(y)``, when the kernel has one of finite dimension (``landmark``).
+        ``k(x, y) = γ(x)·γ(y)``, when the kernel has one of finite dimension (``landmark``,
+        ``pck``, a fitted transformer).
+    log_block : callable, optional
+        ``log_block(X, Y) -> ndarray`` of ``log K`` in float64, for the kernels whose values
+        underflow far from the data (``rbf``, ``local_scaling``, ``cosine``): a row
+        normalisation ``K / sum(K)`` is then a softmax, exact at any width (the kernel
+        decomposition's kernels).
     """
 
     name: str
@@ -59,6 +77,7 @@ class Kernel:
     precomputed: bool = False
     nonnegative: bool = True
     feature_map: Any = None
+    log_block: Callable[..., np.ndarray] | None = None
 
     def __call__(self, X: Any, Y: Any = None, *, dtype: Any = np.float64) -> np.ndarray:
         """Evaluate the block ``K(X, Y)`` (``Y`` defaults to ``X``)."""
@@ -70,6 +89,15 @@ class Kernel:
                 )
             return X
         return self.block(X, X if Y is None else Y, dtype=dtype)
+
+    def log(self, X: Any, Y: Any = None) -> np.ndarray:
+        """``log K(X, Y)`` in float64 (``Y`` defaults to ``X``), for kernels with a log form."""
+        if self.log_block is None:
+            raise InvalidInputError(
+                f"the {self.name} kernel has no log form; the kernels with one are rbf, "
+                "local_scaling and cosine."
+            )
+        return self.log_block(X, X if Y is None else Y)
 
     def landmark_data(self, X: np.ndarray, indices: np.ndarray) -> np.ndarray:
         """What :meth:`cross` needs to know about landmarks ``indices`` of the training data."""
@@ -128,7 +156,7 @@ def _rbf_factory(
     X: Any = None,
     *,
     sigma: float | None = None,
-    sigma_fraction: float = 0.2,
+    sigma_fraction: float = DEFAULT_SIGMA_FRACTION,
     seed: int | None = 0,
 ) -> Kernel:
     if sigma is None:
@@ -137,20 +165,23 @@ def _rbf_factory(
                 "The 'sigma' parameter of the rbf kernel is None, so it is chosen by the rule of "
                 "thumb from the data; pass X (or an explicit sigma > 0)."
             )
-        sigma = sigma_rule_of_thumb(_sample_rows(X, 2000, seed), fraction=sigma_fraction, seed=seed)
+        # the sample first, so that Dask input is not read whole for its median distance
+        sample = _sample_rows(X, RULE_OF_THUMB_SAMPLE, seed)
+        sigma = sigma_rule_of_thumb(sample, fraction=sigma_fraction, seed=seed)
     if not (isinstance(sigma, int | float) and np.isfinite(sigma) and sigma > 0):
         raise InvalidInputError(
             f"The 'sigma' parameter of the rbf kernel must be a float > 0. Got {sigma!r} instead."
         )
     sigma = float(sigma)
-    # a partial of a module-level function, so fitted models pickle (joblib, Dask workers)
-    return Kernel("rbf", functools.partial(rbf_block, sigma=sigma), {"sigma": sigma})
+    # partials of module-level functions, so fitted models pickle (joblib, Dask workers)
+    return Kernel(
+        "rbf",
+        functools.partial(rbf_block, sigma=sigma),
+        {"sigma": sigma},
+        log_block=functools.partial(rbf_log_block, sigma=sigma),
+    )
 
 
-#: Default neighbour rank of the adaptive kernels: Zelnik-Manor & Perona's k = 7 for local
-#: scaling; scikit-learn's ``SpectralClustering`` uses 10 for its k-NN affinity.
-DEFAULT_LOCAL_SCALING_NEIGHBORS = 7
-DEFAULT_KNN_NEIGHBORS = 10
 #: Reference points for the neighbour radii: all points up to this size, a uniform sample above.
 DEFAULT_N_REFERENCE = 2000
 #: Kernels whose widths adapt to each point's neighbourhood.
@@ -206,7 +237,12 @@ def _radius_kernel(
         )
     block = RadiusKernelBlock(kind, reference, k_ref)
     params = {"n_neighbors": int(n_neighbors), "n_reference": size, "reference_neighbors": k_ref}
-    return Kernel(label, block, params)
+    return _radius_kernel_of(label, block, params)
+
+
+def _radius_kernel_of(name: str, block: RadiusKernelBlock, params: dict) -> Kernel:
+    log_block = block.log_block if block.kind == "local_scaling" else None
+    return Kernel(name, block, params, log_block=log_block)
 
 
 def with_landmark_reference(kernel: Kernel, landmarks: np.ndarray, n_train: int) -> Kernel:
@@ -227,7 +263,7 @@ def with_landmark_reference(kernel: Kernel, landmarks: np.ndarray, n_train: int)
     block = RadiusKernelBlock(kernel.block.kind, reference, k_ref)
     params = {**kernel.params, "n_reference": m, "reference_neighbors": k_ref}
     params["reference"] = "landmarks"
-    return Kernel(kernel.name, block, params)
+    return _radius_kernel_of(kernel.name, block, params)
 
 
 def _local_scaling_factory(
@@ -291,7 +327,7 @@ def _landmark_factory(
 
 
 def _cosine_factory(X: Any = None) -> Kernel:
-    return Kernel("cosine", cosine_block, {}, nonnegative=False)
+    return Kernel("cosine", cosine_block, {}, nonnegative=False, log_block=cosine_log_block)
 
 
 def _precomputed_factory(X: Any = None) -> Kernel:
@@ -308,19 +344,26 @@ def _precomputed_block(A: Any, B: Any, *, dtype: Any = np.float64) -> Any:
     return A
 
 
-def _pck_block(A: Any, B: Any, *, model: Any, dtype: Any = np.float64) -> np.ndarray:
-    """``Γ_A Γ_Bᵀ / Z`` from a fitted PCK's feature map."""
+def _feature_map_block(A: Any, B: Any, *, model: Any, dtype: Any = np.float64) -> np.ndarray:
+    """``γ(A) γ(B)ᵀ`` from a fitted feature map (``Γ_A Γ_Bᵀ / Z`` for a PCK)."""
     GA = np.asarray(model.transform(A), dtype=dtype)
     GB = GA if B is A else np.asarray(model.transform(B), dtype=dtype)
     return GA @ GB.T
 
 
-def _pck_factory(X: Any = None, *, model: Any = None) -> Kernel:
+def _is_fitted(estimator: Any) -> bool:
+    return any(k.endswith("_") and not k.startswith("_") for k in vars(estimator))
+
+
+def _pck_factory(X: Any = None, *, model: Any = None, seed: int | None = 0) -> Kernel:
     if model is None:
-        raise InvalidInputError(
-            "The 'pck' kernel needs a fitted dkernel.gmm.ProbabilisticClusterKernel passed as "
-            "model=...; fit one on the data first."
-        )
+        if X is None:
+            raise InvalidInputError(
+                "The 'pck' kernel needs a fitted dkernel.gmm.ProbabilisticClusterKernel passed "
+                "as model=..., or the training data X to fit a default one on."
+            )
+        # gmm's estimator, registered by name in dkernel/__init__.py (dkernel._feature_maps)
+        model = make_feature_map("pck", random_state=seed).fit(X)
     if not hasattr(model, "transform"):
         raise InvalidInputError(
             f"The 'model' parameter of the pck kernel must be a fitted ProbabilisticClusterKernel "
@@ -328,8 +371,21 @@ def _pck_factory(X: Any = None, *, model: Any = None) -> Kernel:
         )
 
     # partials of module-level functions, not closures, so fitted models pickle
-    block = functools.partial(_pck_block, model=model)
-    return Kernel("pck", block, {"model": type(model).__name__})
+    block = functools.partial(_feature_map_block, model=model)
+    return Kernel("pck", block, {"model": type(model).__name__}, feature_map=model)
+
+
+def _feature_map_kernel(model: Any, X: Any, nonnegative: bool) -> Kernel:
+    """``κ(x, y) = γ(x)·γ(y)`` of a transformer (fitted on ``X`` first when it is not)."""
+    if not _is_fitted(model):
+        if X is None:
+            raise InvalidInputError(
+                f"the feature map {type(model).__name__} is not fitted; pass the training data "
+                "X to fit it on, or fit it first."
+            )
+        model = model.fit(X)
+    block = functools.partial(_feature_map_block, model=model)
+    return Kernel(type(model).__name__, block, {}, nonnegative=nonnegative, feature_map=model)
 
 
 def _check_callable_signature(func: Callable) -> None:
@@ -382,21 +438,25 @@ def make_kernel(
     nonnegative: bool = True,
     **params: Any,
 ) -> Kernel:
-    """Resolve a kernel given by name, user callable or :class:`Kernel`.
+    """Resolve a kernel given by name, user callable, feature map or :class:`Kernel`.
 
     Parameters
     ----------
-    kernel : str, callable or Kernel
+    kernel : str, callable, transformer or Kernel
         A registered name (see :func:`available_kernels`), a function ``f(X, Y) -> ndarray``
-        with exactly two positional parameters, or an already resolved :class:`Kernel`.
+        with exactly two positional parameters, an object with ``transform`` (an explicit
+        feature map ``γ``, ``κ(x, y) = γ(x)·γ(y)``; fitted on ``X`` when it is not fitted
+        yet), or an already resolved :class:`Kernel`.
     X : array-like, optional
-        Training data, for parameters chosen from the data (RBF ``sigma`` rule of thumb).
+        Training data, for parameters chosen from the data (RBF ``sigma`` rule of thumb, the
+        adaptive kernels' neighbour radii, the landmarks, a default PCK).
     nonnegative : bool
-        For callables: whether the values are known to be >= 0.
+        For callables and feature maps: whether the values are known to be >= 0.
     **params
-        Kernel parameters (``sigma``, ``sigma_fraction`` for rbf; ``n_neighbors``,
-        ``n_reference`` and ``seed`` for local_scaling and knn; ``n_landmarks``,
-        ``n_neighbors`` and ``seed`` for landmark; ``model`` for pck).
+        Kernel parameters (``sigma``, ``sigma_fraction`` and ``seed`` for rbf;
+        ``n_neighbors``, ``n_reference`` and ``seed`` for local_scaling, knn and knn_mean;
+        ``n_landmarks``, ``n_neighbors`` and ``seed`` for landmark; ``model`` (or ``seed``, to
+        fit a default one on X) for pck). Defaults: ``dkernel.kernels.widths``.
 
     Returns
     -------
@@ -417,6 +477,13 @@ def make_kernel(
     """
     if isinstance(kernel, Kernel):
         return kernel
+    if not isinstance(kernel, str) and hasattr(kernel, "transform"):
+        if params:
+            raise InvalidInputError(
+                f"kernel parameters {sorted(params)} cannot be passed with a feature map; set "
+                "them on the transformer."
+            )
+        return _feature_map_kernel(kernel, X, nonnegative)
     if callable(kernel):
         if params:
             raise InvalidInputError(
@@ -465,4 +532,10 @@ register_kernel(
 )
 register_kernel(KernelEntry("cosine", _cosine_factory, "<x, y> / (||x|| ||y||)"))
 register_kernel(KernelEntry("precomputed", _precomputed_factory, "X holds kernel rows"))
-register_kernel(KernelEntry("pck", _pck_factory, "probabilistic cluster kernel of a fitted model"))
+register_kernel(
+    KernelEntry(
+        "pck",
+        _pck_factory,
+        "probabilistic cluster kernel of a fitted model (or of a default one fitted on X)",
+    )
+)

@@ -1,13 +1,42 @@
-"""Rules of thumb for Gaussian kernel widths (NumPy only; no Dask, no I/O).
+"""Rules of thumb for kernel widths and neighbour ranks (NumPy/SciPy only; no Dask, no I/O).
 
-Two Silverman rules are in use, and they are not the same formula, so each has a name that
-says which it is:
+Every default width rule and neighbour rank of the package is declared here, once, with its
+reason; estimators and kernels import them rather than writing the numbers again.
+
+**RBF width.** :func:`sigma_rule_of_thumb` is the one rule: ``sigma = fraction × the median
+pairwise distance`` (on a uniform sample of ``RULE_OF_THUMB_SAMPLE`` rows). The fraction is
+the one thing methods disagree on, each for a stated reason (the example jobs in ``jobs/`` rely
+on every one of them, so none can change without changing their results):
+
+* ``DEFAULT_SIGMA_FRACTION`` = 1/√2, the median heuristic (2σ² = median²): the generic
+  default of :func:`sigma_rule_of_thumb` and of ``make_kernel('rbf', X)``, and the default of
+  ``KernelPCAEmbedding`` and ``KECA``, whose leading components summarise the data's global
+  shape (one wide width; the wine-rbf-* jobs).
+* ``PCKID_SIGMA_FRACTION`` = 0.2, the PCKID baselines' 20 % of the median distance (Løkse 2020,
+  Paper I, §4.3.1 [Lokse2020]): a local width that separates groups, for ``SpectralClustering`` and
+  ``NystromEmbedding`` (the wider median heuristic merges blobs) and the RBF kernel of
+  ``KernelPersonalizedPageRank`` (the spectral-landsat-nystrom and kppr-wine-rbf jobs).
+* ``THESIS_SIGMA_FRACTION`` = 0.15, the Frey-faces width of Løkse (2014), §10.2.2
+  [Lokse2014]: ``JointRankingClustering``.
+* ``MSSC_SIGMA_FRACTION`` = 0.5, MSSC's h_spec, the partition affinity's width (the global scale of
+  Agersborg 2012, §5.5 [Agersborg2012]): it beat 0.2 with NJW on Samson, Jasper and BSDS 3063
+  (``benchmarks/bench_mssc.py``; the mssc-jasper and mssc-samson jobs).
+* ``KERNEL_KMEANS_SIGMA_FRACTION`` = 0.5: ``KernelKMeans`` and ``KernelCCA`` (the best of 0.2,
+  0.35, 0.5 and 1/√2 for kernel k-means on the defaults suite, ``benchmarks/bench_kernel_kmeans.py``).
+
+**Neighbour ranks.** ``DEFAULT_LOCAL_SCALING_NEIGHBORS`` (7, the k of Zelnik-Manor & Perona 2005
+[ZelnikManor2005]) is the rank of each point's self-tuning width wherever one is measured;
+``DEFAULT_KNN_NEIGHBORS`` (10, the k of scikit-learn's k-NN affinity) is the size of a k-NN graph's
+neighbour lists.
+
+**Gaussian density widths.** Two Silverman rules are in use, and they are not the same
+formula, so each has a name that says which it is:
 
 * :func:`silverman_normal_reference`: Silverman's multivariate normal-reference rule
-  ``(4 / (d + 2))^(1/(d+4)) N^(-1/(d+4)) s`` with ``s`` the mean per-feature standard
-  deviation (the width of :class:`~dkernel.KernelDecompositionClustering`'s Gaussian
+  [Silverman1986] ``(4 / (d + 2))^(1/(d+4)) N^(-1/(d+4)) s`` with ``s`` the mean per-feature
+  standard deviation (the width of :class:`~dkernel.KernelDecompositionClustering`'s Gaussian
   density kernel).
-* :func:`silverman_thesis`: the rule of seed 001, Eq. 5.1,
+* :func:`silverman_thesis`: the rule of Agersborg (2012), Eq. 5.1 [Agersborg2012],
   ``sqrt(tr(Σ)/d) (4 / ((2d + 1) N))^(1/(d+4))`` (the mean shift bandwidth of
   :class:`~dkernel.MeanShift` and :class:`~dkernel.MSSC`).
 
@@ -19,10 +48,108 @@ and the root of the mean variance is at least the mean standard deviation).
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial.distance import pdist
 
 from dkernel.errors import InvalidInputError
 
-__all__ = ["silverman_normal_reference", "silverman_thesis"]
+__all__ = [
+    "DEFAULT_KNN_NEIGHBORS",
+    "DEFAULT_LOCAL_SCALING_NEIGHBORS",
+    "DEFAULT_SIGMA_FRACTION",
+    "MSSC_SIGMA_FRACTION",
+    "PCKID_SIGMA_FRACTION",
+    "RULE_OF_THUMB_SAMPLE",
+    "KERNEL_KMEANS_SIGMA_FRACTION",
+    "THESIS_SIGMA_FRACTION",
+    "median_distance",
+    "sigma_rule_of_thumb",
+    "silverman_normal_reference",
+    "silverman_thesis",
+]
+
+#: The median heuristic, 2σ² = median², i.e. σ = median / √2 (see the module docstring).
+DEFAULT_SIGMA_FRACTION = float(1.0 / np.sqrt(2.0))
+#: The PCKID baselines' 20 % of the median distance (see the module docstring).
+PCKID_SIGMA_FRACTION = 0.2
+#: The 15 % of the median distance of [Lokse2014], §10.2.2 (see the module docstring).
+THESIS_SIGMA_FRACTION = 0.15
+#: MSSC's h_spec: half the median distance (see the module docstring).
+MSSC_SIGMA_FRACTION = 0.5
+#: Kernel k-means and kernel CCA: half the median distance, the best mean ARI of kernel k-means
+#: among 0.2, 0.35, 0.5 and 1/√2 on the 22 labelled sets of ``benchmarks/bench_defaults.py``.
+KERNEL_KMEANS_SIGMA_FRACTION = 0.5
+#: Rows of the uniform sample the median pairwise distance is measured on (O(sample²) pairs).
+RULE_OF_THUMB_SAMPLE = 2000
+
+#: Rank of the neighbour whose distance is a point's self-tuning width (Zelnik-Manor &
+#: Perona's k = 7, [ZelnikManor2005]).
+DEFAULT_LOCAL_SCALING_NEIGHBORS = 7
+#: Neighbours of each point in a k-NN graph (scikit-learn's k-NN affinity uses 10).
+DEFAULT_KNN_NEIGHBORS = 10
+
+
+def median_distance(
+    X: np.ndarray, *, sample_size: int = RULE_OF_THUMB_SAMPLE, seed: int | None = 0
+) -> float:
+    """Median pairwise Euclidean distance, on a uniform sample of at most ``sample_size`` rows.
+
+    Notes
+    -----
+    O(s² p) time and O(s²) memory for ``s = min(N, sample_size)`` rows.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.shape[0] > sample_size:
+        idx = np.random.default_rng(seed).choice(X.shape[0], size=sample_size, replace=False)
+        X = X[idx]
+    d = pdist(X)
+    return float(np.median(d)) if d.size else 0.0
+
+
+def sigma_rule_of_thumb(
+    X: np.ndarray,
+    *,
+    fraction: float = DEFAULT_SIGMA_FRACTION,
+    sample_size: int = RULE_OF_THUMB_SAMPLE,
+    seed: int | None = 0,
+) -> float:
+    """RBF width as ``fraction`` of the median pairwise distance (estimated on a sample).
+
+    The one rule of thumb for the RBF width; the default fraction is the median heuristic
+    (σ = median / √2). Each estimator's own default fraction is one of the constants of this
+    module (see its docstring for who uses which, and why).
+
+    Parameters
+    ----------
+    X : ndarray of shape (N, p)
+    fraction : float
+        Multiple of the median distance.
+    sample_size : int
+        The median is measured on a uniform sample of this many rows (all rows when fewer).
+    seed : int, optional
+        Seeds the sample.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        When every sampled pair coincides (the median distance is zero).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sigma_rule_of_thumb(np.array([[0.0], [1.0], [3.0]]), fraction=0.5)
+    1.0
+    """
+    med = median_distance(X, sample_size=sample_size, seed=seed)
+    if not med > 0:
+        raise ValueError(
+            "The median pairwise distance is 0 (the points coincide), so the RBF rule of thumb "
+            "cannot choose sigma; pass sigma explicitly."
+        )
+    return fraction * med
 
 
 def silverman_normal_reference(X: np.ndarray) -> float:
@@ -48,7 +175,7 @@ def silverman_normal_reference(X: np.ndarray) -> float:
 
     See Also
     --------
-    silverman_thesis : the other rule (seed 001, Eq. 5.1), used by mean shift.
+    silverman_thesis : the other rule ([Agersborg2012], Eq. 5.1), used by mean shift.
 
     Notes
     -----
@@ -66,7 +193,7 @@ def silverman_normal_reference(X: np.ndarray) -> float:
 
 
 def silverman_thesis(X: np.ndarray) -> float:
-    """Silverman's rule as written in seed 001, Eq. 5.1: a scalar Gaussian width.
+    """Silverman's rule as written in Agersborg (2012), Eq. 5.1 [Agersborg2012]: a Gaussian width.
 
     ``h^2 = tr(Σ_X)/d · (4 / ((2d + 1) N))^{2/(d+4)}`` with ``d`` features and ``N`` samples
     (Eq. 5.1 writes one symbol for both; we read the first as the dimension, which makes

@@ -60,7 +60,8 @@ def dense_eigh(
 
     Notes
     -----
-    O(n^3) time and O(n^2) memory: for n beyond a few times 10^4 use a matrix-free solver.
+    O(n^3) time and O(n^2) memory: for n beyond a few times 10^4 use a Nyström (landmark)
+    embedding.
     """
     n = K.shape[0]
     k = n if n_components is None else min(int(n_components), n)

@@ -1,9 +1,9 @@
 """Euclidean and angular k-means, best of ``n_init`` by cost.
 
-Euclidean k-means is scikit-learn's. Angular k-means (KECA's clustering, Jenssen 2010;
-seed 001 Eq. 4.17) maximises the summed cosine between points and their centre; its
-deterministic initialisation takes the pair of points of smallest cosine, then greedily the
-point minimising the summed cosine to the chosen centres. Further restarts use random seeds.
+Euclidean k-means is scikit-learn's. Angular k-means (KECA's clustering, Jenssen 2010 [Jenssen2010];
+Agersborg 2012, Eq. 4.17 [Agersborg2012]) maximises the summed cosine between points and their
+centre; its deterministic initialisation takes the pair of points of smallest cosine, then greedily
+the point minimising the summed cosine to the chosen centres. Further restarts use random seeds.
 """
 
 from __future__ import annotations

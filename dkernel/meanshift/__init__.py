@@ -1,4 +1,5 @@
-"""Mean shift and mean-shift spectral clustering (MSSC) of partitions (seed 001 ch. 2.4, 5)."""
+"""Mean shift and mean-shift spectral clustering (MSSC) of partitions (Agersborg 2012, §2.4 and
+ch. 5 [Agersborg2012])."""
 
 from dkernel._lazy import attach
 

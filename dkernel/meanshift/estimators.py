@@ -1,12 +1,12 @@
 """Scikit-learn-style estimators: :class:`MeanShift` and :class:`MSSC`.
 
-MSSC (seed 001 ch. 5): mean shift splits the data into m partitions (stage one); the
-Cauchy–Schwarz affinity between partitions (Eq. 5.3) with its own, larger bandwidth is
-embedded with KECA or KPCA and clustered with angular or Euclidean k-means (stage two);
-partition labels flow back to the points. For large inputs the first stage runs on seeds
-(grid bins or a k-means pre-partition weighted by counts, 001 §7.1) against a density from a
-sample, and every point is then streamed through mean shift against that stored density to a
-stored mode; ``predict`` does the same for new points.
+MSSC (Agersborg 2012, ch. 5 [Agersborg2012]): mean shift splits the data into m partitions (stage
+one); the Cauchy–Schwarz affinity between partitions (Eq. 5.3) with its own, larger bandwidth is
+embedded with KECA or KPCA and clustered with angular or Euclidean k-means (stage two); partition
+labels flow back to the points. For large inputs the first stage runs on seeds (grid bins or a
+k-means pre-partition weighted by counts, [Agersborg2012], §7.1) against a density from a sample,
+and every point is then streamed through mean shift against that stored density to a stored mode;
+``predict`` does the same for new points.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
-from dkernel.kernels.widths import silverman_thesis
+from dkernel.kernels.aliases import resolve_alias
+from dkernel.kernels.widths import MSSC_SIGMA_FRACTION, silverman_thesis
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.bands import apply_band_norm, resolve_band_norm
 from dkernel.meanshift.graph import (
@@ -84,20 +85,19 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     ----------
     bandwidth : float, optional
         Kernel width h, the standard deviation of the Gaussian kernel; Silverman's rule
-        (001 Eq. 5.1) on the density points when None. scikit-learn's ``MeanShift`` uses a
-        flat kernel, a ball of *radius* h: at the same number the Gaussian is wider (mean
-        squared radius d h² against d h² / (d + 2) in d dimensions), smooths more and finds
-        fewer modes. For the modes of a flat kernel of radius r, pass
-        ``bandwidth = r / sqrt(d + 2)`` (same second moment): on the 10⁶-pixel scene of
-        ``benchmarks/bench_meanshift_scale.py`` (d = 8) that finds the 6 generating classes
-        (ARI 1.000), where h = r finds 4 (ARI 0.87). The modes need not coincide exactly:
-        the two kernels weigh the points differently.
+        ([Agersborg2012], Eq. 5.1) on the density points when None. scikit-learn's ``MeanShift``
+        uses a flat kernel, a ball of *radius* h: at the same number the Gaussian is wider (mean
+        squared radius d h² against d h² / (d + 2) in d dimensions), smooths more and finds fewer
+        modes. For the modes of a flat kernel of radius r, pass ``bandwidth = r / sqrt(d + 2)``
+        (same second moment): on the 10⁶-pixel scene of ``benchmarks/bench_meanshift_scale.py``
+        (d = 8) that finds the 6 generating classes (ARI 1.000), where h = r finds 4 (ARI 0.87). The
+        modes need not coincide exactly: the two kernels weigh the points differently.
     blurring : bool
-        Blurring mean shift (the density points move too; 001 §2.4.2).
+        Blurring mean shift (the density points move too; [Agersborg2012], §2.4.2).
     seeds : {'all', 'grid', 'kmeans'}
         Mode-finding vectors: every density point, the means of occupied grid bins of width
         ``bin_size`` (weighted by counts), or a k-means pre-partition with ``n_seeds``
-        centres weighted by counts (001 §7.1, "three-stage").
+        centres weighted by counts ([Agersborg2012], §7.1, "three-stage").
     n_seeds : int
         Number of k-means centres for ``seeds='kmeans'`` (started from evenly spaced sample
         points: no randomness in the first stage).
@@ -121,7 +121,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         trajectory (0: run every point to convergence).
     bandwidth_factor : float
         Multiplies Silverman's bandwidth when ``bandwidth`` is None (a first stage that
-        over-partitions wants h below the rule of thumb, 001 §6.1.2).
+        over-partitions wants h below the rule of thumb, [Agersborg2012], §6.1.2).
     random_state : int, optional
         Unused by mean shift, which is deterministic; MSSC's second stage uses it.
 
@@ -146,6 +146,24 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of str
         Column names of a DataFrame passed to ``fit`` (absent for other input).
+
+    See Also
+    --------
+    dkernel.MSSC : Mean shift partitions clustered spectrally (stage two).
+    sklearn.cluster.MeanShift : scikit-learn's mean shift (flat kernel, in memory).
+
+    References
+    ----------
+    - Fukunaga & Hostetler (1975), "The estimation of the gradient of a density function, with
+      applications in pattern recognition", *IEEE Transactions on Information Theory* 21(1)
+      [Fukunaga1975]; Cheng (1995), "Mean shift, mode seeking, and clustering", *IEEE TPAMI*
+      17(8) [Cheng1995]: mean shift and its blurring variant.
+    - Comaniciu & Meer (2002), "Mean shift: a robust approach toward feature space analysis",
+      *IEEE TPAMI* 24(5) [Comaniciu2002]: stopping on a known trajectory (``path_radius``).
+    - Agersborg (2012), *Mean Shift Spectral Clustering Using Kernel Entropy Component
+      Analysis*, MSc thesis [Agersborg2012]: §2.4 (Eq. 2.57, the Gaussian step; §2.4.2,
+      blurring), Eq. 5.1 (the bandwidth rule), §6.1.2 (grouping end points relative to their
+      moves), §7.1 (seeds from a pre-partition, new points against the stored density).
     """
 
     def __init__(
@@ -331,20 +349,20 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
 
 
 class MSSC(MeanShift):
-    """Mean Shift Spectral Clustering (seed 001 ch. 5) of mean-shift partitions.
+    """Mean Shift Spectral Clustering of mean-shift partitions ([Agersborg2012], ch. 5).
 
     The defaults are one set, shared with the ``mssc`` job (a test keeps them equal), chosen on
     Samson, Jasper Ridge, the BSDS500 photo 3063 and the Landsat demo scene
     (``benchmarks/bench_mssc_stability.py``): an over-partitioning first stage on a count-weighted
     k-means pre-partition, the size-weighted point-level graph and normalized spectral clustering.
-    The thesis protocol (KECA, ``sigma_fraction=0.2``, Eq. 5.4 normalization, every point a
-    seed) is ``embedding='keca', sigma_fraction=0.2, normalization='cs', seeds='all',
+    The protocol of [Agersborg2012] (KECA, ``sigma_fraction=0.2``, Eq. 5.4 normalization, every
+    point a seed) is ``embedding='keca', sigma_fraction=0.2, normalization='cs', seeds='all',
     density='sample', bandwidth_factor=1.0``.
 
     Parameters
     ----------
     n_clusters : int
-        Number of output clusters (= embedding dimension, as in 001 §5.6).
+        Number of output clusters (= embedding dimension, as in [Agersborg2012], §5.6).
     bandwidth : float, optional
         Mean-shift bandwidth h_ms (``bandwidth_factor`` × Silverman's rule when None).
     sigma : float, optional
@@ -353,15 +371,18 @@ class MSSC(MeanShift):
         the fitted sample (the project's RBF rule of thumb); h_spec is at least ``h_ms``.
         Formerly ``spectral_bandwidth``.
     sigma_fraction : float
-        h_spec, the width of the partition affinity, as a fraction of the median pairwise
-        distance (used when ``sigma`` is None). Formerly ``spectral_fraction``.
-        Default 0.5 (001 §5.5's 'global' scale): with NJW it beats 0.2 (the RBF rule of thumb,
-        DESIGN §3.3) on Samson, Jasper and BSDS 3063.
-    embedding : {'njw', 'kpca', 'keca'}
+        h_spec, the width of the partition affinity, as a fraction of the median pairwise distance
+        (used when ``sigma`` is None). Formerly ``spectral_fraction``. Default 0.5 (the 'global'
+        scale of [Agersborg2012], §5.5; ``dkernel.kernels.widths.MSSC_SIGMA_FRACTION``): with NJW it
+        beats 0.2 (the PCKID baselines' rule of thumb,
+        ``dkernel.kernels.widths.PCKID_SIGMA_FRACTION``) on Samson, Jasper and BSDS 3063.
+    embedding : {'normalized', 'kpca', 'keca'}
         Clustering of the partition affinity: normalized spectral clustering (NJW), KPCA +
         k-means or KECA + angular k-means. NJW takes the top eigenvectors of
         ``D^-1/2 S D^-1/2``, rows to unit length, then k-means; KPCA is centered, with
-        Euclidean k-means; see :func:`~dkernel.meanshift.second_stage`. Default 'njw': dividing
+        Euclidean k-means; see :func:`~dkernel.meanshift.second_stage`. ``'normalized'`` is
+        :class:`~dkernel.SpectralClustering`'s name for NJW (formerly ``'njw'``, still accepted
+        with a ``FutureWarning``). Default 'normalized': dividing
         out each partition's degree keeps a large, spread-out cluster from taking the leading
         axes (KECA at 0.2 scored ARI 0.36/0.17 on standardised Samson/Jasper, NJW 0.64/0.71 over
         5 seeds, k-means 0.61/0.73).
@@ -386,7 +407,7 @@ class MSSC(MeanShift):
         over-partitioning first stage cannot outvote the pixels; 'cs' is the Cauchy–Schwarz
         affinity of Eq. 5.4 (see :func:`~dkernel.meanshift.second_stage`).
     regularization : float
-        'njw' only: every point's degree is raised by ``regularization`` × the mean point
+        'normalized' only: every point's degree is raised by ``regularization`` × the mean point
         degree before the normalization (regularized spectral clustering; 0: plain NJW).
         Default 1.0: plain NJW isolates a few small outlier partitions, different ones for
         different seeds (min pairwise ARI of the demo's label maps over 5 seeds ≈ 0).
@@ -405,12 +426,12 @@ class MSSC(MeanShift):
         ``distributed`` client: a bar on a terminal or in Jupyter, plain lines in a log.
     seeds, n_seeds, density, n_density : see :class:`MeanShift`
         Defaults 'kmeans', 500, 'seeds', 20000: mean shift runs on a count-weighted k-means
-        pre-partition of up to 20000 sampled points (001 §7.1), O(500²) per iteration
+        pre-partition of up to 20000 sampled points ([Agersborg2012], §7.1), O(500²) per iteration
         whatever N.
     bandwidth_factor : float
         Multiplies Silverman's rule when ``bandwidth`` is None. Default 0.5: h_ms is half
-        Silverman's rule, so the first stage over-partitions (001 §6.1.2) and stage two does the
-        merging.
+        Silverman's rule, so the first stage over-partitions ([Agersborg2012], §6.1.2) and stage two
+        does the merging.
     path_radius : float
         See :class:`MeanShift`; default 0.3.
     **mean-shift parameters** : see :class:`MeanShift`.
@@ -433,6 +454,22 @@ class MSSC(MeanShift):
     pixel_partitions_ : ndarray (N,)
         Stage-one partition of every training point.
     labels_ : ndarray (N,)
+
+    See Also
+    --------
+    dkernel.MeanShift : Stage one on its own.
+    dkernel.KECA : KECA of a point kernel (the second stage's embedding, without partitions).
+    dkernel.SpectralClustering : Spectral clustering of the points themselves.
+    dkernel.cluster_image : Clusters a raster with this estimator and writes the label map.
+
+    References
+    ----------
+    - Agersborg (2012), *Mean Shift Spectral Clustering Using Kernel Entropy Component
+      Analysis*, MSc thesis [Agersborg2012]: ch. 5 (MSSC; Eq. 5.3 and 5.4, the Cauchy–Schwarz
+      affinity; §5.5, its global scale; §5.6, clusters = dimensions), ch. 6 (results).
+    - Jenssen (2010) [Jenssen2010]: KECA; Ng, Jordan & Weiss (2002) [Ng2002]: the normalized
+      embedding; Qin & Rohe (2013) [Qin2013]: its regularization; Rahimi & Recht (2008)
+      [Rahimi2008]: the random Fourier features of ``affinity='rff'``.
     """
 
     def __init__(
@@ -441,8 +478,8 @@ class MSSC(MeanShift):
         *,
         bandwidth: float | None = None,
         sigma: float | None = None,
-        sigma_fraction: float = 0.5,
-        embedding: str = "njw",
+        sigma_fraction: float = MSSC_SIGMA_FRACTION,
+        embedding: str = "normalized",
         affinity: str = "auto",
         n_rff: int = 1000,
         n_init: int = 100,
@@ -497,7 +534,8 @@ class MSSC(MeanShift):
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "sigma": [_POSITIVE, None],
         "sigma_fraction": [_POSITIVE],
-        "embedding": [StrOptions({"keca", "kpca", "njw"})],
+        # 'njw': the former name of 'normalized' (a FutureWarning; dkernel.kernels.aliases)
+        "embedding": [StrOptions({"keca", "kpca", "normalized", "njw"})],
         "affinity": [StrOptions({"auto", "exact", "sample", "rff"})],
         "n_rff": [Interval(Integral, 1, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left")],
@@ -581,8 +619,8 @@ class MSSC(MeanShift):
         if h_spec is None:
             from dkernel.kernels import sigma_rule_of_thumb
 
-            # a fraction of the median distance on the sample (the RBF rule of thumb, DESIGN
-            # §3.3): a global scale, larger than h_ms (001 §5.5)
+            # a fraction of the median distance on the sample (the RBF rule of thumb of
+            # dkernel.kernels.widths): a global scale, larger than h_ms ([Agersborg2012], §5.5)
             h_spec = max(
                 sigma_rule_of_thumb(
                     self._fit_sample_,
@@ -681,7 +719,7 @@ class MSSC(MeanShift):
         labels, emb, values, cost = second_stage(
             self.affinity_,
             self.n_clusters,
-            self.embedding,
+            resolve_alias(self.embedding, "embedding", type(self).__name__),
             n_init=self.n_init,
             seed=seed,
             sizes=self.partition_sizes_ if self.normalization == "size" else None,
@@ -741,7 +779,8 @@ def second_stage(
     """MSSC stage two on an m × m partition affinity.
 
     KECA (uncentered, entropy-ordered axes) + angular k-means, centered KPCA + Euclidean
-    k-means, or normalized spectral clustering ('njw'), with ``n_clusters`` dimensions; best
+    k-means, or normalized spectral clustering ('normalized', formerly 'njw'), with
+    ``n_clusters`` dimensions; best
     of ``n_init`` k-means runs by cost.
 
     With ``sizes`` (n_i points per partition), ``A`` must be the size-normalised sums
@@ -750,21 +789,20 @@ def second_stage(
     Its eigenvectors give the point-level KPCA/KECA axes (centering and the entropy terms
     ``ψ_j = λ_j (e_j·sqrt(n))²`` use the point counts), each partition is embedded at
     ``e_j,i sqrt(λ_j / n_i)`` and k-means (Euclidean) weights partitions by their size. Without
-    ``sizes`` every partition counts once (seed 001 ch. 5).
+    ``sizes`` every partition counts once ([Agersborg2012], ch. 5).
 
-    'njw' (Ng, Jordan & Weiss 2002) is the normalized-cut relaxation of the same point-level
-    graph: with ``sizes`` the pair sums ``S_ij = B_ij sqrt(n_i n_j)`` give the degrees
+    'normalized' (Ng, Jordan & Weiss 2002 [Ng2002]) is the normalized-cut relaxation of the same
+    point-level graph: with ``sizes`` the pair sums ``S_ij = B_ij sqrt(n_i n_j)`` give the degrees
     ``d_i = Σ_j S_ij`` (the point degrees summed over C_i), the leading eigenvectors of
     ``D^-1/2 S D^-1/2`` are the point-level ones restricted to partition-constant functions
     (``u_i / sqrt(n_i)`` at each point of C_i), every row is scaled to unit length and k-means
-    weights partitions by ``n_i``. Without ``sizes``, ``A`` is the graph and every partition
-    counts once. Unlike KPCA it divides out each partition's degree, so a large, spread-out
-    cluster does not dominate the leading axes. ``regularization`` = r > 0 adds
-    ``τ = r · mean point degree`` to every point's degree (``d_i + τ n_i``; regularized spectral
-    clustering, Qin & Rohe 2013; Amini et al. 2013): a small, weakly linked group of partitions
-    (an outlier colour, a cloud edge) no longer has an eigenvalue near 1 of its own, so the
-    leading axes and the k-means on them do not depend on which outliers a seed happened to
-    isolate.
+    weights partitions by ``n_i``. Without ``sizes``, ``A`` is the graph and every partition counts
+    once. Unlike KPCA it divides out each partition's degree, so a large, spread-out cluster does
+    not dominate the leading axes. ``regularization`` = r > 0 adds ``τ = r · mean point degree`` to
+    every point's degree (``d_i + τ n_i``; regularized spectral clustering, Qin & Rohe 2013
+    [Qin2013]; Amini et al. 2013 [Amini2013]): a small, weakly linked group of partitions (an
+    outlier colour, a cloud edge) no longer has an eigenvalue near 1 of its own, so the leading axes
+    and the k-means on them do not depend on which outliers a seed happened to isolate.
 
     Returns
     -------
@@ -782,9 +820,10 @@ def second_stage(
     from dkernel.linalg import angular_kmeans, dense_eigh, euclidean_kmeans
     from dkernel.spectral.dense import keca_embedding, kpca_embedding
 
-    check_options(embedding, "embedding", "MSSC", ("keca", "kpca", "njw"))
+    embedding = resolve_alias(embedding, "embedding", "second_stage")
+    check_options(embedding, "embedding", "MSSC", ("keca", "kpca", "normalized"))
     rs = derive_seed(seed, "kmeans2")
-    if embedding == "njw":
+    if embedding == "normalized":
         return _njw_stage(
             A,
             n_clusters,
@@ -851,7 +890,7 @@ def _njw_stage(
         S = A * np.outer(sw, sw)
     deg = S.sum(axis=1)
     if regularization > 0:
-        # regularized spectral clustering (Qin & Rohe 2013): every point's degree + tau, the
+        # regularized spectral clustering ([Qin2013]): every point's degree + tau, the
         # mean point degree times `regularization`; n_i points give n_i tau to partition i
         deg = deg + regularization * float(deg.sum()) / float(n.sum()) * n
     # an isolated (or, with random features, slightly negative) degree: no edges, own row

@@ -1,9 +1,10 @@
 """Numeric kernels of Gaussian mean shift and MSSC (NumPy/SciPy only, no Dask, no I/O).
 
-Sources: seed 001 §2.4 (Eq. 2.57 mean shift step, blurring variant), Eq. 5.1 (Silverman's
-rule, :func:`dkernel.kernels.silverman_thesis`), Eq. 5.3/5.4 (Cauchy–Schwarz partition
-affinity), §6.1.2 ("adaptive thresholding": end points are grouped relative to how far the vectors moved) and §7.1 (seeds from a
-pre-partition, density from a sample, new points run mean shift against the stored density).
+Sources (section and equation numbers of Agersborg 2012 [Agersborg2012]): §2.4 (Eq. 2.57 mean shift
+step, blurring variant), Eq. 5.1 (Silverman's rule, :func:`dkernel.kernels.silverman_thesis`),
+Eq. 5.3/5.4 (Cauchy–Schwarz partition affinity), §6.1.2 ("adaptive thresholding": end points are
+grouped relative to how far the vectors moved) and §7.1 (seeds from a pre-partition, density from a
+sample, new points run mean shift against the stored density).
 
 All functions work on in-memory blocks and bound their temporaries to ``block_rows`` rows
 times the density size, so memory is O(block_rows · n_density), never O(N²).
@@ -18,14 +19,13 @@ from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
+from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
-
-#: Bytes one temporary kernel block may take (rows × density points × itemsize).
-BLOCK_BYTES = 32 * 2**20
 
 
 def _block_rows(n_density: int, itemsize: int) -> int:
-    return int(max(16, min(65536, BLOCK_BYTES // max(1, n_density * itemsize))))
+    """Rows of a temporary kernel block (rows × density points × itemsize)."""
+    return rows_for_budget(SCRATCH_BLOCK_BYTES, n_density, itemsize, low=16, high=65536)
 
 
 def _sq_norms(A: np.ndarray) -> np.ndarray:
@@ -62,7 +62,7 @@ def gaussian_shift(
 
     Notes
     -----
-    O(n m d) time; temporaries bounded to ``BLOCK_BYTES`` per block of rows.
+    O(n m d) time; temporaries bounded to ``SCRATCH_BLOCK_BYTES`` per block of rows.
     """
     P = np.asarray(points, dtype=dtype)
     D = np.asarray(density, dtype=dtype)
@@ -138,11 +138,12 @@ def mean_shift(
 ) -> MeanShiftPaths:
     """Run Gaussian mean shift from ``seeds`` on the density of ``density``.
 
-    Non-blurring (Fukunaga–Hostetler/Cheng): the density points stay fixed and each seed
-    climbs to a mode of the kernel density estimate; a seed stops once its step is below
-    ``tol · h``. Blurring (seed 001 §2.4.2): every iteration also moves the density points
-    themselves one step (the estimate is re-formed from the moved data), which contracts
-    clusters in far fewer iterations; it stops when no point moved more than ``tol · h``.
+    Non-blurring (Fukunaga & Hostetler 1975 [Fukunaga1975]; Cheng 1995 [Cheng1995]): the density
+    points stay fixed and each seed climbs to a mode of the kernel density estimate; a seed stops
+    once its step is below ``tol · h``. Blurring ([Agersborg2012], §2.4.2): every iteration also
+    moves the density points themselves one step (the estimate is re-formed from the moved data),
+    which contracts clusters in far fewer iterations; it stops when no point moved more than
+    ``tol · h``.
 
     Parameters
     ----------
@@ -226,7 +227,7 @@ def group_threshold(
     """Distance below which end points count as one mode ("adaptive thresholding").
 
     ``τ = clip(group_factor · median(moves), floor · h, h / 2)``: relative to how far the
-    mode-finding vectors travelled (seed 001 §6.1.2, footnote 3), never below round-off of
+    mode-finding vectors travelled ([Agersborg2012], §6.1.2, footnote 3), never below round-off of
     the convergence test and never as wide as the kernel (distinct modes of a Gaussian KDE
     are at least ~h apart).
 
@@ -347,12 +348,12 @@ def assign_to_modes(
 ) -> np.ndarray:
     """Run mean shift from each row of ``X`` against a stored density to a stored mode.
 
-    Each point climbs the stored density (non-blurring steps, Eq. 2.57). It stops as soon as
-    it comes within ``path_radius · h`` of a stored trajectory point (the paths of the fit's
-    seeds, whose modes are known: the basin-of-attraction shortcut of Comaniciu & Meer) or
-    when its step falls below ``tol · h``; it then takes the label of the nearest stored
-    trajectory point (the path ends are the modes). With ``path_radius = 0`` every point
-    runs to convergence and takes the label of the nearest stored end point.
+    Each point climbs the stored density (non-blurring steps, Eq. 2.57). It stops as soon as it
+    comes within ``path_radius · h`` of a stored trajectory point (the paths of the fit's seeds,
+    whose modes are known: the basin-of-attraction shortcut of Comaniciu & Meer 2002
+    [Comaniciu2002]) or when its step falls below ``tol · h``; it then takes the label of the
+    nearest stored trajectory point (the path ends are the modes). With ``path_radius = 0`` every
+    point runs to convergence and takes the label of the nearest stored end point.
 
     Parameters
     ----------
@@ -472,7 +473,7 @@ def cs_affinity_exact(
     weights: np.ndarray | None = None,
     dtype: type = np.float64,
 ) -> np.ndarray:
-    """Exact Cauchy–Schwarz affinity between partitions (seed 001 Eq. 5.3), blocked.
+    """Exact Cauchy–Schwarz affinity between partitions ([Agersborg2012], Eq. 5.3), blocked.
 
     ``A_ij = S_ij / sqrt(S_ii S_jj)`` with ``S_ij = Σ_{k∈C_i, l∈C_j} K(x_k, x_l)`` and K the
     Gaussian kernel of width ``bandwidth`` (the spectral bandwidth).
@@ -512,7 +513,7 @@ def cs_normalize(S: np.ndarray) -> np.ndarray:
 def rff_params(
     n_features: int, n_components: int, bandwidth: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Random Fourier features for the Gaussian kernel (Rahimi & Recht).
+    """Random Fourier features for the Gaussian kernel (Rahimi & Recht 2008 [Rahimi2008]).
 
     Returns ``W`` (d, D) with entries N(0, 1/h²) and phases ``b`` (D,) uniform on [0, 2π):
     ``φ(x) = sqrt(2/D) cos(xW + b)`` has ``E[φ(x)·φ(y)] = exp(-||x-y||²/2h²)``.

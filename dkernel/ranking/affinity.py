@@ -18,12 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from dkernel.kernels.registry import DEFAULT_N_REFERENCE, Kernel, make_kernel
+from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS
 
 
 def make_knn_mean_kernel(
     X: Any,
     *,
-    n_neighbors: int = 10,
+    n_neighbors: int = DEFAULT_KNN_NEIGHBORS,
     n_reference: int | None = DEFAULT_N_REFERENCE,
     seed: int | None = 0,
 ) -> Kernel:

@@ -22,6 +22,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel._validation import check_2d_array, check_is_fitted
 from dkernel.errors import InvalidInputError
 from dkernel.ranking.kernelmap import BlockKernel, FeatureMapKernel, PrecomputedKernel
@@ -55,8 +56,8 @@ class Scorer:
         out_dtype = np.dtype(self.dtype)
         out = np.empty((Y.shape[0], self.n_outputs), dtype=out_dtype)
         if self.kind == "feature-map":
-            # posteriors of a sub-block at a time: memory ~64 MiB whatever F is
-            step = max(64, (64 * 2**20) // (4 * max(self.weights.shape[0], 1)))
+            # float32 posteriors of a sub-block at a time, whatever F is
+            step = rows_for_budget(KERNEL_BLOCK_BYTES, self.weights.shape[0], 4, low=64)
             for start in range(0, Y.shape[0], step):
                 G = np.asarray(self.transformer.transform(Y[start : start + step]))
                 out[start : start + step] = self._finish(

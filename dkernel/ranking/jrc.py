@@ -1,4 +1,5 @@
-"""Joint ranking and clustering (Løkse 2014, ch. 8, Alg. 8–10).
+"""Joint ranking and clustering (Løkse 2014, ch. 8, Alg. 8–10 [Lokse2014]; equation and section
+numbers below are the thesis').
 
 With the β-adjusted Laplacian ``L_β = βD + (D − K)`` (β = α/(1−α)) and its eigenpairs in
 ascending order, the embedding ``Z_β = √(β Vol) E Λ^{-1/2}`` satisfies
@@ -8,13 +9,13 @@ columns) with k-means and seeding uniformly over a cluster is ranking by project
 cluster's centroid (§8.3.2).
 
 The same Green's function factors through the normalized kernel ``𝒦 = D^{-1/2} K D^{-1/2}``
-(Paper II): ``L_β^{-1} = D^{-1/2} ((1+β)I − 𝒦)^{-1} D^{-1/2}``, so
+(Løkse 2020, Paper II [Lokse2020]): ``L_β^{-1} = D^{-1/2} ((1+β)I − 𝒦)^{-1} D^{-1/2}``, so
 ``Z_β = √(β Vol) D^{-1/2} E* ((1+β)I − Λ*)^{-1/2}`` with the eigenpairs ``(λ*, E*)`` of 𝒦 has
 the same ``Z_β Z_β^T`` when every eigenvector is kept. The two differ in what a truncation keeps.
 The smallest eigenpairs of the unnormalized ``L_β`` localise on the lowest-degree points (the
 Rayleigh quotient of a point indicator is ``(1+β) d_i − K_ii``), which is why the RBF embedding
-puts a few points along the axes (000 Fig. 10.9) and k-means then returns singleton clusters
-(598 / 1 / 1 on three blobs). The largest eigenpairs of 𝒦 are the random-walk eigenvectors
+puts a few points along the axes ([Lokse2014], Fig. 10.9) and k-means then returns singleton
+clusters (598 / 1 / 1 on three blobs). The largest eigenpairs of 𝒦 are the random-walk eigenvectors
 that spectral clustering uses (the first is constant: column 0 of ``Z_β`` is 1), and they
 carry the PPR operator's largest part; that truncation is the default (``embedding='normalized'``).
 
@@ -35,8 +36,9 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, _fit_con
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_seed, seed_from_random_state
-from dkernel._validation import ParameterConstraintsMixin, check_is_fitted
+from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, is_dask_array
 from dkernel.errors import DKernelWarning, InvalidInputError, ResourceLimitError
+from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, THESIS_SIGMA_FRACTION
 from dkernel.linalg import euclidean_kmeans
 from dkernel.linalg.eigen import fix_signs
 from dkernel.ranking.kernelmap import ADAPTIVE, resolve_kernel
@@ -46,6 +48,7 @@ from dkernel.ranking.kppr import (
     ranking_tags,
     top_normalized_eigenpairs,
     validate_fit_X,
+    validate_new_lazy,
     validate_new_X,
 )
 from dkernel.ranking.ppr import degrees, restart_beta
@@ -61,7 +64,7 @@ class DegenerateClusterWarning(DKernelWarning):
 def jrc_embedding(
     K: np.ndarray, alpha: float, n_components: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """JRC embedding (000 Alg. 8): ``Z_β = √(β Vol) E Λ^{-1/2}``, smallest eigenpairs of L_β.
+    """JRC embedding ([Lokse2014], Alg. 8): ``Z_β = √(β Vol) E Λ^{-1/2}``, smallest pairs of L_β.
 
     Returns
     -------
@@ -126,11 +129,11 @@ def jrc_normalized_embedding(
 class JointRankingClustering(
     ParameterConstraintsMixin, ClusterMixin, TransformerMixin, BaseEstimator
 ):
-    """Joint ranking and clustering on the Green's-kernel embedding (000 Alg. 8–10).
+    """Joint ranking and clustering on the Green's-kernel embedding ([Lokse2014], Alg. 8–10).
 
-    Defaults chosen on 23 data sets (standardised, only ``n_clusters`` given): half-weighted
-    10-NN graph + normalized truncation + ``n_clusters`` components, mean ARI 0.765 (0.763–0.765
-    over random_state 0–2) against 0.095 for the paper's RBF / Laplacian / 3-component setting,
+    Defaults chosen on 23 data sets (standardised, only ``n_clusters`` given): half-weighted 10-NN
+    graph + normalized truncation + ``n_clusters`` components, mean ARI 0.765 (0.763–0.765 over
+    random_state 0–2) against 0.095 for the RBF / Laplacian / 3-component setting of [Lokse2014],
     0.752 for scikit-learn's k-NN spectral clustering and 0.581 for k-means
     (``docs/choosing_defaults.md``).
 
@@ -144,7 +147,7 @@ callable or transformer, default='knn_mean'
         'local_scaling': the registry's adaptive kernels. Every kernel but 'precomputed' is a
         fixed function κ(x, y), so :meth:`transform`, :meth:`predict` and
         :meth:`score_samples` extend to new points. Others as for
-        :class:`~dkernel.KernelPersonalizedPageRank`; the paper (000) uses 'pck' or
+        :class:`~dkernel.KernelPersonalizedPageRank`; the thesis ([Lokse2014], §10.2) uses 'pck' or
         'rbf' with ``embedding='laplacian'`` and ``n_components=3``.
     n_neighbors : int, default=10
         Neighbour rank k of the adaptive kernels (scikit-learn's k-NN spectral clustering uses
@@ -154,23 +157,26 @@ callable or transformer, default='knn_mean'
         ``n_landmarks`` and ``n_neighbors`` for 'landmark' (as for
         :class:`~dkernel.KernelPersonalizedPageRank`).
     alpha : float, default=0.15
-        Restart probability of the random walk (000 uses 0.15; it only reweights the kept
-        components, and 0.01 to 0.9 move the suite's mean ARI by under 0.01).
+        Restart probability of the random walk ([Lokse2014], §9.1.2, uses 0.15; it only
+        reweights the kept components, and 0.01 to 0.9 move the suite's mean ARI by under 0.01).
     embedding : {'normalized', 'laplacian'}, default='normalized'
         Which eigenpairs the truncated ``Z_β`` keeps: the largest of ``D^{-1/2} K D^{-1/2}``
-        (default) or the smallest of ``L_β`` (000 Alg. 8, which localise on low-degree points;
-        mean ARI 0.725 against 0.758 with the default kernel). Identical with all eigenpairs.
+        (default) or the smallest of ``L_β`` ([Lokse2014], Alg. 8, which localise on low-degree
+        points; mean ARI 0.725 against 0.758 with the default kernel). Identical with all
+        eigenpairs.
     n_components : int, optional
-        Embedding dimensions used for clustering and ranking; ``n_clusters`` when None (000
+        Embedding dimensions used for clustering and ranking; ``n_clusters`` when None ([Lokse2014]
         used 3: with 10 or 31 clusters that loses clusters, mean ARI 0.719).
     n_clusters : int, default=3
         Number of k-means clusters.
     n_init : int, default=10
-        k-means restarts (best by inertia; 000 used 100, which costs seconds, not quality, here).
+        k-means restarts (best by inertia; [Lokse2014] used 100, which costs seconds, not
+        quality, here).
     sigma : float, optional
         RBF width (``kernel='rbf'`` only); ``sigma_fraction`` × median distance when None.
     sigma_fraction : float, default=0.15
-        RBF rule of thumb: this fraction of the median pairwise distance (000 uses 0.15).
+        RBF rule of thumb: this fraction of the median pairwise distance ([Lokse2014], §10.2.2,
+        uses 0.15; ``dkernel.kernels.widths.THESIS_SIGMA_FRACTION``).
     random_state : int, optional
 
     Attributes
@@ -203,12 +209,26 @@ callable or transformer, default='knn_mean'
     DegenerateClusterWarning
         When a cluster is empty or holds one point; the message names the fix.
 
+    See Also
+    --------
+    dkernel.KernelPersonalizedPageRank : Ranking alone, with out-of-sample scores at scale.
+    dkernel.SpectralClustering : Clustering alone, on a sparse graph at any N.
+    dkernel.ProbabilisticClusterKernel : The PCK, usable as this estimator's kernel.
+
     Notes
     -----
     O(N^3) time and O(N^2) memory (dense kernel and eigen-solver); k-means O(N k n_init).
     New points: O(n N p) kernel rows in blocks of 4096 rows. ``fit_transform`` (scikit-learn's
     ``TransformerMixin``) is ``fit`` then :meth:`transform` of the same points, which equals
-    ``embedding_`` to rounding.
+    ``embedding_`` to rounding. scikit-learn has no joint ranking and clustering.
+
+    References
+    ----------
+    - Løkse (2014), *Joint ranking and clustering based on Markov Chain transition
+      probabilities learned from data*, MSc thesis [Lokse2014]: ch. 8, Alg. 8–10 (embedding,
+      clustering, ranking), §9.1.2 (``alpha = 0.15``), §10.2 (Frey faces; Fig. 10.8 and 10.9).
+    - Løkse & Jenssen, "Kernel Personalized PageRank", Paper II of Løkse (2020) [Lokse2020]:
+      the Green's function through the normalized kernel (the ``'normalized'`` truncation).
 
     Examples
     --------
@@ -225,7 +245,7 @@ callable or transformer, default='knn_mean'
         self,
         kernel: Any = "knn_mean",
         *,
-        n_neighbors: int = 10,
+        n_neighbors: int = DEFAULT_KNN_NEIGHBORS,
         kernel_params: dict | None = None,
         alpha: float = 0.15,
         embedding: str = "normalized",
@@ -233,7 +253,7 @@ callable or transformer, default='knn_mean'
         n_clusters: int = 3,
         n_init: int = 10,
         sigma: float | None = None,
-        sigma_fraction: float = 0.15,
+        sigma_fraction: float = THESIS_SIGMA_FRACTION,
         random_state: int | None = None,
     ) -> None:
         self.kernel = kernel
@@ -356,9 +376,8 @@ callable or transformer, default='knn_mean'
 
     # -- out of sample --------------------------------------------------------------------
     def _degrees_and_rows(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """``d̂(x) = κ(x, X) 1`` and ``κ(x, X) V`` (V the kept eigenvectors), in row blocks."""
-        check_is_fitted(self, "embedding_")
-        X = validate_new_X(self, X)
+        """``d̂(x) = κ(x, X) 1`` and ``κ(x, X) V`` (V the kept eigenvectors) of validated
+        in-memory rows, in row blocks."""
         n = self.degrees_.size
         basis = np.concatenate([np.ones((n, 1)), self.eigenvectors_], axis=1)
         M = np.atleast_2d(np.asarray(self.kernel_.apply(X, self.kernel_.weights(basis))))
@@ -371,22 +390,78 @@ callable or transformer, default='knn_mean'
             )
         return dh, M[:, 1:].astype(np.float64)
 
-    def transform(self, X: Any) -> np.ndarray:
+    def _out_of_sample(self, X: Any, what: str, mean: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`transform`, :meth:`predict` or :meth:`score_samples` (``what``) of validated
+        in-memory rows: one block of a Dask ``X``."""
+        dh, rows = self._degrees_and_rows(X)
+        Z = self._embed_rows(dh, rows)
+        if what == "transform":
+            return Z
+        if what == "predict":
+            C = self.cluster_centers_
+            d2 = (Z**2).sum(axis=1)[:, None] - 2.0 * Z @ C.T + (C**2).sum(axis=1)[None, :]
+            return np.argmin(d2, axis=1).astype(np.int64)
+        return dh * (Z @ mean) / self.volume_
+
+    def _apply(self, X: Any, what: str, mean: np.ndarray | None = None) -> Any:
+        """``what`` of new points: in memory, or lazily one task per row chunk of a Dask X."""
+        check_is_fitted(self, "embedding_")
+        if not is_dask_array(X):
+            return self._out_of_sample(validate_new_X(self, X), what, mean)
+        import dask
+
+        X = validate_new_lazy(self, X).rechunk({1: -1})
+        model = dask.delayed(self, pure=True)  # one graph key, shipped once to each worker
+        if what == "transform":
+            k = self.embedding_.shape[1]
+            return X.map_blocks(
+                _out_of_sample_block,
+                model,
+                what,
+                mean,
+                chunks=(X.chunks[0], (k,)),
+                dtype=np.float64,
+                meta=np.empty((0, k), dtype=np.float64),
+            )
+        dtype = np.int64 if what == "predict" else np.float64
+        return X.map_blocks(
+            _out_of_sample_block,
+            model,
+            what,
+            mean,
+            drop_axis=1,
+            dtype=dtype,
+            meta=np.empty((0,), dtype=dtype),
+        )
+
+    def transform(self, X: Any) -> Any:
         """Out-of-sample embedding ``z(x)`` (n, n_components); a training point gets its row of
         ``embedding_`` (to rounding).
 
         Parameters
         ----------
-        X : array-like (n, p), or (n, N) kernel rows κ(x, X_fit) for ``kernel='precomputed'``
+        X : array-like or dask.array.Array (n, p), or (n, N) kernel rows κ(x, X_fit) for
+            ``kernel='precomputed'``
+            A Dask array is embedded lazily, one task per row chunk (memory per task: its
+            chunk's kernel rows against the N training points, in blocks of 4096 rows).
+
+        Returns
+        -------
+        ndarray or dask.array.Array (n, n_components)
+            Lazy for Dask input.
 
         Raises
         ------
         InvalidInputError
             Points with zero affinity to the training points, a kept eigenvalue ~0
             ('normalized'; lower n_components), or a non-positive Nyström denominator
-            ``(1+β) d̂(x) − λ`` ('laplacian'; the point is too far from the data).
+            ``(1+β) d̂(x) − λ`` ('laplacian'; the point is too far from the data). For Dask
+            input, when the chunk is computed.
         """
-        dh, rows = self._degrees_and_rows(X)
+        return self._apply(X, "transform")
+
+    def _embed_rows(self, dh: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The Nyström extension ``z(x)`` from ``d̂(x)`` and ``κ(x, X) V``."""
         lam = self.eigenvalues_
         beta, vol = self.beta_, self.volume_
         if self.embedding == "normalized":
@@ -406,26 +481,23 @@ callable or transformer, default='knn_mean'
             )
         return np.sqrt(beta * vol) * (rows / den) / np.sqrt(lam)[None, :]
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: Any) -> Any:
         """Cluster of each new point: the nearest k-means centre of its :meth:`transform`.
 
-        For the training points this is ``labels_``.
+        For the training points this is ``labels_``. Lazy, chunk by chunk, for Dask input.
         """
-        Z = self.transform(X)
-        C = self.cluster_centers_
-        d2 = (Z**2).sum(axis=1)[:, None] - 2.0 * Z @ C.T + (C**2).sum(axis=1)[None, :]
-        return np.argmin(d2, axis=1).astype(np.int64)
+        return self._apply(X, "predict")
 
     def score_samples(
         self, X: Any, seed: Any = None, *, cluster: Any = None, labels: Any = None
-    ) -> np.ndarray:
+    ) -> Any:
         """Out-of-sample PPR scores ``d̂(x) z(x)·m_s / Vol`` for an in-sample seed or a cluster.
 
-        A training point gets its :meth:`rank` score (to rounding).
+        A training point gets its :meth:`rank` score (to rounding). For a Dask ``X`` the
+        scores are lazy, one task per row chunk (memory independent of n).
         """
-        dh, _ = self._degrees_and_rows(X)
-        Z = self.transform(X)
-        return dh * (Z @ self._seed_mean(seed, cluster, labels)) / self.volume_
+        check_is_fitted(self, "embedding_")
+        return self._apply(X, "score", self._seed_mean(seed, cluster, labels))
 
     # -- ranking --------------------------------------------------------------------------
     def _seed_mean(self, seed: Any, cluster: Any, labels: Any) -> np.ndarray:
@@ -445,13 +517,52 @@ callable or transformer, default='knn_mean'
         m = self._seed_mean(seed, cluster, labels)
         return self.degrees_ * (self.embedding_ @ m) / self.volume_
 
+    def cluster_ranking(self, top_k: int = 10) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """In-sample scores for the global seed and every cluster seed, and each cluster's best.
+
+        What the ``jrc`` job stores in ``/ranking`` ([Lokse2014], Fig. 10.8).
+
+        Parameters
+        ----------
+        top_k : int
+            Points listed per cluster and seed.
+
+        Returns
+        -------
+        names : list of str
+            ``'global'``, then ``'cluster_c'`` for c = 0 .. n_clusters - 1.
+        scores : ndarray (N, 1 + n_clusters)
+            :meth:`rank` for each seed.
+        cluster_top : ndarray of int64 (1 + n_clusters, n_clusters, top_k)
+            ``cluster_top[j, c]``: the ``top_k`` best-scored points of cluster c for seed j
+            (score descending, then index ascending), padded with -1.
+        """
+        check_is_fitted(self, "embedding_")
+        clusters = np.arange(self.n_clusters)
+        names = ["global"] + [f"cluster_{c}" for c in clusters]
+        scores = np.stack([self.rank()] + [self.rank(cluster=int(c)) for c in clusters], axis=1)
+        k = int(top_k)
+        top = np.full((len(names), clusters.size, k), -1, dtype=np.int64)
+        for j in range(len(names)):
+            for c in clusters:
+                idx = np.flatnonzero(self.labels_ == c)
+                best = idx[np.lexsort((idx, -scores[idx, j]))[:k]]
+                top[j, c, : best.size] = best
+        return names, scores, top
+
     def top_k_per_cluster(
         self, k: int = 10, seed: Any = None, *, cluster: Any = None
     ) -> dict[int, np.ndarray]:
-        """Indices of the ``k`` best-ranked points in each cluster for one seed (000 Fig. 10.8)."""
+        """The ``k`` best-ranked points of each cluster for one seed ([Lokse2014], Fig. 10.8)."""
         scores = self.rank(seed, cluster=cluster)
         out = {}
         for c in np.unique(self.labels_):
             idx = np.flatnonzero(self.labels_ == c)
             out[int(c)] = idx[np.argsort(-scores[idx], kind="stable")[:k]]
         return out
+
+
+def _out_of_sample_block(
+    block: np.ndarray, model: JointRankingClustering, what: str, mean: np.ndarray | None
+) -> np.ndarray:
+    return model._out_of_sample(block, what, mean)

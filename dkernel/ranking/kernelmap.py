@@ -1,20 +1,23 @@
 """How a ranking estimator evaluates its kernel: a block function or an explicit feature map.
 
 KPPR and JRC need two things from a kernel κ: the in-sample Gram matrix (for the
-eigenpairs) and rows ``κ(x, X_fit)`` for new points (out-of-sample scores). A kernel is one of
+eigenpairs) and rows ``κ(x, X_fit)`` for new points (out-of-sample scores). Every kernel is
+resolved by the kernel registry (:func:`dkernel.kernels.registry.make_kernel`, the package's
+one resolver); this module only checks what a random walk needs of it (a non-negative,
+symmetric affinity) and wraps the result as one of
 
-* a **block function** ``f(X, Y) -> (len(X), len(Y))`` array (the RBF via
-  :func:`dkernel.kernels.rbf_block`, the registry's adaptive ``local_scaling`` and ``knn``
-  kernels, the half-weighted ``knn_mean`` graph of :mod:`dkernel.ranking.affinity`, or any user
-  callable): a new point's score costs O(N p). The adaptive kernels are fixed functions of
-  (x, y) (each point's width is its own neighbour distance among the training points), so a
-  training point scored as a new point gets exactly its in-sample kernel row;
+* a **block function** ``f(X, Y) -> (len(X), len(Y))`` array (the RBF, the adaptive
+  ``local_scaling``, ``knn`` and ``knn_mean`` kernels, or any user callable): a new point's
+  score costs O(N p). The adaptive kernels are fixed functions of (x, y) (each point's width
+  is its own neighbour distance among the training points), so a training point scored as a
+  new point gets exactly its in-sample kernel row;
 * a **precomputed** kernel: the user passes ``K`` to ``fit`` and ``κ(X_new, X_fit)`` rows to
   scoring;
-* an explicit **feature map** ``γ`` with ``κ(x, y) = γ(x)·γ(y)`` (any fitted transformer whose
-  ``transform`` returns it, e.g. :class:`dkernel.gmm.pck.ProbabilisticClusterKernel`, which
-  returns ``Γ/√Z``): the Gram matrix is ``Γ Γ^T`` and a score ``Σ_i α_i κ(x, x_i)`` collapses
-  to ``γ(x)·(Γ^T α)``, O(F) per point (Paper II Prop. 8).
+* an explicit **feature map** ``γ`` with ``κ(x, y) = γ(x)·γ(y)`` (the registry's ``landmark``
+  and ``pck`` kernels, or any fitted transformer whose ``transform`` returns it, e.g.
+  :class:`dkernel.gmm.pck.ProbabilisticClusterKernel`, which returns ``Γ/√Z``): the Gram matrix
+  is ``Γ Γ^T`` and a score ``Σ_i α_i κ(x, x_i)`` collapses to ``γ(x)·(Γ^T α)``, O(F) per point
+  (Løkse 2020, Paper II, Prop. 8 [Lokse2020]).
 
 The resolved objects are small and picklable so Dask can ship them to workers.
 """
@@ -27,19 +30,23 @@ from typing import Any
 
 import numpy as np
 
-from dkernel._feature_maps import make_feature_map
+from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
-from dkernel.kernels import rbf_block, sigma_rule_of_thumb
-from dkernel.kernels.registry import make_kernel
-from dkernel.ranking.affinity import make_knn_mean_kernel
+from dkernel.kernels.registry import Kernel, make_kernel
 
 #: Kernels given by name whose widths adapt to each point's neighbourhood.
 ADAPTIVE = ("knn_mean", "knn", "local_scaling")
 #: Kernel given by name whose explicit features come from the registry (``kernel_params``
 #: ``n_landmarks`` and ``n_neighbors``, the landmarks per point).
 LANDMARK = "landmark"
-#: Every kernel name the ranking estimators accept.
+#: Every kernel name the ranking estimators accept: the registry's kernels that make a
+#: non-negative affinity (not ``cosine``), and ``precomputed`` (checked here).
 KERNEL_NAMES = ("rbf", *ADAPTIVE, LANDMARK, "precomputed", "pck")
+#: The ``kernel_params`` each named kernel takes (the others come from estimator parameters).
+_KERNEL_PARAMS = {
+    **{name: ("n_reference",) for name in ADAPTIVE},
+    LANDMARK: ("n_landmarks", "n_neighbors"),
+}
 
 
 @dataclass
@@ -70,17 +77,6 @@ class BlockKernel:
             stop = min(start + rows, Y.shape[0])
             out[start:stop] = self.cross(Y[start:stop]) @ w.astype(out.dtype, copy=False)
         return out
-
-
-@dataclass
-class RBFBlock:
-    """Picklable RBF block function with a fixed width and dtype."""
-
-    sigma: float
-    dtype: str = "float64"
-
-    def __call__(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        return rbf_block(X, Y, self.sigma, dtype=np.dtype(self.dtype))
 
 
 @dataclass
@@ -148,9 +144,9 @@ class FeatureMapKernel:
         return self.features_fit.T @ coef
 
     def apply(self, Y: np.ndarray, w: np.ndarray, *, rows: int | None = None) -> np.ndarray:
-        """``γ(Y) @ w`` in row sub-blocks of ~64 MiB of features."""
+        """``γ(Y) @ w`` in row sub-blocks of ~64 MiB of float32 features."""
         Y = np.asarray(Y)
-        step = rows or max(64, (64 * 2**20) // (4 * max(w.shape[0], 1)))
+        step = rows or rows_for_budget(KERNEL_BLOCK_BYTES, w.shape[0], 4, low=64)
         parts = []
         for start in range(0, Y.shape[0], step):
             F = self.features(Y[start : start + step])
@@ -172,117 +168,99 @@ def resolve_kernel(
 ) -> tuple[Any, dict[str, Any]]:
     """Resolve an estimator's ``kernel`` parameter against the training data.
 
-    ``n_neighbors`` and ``kernel_params`` (``n_reference``) go to the adaptive kernels
-    (``knn_mean``, ``knn``, ``local_scaling``). Returns the kernel object and a JSON-able
-    description (kind, sigma, n_neighbors, ...).
+    The kernel comes from :func:`~dkernel.kernels.registry.make_kernel`: ``sigma`` and
+    ``sigma_fraction`` go to ``rbf``, ``n_neighbors`` and ``kernel_params`` (``n_reference``)
+    to the adaptive kernels (``knn_mean``, ``knn``, ``local_scaling``), ``kernel_params``
+    (``n_landmarks``, ``n_neighbors``) to ``landmark``, and ``seed`` to every kernel that
+    samples. Returns the kernel object and a JSON-able description (kind, sigma,
+    n_neighbors, ...).
     """
     if sigma is not None and kernel != "rbf":
         raise InvalidInputError(
             f"{owner}: sigma={sigma!r} is the width of kernel='rbf', but kernel={kernel!r}. "
             "Set kernel='rbf' to use it, or leave sigma=None."
         )
-    if isinstance(kernel, str) and kernel in ADAPTIVE:
-        Xa = np.asarray(X, dtype=np.float64)
-        params = dict(kernel_params or {})
-        unknown = sorted(set(params) - {"n_reference"})
-        if unknown:
-            raise InvalidInputError(
-                f"{owner}: unknown kernel_params {unknown} for kernel={kernel!r}; the adaptive "
-                "kernels take n_reference (set n_neighbors on the estimator)."
-            )
-        if n_neighbors is not None:
-            params["n_neighbors"] = n_neighbors
-        if kernel == "knn_mean":
-            resolved = make_knn_mean_kernel(Xa, seed=seed, **params)
-        else:
-            resolved = make_kernel(kernel, Xa, seed=seed, **params)
-        return BlockKernel(RegistryBlock(resolved, dtype), Xa, name=kernel), {
-            "kernel": kernel,
-            **{k: v for k, v in resolved.params.items()},
-        }
-    if isinstance(kernel, str) and kernel == LANDMARK:
-        params = dict(kernel_params or {})
-        unknown = sorted(set(params) - {"n_landmarks", "n_neighbors"})
-        if unknown:
-            raise InvalidInputError(
-                f"{owner}: unknown kernel_params {unknown} for kernel='landmark'; it takes "
-                "n_landmarks and n_neighbors (landmarks per point)."
-            )
-        resolved = make_kernel(LANDMARK, X, seed=seed, **params)
-        G = np.asarray(resolved.feature_map.transform(np.asarray(X)), dtype=np.float64)
-        return FeatureMapKernel(resolved.feature_map, G, name=LANDMARK), {
-            "kernel": LANDMARK,
-            **resolved.params,
-        }
-    if kernel_params:
-        raise InvalidInputError(
-            f"{owner}: kernel_params apply to the adaptive kernels {ADAPTIVE} and to "
-            f"'landmark'; got "
-            f"kernel={kernel!r} with kernel_params={kernel_params!r}."
-        )
-    if isinstance(kernel, str):
-        if kernel == "rbf":
-            Xa = np.asarray(X, dtype=np.float64)
-            s = (
-                sigma
-                if sigma is not None
-                else sigma_rule_of_thumb(Xa, fraction=sigma_fraction, seed=seed)
-            )
-            return BlockKernel(RBFBlock(float(s), dtype), Xa, name="rbf"), {
-                "kernel": "rbf",
-                "sigma": float(s),
-            }
-        if kernel == "precomputed":
-            K = np.asarray(X, dtype=np.float64)
-            if K.ndim != 2 or K.shape[0] != K.shape[1]:
-                raise InvalidInputError(
-                    f"{owner} with kernel='precomputed' needs a square kernel matrix in fit; got "
-                    f"shape {K.shape}."
-                )
-            if not np.allclose(K, K.T, rtol=1e-10, atol=1e-12 * np.abs(K).max()):
-                raise InvalidInputError(f"{owner} needs a symmetric kernel matrix; K != K^T.")
-            if (K < 0).any():
-                raise InvalidInputError(
-                    f"{owner} needs a non-negative affinity matrix (it defines a random walk); "
-                    f"min entry {K.min()!r}."
-                )
-            return PrecomputedKernel(K), {"kernel": "precomputed"}
-        if kernel == "pck":
-            # gmm's estimator, registered by name in dkernel/__init__.py (dkernel._feature_maps)
-            pck = make_feature_map("pck", random_state=seed).fit(X)
-            G = np.asarray(pck.transform(X), dtype=np.float64)
-            return FeatureMapKernel(pck, G, name="pck"), {"kernel": "pck", "n_features": G.shape[1]}
+    named = isinstance(kernel, str)
+    if named and kernel not in KERNEL_NAMES:
         raise InvalidInputError(
             f"The 'kernel' parameter of {owner} must be one of {', '.join(KERNEL_NAMES)}, a "
             f"callable block function or a transformer with transform(); got {kernel!r}."
         )
-    if hasattr(kernel, "transform"):
-        if not _is_fitted(kernel):
-            kernel = kernel.fit(X)
-        G = np.asarray(kernel.transform(X), dtype=np.float64)
-        if G.ndim != 2 or G.shape[0] != np.shape(X)[0]:
-            raise InvalidInputError(
-                f"{owner}: the feature map returned shape {G.shape} for {np.shape(X)[0]} points."
-            )
-        if (G < 0).any():
-            raise InvalidInputError(
-                f"{owner}: the feature map must be non-negative so that κ = γ·γ is a valid "
-                "affinity (PCK posteriors are)."
-            )
-        return (
-            FeatureMapKernel(kernel, G, name=type(kernel).__name__),
-            {"kernel": type(kernel).__name__, "n_features": int(G.shape[1])},
+    params = dict(kernel_params or {})
+    allowed = _KERNEL_PARAMS.get(kernel, ()) if named else ()
+    if params and not allowed:
+        raise InvalidInputError(
+            f"{owner}: kernel_params apply to the adaptive kernels {ADAPTIVE} and to "
+            f"'landmark'; got kernel={kernel!r} with kernel_params={kernel_params!r}."
         )
-    if callable(kernel):
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        takes = (
+            "the adaptive kernels take n_reference (set n_neighbors on the estimator)"
+            if kernel in ADAPTIVE
+            else "it takes n_landmarks and n_neighbors (landmarks per point)"
+        )
+        raise InvalidInputError(
+            f"{owner}: unknown kernel_params {unknown} for kernel={kernel!r}; {takes}."
+        )
+    if named and kernel == "precomputed":
+        return _precomputed(X, owner), {"kernel": "precomputed"}
+    if named and kernel in ADAPTIVE and n_neighbors is not None:
+        params["n_neighbors"] = n_neighbors
+    if named and kernel == "rbf":
+        params.update(sigma=sigma, sigma_fraction=sigma_fraction)
+    if named:
+        params["seed"] = seed
+    # the block kernels keep their training points: float64 for the named ones, as given for
+    # a user callable; feature maps see X as given
+    block_data = named and (kernel == "rbf" or kernel in ADAPTIVE)
+    Xa = np.asarray(X, dtype=np.float64) if block_data else X
+    resolved = make_kernel(kernel, Xa, **params)
+    if resolved.feature_map is not None:
+        return _feature_map(resolved, X, owner)
+    if named:
+        description = {"kernel": resolved.name, **resolved.params}
+    else:
         Xa = np.asarray(X)
-        return BlockKernel(kernel, Xa, name=getattr(kernel, "__name__", "callable")), {
-            "kernel": getattr(kernel, "__name__", "callable")
+        description = {"kernel": getattr(kernel, "__name__", "callable")}
+    return BlockKernel(RegistryBlock(resolved, dtype), Xa, name=description["kernel"]), description
+
+
+def _precomputed(X: Any, owner: str) -> PrecomputedKernel:
+    """A precomputed affinity: square (the registry's check), symmetric and non-negative."""
+    K = np.asarray(X, dtype=np.float64)
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        raise InvalidInputError(
+            f"{owner} with kernel='precomputed' needs a square kernel matrix in fit; got "
+            f"shape {K.shape}."
+        )
+    make_kernel("precomputed", K)
+    if not np.allclose(K, K.T, rtol=1e-10, atol=1e-12 * np.abs(K).max()):
+        raise InvalidInputError(f"{owner} needs a symmetric kernel matrix; K != K^T.")
+    if (K < 0).any():
+        raise InvalidInputError(
+            f"{owner} needs a non-negative affinity matrix (it defines a random walk); "
+            f"min entry {K.min()!r}."
+        )
+    return PrecomputedKernel(K)
+
+
+def _feature_map(resolved: Kernel, X: Any, owner: str) -> tuple[FeatureMapKernel, dict]:
+    """The features of the training points, checked to make a non-negative affinity."""
+    G = np.asarray(resolved.feature_map.transform(np.asarray(X)), dtype=np.float64)
+    if resolved.name == LANDMARK:
+        return FeatureMapKernel(resolved.feature_map, G, name=LANDMARK), {
+            "kernel": LANDMARK,
+            **resolved.params,
         }
-    raise InvalidInputError(
-        f"The 'kernel' parameter of {owner} must be one of {', '.join(KERNEL_NAMES)}, a callable "
-        f"or a transformer; got {kernel!r}."
-    )
-
-
-def _is_fitted(est: Any) -> bool:
-    return any(k.endswith("_") and not k.startswith("_") for k in vars(est))
+    if G.ndim != 2 or G.shape[0] != np.shape(X)[0]:
+        raise InvalidInputError(
+            f"{owner}: the feature map returned shape {G.shape} for {np.shape(X)[0]} points."
+        )
+    if (G < 0).any():
+        raise InvalidInputError(
+            f"{owner}: the feature map must be non-negative so that κ = γ·γ is a valid "
+            "affinity (PCK posteriors are)."
+        )
+    kernel = FeatureMapKernel(resolved.feature_map, G, name=resolved.name)
+    return kernel, {"kernel": resolved.name, "n_features": int(G.shape[1])}

@@ -1,7 +1,8 @@
-"""Kernel Personalized PageRank (Paper II, Løkse & Jenssen): spectral PPR with out-of-sample scores.
+"""Kernel Personalized PageRank: spectral PPR with out-of-sample scores.
 
-Numerics (Paper II §3, notation of DESIGN.md §3.5). With eigenpairs ``(λ*_j, e_j)`` of
-``𝒦 = D^{-1/2} K D^{-1/2}`` and β = α/(1-α):
+Løkse & Jenssen, "Kernel Personalized PageRank", Paper II of Løkse (2020) [Lokse2020]; the
+proposition, definition and section numbers below are that paper's. Numerics (§3): with
+eigenpairs ``(λ*_j, e_j)`` of ``𝒦 = D^{-1/2} K D^{-1/2}`` and β = α/(1-α):
 
 * Green's-kernel embedding ``Z_β = E((1+β)I - Λ*)^{-1/2}`` and
   ``π(α, s) = β D^{1/2} Z Z^T D^{-1/2} s``
@@ -31,6 +32,7 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
+from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel._random import seed_from_random_state
 from dkernel._validation import (
     ParameterConstraintsMixin,
@@ -40,6 +42,7 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
+from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, PCKID_SIGMA_FRACTION
 from dkernel.linalg.eigen import fix_signs
 from dkernel.ranking.kernelmap import ADAPTIVE, KERNEL_NAMES, resolve_kernel
 from dkernel.ranking.ppr import degrees, restart_beta
@@ -85,6 +88,33 @@ def validate_new_X(estimator: Any, X: Any) -> Any:
         estimator, X, reset=False, allow_nan=kernel_allows_nan(estimator.kernel), min_samples=1
     )
     return X.compute() if is_dask_array(X) else X
+
+
+def validate_new_lazy(estimator: Any, X: Any) -> Any:
+    """New points as a Dask array, checked from its metadata only (it stays lazy)."""
+    if is_precomputed(estimator.kernel):
+        n_fit = estimator.degrees_.size
+        if X.ndim != 2 or X.shape[1] != n_fit:
+            raise InvalidInputError(
+                f"kernel='precomputed' scores rows of κ(x, X_fit), shape (n_new, {n_fit}); got "
+                f"shape {X.shape}."
+            )
+        return X
+    return validate_input(
+        estimator, X, reset=False, allow_nan=kernel_allows_nan(estimator.kernel), min_samples=1
+    )
+
+
+def scoring_chunk_rows(model: Any, n_samples: int) -> int:
+    """Rows per task when scoring ``n_samples`` rows with a fitted KPPR: about
+    ``KERNEL_BLOCK_BYTES`` of kernel rows (N_fit values per row, F for a feature map), at
+    least 1024. What the ``kppr`` job cuts in-memory data into
+    (``dask.array.from_array(X, chunks=(rows, p))``) before :meth:`~KernelPersonalizedPageRank.score_seeds`.
+    """
+    check_is_fitted(model, "degrees_")
+    kern = model.kernel_
+    per_row = kern.features_fit.shape[1] if kern.is_feature_map else model.n_samples_fit_
+    return rows_for_budget(KERNEL_BLOCK_BYTES, per_row, 8, low=1024, high=n_samples)
 
 
 def ranking_tags(estimator: Any, tags: Any) -> Any:
@@ -185,7 +215,7 @@ def top_normalized_eigenpairs(
 def prop6_criterion(
     values: np.ndarray, vectors: np.ndarray, d: np.ndarray, beta: float
 ) -> np.ndarray:
-    """``c_i^2 = ‖D^{-1/2} e_i‖^2 / (1 + β - λ*_i)^2`` (Paper II Prop. 6), one per eigenpair."""
+    """``c_i^2 = ‖D^{-1/2} e_i‖^2 / (1 + β - λ*_i)^2`` (Paper II, Prop. 6 [Lokse2020])."""
     norms = np.einsum("ij,ij->j", vectors, vectors / d[:, None])
     return norms / (1.0 + beta - values) ** 2
 
@@ -219,17 +249,17 @@ def select_components(
 
 
 class KernelPersonalizedPageRank(ParameterConstraintsMixin, BaseEstimator):
-    """Kernel Personalized PageRank with Nyström-style out-of-sample scores (Paper II).
+    """Kernel Personalized PageRank with Nyström-style out-of-sample scores ([Lokse2020], Paper II).
 
     Parameters
     ----------
     kernel : {'rbf', 'knn_mean', 'knn', 'local_scaling', 'landmark', 'precomputed', 'pck'}, \
 callable or transformer, default='rbf'
         Affinity kernel (knn_mean, knn and local_scaling adapt to each point's neighbours).
-        'rbf': Gaussian kernel (``sigma`` or the rule of thumb); the default, as in Paper II,
-        whose NDCG evaluation ranks against the exact PPR of the same kernel. 'knn_mean' (the
-        half-weighted symmetric k-NN graph of ``dkernel.ranking.affinity``), 'knn' and
-        'local_scaling' (the registry's adaptive kernels) adapt to each point's neighbour
+        'rbf': Gaussian kernel (``sigma`` or the rule of thumb); the default, as in Paper II
+        [Lokse2020], whose NDCG evaluation ranks against the exact PPR of the same kernel.
+        'knn_mean' (the half-weighted symmetric k-NN graph of ``dkernel.ranking.affinity``),
+        'knn' and 'local_scaling' (the registry's adaptive kernels) adapt to each point's neighbour
         distance; each is a fixed function κ(x, y), so out-of-sample scores stay exact
         extensions (a training point scored as new gets its in-sample score). 'precomputed': ``fit`` takes the
         N×N affinity matrix and scoring takes ``(n_new, N)`` rows κ(x, X_fit). 'pck': a default
@@ -240,20 +270,22 @@ callable or transformer, default='rbf'
         function ``f(X, Y)``. An object with ``transform`` is an explicit feature map
         (``K = γ γ^T``; fitted on X if not fitted yet), scored in O(F) per new point.
     alpha : float, default=0.1
-        Restart probability of the random walk (Paper II uses 0.1).
+        Restart probability of the random walk ([Lokse2020], Paper II, §4, uses 0.1).
     n_components : int or None, default=None
         Number of non-trivial eigenvectors kept (Def. 4); None keeps all that pass
         ``min_eigenvalue``.
     ordering : {'prop6', 'eigenvalue'}, default='prop6'
         Eigenvector ordering: Prop. 6 criterion ``c_i^2`` or eigenvalue.
     min_eigenvalue : float or None, default=0.01
-        Drop eigenpairs with λ* ≤ this (out-of-sample scores divide by λ*; Paper II §4.2).
+        Drop eigenpairs with λ* ≤ this (out-of-sample scores divide by λ*; [Lokse2020], Paper
+        II, §4.2).
         None keeps all (in-sample scores are then the exact PPR).
     sigma : float, optional
         RBF width (``kernel='rbf'`` only); by default ``sigma_fraction`` × median pairwise
         distance.
     sigma_fraction : float, default=0.2
-        RBF rule of thumb: this fraction of the median pairwise distance.
+        RBF rule of thumb: this fraction of the median pairwise distance (the PCKID
+        baselines' 0.2, ``dkernel.kernels.widths.PCKID_SIGMA_FRACTION``).
     n_neighbors : int, default=10
         Neighbour rank k of the adaptive kernels ('knn_mean', 'knn', 'local_scaling').
     kernel_params : dict, optional
@@ -274,7 +306,8 @@ callable or transformer, default='rbf'
         ``Σ d``.
     beta_ : float
     base_score_ : ndarray (N,)
-        Global rank ``d/Vol`` (000 Alg. 7, Prop. 4 base score).
+        Global rank ``d/Vol`` ([Lokse2014], Alg. 7; the base score of [Lokse2020], Paper II,
+        Prop. 4).
     eigenvalues_ : ndarray (k,)
         Kept λ*, in selection order.
     eigenvectors_ : ndarray (N, k)
@@ -293,6 +326,12 @@ callable or transformer, default='rbf'
     feature_names_in_ : ndarray of str
         Column names of a DataFrame passed to ``fit`` (absent for other input).
 
+    See Also
+    --------
+    dkernel.JointRankingClustering : Ranks and clusters on the same Green's-kernel embedding.
+    dkernel.ProbabilisticClusterKernel : The PCK, usable as this estimator's kernel.
+    dkernel.top_k, dkernel.seed_scores : Query the rankings of a ``kppr`` job's store.
+
     Notes
     -----
     ``fit`` costs O(N^3) time and O(N^2) memory (dense eigendecomposition; for a feature map
@@ -301,7 +340,17 @@ callable or transformer, default='rbf'
     kernel and O(F) for a feature map (Prop. 8). With many seeds, :meth:`project` a point once
     (its base score and scaled Def. 2 embedding, k+1 numbers) and score each seed in O(k) as
     ``project(X) @ seed_weights(seed)``. See :mod:`dkernel.ranking.graph` for scoring
-    millions of points through Dask.
+    millions of points through Dask. scikit-learn has no personalized PageRank.
+
+    References
+    ----------
+    - Løkse & Jenssen, "Kernel Personalized PageRank", Paper II of Løkse (2020), *Leveraging
+      Kernels for Unsupervised Learning*, PhD thesis [Lokse2020]: §3, Prop. 1–8, Theorem 1 and
+      Defs. 1–4 (the numbers used above); §4 (NDCG against the exact PPR, ``alpha = 0.1``).
+    - Chung & Zhao (2010), "PageRank and random walks on graphs" [Chung2010]: the closed form of
+      the PPR of ``P = D^{-1} K``; Page et al. (1999) [Page1999]: PageRank.
+    - Løkse (2014), MSc thesis, Alg. 7 [Lokse2014]: the stationary distribution as a global
+      rank (``base_score_``).
 
     Examples
     --------
@@ -322,8 +371,8 @@ callable or transformer, default='rbf'
         ordering: str = "prop6",
         min_eigenvalue: float | None = 0.01,
         sigma: float | None = None,
-        sigma_fraction: float = 0.2,
-        n_neighbors: int = 10,
+        sigma_fraction: float = PCKID_SIGMA_FRACTION,
+        n_neighbors: int = DEFAULT_KNN_NEIGHBORS,
         kernel_params: dict | None = None,
         dtype: str = "float64",
         random_state: int | None = None,
@@ -604,14 +653,19 @@ callable or transformer, default='rbf'
 
         Parameters
         ----------
-        X : array-like (n, p), or (n, N) kernel rows for ``kernel='precomputed'``
+        X : array-like or dask.array.Array (n, p), or (n, N) kernel rows for
+            ``kernel='precomputed'``
+            A Dask array is projected lazily, one task per row chunk (memory per task: the
+            chunk's kernel rows, never all n).
 
         Returns
         -------
-        Z : ndarray (n, k+1)
+        Z : ndarray or dask.array.Array (n, k+1)
             Column 0 is the base score ``d̂(x)/Vol``; columns 1..k are ``β√d̂(x) ẑ'(x)``
             (:meth:`embed_samples` scaled as in Def. 3). In the working precision of the
-            kernel (float32 for a default PCK).
+            kernel (float32 for a default PCK; ``dtype`` for a Dask ``X``). Lazy for Dask
+            input (``dkernel.ranking.graph.project_graph``, the ``kppr`` job's stored
+            projection).
 
         Notes
         -----
@@ -620,6 +674,12 @@ callable or transformer, default='rbf'
         ``z`` reproduces the in-sample scores of the kept components (Nyström property).
         """
         check_is_fitted(self, "degrees_")
+        if is_dask_array(X):
+            from dkernel.ranking.graph import project_graph
+            from dkernel.runtime.progress import active_client
+
+            X = validate_new_lazy(self, X)
+            return project_graph(X, self, dtype=self.dtype, client=active_client())
         X = validate_new_X(self, X)
         basis = self.kernel_.weights(self.score_basis())
         return np.asarray(self.kernel_.apply(X, basis))
@@ -631,7 +691,9 @@ callable or transformer, default='rbf'
 
         Parameters
         ----------
-        X : array-like (n, p), or (n, N) kernel rows for ``kernel='precomputed'``
+        X : array-like or dask.array.Array (n, p), or (n, N) kernel rows for
+            ``kernel='precomputed'``
+            A Dask array is scored lazily, chunk by chunk (:meth:`score_seeds`).
         seed, **seed_kw
             The seed (in sample, a cluster, or ``seed_X`` out of sample).
         component : {'score', 'base', 'restart'}
@@ -639,17 +701,66 @@ callable or transformer, default='rbf'
 
         Returns
         -------
-        scores : ndarray (n,)
+        scores : ndarray or dask.array.Array (n,)
+            float64; lazy for Dask input (computed in ``dtype`` as :meth:`score_seeds`).
 
         Notes
         -----
         O(n N p) for a block kernel; O(n F) for a feature map once ``Γ^T α`` is formed.
         """
         check_is_fitted(self, "degrees_")
+        if is_dask_array(X):
+            weights = self.seed_weights(seed, component=component, **seed_kw)
+            return self.score_seeds(X, weights)[:, 0]
         X = validate_new_X(self, X)
         coef = self.coefficients(seed, component=component, **seed_kw)
         w = self.kernel_.weights(coef)
         return np.asarray(self.kernel_.apply(X, w), dtype=np.float64)
+
+    def score_seeds(self, X: Any, seed_weights: Any) -> Any:
+        """Scores of every row of ``X`` for several seeds at once, chunk by chunk.
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array (n, p), or (n, N) kernel rows for
+            ``kernel='precomputed'``
+            Each row chunk of a Dask array is one task (``dkernel.ranking.graph.score_graph``);
+            the scorer (the kernel and the Prop. 8 weights) is shipped once, scattered to the
+            workers of an active ``distributed`` client.
+        seed_weights : array-like (k+1,) or (k+1, m)
+            ``[1; m'_s]`` of each seed (:meth:`seed_weights`, :meth:`seed_weights_for_mean`).
+
+        Returns
+        -------
+        scores : ndarray or dask.array.Array (n, m)
+            float64, computed in ``dtype``; lazy for Dask input. Column j is
+            ``score_samples(X, seed_j)`` to rounding (the seeds' coefficients are formed
+            together).
+
+        Notes
+        -----
+        Per row: O(N_fit p) (block kernel) or O(F) (feature map) for each of m seeds, or, with
+        more seeds than k+1, the projection once (O(F (k+1))) and O(k) per seed
+        (``dkernel.ranking.graph.scorer_for_seeds``). Memory per task: its chunk's kernel rows
+        in blocks of 4096 rows; independent of n.
+        """
+        from dkernel.ranking.graph import score_graph, scorer_for_seeds
+
+        check_is_fitted(self, "degrees_")
+        W = np.asarray(seed_weights, dtype=np.float64)
+        W = W[:, None] if W.ndim == 1 else W
+        if W.ndim != 2 or W.shape[0] != self.n_components_ + 1:
+            raise InvalidInputError(
+                f"seed_weights must have {self.n_components_ + 1} rows (1 + n_components); "
+                f"got shape {W.shape}."
+            )
+        scorer = scorer_for_seeds(self, W, dtype=self.dtype)
+        if is_dask_array(X):
+            from dkernel.runtime.progress import active_client
+
+            X = validate_new_lazy(self, X)
+            return score_graph(X, scorer, client=active_client()).astype(np.float64)
+        return np.asarray(scorer(validate_new_X(self, X)), dtype=np.float64)
 
     def embed_samples(self, X: Any) -> np.ndarray:
         """Out-of-sample embeddings ``ẑ'`` (Def. 2) of new points, restart dimensions only."""

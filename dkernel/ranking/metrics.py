@@ -1,4 +1,5 @@
-"""Ranking metrics: NDCG@k against a reference (Paper II §4), score cosine (Paper I §4.4)."""
+"""Ranking metrics: NDCG@k against a reference (Løkse 2020, Paper II, §4 [Lokse2020]; NDCG:
+Järvelin & Kekäläinen 2002 [Jarvelin2002]) and the score cosine ([Lokse2020], Paper I, §4.4)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ def ndcg_at_k(
 ) -> float:
     """NDCG@k of the ranking induced by ``scores`` with ``relevance`` as graded gains.
 
-    Paper II uses the exact PPR scores as the relevance of each point; DCG@k sums the gains of
-    the top-k ranked points discounted by ``1/log2(rank + 1)`` and is divided by the ideal DCG
-    (scikit-learn's :func:`~sklearn.metrics.ndcg_score`, ties averaged).
+    [Lokse2020], Paper II, uses the exact PPR scores as the relevance of each point; DCG@k sums the
+    gains of the top-k ranked points discounted by ``1/log2(rank + 1)`` and is divided by the ideal
+    DCG (scikit-learn's :func:`~sklearn.metrics.ndcg_score`, ties averaged).
 
     Parameters
     ----------
@@ -27,7 +28,7 @@ def ndcg_at_k(
     scores : (n,) predicted scores (e.g. KPPR).
     k : int
     exclude : int or array of int, optional
-        Points left out of the ranking (the seed itself, Paper II §4.2).
+        Points left out of the ranking (the seed itself, [Lokse2020], Paper II, §4.2).
 
     Examples
     --------
@@ -124,7 +125,7 @@ def ndcg_at_k_columns(
 
 
 def score_cosine(a: np.ndarray, b: np.ndarray) -> float:
-    """Cosine of the angle between two score vectors (Paper I §4.4).
+    """Cosine of the angle between two score vectors ([Lokse2020], Paper I, §4.4).
 
     Examples
     --------

@@ -1,15 +1,16 @@
 """Exact Personalized PageRank on a kernel graph (NumPy/SciPy only).
 
 With ``P = D^{-1} K`` (K symmetric, non-negative; ``d = K 1``), restart probability α and
-seed ``s``, the PPR is the fixed point of ``r <- (1 - α) P^T r + α s``. Chung and Zhao (2010;
-Paper II Eq. 2) give it in closed form
+seed ``s``, the PPR is the fixed point of ``r <- (1 - α) P^T r + α s``. Chung and Zhao (2010)
+[Chung2010] give it in closed form (Løkse 2020, Paper II, Eq. 2 [Lokse2020])
 
     π(α, s) = β D^{1/2} G_β D^{-1/2} s,   G_β = ((1 + β) I - 𝒦)^{-1},  𝒦 = D^{-1/2} K D^{-1/2},
 
 with β = α / (1 - α). :func:`ppr_exact` solves the symmetric positive definite system (no
 inverse is formed); :func:`ppr_power` runs the power iteration as a cross-check and for
 kernels given as an explicit feature map (``K = Γ Γ^T``), where only mat-vecs are needed.
-The global rank of 000 Alg. 7 is the stationary distribution without restarts, ``d / Vol``.
+The global rank of Løkse (2014), Alg. 7 [Lokse2014] is the stationary distribution without
+restarts, ``d / Vol``.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def degrees(K: np.ndarray | None = None, *, features: np.ndarray | None = None) 
 
 
 def global_rank(K: np.ndarray | None = None, *, features: np.ndarray | None = None) -> np.ndarray:
-    """Global rank (000 Alg. 7): the stationary distribution ``π = d / Vol`` of ``P = D^{-1} K``.
+    """Global rank ([Lokse2014], Alg. 7): the stationary ``π = d / Vol`` of ``P = D^{-1} K``.
 
     Notes
     -----
@@ -83,7 +84,7 @@ def _seed_matrix(s: np.ndarray, n: int) -> np.ndarray:
 
 
 def ppr_exact(K: np.ndarray, s: np.ndarray, alpha: float) -> np.ndarray:
-    """Exact PPR by one Cholesky solve in the Chung–Zhao form.
+    """Exact PPR by one Cholesky solve in the Chung–Zhao form [Chung2010].
 
     Parameters
     ----------
@@ -102,7 +103,7 @@ def ppr_exact(K: np.ndarray, s: np.ndarray, alpha: float) -> np.ndarray:
     Notes
     -----
     O(N^3) time and O(N^2) memory (one Cholesky factorisation of ``(1+β)I - 𝒦``, which is
-    positive definite for every symmetric non-negative K: Paper II Prop. 1).
+    positive definite for every symmetric non-negative K: [Lokse2020], Paper II, Prop. 1).
     """
     K = _check_square(K, "ppr_exact")
     beta = restart_beta(alpha, "ppr_exact")
@@ -128,7 +129,7 @@ def ppr_power(
     tol: float = 1e-13,
     max_iter: int = 20000,
 ) -> np.ndarray:
-    """PPR by power iteration ``r <- (1 - α) K D^{-1} r + α s`` (Paper II Eq. 1).
+    """PPR by power iteration ``r <- (1 - α) K D^{-1} r + α s`` ([Lokse2020], Paper II, Eq. 1).
 
     Parameters
     ----------

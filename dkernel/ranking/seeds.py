@@ -1,9 +1,9 @@
 """Seed distributions for personalized ranking.
 
-A seed ``s`` is a non-negative vector over the in-sample points with ``sum(s) = 1``. Users
-give it as an index, a list of indices, a boolean mask, a weight vector, or a cluster label
-(uniform over the points carrying that label; 000 §8.3.2); ``None`` means the uniform
-"global" seed over all points.
+A seed ``s`` is a non-negative vector over the in-sample points with ``sum(s) = 1``. Users give it
+as an index, a list of indices, a boolean mask, a weight vector, or a cluster label (uniform over
+the points carrying that label; Løkse 2014, §8.3.2 [Lokse2014]); ``None`` means the uniform "global"
+seed over all points.
 """
 
 from __future__ import annotations

@@ -187,7 +187,8 @@ def _local_client(n_workers: int, threads: int, processes: bool, memory_limit: A
         silence_logs=logging.ERROR,
     )
     if client.cluster is not None:
-        _EMBEDDED[client.scheduler.address] = client.cluster
+        # the address the client connected to (Client._start reads the same property)
+        _EMBEDDED[client.cluster.scheduler_address] = client.cluster
     return client
 
 

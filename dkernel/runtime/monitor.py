@@ -88,7 +88,7 @@ class ResourceMonitor:
 
     def summary(self) -> dict[str, Any]:
         """``{"n_tasks", "n_workers", "peak_worker_memory", "workers": {...}}`` (bytes)."""
-        workers = {}
+        workers: dict[str, dict[str, Any]] = {}
         for addr in sorted(set(self._end) | set(self._peak)):
             end = self._end.get(addr, {})
             start = self._start.get(addr, {})

@@ -3,6 +3,7 @@
 :mod:`dkernel.schema.params` holds :class:`~dkernel.schema.params.Param` and the validation
 of user mappings against a tuple of them; :mod:`dkernel.schema.estimator` derives such a tuple
 from a scikit-learn-style estimator's ``_parameter_constraints``, signature and docstring;
-:mod:`dkernel.schema.export` writes them out as JSON Schema. The package sits below
-``io`` and ``jobs`` and imports neither.
+:mod:`dkernel.schema.export` writes them out as JSON Schema; ``dkernel.schema.cache`` keeps
+the derivations that the light commands read without importing scikit-learn. The package sits
+below ``io`` and ``jobs`` and imports neither.
 """

@@ -4,7 +4,9 @@ An estimator declares each parameter once: its default in ``__init__``, its type
 ``_parameter_constraints`` (scikit-learn's), its meaning in the numpydoc ``Parameters``
 section of the class docstring. :class:`EstimatorSchema` reads the three into a tuple of
 :class:`~dkernel.schema.params.Param` for a job step, and builds the estimator back from the
-validated parameters.
+validated parameters. A step names its estimator by import path, and the derivation is read
+from the stored copy (``dkernel.schema.cache``, kept equal to this derivation by a test), so
+that listing and validating jobs does not import scikit-learn.
 
 Constraint → ``Param``: ``Interval(Integral, ...)`` → ``'int'``, ``Interval(Real, ...)`` →
 ``'float'`` (bounds and open/closed ends kept), ``StrOptions`` → ``'str'`` with choices (the
@@ -21,9 +23,12 @@ import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from numbers import Integral, Real
 from typing import Any
 
+from dkernel._lazy import resolve
+from dkernel.schema import cache
 from dkernel.schema.params import REQUIRED, Param
 
 #: Estimator parameters a job supplies itself: ``random_state`` is the job's ``seed`` and
@@ -46,8 +51,12 @@ class EstimatorSchema:
 
     Parameters
     ----------
-    estimator : type
-        A scikit-learn-style estimator class with ``_parameter_constraints``.
+    source : type or str
+        A scikit-learn-style estimator class with ``_parameter_constraints``, or its import
+        path ``'package.module:Class'``. A path is imported only to build the estimator (or
+        to derive what the stored derivation lacks): the parameters come from
+        ``dkernel.schema.cache``, so a job step declares them without importing
+        scikit-learn.
     prefix : str
         Prefix of the job parameter names (``'pck_'``: ``pck_n_inits`` is ``n_inits``), for a
         step that configures a second estimator.
@@ -64,21 +73,48 @@ class EstimatorSchema:
         estimator has a default. A replaced ``default`` is a second default: avoid it.
     """
 
-    estimator: type
+    source: type | str
     prefix: str = ""
     include: tuple[str, ...] | None = None
     exclude: Mapping[str, str] = field(default_factory=dict)
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
+    @property
+    def path(self) -> str:
+        """The estimator's import path, ``'package.module:Class'``."""
+        if isinstance(self.source, str):
+            return self.source
+        return f"{self.source.__module__}:{self.source.__qualname__}"
+
+    @cached_property
+    def estimator(self) -> type:
+        """The estimator class (imported on first use when given by path)."""
+        return resolve(self.source) if isinstance(self.source, str) else self.source
+
+    def _stored(self) -> dict[str, Any] | None:
+        """The stored derivation of a class given by path (None for a class or a path the
+        cache lacks: derived from the class then)."""
+        if not isinstance(self.source, str):
+            return None
+        entry = cache.lookup("estimators", self.source)
+        return None if entry is cache.MISSING else entry
+
+    def _param(self, name: str) -> Param:
+        entry = self._stored()
+        if entry is not None and name in entry["params"]:
+            return cache.decode_param(self.prefix + name, entry["params"][name])
+        return derive_param(self.estimator, name, prefix=self.prefix)
+
     def names(self) -> tuple[str, ...]:
         """Estimator parameter names in the job's schema, in signature order."""
-        signature = _signature(self.estimator)
+        entry = self._stored()
+        signature = entry["signature"] if entry is not None else list(_signature(self.estimator))
         names = self.include if self.include is not None else tuple(signature)
         unknown = sorted((set(names) | set(self.exclude) | set(self.overrides)) - set(signature))
         if unknown:
+            owner = self.path.rpartition(":")[2].rpartition(".")[2]
             raise SchemaDerivationError(
-                f"{self.estimator.__name__} has no parameters {unknown}; its parameters are "
-                f"{', '.join(signature)}."
+                f"{owner} has no parameters {unknown}; its parameters are {', '.join(signature)}."
             )
         return tuple(n for n in names if n not in self.exclude and n not in JOB_SUPPLIED)
 
@@ -87,7 +123,7 @@ class EstimatorSchema:
         """The derived ``Param`` of every exposed parameter, overrides applied."""
         out = []
         for name in self.names():
-            param = derive_param(self.estimator, name, prefix=self.prefix)
+            param = self._param(name)
             changes = dict(self.overrides.get(name, {}))
             bad = sorted(set(changes) - _OVERRIDABLE)
             if bad:
@@ -106,6 +142,29 @@ class EstimatorSchema:
             if self.prefix + name in params and name not in fixed
         }
         return self.estimator(**kwargs, **fixed)
+
+
+def estimator_entry(estimator: type) -> dict[str, Any]:
+    """What ``dkernel.schema.cache`` stores of an estimator: its signature and the encoded
+    ``Param`` of every parameter a job spec can express (the others are left out)."""
+    signature = list(_signature(estimator))
+    params = {}
+    for name in signature:
+        try:
+            params[name] = cache.encode_param(derive_param(estimator, name))
+        except SchemaDerivationError:
+            continue
+    return {"signature": signature, "params": params}
+
+
+def derive_requested() -> dict[str, dict[str, Any]]:
+    """Every value asked of ``dkernel.schema.cache`` in this process, derived now from its
+    module (imported here): what ``derived.json`` must hold once every job step and reader
+    is imported."""
+    return {
+        "estimators": {p: estimator_entry(resolve(p)) for p in cache.requested("estimators")},
+        "constants": {p: cache.encode(resolve(p)) for p in cache.requested("constants")},
+    }
 
 
 def _signature(estimator: type) -> dict[str, inspect.Parameter]:
@@ -204,7 +263,8 @@ _ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|obj):`~?([^`]+)`")
 _LITERAL = re.compile(r"``([^`]+)``")
 #: Parentheticals that cite the sources (kept in the docstrings, not in the CLI's one line).
 _CITATION = re.compile(
-    r"\s*\((?:[^()]*\b(?:00\d|Eq\.|Paper [IV]+|Alg\.|Fig\.|Def\.|Prop\.|DESIGN)|[^()]*§)[^()]*\)"
+    r"\s*\((?:[^()]*\b(?:00\d|Eq\.|Paper [IV]+|Alg\.|Fig\.|Def\.|Prop\.)|[^()]*§"
+    r"|[^()]*\[[A-Z][A-Za-z]*\d{4}[a-z]?\])[^()]*\)"  # or a key of docs/references.md
 )
 #: A sentence ends at ``. `` before a capital, a digit or a quote, except after the
 #: abbreviations that cite (``Eq. 5``, ``Prop. 6``) or abbreviate (``e.g. 5``).

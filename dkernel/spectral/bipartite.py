@@ -3,7 +3,7 @@
 The graph (:mod:`dkernel.graphs.landmark`) joins each of N points to its K nearest of p
 landmarks with weights ``B`` (N × p, K non-zeros a row). The normalized spectral embedding of
 the bipartite graph ``[[0, B], [Bᵀ, 0]]`` needs only the p × p problem on the landmark side
-(transfer cut; Li et al., CVPR 2012, as U-SPEC uses it):
+(transfer cut; Li et al., CVPR 2012 [Li2012], as U-SPEC [Huang2020] uses it):
 
     W_Y = Bᵀ D_X⁻¹ B,   D_Y = diag(Bᵀ 1),   W_Y v = μ D_Y v,
 

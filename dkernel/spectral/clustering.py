@@ -1,14 +1,14 @@
 """``dkernel.SpectralClustering``: spectral clustering that also predicts new points.
 
 Pipeline: an embedding — by default the exact embedding of a sparse self-tuning k-NN graph
-(:mod:`dkernel.spectral.sparse`) up to ``EXACT_MAX_SAMPLES`` points and the embedding of a
-landmark bipartite graph above (:mod:`dkernel.spectral.bipartite`); with ``n_landmarks``, a
-kernel or a kernel embedding :class:`~dkernel.spectral.nystrom.NystromEmbedding` (KPCA,
-uncentered KPCA, KECA or normalized NJW, any registered kernel) — then k-means on the embedding — Euclidean for KPCA,
-Euclidean on unit-normalized rows for NJW, angular (KECA initialisation, seed 001 Eq. 4.17) for
-KECA. k-means runs on a uniform sample of at most ``kmeans_sample`` embedded points; every
-point (training or new) is then assigned to its nearest centre block by block, so fitting
-N = 10⁶ points never holds more than the (N, k) embedding.
+(:mod:`dkernel.spectral.sparse`) up to ``EXACT_MAX_SAMPLES`` points and the embedding of a landmark
+bipartite graph above (:mod:`dkernel.spectral.bipartite`); with ``n_landmarks``, a kernel or a
+kernel embedding :class:`~dkernel.spectral.nystrom.NystromEmbedding` (KPCA, uncentered KPCA, KECA or
+normalized NJW, any registered kernel) — then k-means on the embedding — Euclidean for KPCA,
+Euclidean on unit-normalized rows for NJW, angular (KECA initialisation, Agersborg 2012, Eq. 4.17
+[Agersborg2012]) for KECA. k-means runs on a uniform sample of at most ``kmeans_sample`` embedded
+points; every point (training or new) is then assigned to its nearest centre block by block, so
+fitting N = 10⁶ points never holds more than the (N, k) embedding.
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ from dkernel._validation import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import DEFAULT_N_LANDMARKS, default_landmark_count
+from dkernel.kernels.widths import (
+    DEFAULT_KNN_NEIGHBORS,
+    DEFAULT_LOCAL_SCALING_NEIGHBORS,
+    PCKID_SIGMA_FRACTION,
+)
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
 from dkernel.rows import take_rows
 from dkernel.spectral.bipartite import fit_bipartite_embedding
@@ -115,8 +120,9 @@ class SpectralClustering(
         RBF width; ``sigma_fraction`` × median pairwise distance when None.
     sigma_fraction : float
         Fraction of the median pairwise distance for the RBF rule of thumb. 0.2 (the PCKID
-        baseline's local width) rather than KernelPCAEmbedding's 1/√2: clustering needs the
-        kernel to separate groups, and the wider median heuristic merges blobs for KECA.
+        baseline's local width, ``dkernel.kernels.widths.PCKID_SIGMA_FRACTION``) rather than
+        KernelPCAEmbedding's 1/√2: clustering needs the kernel to separate groups, and the
+        wider median heuristic merges blobs for KECA.
     approximation : {'auto', 'exact', 'bipartite', 'nystrom'}
         How the embedding is computed. ``'exact'``: the sparse self-tuning k-NN graph of all
         points (a k-NN search and a block eigensolver over N). ``'bipartite'``: each point
@@ -180,6 +186,14 @@ class SpectralClustering(
         Nyström landmarks (every training point on the exact sparse path; None on the
         bipartite path, whose landmarks are k-means centres, ``graph_model_.graph.landmarks``).
 
+    See Also
+    --------
+    dkernel.NystromEmbedding : The kernel embedding of the Nyström path, without clustering.
+    dkernel.PCKSpectralClustering : Spectral clustering on the probabilistic cluster kernel.
+    dkernel.KernelDecompositionClustering : Probabilistic clusters from the same kind of graph.
+    dkernel.MSSC : Spectral clustering of mean-shift partitions, for images.
+    sklearn.cluster.SpectralClustering : scikit-learn's dense spectral clustering (no predict).
+
     Notes
     -----
     Bipartite path: the landmark k-means on ``10 p`` points, one pass of O(N p d) distance
@@ -188,6 +202,20 @@ class SpectralClustering(
     O(n · 3k) memory and a block eigensolver. Nyström: the Nyström passes, O(n m (p + r)) each, plus k-means on ≤ ``kmeans_sample`` rows and
     one assignment pass O(n k^2). Memory: O(block_rows · m + m^2) per worker and the (n, k)
     embedding; never n × n.
+
+    References
+    ----------
+    - Ng, Jordan & Weiss (2002), "On spectral clustering: analysis and an algorithm", *NIPS 14*
+      [Ng2002]: the normalized embedding.
+    - Zelnik-Manor & Perona (2005), "Self-tuning spectral clustering", *NIPS 17*
+      [ZelnikManor2005]: the local-scaling weights of the graphs.
+    - Huang et al. (2020), "Ultra-scalable spectral clustering and ensemble clustering", *IEEE
+      TKDE* 32(6) [Huang2020] (U-SPEC): the landmark bipartite path, solved by the transfer cut
+      of Li, Wu & Chang (2012) [Li2012].
+    - Williams & Seeger (2001) [Williams2001]: the Nyström path; Bengio et al. (2004)
+      [Bengio2004]: out-of-sample extension of the exact path.
+    - Løkse (2020), Paper II, §3 [Lokse2020]: the personalized-PageRank Green's function that
+      weights the ``'green'`` embedding.
 
     Examples
     --------
@@ -229,10 +257,10 @@ class SpectralClustering(
         n_components: int | None = None,
         kernel: Any = None,
         kernel_params: dict | None = None,
-        n_neighbors: int = 7,
-        graph_neighbors: int = 10,
+        n_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
+        graph_neighbors: int = DEFAULT_KNN_NEIGHBORS,
         sigma: float | None = None,
-        sigma_fraction: float = 0.2,
+        sigma_fraction: float = PCKID_SIGMA_FRACTION,
         approximation: str = "auto",
         n_landmarks: int | None = None,
         landmark_neighbors: int = LANDMARK_NEIGHBORS,

@@ -1,9 +1,9 @@
 """Dense spectral embeddings of an in-memory kernel matrix (NumPy only).
 
-KPCA (Schölkopf et al.; PCKID Paper I Eq. 5): center K, take the top eigenpairs,
-``Z = E Λ^{1/2}``. Uncentered KPCA skips the centering. KECA (Jenssen 2010; seed 001 ch. 4):
-eigenpairs of the *uncentered* K ordered by the Rényi-entropy contribution
-``ψ_j = λ_j (e_j^T 1)^2``; keep the top ``n_components``.
+KPCA (Schölkopf et al. 1998 [Scholkopf1998]; PCKID: Løkse 2020, Paper I, Eq. 5 [Lokse2020]): center
+K, take the top eigenpairs, ``Z = E Λ^{1/2}``. Uncentered KPCA skips the centering. KECA (Jenssen
+2010 [Jenssen2010]; Agersborg 2012, ch. 4 [Agersborg2012]): eigenpairs of the *uncentered* K ordered
+by the Rényi-entropy contribution ``ψ_j = λ_j (e_j^T 1)^2``; keep the top ``n_components``.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def keca_embedding(
     Notes
     -----
     ψ_j = λ_j (e_j^T 1)^2 is the contribution of axis j to the Rényi quadratic entropy
-    estimate V = 1^T K 1 / n^2 (seed 001 Eq. 4.7).
+    estimate V = 1^T K 1 / n^2 ([Agersborg2012], Eq. 4.5 and 4.6).
     """
     values, vectors = dense_eigh(np.asarray(K, dtype=np.float64), n_candidates)
     psi = values * (vectors.sum(axis=0) ** 2)

@@ -1,8 +1,8 @@
 """Dense kernel embedding estimators: KPCA (centered / uncentered) and KECA.
 
 The kernel matrix is computed blockwise by a Dask graph (so Dask input and a distributed
-client work as they are), then solved densely; for N beyond a few ×10⁴ use Nyström or a
-matrix-free solver. ``transform`` of new points is the standard out-of-sample formula and runs
+client work as they are), then solved densely; for N beyond a few ×10⁴ use Nyström.
+``transform`` of new points is the standard out-of-sample formula and runs
 chunk by chunk on Dask input (the ``ParallelPostFit`` pattern).
 """
 
@@ -26,8 +26,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from dkernel._budget import check_budget, dense_kernel_cost
 from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, validate_input
 from dkernel.graphs.blocked import blocked_kernel
-from dkernel.kernels.rbf import DEFAULT_SIGMA_FRACTION, sigma_rule_of_thumb
-from dkernel.kernels.registry import DEFAULT_LOCAL_SCALING_NEIGHBORS, make_kernel
+from dkernel.kernels.registry import make_kernel
+from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, DEFAULT_SIGMA_FRACTION
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
 from dkernel.spectral.dense import keca_embedding, kpca_embedding
 
@@ -162,20 +162,19 @@ class _DenseKernelEmbedding(
             what=f"A dense {n} x {n} kernel eigen-solve",
             memory_bytes=memory,
             max_memory=self.max_memory,
-            alternative="Nyström (dkernel.SpectralClustering with n_landmarks) or a "
-            "matrix-free solver over a Zarr-stored kernel.",
+            alternative="Nyström (dkernel.SpectralClustering with n_landmarks).",
         )
         X_local = X.compute() if isinstance(X, da.Array) else X
         self.X_fit_ = np.asarray(X_local, dtype=np.float64)
         if self.kernel == "rbf":
-            self.sigma_ = (
-                float(self.sigma)
-                if self.sigma is not None
-                else sigma_rule_of_thumb(
-                    self.X_fit_, fraction=self.sigma_fraction, seed=self.random_state
-                )
+            self.kernel_ = make_kernel(
+                "rbf",
+                self.X_fit_,
+                sigma=None if self.sigma is None else float(self.sigma),
+                sigma_fraction=self.sigma_fraction,
+                seed=self.random_state,
             )
-            self.kernel_ = make_kernel("rbf", sigma=self.sigma_)
+            self.sigma_ = self.kernel_.params["sigma"]
         else:
             # the dense solve is O(n²) anyway: every training point is a reference point
             self.sigma_ = None
@@ -272,7 +271,8 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     sigma : float, optional
         RBF width; by default ``sigma_fraction`` × the median pairwise distance (on a sample).
     sigma_fraction : float
-        Rule-of-thumb fraction of the median distance; default 1/√2 (the median heuristic).
+        Rule-of-thumb fraction of the median distance; default 1/√2 (the median heuristic,
+        ``dkernel.kernels.widths.DEFAULT_SIGMA_FRACTION``, as ``make_kernel('rbf', X)``).
         The PCKID baselines use 0.2.
     centered : bool
         Center the kernel in feature space (KPCA) or not (uncentered KPCA).
@@ -303,10 +303,24 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     labels_, cluster_centers_ : ndarray
         When ``n_clusters`` is set.
 
+    See Also
+    --------
+    dkernel.KECA : The uncentered axes ordered by entropy, clustered by angle.
+    dkernel.NystromEmbedding : Kernel PCA of a landmark approximation, for large N.
+    dkernel.SpectralClustering : Spectral clustering that predicts new points.
+    sklearn.decomposition.KernelPCA : scikit-learn's kernel PCA.
+
     Notes
     -----
     O(N² p) kernel work (blocked, parallel) plus O(N³) for the dense eigen-solve and O(N²)
     memory; a budget check refuses N beyond the memory limit.
+
+    References
+    ----------
+    - Schölkopf, Smola & Müller (1998), "Nonlinear component analysis as a kernel eigenvalue
+      problem", *Neural Computation* 10(5) [Scholkopf1998]: kernel PCA.
+    - Løkse (2020), *Leveraging Kernels for Unsupervised Learning*, PhD thesis, Paper I, Eq. 5
+      [Lokse2020]: the centred kernel PCA embedding that PCK spectral clustering uses.
 
     Examples
     --------
@@ -372,18 +386,33 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
 
 
 class KECA(_DenseKernelEmbedding):
-    """Kernel entropy component analysis (Jenssen 2010) with angular k-means.
+    """Kernel entropy component analysis (Jenssen 2010 [Jenssen2010]) with angular k-means.
 
     Eigenpairs of the *uncentered* RBF kernel are ordered by their Rényi-entropy contribution
     ``ψ_j = λ_j (e_jᵀ 1)²`` and the top ``n_components`` kept; ``eigen_indices_`` says which
     (0 = largest eigenvalue). With ``n_clusters`` set, ``fit`` clusters the embedding with
-    angular k-means started from the KECA initialisation (seed 001 Eq. 4.17).
+    angular k-means started from the KECA initialisation (Agersborg 2012, Eq. 4.17
+    [Agersborg2012]).
 
     Parameters are those of :class:`KernelPCAEmbedding` without ``centered``.
 
+    See Also
+    --------
+    dkernel.KernelPCAEmbedding : Centred kernel PCA of the same kernel.
+    dkernel.NystromEmbedding : KECA of a landmark approximation (``embedding='keca'``).
+    dkernel.MSSC : KECA (or KPCA, NJW) on mean-shift partitions.
+
     Notes
     -----
-    Same cost as :class:`KernelPCAEmbedding`.
+    Same cost as :class:`KernelPCAEmbedding`. scikit-learn has no KECA.
+
+    References
+    ----------
+    - Jenssen (2010), "Kernel entropy component analysis", *IEEE Transactions on Pattern
+      Analysis and Machine Intelligence* 32(5) [Jenssen2010].
+    - Agersborg (2012), *Mean Shift Spectral Clustering Using Kernel Entropy Component
+      Analysis*, MSc thesis, ch. 4, Eq. 4.5–4.6 (entropy estimate) and Eq. 4.17 (angular
+      k-means initialisation) [Agersborg2012].
     """
 
     _centered = False

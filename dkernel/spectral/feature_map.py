@@ -1,11 +1,12 @@
 """Spectral embeddings of a kernel ``K = Φ Φᵀ`` given by an explicit feature map Φ (N × F).
 
-Centred KPCA: the eigenpairs of ``H K H`` are ``(s², u)`` for the singular triplets ``(u, s, v)``
-of the column-centred ``Φ - 1 mean(Φ)``; the embedding is ``U S`` (Paper I Eq. 5). Normalised
-embedding (Ng–Jordan–Weiss): with degrees ``d = Φ (Φᵀ 1)``, ``D^{-1/2} K D^{-1/2} = B Bᵀ`` with
-``B = D^{-1/2} Φ``, so its eigenvectors are the left singular vectors of B (eigenvalues s², the
-largest is 1). Both are the leading left singular pairs of ``A = diag(w) (Φ - 1 μᵀ)``, with
-``μ`` the column mean (or 0) and ``w = d^{-1/2}`` (or 1); A is never formed.
+Centred KPCA: the eigenpairs of ``H K H`` are ``(s², u)`` for the singular triplets ``(u, s, v)`` of
+the column-centred ``Φ - 1 mean(Φ)``; the embedding is ``U S`` (Løkse 2020, Paper I, Eq. 5
+[Lokse2020]). Normalised embedding (Ng, Jordan & Weiss 2002 [Ng2002]): with degrees
+``d = Φ (Φᵀ 1)``, ``D^{-1/2} K D^{-1/2} = B Bᵀ`` with ``B = D^{-1/2} Φ``, so its eigenvectors are
+the left singular vectors of B (eigenvalues s², the largest is 1). Both are the leading left
+singular pairs of ``A = diag(w) (Φ - 1 μᵀ)``, with ``μ`` the column mean (or 0) and ``w = d^{-1/2}``
+(or 1); A is never formed.
 
 Solvers:
 
@@ -13,12 +14,12 @@ Solvers:
   dtype, summed in float64 over slices of 2048 features, centred / scaled on the N × N matrix,
   then the k leading eigenpairs only (LAPACK ``evr`` with ``subset_by_index``); O(N² F) +
   O(N³) time, O(N²) memory; NumPy input (or Dask input small enough to gather);
-* ``'randomized'`` — Halko et al.'s randomized range finder with ``n_power_iter`` power
-  iterations, run as a subspace iteration on the F side: each iteration is one pass over Φ
-  (``Z = A Q`` and ``Aᵀ Z`` from the same row block), QR of the F × l basis in float64, then
-  one last pass for ``A Q`` and its thin SVD: ``n_power_iter + 2`` passes in all (Halko's
-  two-sided version takes ``2 (n_power_iter + 1)``). Φ stays in its dtype (float32 for PCK);
-  a Dask Φ is streamed (recomputed chunk by chunk from its graph) once per pass;
+* ``'randomized'`` — the randomized range finder of Halko et al. (2011) [Halko2011] with
+  ``n_power_iter`` power iterations, run as a subspace iteration on the F side: each iteration is
+  one pass over Φ (``Z = A Q`` and ``Aᵀ Z`` from the same row block), QR of the F × l basis in
+  float64, then one last pass for ``A Q`` and its thin SVD: ``n_power_iter + 2`` passes in all
+  (Halko's two-sided version takes ``2 (n_power_iter + 1)``). Φ stays in its dtype (float32 for
+  PCK); a Dask Φ is streamed (recomputed chunk by chunk from its graph) once per pass;
   O(N F l) per pass with l = k + ``n_oversamples``, O(N l + F l) memory;
 * ``'auto'`` — the cheaper of the two by :func:`embedding_cost` (flops weighted by the
   measured speed of each kind of work), the Gram route only when its N × N matrix fits

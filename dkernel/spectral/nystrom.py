@@ -1,10 +1,11 @@
 """Nyström spectral embeddings with out-of-sample extension, block by block over Dask chunks.
 
 With m landmarks ``L`` and ``K_mm = U Λ Uᵀ`` (eigenvalues below ``rtol · λ_max`` dropped), every
-point gets the explicit feature map ``φ(x) = Λ^{-1/2} Uᵀ k_m(x)`` whose Gram matrix is the
-Nyström approximation ``K̃ = K_nm K_mm⁺ K_mn`` (DESIGN §3.4; seed 003 §I). The embeddings are
-then exact spectral embeddings *of K̃*, computed from r×r sums over the data
-(``C = Σ φ φᵀ``, ``t = Σ φ``) without any n×n matrix:
+point gets the explicit feature map ``φ(x) = Λ^{-1/2} Uᵀ k_m(x)`` whose Gram matrix is the Nyström
+approximation ``K̃ = K_nm K_mm⁺ K_mn`` (Williams & Seeger 2001 [Williams2001]; kernel PCA as its
+discrete analogue: Szymkowiak-Have et al. 2006, §I [SzymkowiakHave2006]). The embeddings are then
+exact spectral embeddings *of K̃*, computed from r×r sums over the data (``C = Σ φ φᵀ``,
+``t = Σ φ``) without any n×n matrix:
 
 * ``kpca`` (centered): eigenpairs (S, V) of ``C - n μ μᵀ``, μ = t/n; ``z(x) = Vᵀ(φ(x) - μ)``
   (= rows of ``E S^{1/2}``);
@@ -36,10 +37,10 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.cluster import kmeans_plusplus
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from dkernel._random import derive_rng, seed_from_random_state
+from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
+from dkernel._random import seed_from_random_state
 from dkernel._validation import (
     ParameterConstraintsMixin,
     aligned,
@@ -47,14 +48,12 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import InvalidInputError, NumericalWarning
-from dkernel.kernels.registry import (
-    ADAPTIVE_KERNELS,
-    Kernel,
-    make_kernel,
-    with_landmark_reference,
-)
+from dkernel.graphs import bipartite
+from dkernel.kernels.nystrom import fit_nystrom_landmarks
+from dkernel.kernels.nystrom import nystrom_basis as nystrom_basis
+from dkernel.kernels.registry import ADAPTIVE_KERNELS, Kernel, make_kernel
+from dkernel.kernels.widths import PCKID_SIGMA_FRACTION
 from dkernel.linalg.eigen import dense_eigh
-from dkernel.rows import take_rows
 from dkernel.spectral.normalized import check_degrees, eigengap_hint
 
 EMBEDDINGS = ("kpca", "uncentered", "keca", "normalized")
@@ -65,26 +64,6 @@ DEGREES = ("nystrom", "landmarks")
 # --------------------------------------------------------------------------------------
 # numeric core (NumPy only)
 # --------------------------------------------------------------------------------------
-def nystrom_basis(K_mm: np.ndarray, *, rtol: float = 1e-10) -> np.ndarray:
-    """``W0 = U_r Λ_r^{-1/2}`` from the landmark kernel, dropping eigenvalues below rtol·λ_max.
-
-    ``φ(x) = W0ᵀ k_m(x)``; ``Φ Φᵀ = K_nm K_mm⁺ K_mn``.
-
-    Notes
-    -----
-    O(m^3) time, O(m^2) memory.
-    """
-    values, vectors = dense_eigh(np.asarray(K_mm, dtype=np.float64), clip=False)
-    top = float(values[0]) if values.size else 0.0
-    if not top > 0:
-        raise InvalidInputError(
-            "The landmark kernel matrix has no positive eigenvalue; the kernel is degenerate "
-            "on these landmarks (all points equal?). Check the data or the kernel parameters."
-        )
-    keep = values > rtol * top
-    return vectors[:, keep] / np.sqrt(values[keep])[None, :]
-
-
 def _sub_blocks(n: int, rows: int):
     for r0 in range(0, n, rows):
         yield r0, min(n, r0 + rows)
@@ -215,10 +194,6 @@ def _tree_sum(parts: list, add: Any = _add_sums) -> Any:
 # --------------------------------------------------------------------------------------
 # landmarks
 # --------------------------------------------------------------------------------------
-def _rows(X: Any, idx: np.ndarray) -> np.ndarray:
-    return take_rows(X, idx)
-
-
 def select_landmarks(
     X: Any,
     n_landmarks: int,
@@ -228,7 +203,11 @@ def select_landmarks(
     seed: int | None = 0,
     pool_size: int | None = None,
 ) -> np.ndarray:
-    """Indices of ``n_landmarks`` training points.
+    """Indices of ``n_landmarks`` training points chosen as Nyström landmarks.
+
+    :func:`dkernel.graphs.bipartite.select_landmarks` (the landmark stage of every
+    landmark-based estimator) for ``kernel``: with a precomputed kernel the k-means++ distance
+    is the kernel-induced one.
 
     Parameters
     ----------
@@ -238,53 +217,18 @@ def select_landmarks(
         m; all points (in order) when m >= n.
     kernel : Kernel
     method : {'kmeans++', 'uniform'}
-        ``uniform``: a uniform sample without replacement. ``kmeans++``: k-means++ seeding
-        (D² sampling, scikit-learn's greedy variant) on a uniform pool of ``pool_size`` points
-        (default ``max(10 m, 5000)``), which spreads landmarks over the data; for a
-        precomputed kernel the D² distance is the kernel-induced ``k(x,x) + k(c,c) - 2k(x,c)``.
     seed : int, optional
-
-    Notes
-    -----
-    k-means++ costs O(pool · m) kernel evaluations and O(pool · p) memory.
+    pool_size : int, optional
+        Pool of the k-means++ seeding (default ``max(10 m, 5000)``).
     """
-    n = int(X.shape[0])
-    m = int(n_landmarks)
-    if m >= n:
-        return np.arange(n)
-    rng = derive_rng(seed, "landmarks", method)
-    if method == "uniform":
-        return np.sort(rng.choice(n, size=m, replace=False))
-    pool_n = min(n, int(pool_size or max(10 * m, 5000)))
-    pool = np.sort(rng.choice(n, size=pool_n, replace=False)) if pool_n < n else np.arange(n)
-    P = _rows(X, pool)
-    if not kernel.precomputed:
-        # Euclidean D² sampling in input space (scikit-learn's k-means++ seeding)
-        _, chosen = kmeans_plusplus(
-            np.asarray(P, dtype=np.float64), m, random_state=int(rng.integers(2**31 - 1))
-        )
-        return np.sort(pool[np.asarray(chosen)])
-    # precomputed: D² sampling with the kernel-induced distance k(x,x) + k(c,c) - 2 k(x,c)
-    diag = P[np.arange(pool_n), pool]
-
-    def col(j: int) -> np.ndarray:
-        return P[:, pool[j]]
-
-    first = int(rng.integers(pool_n))
-    chosen = [first]
-    d2 = np.maximum(diag + diag[first] - 2 * col(first), 0)
-    d2[first] = 0
-    while len(chosen) < m:
-        total = d2.sum()
-        if total > 0:
-            nxt = int(rng.choice(pool_n, p=d2 / total))
-        else:  # every remaining point coincides with a landmark: fill uniformly
-            rest = np.setdiff1d(np.arange(pool_n), chosen)
-            nxt = int(rng.choice(rest))
-        chosen.append(nxt)
-        d2 = np.minimum(d2, np.maximum(diag + diag[nxt] - 2 * col(nxt), 0))
-        d2[nxt] = 0
-    return np.sort(pool[np.asarray(chosen)])
+    return bipartite.select_landmarks(
+        X,
+        n_landmarks,
+        method=method,
+        random_state=seed,
+        precomputed=kernel.precomputed,
+        pool_size=pool_size,
+    ).indices
 
 
 # --------------------------------------------------------------------------------------
@@ -309,7 +253,9 @@ class NystromEmbedding(
     sigma : float, optional
         RBF width (shortcut for ``kernel_params={'sigma': ...}``); rule of thumb when None.
     sigma_fraction : float
-        Fraction of the median pairwise distance for the RBF rule of thumb.
+        Fraction of the median pairwise distance for the RBF rule of thumb: 0.2, the PCKID
+        baselines' local width (``dkernel.kernels.widths.PCKID_SIGMA_FRACTION``), as
+        :class:`~dkernel.SpectralClustering`.
     n_landmarks : int
         m; every point when m >= n (the exact embedding).
     landmarks : {'kmeans++', 'uniform'}
@@ -342,11 +288,25 @@ class NystromEmbedding(
         In-sample embedding (lazy for Dask input).
     kernel_ : Kernel
 
+    See Also
+    --------
+    dkernel.KernelPCAEmbedding : Exact kernel PCA of the full kernel (moderate N).
+    dkernel.KECA : Exact KECA of the full kernel.
+    dkernel.SpectralClustering : Clusters this embedding and predicts new points.
+    sklearn.kernel_approximation.Nystroem : scikit-learn's Nyström feature map.
+
     Notes
     -----
     Cost: O(n m (p + r)) time for each of one or two passes over the data (two for
     ``kpca``-free normalized: degrees first), O(m^3) for the landmark eigen-solve and
     O(r^3) for the final one; memory O(block_rows · m + m²) per worker, never n × n.
+
+    References
+    ----------
+    - Williams & Seeger (2001), "Using the Nyström method to speed up kernel machines",
+      *NIPS 13* [Williams2001]: the approximation and its out-of-sample formula.
+    - Schölkopf, Smola & Müller (1998) [Scholkopf1998]: kernel PCA; Jenssen (2010)
+      [Jenssen2010]: KECA; Ng, Jordan & Weiss (2002) [Ng2002]: the normalized embedding.
     """
 
     _parameter_constraints: dict = {
@@ -373,7 +333,7 @@ class NystromEmbedding(
         kernel: Any = "rbf",
         kernel_params: dict | None = None,
         sigma: float | None = None,
-        sigma_fraction: float = 0.2,
+        sigma_fraction: float = PCKID_SIGMA_FRACTION,
         n_landmarks: int = 1000,
         landmarks: str = "kmeans++",
         rtol: float = 1e-10,
@@ -436,19 +396,18 @@ class NystromEmbedding(
         X = validate_input(self, X, reset=True, min_samples=2)
         self._check_components_fit_landmarks(int(X.shape[0]))
         seed = seed_from_random_state(self.random_state)
-        kernel = self._make_kernel(X, seed)
         n = int(X.shape[0])
-        idx = select_landmarks(X, self.n_landmarks, kernel, method=self.landmarks, seed=seed)
-        X_land = _rows(X, idx)
-        L = idx.astype(np.int64) if kernel.precomputed else np.asarray(X_land, dtype=np.float64)
-        if idx.size < n and kernel.name in ADAPTIVE_KERNELS:
-            kernel = with_landmark_reference(kernel, L, n)
-            X_land = L
-        K_mm = kernel.cross(X_land, L)
-        K_mm = 0.5 * (K_mm + K_mm.T)
-        W0 = nystrom_basis(K_mm, rtol=self.rtol)
+        stage = fit_nystrom_landmarks(
+            X,
+            self._make_kernel(X, seed),
+            self.n_landmarks,
+            method=self.landmarks,
+            random_state=seed,
+            rtol=self.rtol,
+        )
+        kernel, idx, L, W0 = stage.kernel, stage.indices, stage.reference, stage.basis
         m = idx.size
-        rows = self.block_rows or max(256, int(32 * 2**20 / (8 * max(m, 1))))
+        rows = self.block_rows or rows_for_budget(SCRATCH_BLOCK_BYTES, m, 8, low=256)
         if self.embedding == "normalized":
             if self.degrees == "nystrom" and m < n:
                 t = self._reduce(X, kernel, L, W0, rows, degrees_only=True)

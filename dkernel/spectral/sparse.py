@@ -1,18 +1,18 @@
 """Exact normalized spectral embedding on a sparse self-tuning k-NN graph, with out-of-sample
 extension.
 
-Every training point is joined to its ``graph_neighbors`` nearest neighbours with the local
-scaling weight ``exp(-d² / (σ_i σ_j))`` (σ = distance to the ``n_neighbors``-th neighbour,
-Zelnik-Manor & Perona 2004); the graph is symmetrised and the leading eigenvectors of
-``D^{-1/2} W D^{-1/2}`` are found by a sparse Lanczos solver (NJW embedding). Weights beyond a
-few σ are negligible, so cutting the kernel at ``graph_neighbors`` ≈ 3 k loses almost nothing
-and keeps memory at O(n · graph_neighbors).
+Every training point is joined to its ``graph_neighbors`` nearest neighbours with the local scaling
+weight ``exp(-d² / (σ_i σ_j))`` (σ = distance to the ``n_neighbors``-th neighbour, Zelnik-Manor &
+Perona 2005 [ZelnikManor2005]); the graph is symmetrised and the leading eigenvectors of
+``D^{-1/2} W D^{-1/2}`` are found by a sparse Lanczos solver (NJW embedding, [Ng2002]). Weights
+beyond a few σ are negligible, so cutting the kernel at ``graph_neighbors`` ≈ 3 k loses almost
+nothing and keeps memory at O(n · graph_neighbors).
 
-A new point x gets the Nyström / Bengio et al. (2004) extension restricted to its neighbours:
-``z(x) = Σ_j w_j u_j / (λ √(d_x d_j))`` with ``w_j`` its local-scaling weights to its nearest
-training points and ``d_x = Σ_j w_j``. A training point queried again finds itself (weight 1)
-among the same neighbours, so ``transform`` on training points reproduces the embedding up to
-the edges that the symmetrisation added.
+A new point x gets the Nyström / Bengio et al. (2004) [Bengio2004] extension restricted to its
+neighbours: ``z(x) = Σ_j w_j u_j / (λ √(d_x d_j))`` with ``w_j`` its local-scaling weights to its
+nearest training points and ``d_x = Σ_j w_j``. A training point queried again finds itself (weight
+1) among the same neighbours, so ``transform`` on training points reproduces the embedding up to the
+edges that the symmetrisation added.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, NumericalWarning
 from dkernel.graphs.knn import build_index, knn_search
 from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance, local_scaling_weights
+from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
 
 _DENSE_EIGEN_MAX = 2500
 #: Restart probability of the 'green' coordinates (0.05-0.3 gave the same mean ARI within 0.003
@@ -151,7 +152,7 @@ def fit_sparse_embedding(
     X: Any,
     n_components: int,
     *,
-    n_neighbors: int = 7,
+    n_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
     graph_neighbors: int | None = None,
     seed: int | None = 0,
     coordinates: str = "njw",

@@ -2,16 +2,16 @@
 
 :mod:`dkernel.storage.store` writes and opens stores, :mod:`dkernel.storage.layout` builds the
 dataset of every group, :mod:`dkernel.storage.query` answers ranking queries from a store.
+The names below are imported on first use (``dkernel._lazy``): the store's light modules
+(side files, leases, path checks) load without xarray and Zarr.
 """
 
-from dkernel.storage.query import seed_scores, top_k
-from dkernel.storage.store import ResultsStore, describe_store, open_results, recorded_path
+from dkernel._lazy import attach
 
-__all__ = [
-    "ResultsStore",
-    "describe_store",
-    "open_results",
-    "recorded_path",
-    "seed_scores",
-    "top_k",
-]
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "query": ["seed_scores", "top_k"],
+        "store": ["ResultsStore", "describe_store", "open_results", "recorded_path"],
+    },
+)

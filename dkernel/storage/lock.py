@@ -74,7 +74,7 @@ _PID_MAX = 1 << 22
 try:  # POSIX
     import fcntl
 except ImportError:  # pragma: no cover  (Windows: heartbeat only)
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # callers test for None before locking
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)

@@ -1,6 +1,6 @@
 """The results store: one Zarr v3 store per job, one group per stage, written via xarray.
 
-Layout (DESIGN.md §5): root attributes hold the provenance (``job`` spec, ``versions``,
+Layout: root attributes hold the provenance (``job`` spec, ``versions``,
 ``git_revision``, ``seed``, ``timings``, ``status``); groups such as ``/input``, ``/kernel``,
 ``/embedding``, ``/labels``, ``/metrics``, ``/gmm``, ``/features``, ``/ranking``, ``/mssc``
 hold the arrays, each built by its builder in :mod:`dkernel.storage.layout`. ``status`` goes
@@ -29,9 +29,9 @@ import stat
 import subprocess
 import traceback
 import warnings
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
@@ -43,6 +43,7 @@ from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
 from dkernel.storage.attributes import describe_variables
 from dkernel.storage.geo import CONVENTIONS
 from dkernel.storage.lock import LEASE_FILE
+from dkernel.storage.paths import check_writable  # noqa: F401  (where it was)
 from dkernel.storage.side_files import (
     SIDE_FILES_ATTR,
     check_scratch_dir,
@@ -173,7 +174,7 @@ class ResultsStore:
             raise
         return cls(path)
 
-    def _root(self, mode: str = "r+") -> zarr.Group:
+    def _root(self, mode: Literal["r", "r+"] = "r+") -> zarr.Group:
         # the writer reads the groups' own metadata, never the consolidated snapshot
         return zarr.open_group(str(self.path), mode=mode, zarr_format=3, use_consolidated=False)
 
@@ -194,7 +195,7 @@ class ResultsStore:
     def record_timing(self, phase: str, seconds: float) -> None:
         """Add one phase's wall time (seconds) to ``timings``."""
         root = self._root()
-        timings = dict(root.attrs.get("timings", {}))
+        timings = dict(_attrs(root).get("timings", {}))
         timings[phase] = round(float(seconds), 4)
         root.attrs["timings"] = timings
 
@@ -207,7 +208,8 @@ class ResultsStore:
             Naming the groups that are missing or whose write did not finish.
         """
         root = self._root()
-        unfinished = [g for g in root.attrs.get("groups", []) if not self.group_complete(g, root)]
+        groups = _attrs(root).get("groups", [])
+        unfinished = [g for g in groups if not self.group_complete(g, root)]
         if unfinished:
             raise StoreError(
                 f"cannot mark {self.path} complete: groups {unfinished} are missing or "
@@ -267,7 +269,7 @@ class ResultsStore:
 
         path = str(self.scratch_dir / f"{name}.zarr")
         stored = zarr.open_array(path, mode="r")
-        counts = [int(c) for c in stored.attrs["counts"]]
+        counts = [int(c) for c in _attrs(stored)["counts"]]
         blocks = [None] * len(counts) if after is None else list(after.to_delayed().ravel())
         if len(blocks) != len(counts):
             raise ValueError(
@@ -394,7 +396,7 @@ class ResultsStore:
         root = zarr.open_group(str(path), mode="r+", zarr_format=3)
         for partial in path.rglob("*.partial"):  # temporary chunk files of a killed writer
             partial.unlink(missing_ok=True)
-        resumes = int(root.attrs.get("resumes", 0)) + 1
+        resumes = int(_attrs(root).get("resumes", 0)) + 1
         root.attrs.update({"status": "running", "resumes": resumes, "resumed": _now()})
         for key in ("error", "traceback", "finished"):
             if key in root.attrs:
@@ -442,7 +444,7 @@ class ResultsStore:
 
     def _register_group(self, group: str) -> None:
         root = self._root()
-        groups = list(root.attrs.get("groups", []))
+        groups = list(_attrs(root).get("groups", []))
         if group not in groups:
             groups.append(group)
             root.attrs["groups"] = groups
@@ -496,6 +498,11 @@ def _mark_group(path: str, group: str, _done: Any) -> None:
     zarr.open_group(path, path=group, mode="r+", zarr_format=3).attrs[GROUP_MARKER] = "complete"
 
 
+def _attrs(node: zarr.Group | zarr.Array) -> dict[str, Any]:
+    """A node's attributes (a copy); their values are dkernel's JSON layout, not typed by zarr."""
+    return node.attrs.asdict()
+
+
 def _noop_delayed() -> Any:
     import dask
 
@@ -511,7 +518,7 @@ def _same_layout(node: zarr.Group, dataset: xr.Dataset) -> bool:
     if set(arrays) != set(dataset.variables):
         return False
     for name, var in dataset.variables.items():
-        arr = arrays[name]
+        arr = arrays[str(name)]  # a key of arrays (the name sets are equal), so a str
         if tuple(arr.shape) != tuple(var.shape):
             return False
         if (
@@ -737,53 +744,12 @@ def failure_cause(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
-def check_writable(path: str | Path) -> None:
-    """Check that a store can be written at ``path`` (before any cluster starts).
-
-    Raises
-    ------
-    StoreError
-        Naming the directory that is not writable (or the file in the way) and the fix.
-    """
-    path = Path(os.path.abspath(path))
-    probe = path
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if not probe.is_dir():
-        raise StoreError(
-            f"cannot create the results store {path}: {probe} is a file, not a directory. "
-            "Choose another output path."
-        )
-    problem = None
-    if not os.access(probe, os.W_OK | os.X_OK):
-        problem = "is not writable by this user"
-    else:  # os.access says yes to root even on read-only mounts: try it
-        import tempfile
-
-        try:
-            fd, name = tempfile.mkstemp(prefix=".dkernel-probe-", dir=probe)
-        except OSError as exc:
-            problem = f"cannot be written ({exc.strerror or exc})"
-        else:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(name)
-    if problem:
-        what = "the store" if probe == path else "its directory"
-        raise StoreError(
-            f"cannot write the results store {path}: {what} {probe} {problem}. Fix its "
-            "permissions or choose another --output."
-        )
-
-
 #: Groups of dense floating-point matrices stored without compression: their values hardly
 #: compress, compressing costs as much as computing a block, and matrix-free solvers re-read them.
 UNCOMPRESSED_GROUPS = ("kernel",)
 
 
-def _encoding(group: str, dataset: xr.Dataset) -> dict[str, dict[str, Any]] | None:
+def _encoding(group: str, dataset: xr.Dataset) -> dict[Hashable, dict[str, Any]] | None:
     if group not in UNCOMPRESSED_GROUPS:
         return None
     return {

@@ -1,4 +1,5 @@
-"""Row-normalised density kernels (seed 003, Eq. 4, 15, 16) against slow obvious code."""
+"""Row-normalised density kernels ([SzymkowiakHave2006], Eq. 4, 15, 16) against slow, obvious
+code."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def _gauss_ref(x, y, h):
 
 def test_gaussian_density_kernel_matches_eq15(rng):
     X, Y = rng.normal(size=(7, 3)), rng.normal(size=(5, 3))
-    logK = density_log_kernel(X, Y, kernel="gaussian", sigma=0.7)
+    logK = density_log_kernel(X, Y, kernel="rbf", sigma=0.7)
     ref = np.array([[_gauss_ref(x, y, 0.7) for y in Y] for x in X])
     np.testing.assert_allclose(np.exp(logK), ref, rtol=1e-10)
 

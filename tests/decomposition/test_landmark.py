@@ -48,7 +48,7 @@ def test_auto_picks_the_path(blobs):
     model = KernelDecompositionClustering(3)
     assert model._approximation(EXACT_MAX_SAMPLES) == "exact"
     assert model._approximation(EXACT_MAX_SAMPLES + 1) == "bipartite"
-    assert model.set_params(kernel="gaussian")._approximation(10**6) == "exact"
+    assert model.set_params(kernel="rbf")._approximation(10**6) == "exact"
     assert model.set_params(kernel="local_scaling", n_neighbors=None)._approximation(10**6) == (
         "exact"
     )
@@ -136,7 +136,7 @@ def test_unlinked_landmarks_are_left_out(blobs):
     [
         ({"approximation": "bipartite", "n_landmarks": 2000}, "n_landmarks"),
         ({"n_landmarks": 10, "landmark_neighbors": 10}, "landmark_neighbors"),
-        ({"approximation": "bipartite", "kernel": "gaussian"}, "local_scaling"),
+        ({"approximation": "bipartite", "kernel": "rbf"}, "local_scaling"),
         ({"approximation": "bipartite", "n_neighbors": None}, "exact path"),
         ({"approximation": "exact", "n_landmarks": 50}, "n_landmarks"),
         ({"approximation": "bipartite", "sigma": 0.5}, "sigma"),

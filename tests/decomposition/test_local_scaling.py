@@ -127,9 +127,9 @@ def test_bad_parameters_raise_clear_errors(small):
         ({"scale_neighbors": 0}, "scale_neighbors"),
         ({"scale_neighbors": 2.5}, "scale_neighbors"),
         ({"sigma": 0.1}, "sigma"),
-        ({"kernel": "gaussian", "sigma": np.inf}, "sigma"),
-        ({"kernel": "gaussian", "sigma": np.nan}, "sigma"),
-        ({"kernel": "gaussian", "sigma": 0.0}, "sigma"),
+        ({"kernel": "rbf", "sigma": np.inf}, "sigma"),
+        ({"kernel": "rbf", "sigma": np.nan}, "sigma"),
+        ({"kernel": "rbf", "sigma": 0.0}, "sigma"),
     ]
     for params, match in bad:
         with pytest.raises(InvalidInputError, match=match):

@@ -37,7 +37,7 @@ def test_fitted_model_pickles(blobs):
             make_scorer(adjusted_rand_score),
         ),
         (  # the paper's model selection: held-out log-likelihood (the estimator's score)
-            KernelDecompositionClustering(3, kernel="gaussian", n_neighbors=None, random_state=0),
+            KernelDecompositionClustering(3, kernel="rbf", n_neighbors=None, random_state=0),
             {"kerneldecompositionclustering__sigma": [0.3, 0.6]},
             None,
         ),

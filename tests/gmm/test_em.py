@@ -19,11 +19,17 @@ from dkernel.gmm.em import (
     diag_posteriors,
     full_em,
     full_posteriors,
-    init_diag_params,
+    init_diag_mixtures,
     init_full_params,
     kmeans_plusplus,
     mean_impute,
 )
+
+
+def init_diag_params(X, n_components, rng, reg_covar):
+    """Means, variances and weights of one model initialised by :func:`init_diag_mixtures`."""
+    mix = init_diag_mixtures(X, (n_components,), [rng], reg_covar)
+    return mix.means, mix.variances, mix.weights
 
 
 def _data(n=60, p=4, missing=0.3, seed=0):

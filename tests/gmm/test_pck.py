@@ -73,7 +73,7 @@ def test_sparse_transform_drops_small_posteriors(monkeypatch):
     pck = ProbabilisticClusterKernel(**SMALL).fit(X)
     import dkernel.gmm.graph as graph
 
-    monkeypatch.setattr(graph, "default_block_rows", lambda *a, **k: 70)  # several row blocks
+    monkeypatch.setattr(graph, "rows_for_budget", lambda *a, **k: 70)  # several row blocks
     monkeypatch.setattr(graph, "POSTERIOR_BLOCK_ROWS", 35)  # of several sub-blocks each
     G = pck.transform(X)
     S = pck.transform(X, sparse_threshold=1e-4)
@@ -298,8 +298,9 @@ def test_informative_equals_ignorable_on_complete_training_data():
 
 
 def test_informative_missingness_uses_a_saturated_sensor():
-    """Paper I §4.3.6's NMAR Wine (the largest 45 % of every column removed): with the pattern
-    of missing values as evidence PCKID clusters far better than the ignorable model."""
+    """The NMAR Wine of [Lokse2020], Paper I, §4.3.6 (the largest 45 % of every column removed):
+    with the pattern of missing values as evidence PCKID clusters far better than the ignorable
+    model."""
     from sklearn.cluster import KMeans
     from sklearn.datasets import load_wine
 

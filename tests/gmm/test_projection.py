@@ -1,4 +1,5 @@
-"""PCK's optional PCA projection: against scikit-learn PCA, out-of-sample, NaN, Paper I path."""
+"""PCK's optional PCA projection: against scikit-learn PCA, out-of-sample, NaN, and the path of
+[Lokse2020], Paper I."""
 
 from __future__ import annotations
 

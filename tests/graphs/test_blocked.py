@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
-from dkernel.graphs.blocked import blocked_kernel, default_block_rows
+from dkernel.graphs.blocked import blocked_kernel
 from dkernel.kernels.rbf import rbf_block, sigma_rule_of_thumb
 from dkernel.testing import as_kind
 
@@ -51,5 +51,6 @@ def test_blocked_rbf_float32_and_rectangular(rng):
 
 
 def test_default_block_size_targets_64_mib():
-    assert default_block_rows(10**6, 4) == 4096
-    assert default_block_rows(100, 8) == 100
+    X = np.zeros((10**6, 1))
+    assert blocked_kernel(rbf_block, X, dtype="float32", sigma=1.0).chunks[0][0] == 4096
+    assert blocked_kernel(rbf_block, X[:100], sigma=1.0).chunks == ((100,), (100,))

@@ -49,7 +49,7 @@ def test_structure(schema):
     }
     assert mssc["path_radius"]["maximum"] == 1 and mssc["bandwidth"]["exclusiveMinimum"] == 0
     assert mssc["bandwidth"]["type"] == ["number", "null"]
-    assert mssc["embedding"]["enum"][0] == "njw"
+    assert mssc["embedding"]["enum"][0] == "normalized"
     assert "n_clusters" in schema["$defs"]["params-rbf-spectral"]["required"]
     assert schema["$defs"]["data-csv"]["required"] == ["reader", "path"]
 

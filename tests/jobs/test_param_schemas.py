@@ -116,7 +116,7 @@ class _Toy(BaseEstimator):
     n_things : int
         How many things (Paper II Eq. 4). A second sentence.
     width : float, optional
-        Width of a thing (:class:`~dkernel.Thing`, ``x`` units; 001 §3).
+        Width of a thing (:class:`~dkernel.Thing`, ``x`` units; [Agersborg2012]).
     mode : {'b', 'a', 'c'}
         The mode.
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from dkernel.errors import InvalidInputError, ResourceLimitError
+from dkernel.jobs.outputs import Group
 from dkernel.jobs.registry import METHODS, Method, register_method
 from dkernel.jobs.runner import JobFailedError, run_job
 from dkernel.jobs.spec import validate_spec
@@ -57,14 +58,14 @@ def test_too_many_clusters_is_invalid_input(tmp_path):
 
 @pytest.fixture()
 def failing_method():
-    def run(ctx):
+    def compute(ctx):
         import xarray as xr
 
-        ctx.store.write("partial", xr.Dataset({"a": (("sample",), np.zeros(3))}))
+        yield Group("partial", xr.Dataset({"a": (("sample",), np.zeros(3))}))
         raise RuntimeError("worker exploded halfway")
 
     register_method(
-        Method(name="test-fails-midway", params=(Param("x", "int", default=1),), run=run)
+        Method(name="test-fails-midway", params=(Param("x", "int", default=1),), compute=compute)
     )
     yield
     del METHODS["test-fails-midway"]
@@ -107,7 +108,7 @@ def test_prepare_job_bounds_the_gdal_cache_before_reading(monkeypatch):
     from rasterio.env import get_gdal_config, set_gdal_config
 
     from dkernel.io.gdal import GDAL_CACHE_MB
-    from dkernel.jobs import runner
+    from dkernel.jobs import prepare, runner
 
     seen = []
 
@@ -115,8 +116,8 @@ def test_prepare_job_bounds_the_gdal_cache_before_reading(monkeypatch):
         seen.append(get_gdal_config("GDAL_CACHEMAX"))
         return real_load_data(spec)
 
-    real_load_data = runner.load_data
-    monkeypatch.setattr(runner, "load_data", load_data)
+    real_load_data = prepare.load_data
+    monkeypatch.setattr(prepare, "load_data", load_data)
     before = get_gdal_config("GDAL_CACHEMAX")
     set_gdal_config("GDAL_CACHEMAX", 512)
     try:

@@ -44,6 +44,6 @@ def test_the_estimators_use_their_rule(X):
     from dkernel import KernelDecompositionClustering, MeanShift
 
     Xs = X[:200]
-    kdc = KernelDecompositionClustering(2, kernel="gaussian", random_state=0).fit(Xs)
+    kdc = KernelDecompositionClustering(2, kernel="rbf", random_state=0).fit(Xs)
     assert kdc.sigma_ == silverman_normal_reference(Xs)
     assert MeanShift(bandwidth_factor=1.0).fit(Xs).bandwidth_ == silverman_thesis(Xs)

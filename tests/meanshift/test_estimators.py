@@ -14,7 +14,7 @@ from dkernel.testing import as_kind
 
 
 def _toy(seed=0):
-    """001 §6.1.3: two noisy half circles (250 points each) and a Gaussian blob (100)."""
+    """[Agersborg2012], §6.1.3: two noisy half circles (250 points each) and a blob (100)."""
     rng = np.random.default_rng(seed)
     t = rng.uniform(0, np.pi, 250)
     a = np.c_[5 * np.cos(t), 5 * np.sin(t)] + rng.normal(0, 0.4, (250, 2))
@@ -105,8 +105,8 @@ def test_first_stage_does_not_depend_on_the_seed(rng):
         np.testing.assert_array_equal(other.modes_, fits[0].modes_)
 
 
-#: The thesis protocol (001 ch. 5), pinned where a test reproduces it: the estimator's
-#: defaults are the job's (NJW, size-weighted, k-means seeds) since issue 15.
+#: The protocol of Agersborg (2012), ch. 5 [Agersborg2012], pinned where a test reproduces it:
+#: the estimator's defaults are the job's (NJW, size-weighted, k-means seeds) since issue 15.
 THESIS = {
     "embedding": "keca",
     "normalization": "cs",
@@ -120,7 +120,8 @@ THESIS = {
 
 
 def test_mssc_toy_beats_direct_spectral():
-    """001 §6.1.3 (Fig. 6.13–6.14): MSSC separates what KPCA/KECA on the raw kernel cannot."""
+    """[Agersborg2012], §6.1.3 (Fig. 6.13–6.14): MSSC separates what KPCA/KECA on the raw kernel
+    cannot."""
     from dkernel.kernels import rbf_block
     from dkernel.linalg import angular_kmeans, euclidean_kmeans
     from dkernel.spectral.dense import keca_embedding, kpca_embedding
@@ -136,7 +137,7 @@ def test_mssc_toy_beats_direct_spectral():
     assert (m.predict(X) == m.labels_).mean() >= 0.99
 
 
-@pytest.mark.parametrize("embedding", ["kpca", "keca", "njw"])
+@pytest.mark.parametrize("embedding", ["kpca", "keca", "normalized"])
 @pytest.mark.parametrize("normalization", ["cs", "size"])
 def test_mssc_blobs_and_attributes(rng, embedding, normalization):
     X, y = _blobs(rng, 150)
@@ -200,7 +201,7 @@ def test_second_stage_njw_equals_point_level_njw(rng, sized):
     else:
         A, sizes = S, None
         W = S  # every partition one point
-    labels, Z, vals, _ = second_stage(A, 3, "njw", n_init=5, seed=0, sizes=sizes)
+    labels, Z, vals, _ = second_stage(A, 3, "normalized", n_init=5, seed=0, sizes=sizes)
     # slow obvious reference: NJW on W (D^-1/2 W D^-1/2, top eigenvectors, unit rows)
     d = W.sum(axis=1)
     M = W / np.sqrt(np.outer(d, d))
@@ -222,7 +223,9 @@ def test_second_stage_njw_separates_blocks():
     """Two dense diagonal blocks with a weak link: NJW puts each block in one cluster."""
     A = np.full((6, 6), 0.01)
     A[:3, :3] = A[3:, 3:] = 1.0
-    labels = second_stage(A, 2, "njw", n_init=5, seed=0, sizes=np.array([5, 1, 9, 2, 30, 4]))[0]
+    labels = second_stage(
+        A, 2, "normalized", n_init=5, seed=0, sizes=np.array([5, 1, 9, 2, 30, 4])
+    )[0]
     assert len(set(labels[:3])) == 1 and len(set(labels[3:])) == 1 and labels[0] != labels[3]
 
 

@@ -102,7 +102,7 @@ def test_mssc_job_unit_bands(tmp_path, small_tif, client):
     (tmp_path / "job.yaml").write_text(spec.replace("params:\n", "params:\n  band_norm: unit\n"))
     out = run_job(tmp_path / "job.yaml", client=client, progress=False, quiet=True)
     ms = open_results(out)["mssc"].to_dataset()
-    assert ms.attrs["band_norm"] == "unit" and ms.attrs["embedding"] == "njw"
+    assert ms.attrs["band_norm"] == "unit" and ms.attrs["embedding"] == "normalized"
     # stored modes live in the normalised space: band part of unit length
     norms = np.linalg.norm(ms["modes"].values[:, :3], axis=1)
     assert (norms <= 1 + 1e-5).all() and (norms > 0.8).all()

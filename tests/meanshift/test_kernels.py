@@ -140,7 +140,7 @@ def test_cs_affinity_exact_matches_reference(rng, monkeypatch):
     labels = rng.integers(0, 5, 37)
     w = rng.uniform(1, 4, 37)
     ref = _ref_cs(X, labels, 5, 1.3, w)
-    monkeypatch.setattr(K, "BLOCK_BYTES", 8 * 37 * 5)  # force several row blocks
+    monkeypatch.setattr(K, "SCRATCH_BLOCK_BYTES", 8 * 37 * 5)  # force several row blocks
     got = K.cs_affinity_exact(X, labels, 5, 1.3, weights=w)
     np.testing.assert_allclose(got, ref, rtol=1e-10)
     np.testing.assert_allclose(np.diag(got), 1.0)

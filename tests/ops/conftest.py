@@ -159,7 +159,20 @@ def synthetic_image(path: Path, rows: int = 36, cols: int = 40) -> Path:
 
 
 def method_specs(tmp: Path) -> dict[str, dict]:
-    """A small, quick spec per job method (outputs filled in by the caller)."""
+    """A small, quick spec per job method (outputs filled in by the caller); fails naming any
+    registered method without one, so that no method escapes the suites that run them all."""
+    from dkernel.jobs.registry import METHODS
+
+    specs = _method_specs(tmp)
+    missing = sorted(set(METHODS.names()) - set(specs))
+    assert not missing, (
+        f"methods {missing} have no small spec in tests/ops/conftest.py (_method_specs): add "
+        "one, so that the distributed suite (test_distributed.py) runs it"
+    )
+    return specs
+
+
+def _method_specs(tmp: Path) -> dict[str, dict]:
     image = synthetic_image(tmp / "image.npy")
     wine = {"reader": "sklearn", "name": "wine", "standardize": True}
     iris = {"reader": "sklearn", "name": "iris", "standardize": True}

@@ -14,18 +14,12 @@ from contextlib import redirect_stderr
 import pytest
 
 from dkernel.cli import main
+from dkernel.jobs.registry import METHODS as REGISTRY
 from dkernel.jobs.runner import run_job
 from dkernel.storage import open_results
 
-METHODS = [
-    "rbf-spectral",
-    "pck-spectral",
-    "mssc",
-    "spectral-clustering",
-    "kppr",
-    "jrc",
-    "kernel-decomposition",
-]
+#: Every registered method (a new one needs a small spec in ``ops.method_specs``).
+METHODS = REGISTRY.names()
 
 
 @pytest.fixture(scope="module")

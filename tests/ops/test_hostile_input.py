@@ -17,7 +17,10 @@ import pytest
 import yaml
 
 from dkernel.cli import main
+from dkernel.jobs.registry import METHODS, Method
+from dkernel.jobs.runner import HANDLES_MISSING
 from dkernel.jobs.spec import MAX_SPEC_BYTES
+from dkernel.schema.params import REQUIRED
 
 #: Acceptance limits of the issue for hostile YAML.
 MAX_SECONDS, MAX_MIB, MAX_MESSAGE = 2.0, 200, 500
@@ -257,14 +260,32 @@ def test_all_nan_file_is_reported_as_missing(work) -> None:
 # 5. non-finite values, for every method that does not handle them
 # ------------------------------------------------------------------------------------------
 
+#: A value for a required parameter, by kind (fine for the 80 × 3 table below).
+REQUIRED_VALUES = {"int": 2, "int_list": [2]}
+
+
+def _required_params(method: Method) -> dict:
+    """The method's required parameters, each set to :data:`REQUIRED_VALUES` of its kind;
+    fails naming a kind without one, so that a new method cannot skip these checks."""
+    params = {}
+    for p in method.params:
+        if p.default is REQUIRED:
+            assert p.kind in REQUIRED_VALUES, (
+                f"method {method.name!r} requires params.{p.name} of kind {p.kind!r}: give "
+                "REQUIRED_VALUES in tests/ops/test_hostile_input.py a value for it"
+            )
+            params[p.name] = REQUIRED_VALUES[p.kind]
+    return params
+
+
+#: Every registered method that reads tables, with its required parameters.
 METHOD_PARAMS = {
-    "rbf-spectral": {"n_clusters": 2},
-    "spectral-clustering": {"n_clusters": 2},
-    "pck-spectral": {"n_clusters": 2},
-    "kppr": {"seeds": {"s": 0}},
-    "jrc": {"n_clusters": 2},
-    "kernel-decomposition": {"n_clusters": [2]},
+    name: _required_params(method) for name, method in METHODS.items() if not method.needs_raster
 }
+#: The table methods that handle missing values, with the kernel they need for it (None: any).
+HANDLED = {m: k for m, k in HANDLES_MISSING.items() if m in METHOD_PARAMS}
+#: ... of which these handle them with any kernel.
+NATIVE = {m for m, kernel in HANDLED.items() if kernel is None}
 
 
 def _with(work: Path, value: str, row: int = 7, col: int = 1) -> None:
@@ -286,7 +307,7 @@ def test_infinite_values_are_refused_naming_row_and_column(work, method) -> None
     )
 
 
-@pytest.mark.parametrize("method", sorted(set(METHOD_PARAMS) - {"pck-spectral"}))
+@pytest.mark.parametrize("method", sorted(set(METHOD_PARAMS) - NATIVE))
 def test_missing_values_are_refused_unless_handled(work, method) -> None:
     _with(work, "nan", row=4, col=2)
     refused(
@@ -296,12 +317,12 @@ def test_missing_values_are_refused_unless_handled(work, method) -> None:
     )
 
 
-@pytest.mark.parametrize("method", ["pck-spectral", "kppr", "jrc"])
+@pytest.mark.parametrize("method", sorted(HANDLED))
 def test_missing_values_pass_where_handled(work, method) -> None:
     _with(work, "nan", row=4, col=2)
     params = dict(METHOD_PARAMS[method])
-    if method != "pck-spectral":
-        params["kernel"] = "pck"
+    if HANDLED[method] is not None:
+        params["kernel"] = HANDLED[method]
     code, err = cli(work, _spec(method=method, params=params))
     assert code == 0, err
 

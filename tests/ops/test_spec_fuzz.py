@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from dkernel.cli import main  # noqa: E402
+from dkernel.jobs.registry import METHODS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_FILES = sorted((REPO / "jobs").glob("*.yaml"))
@@ -57,7 +58,8 @@ scalars = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=30),
     st.sampled_from(KEYS),
-    st.sampled_from(["rbf-spectral", "mssc", "kppr", "csv", "npy", "auto", "banana", "1e9"]),
+    # every registered method's name, readers' names and nonsense
+    st.sampled_from([*METHODS.names(), "csv", "npy", "auto", "banana", "1e9"]),
 )
 values = st.recursive(
     scalars,

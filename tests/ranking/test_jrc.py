@@ -1,4 +1,4 @@
-"""Joint ranking and clustering (000 Alg. 8–10)."""
+"""Joint ranking and clustering (Løkse 2014, Alg. 8–10 [Lokse2014])."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_full_embedding_gives_exact_ppr(iris, iris_kernel):
 
 
 def test_embedding_against_explicit_inverse(iris_kernel):
-    """Z Z^T = β Vol L_β^{-1} with L_β = βD + D - K (000 Eq. 8.10), for all eigenvectors."""
+    """Z Z^T = β Vol L_β^{-1}, L_β = βD + D - K ([Lokse2014], Eq. 8.10), for all eigenvectors."""
     K = iris_kernel[:60, :60]
     beta = 0.15 / 0.85
     Z, _, d = jrc_embedding(K, 0.15)
@@ -32,9 +32,9 @@ def test_embedding_against_explicit_inverse(iris_kernel):
 
 
 def test_cluster_seed_is_centroid_projection():
-    """JRC-EMBED-PCK on three blobs (000 Example 8.2.1): clusters found, cluster seed ⇔ centroid.
+    """JRC-EMBED-PCK on three blobs ([Lokse2014], Example 8.2.1): clusters found, seed ⇔ centroid.
 
-    (With an RBF the unnormalized L_β embeds low-degree points along the axes, 000 Fig. 10.9.)
+    (With an RBF the unnormalized L_β puts low-degree points on the axes, [Lokse2014], Fig. 10.9.)
     """
     from sklearn.datasets import make_blobs
 

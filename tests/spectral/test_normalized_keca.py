@@ -1,5 +1,5 @@
 """Normalized (NJW) embedding, eigengap hint, kernel k-means and the KECA experiment of
-seed 001 §4.4 (two rings and a dense cluster, h = 3.7)."""
+Agersborg (2012), §4.4 [Agersborg2012] (two rings and a dense cluster, h = 3.7)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,16 @@ from sklearn.datasets import make_blobs
 
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.rbf import rbf_block
+from dkernel.kmeans.lloyd import kernel_kmeans
 from dkernel.linalg.kmeans import angular_kmeans, normalize_rows
 from dkernel.metrics import clustering_scores
 from dkernel.spectral.clustering import SpectralClustering
 from dkernel.spectral.dense import keca_embedding
-from dkernel.spectral.normalized import (
-    eigengap_hint,
-    kernel_kmeans,
-    normalized_embedding,
-)
+from dkernel.spectral.normalized import eigengap_hint, normalized_embedding
 
 
 def rings_and_cluster(seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seed 001 §4.4: inner ring of 110 points, outer ring of 330, dense cluster of 60.
+    """[Agersborg2012], §4.4: inner ring of 110 points, outer ring of 330, dense cluster of 60.
 
     Each ring is a circle of equally spaced points (so point i neighbours i-1 and i+1, as the
     thesis describes) plus isotropic normal noise; the cluster is a normal blob outside the

@@ -1,27 +1,25 @@
-"""``method: jrc`` — joint ranking and clustering (Løkse 2014, Alg. 8–10).
+"""``method: jrc`` — joint ranking and clustering (Løkse 2014, Alg. 8–10 [Lokse2014]).
 
 Embeds the data with the Green's-kernel embedding of ``L_β = βD + (D − K)`` (by default the
 half-weighted 10-NN graph and the normalized truncation; the paper's ``kernel: pck`` /
 ``embedding: laplacian`` / ``n_components: 3`` by parameters), clusters it with k-means and ranks every point for the global uniform seed and for a uniform
 seed over each cluster (⇔ its centroid). Writes ``/embedding``, ``/labels`` and ``/ranking``
-(scores per seed, overall top-k and the top-k inside every cluster, as 000 Fig. 10.8).
+(scores per seed, overall top-k and the top-k inside every cluster, as [Lokse2014], Fig. 10.8).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dkernel._validation import as_numpy
+from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import (
-    RASTER_OUTPUT_PARAMS,
-    write_clustering_metrics,
-    write_label_map,
-)
+from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.jobs.steps.kppr import (
     KERNEL_CHOICES,
@@ -29,16 +27,26 @@ from dkernel.jobs.steps.kppr import (
     RANKING_EXCLUDE,
     ranking_kernel,
 )
-from dkernel.ranking.jrc import JointRankingClustering
-from dkernel.ranking.kernelmap import ADAPTIVE
+from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
-from dkernel.storage.layout import embedding_dataset, labels_dataset, ranking_dataset
+
+if TYPE_CHECKING:
+    from dkernel.ranking.jrc import JointRankingClustering
+
+# imported on first use (dkernel._lazy.deferred), constants read from the stored derivation
+# (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
+# without Dask or scikit-learn (tests/test_cli_imports.py)
+ADAPTIVE = constants("dkernel.ranking.kernelmap", "ADAPTIVE")
+as_numpy = deferred("dkernel._validation", "as_numpy")
+embedding_dataset, labels_dataset, ranking_dataset = deferred(
+    "dkernel.storage.layout", "embedding_dataset", "labels_dataset", "ranking_dataset"
+)
 
 logger = logging.getLogger(__name__)
 
 JRC_SCHEMA = EstimatorSchema(
-    JointRankingClustering,
+    "dkernel.ranking.jrc:JointRankingClustering",
     exclude=RANKING_EXCLUDE,
     overrides={"kernel": {"choices": KERNEL_CHOICES}},
 )
@@ -76,39 +84,20 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     )
 
 
-def run(ctx: JobContext) -> None:
+def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
-    X = ctx.data.X
-    X = as_numpy(X, np.float64)
+    X = as_numpy(ctx.data.X, np.float64)
     kernel = ranking_kernel(p, ctx.seed)
     jrc = JRC_SCHEMA.build(p, kernel=kernel, random_state=ctx.seed)
     t = time.perf_counter()
     jrc.fit(X)
-    ctx.store.record_timing("embed_and_cluster", time.perf_counter() - t)
+    yield Timing.since("embed_and_cluster", t)
     logger.info(
         f"JRC: kernel {jrc.kernel_params_}, cluster sizes "
         f"{np.bincount(jrc.labels_, minlength=p['n_clusters']).tolist()}"
     )
-
-    clusters = np.arange(p["n_clusters"])
-    names = ["global"] + [f"cluster_{c}" for c in clusters]
-    scores = np.stack([jrc.rank()] + [jrc.rank(cluster=int(c)) for c in clusters], axis=1)
-    k = p["top_k"]
-    per_cluster = np.full((len(names), clusters.size, k), -1, dtype=np.int64)
-    for j in range(len(names)):
-        for c in clusters:
-            idx = np.flatnonzero(jrc.labels_ == c)
-            top = idx[np.lexsort((idx, -scores[idx, j]))[:k]]
-            per_cluster[j, c, : top.size] = top
-    ds = ranking_dataset(
-        scores,
-        names,
-        k=k,
-        attrs={"method": "jrc", "alpha": p["alpha"], "kernel": jrc.kernel_params_},
-        cluster_top_index=per_cluster,
-    )
-    ctx.store.write("ranking", ds)
-    ctx.store.write(
+    yield Group("ranking", _ranking(jrc, p))
+    yield Group(
         "embedding",
         embedding_dataset(
             jrc.embedding_,
@@ -127,7 +116,7 @@ def run(ctx: JobContext) -> None:
             },
         ),
     )
-    ctx.store.write(
+    yield Group(
         "labels",
         labels_dataset(
             jrc.labels_,
@@ -139,16 +128,37 @@ def run(ctx: JobContext) -> None:
             cluster_coordinate=True,
         ),
     )
-    write_label_map(ctx, jrc.labels_, title="JRC")
-    if ctx.data.y is not None:
-        write_clustering_metrics(ctx, ctx.data.y, jrc.labels_)
+    yield LabelMap(jrc.labels_, "JRC")
+    yield Metrics(jrc.labels_)
+
+
+def _ranking(jrc: JointRankingClustering, p: dict) -> Any:
+    """``/ranking``: scores for the global seed and each cluster's, the overall top-k and the
+    top-k inside every cluster."""
+    clusters = np.arange(p["n_clusters"])
+    names = ["global"] + [f"cluster_{c}" for c in clusters]
+    scores = np.stack([jrc.rank()] + [jrc.rank(cluster=int(c)) for c in clusters], axis=1)
+    k = p["top_k"]
+    per_cluster = np.full((len(names), clusters.size, k), -1, dtype=np.int64)
+    for j in range(len(names)):
+        for c in clusters:
+            idx = np.flatnonzero(jrc.labels_ == c)
+            top = idx[np.lexsort((idx, -scores[idx, j]))[:k]]
+            per_cluster[j, c, : top.size] = top
+    return ranking_dataset(
+        scores,
+        names,
+        k=k,
+        attrs={"method": "jrc", "alpha": p["alpha"], "kernel": jrc.kernel_params_},
+        cluster_top_index=per_cluster,
+    )
 
 
 register_method(
     Method(
         name="jrc",
         params=PARAMS,
-        run=run,
+        compute=compute,
         check_data=check_data,
         estimate=estimate,
         description="Joint ranking and clustering: Green's-kernel embedding, k-means, PPR "

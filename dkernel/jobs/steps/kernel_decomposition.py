@@ -1,5 +1,5 @@
-"""``method: kernel-decomposition`` — aggregate Markov model (seed 003) with held-out model
-selection over kernel width, k-NN graph size and number of clusters, then a final fit.
+"""``method: kernel-decomposition`` — aggregate Markov model [SzymkowiakHave2006] with held-out
+model selection over kernel width, k-NN graph size and number of clusters, then a final fit.
 
 The defaults are :class:`~dkernel.decomposition.KernelDecompositionClustering`'s: the sparse
 self-tuning k-NN kernel and one model. Held-out likelihood selection (a grid of more than one
@@ -19,32 +19,38 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
 import numpy as np
 
+from dkernel._lazy import deferred
 from dkernel._random import derive_rng
-from dkernel.decomposition.estimator import (
-    DEFAULT_N_NEIGHBORS,
-    KernelDecompositionClustering,
-)
-from dkernel.decomposition.selection import C_RULES, select_model
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import (
-    RASTER_OUTPUT_PARAMS,
-    write_clustering_metrics,
-    write_label_map,
-)
+from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.kernels.widths import silverman_normal_reference
+from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
-from dkernel.storage.layout import (
-    decomposition_dataset,
-    labels_dataset,
-    posteriors_dataset,
-    selection_dataset,
+
+if TYPE_CHECKING:
+    from dkernel.decomposition.estimator import KernelDecompositionClustering
+
+# imported on first use (dkernel._lazy.deferred), constants read from the stored derivation
+# (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
+# without Dask or scikit-learn (tests/test_cli_imports.py)
+DEFAULT_N_NEIGHBORS = constants("dkernel.decomposition.estimator", "DEFAULT_N_NEIGHBORS")
+C_RULES = constants("dkernel.decomposition.selection", "C_RULES")
+da = deferred("dask.array")
+select_model = deferred("dkernel.decomposition.selection", "select_model")
+silverman_normal_reference = deferred("dkernel.kernels.widths", "silverman_normal_reference")
+decomposition_dataset, labels_dataset, posteriors_dataset, selection_dataset = deferred(
+    "dkernel.storage.layout",
+    "decomposition_dataset",
+    "labels_dataset",
+    "posteriors_dataset",
+    "selection_dataset",
 )
 
 logger = logging.getLogger(__name__)
@@ -68,7 +74,7 @@ def _non_negative(values):
 
 #: The estimator's parameters; the three the job compares over are lists of its own.
 KDC_SCHEMA = EstimatorSchema(
-    KernelDecompositionClustering,
+    "dkernel.decomposition.estimator:KernelDecompositionClustering",
     exclude={
         "n_clusters": "the job compares a list of model orders (n_clusters: [C, ...])",
         "sigma": "the job compares a list of widths (sigmas: [h, ...])",
@@ -202,7 +208,7 @@ def _scale(X: np.ndarray, how: str) -> tuple[np.ndarray, dict]:
     return (X - lo) / span, {"scale_min": lo.tolist(), "scale_span": span.tolist()}
 
 
-def run(ctx: JobContext) -> None:
+def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     X = np.asarray(
         ctx.data.X.compute() if isinstance(ctx.data.X, da.Array) else ctx.data.X, dtype=np.float64
@@ -213,68 +219,14 @@ def run(ctx: JobContext) -> None:
             f"{int(np.sum(~np.isfinite(X)))} found. Impute them or use method: pck-spectral."
         )
     X, scale_attrs = _scale(X, p["scale"])
-    y = ctx.data.y
     neighbors = [None if k == 0 else int(k) for k in p["n_neighbors"]]
-    common = dict(
-        kernel=p["kernel"], loss=p["loss"], n_init=p["n_init"], max_iter=p["max_iter"], tol=p["tol"]
-    )
     sigmas = p["sigmas"]
-    if sigmas is None and p["kernel"] == "gaussian":
+    if sigmas is None and p["kernel"] in ("rbf", "gaussian"):  # 'gaussian': the former name
         sigmas = [silverman_normal_reference(X)]
     elif sigmas is None:
         sigmas = [None] if p["kernel"] == "local_scaling" else [1.0]
-
     if _grid_size(p) > 1:
-        t = time.perf_counter()
-        n = X.shape[0]
-        sub = np.arange(n)
-        if n > p["selection_max_samples"]:
-            sub = np.sort(
-                derive_rng(ctx.seed, "kdc", "selection-subsample").choice(
-                    n, p["selection_max_samples"], replace=False
-                )
-            )
-        logger.info(
-            f"model selection on {sub.size} points: {_grid_size(p)} models x "
-            f"{p['n_repeats']} repeats"
-        )
-        res = select_model(
-            X[sub],
-            None if y is None else np.asarray(y)[sub],
-            sigmas=sigmas,
-            n_clusters=p["n_clusters"],
-            n_neighbors=neighbors,
-            n_repeats=p["n_repeats"],
-            validation_fraction=p["validation_fraction"],
-            c_rule=p["c_rule"],
-            refit=False,
-            random_state=ctx.seed,
-            **common,
-        )
-        hm, hs = res.error_vs_sigma()
-        ds = selection_dataset(
-            errors=res.errors,
-            error_mean=res.mean,
-            error_sem=res.sem,
-            error_vs_sigma_mean=hm,
-            error_vs_sigma_sem=hs,
-            confidence=res.confidence,
-            accuracy=res.accuracy,
-            sigmas=res.sigmas,
-            n_neighbors=res.n_neighbors,
-            n_clusters=res.n_clusters,
-            chosen=res.chosen,
-            c_rule=res.c_rule,
-            attrs={**res.meta, "n_selection_samples": int(sub.size)},
-        )
-        ctx.store.write("selection", ds)
-        ctx.store.record_timing("model_selection", time.perf_counter() - t)
-        chosen = res.chosen
-        logger.info(
-            f"chosen: sigma={chosen['sigma']:g}, "
-            f"n_neighbors={chosen['n_neighbors'] or 'dense'}, C={chosen['n_clusters']}"
-        )
-        h, k, C = chosen["sigma"], chosen["n_neighbors"], chosen["n_clusters"]
+        h, k, C = yield from _select(ctx, X, sigmas, neighbors)
     else:
         h, k, C = sigmas[0], neighbors[0], p["n_clusters"][0]
 
@@ -289,19 +241,99 @@ def run(ctx: JobContext) -> None:
     )
     Xd = da.from_array(X, chunks=(p["block_rows"] or max(1000, -(-X.shape[0] // 16)), -1))
     model.fit(Xd)
-    ctx.store.record_timing("fit", time.perf_counter() - t)
+    yield Timing.since("fit", t)
 
-    n, C = model.posteriors_.shape
+    attrs = {**_model_attrs(model, p, k), **scale_attrs}
+    yield Group(
+        "decomposition", decomposition_dataset(model.W_, model.H_, model.priors_, attrs=attrs)
+    )
+    yield Group("posteriors", posteriors_dataset(model.posteriors_))
+    yield Group(
+        "labels",
+        labels_dataset(
+            model.labels_,
+            n_clusters=int(model.posteriors_.shape[1]),
+            clustering="argmax of the aggregate Markov posteriors",
+        ),
+    )
+    yield LabelMap(model.labels_, "kernel decomposition")
+    yield Metrics(model.labels_)
+
+
+def _select(
+    ctx: JobContext, X: np.ndarray, sigmas: list, neighbors: list
+) -> Generator[Output, None, tuple[Any, Any, int]]:
+    """Held-out likelihood selection on a random subsample of at most
+    ``selection_max_samples`` points: yields ``/selection`` (the error surface) and returns
+    the chosen ``(sigma, n_neighbors, n_clusters)``."""
+    p = ctx.params
+    y = ctx.data.y
+    t = time.perf_counter()
+    n = X.shape[0]
+    sub = np.arange(n)
+    if n > p["selection_max_samples"]:
+        sub = np.sort(
+            derive_rng(ctx.seed, "kdc", "selection-subsample").choice(
+                n, p["selection_max_samples"], replace=False
+            )
+        )
+    logger.info(
+        f"model selection on {sub.size} points: {_grid_size(p)} models x {p['n_repeats']} repeats"
+    )
+    res = select_model(
+        X[sub],
+        None if y is None else np.asarray(y)[sub],
+        sigmas=sigmas,
+        n_clusters=p["n_clusters"],
+        n_neighbors=neighbors,
+        n_repeats=p["n_repeats"],
+        validation_fraction=p["validation_fraction"],
+        c_rule=p["c_rule"],
+        refit=False,
+        random_state=ctx.seed,
+        kernel=p["kernel"],
+        loss=p["loss"],
+        n_init=p["n_init"],
+        max_iter=p["max_iter"],
+        tol=p["tol"],
+    )
+    hm, hs = res.error_vs_sigma()
+    ds = selection_dataset(
+        errors=res.errors,
+        error_mean=res.mean,
+        error_sem=res.sem,
+        error_vs_sigma_mean=hm,
+        error_vs_sigma_sem=hs,
+        confidence=res.confidence,
+        accuracy=res.accuracy,
+        sigmas=res.sigmas,
+        n_neighbors=res.n_neighbors,
+        n_clusters=res.n_clusters,
+        chosen=res.chosen,
+        c_rule=res.c_rule,
+        attrs={**res.meta, "n_selection_samples": int(sub.size)},
+    )
+    yield Group("selection", ds)
+    yield Timing.since("model_selection", t)
+    chosen = res.chosen
+    logger.info(
+        f"chosen: sigma={chosen['sigma']:g}, "
+        f"n_neighbors={chosen['n_neighbors'] or 'dense'}, C={chosen['n_clusters']}"
+    )
+    return chosen["sigma"], chosen["n_neighbors"], chosen["n_clusters"]
+
+
+def _model_attrs(model: KernelDecompositionClustering, p: dict, k: int | None) -> dict:
+    """The ``/decomposition`` group's attributes."""
     attrs = {
         "n_neighbors": k or 0,
-        "n_clusters": int(C),
+        "n_clusters": int(model.posteriors_.shape[1]),
         "kernel": p["kernel"],
         "loss": p["loss"],
         "objective": float(model.objective_),
         "n_iter": int(model.n_iter_),
         "restart_objectives": model.objectives_.tolist(),
         "approximation": model.approximation_,
-        **scale_attrs,
     }
     if model.approximation_ == "bipartite":  # W and H are over the landmarks, not the samples
         attrs["n_landmarks"] = int(model.W_.shape[0])
@@ -311,28 +343,14 @@ def run(ctx: JobContext) -> None:
     else:  # self-tuning widths: one per point
         attrs["scale_neighbors"] = int(p["scale_neighbors"])
         attrs["median_sigma"] = float(np.median(model.sigma_))
-    ctx.store.write(
-        "decomposition", decomposition_dataset(model.W_, model.H_, model.priors_, attrs=attrs)
-    )
-    ctx.store.write("posteriors", posteriors_dataset(model.posteriors_))
-    ctx.store.write(
-        "labels",
-        labels_dataset(
-            model.labels_,
-            n_clusters=int(C),
-            clustering="argmax of the aggregate Markov posteriors",
-        ),
-    )
-    write_label_map(ctx, model.labels_, title="kernel decomposition")
-    if y is not None:
-        write_clustering_metrics(ctx, np.asarray(y), model.labels_)
+    return attrs
 
 
 register_method(
     Method(
         name="kernel-decomposition",
         params=PARAMS,
-        run=run,
+        compute=compute,
         check_data=check_data,
         estimate=estimate,
         description="Aggregate Markov model (NMF/PLSA of the row-normalised density kernel) with "

@@ -1,5 +1,6 @@
 """``method: kppr`` — Kernel Personalized PageRank fitted on an in-sample subset, every row
-scored out of sample through Dask (Paper II Defs. 1–3, Prop. 8), written to ``/ranking``.
+scored out of sample through Dask (Løkse 2020, Paper II, Defs. 1–3 and Prop. 8 [Lokse2020]),
+written to ``/ranking``.
 
 Seeds are named in ``params.seeds`` (``name: spec``); a spec is ``null`` (uniform over the
 in-sample points, the global seed), a row index or a list of row indices of the data (rows
@@ -11,33 +12,45 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
 import numpy as np
 
+from dkernel._lazy import deferred
 from dkernel._random import derive_rng
-from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, SpecError
-from dkernel.gmm.pck import ProbabilisticClusterKernel
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import write_score_map
+from dkernel.jobs.outputs import Group, Output, ScoreMap, Timing
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.ranking.graph import (
-    project_graph,
-    score_graph,
-    scorer_for_seeds,
-    scores_from_projection,
-)
-from dkernel.ranking.kernelmap import ADAPTIVE, KERNEL_NAMES
-from dkernel.ranking.kppr import KernelPersonalizedPageRank
-from dkernel.ranking.metrics import ndcg_at_k
-from dkernel.ranking.ppr import ppr_exact
-from dkernel.runtime import compute_with_progress
+from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param, show_value
-from dkernel.storage.layout import embedding_dataset, metrics_dataset, ranking_dataset
+
+if TYPE_CHECKING:
+    import dask.array as da
+
+    from dkernel.ranking.kppr import KernelPersonalizedPageRank
+else:
+    da = deferred("dask.array")
+
+# imported on first use (dkernel._lazy.deferred), constants read from the stored derivation
+# (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
+# without Dask or scikit-learn (tests/test_cli_imports.py)
+ADAPTIVE, KERNEL_NAMES = constants("dkernel.ranking.kernelmap", "ADAPTIVE", "KERNEL_NAMES")
+as_numpy = deferred("dkernel._validation", "as_numpy")
+project_graph, score_graph, scorer_for_seeds, scores_from_projection = deferred(
+    "dkernel.ranking.graph",
+    "project_graph",
+    "score_graph",
+    "scorer_for_seeds",
+    "scores_from_projection",
+)
+ndcg_at_k = deferred("dkernel.ranking.metrics", "ndcg_at_k")
+ppr_exact = deferred("dkernel.ranking.ppr", "ppr_exact")
+embedding_dataset, metrics_dataset, ranking_dataset = deferred(
+    "dkernel.storage.layout", "embedding_dataset", "metrics_dataset", "ranking_dataset"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,13 +86,13 @@ RANKING_EXCLUDE = {"kernel_params": "the kernels' reference samples keep their d
 
 #: The PCK of ``kernel: pck``, configured by ``pck_n_inits`` etc.
 PCK_KERNEL_SCHEMA = EstimatorSchema(
-    ProbabilisticClusterKernel,
+    "dkernel.gmm.pck:ProbabilisticClusterKernel",
     prefix="pck_",
     include=("n_inits", "max_components", "n_iter", "missingness"),
 )
 
 KPPR_SCHEMA = EstimatorSchema(
-    KernelPersonalizedPageRank,
+    "dkernel.ranking.kppr:KernelPersonalizedPageRank",
     exclude=RANKING_EXCLUDE,
     overrides={
         "kernel": {"choices": KERNEL_CHOICES},
@@ -226,55 +239,29 @@ def ranking_kernel(params: Mapping[str, Any], seed: int) -> Any:
     return PCK_KERNEL_SCHEMA.build(params, random_state=seed)
 
 
-def run(ctx: JobContext) -> None:
+def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     X = ctx.data.X
     n = int(X.shape[0])
     m = _n_fit(p, n)
     rng = derive_rng(ctx.seed, "kppr", "in-sample")
     fit_idx = np.arange(n) if m >= n else np.sort(rng.choice(n, size=m, replace=False))
-    X_fit = X[fit_idx]
-    X_fit = as_numpy(X_fit, np.float64)
+    X_fit = as_numpy(X[fit_idx], np.float64)
     kernel = ranking_kernel(p, ctx.seed)
     kppr = KPPR_SCHEMA.build(p, kernel=kernel, random_state=ctx.seed)
     t = time.perf_counter()
     kppr.fit(X_fit)
-    ctx.store.record_timing("fit", time.perf_counter() - t)
+    yield Timing.since("fit", t)
     logger.info(
         f"KPPR fitted on {m} of {n} rows: {kppr.n_components_} components "
         f"({p['ordering']} ordering), kernel {kppr.kernel_params_}"
     )
 
-    fit_pos = {int(r): i for i, r in enumerate(fit_idx)}
-    y = None if ctx.data.y is None else np.asarray(ctx.data.y)
-    names, means = [], []
-    for name, spec in p["seeds"].items():
-        if spec is None:
-            mean = kppr.mean_vector(None)
-        else:
-            if isinstance(spec, Mapping):
-                rows = np.flatnonzero(y == spec["class"])
-            else:
-                rows = np.atleast_1d(np.asarray(spec)) % n
-            mean = _seed_mean(kppr, rows, fit_pos, X)
-        names.append(str(name))
-        means.append(mean)
-    seed_weights = kppr.seed_weights_for_mean(np.stack(means, axis=1))
+    names, seed_weights = _seed_weights(ctx, kppr, fit_idx)
     store_projection = p["store_projection"]
     if store_projection is None:
         store_projection = bool(kppr.kernel_.is_feature_map)
-    if p["chunk_rows"]:
-        rows = p["chunk_rows"]
-    else:
-        per_row = 8 * (
-            kppr.n_samples_fit_
-            if not kppr.kernel_.is_feature_map
-            else kppr.kernel_.features_fit.shape[1]
-        )
-        rows = int(max(1024, min(n, 64 * 2**20 // max(per_row, 1))))
-    Xd = X if isinstance(X, da.Array) else da.from_array(np.asarray(X), chunks=(rows, X.shape[1]))
-    if isinstance(X, da.Array) and p["chunk_rows"]:
-        Xd = X.rechunk({0: rows})
+    Xd = _row_chunks(p, X, kppr)
     if store_projection:
         Z = project_graph(Xd, kppr, dtype=p["dtype"], client=ctx.client)
         scores = scores_from_projection(Z, seed_weights)
@@ -310,14 +297,10 @@ def run(ctx: JobContext) -> None:
         f"scoring {n} rows for {len(names)} seeds in {Xd.numblocks[0]} tasks"
         + (" (projected: O(k) per seed)" if projected else "")
     )
-    compute_with_progress(
-        ctx.store.write("ranking", ds, compute=False), ctx.client, show=ctx.progress
-    )
-    ctx.store.record_timing("score_and_write", time.perf_counter() - t)
-    if ctx.data.raster is not None:
-        write_score_map(ctx, ctx.store.read_array("ranking", "score"), names)
-
-    ctx.store.write(
+    yield Group("ranking", ds, lazy=True)
+    yield Timing.since("score_and_write", t)
+    yield ScoreMap(ctx.store.read_array("ranking", "score"), names)
+    yield Group(
         "embedding",
         embedding_dataset(
             kppr.embedding_,
@@ -327,6 +310,7 @@ def run(ctx: JobContext) -> None:
             fit_index=fit_idx,
             attrs={
                 "method": "kppr",
+                # the attribute names [Lokse2020], Paper II, Prop. 6
                 "criterion": "Paper II Prop. 6 c_i^2",
                 "volume": kppr.volume_,
                 "beta": kppr.beta_,
@@ -334,13 +318,54 @@ def run(ctx: JobContext) -> None:
         ),
     )
     if evaluates(p, n):
-        _evaluate(ctx, kppr, X, names, p)
+        yield Group("metrics", _evaluate(ctx, kppr, X, names, p))
 
 
-def _evaluate(ctx: JobContext, kppr, X, names: list[str], p: dict) -> None:
-    """NDCG@10 of the stored scores against the exact PPR on all rows (Paper II §4.2).
+def _seed_weights(
+    ctx: JobContext, kppr: KernelPersonalizedPageRank, fit_idx: np.ndarray
+) -> tuple[list[str], np.ndarray]:
+    """The seeds' names and their weights on the in-sample eigenvectors (one column each)."""
+    X, n = ctx.data.X, int(ctx.data.X.shape[0])
+    fit_pos = {int(r): i for i, r in enumerate(fit_idx)}
+    y = None if ctx.data.y is None else np.asarray(ctx.data.y)
+    names, means = [], []
+    for name, spec in ctx.params["seeds"].items():
+        if spec is None:
+            mean = kppr.mean_vector(None)
+        else:
+            if isinstance(spec, Mapping):
+                rows = np.flatnonzero(y == spec["class"])
+            else:
+                rows = np.atleast_1d(np.asarray(spec)) % n
+            mean = _seed_mean(kppr, rows, fit_pos, X)
+        names.append(str(name))
+        means.append(mean)
+    return names, kppr.seed_weights_for_mean(np.stack(means, axis=1))
 
-    Seed rows are left out of the ranking for row seeds, as in Paper II §4.2.
+
+def _row_chunks(p: dict, X: Any, kppr: KernelPersonalizedPageRank) -> da.Array:
+    """The data as a Dask array of scoring tasks: ``chunk_rows`` rows each, or about 64 MiB
+    of kernel rows (a Dask input keeps its chunks unless ``chunk_rows`` is given)."""
+    n = int(X.shape[0])
+    if p["chunk_rows"]:
+        rows = p["chunk_rows"]
+    else:
+        per_row = 8 * (
+            kppr.n_samples_fit_
+            if not kppr.kernel_.is_feature_map
+            else kppr.kernel_.features_fit.shape[1]
+        )
+        rows = int(max(1024, min(n, 64 * 2**20 // max(per_row, 1))))
+    if not isinstance(X, da.Array):
+        return da.from_array(np.asarray(X), chunks=(rows, X.shape[1]))
+    return X.rechunk({0: rows}) if p["chunk_rows"] else X
+
+
+def _evaluate(ctx: JobContext, kppr, X, names: list[str], p: dict) -> Any:
+    """``/metrics``: NDCG@10 of the stored scores against the exact PPR on all rows
+    ([Lokse2020], Paper II, §4.2).
+
+    Seed rows are left out of the ranking for row seeds, as in [Lokse2020], Paper II, §4.2.
     """
     Xa = as_numpy(X, np.float64)
     kern = kppr.kernel_
@@ -368,15 +393,15 @@ def _evaluate(ctx: JobContext, kppr, X, names: list[str], p: dict) -> None:
         exact = ppr_exact(K, s, p["alpha"])
         exclude = None if spec is None or isinstance(spec, Mapping) else np.flatnonzero(s)
         result[f"ndcg@10_{name}"] = ndcg_at_k(exact, scores[:, j], 10, exclude=exclude)
-    ctx.store.write("metrics", metrics_dataset(result))
     logger.info("NDCG@10 vs exact PPR: " + ", ".join(f"{k[8:]} {v:.3f}" for k, v in result.items()))
+    return metrics_dataset(result)
 
 
 register_method(
     Method(
         name="kppr",
         params=PARAMS,
-        run=run,
+        compute=compute,
         check_data=check_data,
         estimate=estimate,
         description="Kernel Personalized PageRank: in-sample eigenpairs, every row scored out of "

@@ -18,28 +18,31 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import numpy as np
 
-from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import (
     RASTER_OUTPUT_PARAMS,
-    write_clustering_metrics,
-    write_map_files,
-    write_map_group,
+    Group,
+    MapFiles,
+    Metrics,
+    Output,
+    Scratch,
+    Timing,
 )
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.meanshift.estimators import MSSC
 from dkernel.schema.estimator import EstimatorSchema
 
 logger = logging.getLogger(__name__)
 
 #: MSSC's parameters, derived from the estimator (its defaults, ranges and docstring).
 MSSC_SCHEMA = EstimatorSchema(
-    MSSC, exclude={"n_bands": "the image reader knows the bands (the other columns are kept)"}
+    "dkernel.meanshift.estimators:MSSC",
+    exclude={"n_bands": "the image reader knows the bands (the other columns are kept)"},
 )
 
 PARAMS = (*MSSC_SCHEMA.params, *RASTER_OUTPUT_PARAMS)
@@ -68,7 +71,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     )
 
 
-def run(ctx: JobContext) -> None:
+def compute(ctx: JobContext) -> Iterator[Output]:
     from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
     from dkernel.meanshift.bands import resolve_band_norm
     from dkernel.storage.layout import mssc_dataset
@@ -87,29 +90,53 @@ def run(ctx: JobContext) -> None:
         p, band_norm=band_norm, n_bands=n_bands, random_state=ctx.seed, progress=ctx.progress
     )
     t = time.perf_counter()
-    pixel_partitions = _fit(ctx, est, X)  # NumPy, or Dask read back from the scratch array
-    band_norm = est.band_norm_
+    pixel_partitions = yield from _fit(ctx, est, X)  # NumPy, or Dask read back from scratch
     labels = est.cluster_of_partitions(pixel_partitions)  # maps are built strip by strip
-    partition = est.partition_labels_  # partition -> cluster
-    ctx.store.record_timing("mssc_fit", time.perf_counter() - t)
+    yield Timing.since("mssc_fit", t)
     logger.info(
         f"mean shift: h_ms={est.bandwidth_:.4g}, {est.n_partitions_} partitions "
         f"({est.n_iter_} iterations); affinity {est.affinity_method_}, "
-        f"h_spec={est.sigma_:.4g}; bands {band_norm}"
+        f"h_spec={est.sigma_:.4g}; bands {est.band_norm_}"
     )
 
     counts = strip_counts(image, X)
+    t = time.perf_counter()
+    ds = mssc_dataset(
+        labels=labels_on_grid(labels, image, counts),
+        partition=labels_on_grid(pixel_partitions, image, counts),
+        valid=image_strips(image)[1],
+        image=image,
+        modes=est.modes_,
+        partition_labels=est.partition_labels_,  # partition -> cluster
+        partition_sizes=est.partition_sizes_,
+        affinity=est.affinity_,
+        embedding=est.embedding_,
+        eigenvalues=est.eigenvalues_,
+        density=est.density_,
+        seeds=est.seeds_,
+        seed_partition=est.seed_labels_,
+        attrs=_attrs(ctx, est),
+    )
+    yield Group("mssc", ds, lazy=True)
+    yield Timing.since("mssc_write", t)
     m, k = est.n_partitions_, p["n_clusters"]
-    attrs = {
+    yield MapFiles("mssc", f"MSSC: {m} partitions → {k} clusters")
+    yield Metrics(labels)
+
+
+def _attrs(ctx: JobContext, est: Any) -> dict[str, Any]:
+    """The ``/mssc`` group's attributes."""
+    p = ctx.params
+    return {
         "bandwidth": est.bandwidth_,
         "spectral_bandwidth": est.sigma_,  # the key before sigma: kept for existing readers
         "sigma": est.sigma_,
-        "n_partitions": m,
-        "n_clusters": k,
+        "n_partitions": est.n_partitions_,
+        "n_clusters": p["n_clusters"],
         "embedding": p["embedding"],
         "normalization": p["normalization"],
         "regularization": p["regularization"],
-        "band_norm": band_norm,
+        "band_norm": est.band_norm_,
         "affinity_method": est.affinity_method_,
         "mean_shift_iterations": est.n_iter_,
         "mean_shift_converged": bool(est.converged_),
@@ -118,53 +145,22 @@ def run(ctx: JobContext) -> None:
         "feature_names": ctx.data.feature_names or [],
         "features": ctx.data.meta.get("features", {}),
     }
-    t = time.perf_counter()
-    ds = mssc_dataset(
-        labels=labels_on_grid(labels, image, counts),
-        partition=labels_on_grid(pixel_partitions, image, counts),
-        valid=image_strips(image)[1],
-        image=image,
-        modes=est.modes_,
-        partition_labels=partition,
-        partition_sizes=est.partition_sizes_,
-        affinity=est.affinity_,
-        embedding=est.embedding_,
-        eigenvalues=est.eigenvalues_,
-        density=est.density_,
-        seeds=est.seeds_,
-        seed_partition=est.seed_labels_,
-        attrs=attrs,
-    )
-    write_map_group(ctx, "mssc", ds)
-    ctx.store.record_timing("mssc_write", time.perf_counter() - t)
-    stored = ctx.store.read_array("mssc", "labels")
-    files = write_map_files(ctx, stored, title=f"MSSC: {m} partitions → {k} clusters")
-    ctx.store.update_group_attrs("mssc", **files)
-    if ctx.data.y is not None:
-        write_clustering_metrics(ctx, ctx.data.y, as_numpy(labels))
-    ctx.store.clear_scratch()
 
 
-def _fit(ctx: JobContext, est: Any, X: Any) -> Any:
+def _fit(ctx: JobContext, est: Any, X: Any) -> Generator[Output, None, Any]:
     """Fit MSSC streaming every pixel through mean shift once: the workers write the
     stage-one partitions to a scratch array, which the affinity sample and the maps read.
     Returns every pixel's partition (lazy, read from the scratch array, for Dask input)."""
     import dask.array as da
 
     from dkernel.io.raster import image_strips
-    from dkernel.runtime import compute_parts
 
     if not isinstance(X, da.Array):
         est.fit(X)
         return est.pixel_partitions_
     est.fit_partitions(X)
     partitions = est.pixel_partitions_.astype(np.int32)
-    compute_parts(
-        ctx.store.write_scratch("partitions", partitions),
-        ctx.client,
-        show=ctx.progress,
-        what="mean-shift partitions",
-    )
+    yield Scratch("partitions", partitions, what="mean-shift partitions")
     # for the affinity sample each strip's partitions are read after the strip's valid
     # mask, on its worker, so that strips' pixels do not wait for partitions read elsewhere
     valid = image_strips(ctx.data.raster)[1]
@@ -177,7 +173,7 @@ register_method(
     Method(
         name="mssc",
         params=PARAMS,
-        run=run,
+        compute=compute,
         check_data=check_data,
         estimate=estimate,
         needs_raster=True,

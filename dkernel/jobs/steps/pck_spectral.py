@@ -1,54 +1,61 @@
 """``method: pck-spectral`` — PCK (PCKID when values are missing) spectral clustering.
 
 GMM ensemble fitted across the job's workers → posterior feature map Γ (never K) → centred KPCA
-(Paper I Eq. 5) or the normalised (NJW) embedding from the SVD of Γ or D^{-1/2}Γ → k-means.
-Γ is held in memory when it fits ``GAMMA_MEMORY_LIMIT``; otherwise it stays lazy and, with
-``solver: auto``, the embedding comes from the subspace of a uniform row subsample's Γ and one
-pass over all rows (:mod:`dkernel.spectral.subsample`; 7 passes with ``solver: randomized``).
-Writes ``/gmm`` (parameters of every (q, g) model, NaN-padded to G components, and the mean
-posterior entropy per model), ``/embedding``, ``/labels``, optionally ``/features`` (Γ/√Z) and
-``/kernel`` (blocked K, only on request), and ``/metrics`` when ground truth is given.
+(Løkse 2020, Paper I, Eq. 5 [Lokse2020]) or the normalised (NJW, [Ng2002]) embedding from the SVD of
+Γ or D^{-1/2}Γ → k-means. Γ is held in memory when it fits ``GAMMA_MEMORY_LIMIT``; otherwise it
+stays lazy and, with ``solver: auto``, the embedding comes from the subspace of a uniform row
+subsample's Γ and one pass over all rows (:mod:`dkernel.spectral.subsample`; 7 passes with
+``solver: randomized``). Writes ``/gmm`` (parameters of every (q, g) model, NaN-padded to G
+components, and the mean posterior entropy per model), ``/embedding``, ``/labels``, optionally
+``/features`` (Γ/√Z) and ``/kernel`` (blocked K, only on request), and ``/metrics`` when ground
+truth is given.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
 import numpy as np
-import xarray as xr
-from scipy.sparse import issparse
 
+from dkernel._lazy import deferred
 from dkernel._random import derive_seed
 from dkernel.errors import InvalidInputError
-from dkernel.gmm.em import DiagMixtures
-from dkernel.gmm.pck import ProbabilisticClusterKernel
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import (
-    RASTER_OUTPUT_PARAMS,
-    write_clustering_metrics,
-    write_label_map,
-)
+from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
-from dkernel.rows import take_rows
-from dkernel.runtime import compute_with_progress
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
-from dkernel.spectral.feature_map import (
-    choose_solver,
-    feature_map_kpca,
-    feature_map_normalized,
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+    from dkernel.gmm.pck import ProbabilisticClusterKernel
+
+# imported on first use (dkernel._lazy.deferred): `dkernel validate` and `dkernel methods`
+# import every step, without Dask or scikit-learn (tests/test_cli_imports.py)
+da = deferred("dask.array")
+issparse = deferred("scipy.sparse", "issparse")
+DiagMixtures = deferred("dkernel.gmm.em", "DiagMixtures")
+euclidean_kmeans, normalize_rows = deferred(
+    "dkernel.linalg.kmeans", "euclidean_kmeans", "normalize_rows"
 )
-from dkernel.spectral.subsample import subsample_kpca, subsample_normalized, subsample_rows
-from dkernel.storage.layout import (
-    embedding_dataset,
-    features_dataset,
-    gmm_dataset,
-    kernel_dataset,
-    labels_dataset,
+take_rows = deferred("dkernel.rows", "take_rows")
+choose_solver, feature_map_kpca, feature_map_normalized = deferred(
+    "dkernel.spectral.feature_map", "choose_solver", "feature_map_kpca", "feature_map_normalized"
+)
+subsample_kpca, subsample_normalized, subsample_rows = deferred(
+    "dkernel.spectral.subsample", "subsample_kpca", "subsample_normalized", "subsample_rows"
+)
+embedding_dataset, features_dataset, gmm_dataset, kernel_dataset, labels_dataset = deferred(
+    "dkernel.storage.layout",
+    "embedding_dataset",
+    "features_dataset",
+    "gmm_dataset",
+    "kernel_dataset",
+    "labels_dataset",
 )
 
 logger = logging.getLogger(__name__)
@@ -75,7 +82,8 @@ def _check_projection(value: float) -> str | None:
 
 #: The PCK ensemble's parameters, derived from the estimator.
 PCK_SCHEMA = EstimatorSchema(
-    ProbabilisticClusterKernel, overrides={"projection": {"check": _check_projection}}
+    "dkernel.gmm.pck:ProbabilisticClusterKernel",
+    overrides={"projection": {"check": _check_projection}},
 )
 
 PARAMS = (
@@ -285,11 +293,10 @@ def _model_entropy(Gamma, offsets: np.ndarray, scale: float) -> np.ndarray:
     return total / Gamma.shape[0]
 
 
-def run(ctx: JobContext) -> None:
+def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     X = ctx.data.X
     n = int(X.shape[0])
-    k = p["n_components"] or p["n_clusters"]
     est = PCK_SCHEMA.build(p, projection=_projection(p["projection"]), random_state=ctx.seed)
     n_missing = (
         int(da.isnan(X).sum().compute()) if isinstance(X, da.Array) else int(np.isnan(X).sum())
@@ -297,71 +304,30 @@ def run(ctx: JobContext) -> None:
     variant = "PCKID" if n_missing else "PCK"
     t = time.perf_counter()
     est.fit(X)
-    ctx.store.record_timing("fit_ensemble", time.perf_counter() - t)
+    yield Timing.since("fit_ensemble", t)
     logger.info(
         f"{variant}: {est.model_inits_.size} GMMs ({p['covariance_type']}), "
         f"F = {est.n_features_out_} features, {n_missing} missing values"
     )
 
     t = time.perf_counter()
-    rows = _chunk_rows(p, n)
-    # Γ computed once and held when it fits; otherwise it stays lazy and every pass over it
-    # recomputes it chunk by chunk from the ensemble parameters
     placement = gamma_placement(p, n)
-    in_memory = placement != "lazy"
-    if in_memory:
-        # here, from the N × p data: gathering Γ from the workers would move F / p times
-        # more bytes (700x for PCK's defaults on 20 columns) than it takes to compute
-        Xn = X.compute() if isinstance(X, da.Array) else np.asarray(X)
-        cut = SPARSE_CUT if placement == "sparse" else None
-        Gamma = est.transform(Xn, sparse_threshold=cut)
-    else:
-        Xd = (
-            X.rechunk({0: rows, 1: -1})
-            if isinstance(X, da.Array)
-            else da.from_array(np.asarray(X), chunks=(rows, -1))
-        )
-        Gamma = est.transform(Xd)
-    # a lazy Γ may be embedded from a subsample's Γ and one pass (when asked for 'auto')
-    m = subsample_size(p, n) if not in_memory and p["solver"] == "auto" else None
-    solver, why = choose_solver(Gamma.shape, k, is_dask=not in_memory, sample_rows=m)
-    logger.info(
-        f"Γ ({n} x {est.n_features_out_}, {p['dtype']}) "
-        + (
-            f"held in memory, sparse ({_nnz_per_row(Gamma):.0f} entries per row ≥ {SPARSE_CUT:g})"
-            if placement == "sparse"
-            else "held in memory"
-            if placement == "dense"
-            else "lazy, recomputed once per pass"
-        )
-        + f"; {why}"
-        + ("" if p["solver"] == "auto" else f"; solver: {p['solver']} as asked")
-    )
-    seed = derive_seed(ctx.seed, "pck-spectral", "svd")
-    if solver == "subsample":
-        rows_s = subsample_rows(n, m, derive_seed(ctx.seed, "pck-spectral", "subsample"))
-        sample = est.transform(take_rows(X, rows_s))
-        route = subsample_kpca if p["embedding"] == "kpca" else subsample_normalized
-        emb = route(Gamma, sample, k, random_state=seed)
-        del sample
-    elif p["embedding"] == "kpca":
-        emb = feature_map_kpca(Gamma, k, solver=p["solver"], random_state=seed)
-    else:
-        emb = feature_map_normalized(Gamma, k, solver=p["solver"], random_state=seed)
+    Gamma = _feature_map(p, est, X, placement)
+    emb, m = _embed(ctx, est, Gamma, X, placement)
     Z = emb.embedding if p["embedding"] == "kpca" else normalize_rows(emb.embedding)
-    ctx.store.record_timing("embedding", time.perf_counter() - t)
+    yield Timing.since("embedding", t)
     logger.info(f"{p['embedding']} eigenvalues {np.round(emb.eigenvalues, 4).tolist()}")
 
     t = time.perf_counter()
     labels, centers, inertia = euclidean_kmeans(
         Z, p["n_clusters"], n_init=p["n_init"], random_state=derive_seed(ctx.seed, "kmeans")
     )
-    ctx.store.record_timing("kmeans", time.perf_counter() - t)
+    yield Timing.since("kmeans", t)
 
     t = time.perf_counter()
     entropy = _model_entropy(Gamma, est.ensemble_.offsets, np.sqrt(est.normalizer_))
-    ctx.store.write("gmm", _gmm_dataset(est, entropy))
-    ctx.store.write(
+    yield Group("gmm", _gmm_dataset(est, entropy))
+    yield Group(
         "embedding",
         embedding_dataset(
             emb.embedding,
@@ -378,7 +344,7 @@ def run(ctx: JobContext) -> None:
             },
         ),
     )
-    ctx.store.write(
+    yield Group(
         "labels",
         labels_dataset(
             labels,
@@ -388,30 +354,79 @@ def run(ctx: JobContext) -> None:
             inertia=inertia,
         ),
     )
+    yield from _gamma_groups(p, Gamma, _chunk_rows(p, n))
+    yield Timing.since("write", t)
+    yield LabelMap(labels, "PCK spectral clustering")
+    yield Metrics(labels)
+
+
+def _feature_map(p: dict, est: ProbabilisticClusterKernel, X: Any, placement: str) -> Any:
+    """Γ, held in memory (dense or sparse) when it fits; otherwise lazy, and every pass over
+    it recomputes it chunk by chunk from the ensemble parameters (:func:`gamma_placement`)."""
+    if placement == "lazy":
+        rows = _chunk_rows(p, int(X.shape[0]))
+        Xd = (
+            X.rechunk({0: rows, 1: -1})
+            if isinstance(X, da.Array)
+            else da.from_array(np.asarray(X), chunks=(rows, -1))
+        )
+        return est.transform(Xd)
+    # here, from the N × p data: gathering Γ from the workers would move F / p times more
+    # bytes (700x for PCK's defaults on 20 columns) than it takes to compute
+    Xn = X.compute() if isinstance(X, da.Array) else np.asarray(X)
+    return est.transform(Xn, sparse_threshold=SPARSE_CUT if placement == "sparse" else None)
+
+
+def _embed(
+    ctx: JobContext, est: ProbabilisticClusterKernel, Gamma: Any, X: Any, placement: str
+) -> tuple[Any, int | None]:
+    """The KPCA or normalized embedding of Γ by the solver its cost picks (logged); a lazy Γ
+    may be embedded from a subsample's Γ and one pass (``solver: auto``). Returns the
+    embedding and the subsample's rows (None when not subsampled)."""
+    p = ctx.params
+    n = int(X.shape[0])
+    k = p["n_components"] or p["n_clusters"]
+    in_memory = placement != "lazy"
+    m = subsample_size(p, n) if not in_memory and p["solver"] == "auto" else None
+    solver, why = choose_solver(Gamma.shape, k, is_dask=not in_memory, sample_rows=m)
+    if placement == "sparse":
+        held = (
+            f"held in memory, sparse ({_nnz_per_row(Gamma):.0f} entries per row ≥ {SPARSE_CUT:g})"
+        )
+    else:
+        held = "held in memory" if placement == "dense" else "lazy, recomputed once per pass"
+    logger.info(
+        f"Γ ({n} x {est.n_features_out_}, {p['dtype']}) {held}; {why}"
+        + ("" if p["solver"] == "auto" else f"; solver: {p['solver']} as asked")
+    )
+    seed = derive_seed(ctx.seed, "pck-spectral", "svd")
+    if solver == "subsample":
+        rows = subsample_rows(n, m, derive_seed(ctx.seed, "pck-spectral", "subsample"))
+        sample = est.transform(take_rows(X, rows))
+        route = subsample_kpca if p["embedding"] == "kpca" else subsample_normalized
+        return route(Gamma, sample, k, random_state=seed), m
+    embed = feature_map_kpca if p["embedding"] == "kpca" else feature_map_normalized
+    return embed(Gamma, k, solver=p["solver"], random_state=seed), m
+
+
+def _gamma_groups(p: dict, Gamma: Any, rows: int) -> Iterator[Output]:
+    """``/features`` (Γ/√Z) and ``/kernel`` (K = Γ Γᵀ, blocked) when asked for, written by
+    the workers."""
+    if not (p["store_features"] or p["store_kernel"]):
+        return
+    G = Gamma if isinstance(Gamma, da.Array) else da.from_array(Gamma, chunks=(rows, -1))
     if p["store_features"]:
-        G = Gamma if isinstance(Gamma, da.Array) else da.from_array(Gamma, chunks=(rows, -1))
-        compute_with_progress(
-            ctx.store.write("features", features_dataset(G), compute=False),
-            ctx.client,
-            show=ctx.progress,
-        )
+        yield Group("features", features_dataset(G), lazy=True)
     if p["store_kernel"]:
-        G = Gamma if isinstance(Gamma, da.Array) else da.from_array(Gamma, chunks=(rows, -1))
-        ds = kernel_dataset(G @ G.T, attrs={"kernel": "pck", "normalized": False}, block_size=2048)
-        compute_with_progress(
-            ctx.store.write("kernel", ds, compute=False), ctx.client, show=ctx.progress
-        )
-    ctx.store.record_timing("write", time.perf_counter() - t)
-    write_label_map(ctx, labels, title="PCK spectral clustering")
-    if ctx.data.y is not None:
-        write_clustering_metrics(ctx, ctx.data.y, labels)
+        attrs = {"kernel": "pck", "normalized": False}
+        yield Group("kernel", kernel_dataset(G @ G.T, attrs=attrs, block_size=2048), lazy=True)
 
 
 register_method(
     Method(
         name="pck-spectral",
         params=PARAMS,
-        run=run,
+        compute=compute,
         check_data=check_data,
         estimate=estimate,
         description="Probabilistic cluster kernel (PCKID with missing values): GMM ensemble "

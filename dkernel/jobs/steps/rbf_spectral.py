@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
 from dkernel._budget import dense_kernel_cost
+from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import (
-    RASTER_OUTPUT_PARAMS,
-    write_clustering_metrics,
-    write_label_map,
-)
+from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.runtime import compute_with_progress
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import REQUIRED, Param
-from dkernel.spectral.estimators import KECA, KernelPCAEmbedding
-from dkernel.storage.layout import embedding_dataset, kernel_dataset, labels_dataset
+
+# imported on first use (dkernel._lazy.deferred): `dkernel validate` and `dkernel methods`
+# import every step, without Dask or scikit-learn (tests/test_cli_imports.py)
+embedding_dataset, kernel_dataset, labels_dataset = deferred(
+    "dkernel.storage.layout", "embedding_dataset", "kernel_dataset", "labels_dataset"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -34,11 +35,13 @@ _OVERRIDES = {
     "n_clusters": {"default": REQUIRED, "nullable": False, "doc": "Number of clusters for k-means."}
 }
 KPCA_SCHEMA = EstimatorSchema(
-    KernelPCAEmbedding,
+    "dkernel.spectral.estimators:KernelPCAEmbedding",
     exclude={**_EXCLUDE, "centered": "embedding: kpca or kpca-uncentered"},
     overrides=_OVERRIDES,
 )
-KECA_SCHEMA = EstimatorSchema(KECA, exclude=_EXCLUDE, overrides=_OVERRIDES)
+KECA_SCHEMA = EstimatorSchema(
+    "dkernel.spectral.estimators:KECA", exclude=_EXCLUDE, overrides=_OVERRIDES
+)
 
 PARAMS = (
     Param(
@@ -91,7 +94,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     )
 
 
-def run(ctx: JobContext) -> None:
+def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     keca = p["embedding"] == "keca"
     fixed: dict = dict(
@@ -104,31 +107,24 @@ def run(ctx: JobContext) -> None:
     est = (KECA_SCHEMA if keca else KPCA_SCHEMA).build(p, **fixed)
 
     t = time.perf_counter()
-    K_lazy = est.prepare_fit(ctx.data.X)
+    K_source = est.prepare_fit(ctx.data.X)
     if p["store_kernel"]:
-        ds = kernel_dataset(
-            K_lazy,
-            attrs={"kernel": "rbf", "sigma": est.sigma_, "block_size": int(K_lazy.chunksize[0])},
-        )
-        n_blocks = K_lazy.numblocks[0] * K_lazy.numblocks[1]
+        n_blocks = K_source.numblocks[0] * K_source.numblocks[1]
         logger.info(
-            f"writing the {K_lazy.shape[0]}² kernel in "
+            f"writing the {K_source.shape[0]}² kernel in "
             f"{n_blocks} block{'s' if n_blocks != 1 else ''}"
         )
-        compute_with_progress(
-            ctx.store.write("kernel", ds, compute=False), ctx.client, show=ctx.progress
-        )
+        attrs = {"kernel": "rbf", "sigma": est.sigma_, "block_size": int(K_source.chunksize[0])}
+        yield Group("kernel", kernel_dataset(K_source, attrs=attrs), lazy=True)
         K_source = ctx.store.read_array("kernel", "kernel")
-    else:
-        K_source = K_lazy
     K = np.asarray(ctx.client.compute(K_source).result(), dtype=np.float64)
-    ctx.store.record_timing("kernel", time.perf_counter() - t)
+    yield Timing.since("kernel", t)
 
     t = time.perf_counter()
     est.fit_kernel(K)
-    ctx.store.record_timing("embedding_and_clustering", time.perf_counter() - t)
+    yield Timing.since("embedding_and_clustering", t)
 
-    ctx.store.write(
+    yield Group(
         "embedding",
         embedding_dataset(
             est.embedding_,
@@ -138,11 +134,11 @@ def run(ctx: JobContext) -> None:
             attrs={
                 "method": p["embedding"],
                 "sigma": est.sigma_,
-                "criterion": "entropy contribution" if p["embedding"] == "keca" else "eigenvalue",
+                "criterion": "entropy contribution" if keca else "eigenvalue",
             },
         ),
     )
-    ctx.store.write(
+    yield Group(
         "labels",
         labels_dataset(
             est.labels_,
@@ -150,16 +146,15 @@ def run(ctx: JobContext) -> None:
             clustering="angular k-means" if keca else "k-means",
         ),
     )
-    write_label_map(ctx, est.labels_, title="RBF spectral clustering")
-    if ctx.data.y is not None:
-        write_clustering_metrics(ctx, ctx.data.y, est.labels_)
+    yield LabelMap(est.labels_, "RBF spectral clustering")
+    yield Metrics(est.labels_)
 
 
 register_method(
     Method(
         name="rbf-spectral",
         params=PARAMS,
-        run=run,
+        compute=compute,
         check_data=check_data,
         estimate=estimate,
         description="RBF kernel (blocked, stored) → KPCA or KECA embedding → (angular) k-means.",

@@ -9,29 +9,37 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-import dask.array as da
 import numpy as np
 
+from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import (
-    RASTER_OUTPUT_PARAMS,
-    write_clustering_metrics,
-    write_label_map,
-)
+from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
-from dkernel.runtime import compute_with_progress
+from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
-from dkernel.spectral.clustering import DEFAULT_LANDMARKS, SpectralClustering
-from dkernel.storage.layout import embedding_dataset, labels_dataset, landmarks_dataset
+
+if TYPE_CHECKING:
+    from dkernel.spectral.clustering import SpectralClustering
+
+# imported on first use (dkernel._lazy.deferred), constants read from the stored derivation
+# (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
+# without Dask or scikit-learn (tests/test_cli_imports.py)
+DEFAULT_LANDMARKS = constants("dkernel.spectral.clustering", "DEFAULT_LANDMARKS")
+da = deferred("dask.array")
+embedding_dataset, labels_dataset, landmarks_dataset = deferred(
+    "dkernel.storage.layout", "embedding_dataset", "labels_dataset", "landmarks_dataset"
+)
 
 logger = logging.getLogger(__name__)
 
 #: SpectralClustering's parameters, derived from the estimator.
 SPECTRAL_SCHEMA = EstimatorSchema(
-    SpectralClustering,
+    "dkernel.spectral.clustering:SpectralClustering",
     exclude={"kernel_params": "the kernels' reference samples keep their defaults"},
     # the estimator also takes 'pck', 'precomputed' and callables, which a job cannot pass
     overrides={"kernel": {"choices": ("local_scaling", "knn", "rbf", "cosine")}},
@@ -118,7 +126,7 @@ def _approximation(params: dict, n: int) -> str:
     return SPECTRAL_SCHEMA.build(params)._approximation(n)
 
 
-def run(ctx: JobContext) -> None:
+def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     X = ctx.data.X
     n = int(X.shape[0])
@@ -134,52 +142,9 @@ def run(ctx: JobContext) -> None:
     est = SPECTRAL_SCHEMA.build(p, random_state=ctx.seed)
     t = time.perf_counter()
     est.fit(Xd)
-    ctx.store.record_timing("fit", time.perf_counter() - t)
+    yield Timing.since("fit", t)
     t = time.perf_counter()
-    k = est.eigenvalues_.size
-    if est.approximation_ == "bipartite":
-        gm = est.graph_model_
-        logger.info(
-            f"{est.embedding_method_} embedding of the {gm.graph.n_landmarks}-landmark bipartite "
-            f"graph; eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
-        )
-        criterion, eigen_index = est.eigenvalues_, np.arange(k)
-        landmarks = landmarks_dataset(None, gm.spectrum, coordinates=gm.graph.landmarks)
-        solver_attrs = {
-            "solver": "landmark-bipartite-graph",
-            "kernel": "local_scaling",
-            "n_landmarks": gm.graph.n_landmarks,
-            "landmark_neighbors": gm.graph.n_neighbors,
-        }
-    elif est.approximation_ == "exact":
-        logger.info(
-            f"exact {est.embedding_method_} embedding of the {p['n_neighbors']}-NN self-tuning graph; "
-            f"eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
-        )
-        gm = est.graph_model_
-        criterion, eigen_index = est.eigenvalues_, np.arange(k)
-        landmarks = landmarks_dataset(est.landmark_indices_, gm.spectrum[:50])
-        solver_attrs = {
-            "solver": "knn-graph",
-            "kernel": "local_scaling",
-            "n_neighbors": gm.n_neighbors,
-            "graph_neighbors": gm.graph_neighbors,
-        }
-    else:
-        logger.info(
-            f"Nyström {est.embedding_method_} embedding with {est.landmark_indices_.size} "
-            f"landmarks; eigenvalues {np.round(est.eigenvalues_, 4).tolist()}"
-        )
-        ny = est.nystrom_
-        criterion, eigen_index = ny.criterion_, ny.component_indices_.astype(np.int64)
-        landmarks = landmarks_dataset(est.landmark_indices_, ny.all_eigenvalues_[:50])
-        solver_attrs = {
-            "solver": "nystrom",
-            "n_landmarks": int(est.landmark_indices_.size),
-            "landmarks": p["landmarks"],
-            "kernel": ny.kernel_.name,
-            **dict(ny.kernel_.params),
-        }
+    criterion, eigen_index, landmarks, solver_attrs = _solver_results(est, p)
     ds = embedding_dataset(
         est.embedding_,
         est.eigenvalues_,
@@ -194,11 +159,9 @@ def run(ctx: JobContext) -> None:
             **solver_attrs,
         },
     )
-    compute_with_progress(
-        ctx.store.write("embedding", ds, compute=False), ctx.client, show=ctx.progress
-    )
-    ctx.store.write("landmarks", landmarks)
-    ctx.store.write(
+    yield Group("embedding", ds, lazy=True)
+    yield Group("landmarks", landmarks)
+    yield Group(
         "labels",
         labels_dataset(
             est.labels_,
@@ -207,17 +170,77 @@ def run(ctx: JobContext) -> None:
             centers=est.cluster_centers_,
         ),
     )
-    ctx.store.record_timing("write", time.perf_counter() - t)
-    write_label_map(ctx, est.labels_, title="spectral clustering")
-    if ctx.data.y is not None:
-        write_clustering_metrics(ctx, ctx.data.y, est.labels_)
+    yield Timing.since("write", t)
+    yield LabelMap(est.labels_, "spectral clustering")
+    yield Metrics(est.labels_)
+
+
+def _solver_results(est: SpectralClustering, p: dict) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """The fitted path's ordering criterion, eigenvector indices, ``/landmarks`` group and
+    embedding attributes (logged)."""
+    k = est.eigenvalues_.size
+    eigenvalues = np.round(est.eigenvalues_, 4).tolist()
+    if est.approximation_ == "bipartite":
+        gm = est.graph_model_
+        logger.info(
+            f"{est.embedding_method_} embedding of the {gm.graph.n_landmarks}-landmark bipartite "
+            f"graph; eigenvalues {eigenvalues}"
+        )
+        landmarks = landmarks_dataset(None, gm.spectrum, coordinates=gm.graph.landmarks)
+        return (
+            est.eigenvalues_,
+            np.arange(k),
+            landmarks,
+            {
+                "solver": "landmark-bipartite-graph",
+                "kernel": "local_scaling",
+                "n_landmarks": gm.graph.n_landmarks,
+                "landmark_neighbors": gm.graph.n_neighbors,
+            },
+        )
+    if est.approximation_ == "exact":
+        logger.info(
+            f"exact {est.embedding_method_} embedding of the {p['n_neighbors']}-NN self-tuning "
+            f"graph; eigenvalues {eigenvalues}"
+        )
+        gm = est.graph_model_
+        landmarks = landmarks_dataset(est.landmark_indices_, gm.spectrum[:50])
+        return (
+            est.eigenvalues_,
+            np.arange(k),
+            landmarks,
+            {
+                "solver": "knn-graph",
+                "kernel": "local_scaling",
+                "n_neighbors": gm.n_neighbors,
+                "graph_neighbors": gm.graph_neighbors,
+            },
+        )
+    logger.info(
+        f"Nyström {est.embedding_method_} embedding with {est.landmark_indices_.size} "
+        f"landmarks; eigenvalues {eigenvalues}"
+    )
+    ny = est.nystrom_
+    landmarks = landmarks_dataset(est.landmark_indices_, ny.all_eigenvalues_[:50])
+    return (
+        ny.criterion_,
+        ny.component_indices_.astype(np.int64),
+        landmarks,
+        {
+            "solver": "nystrom",
+            "n_landmarks": int(est.landmark_indices_.size),
+            "landmarks": p["landmarks"],
+            "kernel": ny.kernel_.name,
+            **dict(ny.kernel_.params),
+        },
+    )
 
 
 register_method(
     Method(
         name="spectral-clustering",
         params=PARAMS,
-        run=run,
+        compute=compute,
         check_data=check_data,
         estimate=estimate,
         description="Spectral embedding (self-tuning k-NN graph, landmark bipartite graph or "

@@ -100,7 +100,7 @@ def labels_dataset(
     """
     # NumPy or Dask labels: a Dask array stays lazy until the store writes it
     labels = labels.astype(np.int64) if hasattr(labels, "astype") else np.asarray(labels, np.int64)
-    data = {"labels": (("sample",), labels)}
+    data: dict[str, tuple[tuple[str, ...], Any]] = {"labels": (("sample",), labels)}
     if centers is not None:
         data[centers_name] = (("cluster", "component"), centers)
     attrs: dict[str, Any] = {"n_clusters": n_clusters, "clustering": clustering}

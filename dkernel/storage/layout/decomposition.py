@@ -16,7 +16,7 @@ def _sample_cluster_coords(n_samples: int, n_clusters: int) -> dict[str, np.ndar
 def decomposition_dataset(
     W: np.ndarray, H: np.ndarray, priors: np.ndarray, *, attrs: Mapping[str, Any] | None = None
 ) -> xr.Dataset:
-    """The ``/decomposition`` group: the factors of the aggregate Markov model (seed 003).
+    """The ``/decomposition`` group: the aggregate Markov model's factors [SzymkowiakHave2006].
 
     Parameters
     ----------
@@ -60,7 +60,7 @@ def decomposition_dataset(
 
 
 def posteriors_dataset(posteriors: np.ndarray) -> xr.Dataset:
-    """The ``/posteriors`` group: the class posteriors of every sample (seed 003, Eq. 9).
+    """The ``/posteriors`` group: every sample's class posteriors ([SzymkowiakHave2006], Eq. 9).
 
     Parameters
     ----------
@@ -104,7 +104,7 @@ def selection_dataset(
     Parameters
     ----------
     errors : ndarray (n_repeats, n_neighbors, n_sigmas, n_clusters)
-        Negative mean held-out log-likelihood (seed 003, Eq. 11-14) of every fit.
+        Negative mean held-out log-likelihood ([SzymkowiakHave2006], Eq. 11-14) of every fit.
     error_mean, error_sem : ndarray (n_neighbors, n_sigmas, n_clusters)
         Its mean and standard error over repeats.
     error_vs_sigma_mean, error_vs_sigma_sem : ndarray (n_neighbors, n_sigmas)

@@ -118,7 +118,8 @@ def gmm_dataset(
     }
     if projection is not None:
         data["projection"] = (("feature", "axis"), projection)
-        data["projection_variance_ratio"] = (("axis",), projection_variance_ratio)
+        if projection_variance_ratio is not None:
+            data["projection_variance_ratio"] = (("axis",), projection_variance_ratio)
     if covariance_type == "diag":
         data["variances"] = (dims, second)
         if rho is not None:

@@ -89,7 +89,7 @@ def embedding_dataset(
     eigenvalues : array-like (n_components,)
     criterion : array-like (n_components,), optional
         The score the components were ordered by (eigenvalue, entropy contribution,
-        Paper II Prop. 6 ``c_i^2``; named by the ``criterion`` attribute).
+        [Lokse2020] Paper II Prop. 6 ``c_i^2``; named by the ``criterion`` attribute).
     eigen_index : array-like (n_components,), optional
         Index of the eigenpair every component is (stored as int64).
     degrees : array-like (n_rows,), optional

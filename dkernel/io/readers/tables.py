@@ -1,11 +1,13 @@
-"""Built-in readers; importing this module registers them.
+"""The table readers: scikit-learn's bundled data sets, delimited text, ``.npy`` arrays, and the
+data sets of ``$DKERNEL_DATA`` read as tables (UCI tables, SIPU shapes, Frey faces).
 
-Readers for tables (``sklearn``, ``csv``, ``npy``) live here; families add theirs in their own
-io modules, imported at the bottom.
+Importing this module registers them; it imports neither scikit-learn nor Dask, so that
+``dkernel validate`` and ``dkernel methods`` stay light.
 """
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -13,21 +15,74 @@ import numpy as np
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
+from dkernel.io.frey import frey_path, load_frey_faces
 from dkernel.io.registry import Reader, register_reader
+from dkernel.io.shapes import SHAPE_SETS, load_shapes, shape_files
+from dkernel.io.tables import (
+    ECOLI_DIR,
+    STATLOG_DIR,
+    STATLOG_FILES,
+    WISCONSIN_DIR,
+    load_ecoli,
+    load_statlog_landsat,
+    load_wisconsin,
+    table_file,
+)
 from dkernel.schema.params import Param
 
-SKLEARN_DATASETS = ("wine", "iris", "breast_cancer", "digits")
+#: The cell-nucleus measurements of the breast-cancer table (its mean, error and worst).
+_CELL = "radius texture perimeter area smoothness compactness concavity".split()
+_CELL += ["concave points", "symmetry", "fractal dimension"]
+#: scikit-learn's bundled data sets: the file in its ``datasets/data`` folder and the names of
+#: the columns (as ``sklearn.datasets.load_<name>`` gives them).
+SKLEARN_FILES: dict[str, tuple[str, list[str]]] = {
+    "wine": (
+        "wine_data.csv",
+        "alcohol malic_acid ash alcalinity_of_ash magnesium total_phenols flavanoids "
+        "nonflavanoid_phenols proanthocyanins color_intensity hue od280/od315_of_diluted_wines "
+        "proline".split(),
+    ),
+    "iris": (
+        "iris.csv",
+        ["sepal length (cm)", "sepal width (cm)", "petal length (cm)", "petal width (cm)"],
+    ),
+    "breast_cancer": (
+        "breast_cancer.csv",
+        [f"mean {f}" for f in _CELL]
+        + [f"{f} error" for f in _CELL]
+        + [f"worst {f}" for f in _CELL],
+    ),
+    "digits": ("digits.csv.gz", [f"pixel_{i}_{j}" for i in range(8) for j in range(8)]),
+}
+SKLEARN_DATASETS = tuple(SKLEARN_FILES)
+
+
+def sklearn_data_dir() -> Path:
+    """scikit-learn's folder of bundled data files, found without importing scikit-learn."""
+    spec = find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise InvalidInputError("reader 'sklearn' needs scikit-learn, which is not installed.")
+    return Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data"
 
 
 def load_sklearn(name: str) -> LoadedData:
-    """One of scikit-learn's bundled datasets (no download)."""
-    from sklearn import datasets
+    """One of scikit-learn's bundled data sets (no download), read from its files.
 
-    bunch = getattr(datasets, f"load_{name}")()
+    The same table as ``sklearn.datasets.load_<name>()`` (``data``, ``target`` and
+    ``feature_names``; ``tests/io/test_readers.py`` compares them), read without importing
+    scikit-learn: the files hold one sample per line, its class last, below a header line
+    (``n_samples,n_features,class names...``) except for ``digits``.
+    """
+    filename, names = SKLEARN_FILES[name]
+    path = sklearn_data_dir() / filename
+    try:
+        table = np.loadtxt(path, delimiter=",", skiprows=0 if name == "digits" else 1)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read scikit-learn's {name} data ({path}): {exc}") from exc
     return LoadedData(
-        X=np.asarray(bunch.data, dtype=np.float64),
-        y=np.asarray(bunch.target),
-        feature_names=[str(f) for f in getattr(bunch, "feature_names", [])] or None,
+        X=np.ascontiguousarray(table[:, :-1]),
+        y=table[:, -1].astype(np.int64),
+        feature_names=list(names),
         meta={"source": f"sklearn.datasets.load_{name}"},
     )
 
@@ -214,9 +269,75 @@ register_reader(
         description="A 2-D .npy array with optional labels.",
     )
 )
-from dkernel.io import (
-    frey,  # noqa: E402,F401  (registers the frey-faces reader)
-    raster,  # noqa: E402,F401  (registers geotiff, demo-landsat, npy-raster, zarr-raster, samson, jasper)
-    shapes,  # noqa: E402,F401  (registers the SIPU 2-D shape sets)
-    tables,  # noqa: E402,F401  (registers wisconsin, statlog-landsat, ecoli)
+
+_DIR = Param("data_dir", "str", default="${DKERNEL_DATA}", doc="The DKERNEL_DATA folder.")
+
+register_reader(
+    Reader(
+        name="wisconsin",
+        params=(_DIR,),
+        load=lambda data_dir="${DKERNEL_DATA}": load_wisconsin(data_dir),
+        files=lambda data_dir="${DKERNEL_DATA}", **_: [
+            table_file(data_dir, WISCONSIN_DIR, "breast-cancer-wisconsin.data")
+        ],
+        description="Breast Cancer Wisconsin (Original), 699 × 9, 16 real missing values (NaN).",
+    )
+)
+register_reader(
+    Reader(
+        name="statlog-landsat",
+        params=(_DIR, Param("split", "str", default="all", choices=("train", "test", "all"))),
+        load=lambda data_dir="${DKERNEL_DATA}", split="all": load_statlog_landsat(data_dir, split),
+        files=lambda data_dir="${DKERNEL_DATA}", split="all", **_: [
+            table_file(data_dir, STATLOG_DIR, name) for name in STATLOG_FILES[split]
+        ],
+        description="Statlog (Landsat Satellite), 36 features, 6 classes.",
+    )
+)
+register_reader(
+    Reader(
+        name="ecoli",
+        params=(_DIR,),
+        load=lambda data_dir="${DKERNEL_DATA}": load_ecoli(data_dir),
+        files=lambda data_dir="${DKERNEL_DATA}", **_: [
+            table_file(data_dir, ECOLI_DIR, "ecoli.data")
+        ],
+        description="UCI Ecoli, 336 × 7, 8 classes.",
+    )
+)
+register_reader(
+    Reader(
+        name="shapes",
+        params=(
+            Param("name", "str", choices=SHAPE_SETS, doc="SIPU shape set."),
+            Param(
+                "path",
+                "str",
+                default=None,
+                nullable=True,
+                doc="Data folder (default $DKERNEL_DATA).",
+            ),
+        ),
+        load=load_shapes,
+        files=lambda name, path=None, **_: shape_files(name, path),
+        description="SIPU 2-D clustering shape sets (jain, Aggregation, ..., D31) with labels.",
+    )
+)
+register_reader(
+    Reader(
+        name="frey-faces",
+        params=(
+            Param(
+                "path",
+                "str",
+                default=None,
+                nullable=True,
+                doc="frey_rawface.mat (default: $DKERNEL_DATA/frey_faces/frey_rawface.mat).",
+            ),
+            Param("scale", "bool", default=True, doc="Grey levels divided by 255."),
+        ),
+        load=load_frey_faces,
+        files=lambda path=None, **_: [frey_path(path)],
+        description="Frey faces: 1965 images of 28x20 pixels as 560-dimensional rows.",
+    )
 )

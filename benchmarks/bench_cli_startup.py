@@ -1,0 +1,87 @@
+"""Wall time of the light commands: the median of several runs, each in a fresh process.
+
+``dkernel --help``, ``dkernel run --help``, ``dkernel methods``, ``dkernel methods mssc`` and
+``dkernel validate jobs/wine-rbf-kpca.yaml`` should each take at most one second on a quiet
+machine (issue 33): they import neither Dask nor scikit-learn nor SciPy
+(``tests/test_cli_imports.py`` checks that). ``import numpy`` and a bare interpreter are
+timed too, as the floor under every command.
+
+Usage::
+
+    python benchmarks/bench_cli_startup.py [--repeat 5] [--limit 1.0]
+
+Exits with status 1 when a command's median is above ``--limit`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dkernel_command() -> list[str]:
+    """The installed ``dkernel`` script beside this interpreter, else ``python -m dkernel.cli``."""
+    script = Path(sys.executable).with_name("dkernel")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "dkernel.cli"]
+
+
+def commands(output_root: str) -> dict[str, list[str]]:
+    dk = dkernel_command()
+    return {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
+        "dkernel --help": [*dk, "--help"],
+        "dkernel run --help": [*dk, "run", "--help"],
+        "dkernel methods": [*dk, "methods"],
+        "dkernel methods mssc": [*dk, "methods", "mssc"],
+        "dkernel validate jobs/wine-rbf-kpca.yaml": [
+            *dk, "validate", "jobs/wine-rbf-kpca.yaml", "--output-root", output_root,
+        ],
+    }  # fmt: skip
+
+
+def wall_times(argv: list[str], repeat: int) -> list[float]:
+    """Seconds per run of ``argv`` (after one untimed run that warms the file cache)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    times = []
+    for i in range(repeat + 1):
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True)
+        if i:
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per command")
+    parser.add_argument("--limit", type=float, default=1.0, help="seconds a command may take")
+    args = parser.parse_args()
+    output_root = tempfile.mkdtemp(prefix="dkernel-bench-")
+    slow = []
+    try:
+        print(f"{'command':45} {'median':>8} {'min':>8} {'max':>8}  (s, {args.repeat} runs)")
+        for name, argv in commands(output_root).items():
+            times = wall_times(argv, args.repeat)
+            median = statistics.median(times)
+            print(f"{name:45} {median:8.3f} {min(times):8.3f} {max(times):8.3f}", flush=True)
+            if name.startswith("dkernel") and median > args.limit:
+                slow.append(name)
+    finally:
+        shutil.rmtree(output_root, ignore_errors=True)
+    if slow:
+        print(f"above {args.limit:g} s: {', '.join(slow)}")
+    return 1 if slow else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

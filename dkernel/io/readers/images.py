@@ -1,0 +1,169 @@
+"""The image readers: GeoTIFF, the vendored demo scene, ``.npy`` and Zarr images, the
+hyperspectral scenes of ``$DKERNEL_DATA``.
+
+Importing this module registers them without importing their implementation
+(``dkernel.io.raster``, which needs Dask, xarray and rasterio): it is imported when a reader
+loads, so ``dkernel validate`` and ``dkernel methods`` stay light.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dkernel._lazy import deferred
+from dkernel.io.data import MAX_COORD_SCALE, SCALES, expand_data_path, resolve_path
+from dkernel.io.registry import Reader, register_reader
+from dkernel.schema.params import Param
+
+load_geotiff, load_demo_landsat, load_npy_raster, load_zarr_raster, load_hyperspectral = deferred(
+    "dkernel.io.raster",
+    "load_geotiff",
+    "load_demo_landsat",
+    "load_npy_raster",
+    "load_zarr_raster",
+    "load_hyperspectral",
+)
+
+
+def geotiff_files(path: str, **_: Any) -> list[Path]:
+    """The files GDAL reads for reader ``geotiff`` (:func:`dkernel.io.gdal.raster_files`;
+    a VRT or other indirection is refused here already)."""
+    from dkernel.io.gdal import raster_files
+
+    return raster_files(resolve_path(path))
+
+
+def zarr_raster_files(path: str, **_: Any) -> list[Path]:
+    """The links inside the store of reader ``zarr-raster`` (after checking its files)."""
+    from dkernel.io.zarr_inputs import zarr_store_links
+
+    return zarr_store_links(resolve_path(path))
+
+
+def hyperspectral_files(scene: str, path: str | None = None) -> list[Path]:
+    """The two ``.mat`` files readers ``samson`` / ``jasper`` read."""
+    from dkernel.io.hyperspectral import scene_files
+
+    return scene_files(scene, expand_data_path(path) if path else None)
+
+
+scale = Param(
+    "scale",
+    "str",
+    default="minmax",
+    choices=SCALES,
+    doc="Per-band scaling over valid pixels: minmax to [0, 1], standardize, or none.",
+)
+coord = Param(
+    "coord_scale",
+    "float",
+    default=0.25,
+    low=0.0,
+    high=MAX_COORD_SCALE,
+    doc="Pixel coordinates scaled to [0, c] (longer side); 0 drops them.",
+)
+chunk = Param(
+    "chunk_rows",
+    "int",
+    default=None,
+    nullable=True,
+    low=1,
+    doc="Rows per chunk (full-width strips), rounded up to the file's block height.",
+)
+register_reader(
+    Reader(
+        name="geotiff",
+        params=(
+            Param("path", "str", doc="GeoTIFF file."),
+            Param("bands", "int_list", default=None, nullable=True, doc="1-based bands to keep."),
+            scale,
+            coord,
+            chunk,
+        ),
+        load=load_geotiff,
+        files=geotiff_files,
+        description="A GeoTIFF (rioxarray): bands, nodata mask, CRS and transform kept.",
+        raster=True,
+    )
+)
+register_reader(
+    Reader(
+        name="demo-landsat",
+        params=(scale, coord, chunk),
+        load=load_demo_landsat,
+        description="The vendored CC0 Landsat 7 scene RGB.byte.tif (no DKERNEL_DATA needed).",
+        raster=True,
+    )
+)
+register_reader(
+    Reader(
+        name="npy-raster",
+        params=(
+            Param("path", "str"),
+            Param("layout", "str", default="yxb", choices=("yxb", "byx")),
+            Param("nodata", "float", default=None, nullable=True),
+            Param("labels_path", "str", default=None, nullable=True),
+            scale,
+            coord,
+        ),
+        load=load_npy_raster,
+        description="A 3-D .npy image (rows, cols, bands) or (bands, rows, cols).",
+        raster=True,
+    )
+)
+register_reader(
+    Reader(
+        name="zarr-raster",
+        params=(
+            Param("path", "str"),
+            Param("variable", "str", default=None, nullable=True),
+            Param("layout", "str", default="byx", choices=("yxb", "byx")),
+            Param("nodata", "float", default=None, nullable=True),
+            scale,
+            coord,
+            Param(
+                "missing_chunks",
+                "str",
+                default="error",
+                choices=("error", "nodata"),
+                doc="A chunk with no file (it reads as the fill value): 'error', or "
+                "'nodata' when the store was written without its empty chunks.",
+            ),
+        ),
+        load=load_zarr_raster,
+        files=zarr_raster_files,
+        description=(
+            "An xarray cube in a Zarr store (CRS, coordinates, band names kept) or a "
+            "plain 3-D Zarr array."
+        ),
+        raster=True,
+    )
+)
+hs_scale = Param(
+    "scale",
+    "str",
+    default="none",
+    choices=SCALES,
+    doc="Band scaling (reflectances are already in [0, 1]).",
+)
+for scene, text in (
+    ("samson", "Samson (95 × 95 × 156)"),
+    ("jasper", "Jasper Ridge (100 × 100 × 198)"),
+):
+    register_reader(
+        Reader(
+            name=scene,
+            params=(
+                Param("path", "str", default="${DKERNEL_DATA}", doc="DKERNEL_DATA folder."),
+                hs_scale,
+                coord,
+            ),
+            load=lambda path="${DKERNEL_DATA}", scale="none", coord_scale=0.25, _s=scene: (
+                load_hyperspectral(_s, expand_data_path(path), scale, coord_scale)
+            ),
+            files=lambda path="${DKERNEL_DATA}", _s=scene, **_: hyperspectral_files(_s, path),
+            description=f"{text} hyperspectral scene with argmax-abundance ground truth.",
+            raster=True,
+        )
+    )

@@ -1,0 +1,14 @@
+"""Kernel k-means ([MLSlides2012]): Lloyd's iterations in a kernel's feature space, on the
+kernel matrix (exact) or on an explicit Nyström / landmark feature map (large N), k-means++ or
+kernel PCA starts, and the number of clusters chosen by AIC or BIC."""
+
+from dkernel._lazy import attach
+
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "estimator": ["KernelKMeans"],
+        "features": ["NystromFeatureMap"],
+        "lloyd": ["information_criteria", "kernel_kmeans", "kmeans_plusplus", "lloyd"],
+    },
+)

@@ -1,0 +1,585 @@
+"""``dkernel.KernelKMeans``: kernel k-means on NumPy or Dask input, exact or on a feature map.
+
+Two solvers run the same Lloyd iterations (:mod:`dkernel.kmeans.lloyd`): ``'exact'`` on the
+kernel matrix of all points ([MLSlides2012], slides 34-38; O(N²) memory, refused beyond the
+memory limit) and ``'nystrom'`` as k-means in an explicit feature space — the Nyström map of
+any registered kernel, or the kernel's own finite map (the ``landmark`` kernel's) — fitted on a
+uniform sample of at most ``kmeans_sample`` points, every point then assigned chunk by chunk.
+``'auto'`` compares their estimated costs. ``predict`` and ``transform`` evaluate the kernel of
+new points against the model (training points or landmarks), lazily per chunk for Dask input.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from numbers import Integral, Real
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+
+from dkernel._budget import check_budget, format_size, memory_limit
+from dkernel._random import derive_rng, seed_from_random_state
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    as_numpy,
+    check_is_fitted,
+    validate_input,
+)
+from dkernel.errors import InvalidInputError
+from dkernel.kernels.nystrom import fit_nystrom_landmarks
+from dkernel.kernels.registry import KERNELS, Kernel, make_kernel
+from dkernel.kernels.widths import KERNEL_KMEANS_SIGMA_FRACTION
+from dkernel.kmeans.features import NystromFeatureMap, features
+from dkernel.kmeans.lloyd import (
+    INITS,
+    FeatureSpace,
+    GramSpace,
+    best_of,
+    dense_kernel,
+    feature_centres,
+    gram_centres,
+    information_criteria,
+    symmetrize,
+)
+from dkernel.linalg.threads import map_on_cores, one_blas_thread
+from dkernel.rows import take_rows
+
+SOLVERS = ("auto", "exact", "nystrom")
+CRITERIA = ("bic", "aic")
+LANDMARK_METHODS = ("kmeans++", "uniform")
+#: Defaults (see the class docstring for how they were chosen).
+DEFAULT_N_LANDMARKS = 300
+DEFAULT_KMEANS_SAMPLE = 50_000
+#: ``solver='auto'`` takes the exact solver when its estimated work is at most this many times
+#: the Nyström solver's (exactness is worth some time) and its memory fits.
+AUTO_COST_RATIO = 2.0
+#: Full-cost Lloyd steps per run assumed by the cost model: the exact solver pays O(n² k) for
+#: its first steps only (later ones update the sums of the points that moved), the Nyström
+#: solver O(n m k) for every step.
+EXACT_FULL_STEPS = 3
+FEATURE_STEPS = 20
+#: Rows per task of the assignment pass over NumPy input.
+ASSIGN_ROWS = 65_536
+
+
+def _exact_memory(n: int, k: int) -> float:
+    """Bytes of the exact solver: the kernel, the columns of moved points (≤ 1/4 of it), the
+    (n, k) sums and distances."""
+    return 8.0 * n * n * 1.25 + 8.0 * n * k * 6
+
+
+def _distance_block(X: np.ndarray, model: Any, point_norms: bool) -> np.ndarray:
+    return model.distances(X, point_norms=point_norms)
+
+
+class KernelKMeans(
+    ParameterConstraintsMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    ClusterMixin,
+    BaseEstimator,
+):
+    """Kernel k-means with any registered kernel, exact or on a Nyström feature map.
+
+    Minimises ``Σ_i ||φ(x_i) - m_c(i)||²`` in the feature space of the kernel by Lloyd's
+    iterations, the distance to a centre written with kernel values only ([MLSlides2012],
+    slides 34-38), from k-means++ seeds drawn in feature space or from the kernel PCA read-out
+    (slides 72-75). With several candidate numbers of clusters the one of lowest AIC or BIC is
+    kept (slide 87).
+
+    Parameters
+    ----------
+    n_clusters : int, sequence of int or None
+        Number of clusters K. A sequence (e.g. ``range(2, 11)``) fits every K in it and keeps
+        the one of lowest ``criterion``; None does so for K = 1 .. ``max_clusters``.
+    kernel : str or callable
+        A kernel of the registry (:func:`dkernel.kernels.registry.make_kernel`): ``'rbf'``,
+        ``'local_scaling'``, ``'knn'``, ``'knn_mean'``, ``'landmark'``, ``'cosine'``, ``'pck'``
+        (with ``kernel_params={'model': fitted_pck}``), ``'precomputed'`` (X is the kernel
+        matrix in ``fit``, kernel rows against the training points in ``predict``) or
+        ``f(X, Y)``.
+    kernel_params : dict, optional
+        Parameters of the kernel (``{'n_neighbors': 7}``, ``{'n_landmarks': 500}``, ...).
+    sigma : float, optional
+        RBF width; ``sigma_fraction`` × the median pairwise distance (on a sample) when None.
+    sigma_fraction : float
+        Fraction of the median distance for the RBF rule of thumb. 0.5 (about scikit-learn's
+        ``Nystroem`` width, ``gamma = 1 / n_features``, on standardised data) had the best mean
+        ARI on the 22 labelled sets of ``benchmarks/bench_defaults.py`` (2 000 points, only K
+        given, seed 0): 0.597 against 0.529 (0.2), 0.567 (0.35) and 0.579 (1/√2); over
+        seeds 0-2, 0.591 against 0.581 for scikit-learn's ``Nystroem`` + ``KMeans``. Narrow
+        widths separate rings but split blobs, and no width separates three concentric rings.
+    solver : {'auto', 'exact', 'nystrom'}
+        ``'exact'``: Lloyd's iterations on the kernel matrix of all points (O(N²) memory,
+        refused with a ``ResourceLimitError`` beyond ``max_memory``). ``'nystrom'``: k-means in
+        the explicit feature space of the kernel — the kernel's own map for ``'landmark'``,
+        the Nyström map on ``n_landmarks`` landmarks otherwise — on at most
+        ``kmeans_sample`` points, then every point assigned to its nearest centre. ``'auto'``:
+        the exact solver when its memory fits and its estimated work is at most twice the
+        Nyström solver's: up to about 4 000 points with the default 300 landmarks (exact took
+        0.2 s at 2 000 points and 6 s at 10⁴, Nyström 0.5-1 s at 10⁴, on
+        ``benchmarks/bench_kernel_kmeans.py``). The choice is in ``solver_``.
+    n_landmarks : int
+        Nyström landmarks m (every point when m >= N).
+    landmarks : {'kmeans++', 'uniform'}
+        How the Nyström landmarks are drawn from the training points.
+    init : {'k-means++', 'kpca'}
+        First centres: k-means++ seeding with feature-space distances, or (first run) the
+        kernel PCA read-out — k-means on the top-K components of the centered kernel, the
+        relaxed solution of the kernel k-means objective — the other runs from k-means++.
+    n_init : int
+        Runs per K; the one of lowest inertia is kept.
+    max_iter : int
+        Lloyd steps per run.
+    tol : float
+        A run stops when the centres move by at most ``tol`` × the total variance in feature
+        space (squared shift summed over the clusters); 0 runs until no label changes.
+    criterion : {'bic', 'aic'}
+        Selects K when several are given (``information_criterion_``).
+    max_clusters : int
+        Largest K tried when ``n_clusters`` is None.
+    kmeans_sample : int
+        Nyström solver: Lloyd's iterations run on a uniform sample of at most this many points
+        (all of them below); every point is then assigned to the nearest centre.
+    max_memory : str or float, optional
+        The memory limit of the exact solver (default ``DKERNEL_MAX_MEMORY`` or 4 GiB).
+    random_state : int, optional
+        Seed of the landmarks, the sample and the k-means++ draws.
+
+    Attributes
+    ----------
+    labels_ : ndarray of int64 (n_samples,)
+        Nearest centre of every training point.
+    inertia_ : float
+        ``Σ_i ||φ(x_i) - m_labels(i)||²`` over the training points (for the Nyström solver in
+        the approximated feature space).
+    n_iter_ : int
+        Lloyd steps of the kept run.
+    n_clusters_ : int
+        The K kept.
+    cluster_centers_ : ndarray (K, r) or None
+        Centres in the explicit feature space (Nyström solver); None for the exact solver,
+        whose centres are the means of their members' images (``model_.coef``).
+    solver_ : {'exact', 'nystrom'}
+        The solver that ran.
+    kernel_ : Kernel
+        The fitted kernel (the RBF width resolved, the adaptive kernels' radii measured).
+    sigma_ : float or None
+        The RBF width (None for other kernels).
+    landmark_indices_ : ndarray or None
+        Training rows used as Nyström landmarks (None for the exact solver and the landmark
+        kernel's own features).
+    n_clusters_candidates_ : ndarray of int
+        The K tried.
+    inertias_, aic_, bic_ : ndarray (n_candidates,)
+        Inertia and criteria of the best run of each K (on the points Lloyd ran on).
+    information_criterion_ : ndarray (n_candidates,)
+        ``aic_`` or ``bic_``, whichever ``criterion`` names.
+    effective_dimension_ : float
+        D of the criteria: the participation ratio ``(Σλ)² / Σλ²`` of the centered kernel's
+        eigenvalues.
+    model_ : GramCentres or FeatureCentres
+        What ``predict`` and ``transform`` evaluate.
+
+    See Also
+    --------
+    dkernel.kmeans.lloyd.kernel_kmeans : The same on a kernel matrix, as a function.
+    dkernel.SpectralClustering : k-means on a normalized spectral embedding.
+
+    Notes
+    -----
+    AIC and BIC read a clustering as a mixture of spherical Gaussians with one variance in a
+    feature space of dimension D (:func:`~dkernel.kmeans.lloyd.information_criteria`); in a
+    kernel's infinite feature space D is the effective dimension of the data. As the notes
+    show for k-means (slides 90-97), the criteria favour splitting elongated or unequal
+    clusters; AIC picks more clusters than BIC.
+
+    Cost: exact, O(N² p) kernel evaluations, O(N² K) per run for the first Lloyd steps and
+    O(N · moved · K) for the later ones, O(N²) memory. Nyström: O(N m p) for the features of
+    every point (in the final assignment pass, chunk by chunk), O(m³) for the landmark basis,
+    O(S m K) per Lloyd step on the S = min(N, ``kmeans_sample``) sampled points; memory
+    O(S m) — never N × N. ``predict``: O(N_train p) (exact) or O(m p) (Nyström) per point.
+
+    References
+    ----------
+    - Kernel k-means, its kernel PCA read-out and the AIC/BIC choice of K [MLSlides2012]
+      (slides 34-38, 72-75, 87).
+    - Dhillon, Guan & Kulis (2004), "Kernel k-means, spectral clustering and normalized
+      cuts", KDD [Dhillon2004].
+    - Chitta, Jin, Havens & Jain (2011), "Approximate kernel k-means: solution to large scale
+      kernel clustering", KDD [Chitta2011] (k-means on a Nyström map).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_circles
+    >>> X, y = make_circles(300, factor=0.3, noise=0.05, random_state=0)
+    >>> km = KernelKMeans(2, sigma=0.2, random_state=0).fit(X)
+    >>> km.solver_, bool((km.predict(X) == km.labels_).all())
+    ('exact', True)
+    """
+
+    _parameter_constraints: dict = {
+        # a sequence of K is for Python callers; a job writes one int or null
+        "n_clusters": [
+            Interval(Integral, 1, None, closed="left"),
+            HasMethods(["__iter__", "__len__"]),
+            None,
+        ],
+        # names are checked by make_kernel, whose message lists the registered ones
+        "kernel": [str, callable],
+        "kernel_params": [dict, None],
+        "sigma": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
+        "solver": [StrOptions(set(SOLVERS))],
+        "n_landmarks": [Interval(Integral, 1, None, closed="left")],
+        "landmarks": [StrOptions(set(LANDMARK_METHODS))],
+        "init": [StrOptions(set(INITS))],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "criterion": [StrOptions(set(CRITERIA))],
+        "max_clusters": [Interval(Integral, 1, None, closed="left")],
+        "kmeans_sample": [Interval(Integral, 2, None, closed="left")],
+        # a size such as "4GiB" (jobs) or a number of bytes (Python callers only)
+        "max_memory": [str, Real, None],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
+    def __init__(
+        self,
+        n_clusters: Any = 8,
+        *,
+        kernel: Any = "rbf",
+        kernel_params: dict | None = None,
+        sigma: float | None = None,
+        sigma_fraction: float = KERNEL_KMEANS_SIGMA_FRACTION,
+        solver: str = "auto",
+        n_landmarks: int = DEFAULT_N_LANDMARKS,
+        landmarks: str = "kmeans++",
+        init: str = "k-means++",
+        n_init: int = 10,
+        max_iter: int = 300,
+        tol: float = 1e-4,
+        criterion: str = "bic",
+        max_clusters: int = 10,
+        kmeans_sample: int = DEFAULT_KMEANS_SAMPLE,
+        max_memory: str | float | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.kernel = kernel
+        self.kernel_params = kernel_params
+        self.sigma = sigma
+        self.sigma_fraction = sigma_fraction
+        self.solver = solver
+        self.n_landmarks = n_landmarks
+        self.landmarks = landmarks
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.criterion = criterion
+        self.max_clusters = max_clusters
+        self.kmeans_sample = kmeans_sample
+        self.max_memory = max_memory
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self._precomputed_requested()
+        return tags
+
+    def _precomputed_requested(self) -> bool:
+        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+
+    @property
+    def _n_features_out(self) -> int:
+        """One output per centre (``transform``)."""
+        return int(self.n_clusters_)
+
+    # -- validation ------------------------------------------------------------------------
+    def _candidates(self, n: int) -> list[int]:
+        """The numbers of clusters to fit, checked against ``n`` samples."""
+        owner = type(self).__name__
+        if self.n_clusters is None:
+            return list(range(1, min(int(self.max_clusters), n) + 1))
+        if isinstance(self.n_clusters, Integral):
+            values = [self.n_clusters]
+        else:
+            values = list(self.n_clusters)
+            bad = [v for v in values if not isinstance(v, Integral) or isinstance(v, bool)]
+            if not values or bad or isinstance(self.n_clusters, str):
+                raise InvalidInputError(
+                    f"The 'n_clusters' parameter of {owner} must be an int >= 1, a non-empty "
+                    f"sequence of such ints or None. Got {self.n_clusters!r} instead."
+                )
+        values = sorted({int(v) for v in values})
+        if values[0] < 1 or values[-1] > n:
+            raise InvalidInputError(
+                f"The 'n_clusters' parameter of {owner} must be in [1, n_samples = {n}]. Got "
+                f"{self.n_clusters!r} instead."
+            )
+        return values
+
+    def _make_kernel(self, X: Any, seed: int | None) -> Kernel:
+        params = dict(self.kernel_params or {})
+        is_rbf = isinstance(self.kernel, str) and self.kernel == "rbf"
+        if self.sigma is not None and not is_rbf:
+            raise InvalidInputError(
+                f"The 'sigma' parameter of {type(self).__name__} is the width of the rbf "
+                f"kernel; got kernel={self.kernel!r}. Pass that kernel's parameters in "
+                "kernel_params."
+            )
+        if is_rbf:
+            params.setdefault("sigma", self.sigma)
+            params.setdefault("sigma_fraction", self.sigma_fraction)
+        if isinstance(self.kernel, str) and self.kernel in KERNELS:
+            factory = KERNELS.lookup(self.kernel).factory
+            if "seed" in inspect.signature(factory).parameters:
+                params.setdefault("seed", seed if seed is not None else 0)
+        return make_kernel(self.kernel, X, **params)
+
+    # -- solver choice -----------------------------------------------------------------------
+    def _choose_solver(self, n: int, p: int, kernel: Kernel, k: int) -> str:
+        """The solver that runs, by the cost model of ``solver='auto'``; the exact solver's
+        memory is checked against the limit (refused with the scalable alternative)."""
+        owner = type(self).__name__
+        memory = _exact_memory(n, k)
+        chosen = self.solver
+        if chosen == "auto":
+            if kernel.precomputed:
+                chosen = "exact"  # the kernel matrix is in memory already
+            else:
+                m = min(n, self.n_landmarks)
+                if kernel.feature_map is not None:
+                    m = int(kernel.feature_map.n_features)
+                s = min(n, self.kmeans_sample)
+                steps = self.n_init * EXACT_FULL_STEPS
+                exact = n * n * (p + steps * k)
+                nystrom = n * m * (p + k) + m**3 + s * m * (p + self.n_init * FEATURE_STEPS * k)
+                fits = memory <= memory_limit(self.max_memory)
+                chosen = "exact" if fits and exact <= AUTO_COST_RATIO * nystrom else "nystrom"
+        if chosen == "exact":
+            check_budget(
+                what=f"Exact kernel k-means of {owner} on {n} points (a dense {n} x {n} kernel)",
+                memory_bytes=memory,
+                max_memory=self.max_memory,
+                alternative=f"solver='nystrom' ({owner} on a Nyström feature map of "
+                f"n_landmarks points: memory O(n m), about "
+                f"{format_size(8.0 * min(n, self.kmeans_sample) * self.n_landmarks)} here).",
+            )
+        return chosen
+
+    # -- fit -------------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: Any, y: Any = None) -> KernelKMeans:
+        """Fit the centres (for every candidate K) and label the training points.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n_samples, n_features)
+            Training data (the square kernel matrix for ``kernel='precomputed'``).
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        X = validate_input(self, X, reset=True, min_samples=2)
+        # the GEMMs here are thin (the inner or outer dimension is p, K or m): one BLAS thread
+        # each, the cores used by blocks of rows (dkernel.linalg.threads)
+        with one_blas_thread():
+            return self._fit(X)
+
+    def _fit(self, X: Any) -> KernelKMeans:
+        n, p = int(X.shape[0]), int(X.shape[1])
+        candidates = self._candidates(n)
+        seed = seed_from_random_state(self.random_state)
+        kernel = self._make_kernel(X, seed)
+        self.solver_ = self._choose_solver(n, p, kernel, max(candidates))
+        self.landmark_indices_ = None
+        if self.solver_ == "exact":
+            X_fit = as_numpy(X, np.float64)
+            reference = kernel.landmark_data(X_fit, np.arange(n))
+            K = symmetrize(dense_kernel(kernel, X_fit, reference))
+            space: GramSpace | FeatureSpace = GramSpace(K)
+            sample = None
+        else:
+            kernel, feature_map = self._feature_map(X, kernel, seed)
+            sample = self._sample(n, seed)
+            rows = as_numpy(X, np.float64) if sample is None else take_rows(X, sample, np.float64)
+            space = FeatureSpace(features(feature_map, rows))
+        self.kernel_ = kernel
+        self.sigma_ = kernel.params.get("sigma") if kernel.name == "rbf" else None
+        self.effective_dimension_ = space.effective_dimension()
+
+        runs = []
+        for k in candidates:
+            rng = derive_rng(seed, "kernel-kmeans", k)
+            runs.append(
+                best_of(
+                    space,
+                    k,
+                    n_init=self.n_init,
+                    init=self.init,
+                    max_iter=self.max_iter,
+                    tol=self.tol,
+                    rng=rng,
+                )
+            )
+        criteria = [
+            information_criteria(
+                r.inertia, np.bincount(r.labels, minlength=k), space.n, self.effective_dimension_
+            )
+            for r, k in zip(runs, candidates, strict=True)
+        ]
+        self.n_clusters_candidates_ = np.asarray(candidates, dtype=np.int64)
+        self.inertias_ = np.array([r.inertia for r in runs])
+        self.aic_ = np.array([c.aic for c in criteria])
+        self.bic_ = np.array([c.bic for c in criteria])
+        self.information_criterion_ = self.aic_ if self.criterion == "aic" else self.bic_
+        best = int(np.argmin(self.information_criterion_)) if len(runs) > 1 else 0
+        run, k = runs[best], candidates[best]
+        self.n_clusters_ = int(k)
+        self.n_iter_ = int(run.n_iter)
+        if isinstance(space, GramSpace):
+            self.model_ = gram_centres(kernel, reference, space, run.centre_labels, k)
+            self.cluster_centers_ = None
+        else:
+            self.model_ = feature_centres(feature_map, space, run.centre_labels, k)
+            self.cluster_centers_ = self.model_.centres
+        if sample is None:
+            self.labels_, self.inertia_ = run.labels, float(run.inertia)
+        else:
+            self.labels_, self.inertia_ = self._assign_all(X)
+        found = int(np.unique(self.labels_).size)
+        if found < k:
+            warnings.warn(
+                f"Number of distinct clusters ({found}) found smaller than n_clusters ({k}). "
+                "Possibly due to duplicate points in X, or a kernel too wide to tell them apart.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def _feature_map(self, X: Any, kernel: Kernel, seed: int | None) -> tuple[Kernel, Any]:
+        """The explicit feature map of the Nyström solver: the kernel's own, or Nyström's."""
+        if kernel.feature_map is not None:
+            return kernel, kernel.feature_map
+        stage = fit_nystrom_landmarks(
+            X, kernel, self.n_landmarks, method=self.landmarks, random_state=seed
+        )
+        self.landmark_indices_ = stage.indices
+        return stage.kernel, NystromFeatureMap(stage.kernel, stage.reference, stage.basis)
+
+    def _sample(self, n: int, seed: int | None) -> np.ndarray | None:
+        """Sorted rows Lloyd's iterations run on, or None for all."""
+        if n <= self.kmeans_sample:
+            return None
+        rng = derive_rng(seed, "kernel-kmeans-sample")
+        return np.sort(rng.choice(n, size=int(self.kmeans_sample), replace=False))
+
+    def _assign_all(self, X: Any) -> tuple[np.ndarray, float]:
+        """Nearest centre and inertia of every row, chunk by chunk."""
+        if isinstance(X, da.Array):
+            d = self._lazy_distances(X, point_norms=True)
+            labels, nearest = da.compute(d.argmin(axis=1), d.min(axis=1))
+            return np.asarray(labels, dtype=np.int64), float(np.maximum(nearest, 0).sum())
+        X = np.asarray(X)
+        starts = range(0, X.shape[0], ASSIGN_ROWS)
+
+        def one(s: int) -> tuple[np.ndarray, float]:
+            d = self.model_.distances(X[s : s + ASSIGN_ROWS])
+            return np.argmin(d, axis=1), float(np.maximum(d.min(axis=1), 0).sum())
+
+        parts = map_on_cores(one, list(starts))
+        labels = np.concatenate([lab for lab, _ in parts]).astype(np.int64)
+        return labels, float(sum(s for _, s in parts))
+
+    # -- out of sample ---------------------------------------------------------------------
+    def _lazy_distances(self, X: da.Array, *, point_norms: bool) -> da.Array:
+        k = self.n_clusters_
+        return X.map_blocks(
+            _distance_block,
+            dask.delayed(self.model_, pure=True),
+            point_norms,
+            chunks=(X.chunks[0], (k,)),
+            dtype=np.float64,
+            meta=np.empty((0, k), dtype=np.float64),
+        )
+
+    def _distances(self, X: Any, *, point_norms: bool) -> Any:
+        check_is_fitted(self, "model_")
+        X = validate_input(self, X, reset=False)
+        if point_norms and self.kernel_.precomputed:
+            raise InvalidInputError(
+                f"{type(self).__name__} with kernel='precomputed' knows no k(x, x) of new points, "
+                "which distances to the centres need; use predict, or a kernel by name."
+            )
+        if isinstance(X, da.Array):
+            return self._lazy_distances(X, point_norms=point_norms)
+        return self.model_.distances(X, point_norms=point_norms)
+
+    def predict(self, X: Any) -> Any:
+        """Nearest centre in feature space of each row.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n, n_features)
+            New points (kernel rows against the training points for ``'precomputed'``).
+
+        Returns
+        -------
+        ndarray of int64 (n,), or a lazy dask array for Dask input
+        """
+        d = self._distances(X, point_norms=False)
+        if isinstance(d, da.Array):
+            return d.argmin(axis=1).astype(np.int64)
+        return np.argmin(d, axis=1).astype(np.int64)
+
+    def transform(self, X: Any) -> Any:
+        """Distances ``||φ(x) - m_c||`` in feature space to every centre.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n, n_features)
+
+        Returns
+        -------
+        ndarray (n, K), or a lazy dask array for Dask input
+        """
+        d = self._distances(X, point_norms=True)
+        return da.sqrt(da.maximum(d, 0)) if isinstance(d, da.Array) else np.sqrt(np.maximum(d, 0))
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Opposite of the kernel k-means objective of ``X``: ``-Σ_i min_c ||φ(x_i) - m_c||²``.
+
+        Parameters
+        ----------
+        X : array-like or dask array of shape (n, n_features)
+        y : ignored
+
+        Returns
+        -------
+        float
+        """
+        d = self._distances(X, point_norms=True)
+        nearest = d.min(axis=1)
+        total = (
+            da.maximum(nearest, 0).sum()
+            if isinstance(d, da.Array)
+            else np.maximum(nearest, 0).sum()
+        )
+        return -float(as_numpy(total))

@@ -1,0 +1,411 @@
+"""PCK spectral clustering (PCKID when values are missing) as one estimator.
+
+The pipeline of Løkse (2020), Paper I [Lokse2020]: a GMM ensemble
+(``dkernel.gmm.pck.ProbabilisticClusterKernel``) gives every point its posterior feature map Γ (F
+columns; ``K = Γ Γᵀ`` is never formed), whose centred KPCA (Paper I, Eq. 5) or normalised (NJW,
+[Ng2002]) embedding comes from the SVD of Γ or ``D^{-1/2} Γ`` (:mod:`dkernel.spectral.feature_map`),
+then k-means.
+
+Where Γ lives while the embedding is computed (``placement``): held dense when ``N F`` fits
+``GAMMA_MEMORY_LIMIT``, held sparse when its nearly one-hot rows (posteriors below
+``SPARSE_CUT · √Z`` dropped) fit, and otherwise lazy: every pass recomputes it chunk by chunk
+from the ensemble, and with ``solver='auto'`` the embedding comes from the subspace of a
+uniform row subsample's Γ and one pass over all rows (:mod:`dkernel.spectral.subsample`).
+The estimator lives in the spectral family and asks for the PCK by name
+(``dkernel._feature_maps``), as the ranking estimators do: families import no other family's
+estimators.
+"""
+
+from __future__ import annotations
+
+import time
+from numbers import Integral
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from scipy.sparse import issparse
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context, clone
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+
+from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
+from dkernel._feature_maps import make_feature_map
+from dkernel._random import derive_seed, seed_from_random_state
+from dkernel._validation import ParameterConstraintsMixin, is_dask_array, validate_input
+from dkernel.errors import InvalidInputError
+from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
+from dkernel.rows import take_rows
+from dkernel.spectral.feature_map import (
+    FeatureMapEmbedding,
+    choose_solver,
+    feature_map_kpca,
+    feature_map_normalized,
+)
+from dkernel.spectral.subsample import subsample_kpca, subsample_normalized, subsample_rows
+
+#: Bytes of Γ held in memory during ``fit`` (half the default job memory limit); a larger Γ
+#: is held sparse, or stays lazy.
+GAMMA_MEMORY_LIMIT = 2 * 2**30
+#: A sparse Γ drops the posteriors below ``SPARSE_CUT · √Z``: every model's posteriors are
+#: nearly one-hot, so about Q (G - 1) to 2 Q (G - 1) entries per row remain.
+SPARSE_CUT = 1e-7
+#: A lazy Γ is embedded (``solver='auto'``) from the subspace of the Γ of a uniform subsample
+#: of at most this many rows, held dense within ``GAMMA_MEMORY_LIMIT``.
+SUBSAMPLE_ROWS = 20_000
+
+EMBEDDINGS = ("kpca", "normalized")
+SOLVERS = ("auto", "exact", "randomized")
+PLACEMENTS = ("auto", "dense", "sparse", "lazy")
+
+
+def gamma_placement(
+    n_samples: int,
+    n_features_out: int,
+    n_models: int,
+    itemsize: int,
+    *,
+    solver: str = "auto",
+    allow_sparse: bool = True,
+) -> str:
+    """Where Γ is kept while it is embedded: ``'dense'``, ``'sparse'`` (held) or ``'lazy'``.
+
+    Parameters
+    ----------
+    n_samples, n_features_out : int
+        N and F, the shape of Γ.
+    n_models : int
+        ``Q (G - 1)``, the mixtures of the ensemble.
+    itemsize : int
+        Bytes per value of Γ (4 for float32).
+    solver : {'auto', 'exact', 'randomized'}
+        ``'exact'`` needs Γ dense.
+    allow_sparse : bool
+        False when the caller needs the dense Γ afterwards (the job's stored features).
+
+    Returns
+    -------
+    str
+        Dense when asked for the exact solver or when ``N F`` values fit
+        ``GAMMA_MEMORY_LIMIT``; sparse when its estimated size (2 Q (G - 1) entries per row,
+        value and column index) fits and ``allow_sparse``; lazy otherwise.
+    """
+    if solver == "exact" or itemsize * n_samples * n_features_out <= GAMMA_MEMORY_LIMIT:
+        return "dense"
+    per_row = 2 * n_models * (itemsize + 4)
+    return "sparse" if allow_sparse and n_samples * per_row <= GAMMA_MEMORY_LIMIT else "lazy"
+
+
+def subsample_size(n_samples: int, n_features_out: int, itemsize: int) -> int:
+    """Rows of the subsample whose Γ the lazy route holds: ``SUBSAMPLE_ROWS``, fewer when its
+    dense Γ would not fit ``GAMMA_MEMORY_LIMIT``."""
+    rows = GAMMA_MEMORY_LIMIT // (itemsize * n_features_out)
+    return int(min(n_samples, SUBSAMPLE_ROWS, rows))
+
+
+def default_chunk_rows(n_samples: int, n_features_out: int) -> int:
+    """Rows per chunk of a lazy Γ: about ``KERNEL_BLOCK_BYTES`` of float32 Γ, at least 256."""
+    return rows_for_budget(KERNEL_BLOCK_BYTES, n_features_out, 4, low=256, high=n_samples)
+
+
+def model_entropy(Gamma: Any, offsets: np.ndarray, scale: float) -> np.ndarray:
+    """Mean over the rows of each model's posterior entropy (nats).
+
+    Parameters
+    ----------
+    Gamma : ndarray, scipy.sparse matrix or dask.array.Array (N, F)
+        ``Γ/√Z`` (``ProbabilisticClusterKernel.transform``); dropped sparse entries count as
+        ``p log p ≈ 0``.
+    offsets : ndarray (n_models + 1,)
+        Column offsets of the models (``ensemble_.offsets``).
+    scale : float
+        ``√Z``, which turns Γ/√Z back into posteriors.
+
+    Notes
+    -----
+    O(N F); one pass over a Dask Γ, 4096 rows at a time of a sparse one.
+    """
+
+    def block(G: Any) -> np.ndarray:
+        P = np.asarray(G, dtype=np.float64) * scale
+        H = -np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0)
+        return np.add.reduceat(H, offsets[:-1], axis=1).sum(axis=0, keepdims=True)
+
+    if is_dask_array(Gamma):
+        parts = Gamma.map_blocks(
+            block, dtype=np.float64, chunks=((1,) * Gamma.numblocks[0], (offsets.size - 1,))
+        )
+        total = parts.sum(axis=0).compute()
+    elif issparse(Gamma):
+        total = sum(block(Gamma[a : a + 4096].toarray())[0] for a in range(0, Gamma.shape[0], 4096))
+    else:
+        total = block(Gamma)[0]
+    return total / Gamma.shape[0]
+
+
+class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
+    """Spectral clustering with the probabilistic cluster kernel (PCKID for missing values).
+
+    Fits the PCK's GMM ensemble, embeds its posterior feature map Γ (centred KPCA, as in
+    [Lokse2020] Paper I, or the normalised NJW embedding; K is never formed) and clusters the
+    embedding with k-means. NaN marks a missing value; NumPy or Dask input.
+
+    Parameters
+    ----------
+    n_clusters : int, default=2
+        k-means clusters.
+    pck : ProbabilisticClusterKernel or None, default=None
+        The (unfitted) kernel; cloned at ``fit``. None: ``ProbabilisticClusterKernel()`` with
+        its defaults ([Lokse2020] Paper I: Q = G = 30). A kernel whose ``random_state`` is None
+        gets this estimator's.
+    embedding : {'kpca', 'normalized'}, default='kpca'
+        Centred KPCA (the published PCK) or the NJW normalised embedding (rows scaled to
+        unit norm before k-means).
+    n_components : int or None, default=None
+        Embedding dimension; ``n_clusters`` when None.
+    solver : {'auto', 'exact', 'randomized'}, default='auto'
+        Of the SVD of Γ (``dkernel.spectral.feature_map``). 'auto': by cost; a lazy Γ is
+        embedded from a row subsample's subspace and one pass over all rows.
+    n_init : int, default=10
+        k-means restarts (best by inertia).
+    placement : {'auto', 'dense', 'sparse', 'lazy'}, default='auto'
+        Where Γ is kept while it is embedded (``gamma_placement``): held dense, held
+        sparse (posteriors below ``SPARSE_CUT · √Z`` dropped) or lazy (recomputed chunk by
+        chunk in every pass). 'auto': dense when it fits ``GAMMA_MEMORY_LIMIT`` (2 GiB) or the
+        solver is 'exact', else sparse when that fits, else lazy.
+    chunk_rows : int or None, default=None
+        Rows per chunk of a lazy Γ; about 64 MiB of float32 Γ when None.
+    random_state : int, numpy Generator or None, default=None
+        Seeds the ensemble (when ``pck`` has none), the SVD, the subsample and k-means.
+
+    Attributes
+    ----------
+    pck_ : ProbabilisticClusterKernel
+        The fitted kernel (``pck_.transform(X)`` is Γ/√Z of any rows).
+    labels_ : ndarray of int64 (n_samples,)
+    cluster_centers_ : ndarray (n_clusters, n_components)
+        In the clustered space (unit-norm rows for 'normalized').
+    inertia_ : float
+    embedding_ : ndarray (n_samples, n_components)
+        KPCA: ``U S``; normalised: the eigenvectors ``U`` of ``D^{-1/2} K D^{-1/2}`` (before
+        the row normalisation).
+    eigenvalues_ : ndarray (n_components,)
+        Of the centred K (KPCA) or of ``D^{-1/2} K D^{-1/2}``, descending.
+    degrees_ : ndarray (n_samples,) or None
+        ``K 1`` ('normalized' only).
+    solver_ : {'exact', 'randomized', 'subsample'}
+        The solver that ran.
+    solver_reason_ : str
+        Why (the costs compared by ``dkernel.spectral.feature_map.choose_solver``).
+    placement_ : {'dense', 'sparse', 'lazy'}
+    subsample_rows_ : int or None
+        Rows of the subsample of the 'subsample' solver.
+    chunk_rows_ : int
+        Rows per chunk of a lazy Γ.
+    nnz_per_row_ : float or None
+        Entries per row of a sparse Γ.
+    model_entropy_ : ndarray (n_models,)
+        Mean posterior entropy (nats) of each model of the ensemble over the rows.
+    n_missing_ : int
+        Missing values (NaN) in X.
+    variant_ : {'PCK', 'PCKID'}
+        PCKID when X has missing values.
+    timings_ : dict
+        Seconds spent fitting the ensemble, embedding and clustering.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame passed to ``fit`` (absent for other input).
+
+    See Also
+    --------
+    ProbabilisticClusterKernel : The kernel alone (Γ, K, degrees).
+    SpectralClustering : Spectral clustering with other kernels, with ``predict``.
+
+    Notes
+    -----
+    Ensemble: see :class:`~dkernel.ProbabilisticClusterKernel`. Γ: O(N p F) time, held in
+    O(N F) (dense) or O(N Q G) (sparse) memory, or recomputed per pass (lazy: O(chunk F)
+    memory per task). Embedding: the Gram route O(N F min(N, F)) or O(N F l) per randomized
+    pass (l = k + 20); the lazy 'subsample' route one pass (two for 'normalized') over Γ plus
+    the subsample's solve. The mean entropy takes one more pass over a lazy Γ. k-means
+    O(N k² n_init) per iteration. Memory never O(N²).
+
+    References
+    ----------
+    - Løkse, Bianchi, Salberg & Jenssen, "Unsupervised learning using PCKID – A Probabilistic
+      Cluster Kernel for Incomplete Data", Paper I of Løkse (2020), PhD thesis [Lokse2020]: §3
+      and Eq. 4 (the kernel), Eq. 5 (the KPCA embedding), §4.3 (clustering experiments).
+    - Ng, Jordan & Weiss (2002) [Ng2002]: the normalised embedding.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_wine
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from dkernel import ProbabilisticClusterKernel
+    >>> X = StandardScaler().fit_transform(load_wine().data)
+    >>> pck = ProbabilisticClusterKernel(n_inits=5, max_components=5)
+    >>> est = PCKSpectralClustering(3, pck=pck, random_state=0).fit(X)
+    >>> est.labels_.shape
+    (178,)
+    """
+
+    _parameter_constraints: dict = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "pck": [HasMethods(["fit", "transform"]), None],
+        "embedding": [StrOptions(set(EMBEDDINGS))],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "solver": [StrOptions(set(SOLVERS))],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "placement": [StrOptions(set(PLACEMENTS))],
+        # chunks below 16 rows only multiply the tasks
+        "chunk_rows": [Interval(Integral, 16, None, closed="left"), None],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
+    def __init__(
+        self,
+        n_clusters: int = 2,
+        *,
+        pck: Any = None,
+        embedding: str = "kpca",
+        n_components: int | None = None,
+        solver: str = "auto",
+        n_init: int = 10,
+        placement: str = "auto",
+        chunk_rows: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.pck = pck
+        self.embedding = embedding
+        self.n_components = n_components
+        self.solver = solver
+        self.n_init = n_init
+        self.placement = placement
+        self.chunk_rows = chunk_rows
+        self.random_state = random_state
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # NaN = missing (PCKID)
+        return tags
+
+    def _make_pck(self, seed: int | None) -> Any:
+        """An unfitted clone of ``pck`` (the default PCK when None), seeded."""
+        if self.pck is None:
+            return make_feature_map("pck", random_state=seed)
+        pck = clone(self.pck)
+        if pck.get_params().get("random_state") is None:
+            pck.set_params(random_state=seed)
+        return pck
+
+    def _check_sizes(self, n: int) -> int:
+        """``n_components`` resolved, after checking both sizes against ``n`` samples."""
+        k = self.n_components or self.n_clusters
+        for name, value in (("n_clusters", self.n_clusters), ("n_components", k)):
+            if value > n:
+                raise InvalidInputError(
+                    f"The '{name}' parameter of {type(self).__name__} must be <= n_samples "
+                    f"({n}). Got {value} instead."
+                )
+        return k
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X: Any, y: Any = None) -> PCKSpectralClustering:
+        """Fit the ensemble, embed Γ, cluster the embedding.
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array (n_samples, n_features)
+            NaN = missing.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        X = validate_input(self, X, reset=True, allow_nan=True, min_samples=2)
+        n = int(X.shape[0])
+        k = self._check_sizes(n)
+        seed = seed_from_random_state(self.random_state)
+        pck = self._make_pck(seed)
+        timings = {}
+        t = time.perf_counter()
+        self.n_missing_ = int(
+            da.isnan(X).sum().compute() if is_dask_array(X) else np.isnan(X).sum()
+        )
+        self.variant_ = "PCKID" if self.n_missing_ else "PCK"
+        pck.fit(X)
+        timings["fit_ensemble"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        Gamma = self._features(X, pck)
+        emb = self._embed(X, Gamma, pck, k, seed)
+        Z = emb.embedding if self.embedding == "kpca" else normalize_rows(emb.embedding)
+        timings["embedding"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        labels, centers, inertia = euclidean_kmeans(
+            Z, self.n_clusters, n_init=self.n_init, random_state=derive_seed(seed, "kmeans")
+        )
+        timings["kmeans"] = time.perf_counter() - t
+        self.model_entropy_ = model_entropy(
+            Gamma, pck.ensemble_.offsets, float(np.sqrt(pck.normalizer_))
+        )
+        self.pck_ = pck
+        self.embedding_, self.eigenvalues_, self.degrees_ = (
+            emb.embedding,
+            emb.eigenvalues,
+            emb.degrees,
+        )
+        self.solver_ = emb.solver
+        self.labels_, self.cluster_centers_, self.inertia_ = labels, centers, inertia
+        self.timings_ = timings
+        return self
+
+    def _features(self, X: Any, pck: Any) -> Any:
+        """Γ/√Z of the training rows, held (dense or sparse) or lazy (sets ``placement_``)."""
+        n = int(X.shape[0])
+        itemsize = np.dtype(pck.dtype).itemsize
+        F = int(pck.n_features_out_)
+        self.chunk_rows_ = int(self.chunk_rows or default_chunk_rows(n, F))
+        placement = self.placement
+        if placement == "auto":
+            n_models = int(pck.n_inits) * (int(pck.max_components_) - 1)
+            placement = gamma_placement(n, F, n_models, itemsize, solver=self.solver)
+        self.placement_ = placement
+        self.nnz_per_row_ = None
+        if placement == "lazy":
+            rows = self.chunk_rows_
+            if is_dask_array(X):
+                Xd = X.rechunk({0: rows, 1: -1})
+            else:
+                Xd = da.from_array(np.asarray(X), chunks=(rows, -1))
+            return pck.transform(Xd)
+        # from the N × p data here: gathering Γ from the workers would move F / p times more
+        # bytes (700x for PCK's defaults on 20 columns) than it takes to compute
+        Xn = X.compute() if is_dask_array(X) else np.asarray(X)
+        if placement == "dense":
+            return pck.transform(Xn)
+        Gamma = pck.transform(Xn, sparse_threshold=SPARSE_CUT)
+        self.nnz_per_row_ = Gamma.nnz / max(Gamma.shape[0], 1)
+        return Gamma
+
+    def _embed(self, X: Any, Gamma: Any, pck: Any, k: int, seed: int | None) -> FeatureMapEmbedding:
+        """The KPCA or normalised embedding of Γ by the chosen solver (sets ``solver_reason_``
+        and ``subsample_rows_``)."""
+        lazy = is_dask_array(Gamma)
+        n = int(Gamma.shape[0])
+        m = None
+        if lazy and self.solver == "auto":
+            m = subsample_size(n, int(pck.n_features_out_), np.dtype(pck.dtype).itemsize)
+        solver, self.solver_reason_ = choose_solver(Gamma.shape, k, is_dask=lazy, sample_rows=m)
+        self.subsample_rows_ = m if solver == "subsample" else None
+        svd_seed = derive_seed(seed, "pck-spectral", "svd")
+        kpca = self.embedding == "kpca"
+        if solver == "subsample":
+            rows = subsample_rows(n, m, derive_seed(seed, "pck-spectral", "subsample"))
+            sample = pck.transform(take_rows(X, rows))
+            route = subsample_kpca if kpca else subsample_normalized
+            return route(Gamma, sample, k, random_state=svd_seed)
+        route = feature_map_kpca if kpca else feature_map_normalized
+        return route(Gamma, k, solver=self.solver, random_state=svd_seed)

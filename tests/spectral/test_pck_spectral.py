@@ -1,0 +1,197 @@
+"""PCKSpectralClustering: the ``pck-spectral`` job's pipeline as an estimator (issue 33, item 2).
+
+The reference is the pipeline written out as the job step computed it before it called the
+estimator (PCK fit → Γ held or lazy → solver → embedding → k-means, each seed derived from the
+job seed), so the estimator must give the job's numbers bit for bit.
+"""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import load_wine
+from sklearn.metrics import adjusted_rand_score
+from sklearn.preprocessing import StandardScaler
+
+from dkernel import PCKSpectralClustering, ProbabilisticClusterKernel
+from dkernel._random import derive_seed
+from dkernel.errors import InvalidInputError
+from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
+from dkernel.rows import take_rows
+from dkernel.spectral.feature_map import choose_solver, feature_map_kpca, feature_map_normalized
+from dkernel.spectral.pck import (
+    GAMMA_MEMORY_LIMIT,
+    SPARSE_CUT,
+    default_chunk_rows,
+    gamma_placement,
+    model_entropy,
+    subsample_size,
+)
+from dkernel.spectral.subsample import subsample_kpca, subsample_normalized, subsample_rows
+
+SEED = 0
+
+
+@pytest.fixture(scope="module")
+def wine():
+    data = load_wine()
+    return StandardScaler().fit_transform(data.data), data.target
+
+
+def small_pck(**kw):
+    return ProbabilisticClusterKernel(n_inits=4, max_components=5, random_state=SEED, **kw)
+
+
+def step_reference(X, n_clusters, *, embedding, solver, placement, chunk_rows=None, n_init=10):
+    """What the job step computed, written out (pck-spectral ``run`` before issue 33)."""
+    est = small_pck().fit(X)
+    n = X.shape[0]
+    k = n_clusters
+    F = est.n_features_out_
+    rows = chunk_rows or default_chunk_rows(n, F)
+    if placement != "lazy":
+        Xn = X.compute() if isinstance(X, da.Array) else np.asarray(X)
+        Gamma = est.transform(Xn, sparse_threshold=SPARSE_CUT if placement == "sparse" else None)
+    else:
+        Xd = (
+            X.rechunk({0: rows, 1: -1}) if isinstance(X, da.Array) else da.from_array(X, (rows, -1))
+        )
+        Gamma = est.transform(Xd)
+    m = subsample_size(n, F, 4) if placement == "lazy" and solver == "auto" else None
+    chosen, _ = choose_solver(Gamma.shape, k, is_dask=placement == "lazy", sample_rows=m)
+    seed = derive_seed(SEED, "pck-spectral", "svd")
+    if chosen == "subsample":
+        rows_s = subsample_rows(n, m, derive_seed(SEED, "pck-spectral", "subsample"))
+        sample = est.transform(take_rows(X, rows_s))
+        route = subsample_kpca if embedding == "kpca" else subsample_normalized
+        emb = route(Gamma, sample, k, random_state=seed)
+    elif embedding == "kpca":
+        emb = feature_map_kpca(Gamma, k, solver=solver, random_state=seed)
+    else:
+        emb = feature_map_normalized(Gamma, k, solver=solver, random_state=seed)
+    Z = emb.embedding if embedding == "kpca" else normalize_rows(emb.embedding)
+    labels, centers, inertia = euclidean_kmeans(
+        Z, n_clusters, n_init=n_init, random_state=derive_seed(SEED, "kmeans")
+    )
+    entropy = model_entropy(Gamma, est.ensemble_.offsets, np.sqrt(est.normalizer_))
+    return emb, labels, centers, inertia, entropy
+
+
+@pytest.mark.parametrize(
+    "embedding, solver, placement",
+    [
+        ("kpca", "auto", "dense"),
+        ("normalized", "randomized", "dense"),
+        ("kpca", "exact", "sparse"),
+        ("normalized", "randomized", "sparse"),
+        ("kpca", "auto", "lazy"),
+        ("normalized", "auto", "lazy"),
+        ("kpca", "randomized", "lazy"),
+    ],
+)
+def test_reproduces_the_job_step(wine, embedding, solver, placement):
+    X, _ = wine
+    est = PCKSpectralClustering(
+        3,
+        pck=small_pck(),
+        embedding=embedding,
+        solver=solver,
+        placement=placement,
+        chunk_rows=64,
+        random_state=SEED,
+    ).fit(X)
+    emb, labels, centers, inertia, entropy = step_reference(
+        X, 3, embedding=embedding, solver=solver, placement=placement, chunk_rows=64
+    )
+    assert est.placement_ == placement and est.solver_ == emb.solver
+    # the lazy placement recomputes float32 PCK rows chunk by chunk, on whatever BLAS threads
+    # the scheduler gives each task (a suite run differs from a lone run by ~1e-9): close there,
+    # identical where the rows are computed once
+    same = (
+        np.testing.assert_array_equal
+        if placement != "lazy"
+        else lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
+    )
+    same(est.embedding_, emb.embedding)
+    same(est.eigenvalues_, emb.eigenvalues)
+    if embedding == "normalized":
+        same(est.degrees_, emb.degrees)
+    else:
+        assert est.degrees_ is None
+    np.testing.assert_array_equal(est.labels_, labels)
+    same(est.cluster_centers_, centers)
+    same(est.inertia_, inertia)
+    same(est.model_entropy_, entropy)
+    assert (est.subsample_rows_ is not None) == (emb.solver == "subsample")
+
+
+def test_dask_input_gives_the_numpy_result(wine):
+    X, y = wine
+    a = PCKSpectralClustering(3, pck=small_pck(), random_state=SEED).fit(X)
+    b = PCKSpectralClustering(3, pck=small_pck(), random_state=SEED).fit(
+        da.from_array(X, chunks=(50, -1))
+    )
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.embedding_, b.embedding_)
+    assert adjusted_rand_score(y, a.labels_) > 0.8
+    lazy = PCKSpectralClustering(3, pck=small_pck(), placement="lazy", random_state=SEED)
+    lazy.fit(da.from_array(X, chunks=(50, -1)))
+    assert lazy.placement_ == "lazy" and lazy.chunk_rows_ == 256  # at least 256
+    assert adjusted_rand_score(a.labels_, lazy.labels_) > 0.9
+
+
+def test_missing_values_make_pckid(wine):
+    X, _ = wine
+    Xm = X.copy()
+    Xm[np.random.default_rng(0).random(X.shape) < 0.1] = np.nan
+    est = PCKSpectralClustering(3, pck=small_pck(), random_state=SEED).fit(Xm)
+    assert est.variant_ == "PCKID" and est.n_missing_ == int(np.isnan(Xm).sum())
+    assert PCKSpectralClustering(3, pck=small_pck(), random_state=SEED).fit(X).variant_ == "PCK"
+
+
+def test_the_kernel_is_cloned_and_seeded(wine):
+    X, _ = wine
+    pck = ProbabilisticClusterKernel(n_inits=2, max_components=3)
+    est = PCKSpectralClustering(2, pck=pck, random_state=7).fit(X)
+    assert not hasattr(pck, "ensemble_")
+    assert est.pck_.random_state == 7 and est.pck_.n_inits == 2
+    assert est.model_entropy_.shape == (2 * 2,)
+
+
+def test_model_entropy_against_a_loop(wine):
+    X, _ = wine
+    pck = small_pck().fit(X)
+    G = pck.transform(X)
+    scale = np.sqrt(pck.normalizer_)
+    offs = pck.ensemble_.offsets
+    expected = []
+    for a, b in zip(offs[:-1], offs[1:], strict=True):
+        P = G[:, a:b].astype(np.float64) * scale
+        expected.append(np.mean([-sum(p * np.log(p) for p in row if p > 0) for row in P]))
+    np.testing.assert_allclose(model_entropy(G, offs, scale), expected, rtol=1e-12)
+    lazy = model_entropy(da.from_array(G, chunks=(40, -1)), offs, scale)
+    np.testing.assert_allclose(lazy, expected, rtol=1e-12)
+    sparse = model_entropy(pck.transform(X, sparse_threshold=0.0), offs, scale)
+    np.testing.assert_allclose(sparse, expected, rtol=1e-12)
+
+
+def test_gamma_placement_rule():
+    F, models = 13_920, 30 * 29
+    fits = GAMMA_MEMORY_LIMIT // (4 * F)
+    assert gamma_placement(fits, F, models, 4) == "dense"
+    assert gamma_placement(fits + 1, F, models, 4) == "sparse"
+    assert gamma_placement(fits + 1, F, models, 4, allow_sparse=False) == "lazy"
+    assert gamma_placement(fits + 1, F, models, 4, solver="exact") == "dense"
+    assert gamma_placement(10**7, F, models, 4) == "lazy"
+    assert subsample_size(10**7, F, 4) == 20_000
+    assert subsample_size(10**7, 10**6, 8) == GAMMA_MEMORY_LIMIT // (8 * 10**6)
+    assert default_chunk_rows(10**7, F) == 64 * 2**20 // (4 * F)
+
+
+def test_sizes_are_checked(wine):
+    X, _ = wine
+    with pytest.raises(InvalidInputError, match="'n_clusters' parameter of PCKSpectralClustering"):
+        PCKSpectralClustering(5, pck=small_pck()).fit(X[:4])
+    with pytest.raises(InvalidInputError, match="'n_components'"):
+        PCKSpectralClustering(2, n_components=5, pck=small_pck()).fit(X[:4])
