@@ -159,7 +159,7 @@ def test_landmarks():
     assert ds["index"].dtype == np.int64 and "description" in ds.attrs
 
 
-def _gmm(covariance_type="diag", *, projection=None, missing=False):
+def _gmm(covariance_type="diag", *, projection=None, missing=False, ratio=True):
     # Q = 2 inits, G = 3: models (q, g) = (0, 2), (0, 3), (1, 2), (1, 3)
     inits, components = np.array([0, 0, 1, 1]), np.array([2, 3, 2, 3])
     p = 2 if projection is None else projection.shape[1]
@@ -180,7 +180,7 @@ def _gmm(covariance_type="diag", *, projection=None, missing=False):
         feature_index=np.array([0, 2]),
         mean_entropy=np.arange(4.0),
         projection=projection,
-        projection_variance_ratio=None if projection is None else np.array([1.0]),
+        projection_variance_ratio=np.array([1.0]) if projection is not None and ratio else None,
         attrs={"n_iter": 10},
     )
 
@@ -219,6 +219,12 @@ def test_gmm_full_covariance_and_projection():
     assert proj["projection_variance_ratio"].dims == ("axis",)
     # with a projection the means stay in the axes' coordinates
     np.testing.assert_array_equal(proj["means"][0, 1].values, [[1.0]] * 3)
+
+
+def test_gmm_projection_without_its_variance_ratio():
+    ds = _gmm(projection=np.ones((2, 1)), ratio=False)
+    assert ds["projection"].dims == ("feature", "axis")
+    assert "projection_variance_ratio" not in ds
 
 
 def test_ranking_is_lazy_and_keeps_the_top_k():
