@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 #: Packages kept clean under mypy (configured in pyproject.toml's [tool.mypy]).
-TYPED = ["dkernel/storage", "dkernel/runtime"]
+TYPED = ["dkernel/storage", "dkernel/runtime", "dkernel/jobs", "dkernel/schema"]
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 

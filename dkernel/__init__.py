@@ -110,6 +110,12 @@ def _cca():
     return m
 
 
+def _change():
+    import dkernel.change as m
+
+    return m
+
+
 def _images():
     import dkernel.images as m
 
@@ -143,6 +149,8 @@ _LAZY = {
     "PCKSpectralClustering": (_pck_spectral, "PCKSpectralClustering"),
     "KernelKMeans": (_kmeans, "KernelKMeans"),
     "KernelCCA": (_cca, "KernelCCA"),
+    "ChangeDetection": (_change, "ChangeDetection"),
+    "detect_change": (_change, "detect_change"),
     "cluster_image": (_images, "cluster_image"),
     "ResultsStore": (_storage, "ResultsStore"),
     "open_results": (_storage, "open_results"),
@@ -151,6 +159,7 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from dkernel.cca import KernelCCA
+    from dkernel.change import ChangeDetection, detect_change
     from dkernel.decomposition import KernelDecompositionClustering
     from dkernel.decomposition.selection import select_model as select_kdc_model
     from dkernel.gmm.pck import ProbabilisticClusterKernel
@@ -203,6 +212,8 @@ __all__ = [
     "SpectralClustering",
     "KernelKMeans",
     "KernelCCA",
+    "ChangeDetection",
+    "detect_change",
     "MSSC",
     "MeanShift",
     "ResultsStore",

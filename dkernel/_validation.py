@@ -155,6 +155,26 @@ def check_options(value: Any, name: str, owner: str, options: tuple | list) -> A
     return value
 
 
+def resolve_n_components(
+    owner: str, n_samples: int, n_clusters: int, n_components: int | None
+) -> int:
+    """``n_components`` (``n_clusters`` when None), after checking both against ``n_samples``.
+
+    Raises
+    ------
+    InvalidInputError
+        When either exceeds ``n_samples``.
+    """
+    k = n_clusters if n_components is None else n_components
+    for name, value in (("n_clusters", n_clusters), ("n_components", k)):
+        if value > n_samples:
+            raise InvalidInputError(
+                f"The '{name}' parameter of {owner} must be <= n_samples ({n_samples}). "
+                f"Got {value} instead."
+            )
+    return k
+
+
 def _describe(kinds, low, high, low_inclusive, high_inclusive) -> str:
     if all(issubclass(k, numbers.Integral) for k in kinds):
         what = "an int"
@@ -210,7 +230,8 @@ def check_2d_array(
     _check_dtype_and_size(arr.dtype, arr.shape, owner, min_samples)
     arr = arr.astype(dtype if dtype is not None else np.result_type(arr.dtype, np.float32))
     if np.isinf(arr).any():
-        raise InvalidInputError(f"{owner} got infinite values in X; replace them or mark them NaN.")
+        fix = "replace them or mark them NaN (nodata)" if allow_nan else "replace them"
+        raise InvalidInputError(f"{owner} got infinite values in X; {fix}.")
     if not allow_nan and np.isnan(arr).any():
         raise InvalidInputError(
             f"{owner} does not accept missing values (NaN); {int(np.isnan(arr).sum())} found. "

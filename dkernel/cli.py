@@ -112,16 +112,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("job", type=Path, help="the job spec (YAML), e.g. jobs/wine-rbf-kpca.yaml")
     p.add_argument("--no-data", action="store_true", help="check the spec only, don't read data")
-    p.add_argument("--output-root", type=Path, help="directory outputs are confined to")
+    p.add_argument(
+        "--output-root", help="directory (or s3://bucket/prefix) outputs are confined to"
+    )
 
     def add_run_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("job", type=Path, help="the job spec (YAML), e.g. jobs/wine-rbf-kpca.yaml")
-        p.add_argument("--output", type=Path, help="results store path (overrides the spec)")
+        p.add_argument("--output", help="results store path or URL, s3://... (overrides the spec)")
         p.add_argument(
             "--output-root",
-            type=Path,
-            help="directory the spec's output is confined to (default $DKERNEL_OUTPUT_ROOT, "
-            "else the current directory and the spec's directory)",
+            help="directory (or URL, s3://bucket/prefix) the spec's output is confined to "
+            "(default $DKERNEL_OUTPUT_ROOT, else the current directory and the spec's "
+            "directory)",
         )
         mode = p.add_mutually_exclusive_group()
         mode.add_argument("--overwrite", action="store_true", help="replace a complete store")
@@ -163,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", help="client private key (PEM)")
 
     p = sub.add_parser("show", parents=[common], help="summarise a results store")
-    p.add_argument("store", type=Path, help="a results store, e.g. results/wine-rbf-kpca.zarr")
+    p.add_argument("store", help="a results store (path or URL), e.g. results/wine-rbf-kpca.zarr")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser(
@@ -196,6 +198,24 @@ def _parser() -> argparse.ArgumentParser:
         help="replace a store of another job at --output (the demo's own is always replaced)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    p = sub.add_parser(
+        "data",
+        parents=[common],
+        help="list or download (with checksums) the public datasets the example jobs read",
+    )
+    actions = p.add_subparsers(
+        dest="data_command", required=True, metavar="ACTION", help="list or fetch"
+    )
+    actions.add_parser("list", help="the datasets: name, size, licence, jobs that read them")
+    f = actions.add_parser("fetch", help="download a dataset, verified against its SHA-256")
+    f.add_argument("name", help="a dataset of `dkernel data list`, e.g. frey")
+    f.add_argument(
+        "--to",
+        type=Path,
+        help="the data folder (default $DKERNEL_DATA, else ./dkernel-data); jobs read it "
+        "through DKERNEL_DATA",
+    )
     return parser
 
 
@@ -208,7 +228,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.job)
     output = OutputPolicy.default(args.job, args.output_root).confine(spec.output)
-    check_writable(output)
+    check_writable(output, spec.store_options)
     if not args.no_data:
         spec, data = prepare_job(spec)
         from dkernel.jobs.outputs import check_side_outputs
@@ -392,9 +412,10 @@ def _listing(value: Any, show: Any = None) -> str:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from dkernel.storage import describe_store
+    from dkernel.storage.remote import as_location
 
-    path = Path(args.store)
-    if path.exists() and not path.is_dir():
+    path = as_location(args.store, what="store", read_only=True)
+    if isinstance(path, Path) and path.exists() and not path.is_dir():
         raise StoreError(
             f"{_safe(str(path))} is not a results store (a store is a directory, this is a "
             "file or a special file)."
@@ -524,6 +545,22 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_data(args: argparse.Namespace) -> int:
+    from dkernel._budget import format_size
+    from dkernel.data.registry import DATASETS, fetch
+
+    if args.data_command == "list":
+        for d in DATASETS.values():
+            print(f"{d.name:10} {format_size(d.size):>10}  {d.title}")
+            print(f"{'':10} {'':>10}  licence: {d.licence}; used by {', '.join(d.used_by)}")
+        return EXIT_OK
+    to = args.to or Path(os.environ.get("DKERNEL_DATA") or "dkernel-data")
+    fetch(args.name, to, report=lambda line: print(line, file=sys.stderr, flush=True))
+    if Path(os.environ.get("DKERNEL_DATA") or "").expanduser().resolve() != to.resolve():
+        print(f"now: export DKERNEL_DATA={to.resolve()}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from dkernel.jobs.demo import demo_may_replace, demo_spec
     from dkernel.jobs.runner import run_job
@@ -581,6 +618,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "methods": _cmd_methods,
         "schema": _cmd_schema,
         "demo": _cmd_demo,
+        "data": _cmd_data,
     }
     try:
         code = handlers[args.command](args)

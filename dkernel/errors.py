@@ -74,3 +74,7 @@ class NumericalWarning(DKernelWarning):
 
 class StoreStatusWarning(DKernelWarning):
     """A results store that is not marked complete was opened."""
+
+
+class MeanShiftConvergenceWarning(DKernelWarning):
+    """Mean shift stopped at ``max_iter`` with seeds still moving (``converged_`` is False)."""

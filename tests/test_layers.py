@@ -78,6 +78,8 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dkernel.kmeans.features",
             "dkernel.kmeans.lloyd",
             "dkernel.cca.dual",
+            "dkernel.change.mad",
+            "dkernel.change.threshold",
         ),
     ),
     # estimators, one family per package (see FAMILIES)
@@ -95,8 +97,9 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     # the only code that knows the results store's layout
     ("storage", ("dkernel.storage",)),
-    # readers of rasters and tables, pixel streams, writers of map files
-    ("io", ("dkernel.io",)),
+    # readers of rasters and tables, pixel streams, writers of map files; change detection
+    # between two rasters (kernel CCA, an estimator, on the images the readers give)
+    ("io", ("dkernel.io", "dkernel.data", "dkernel.change")),
     # creating and connecting to Dask clients, worker plugins, resource monitoring
     ("runtime", ("dkernel.runtime",)),
     # job specs, methods, the runner
@@ -129,6 +132,8 @@ NUMERIC = [
     "kmeans/features.py",
     "kmeans/lloyd.py",
     "cca/dual.py",
+    "change/mad.py",
+    "change/threshold.py",
 ]
 NUMERIC += [
     str(p.relative_to(PKG))

@@ -1,8 +1,10 @@
 """Shared validation helpers."""
 
 import numpy as np
+import pytest
 
-from dkernel._validation import aligned
+from dkernel._validation import aligned, resolve_n_components
+from dkernel.errors import InvalidInputError
 
 
 def _unaligned_copy(a: np.ndarray) -> np.ndarray:
@@ -25,3 +27,12 @@ def test_aligned_passes_aligned_arrays_and_non_arrays_through():
     F = np.ones((3, 2))
     assert aligned(F) is F
     assert aligned([1, 2]) == [1, 2]
+
+
+def test_resolve_n_components_follows_n_clusters_and_checks_both():
+    assert resolve_n_components("Est", 10, 3, None) == 3
+    assert resolve_n_components("Est", 10, 3, 5) == 5
+    with pytest.raises(InvalidInputError, match=r"'n_clusters' parameter of Est must be <= "):
+        resolve_n_components("Est", 10, 11, 2)
+    with pytest.raises(InvalidInputError, match=r"'n_components' parameter of Est .*Got 12"):
+        resolve_n_components("Est", 10, 3, 12)

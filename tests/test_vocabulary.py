@@ -72,7 +72,10 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "sigma_fraction": "the RBF rule of thumb's fraction: one constant per method in "
     "dkernel.kernels.widths, each with its source (median heuristic, PCKID 0.2, [Lokse2014] 0.15, "
     "MSSC 0.5)",
-    "tol": "relative objective change of the factorisation against mean shift's move length",
+    "tol": "relative objective change of the factorisation against mean shift's move length "
+    "and IR-MAD's change of the canonical correlations",
+    "max_iter": "IR-MAD's re-weightings converge in tens of iterations ([Nielsen2007]); the "
+    "iterative clusterers' 300",
 }
 
 
@@ -158,10 +161,7 @@ def test_width_fractions_are_constants_of_widths_only():
 
 def test_every_width_default_is_a_declared_fraction():
     fractions = {
-        widths.DEFAULT_SIGMA_FRACTION,
-        widths.PCKID_SIGMA_FRACTION,
-        widths.THESIS_SIGMA_FRACTION,
-        widths.MSSC_SIGMA_FRACTION,
+        getattr(widths, name) for name in widths.__all__ if name.endswith("_SIGMA_FRACTION")
     }
     uses = shared_parameters()["sigma_fraction"]
     assert set(uses.values()) <= fractions, uses

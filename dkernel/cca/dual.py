@@ -34,9 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from dkernel.errors import InvalidInputError
 from dkernel.kmeans.features import features, sub_block_rows
-from dkernel.linalg.eigen import dense_eigh
+from dkernel.linalg.eigen import dense_eigh, leading_eigenpairs
 
 #: Feature directions with covariance below this share of the largest are dropped.
 RTOL = 1e-10
@@ -116,15 +115,12 @@ def kernel_pca_features(
     col = K.mean(axis=0)
     total = float(col.mean())
     Kc = K - col[None, :] - col[:, None] + total
-    values, vectors = dense_eigh(0.5 * (Kc + Kc.T), clip=True)
-    top = float(values[0]) if values.size else 0.0
-    if not top > 0:
-        raise InvalidInputError(
-            "The centered kernel of a view has no positive eigenvalue: every point looks the "
-            "same to the kernel (constant data, or a kernel too narrow or too wide)."
-        )
-    keep = values > RTOL * top
-    U, lam = vectors[:, keep], values[keep]
+    lam, U = leading_eigenpairs(
+        *dense_eigh(0.5 * (Kc + Kc.T), clip=True),
+        rtol=RTOL,
+        degenerate="The centered kernel of a view has no positive eigenvalue: every point "
+        "looks the same to the kernel (constant data, or a kernel too narrow or too wide).",
+    )
     model = CenteredKernelFeatures(kernel, reference, col, total, U / np.sqrt(lam)[None, :])
     return model, U * np.sqrt(lam)[None, :]
 
@@ -170,15 +166,13 @@ def moments(Px: np.ndarray, Py: np.ndarray) -> Moments:
 
 def _whitener(C: np.ndarray, regularization: float) -> np.ndarray:
     """``T = V (E + κ)^{-1/2}`` over the directions of ``C`` above ``RTOL · max``."""
-    values, vectors = dense_eigh(C, clip=True)
-    top = float(values[0]) if values.size else 0.0
-    if not top > 0:
-        raise InvalidInputError(
-            "A view has no variance in its feature space (constant data, or a degenerate "
-            "kernel); kernel CCA needs both views to vary."
-        )
-    keep = values > RTOL * top
-    return vectors[:, keep] / np.sqrt(values[keep] + regularization)[None, :]
+    values, vectors = leading_eigenpairs(
+        *dense_eigh(C, clip=True),
+        rtol=RTOL,
+        degenerate="A view has no variance in its feature space (constant data, or a "
+        "degenerate kernel); kernel CCA needs both views to vary.",
+    )
+    return vectors / np.sqrt(values + regularization)[None, :]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ feature maps, lazily per chunk for Dask input.
 
 from __future__ import annotations
 
-import inspect
 from numbers import Integral, Real
 from typing import Any
 
@@ -44,10 +43,10 @@ from dkernel.cca.dual import (
     regularized_cca,
 )
 from dkernel.errors import InvalidInputError
-from dkernel.kernels.nystrom import fit_nystrom_landmarks
-from dkernel.kernels.registry import KERNELS, Kernel, make_kernel
+from dkernel.kernels.nystrom import explicit_feature_map, landmark_kernel_params
+from dkernel.kernels.registry import Kernel, make_kernel
 from dkernel.kernels.widths import KERNEL_KMEANS_SIGMA_FRACTION
-from dkernel.kmeans.features import NystromFeatureMap, features
+from dkernel.kmeans.features import features
 from dkernel.kmeans.lloyd import dense_kernel
 from dkernel.linalg.threads import map_on_cores
 from dkernel.rows import take_rows
@@ -292,12 +291,7 @@ class KernelCCA(
         given = self.kernel_params
         if view == 1 and (self.kernel_params_y is not None or not same):
             given = self.kernel_params_y
-        params = dict(given or {})
-        if isinstance(name, str) and name == "rbf":
-            params.setdefault("sigma_fraction", self.sigma_fraction)
-        if isinstance(name, str) and name in KERNELS:
-            if "seed" in inspect.signature(KERNELS.lookup(name).factory).parameters:
-                params.setdefault("seed", seed if seed is not None else 0)
+        params = landmark_kernel_params(name, given, seed=seed, sigma_fraction=self.sigma_fraction)
         try:
             return make_kernel(name, V, **params)
         except ValueError:
@@ -380,12 +374,10 @@ class KernelCCA(
         return self
 
     def _feature_map(self, V: Any, kernel: Kernel, seed: int | None) -> tuple[Any, Kernel]:
-        if kernel.feature_map is not None:
-            return kernel.feature_map, kernel
-        stage = fit_nystrom_landmarks(
+        kernel, feature_map, _ = explicit_feature_map(
             V, kernel, self.n_landmarks, method=self.landmarks, random_state=seed
         )
-        return NystromFeatureMap(stage.kernel, stage.reference, stage.basis), stage.kernel
+        return feature_map, kernel
 
     def _moments(self, X: Any, Y: Any, fx: Any, fy: Any) -> Moments:
         """The paired feature sums over every row: Dask chunks as tasks, NumPy blocks on the

@@ -546,7 +546,6 @@ def write_label_cog(
     at ``path`` is never written through and an interrupted write leaves the old file.
     """
     import rasterio
-    import rasterio.shutil
 
     path = Path(path)
     labels = _as_lazy(label_map)
@@ -559,23 +558,7 @@ def write_label_cog(
     if n_classes is None:
         n_classes = max(_max_label(labels), -1) + 1
     dtype, file_nodata = label_file_dtype(max(n_classes - 1, 0))
-    crs = image.rio.crs
-    profile = {
-        "driver": "GTiff",
-        "width": n_cols,
-        "height": n_rows,
-        "count": 1,
-        "dtype": dtype.name,
-        "nodata": file_nodata,
-        "tiled": True,
-        "blockxsize": TILE,
-        "blockysize": TILE,
-        "compress": "deflate",
-        "BIGTIFF": "IF_SAFER",
-        "transform": image.rio.transform(),
-    }
-    if crs is not None:
-        profile["crs"] = crs
+    profile = _tiled_profile(image, n_rows, n_cols, 1, dtype.name, file_nodata)
     if class_table:  # refused before anything is written
         check_side_file(class_table_path(path), replace=replace, root=root, what="class table")
     with side_file(path, replace=replace, root=root, what="label GeoTIFF") as out:
@@ -592,28 +575,118 @@ def write_label_cog(
                 )
                 dst.write(block, 1, window=((r0, r1), (c0, c1)))
             dst.write_colormap(1, _palette(n_classes, file_nodata))
-        options = {
-            "BLOCKSIZE": TILE,
-            "COMPRESS": "DEFLATE",
-            "OVERVIEW_RESAMPLING": "MODE",
-            "BIGTIFF": "IF_SAFER",
-        }
-        # GDAL's block cache defaults to 5 % of the RAM: bounded, the copy's memory no
-        # longer grows with the scene
-        with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB):
-            try:
-                rasterio.shutil.copy(tmp, out, driver="COG", **options)
-            except rasterio.errors.RasterioIOError:  # pragma: no cover - GDAL without MODE
-                rasterio.shutil.copy(
-                    tmp, out, driver="COG", **{**options, "OVERVIEW_RESAMPLING": "NEAREST"}
-                )
-        tmp.unlink()
+        _tiled_to_cog(tmp, out, "MODE")
     table = None
     if class_table:
         table = write_class_table(
             class_table_path(path), labels, image, n_classes=n_classes, replace=replace, root=root
         )
     return LabelCOG(path, file_nodata, dtype.name, n_classes, table)
+
+
+def _tiled_profile(
+    image: xr.DataArray, n_rows: int, n_cols: int, count: int, dtype: str, nodata: float
+) -> dict[str, Any]:
+    """The profile of the temporary tiled GTiff a COG is copied from, georeferenced as
+    ``image`` (no CRS where it has none)."""
+    profile = {
+        "driver": "GTiff",
+        "width": n_cols,
+        "height": n_rows,
+        "count": count,
+        "dtype": dtype,
+        "nodata": nodata,
+        "tiled": True,
+        "blockxsize": TILE,
+        "blockysize": TILE,
+        "compress": "deflate",
+        "BIGTIFF": "IF_SAFER",
+        "transform": image.rio.transform(),
+    }
+    if image.rio.crs is not None:
+        profile["crs"] = image.rio.crs
+    return profile
+
+
+def _tiled_to_cog(tmp: Path, out: Path, resampling: str) -> None:
+    """Copy the tiled GTiff ``tmp`` to the COG ``out`` (overviews by ``resampling``; NEAREST
+    where this GDAL lacks it) and remove ``tmp``."""
+    import rasterio
+    import rasterio.shutil
+
+    options = {
+        "BLOCKSIZE": TILE,
+        "COMPRESS": "DEFLATE",
+        "OVERVIEW_RESAMPLING": resampling,
+        "BIGTIFF": "IF_SAFER",
+    }
+    # GDAL's block cache defaults to 5 % of the RAM: bounded, the copy's memory no longer
+    # grows with the scene
+    with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB):
+        try:
+            rasterio.shutil.copy(tmp, out, driver="COG", **options)
+        except rasterio.errors.RasterioIOError:  # pragma: no cover - GDAL without the method
+            rasterio.shutil.copy(
+                tmp, out, driver="COG", **{**options, "OVERVIEW_RESAMPLING": "NEAREST"}
+            )
+    tmp.unlink()
+
+
+def write_float_cog(
+    path: str | os.PathLike,
+    bands: dict[str, Any],
+    image: xr.DataArray,
+    *,
+    replace: bool = True,
+    root: str | os.PathLike | None = None,
+) -> Path:
+    """Write float maps as one multi-band float32 Cloud-Optimized GeoTIFF.
+
+    Parameters
+    ----------
+    path : path of the ``.tif`` to write
+    bands : mapping of str to array (y, x)
+        The bands in order, by name (the bands' descriptions); NumPy, Dask or DataArray, NaN
+        where there is no value (the file's nodata).
+    image : DataArray (band, y, x)
+        The image the maps lie on: its CRS and transform georeference the file.
+    replace, root
+        As :func:`write_label_cog`.
+
+    Returns
+    -------
+    Path
+
+    Notes
+    -----
+    Written window by window (:func:`label_windows`) to a temporary tiled GTiff, then copied
+    by GDAL's COG driver with overviews averaged; memory is one window of every band.
+    """
+    import rasterio
+
+    path = Path(path)
+    arrays = [
+        a.data if isinstance(a, xr.DataArray) else a if isinstance(a, da.Array) else np.asarray(a)
+        for a in bands.values()
+    ]
+    n_rows, n_cols = (int(image.sizes["y"]), int(image.sizes["x"]))
+    for name, arr in zip(bands, arrays, strict=True):
+        if tuple(int(s) for s in arr.shape) != (n_rows, n_cols):
+            raise InvalidInputError(
+                f"the map {name!r} is {arr.shape} but the image is {n_rows} × {n_cols}; "
+                "they must match."
+            )
+    profile = _tiled_profile(image, n_rows, n_cols, len(arrays), "float32", float("nan"))
+    with side_file(path, replace=replace, root=root, what="GeoTIFF") as out:
+        tmp = out.with_name(f".{out.name}.tiled.tif")
+        with rasterio.open(tmp, "w", **profile) as dst:
+            for r0, r1, c0, c1 in label_windows(n_rows, n_cols):
+                blocks = [_window(a, r0, r1, c0, c1) for a in arrays]
+                dst.write(np.stack(blocks).astype(np.float32), window=((r0, r1), (c0, c1)))
+            for i, name in enumerate(bands, start=1):
+                dst.set_band_description(i, name)
+        _tiled_to_cog(tmp, out, "AVERAGE")
+    return path
 
 
 # ---------------------------------------------------------------------------------------

@@ -34,8 +34,9 @@ def no_crs_message(what: str) -> str:
     return (
         f"{what} has no CRS (it is not georeferenced), so its label map could not be placed "
         "on a map. Assign one (a GeoTIFF: gdal_edit.py -a_srs EPSG:32618 FILE; an xarray "
-        "cube: cube.rio.write_crs('EPSG:32618')) or read the pixels as a plain image with "
-        "reader npy-raster."
+        "cube: cube.rio.write_crs('EPSG:32618')), or in a job spec set data.crs: EPSG:… to "
+        "assign one or data.crs: none to cluster it in pixel coordinates (the label map is "
+        "then written without CRS)."
     )
 
 
@@ -52,6 +53,30 @@ def _spatial_dims(var: xr.DataArray) -> tuple[str, str]:
         ) from exc
 
 
+def grid_mapping_names(ds: xr.Dataset) -> list[str]:
+    """The data variables of ``ds`` that hold its CRS rather than data: those its variables
+    name in ``grid_mapping`` (CF), ``spatial_ref``, and 0-d variables carrying ``crs_wkt`` /
+    ``spatial_ref`` attributes. ``xr.open_zarr`` without ``decode_coords='all'`` leaves them
+    data variables."""
+    named = {"spatial_ref"}
+    for var in ds.data_vars.values():
+        for source in (var.attrs, var.encoding):
+            if isinstance(source.get("grid_mapping"), str):
+                named.update(source["grid_mapping"].split())
+    return [
+        str(n)
+        for n, v in ds.data_vars.items()
+        if n in named or (v.ndim == 0 and ({"crs_wkt", "spatial_ref"} & set(v.attrs)))
+    ]
+
+
+def decode_grid_mapping(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its CRS variables (:func:`grid_mapping_names`) as coordinates, as
+    ``decode_coords='all'`` reads them, so that ``rio.crs`` finds the CRS."""
+    names = grid_mapping_names(ds)
+    return ds.set_coords(names) if names else ds
+
+
 def _as_dataarray(cube: Any, variable: str | None) -> xr.DataArray:
     if isinstance(cube, xr.DataArray):
         return cube
@@ -60,6 +85,7 @@ def _as_dataarray(cube: Any, variable: str | None) -> xr.DataArray:
             f"expected an xarray DataArray or Dataset cube; got {type(cube).__name__}. "
             "Wrap NumPy arrays with dkernel.io.raster.image_from_array."
         )
+    cube = decode_grid_mapping(cube)
     names = [str(n) for n in cube.data_vars if n != "spatial_ref"]
     if variable is not None:
         if variable not in cube.data_vars:
@@ -126,7 +152,7 @@ def image_from_xarray(
         )
     crs = var.rio.crs
     if crs is None and isinstance(cube, xr.Dataset):
-        crs = cube.rio.crs
+        crs = decode_grid_mapping(cube).rio.crs
     if require_crs and crs is None:
         raise InvalidInputError(no_crs_message("the cube"))
     if nodata is None:
@@ -178,15 +204,30 @@ def _transform(var: xr.DataArray) -> Any:
     return computed
 
 
-def open_zarr_cube(path: str, *, variable: str | None = None) -> xr.DataArray | xr.Dataset | None:
-    """A Zarr store as an xarray cube (CRS decoded), or ``None`` when it holds plain arrays
-    without dimension names (then the caller reads it as a pixel image)."""
+def open_zarr_cube(
+    path: str, *, variable: str | None = None, storage_options: dict[str, Any] | None = None
+) -> xr.DataArray | xr.Dataset | None:
+    """A Zarr store (a folder or a URL read through fsspec with ``storage_options``) as an
+    xarray cube (CRS decoded), or ``None`` when it holds plain arrays without dimension names
+    (then the caller reads it as a pixel image)."""
+    from dkernel.io.remote import fsspec_options, is_remote, to_fsspec
+
+    remote = {}
+    if is_remote(path):
+        path = to_fsspec(path)
+        remote = {"storage_options": fsspec_options(path, storage_options)}
     try:
         ds = xr.open_zarr(
-            path, chunks={}, consolidated=None, decode_coords="all", mask_and_scale=False
+            path,
+            chunks={},
+            consolidated=None,
+            decode_coords="all",
+            mask_and_scale=False,
+            **remote,
         )
     except Exception:  # noqa: BLE001  (a plain zarr array or group: not an xarray cube)
         return None
+    ds = decode_grid_mapping(ds)
     if variable is not None and variable not in ds.data_vars:
         return None
     names = [n for n in ds.data_vars if n != "spatial_ref"]

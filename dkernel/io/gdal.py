@@ -91,6 +91,11 @@ def _what_it_is(path: Path, gdal_message: str) -> str:
         head = os.read(fd, 64)
     finally:
         os.close(fd)
+    return describe_head(head, gdal_message)
+
+
+def describe_head(head: bytes, gdal_message: str) -> str:
+    """What a file GDAL could not read as a GeoTIFF is, from its first bytes."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
     if text.startswith(b"<?xml"):
         text = text[text.find(b"?>") + 2 :].lstrip() if b"?>" in text else text
@@ -101,9 +106,12 @@ def _what_it_is(path: Path, gdal_message: str) -> str:
     return next((what for sig, what in _SIGNATURES if text.startswith(sig)), "not a GeoTIFF")
 
 
-def refusal(path: Path, gdal_message: str) -> str:
-    """Why ``path`` is not read: what it is and what to do instead."""
-    what = _what_it_is(path, gdal_message)
+def refusal(path: Path | str, gdal_message: str, head: bytes | None = None) -> str:
+    """Why ``path`` is not read: what it is (from ``head``, its first bytes, when given)
+    and what to do instead."""
+    what = (
+        _what_it_is(Path(path), gdal_message) if head is None else describe_head(head, gdal_message)
+    )
     if what.startswith("a TIFF") or what.startswith("empty"):
         return f"{path} is {what}. Check that the file was written and copied completely."
     return (
@@ -187,3 +195,44 @@ def raster_files(path: str | os.PathLike) -> list[Path]:
     ``.ovr``, ``.msk``, world files), links not resolved."""
     with open_local_raster(path) as src:
         return [Path(f) for f in src.files]
+
+
+@contextmanager
+def raster_env(path: str | os.PathLike, storage_options: dict | None = None) -> Iterator[None]:
+    """GDAL's configuration for reading ``path``: :func:`network_off` for a local file,
+    ``dkernel.io.remote.remote_gdal`` for a remote one (its network path only)."""
+    from dkernel.io.remote import is_remote, remote_gdal
+
+    context = remote_gdal(storage_options) if is_remote(str(path)) else network_off()
+    with context:
+        yield
+
+
+@contextmanager
+def open_remote_raster(url: str, storage_options: dict | None = None) -> Iterator[Any]:
+    """``rasterio.open`` of a remote GeoTIFF (``s3://``, ``https://``, ``/vsis3/``, …)
+    through GDAL's network file systems, the GTiff driver only, no sidecar probed.
+
+    Raises
+    ------
+    InvalidInputError
+        The object is not a GeoTIFF (naming what it is) or could not be read.
+    """
+    import rasterio
+    from rasterio.errors import RasterioIOError
+
+    from dkernel.io.remote import read_head, remote_gdal, to_gdal
+
+    with remote_gdal(storage_options):
+        try:
+            src = rasterio.open(to_gdal(url), driver=RASTER_DRIVER)
+        except RasterioIOError as exc:
+            try:
+                head = read_head(url, 64, storage_options)
+            except Exception as err:  # noqa: BLE001  (unreadable: GDAL's reason is the message)
+                raise InvalidInputError(
+                    f"could not read the GeoTIFF {url}: {str(exc)[:200]} ({type(err).__name__})."
+                ) from None
+            raise InvalidInputError(refusal(url, str(exc), head)) from None
+        with src:
+            yield src

@@ -29,11 +29,12 @@ def strip_rows(n_rows: int, n_cols: int) -> int:
 
 
 def strip_valid(block: np.ndarray, nodata: float | None) -> np.ndarray:
-    """Valid pixels of a ``(band, rows, cols)`` block: not NaN in any band, and not every band
-    equal to ``nodata`` (GDAL's dataset mask: a dark pixel with one zero band is data)."""
+    """Valid pixels of a ``(band, rows, cols)`` block: not NaN or infinite in any band, and not
+    every band equal to ``nodata`` (GDAL's dataset mask: a dark pixel with one zero band is
+    data)."""
     valid = np.ones(block.shape[1:], dtype=bool)
     if np.issubdtype(block.dtype, np.floating):
-        valid &= ~np.isnan(block).any(axis=0)
+        valid &= np.isfinite(block).all(axis=0)
     if nodata is not None and not (isinstance(nodata, float) and np.isnan(nodata)):
         valid &= ~(block == nodata).all(axis=0)
     return valid

@@ -34,7 +34,7 @@ from dkernel.io.data import (  # noqa: F401  (package_data_path: also read from 
     package_data_path,
     resolve_path,
 )
-from dkernel.io.gdal import RASTER_DRIVER, network_off, open_local_raster
+from dkernel.io.gdal import RASTER_DRIVER, open_local_raster, raster_env
 from dkernel.io.pixels import (
     STRIP_PIXELS,
     features_graph,
@@ -71,35 +71,65 @@ def block_rows(n_rows: int, n_cols: int, block_height: int, chunk_rows: int | No
 
 
 def open_geotiff(
-    path: str | os.PathLike, *, bands: list[int] | None = None, chunk_rows: int | None = None
+    path: str | os.PathLike,
+    *,
+    bands: list[int] | None = None,
+    chunk_rows: int | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> xr.DataArray:
     """Open a GeoTIFF lazily as ``(band, y, x)`` with CRS, transform and a ``valid`` mask.
 
     Parameters
     ----------
-    path : path or ``package:NAME``
+    path : path, URL or ``package:NAME``
+        A local file, or a URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, GDAL's
+        ``/vsis3/``, ``/vsicurl/``, …) read through GDAL's network file systems.
     bands : list of int, optional
         1-based band numbers to keep (all by default).
     chunk_rows : int, optional
         Rows per chunk (full-width strips), rounded up to a multiple of the file's block
         height; default the multiple of the block height nearest to ≈ 2^18 pixels per chunk
         (:func:`block_rows`).
+    storage_options : dict, optional
+        Options of a remote file (endpoint, keys, anonymous access); the environment's
+        ``AWS_*`` variables are read too.
 
     Notes
     -----
     Chunks are full-width strips whose row boundaries fall on the file's internal blocks
     (``rasterio``'s ``block_shapes``; 512-row tiles for a typical COG), so each pass over the
     image decodes every tile once instead of once per strip crossing it; a chunk is therefore
-    at least one row of blocks (512 × width pixels for a 512-tiled COG). The mask needs one
-    pass over the image (1 byte per pixel is kept in memory). A pixel is invalid when every
-    band equals the nodata value (the dataset mask of GDAL/rasterio: a dark pixel with one
-    zero band is still data) or any band is NaN.
+    at least one row of blocks (512 × width pixels for a 512-tiled COG). A remote COG is thus
+    read in tile-aligned range requests. The mask needs one pass over the image (1 byte per
+    pixel is kept in memory). A pixel is invalid when every band equals the nodata value (the
+    dataset mask of GDAL/rasterio: a dark pixel with one zero band is still data) or any band
+    is NaN.
 
-    Only GeoTIFFs are read, with GDAL's network access off
-    (``dkernel.io.gdal.open_local_raster``): a VRT or any other indirection is refused,
+    Only GeoTIFFs are read: a local file with GDAL's network access off
+    (``dkernel.io.gdal.open_local_raster``), a remote one through its own URL only
+    (``dkernel.io.gdal.open_remote_raster``); a VRT or any other indirection is refused,
     whatever its name.
     """
-    path = resolve_path(path)
+    from dkernel.io.remote import is_remote, local_path, to_gdal, version_token
+
+    if is_remote(str(path)):
+        from dkernel.io.gdal import open_remote_raster
+
+        url = str(path)
+        with open_remote_raster(url, storage_options) as src:
+            n_rows, n_cols, block_h = src.height, src.width, src.block_shapes[0][0]
+        rows = block_rows(n_rows, n_cols, block_h, chunk_rows)
+        image = _open_strips(
+            to_gdal(url),
+            rows,
+            bands=bands,
+            storage_options=storage_options,
+            version=version_token(url, storage_options),
+        )
+        image.attrs["source"] = url
+        return image
+    path = resolve_path(local_path(str(path)) if isinstance(path, str) else path)
+    zarr_store_refusal(path)
     if not path.exists():
         raise InvalidInputError(f"GeoTIFF {str(path)!r} does not exist.")
     with open_local_raster(path) as src:
@@ -108,11 +138,28 @@ def open_geotiff(
     return _open_strips(path, rows, bands=bands)
 
 
+def zarr_store_refusal(path: Path) -> None:
+    """Refuse a Zarr store handed to the GeoTIFF reader, pointing at ``zarr-raster``."""
+    if path.is_dir() and any((path / n).is_file() for n in ("zarr.json", ".zgroup", ".zarray")):
+        raise InvalidInputError(
+            f"{path} is a Zarr store, not a GeoTIFF; read it with reader: zarr-raster "
+            "(data.variable names the image when the store holds several arrays)."
+        )
+
+
 def _open_strips(
-    path: Path, rows: int, *, bands: list[int] | None = None, **open_kwargs: Any
+    path: Path | str,
+    rows: int,
+    *,
+    bands: list[int] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    version: str | None = None,
+    **open_kwargs: Any,
 ) -> xr.DataArray:
     """:func:`open_geotiff` reading ``rows`` rows at a time as given (``open_kwargs`` go to
-    ``rasterio.open``, e.g. an ``opener``; the tile-read benchmark uses both).
+    ``rasterio.open``, e.g. an ``opener``; the tile-read benchmark uses both). A GDAL network
+    path (``/vsis3/…``) is read with ``storage_options`` and named by ``version`` in the
+    task names.
 
     The image is chunked in work strips (:func:`work_rows` of the reads): one task reads
     ``rows`` rows and returns them as separate strips, each a key of its own (see
@@ -120,7 +167,7 @@ def _open_strips(
     import rasterio
 
     open_kwargs.setdefault("driver", RASTER_DRIVER)
-    with network_off():
+    with raster_env(path, storage_options):
         image = rioxarray.open_rasterio(path, **open_kwargs)  # lazy: coordinates and metadata
     if bands:
         missing = [b for b in bands if b not in image["band"].values.tolist()]
@@ -129,13 +176,21 @@ def _open_strips(
                 f"{path} has bands {image['band'].values.tolist()}; bands {missing} do not exist."
             )
         image = image.sel(band=bands)
-    with network_off(), rasterio.open(path, **open_kwargs) as src:
+    with raster_env(path, storage_options), rasterio.open(path, **open_kwargs) as src:
         block_width = int(src.block_shapes[0][1])
     indexes = [int(b) for b in image["band"].values]
     n_rows, n_cols = int(image.shape[1]), int(image.shape[2])
     reads = tuple(min(rows, n_rows - r0) for r0 in range(0, n_rows, rows))
     data = read_strips(
-        str(path), indexes, reads, n_cols, image.dtype, block_width=block_width, **open_kwargs
+        str(path),
+        indexes,
+        reads,
+        n_cols,
+        image.dtype,
+        block_width=block_width,
+        storage_options=storage_options,
+        version=version,
+        **open_kwargs,
     )
     image = image.copy(data=data)
     image = image.assign_coords(valid=(("y", "x"), valid_graph(image.data, image.rio.nodata)))
@@ -156,6 +211,8 @@ def read_strips(
     dtype: Any,
     *,
     block_width: int = 512,
+    storage_options: dict[str, Any] | None = None,
+    version: str | None = None,
     **open_kwargs: Any,
 ) -> da.Array:
     """A raster's bands ``indexes`` as a ``(band, y, x)`` Dask array chunked in work strips.
@@ -164,9 +221,12 @@ def read_strips(
     so each block is decoded once) and is one task returning its :func:`work_rows` strips;
     each strip is then a key of its own. A strip computed on another worker moves alone
     (a slice of the read fused into the strip's consumer would move the whole read).
+    A remote ``path`` (GDAL's ``/vsis3/…``) is named by ``version`` (its ETag) instead of
+    a modification time and read with ``storage_options``.
     """
     parts = [work_rows((r,), n_cols) for r in reads]
-    token = tokenize(path, os.path.getmtime(path), indexes, reads, n_cols, sorted(open_kwargs))
+    stamp = version if version is not None else os.path.getmtime(path)
+    token = tokenize(path, stamp, indexes, reads, n_cols, sorted(open_kwargs))
     read, name = f"read-rows-{token}", f"read-strip-{token}"
     window = max(1, READ_WINDOW_COLUMNS // max(1, block_width)) * max(1, block_width)
     graph: dict = {}
@@ -182,6 +242,7 @@ def read_strips(
             window,
             np.dtype(dtype).str,
             open_kwargs,
+            storage_options,
         )
         for k, n in enumerate(rows):
             graph[(name, 0, i, 0)] = (operator.getitem, (read, j), k)
@@ -200,6 +261,7 @@ def _read_rows(
     window: int,
     dtype: str,
     open_kwargs: dict,
+    storage_options: dict | None = None,
 ) -> list[np.ndarray]:
     """Rows ``row0 …`` (``sum(parts)`` of them) as separate strips of ``parts`` rows, read
     ``window`` columns at a time."""
@@ -208,7 +270,7 @@ def _read_rows(
 
     strips = [np.empty((len(indexes), r, n_cols), dtype=dtype) for r in parts]
     edges = np.cumsum((0, *parts))
-    with network_off(), rasterio.open(path, **open_kwargs) as src:
+    with raster_env(path, storage_options), rasterio.open(path, **open_kwargs) as src:
         for c0 in range(0, n_cols, window):
             width = min(window, n_cols - c0)
             block = src.read(indexes, window=Window(c0, row0, width, int(edges[-1])))
@@ -633,7 +695,13 @@ def _label_counts(label_map: Any) -> tuple[np.ndarray, int]:
 
 
 def write_quicklook(
-    path: str | os.PathLike, image: xr.DataArray, label_map: Any, *, title: str = ""
+    path: str | os.PathLike,
+    image: xr.DataArray,
+    label_map: Any,
+    *,
+    title: str = "",
+    panels: tuple[tuple[str, Any], ...] = (),
+    class_names: tuple[str, ...] = (),
 ) -> Path:
     """PNG with the image (2–98 % stretch) beside the cluster map, in map coordinates, with a
     legend of the clusters (share of the pixels) and of the pixels without a label.
@@ -641,6 +709,9 @@ def write_quicklook(
     ``label_map`` is a ``(y, x)`` NumPy or Dask array (or DataArray). A scene longer than
     :data:`QUICKLOOK_PIXELS` on a side is drawn from every k-th row and column (a strided read
     of the image and the map, strip by strip); the legend's shares count every pixel.
+    ``panels``: ``(title, band selection)`` pairs drawn instead of the whole image, each from
+    ``image.isel(band=selection)`` (e.g. the two dates of a stacked pair); ``class_names``
+    name the labels in the legend (``'change'``) instead of their numbers.
     """
     # a Figure of its own, not pyplot: a library must not switch the user's backend (that
     # silenced every later figure of a notebook) or leave figures open
@@ -661,33 +732,36 @@ def write_quicklook(
     colors = class_colors(n_lab)
     cmap = ListedColormap(colors).with_extremes(bad=NODATA_COLOR)
     shown = np.ma.masked_less(label_map, 0)
-    fig = Figure(figsize=(12, 5))
-    axes = fig.subplots(1, 2, sharex=True, sharey=True)
-    rgb = _rgb(image)
-    rgb[np.asarray(label_map) < 0] = NODATA_COLOR[:3]
-    axes[0].imshow(rgb, extent=extent, interpolation="nearest")
-    axes[0].set_title("image (2–98 % stretch)")
-    axes[1].imshow(
+    views = [(t, image.isel(band=sel)) for t, sel in panels] or [("image (2–98 % stretch)", image)]
+    fig = Figure(figsize=(6 * len(views) + 6, 5))
+    axes = fig.subplots(1, len(views) + 1, sharex=True, sharey=True)
+    for ax, (view_title, view) in zip(axes, views, strict=False):
+        rgb = _rgb(view)
+        rgb[np.asarray(label_map) < 0] = NODATA_COLOR[:3]
+        ax.imshow(rgb, extent=extent, interpolation="nearest")
+        ax.set_title(view_title)
+    axes[-1].imshow(
         shown, extent=extent, cmap=cmap, vmin=-0.5, vmax=n_lab - 0.5, interpolation="nearest"
     )
-    axes[1].set_title(f"clusters ({n_lab})")
+    axes[-1].set_title(f"clusters ({n_lab})" if not class_names else "map")
+    names = [*class_names, *(str(i) for i in range(len(class_names), n_lab))]
     counts = np.pad(counts, (0, n_lab - counts.size))
     share = counts / max(int(counts.sum()), 1)
     handles = [
-        Patch(color=colors[i], label=f"{i}: {100 * share[i]:.1f} % ({counts[i]:,} px)")
+        Patch(color=colors[i], label=f"{names[i]}: {100 * share[i]:.1f} % ({counts[i]:,} px)")
         for i in range(n_lab)
     ]
     if n_nodata:
         handles.append(
             Patch(facecolor=NODATA_COLOR, edgecolor="0.4", label=f"no data ({n_nodata:,} px)")
         )
-    axes[1].legend(
+    axes[-1].legend(
         handles=handles,
         loc="upper left",
         bbox_to_anchor=(1.02, 1.0),
         fontsize="small",
         ncols=1 if len(handles) <= 16 else 2,
-        title="cluster: share of pixels",
+        title="class: share of pixels" if class_names else "cluster: share of pixels",
     )
     x_label, y_label = _axis_labels(image.rio.crs)
     for ax in axes:
@@ -713,22 +787,148 @@ def load_geotiff(
     scale: str = "minmax",
     coord_scale: float = 0.25,
     chunk_rows: int | None = None,
+    crs: str | None = None,
+    roi: dict[str, Any] | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> LoadedData:
-    """Reader ``geotiff``: a GeoTIFF's valid pixels as features, the image kept for output."""
-    image = open_geotiff(path, bands=bands, chunk_rows=chunk_rows)
-    if image.rio.crs is None:
-        raise InvalidInputError(no_crs_message(f"GeoTIFF {path}"))
-    return raster_to_loaded(
-        image, scale=scale, coord_scale=coord_scale, meta={"source": str(resolve_path(path))}
-    )
+    """Reader ``geotiff``: a GeoTIFF's valid pixels as features, the image kept for output.
+
+    ``path`` may be a URL (``s3://``, ``https://``, ``/vsis3/``, …). A GeoTIFF without CRS is
+    refused unless ``crs`` says what to do: ``'none'`` reads it in pixel coordinates (with a
+    warning; the label map is written without CRS), any other value (``'EPSG:32618'``) is the
+    CRS to assign. ``roi`` keeps a region (:func:`apply_roi`).
+    """
+    from dkernel.io.remote import is_remote
+
+    image = open_geotiff(path, bands=bands, chunk_rows=chunk_rows, storage_options=storage_options)
+    image = assign_missing_crs(image, crs, f"GeoTIFF {path}")
+    image = apply_roi(image, roi)
+    source = str(path) if is_remote(str(path)) else str(resolve_path(path))
+    return raster_to_loaded(image, scale=scale, coord_scale=coord_scale, meta={"source": source})
+
+
+def assign_missing_crs(image: xr.DataArray, crs: str | None, what: str) -> xr.DataArray:
+    """``image`` with a CRS: its own; else ``crs`` assigned; else, with ``crs='none'``, none
+    (a warning: the label map is placed in pixel coordinates).
+
+    Raises
+    ------
+    InvalidInputError
+        No CRS and no ``crs`` option, or a ``crs`` that is not a CRS.
+    """
+    import warnings
+
+    from dkernel.errors import DKernelWarning
+
+    if image.rio.crs is not None:
+        return image
+    if crs is None:
+        raise InvalidInputError(no_crs_message(what))
+    if str(crs).lower() == "none":
+        warnings.warn(
+            f"{what} has no CRS; it is read in pixel coordinates (data.crs: none) and its "
+            "label map is written without a CRS.",
+            DKernelWarning,
+            stacklevel=2,
+        )
+        return image
+    try:
+        return image.rio.write_crs(crs)
+    except Exception as exc:  # noqa: BLE001  (pyproj's CRSError and friends)
+        raise InvalidInputError(
+            f"data.crs: {str(crs)[:80]!r} is not a CRS ({type(exc).__name__}); use 'none' or "
+            "an EPSG code such as 'EPSG:32618'."
+        ) from None
+
+
+#: The keys of a region of interest (``data.roi``).
+ROI_KEYS = ("bounds", "window")
+
+
+def apply_roi(image: xr.DataArray, roi: dict[str, Any] | None) -> xr.DataArray:
+    """The part of a lazy ``(band, y, x)`` image in a region of interest, as OTB's
+    ``ExtractROI`` gives (nothing is read: the image stays lazy).
+
+    Parameters
+    ----------
+    image : DataArray
+        With coordinates ``y`` and ``x`` (and a ``valid`` mask).
+    roi : dict, optional
+        ``{'bounds': [xmin, ymin, xmax, ymax]}`` in the image's CRS (pixel centres inside
+        are kept), or ``{'window': [col_off, row_off, width, height]}`` in pixels.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown key, a malformed region, or one that holds no pixel.
+    """
+    if not roi:
+        return image
+    rows, cols = roi_slices(image, roi)
+    out = image.isel(x=cols, y=rows)
+    if image.rio.crs is not None:
+        affine = image.rio.transform()
+        out = out.rio.write_transform(affine @ affine.translation(cols.start, rows.start))
+    return out
+
+
+def roi_slices(image: xr.DataArray, roi: dict[str, Any]) -> tuple[slice, slice]:
+    """The ``(rows, cols)`` slices of the region of interest ``roi`` (:func:`apply_roi`).
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown key, a malformed region, or one that holds no pixel.
+    """
+    if not isinstance(roi, dict) or len(roi) != 1 or next(iter(roi)) not in ROI_KEYS:
+        raise InvalidInputError(
+            "data.roi: give one of {bounds: [xmin, ymin, xmax, ymax]} (in the raster's CRS) "
+            f"or {{window: [col_off, row_off, width, height]}} (pixels); got {str(roi)[:120]}."
+        )
+    key, value = next(iter(roi.items()))
+    if (
+        not isinstance(value, list | tuple)
+        or len(value) != 4
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    ):
+        raise InvalidInputError(f"data.roi.{key}: four numbers are expected; got {value!r}.")
+    n_rows, n_cols = int(image.sizes["y"]), int(image.sizes["x"])
+    if key == "window":
+        c0, r0, width, height = (int(v) for v in value)
+        if min(c0, r0) < 0 or width < 1 or height < 1 or c0 >= n_cols or r0 >= n_rows:
+            raise InvalidInputError(
+                f"data.roi.window {list(value)} lies outside the image ({n_cols} columns × "
+                f"{n_rows} rows) or is empty."
+            )
+        cols, rows = slice(c0, min(n_cols, c0 + width)), slice(r0, min(n_rows, r0 + height))
+    else:
+        xmin, ymin, xmax, ymax = (float(v) for v in value)
+        x, y = np.asarray(image["x"].values), np.asarray(image["y"].values)
+        xs = np.flatnonzero((x >= xmin) & (x <= xmax))
+        ys = np.flatnonzero((y >= ymin) & (y <= ymax))
+        if xmin >= xmax or ymin >= ymax or xs.size == 0 or ys.size == 0:
+            raise InvalidInputError(
+                f"data.roi.bounds {list(value)} hold no pixel of the image, which spans x "
+                f"{x.min():g} … {x.max():g}, y {y.min():g} … {y.max():g}"
+                f"{' (' + image.rio.crs.to_string() + ')' if image.rio.crs else ''}."
+            )
+        cols, rows = slice(int(xs[0]), int(xs[-1]) + 1), slice(int(ys[0]), int(ys[-1]) + 1)
+    return rows, cols
 
 
 def load_demo_landsat(
-    scale: str = "minmax", coord_scale: float = 0.25, chunk_rows: int | None = None
+    scale: str = "minmax",
+    coord_scale: float = 0.25,
+    chunk_rows: int | None = None,
+    roi: dict[str, Any] | None = None,
 ) -> LoadedData:
     """Reader ``demo-landsat``: the vendored CC0 Landsat 7 scene (718 × 791 × 3, EPSG:32618)."""
     return load_geotiff(
-        f"package:{DEMO_LANDSAT}", scale=scale, coord_scale=coord_scale, chunk_rows=chunk_rows
+        f"package:{DEMO_LANDSAT}",
+        scale=scale,
+        coord_scale=coord_scale,
+        chunk_rows=chunk_rows,
+        roi=roi,
     )
 
 
@@ -739,8 +939,10 @@ def load_npy_raster(
     labels_path: str | None = None,
     scale: str = "minmax",
     coord_scale: float = 0.25,
+    roi: dict[str, Any] | None = None,
 ) -> LoadedData:
-    """Reader ``npy-raster``: a 3-D ``.npy`` image (memory-mapped), optional label image."""
+    """Reader ``npy-raster``: a 3-D ``.npy`` image (memory-mapped), optional label image,
+    ``roi`` a region of both (:func:`apply_roi`)."""
     from dkernel.io.files import load_npy
 
     try:
@@ -758,6 +960,10 @@ def load_npy_raster(
                 f"the image {path} has {image.shape[1]} rows × {image.shape[2]} columns."
             )
         labels = np.array(labels)
+    if roi:
+        rows, cols = roi_slices(image, roi)
+        image = apply_roi(image, roi)
+        labels = None if labels is None else labels[rows, cols]
     return raster_to_loaded(
         image, scale=scale, coord_scale=coord_scale, labels=labels, meta={"source": str(path)}
     )
@@ -771,40 +977,60 @@ def load_zarr_raster(
     scale: str = "minmax",
     coord_scale: float = 0.25,
     missing_chunks: str = "error",
+    crs: str | None = None,
+    roi: dict[str, Any] | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> LoadedData:
     """Reader ``zarr-raster``: an xarray/rioxarray cube in a Zarr store (CRS, coordinates and
     band names kept; ``variable`` names it when the store holds several), or a plain 3-D Zarr
     array without dimension names (``layout`` gives its axis order; no CRS).
 
-    A cube written by xarray (``cube.to_zarr(path)``) must have a CRS, like a GeoTIFF.
+    A cube written by xarray (``cube.to_zarr(path)``) must have a CRS, like a GeoTIFF (its
+    ``spatial_ref`` / CF ``grid_mapping`` variable, as ``decode_coords='all'`` reads it), or
+    ``crs`` says what to do (:func:`assign_missing_crs`). ``roi`` keeps a region
+    (:func:`apply_roi`).
 
-    Before zarr reads anything, every file of the store is checked
-    (:func:`dkernel.io.zarr_inputs.scan_zarr_store`: regular files, metadata that is valid JSON),
-    and image arrays too large, with chunks too large, or with missing chunks are refused
+    ``path`` may be a URL (``s3://bucket/cube.zarr``, …) read through fsspec with
+    ``storage_options``. Before zarr reads a local store, every file of it is checked
+    (:func:`dkernel.io.zarr_inputs.scan_zarr_store`: regular files, metadata that is valid
+    JSON), and image arrays too large, with chunks too large, or with missing chunks are refused
     (:func:`dkernel.io.zarr_inputs.check_zarr_chunks`; missing chunks are read as nodata with
-    ``missing_chunks='nodata'`` when their fill value is nodata).
+    ``missing_chunks='nodata'`` when their fill value is nodata). A remote store has no local
+    files to check: its chunks are read as the object store serves them.
     """
     import zarr
 
     from dkernel.io.cube import image_from_xarray, open_zarr_cube, zarr_arrays
+    from dkernel.io.remote import fsspec_options, is_remote, to_fsspec
     from dkernel.io.zarr_inputs import (
         check_missing_reads_as_nodata,
         check_zarr_chunks,
         scan_zarr_store,
     )
 
-    resolved = str(resolve_path(path))
-    scan_zarr_store(resolved)
-    gaps = check_zarr_chunks(resolved, zarr_arrays(resolved), missing_chunks=missing_chunks)
-    cube = open_zarr_cube(resolved, variable=variable)
+    remote = is_remote(path)
+    if remote:
+        resolved = to_fsspec(path)
+        gaps: list = []
+        open_options = {"storage_options": fsspec_options(resolved, storage_options)}
+    else:
+        resolved = str(resolve_path(path))
+        scan_zarr_store(resolved)
+        gaps = check_zarr_chunks(resolved, zarr_arrays(resolved), missing_chunks=missing_chunks)
+        open_options = {}
+    cube = open_zarr_cube(resolved, variable=variable, storage_options=storage_options)
     if cube is not None:
-        if cube.rio.crs is None:
-            raise InvalidInputError(no_crs_message(f"the Zarr cube {path}"))
-        image = image_from_xarray(cube, variable=None, nodata=nodata)
+        image = image_from_xarray(cube, variable=None, nodata=nodata, require_crs=False)
+        image = assign_missing_crs(image, crs, f"the Zarr cube {path}")
         image.attrs["source"] = resolved
         nodata = image.rio.nodata
     else:
-        node = zarr.open(resolved, mode="r")
+        try:
+            node = zarr.open(resolved, mode="r", **open_options)
+        except Exception as exc:  # noqa: BLE001  (zarr raises many types for a broken store)
+            raise InvalidInputError(
+                f"could not open {path} as a Zarr store: {str(exc)[:200]} ({type(exc).__name__})."
+            ) from None
         if isinstance(node, zarr.Group):
             if variable is None:
                 names = [k for k, _ in node.arrays()]
@@ -814,7 +1040,9 @@ def load_zarr_raster(
             node = node[variable]
         image = image_from_array(da.from_zarr(node), layout=layout, nodata=nodata)
         image.attrs["source"] = resolved
-    check_missing_reads_as_nodata(resolved, gaps, nodata)
+    if not remote:
+        check_missing_reads_as_nodata(resolved, gaps, nodata)
+    image = apply_roi(image, roi)
     return raster_to_loaded(image, scale=scale, coord_scale=coord_scale, meta={"source": str(path)})
 
 

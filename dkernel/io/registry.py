@@ -40,6 +40,10 @@ class Reader:
         options themselves (a dataset folder's files, a GeoTIFF's sidecars, the links inside
         a Zarr store). When a data root confines the job, each must resolve inside it.
         Options that name a folder (``data_dir``, ``*_dir``) are confined like ``path``.
+    urls : tuple of str
+        The path options that may also be URLs (``s3://``, ``http(s)://``, GDAL's
+        ``/vsis3/``, …: ``dkernel.io.remote``); validation checks such an input exists and
+        answers instead of looking for a local file.
     """
 
     name: str
@@ -48,6 +52,7 @@ class Reader:
     description: str = ""
     raster: bool = False
     files: Callable[..., Iterable[Path]] | None = None
+    urls: tuple[str, ...] = ()
 
 
 #: The data readers; every module of ``dkernel.io.readers`` registers its own when the registry

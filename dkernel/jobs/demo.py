@@ -21,7 +21,7 @@ LANDSAT_DEMO: dict[str, Any] = {
     "description": "k-means seeds -> mean shift on a pixel sample -> streamed pixel partitions "
     "-> Cauchy-Schwarz affinity on a stratified pixel sample -> KPCA + k-means",
     "seed": 0,
-    "data": {"reader": "demo-landsat", "scale": "standardize", "coord_scale": 1.0},
+    "data": {"reader": "demo-landsat", "scale": "standardize", "coord_scale": 0.25},
     "method": "mssc",
     "params": {
         "n_clusters": 5,

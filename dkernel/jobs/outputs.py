@@ -98,10 +98,19 @@ class LabelMap:
 @dataclass(frozen=True)
 class MapFiles:
     """The map files beside the store from a ``(y, x)`` label map the step stored itself
-    (variable ``labels`` of ``/group``); their paths go to that group's attributes."""
+    (variable ``labels`` of ``/group``); their paths go to that group's attributes.
+
+    ``values``: float variables of the group, ``(y, x)`` or ``(component, y, x)``, also
+    written as one float32 COG ``<stem>.values.tif`` (a band per map, named in its
+    description) when ``write_geotiff`` is on. ``panels`` and ``class_names``: the
+    quick-look's image panels and legend (:func:`dkernel.io.raster.write_quicklook`).
+    """
 
     group: str
     title: str
+    values: tuple[str, ...] = ()
+    panels: tuple[tuple[str, Any], ...] = ()
+    class_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,7 @@ SEGMENT_FORMATS = ("gpkg", "fgb")
 SIDE_FILES = {
     "label_geotiff": ("labels.tif", "label GeoTIFF"),
     "class_table_csv": ("labels.classes.csv", "class table"),
+    "values_geotiff": ("values.tif", "float maps GeoTIFF"),
     "quicklook_png": ("quicklook.png", "quick-look PNG"),
     "segments": ("segments.{format}", "segments layer"),
 }
@@ -222,12 +232,16 @@ def side_paths(store_path: Path, segments: str = "gpkg") -> dict[str, Path]:
     }
 
 
-def requested_side_paths(store_path: Path, params: dict[str, Any]) -> dict[str, Path]:
-    """The files beside the store that ``params`` ask for (:data:`RASTER_OUTPUT_PARAMS`)."""
+def requested_side_paths(
+    store_path: Path, params: dict[str, Any], *, values: bool = False
+) -> dict[str, Path]:
+    """The files beside the store that ``params`` ask for (:data:`RASTER_OUTPUT_PARAMS`);
+    ``values``: the step has float maps (:class:`MapFiles`)."""
     paths = side_paths(Path(store_path), params.get("segments") or "gpkg")
     wanted = {
         "label_geotiff": params.get("write_geotiff", False),
         "class_table_csv": params.get("write_geotiff", False),
+        "values_geotiff": values and params.get("write_geotiff", False),
         "quicklook_png": params.get("write_png", False),
         "segments": bool(params.get("segments")),
     }
@@ -251,6 +265,10 @@ def check_side_outputs(output: str | Path, params: dict[str, Any], data: Any = N
     """
     if data is not None and getattr(data, "raster", None) is None:
         return
+    from dkernel.storage.remote import is_remote
+
+    if is_remote(output):
+        return  # objects beside a store on an object store are checked when written
     store = Path(output)
     owned = recorded_side_files(store)
     for kind, path in requested_side_paths(store, params).items():
@@ -337,8 +355,21 @@ class _Writer:
         if self.ctx.data.raster is None:
             return
         label_map = self.store.read_array(out.group, "labels")
+        values = {}
+        for name in out.values:
+            stored = self.store.read_array(out.group, name)
+            if stored.ndim == 2:
+                values[name] = stored
+            else:
+                values.update({f"{name}_{i + 1}": stored[i] for i in range(stored.shape[0])})
         files = write_map_files(
-            self.store, self.ctx, label_map, title=out.title, n_classes=n_classes
+            self.store,
+            self.ctx,
+            label_map,
+            title=out.title,
+            n_classes=n_classes,
+            look=out,
+            values=values,
         )
         self.store.update_group_attrs(out.group, **files)
 
@@ -397,10 +428,14 @@ def write_map_files(
     *,
     title: str,
     n_classes: int | None = None,
+    look: MapFiles | None = None,
+    values: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """Write the files ``ctx.params`` asks for from a ``(y, x)`` label map (-1: no label).
 
     ``n_classes`` (largest label + 1), when known, saves the COG writer a pass over the map.
+    ``look``: the quick-look's panels and class names; ``values``: float ``(y, x)`` maps by
+    band name for ``<stem>.values.tif`` (see :class:`MapFiles`).
 
     Every file is checked first (:func:`check_side_outputs`'s rules; the temporaries of a
     killed run removed), then claimed in the store's ``side_files`` attribute, then written
@@ -413,15 +448,88 @@ def write_map_files(
     StoreError
         A file's path is a link, a directory, a FIFO or a file the store's job did not write.
     """
-    paths = requested_side_paths(store.path, ctx.params)
-    replace = _claim_side_files(store, paths)
-    root = store.path.parent
+    t = time.perf_counter()
+    maps = _Maps(label_map, title, n_classes, look or MapFiles("", title), values or {})
+    if store.remote:
+        written = _write_remote_map_files(store, ctx, maps)
+    else:
+        paths = requested_side_paths(store.path, ctx.params, values=bool(maps.values))
+        replace = _claim_side_files(store, paths)
+        written = _write_files(paths, replace, store.path.parent, store.relative, ctx, maps)
+    if written:
+        store.record_timing("map_files", time.perf_counter() - t)
+        files = [written[k] for k in SIDE_FILES if k in written]
+        logger.info("map files (beside the store): " + ", ".join(Path(f).name for f in files))
+    return written
+
+
+@dataclass(frozen=True)
+class _Maps:
+    """What the map files are made of."""
+
+    labels: Any
+    title: str
+    n_classes: int | None
+    look: MapFiles
+    values: dict[str, Any]
+
+
+def _write_remote_map_files(store: ResultsStore, ctx: JobContext, maps: _Maps) -> dict[str, Any]:
+    """:func:`write_map_files` for a store on an object store: each file is written to a
+    private local folder (GDAL cannot write a COG to an object store in place), then
+    uploaded beside the store's prefix. An object there that the store's job did not write is
+    never replaced."""
+    import tempfile
+
+    from dkernel.errors import StoreError
+    from dkernel.storage import remote
+
+    fs, key = remote.filesystem(store.path, store.storage_options)
+    parent_url, parent_key = store.path.rpartition("/")[0], key.rpartition("/")[0]
+    owned = {r for r in store.attrs.get(SIDE_FILES_ATTR) or [] if isinstance(r, str)}
+    with tempfile.TemporaryDirectory(prefix="dkernel-side-files-") as tmp:
+        paths = requested_side_paths(
+            Path(tmp) / store.path.rpartition("/")[2], ctx.params, values=bool(maps.values)
+        )
+        for path in paths.values():
+            if f"../{path.name}" not in owned and fs.exists(f"{parent_key}/{path.name}"):
+                raise StoreError(
+                    f"{parent_url}/{path.name} exists and was not written by the job of "
+                    f"{store.path}; refusing to replace it. Remove it, or choose another "
+                    "--output."
+                )
+        claimed = owned | {f"../{path.name}" for path in paths.values()}
+        store.update_attrs(**{SIDE_FILES_ATTR: sorted(claimed)})
+        written = _write_files(
+            paths,
+            dict.fromkeys(paths, False),
+            Path(tmp),
+            lambda file: f"../{Path(file).name}",
+            ctx,
+            maps,
+        )
+        for path in paths.values():
+            if path.exists():
+                fs.put_file(str(path), f"{parent_key}/{path.name}")
+    return written
+
+
+def _write_files(
+    paths: dict[str, Path],
+    replace: dict[str, bool],
+    root: Path,
+    relative: Callable[[Any], str],
+    ctx: JobContext,
+    maps: _Maps,
+) -> dict[str, Any]:
+    """Write the requested files at ``paths`` (see :func:`write_map_files`); the written
+    files as group attributes (``relative`` to the store)."""
+    label_map = maps.labels
 
     def target(kind: str) -> dict[str, Any]:
         return {"replace": replace[kind], "root": root, "what": SIDE_FILES[kind][1]}
 
     written: dict[str, Any] = {}
-    t = time.perf_counter()
     image = ctx.data.raster
     if "label_geotiff" in paths:
         from dkernel.io.cog import write_class_table, write_label_cog
@@ -430,12 +538,12 @@ def write_map_files(
             paths["label_geotiff"],
             label_map,
             image,
-            n_classes=n_classes,
+            n_classes=maps.n_classes,
             class_table=False,
             replace=replace["label_geotiff"],
             root=root,
         )
-        written["label_geotiff"] = store.relative(cog.path)
+        written["label_geotiff"] = relative(cog.path)
         written["label_geotiff_nodata"] = cog.nodata
         table = write_class_table(
             paths["class_table_csv"],
@@ -445,24 +553,38 @@ def write_map_files(
             replace=replace["class_table_csv"],
             root=root,
         )
-        written["class_table_csv"] = store.relative(table)
+        written["class_table_csv"] = relative(table)
+    if "values_geotiff" in paths:
+        from dkernel.io.cog import write_float_cog
+
+        values = write_float_cog(
+            paths["values_geotiff"],
+            maps.values,
+            image,
+            replace=replace["values_geotiff"],
+            root=root,
+        )
+        written["values_geotiff"] = relative(values)
     if "quicklook_png" in paths:
         from dkernel.io.raster import write_quicklook
 
         with side_file(paths["quicklook_png"], **target("quicklook_png")) as out:
-            write_quicklook(out, image, label_map, title=title)
-        written["quicklook_png"] = store.relative(paths["quicklook_png"])
+            write_quicklook(
+                out,
+                image,
+                label_map,
+                title=maps.title,
+                panels=maps.look.panels,
+                class_names=maps.look.class_names,
+            )
+        written["quicklook_png"] = relative(paths["quicklook_png"])
     if "segments" in paths:
         from dkernel.io.vector import write_segments
 
         with side_file(paths["segments"], **target("segments")) as out:
             min_pixels = int(ctx.params.get("min_segment_pixels", 0))
             write_segments(out, label_map, image, min_segment_pixels=min_pixels)
-        written["segments"] = store.relative(paths["segments"])
-    if written:
-        store.record_timing("map_files", time.perf_counter() - t)
-        files = [written[k] for k in SIDE_FILES if k in written]
-        logger.info("map files (beside the store): " + ", ".join(Path(f).name for f in files))
+        written["segments"] = relative(paths["segments"])
     return written
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dkernel._budget import check_budget
+from dkernel._budget import SCRATCH_BLOCK_BYTES, check_budget, rows_for_budget
 from dkernel.errors import DKernelError, InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.io.gdal import limit_gdal_cache
@@ -44,13 +44,26 @@ def load_data(spec: JobSpec) -> LoadedData:
     reader = get_reader(spec.reader)
     try:
         data = reader.load(**spec.data)
+    except InvalidInputError as exc:
+        from dkernel.data.registry import fetch_hint
+
+        hint = fetch_hint(spec.reader, str(exc))
+        if hint is None or type(exc) is not InvalidInputError:
+            raise
+        raise InvalidInputError(f"{exc} {hint}") from exc
     except DKernelError:
         raise
     except Exception as exc:  # noqa: BLE001  (every reader failure becomes a message)
+        from dkernel.data.registry import fetch_hint
+
+        hint = fetch_hint(spec.reader, f"{type(exc).__name__}: {exc}")
         raise InvalidInputError(
             f"reader {spec.reader!r} failed{_source_of(spec)}: {type(exc).__name__}: "
-            f"{str(exc)[:300]}. Check the file and the data: options "
-            f"(`dkernel methods {spec.reader}` lists them)."
+            f"{str(exc)[:300]}. "
+            + (
+                hint
+                or f"Check the file and the data: options (`dkernel methods {spec.reader}` lists them)."
+            )
         ) from exc
     source = data.meta.get("source") or spec.reader
     if data.X.ndim != 2:
@@ -101,9 +114,6 @@ HANDLES_MISSING = {
     "jrc": "pck",
 }
 
-#: Rows read at a time by the non-finite check (times the number of features ≤ 4M values).
-_CHECK_VALUES = 1 << 22
-
 
 def check_finite(spec: JobSpec, data: LoadedData) -> None:
     """Refuse NaN (unless the method handles missing values) and ±inf, before any cluster.
@@ -131,7 +141,8 @@ def check_finite(spec: JobSpec, data: LoadedData) -> None:
             for i in range(X.numblocks[0])
         )
     else:
-        step = max(1, _CHECK_VALUES // max(1, X.shape[1]))
+        # rows of about SCRATCH_BLOCK_BYTES of float64 values at a time
+        step = rows_for_budget(SCRATCH_BLOCK_BYTES, X.shape[1], 8)
         pieces = ((i, np.asarray(X[i : i + step])) for i in range(0, X.shape[0], step))
     for offset, block in pieces:
         if block.dtype.kind not in "fc":
@@ -207,7 +218,7 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     return spec, data
 
 
-def check_cost(spec: JobSpec, data: LoadedData, output: Path | None = None) -> None:
+def check_cost(spec: JobSpec, data: LoadedData, output: Path | str | None = None) -> None:
     """The method's cost estimate against the spec's limits (the disk limit capped by the
     free space where ``output`` goes, when given)."""
     method = get_method(spec.method)

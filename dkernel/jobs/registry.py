@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from dkernel.storage.store import ResultsStore
 
 
+def chunk_rows_param(
+    doc: str = "Rows per Dask chunk of the data (default: about 64 MiB of kernel rows).",
+) -> Param:
+    """The job-only ``chunk_rows`` parameter of the steps that chunk the data themselves."""
+    return Param("chunk_rows", "int", default=None, nullable=True, low=16, doc=doc)
+
+
 @dataclass(frozen=True)
 class Cost:
     """Estimated peak memory (bytes, on one process) and disk (bytes) of a method."""

@@ -26,7 +26,8 @@ from dkernel.jobs.prepare import (  # noqa: F401  (re-exported: the pre-cluster 
 from dkernel.jobs.registry import JobContext, StoreView, get_method
 from dkernel.jobs.spec import JobSpec, OutputPolicy
 from dkernel.storage.layout import input_dataset
-from dkernel.storage.lock import StoreLease
+from dkernel.storage.lock import RemoteStoreLease, StoreLease, acquire_lease
+from dkernel.storage.remote import Location, as_location, is_remote
 from dkernel.storage.store import (
     ResultsStore,
     check_resumable,
@@ -41,7 +42,7 @@ logger = logging.getLogger(__name__)
 class JobFailedError(DKernelError, RuntimeError):
     """A job that failed while running; its store is marked ``failed``."""
 
-    def __init__(self, message: str, store: Path) -> None:
+    def __init__(self, message: str, store: Location) -> None:
         self.store = store
         super().__init__(message)
 
@@ -81,8 +82,8 @@ def run_job(
     timeout: float = 10.0,
     security: Any = None,
     output_policy: OutputPolicy | None = None,
-) -> Path:
-    """Run a job end to end and return the path of its complete results store.
+) -> Path | str:
+    """Run a job end to end and return the path (or URL) of its complete results store.
 
     Parameters
     ----------
@@ -92,8 +93,10 @@ def run_job(
         Address of a running Dask scheduler; an embedded LocalCluster otherwise.
     n_workers, threads_per_worker : int, optional
         Size of the embedded cluster (default: the spec's ``runtime``, else the machine).
-    output : path, optional
+    output : path or URL, optional
         Overrides the spec's ``output`` (not subject to ``output_policy``: the caller chose it).
+        A URL (``s3://bucket/x.zarr``) writes the store to an object store, with the spec's
+        ``store_options`` or the environment's credentials.
     overwrite : bool
         Replace an existing complete store.
     resume : bool
@@ -130,17 +133,20 @@ def run_job(
     """
     spec, data = prepare_job(spec)
     if output is not None:
-        spec = replace(spec, output=Path(output))
+        spec = replace(spec, output=as_location(output))
     elif output_policy is not None:
         spec = replace(spec, output=output_policy.confine(spec.output))
-    check_target(spec.output, overwrite=overwrite or resume)
-    check_writable(spec.output)
-    check_side_outputs(spec.output, spec.params, data)
-    if output is not None or output_policy is not None:
-        check_cost(spec, data, output=spec.output)  # the disk of the final output
+    _check_output(
+        spec,
+        data,
+        replace_store=overwrite or resume,
+        chosen=output is not None or output_policy is not None,
+    )
     # one writer per store: the lease is taken before any cluster starts and held until the
     # store is marked complete or failed (a live holder is refused, naming it)
-    lease = StoreLease.acquire(spec.output, command=f"dkernel job {spec.name!r}")
+    lease = acquire_lease(
+        spec.output, command=f"dkernel job {spec.name!r}", storage_options=spec.store_options
+    )
     try:
         _run_leased(
             spec,
@@ -162,11 +168,27 @@ def run_job(
     return spec.output
 
 
+def _check_output(spec: JobSpec, data: LoadedData, *, replace_store: bool, chosen: bool) -> None:
+    """The checks of the output before any cluster starts; ``chosen``: the caller chose the
+    output, so the disk where it goes caps the cost estimate."""
+    options = spec.store_options
+    if is_remote(spec.output):
+        # an object store is reached (bounded time) before anything else reads or writes it
+        check_writable(spec.output, options)
+        check_target(spec.output, overwrite=replace_store, storage_options=options)
+        return
+    check_target(spec.output, overwrite=replace_store, storage_options=options)
+    check_writable(spec.output)
+    check_side_outputs(spec.output, spec.params, data)
+    if chosen:
+        check_cost(spec, data, output=spec.output)  # the disk of the final output
+
+
 def _run_leased(
     spec: JobSpec,
     data: LoadedData,
     *,
-    lease: StoreLease,
+    lease: StoreLease | RemoteStoreLease,
     scheduler: str | None,
     n_workers: int | None,
     threads_per_worker: int | None,
@@ -189,20 +211,34 @@ def _run_leased(
         )
     # checked again under the lease: another writer may have finished meanwhile. A resume is
     # checked against the stored spec, seed and metadata here, before any cluster starts
-    status = check_target(spec.output, overwrite=overwrite or resume)
+    options = spec.store_options
+    status = check_target(spec.output, overwrite=overwrite or resume, storage_options=options)
     resume = resume and status is not None
     if resume:
-        check_resumable(spec.output, job=spec.to_dict(), seed=spec.seed)
+        check_resumable(spec.output, job=spec.to_dict(), seed=spec.seed, storage_options=options)
     method = get_method(spec.method)
 
     own_client = client is None
     if own_client:
+        from dkernel.runtime.connect import runs_in_process
+
+        n_workers = n_workers or spec.runtime.get("n_workers")
+        cost = method.estimate and method.estimate(spec.params, data.n_samples, data.n_features)
+        in_process = runs_in_process(
+            data.n_samples,
+            cost.memory_bytes if cost else 0.0,
+            requested=bool(spec.runtime.get("in_process")),
+            scheduler=scheduler,
+            n_workers=n_workers,
+        )
         try:
             client = connect(
                 scheduler,
-                n_workers=n_workers or spec.runtime.get("n_workers"),
+                n_workers=n_workers,
                 threads_per_worker=threads_per_worker or spec.runtime.get("threads_per_worker"),
                 memory_limit=spec.runtime.get("memory_limit", "auto"),
+                processes=not in_process,
+                dashboard=not in_process,
                 timeout=timeout,
                 quiet=True,
                 security=security,
@@ -214,7 +250,13 @@ def _run_leased(
             raise JobFailedError(
                 f"job {spec.name!r} could not {what}: {failure_cause(exc)}", spec.output
             ) from exc
-        if not quiet:
+        if in_process and not quiet:
+            n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+            logger.info(
+                f"runtime.in_process: running on {n} thread workers of this process, "
+                "without a dashboard (--workers N starts process workers and one)"
+            )
+        elif not quiet:
             logger.info(f"Dask dashboard: {client.dashboard_link}")
     try:
         from dkernel.runtime.plugins import register_job_plugins
@@ -247,11 +289,20 @@ def _run_leased(
 def _open_store(spec: JobSpec, data: LoadedData, *, resume: bool) -> ResultsStore:
     """Create (or reopen, to resume) the job's store; a failure is one line, exit 1."""
     try:
+        options = spec.store_options
         if resume:
-            store = ResultsStore.resume(spec.output, job=spec.to_dict(), seed=spec.seed)
+            store = ResultsStore.resume(
+                spec.output, job=spec.to_dict(), seed=spec.seed, storage_options=options
+            )
             logger.info(f"resuming {spec.output} (finished groups are kept)")
             return store
-        return ResultsStore.create(spec.output, job=spec.to_dict(), seed=spec.seed, overwrite=True)
+        return ResultsStore.create(
+            spec.output,
+            job=spec.to_dict(),
+            seed=spec.seed,
+            overwrite=True,
+            storage_options=options,
+        )
     except DKernelError:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -267,7 +318,7 @@ def _run_in_store(
     data: LoadedData,
     store: ResultsStore,
     *,
-    lease: StoreLease,
+    lease: StoreLease | RemoteStoreLease,
     method: Any,
     client: Any,
     scheduler: str | None,
@@ -317,6 +368,8 @@ def _run_in_store(
         store.record_timing("total", time.perf_counter() - t_start)
         lease.free_reserve(keep=reserve // 2)  # the other half for a `failed` write
         _check_in_place(spec.output, identity)  # never mark a replaced directory complete
+        if isinstance(lease, RemoteStoreLease):
+            lease.check_held()
         store.mark_complete()
     except BaseException as exc:
         cause = _record_failure(
@@ -346,9 +399,11 @@ RESERVE_BYTES = 128 * 1024
 _RESERVE_MAX = 16 << 20
 
 
-def _reserve_bytes(path: Path) -> int:
+def _reserve_bytes(path: Location) -> int:
+    if is_remote(path):
+        return 0
     try:
-        root = (path / "zarr.json").stat().st_size
+        root = (Path(path) / "zarr.json").stat().st_size
     except OSError:
         root = 0
     return min(_RESERVE_MAX, RESERVE_BYTES + 4 * root)
@@ -358,7 +413,9 @@ class _StoreGone(Exception):
     """The store directory was removed or replaced while the job ran."""
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def _identity(path: Location) -> tuple[int, int] | None:
+    if is_remote(path):
+        return None
     try:
         st = os.stat(path)
     except OSError:
@@ -366,14 +423,16 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _gone(path: Path, identity: tuple[int, int] | None) -> bool:
+def _gone(path: Location, identity: tuple[int, int] | None) -> bool:
     """Whether the store directory was removed or replaced, or lost its root metadata."""
-    return _identity(path) != identity or not os.path.lexists(path / "zarr.json")
+    if is_remote(path):
+        return False  # an object store has no directory to replace
+    return _identity(path) != identity or not os.path.lexists(Path(path) / "zarr.json")
 
 
-def _removed_message(path: Path, identity: tuple[int, int] | None) -> str:
+def _removed_message(path: Location, identity: tuple[int, int] | None) -> str:
     if _identity(path) == identity:
-        what = f"the metadata {path / 'zarr.json'} of the results store {path} was removed"
+        what = f"the metadata {Path(path) / 'zarr.json'} of the results store {path} was removed"
         again = "Remove the store, then run the job again to recompute it."
     else:
         what = f"the results store {path} was removed"
@@ -386,7 +445,7 @@ def _removed_message(path: Path, identity: tuple[int, int] | None) -> str:
     return f"{what} while the job was running, so nothing could be recorded in it. {again}"
 
 
-def _check_in_place(path: Path, identity: tuple[int, int] | None) -> None:
+def _check_in_place(path: Location, identity: tuple[int, int] | None) -> None:
     if _gone(path, identity):
         raise _StoreGone(str(path))
 
@@ -396,7 +455,7 @@ def _record_failure(
     exc: BaseException,
     *,
     spec: JobSpec,
-    lease: StoreLease,
+    lease: StoreLease | RemoteStoreLease,
     identity: tuple[int, int] | None,
     needed: float | None,
 ) -> str:
@@ -452,7 +511,7 @@ def _describe_failure(
 ) -> str:
     """One line: the error, or for a full disk which filesystem, its free space and the need."""
     full = _disk_full(exc)
-    if full is None:
+    if full is None or is_remote(spec.output):
         return failure_cause(exc)
     text = f"{full} writing the results store {spec.output}: {_filesystem(spec.output)}"
     if needed:
@@ -477,7 +536,7 @@ def _disk_needed(spec: JobSpec, data: LoadedData) -> float | None:
         return None
 
 
-def _filesystem(path: Path) -> str:
+def _filesystem(path: Location) -> str:
     """``the tmpfs filesystem mounted at /mnt/x has 0 B free of 2.00 MiB``."""
     probe = Path(os.path.abspath(path))
     while not probe.exists() and probe.parent != probe:
@@ -527,8 +586,11 @@ def runtime_info(client: Any, scheduler: str | None) -> dict[str, Any]:
         threads = sum(int(w.get("nthreads", 0)) for w in workers.values())
     except Exception:  # noqa: BLE001
         workers, threads = {}, 0
+    embedded = "embedded LocalCluster"
+    if getattr(getattr(client, "cluster", None), "processes", True) is False:
+        embedded = "in-process LocalCluster (threads)"
     return {
-        "scheduler": "external" if scheduler else "embedded LocalCluster",
+        "scheduler": "external" if scheduler else embedded,
         "n_workers": len(workers),
         "n_threads": threads,
     }

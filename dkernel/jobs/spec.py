@@ -36,8 +36,10 @@ import yaml
 from dkernel.errors import SpecError
 from dkernel.io.data import DATA_HELP, data_root
 from dkernel.io.registry import READERS, get_reader
+from dkernel.io.remote import redact_storage_options
 from dkernel.jobs.registry import METHODS, get_method
 from dkernel.schema.params import REQUIRED, Param, validate_mapping
+from dkernel.storage.remote import Location, as_location, inside, is_remote
 
 TOP_LEVEL = (
     Param(
@@ -54,10 +56,22 @@ TOP_LEVEL = (
     Param("data", "mapping", doc="What to read: 'reader' plus that reader's options."),
     Param("method", "str", doc="The method to run."),
     Param("params", "mapping", default=None, nullable=True),
-    Param("output", "str", doc="Path of the results store (a directory ending in .zarr)."),
+    Param(
+        "output",
+        "str",
+        doc="Path or URL (s3://bucket/x.zarr, ...) of the results store (ending in .zarr).",
+    ),
     Param("seed", "int", default=0, low=0, high=2**32 - 1),
     Param("runtime", "mapping", default=None, nullable=True),
     Param("limits", "mapping", default=None, nullable=True),
+    Param(
+        "store_options",
+        "mapping",
+        default=None,
+        nullable=True,
+        doc="fsspec options of an object-store output (endpoint, anon, profile); never "
+        "logged nor recorded in the store.",
+    ),
 )
 
 DATA_COMMON = (
@@ -80,6 +94,14 @@ RUNTIME = (
         doc="Refuse data files outside this directory (DKERNEL_DATA_ROOT, when set, wins).",
     ),
     Param("threads_per_worker", "int", default=None, nullable=True, low=1, high=256),
+    Param(
+        "in_process",
+        "bool",
+        default=False,
+        doc="A small job (< 10^6 rows, <= 2 GiB) runs on thread workers of this process: no "
+        "cluster to start or stop (seconds saved), no dashboard; values computed outside the "
+        "tasks may differ from a process-worker run in the last bits.",
+    ),
     Param(
         "memory_limit",
         "str",
@@ -163,13 +185,15 @@ class JobSpec:
     data: dict[str, Any]
     standardize: bool
     params: dict[str, Any]
-    output: Path
+    output: Location
     seed: int
     description: str = ""
     runtime: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
     source: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    #: fsspec options of an object-store ``output`` (then a URL string, not a Path).
+    store_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as written by the user (for provenance)."""
@@ -186,7 +210,7 @@ MAX_SPEC_NODES = 100_000
 class _SpecLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses duplicate keys, naming both lines."""
 
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict:
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
             for key_node, _ in node.value:
@@ -378,6 +402,8 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
     confine_to = data_root_confinement(runtime.get("data_root"))
     for p in reader.params:
         if p.kind == "str" and is_path_option(p.name) and options[p.name]:
+            if p.name in reader.urls and _remote_input(options, p.name, confine_to):
+                continue
             found = _existing_file(options[p.name], f"data.{p.name}")
             if confine_to is not None and not found.is_relative_to(confine_to):
                 raise SpecError(
@@ -397,10 +423,11 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
             "data.reader",
         )
 
-    output = Path(expand_env(top["output"], "output"))
+    output = _output_location(expand_env(top["output"], "output"))
     base = os.environ.get(OUTPUT_ROOT_ENV) or "."  # where the CLI puts a relative output
     limits = validate_mapping(top["limits"], LIMITS, "limits")
-    limits = effective_limits(limits, Path(base).expanduser() / output)
+    local = not isinstance(output, str) and not is_remote(base)
+    limits = effective_limits(limits, Path(base).expanduser() / output if local else None)
     return JobSpec(
         name=top["name"],
         description=top["description"],
@@ -413,12 +440,30 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
         seed=top["seed"],
         runtime=runtime,
         limits=limits,
-        source=_plain(raw),
+        source=_plain(_redact_store_options(redact_storage_options(raw))),
         path=path,
+        store_options=dict(top["store_options"] or {}),
     )
 
 
-def effective_limits(limits: Mapping[str, Any], output: Path) -> dict[str, Any]:
+def _redact_store_options(raw: Any) -> Any:
+    """``raw`` with the values of ``store_options`` replaced by ``'***'`` (credentials)."""
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("store_options"), Mapping):
+        return raw
+    return {**raw, "store_options": {key: "***" for key in raw["store_options"]}}
+
+
+def _output_location(text: str) -> Path | str:
+    """The spec's ``output``: a Path, or a URL string (an unknown scheme is refused)."""
+    from dkernel.errors import StoreError
+
+    try:
+        return as_location(text)
+    except StoreError as exc:
+        raise SpecError(str(exc), "output") from None
+
+
+def effective_limits(limits: Mapping[str, Any], output: Path | None) -> dict[str, Any]:
     """``limits`` as the machine can honour them (:class:`dkernel._budget.SizeLimit` bytes):
     ``max_memory`` (or ``DKERNEL_MAX_MEMORY``, or the default) capped at the machine's memory,
     ``max_disk`` at the free space of the file system ``output`` would be written to. A cap
@@ -476,13 +521,39 @@ def is_path_option(name: str) -> bool:
     return name in ("path", "data_dir") or name.endswith(("_path", "_dir"))
 
 
+def _remote_input(options: dict[str, Any], name: str, confine_to: Path | None) -> bool:
+    """Check a reader option that is a URL (``dkernel.io.remote``): a ``file://`` URL
+    becomes its local path (False: checked as a file), a remote input must exist and answer
+    (True), and none is read while a data root confines the job."""
+    from dkernel.io.remote import check_input, is_remote, is_url, local_path
+
+    value = expand_env(options[name], f"data.{name}")
+    if not is_url(value):
+        return False
+    if not is_remote(value):
+        options[name] = local_path(value)
+        return False
+    if confine_to is not None:
+        raise SpecError(
+            f"{value} is a remote input, and a data root ({confine_to}) confines this job to "
+            f"local files below it ({DATA_ROOT_ENV} / runtime.data_root).",
+            f"data.{name}",
+        )
+    storage = options.get("storage_options")
+    check_input(value, "", storage, error=lambda m: SpecError(m, f"data.{name}"))
+    options[name] = value
+    return True
+
+
 def _existing_file(value: str, key: str) -> Path:
     expanded = Path(expand_env(value, key))
     if not expanded.exists():
         shown = f"{value!r}" + (
             f" (expanded to {str(expanded)!r})" if str(expanded) != value else ""
         )
-        raise SpecError(f"file not found: {shown}.", key)
+        from dkernel.data.registry import missing_path_hint
+
+        raise SpecError(f"file not found: {shown}.{missing_path_hint(value)}", key)
     if not os.access(expanded, os.R_OK):
         raise SpecError(f"file is not readable: {str(expanded)!r}; check its permissions.", key)
     from dkernel.io.files import check_regular
@@ -520,10 +591,17 @@ OUTPUT_ROOT_ENV = "DKERNEL_OUTPUT_ROOT"
 
 @dataclass(frozen=True)
 class OutputPolicy:
-    """Where a job spec may write: ``roots`` (resolved) and the ``base`` of relative paths."""
+    """Where a job spec may write: ``roots`` (resolved) and the ``base`` of relative paths.
 
-    roots: tuple[Path, ...]
-    base: Path
+    A root may be an object-store URL (``--output-root s3://bucket/results``): relative
+    outputs are then joined to it as URLs. A spec whose ``output`` is itself a URL writes
+    there when no root was chosen (the credentials at hand bound its reach), and only below
+    the root when one was.
+    """
+
+    roots: tuple[Path | str, ...]
+    base: Path | str
+    explicit: bool = False
 
     @classmethod
     def default(
@@ -537,14 +615,22 @@ class OutputPolicy:
         """
         chosen = root if root is not None else (os.environ.get(OUTPUT_ROOT_ENV) or None)
         if chosen is not None:
-            resolved = Path(expand_env(str(chosen), "--output-root")).resolve()
-            return cls(roots=(resolved,), base=resolved)
-        roots = [Path.cwd().resolve()]
+            try:
+                location = as_location(
+                    expand_env(str(chosen), "--output-root"), what="--output-root"
+                )
+            except SpecError:
+                raise
+            except Exception as exc:  # a StoreError: bad scheme (exit 2 either way)
+                raise SpecError(str(exc), "--output-root") from None
+            resolved = location if isinstance(location, str) else location.resolve()
+            return cls(roots=(resolved,), base=resolved, explicit=True)
+        roots: list[Path | str] = [Path.cwd().resolve()]
         if spec_path is not None:
             roots.append(Path(spec_path).resolve().parent)
         return cls(roots=tuple(roots), base=Path.cwd())
 
-    def confine(self, output: str | Path) -> Path:
+    def confine(self, output: str | Path) -> Path | str:
         """Resolve ``output`` and refuse it unless it lies strictly inside one of the roots.
 
         ``..`` components and symbolic links are resolved before the check, so neither can
@@ -555,10 +641,31 @@ class OutputPolicy:
         SpecError
             Naming the output, what it resolves to, the allowed root(s) and the override.
         """
-        output = Path(output)
-        resolved = (self.base / output).resolve()
-        if any(resolved != r and resolved.is_relative_to(r) for r in self.roots):
-            return resolved
+        if isinstance(output, str) and not is_remote(output):
+            output = _output_location(output)
+        if isinstance(output, str):  # a URL
+            if not self.explicit or any(
+                isinstance(r, str) and inside(output, r) for r in self.roots
+            ):
+                return output
+            resolved: Path | str = output
+        elif isinstance(self.base, str):  # a relative path below a URL root
+            if output.is_absolute():
+                resolved = output.resolve()
+            else:
+                from dkernel.storage.remote import join
+
+                try:
+                    return join(self.base, output)
+                except Exception as exc:  # a StoreError: climbs out of the root
+                    raise SpecError(str(exc), "output") from None
+        else:
+            resolved = (self.base / output).resolve()
+            if any(
+                isinstance(r, Path) and resolved != r and resolved.is_relative_to(r)
+                for r in self.roots
+            ):
+                return resolved
         shown = ", ".join(str(r) for r in self.roots)
         raise SpecError(
             f"{output} is outside the output root ({shown}); it resolves to {resolved}. Job "

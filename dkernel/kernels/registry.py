@@ -114,7 +114,10 @@ class Kernel:
                     "A precomputed kernel needs rows of the kernel against all training points "
                     f"(shape (n, n_train)); got shape {X.shape}."
                 )
+            _check_data(self.name, X, landmarks)
             return X[:, landmarks]
+        if self.name in KERNELS and self.name not in MISSING_VALUE_KERNELS:
+            _check_data(self.name, X, landmarks)
         out = self.block(X, landmarks, dtype=dtype)
         return out
 
@@ -491,7 +494,8 @@ def make_kernel(
                 "bind them in the function (functools.partial)."
             )
         return _callable_kernel(kernel, nonnegative)
-    factory = KERNELS.lookup(kernel).factory
+    entry = KERNELS.lookup(kernel)
+    factory = entry.factory
     allowed = set(inspect.signature(factory).parameters) - {"X"}
     unknown = sorted(set(params) - allowed)
     if unknown:
@@ -499,7 +503,35 @@ def make_kernel(
             f"unknown parameters {unknown} for the {kernel!r} kernel. Valid parameters: "
             f"{', '.join(sorted(allowed)) or '(none)'}."
         )
+    if X is not None and entry.name not in MISSING_VALUE_KERNELS:
+        _check_data(entry.name, X)
     return factory(X, **params)
+
+
+#: Kernels whose data may hold NaN (missing values): the PCK models them (PCKID).
+MISSING_VALUE_KERNELS = frozenset({"pck"})
+
+
+def _check_data(name: str, X: Any, landmarks: Any = None) -> None:
+    """Refuse data a kernel cannot evaluate: not 2-D, no rows, a feature count other than the
+    landmarks', or (in memory) NaN or inf. Dask input is checked by shape only."""
+    shape = getattr(X, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise InvalidInputError(
+            f"The {name} kernel needs data of shape (n_samples, n_features); got "
+            f"{'shape ' + str(tuple(shape)) if shape is not None else type(X).__name__}."
+        )
+    if landmarks is None and shape[0] == 0:
+        raise InvalidInputError(f"The {name} kernel got data with no rows (shape {tuple(shape)}).")
+    width = getattr(landmarks, "shape", (0, shape[1]))
+    if len(width) == 2 and width[1] != shape[1]:
+        raise InvalidInputError(
+            f"X has {shape[1]} features, but the {name} kernel's points have {width[1]}."
+        )
+    if isinstance(X, np.ndarray) and X.dtype.kind in "fc" and not np.isfinite(X).all():
+        raise InvalidInputError(
+            f"The {name} kernel got non-finite values (NaN or inf) in X; remove or impute them."
+        )
 
 
 register_kernel(

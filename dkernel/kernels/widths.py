@@ -23,6 +23,10 @@ on every one of them, so none can change without changing their results):
   (``benchmarks/bench_mssc.py``; the mssc-jasper and mssc-samson jobs).
 * ``KERNEL_KMEANS_SIGMA_FRACTION`` = 0.5: ``KernelKMeans`` and ``KernelCCA`` (the best of 0.2,
   0.35, 0.5 and 1/√2 for kernel k-means on the defaults suite, ``benchmarks/bench_kernel_kmeans.py``).
+* ``KERNEL_MAD_SIGMA_FRACTION`` = 2.0: kernel MAD's kernel CCA of two dates
+  (:func:`~dkernel.detect_change`); change detection needs a wide, nearly linear kernel whose
+  canonical variates keep the radiometric no-change relation (measured on the Taizhou pair and
+  the demo scene with inserted change, ``benchmarks/bench_change.py``).
 
 **Neighbour ranks.** ``DEFAULT_LOCAL_SCALING_NEIGHBORS`` (7, the k of Zelnik-Manor & Perona 2005
 [ZelnikManor2005]) is the rank of each point's self-tuning width wherever one is measured;
@@ -56,6 +60,7 @@ __all__ = [
     "DEFAULT_KNN_NEIGHBORS",
     "DEFAULT_LOCAL_SCALING_NEIGHBORS",
     "DEFAULT_SIGMA_FRACTION",
+    "KERNEL_MAD_SIGMA_FRACTION",
     "MSSC_SIGMA_FRACTION",
     "PCKID_SIGMA_FRACTION",
     "RULE_OF_THUMB_SAMPLE",
@@ -78,6 +83,7 @@ MSSC_SIGMA_FRACTION = 0.5
 #: Kernel k-means and kernel CCA: half the median distance, the best mean ARI of kernel k-means
 #: among 0.2, 0.35, 0.5 and 1/√2 on the 22 labelled sets of ``benchmarks/bench_defaults.py``.
 KERNEL_KMEANS_SIGMA_FRACTION = 0.5
+KERNEL_MAD_SIGMA_FRACTION = 2.0
 #: Rows of the uniform sample the median pairwise distance is measured on (O(sample²) pairs).
 RULE_OF_THUMB_SAMPLE = 2000
 

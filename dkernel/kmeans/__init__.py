@@ -7,8 +7,7 @@ from dkernel._lazy import attach
 __getattr__, __dir__, __all__ = attach(
     __name__,
     {
-        "estimator": ["KernelKMeans"],
-        "features": ["NystromFeatureMap"],
+        "estimator": ["KernelKMeans", "NystromFeatureMap"],
         "lloyd": ["information_criteria", "kernel_kmeans", "kmeans_plusplus", "lloyd"],
     },
 )

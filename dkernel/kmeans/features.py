@@ -3,8 +3,8 @@
 Numeric layer: NumPy/SciPy on in-memory blocks, no Dask. Two kinds of map run kernel k-means
 and kernel CCA at large N as linear methods in feature space:
 
-* :class:`NystromFeatureMap`: ``φ(x) = W0ᵀ k(L, x)`` for m landmarks ``L`` and the basis ``W0``
-  of ``dkernel.kernels.nystrom.fit_nystrom_landmarks``; its Gram matrix is the Nyström
+* the Nyström map ``φ(x) = W0ᵀ k(L, x)`` for m landmarks ``L`` and the basis ``W0``
+  (:class:`~dkernel.kernels.nystrom.NystromFeatureMap`); its Gram matrix is the Nyström
   approximation ``K_nm K_mm⁺ K_mn``, which is ``K`` itself on the training points when every
   training point is a landmark;
 * a kernel's own finite map (the ``landmark`` kernel's sparse features,
@@ -16,58 +16,17 @@ kernel, the landmarks and small matrices, so they pickle and travel to Dask work
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
-from dkernel.linalg.threads import map_on_cores
 
 
 def sub_block_rows(n_columns: int) -> int:
     """Rows of a (rows, ``n_columns``) float64 scratch block (about 32 MiB, at least 64)."""
     return rows_for_budget(SCRATCH_BLOCK_BYTES, n_columns, 8, low=64)
-
-
-@dataclass(frozen=True)
-class NystromFeatureMap:
-    """``φ(x) = W0ᵀ k(L, x)``: the Nyström features of one kernel.
-
-    Attributes
-    ----------
-    kernel : Kernel
-        Anything with ``cross(X, landmarks) -> (n, m)`` (a
-        :class:`~dkernel.kernels.registry.Kernel`).
-    landmarks : ndarray
-        The landmarks as ``kernel.cross`` takes them (points, or column indices for a
-        precomputed kernel).
-    basis : ndarray (m, r)
-        ``W0 = U Λ^{-1/2}`` of the landmark kernel.
-    """
-
-    kernel: Any
-    landmarks: np.ndarray
-    basis: np.ndarray
-
-    @property
-    def n_features(self) -> int:
-        """r, the rank kept."""
-        return int(self.basis.shape[1])
-
-    def transform(self, X: Any) -> np.ndarray:
-        """``Φ = K(X, L) W0`` (n, r), in sub-blocks of about 32 MiB spread over the cores."""
-        X = np.asarray(X)
-        out = np.empty((X.shape[0], self.n_features))
-        rows = sub_block_rows(self.basis.shape[0])
-
-        def fill(r0: int) -> None:
-            block = self.kernel.cross(X[r0 : r0 + rows], self.landmarks)
-            out[r0 : r0 + rows] = np.asarray(block, dtype=np.float64) @ self.basis
-
-        map_on_cores(fill, list(range(0, X.shape[0], rows)))
-        return out
 
 
 def features(feature_map: Any, X: Any) -> np.ndarray | sp.csr_matrix:

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 from scipy import linalg
 
-from dkernel.errors import NumericalWarning
+from dkernel.errors import InvalidInputError, NumericalWarning
 
 
 def fix_signs(vectors: np.ndarray) -> np.ndarray:
@@ -71,3 +71,32 @@ def dense_eigh(
     if clip:
         values = clip_negative(values, float(np.abs(values).max(initial=0.0)))
     return values, fix_signs(vectors)
+
+
+def leading_eigenpairs(
+    values: np.ndarray, vectors: np.ndarray, *, rtol: float, degenerate: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenpairs of eigenvalue above ``rtol · λ_max`` (values descending, as from
+    :func:`dense_eigh`): the numerical range of a PSD matrix.
+
+    Parameters
+    ----------
+    values : ndarray of shape (k,)
+        Eigenvalues, largest first.
+    vectors : ndarray of shape (n, k)
+    rtol : float
+        Relative cutoff.
+    degenerate : str
+        Message of the :class:`~dkernel.errors.InvalidInputError` raised when no eigenvalue
+        is positive.
+
+    Returns
+    -------
+    values : ndarray of shape (r,)
+    vectors : ndarray of shape (n, r)
+    """
+    top = float(values[0]) if values.size else 0.0
+    if not top > 0:
+        raise InvalidInputError(degenerate)
+    keep = values > rtol * top
+    return values[keep], vectors[:, keep]

@@ -76,7 +76,9 @@ def resolve_band_norm(X: Any, n_bands: int, band_norm: str, bands: str | None = 
         return "unit" if bands == "reflectance" else "none"
     if n_bands < MIN_SPECTRAL_BANDS:
         return "none"
-    low = float(as_numpy(X[:, :n_bands].min()))
+    band_cols = X[:, :n_bands]
+    # NaN rows are nodata (MSSC labels them -1): they decide nothing
+    low = float(as_numpy(da.nanmin(band_cols) if isinstance(X, da.Array) else np.nanmin(band_cols)))
     return "unit" if low >= 0 else "none"
 
 

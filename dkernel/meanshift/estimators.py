@@ -11,6 +11,7 @@ and every point is then streamed through mean shift against that stored density 
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from numbers import Integral, Real
 from typing import Any
@@ -31,7 +32,7 @@ from dkernel._validation import (
     is_dask_array,
     validate_input,
 )
-from dkernel.errors import InvalidInputError, ResourceLimitError
+from dkernel.errors import InvalidInputError, MeanShiftConvergenceWarning, ResourceLimitError
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.kernels.widths import MSSC_SIGMA_FRACTION, silverman_thesis
 from dkernel.meanshift import kernels as K
@@ -46,6 +47,7 @@ from dkernel.meanshift.graph import (
 from dkernel.meanshift.sampling import sample_sizes, stratified_sample
 from dkernel.rows import take_rows
 from dkernel.runtime.progress import compute_with_progress
+from dkernel.spectral.dense import eigengap_clusters
 
 #: Largest number of points for which the exact (O(N²) work) CS affinity is used by 'auto'.
 EXACT_AFFINITY_MAX = 20000
@@ -136,9 +138,12 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     modes_ : ndarray (n_partitions, d)
     n_partitions_ : int
     labels_ : ndarray (N,) or dask array
-        Partition of every training point.
+        Partition of every training point; -1 for rows with NaN (nodata: no part of the
+        density, as in :meth:`predict`). Infinite values are refused.
     n_iter_ : int
     converged_ : bool
+        Every seed's last step was below ``tol · h``; when not, fit warns
+        (:class:`~dkernel.errors.MeanShiftConvergenceWarning`).
     group_threshold_ : float
     path_points_, path_labels_ : ndarray
         Trajectory cache used by streaming assignment and :meth:`predict`.
@@ -224,7 +229,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         O(N · t · M · d) to stream N points (t = mean steps per point, small with the
         trajectory cache). Memory O(M · block + S · d · log T); never O(N²).
         """
-        return self._fit_modes(validate_input(self, X, reset=True, min_samples=2))
+        return self._fit_modes(validate_input(self, X, reset=True, allow_nan=True, min_samples=2))
 
     def _fit_modes(self, X: Any) -> MeanShift:
         """:meth:`fit` on validated ``X`` (NumPy, or Dask kept lazy)."""
@@ -234,6 +239,16 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             sample = as_numpy(X, np.float64)
         else:
             sample = take_rows(X, _systematic(n, self.n_density), np.float64)
+        # NaN rows are nodata: no part of the density, label -1 (as in predict)
+        valid = ~np.isnan(sample).any(axis=1)
+        has_nan = not bool(valid.all())
+        if has_nan:
+            sample = sample[valid]
+        if sample.shape[0] < 2:
+            raise InvalidInputError(
+                f"{type(self).__name__} needs at least 2 rows without NaN (nodata) in its "
+                f"density sample; got {sample.shape[0]}."
+            )
 
         # seeds
         if self.seeds == "all":
@@ -297,11 +312,21 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         self.n_partitions_ = int(modes.shape[0])
         self.n_iter_ = res.n_iter
         self.converged_ = res.converged
+        if not res.converged:
+            moving = int(np.count_nonzero(res.last_step >= self.tol * h))
+            warnings.warn(
+                f"{type(self).__name__}: mean shift stopped at max_iter={self.max_iter} with "
+                f"{moving} of {seeds.shape[0]} seeds still moving (last step >= tol · h = "
+                f"{self.tol * h:.3g}); they are grouped where they stopped, which can split a "
+                "mode. Raise max_iter, or raise tol if the modes are far apart.",
+                MeanShiftConvergenceWarning,
+                stacklevel=3,
+            )
         self.group_threshold_ = tau
         self.path_points_ = path_points
         self.path_labels_ = path_labels
 
-        if self.seeds == "all" and dense_all:
+        if self.seeds == "all" and dense_all and not has_nan:
             self.labels_ = seed_labels.copy()
         else:
             self.labels_ = self._assign(X)
@@ -309,7 +334,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False  # fit refuses NaN; predict gives NaN rows -1
+        tags.input_tags.allow_nan = True  # NaN rows are nodata: label -1 in fit and predict
         return tags
 
     def assign_model(self, *, dtype: Any = np.float32) -> AssignModel:
@@ -331,7 +356,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         """Partition of new points: mean shift against the stored density to a stored mode.
 
         NumPy input gives a NumPy array; Dask input a lazy Dask array (one task per row chunk).
-        Rows with NaN get -1.
+        Rows with NaN get -1, as in :meth:`fit`.
 
         Notes
         -----
@@ -361,8 +386,16 @@ class MSSC(MeanShift):
 
     Parameters
     ----------
-    n_clusters : int
+    n_clusters : int or 'auto'
         Number of output clusters (= embedding dimension, as in [Agersborg2012], §5.6).
+        'auto': the largest eigengap ``λ_k − λ_{k+1}`` over k = 2..``max_clusters`` of the
+        normalized partition graph (``dkernel.meanshift.estimators.normalized_spectrum``, the
+        graph of the 'normalized' embedding, whatever ``embedding`` is); the choice is
+        ``n_clusters_`` and its evidence ``spectrum_``. Not the default: it found Samson's 3
+        classes (ARI 0.860) but 2 of Jasper's 4 (ARI 0.49 against 0.70) and 4 of the 6 of
+        ``benchmarks/bench_full_tile.py``'s scene (ARI 0.71 against 1.00).
+    max_clusters : int
+        Upper bound of ``n_clusters='auto'`` (and the length − 1 of ``spectrum_``).
     bandwidth : float, optional
         Mean-shift bandwidth h_ms (``bandwidth_factor`` × Silverman's rule when None).
     sigma : float, optional
@@ -421,6 +454,17 @@ class MSSC(MeanShift):
         ``predict`` scales new points the same way.
     n_bands : int, optional
         Number of leading band columns for ``band_norm`` (None: every column is a band).
+    coordinates : {'stage_one', 'both'}
+        Where the columns after the first ``n_bands`` (pixel coordinates) count. 'stage_one'
+        (default): in the mean shift only, which then finds spatially compact segments (mean
+        shift in the joint spatial-range domain), while the partition affinity and so the classes
+        see the bands alone: a land-cover class does not depend on where in the scene a pixel is.
+        'both': in the affinity too, as in [Agersborg2012], §6.1.2; a class can then follow
+        position (the demo scene's sea split along a straight line at ``coord_scale`` 1). On
+        Samson / Jasper (ARI against the argmax abundances, ``random_state=0``) 'stage_one'
+        scores 0.860 / 0.700 at ``coord_scale`` 0.25 (both: 0.869 / 0.697) and 0.883 / 0.671 at 1.0
+        (both: 0.470 / 0.466); the synthetic scene of ``benchmarks/bench_full_tile.py`` (300²
+        pixels) 1.000 with either. No effect when ``n_bands`` is None.
     progress : bool
         Show the progress of the pass over Dask input (partition sums) on the active
         ``distributed`` client: a bar on a terminal or in Jupyter, plain lines in a log.
@@ -451,9 +495,21 @@ class MSSC(MeanShift):
     band_norm_ : {'unit', 'none'}
         What ``band_norm`` resolved to; ``modes_``, ``density_`` and ``seeds_`` live in the
         scaled space.
+    affinity_columns_ : int
+        Leading columns of X the partition affinity used (``coordinates``).
+    n_clusters_ : int
+        The number of clusters (``n_clusters``, or what 'auto' chose).
+    spectrum_ : ndarray (<= max_clusters + 1,)
+        Leading eigenvalues of the normalized partition graph, descending: the evidence of
+        ``n_clusters='auto'`` (computed for every ``n_clusters``).
+    converged_ : bool
+        Whether every seed's mean shift converged; when not, fit warns
+        (:class:`~dkernel.errors.MeanShiftConvergenceWarning`).
     pixel_partitions_ : ndarray (N,)
         Stage-one partition of every training point.
     labels_ : ndarray (N,)
+        Cluster of every training point; -1 for rows with NaN (nodata), in :meth:`fit` as in
+        :meth:`predict`. Infinite values are refused.
 
     See Also
     --------
@@ -474,8 +530,9 @@ class MSSC(MeanShift):
 
     def __init__(
         self,
-        n_clusters: int = 2,
+        n_clusters: int | str = 2,
         *,
+        max_clusters: int = 10,
         bandwidth: float | None = None,
         sigma: float | None = None,
         sigma_fraction: float = MSSC_SIGMA_FRACTION,
@@ -487,6 +544,7 @@ class MSSC(MeanShift):
         regularization: float = 1.0,
         band_norm: str = "auto",
         n_bands: int | None = None,
+        coordinates: str = "stage_one",
         blurring: bool = False,
         seeds: str = "kmeans",
         n_seeds: int = 500,
@@ -517,6 +575,7 @@ class MSSC(MeanShift):
             random_state=random_state,
         )
         self.n_clusters = n_clusters
+        self.max_clusters = max_clusters
         self.sigma = sigma
         self.sigma_fraction = sigma_fraction
         self.embedding = embedding
@@ -527,11 +586,13 @@ class MSSC(MeanShift):
         self.regularization = regularization
         self.band_norm = band_norm
         self.n_bands = n_bands
+        self.coordinates = coordinates
         self.progress = progress
 
     _parameter_constraints: dict = {
         **MeanShift._parameter_constraints,
-        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "max_clusters": [Interval(Integral, 2, None, closed="left")],
         "sigma": [_POSITIVE, None],
         "sigma_fraction": [_POSITIVE],
         # 'njw': the former name of 'normalized' (a FutureWarning; dkernel.kernels.aliases)
@@ -543,6 +604,7 @@ class MSSC(MeanShift):
         "regularization": [_NON_NEGATIVE],
         "band_norm": [StrOptions({"auto", "unit", "none"})],
         "n_bands": [Interval(Integral, 1, None, closed="left"), None],
+        "coordinates": [StrOptions({"stage_one", "both"})],
         "progress": ["boolean"],
     }
 
@@ -575,15 +637,16 @@ class MSSC(MeanShift):
         :meth:`fit_clusters` so the pixels are not streamed through mean shift twice.
         """
         self._validate_params()
-        X = validate_input(self, X, reset=True, min_samples=2)
-        X = check_2d_array(self._scale_bands(X, fit=True), type(self).__name__)
+        X = validate_input(self, X, reset=True, allow_nan=True, min_samples=2)
+        X = check_2d_array(self._scale_bands(X, fit=True), type(self).__name__, allow_nan=True)
         self._fit_modes(X)
         self.pixel_partitions_ = self.labels_
         m = self.n_partitions_
-        if m < self.n_clusters:
+        least = 2 if self.n_clusters == "auto" else self.n_clusters
+        if m < least:
             raise InvalidInputError(
                 f"Mean shift found {m} partition(s) with bandwidth {self.bandwidth_:.4g}, fewer "
-                f"than n_clusters={self.n_clusters}. Use a smaller bandwidth (h_ms)."
+                f"than n_clusters={least}. Use a smaller bandwidth (h_ms)."
             )
         return self
 
@@ -602,8 +665,8 @@ class MSSC(MeanShift):
         Sets ``labels_`` (lazy for Dask partitions) and ``pixel_partitions_`` (= partitions).
         """
         check_is_fitted(self, "modes_")
-        X = validate_input(self, X, reset=False, min_samples=2)
-        X = check_2d_array(self._scale_bands(X), type(self).__name__)
+        X = validate_input(self, X, reset=False, allow_nan=True, min_samples=2)
+        X = check_2d_array(self._scale_bands(X), type(self).__name__, allow_nan=True)
         labels = self.pixel_partitions_ if partitions is None else partitions
         if not is_dask_array(labels):
             labels = np.asarray(labels, dtype=np.int64)
@@ -615,6 +678,10 @@ class MSSC(MeanShift):
         m = self.n_partitions_
         n = int(X.shape[0])
         seed = seed_from_random_state(self.random_state)
+        cols = self._affinity_columns(int(X.shape[1]))
+        self.affinity_columns_ = cols
+        if cols < X.shape[1]:
+            X = X[:, :cols]
         h_spec = self.sigma
         if h_spec is None:
             from dkernel.kernels import sigma_rule_of_thumb
@@ -623,7 +690,7 @@ class MSSC(MeanShift):
             # dkernel.kernels.widths): a global scale, larger than h_ms ([Agersborg2012], §5.5)
             h_spec = max(
                 sigma_rule_of_thumb(
-                    self._fit_sample_,
+                    self._fit_sample_[:, :cols],
                     fraction=self.sigma_fraction,
                     seed=derive_seed(seed, "sigma"),
                 ),
@@ -644,8 +711,10 @@ class MSSC(MeanShift):
                 )
             Xn = as_numpy(X, np.float64)
             labels = as_numpy(labels)
-            S = K.cs_pair_sums_block(Xn, labels, Xn, labels, m, self.sigma_)
-            sizes = np.bincount(labels, minlength=m)
+            ok = labels >= 0  # NaN (nodata) rows have no partition
+            Xn, lab = (Xn, labels) if ok.all() else (Xn[ok], labels[ok])
+            S = K.cs_pair_sums_block(Xn, lab, Xn, lab, m, self.sigma_)
+            sizes = np.bincount(lab, minlength=m)
         else:
             W, b = K.rff_params(
                 X.shape[1], self.n_rff, self.sigma_, derive_rng(seed, "mssc", "rff")
@@ -659,7 +728,7 @@ class MSSC(MeanShift):
                 F = aligned(F)
             else:
                 F = K.partition_feature_sums(X, labels, m, W, b)
-                sizes = np.bincount(labels, minlength=m)
+                sizes = np.bincount(labels[labels >= 0], minlength=m)
             S = F @ F.T
         sizes = np.asarray(sizes, dtype=np.float64)
         S = 0.5 * (S + S.T)
@@ -675,6 +744,12 @@ class MSSC(MeanShift):
         self.pixel_partitions_ = labels
         self.labels_ = self.cluster_of_partitions(labels)
         return self
+
+    def _affinity_columns(self, n_features: int) -> int:
+        """Leading columns of X the partition affinity sees (the bands, or every column)."""
+        if self.coordinates == "both" or self.n_bands is None:
+            return n_features
+        return min(int(self.n_bands), n_features)
 
     def cluster_of_partitions(self, partitions: Any) -> Any:
         """The cluster of every pixel given its stage-one partition (-1 stays -1).
@@ -716,13 +791,22 @@ class MSSC(MeanShift):
         return S, sizes
 
     def _second_stage(self, seed: int | None) -> None:
+        sizes = self.partition_sizes_ if self.normalization == "size" else None
+        spectrum = normalized_spectrum(
+            self.affinity_, sizes=sizes, regularization=self.regularization
+        )
+        self.spectrum_ = spectrum[: self.max_clusters + 1]
+        if self.n_clusters == "auto":
+            self.n_clusters_ = eigengap_clusters(spectrum, self.max_clusters)
+        else:
+            self.n_clusters_ = int(self.n_clusters)
         labels, emb, values, cost = second_stage(
             self.affinity_,
-            self.n_clusters,
+            self.n_clusters_,
             resolve_alias(self.embedding, "embedding", type(self).__name__),
             n_init=self.n_init,
             seed=seed,
-            sizes=self.partition_sizes_ if self.normalization == "size" else None,
+            sizes=sizes,
             regularization=self.regularization,
         )
         self.embedding_ = emb
@@ -881,6 +965,20 @@ def _njw_stage(
 
     from dkernel.linalg import dense_eigh
 
+    M, n = _normalized_graph(A, sizes, regularization)
+    values, vectors = dense_eigh(M, n_clusters)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    Z = vectors / np.where(norms > 0, norms, 1.0)
+    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state).fit(
+        Z, sample_weight=n
+    )
+    return np.asarray(km.labels_, dtype=np.int64), Z, values, float(km.inertia_)
+
+
+def _normalized_graph(
+    A: np.ndarray, sizes: np.ndarray | None, regularization: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``D^-1/2 S D^-1/2`` of the partition graph (symmetric) and the partition weights n_i."""
     if sizes is None:
         n = np.ones(A.shape[0])
         S = A
@@ -897,13 +995,24 @@ def _njw_stage(
     deg = np.maximum(deg, 1e-12 * float(np.abs(deg).max(initial=1.0)))
     isd = 1.0 / np.sqrt(deg)
     M = S * np.outer(isd, isd)
-    values, vectors = dense_eigh(0.5 * (M + M.T), n_clusters)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    Z = vectors / np.where(norms > 0, norms, 1.0)
-    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state).fit(
-        Z, sample_weight=n
-    )
-    return np.asarray(km.labels_, dtype=np.int64), Z, values, float(km.inertia_)
+    return 0.5 * (M + M.T), n
+
+
+def normalized_spectrum(
+    A: np.ndarray, *, sizes: np.ndarray | None = None, regularization: float = 0.0
+) -> np.ndarray:
+    """Eigenvalues, descending, of the normalized partition graph of :func:`second_stage`.
+
+    The graph of the 'normalized' embedding (with ``sizes``, the point-level graph restricted
+    to partition-constant functions; ``regularization`` as there), whatever the embedding:
+    k well-separated groups of partitions give k eigenvalues near 1 and a gap after them.
+
+    Notes
+    -----
+    O(m³) for m partitions.
+    """
+    M, _ = _normalized_graph(A, sizes, regularization)
+    return np.sort(np.linalg.eigvalsh(M))[::-1]
 
 
 def _sampled_pair_sums(

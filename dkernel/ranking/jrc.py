@@ -36,7 +36,12 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, _fit_con
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_seed, seed_from_random_state
-from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, is_dask_array
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    check_is_fitted,
+    is_dask_array,
+    resolve_n_components,
+)
 from dkernel.errors import DKernelWarning, InvalidInputError, ResourceLimitError
 from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, THESIS_SIGMA_FRACTION
 from dkernel.linalg import euclidean_kmeans
@@ -61,6 +66,17 @@ class DegenerateClusterWarning(DKernelWarning):
     """A clustering returned an empty or single-point cluster."""
 
 
+def _green_inputs(
+    K: np.ndarray, alpha: float, n_components: int | None, owner: str
+) -> tuple[np.ndarray, float, np.ndarray, int]:
+    """``K`` as float64, ``β`` of the restart probability, the degrees and the pairs kept."""
+    K = np.asarray(K, dtype=np.float64)
+    beta = restart_beta(alpha, owner)
+    d = degrees(K)
+    k = d.size if n_components is None else min(int(n_components), d.size)
+    return K, beta, d, k
+
+
 def jrc_embedding(
     K: np.ndarray, alpha: float, n_components: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -74,11 +90,7 @@ def jrc_embedding(
     -----
     O(N^3) time (O(N^2 k) with a subset eigen-solver), O(N^2) memory.
     """
-    K = np.asarray(K, dtype=np.float64)
-    beta = restart_beta(alpha, "jrc_embedding")
-    d = degrees(K)
-    n = d.size
-    k = n if n_components is None else min(int(n_components), n)
+    K, beta, d, k = _green_inputs(K, alpha, n_components, "jrc_embedding")
     L = -K
     L[np.diag_indices_from(L)] += (1.0 + beta) * d
     L = 0.5 * (L + L.T)
@@ -112,11 +124,7 @@ def jrc_normalized_embedding(
     :func:`jrc_embedding`, so :meth:`JointRankingClustering.rank` is the exact PPR.
     O(N^3) time (O(N^2 k) with a subset eigen-solver), O(N^2) memory.
     """
-    K = np.asarray(K, dtype=np.float64)
-    beta = restart_beta(alpha, "jrc_normalized_embedding")
-    d = degrees(K)
-    n = d.size
-    k = n if n_components is None else min(int(n_components), n)
+    K, beta, d, k = _green_inputs(K, alpha, n_components, "jrc_normalized_embedding")
     r = 1.0 / np.sqrt(d)
     Kn = K * r[:, None]
     Kn *= r[None, :]
@@ -288,12 +296,7 @@ callable or transformer, default='knn_mean'
     def _check_sizes(self, n: int) -> int:
         """``n_components`` resolved, after checking the sizes against ``n`` samples."""
         owner = type(self).__name__
-        n_components = self.n_clusters if self.n_components is None else self.n_components
-        if self.n_clusters > n or n_components > n:
-            raise InvalidInputError(
-                f"{owner}: n_clusters={self.n_clusters} and n_components={n_components} must "
-                f"not exceed the number of samples ({n})."
-            )
+        n_components = resolve_n_components(owner, n, self.n_clusters, self.n_components)
         if isinstance(self.kernel, str) and self.kernel in ADAPTIVE and self.n_neighbors >= n:
             raise InvalidInputError(
                 f"The 'n_neighbors' parameter of {owner} must be < n_samples ({n}). "

@@ -25,6 +25,14 @@ MAX_THREADS_PER_CORE = 4
 MIN_WORKER_MEMORY = 256 * 2**20
 #: Longest wait for a scheduler (seconds) that ``connect`` accepts.
 MAX_TIMEOUT = 3600.0
+#: Jobs with fewer samples (rows or pixels) than this, and an estimated peak memory below
+#: :data:`IN_PROCESS_MAX_MEMORY`, may run on an in-process cluster (thread workers; the spec's
+#: ``runtime.in_process``) unless a scheduler or a number of workers is asked for: starting
+#: and stopping process workers (each re-imports dkernel) took ~8 of the 9.4 s of
+#: ``dkernel run jobs/wine-rbf-kpca.yaml``.
+IN_PROCESS_MAX_SAMPLES = 10**6
+#: Largest estimated peak memory (bytes) of a job run on the in-process cluster.
+IN_PROCESS_MAX_MEMORY = 2 * 2**30
 
 
 def default_workers(cpu_count: int | None = None) -> tuple[int, int]:
@@ -32,6 +40,56 @@ def default_workers(cpu_count: int | None = None) -> tuple[int, int]:
     cpus = cpu_count or os.cpu_count() or 1
     n_workers = max(1, min(4, cpus))
     return n_workers, max(1, cpus // n_workers)
+
+
+def runs_in_process(
+    n_samples: int,
+    memory_bytes: float,
+    *,
+    requested: bool = True,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+) -> bool:
+    """Whether a job runs on an in-process cluster (threads) rather than process workers.
+
+    Opt-in (``runtime.in_process: true``): the tasks give the process workers' results bit for
+    bit, but while the in-process cluster is open this process's own BLAS runs on one thread
+    too, so what the job computes outside the tasks (small eigenproblems, metrics) may differ
+    from a process-worker run in the last bits, and a tie broken by them (a cross-validated
+    selection, a top-k order) may then go the other way.
+
+    Parameters
+    ----------
+    n_samples : int
+        The job's rows (pixels of an image).
+    memory_bytes : float
+        The method's estimated peak memory (0 when it has no estimate).
+    requested : bool
+        The spec asks for it (``runtime.in_process``).
+    scheduler : str, optional
+        An address asked for: the job runs there, never in process.
+    n_workers : int, optional
+        A number of workers asked for (``--workers``, ``runtime.n_workers``): process workers.
+
+    Returns
+    -------
+    bool
+        True for a small job (fewer than ``IN_PROCESS_MAX_SAMPLES`` samples and at most
+        ``IN_PROCESS_MAX_MEMORY`` bytes) with neither a scheduler nor a worker count asked for.
+        Thread workers share this process's memory and GIL; NumPy and the BLAS release the GIL,
+        and the BLAS runs one thread per worker as it does in a process worker, so the results
+        are the same bit for bit.
+
+    Examples
+    --------
+    >>> runs_in_process(178, 2e6)
+    True
+    >>> runs_in_process(178, 2e6, n_workers=2)
+    False
+    """
+    if not requested or scheduler is not None or n_workers is not None:
+        return False
+    return n_samples < IN_PROCESS_MAX_SAMPLES and memory_bytes <= IN_PROCESS_MAX_MEMORY
 
 
 def connect(
@@ -44,6 +102,7 @@ def connect(
     timeout: float = 10.0,
     quiet: bool = False,
     security: Any = None,
+    dashboard: bool = True,
 ) -> Any:
     """Return a :class:`distributed.Client`.
 
@@ -63,12 +122,17 @@ def connect(
         Run the embedded cluster's workers as processes (default) or as threads of this
         process. Process workers re-import the main script, so a script that starts them must
         call ``connect()`` under ``if __name__ == "__main__":``; threads need no guard but share
-        the GIL.
+        the GIL. Thread workers run the BLAS on one thread while the client is open, as
+        process workers do.
     timeout : float
         Seconds to wait for an existing scheduler before failing.
     quiet : bool
         Do not print the dashboard link (to stderr). ``dkernel.jobs.run_job`` passes True and
         logs the link instead.
+    dashboard : bool
+        Serve the embedded cluster's dashboard (importing it takes ~1 s; ``run_job`` leaves it
+        out for a job small enough to run in this process). Without it there is no link to
+        print.
     security : distributed.Security, optional
         TLS configuration for connecting to a secured scheduler. Connecting to the address of
         an embedded cluster of this process needs none: its credentials are used.
@@ -132,7 +196,11 @@ def connect(
         if processes:
             check_main_guard(dask.config.get("distributed.worker.multiprocessing-method"))
         with dask.config.set(EMBEDDED_SCHEDULER_CONFIG):
-            client = _local_client(n_workers, threads_per_worker, processes, memory_limit)
+            client = _local_client(
+                n_workers, threads_per_worker, processes, memory_limit, dashboard=dashboard
+            )
+        if not dashboard:
+            return client
     if not quiet:
         print(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr, flush=True)
     return client
@@ -166,11 +234,16 @@ EMBEDDED_SCHEDULER_CONFIG = {
 _EMBEDDED: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
 
-def _local_client(n_workers: int, threads: int, processes: bool, memory_limit: Any) -> Any:
+def _local_client(
+    n_workers: int, threads: int, processes: bool, memory_limit: Any, *, dashboard: bool = True
+) -> Any:
     from distributed import Client
 
     _require_cryptography()
-    client = Client(
+    # Thread workers too talk over TLS, not inproc://: results then travel serialised as
+    # between processes (inproc:// hands over the objects themselves, and the KPCA embedding
+    # of the wine job differed from the process cluster's in the last bit).
+    client = (Client if processes else _in_process_client_class())(
         n_workers=n_workers,
         threads_per_worker=threads,
         processes=processes,
@@ -182,7 +255,7 @@ def _local_client(n_workers: int, threads: int, processes: bool, memory_limit: A
         security=True,
         host="127.0.0.1",
         scheduler_port=0,
-        dashboard_address="127.0.0.1:0",
+        dashboard_address="127.0.0.1:0" if dashboard else None,
         memory_limit=memory_limit,
         silence_logs=logging.ERROR,
     )
@@ -190,6 +263,35 @@ def _local_client(n_workers: int, threads: int, processes: bool, memory_limit: A
         # the address the client connected to (Client._start reads the same property)
         _EMBEDDED[client.cluster.scheduler_address] = client.cluster
     return client
+
+
+def _in_process_client_class() -> type:
+    """A ``Client`` whose in-process cluster runs the BLAS on one thread while it is open.
+
+    A process worker gets ``OMP_NUM_THREADS=1`` (and the MKL/OpenBLAS equivalents) from
+    distributed's ``nanny.pre-spawn-environ``; thread workers share this process, so the limit
+    is set here and lifted on close: the same BLAS threading, the same results bit for bit,
+    and no oversubscription of the cores.
+    """
+    from distributed import Client
+    from threadpoolctl import threadpool_limits
+
+    class InProcessClient(Client):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._blas_limits = threadpool_limits(limits=1)
+            try:
+                super().__init__(*args, **kwargs)
+            except BaseException:
+                self._blas_limits.restore_original_limits()
+                raise
+
+        def close(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().close(*args, **kwargs)
+            finally:
+                self._blas_limits.restore_original_limits()
+
+    return InProcessClient
 
 
 def _require_cryptography() -> None:

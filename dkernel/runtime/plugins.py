@@ -45,7 +45,12 @@ class QuietTaskFailures(WorkerPlugin):
 
 def register_job_plugins(client: Any, *, embedded: bool = False) -> None:
     """Register the plugins of :mod:`dkernel.runtime.plugins` on ``client``'s cluster;
-    :class:`QuietTaskFailures` only on a cluster the job started (``embedded``)."""
-    client.register_plugin(GDALCacheLimit())
+    :class:`QuietTaskFailures` only on a cluster the job started (``embedded``).
+
+    Thread workers of this process (an in-process cluster) share its GDAL cache, which
+    ``prepare_job`` bounded already for an image job: :class:`GDALCacheLimit` is left out
+    there (it would import rasterio for a table job too)."""
+    if getattr(getattr(client, "cluster", None), "processes", True) is not False:
+        client.register_plugin(GDALCacheLimit())
     if embedded:
         client.register_plugin(QuietTaskFailures())

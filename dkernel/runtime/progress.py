@@ -15,6 +15,69 @@ from typing import Any
 
 #: Seconds between the plain progress lines written when stderr is not a terminal.
 LINE_INTERVAL = 10.0
+#: Shortest time between two redraws of the text bar on a terminal (seconds).
+BAR_INTERVAL = 0.2
+#: Width of the text bar, in characters between its brackets.
+BAR_WIDTH = 30
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+class TextBar:
+    """A one-line bar for a terminal: parts done, rate and time left, redrawn in place.
+
+    ``[dkernel] stage one: [########--------]  40/100  3.1/s  ETA 19 s``; :meth:`close`
+    ends it with the total time and a newline.
+    """
+
+    def __init__(self, stream: Any, what: str, total: int, done: int = 0) -> None:
+        self.stream, self.what, self.total = stream, what, total
+        self.start = self._last = time.monotonic()
+        self.first = self.done = done
+        self._draw()
+
+    def update(self, done: int) -> None:
+        """Record ``done`` parts finished; redraws at most every ``BAR_INTERVAL`` seconds."""
+        self.done = done
+        now = time.monotonic()
+        if now - self._last >= BAR_INTERVAL:
+            self._last = now
+            self._draw()
+
+    def close(self) -> None:
+        """Draw the final state with the elapsed time, and end the line."""
+        self._draw(final=True)
+
+    def _draw(self, *, final: bool = False) -> None:
+        elapsed = time.monotonic() - self.start
+        filled = BAR_WIDTH * self.done // max(self.total, 1)
+        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+        width = len(str(self.total))
+        text = f"[dkernel] {self.what}: [{bar}] {self.done:>{width}}/{self.total}"
+        rate = (self.done - self.first) / elapsed if elapsed > 0 else 0.0
+        if final:
+            text += f"  done in {elapsed:.1f} s"
+        elif rate > 0:
+            left = (self.total - self.done) / rate
+            text += f"  {rate:.3g}/s  ETA {_duration(left)}"
+        # \r and erase-to-end-of-line: the bar is redrawn over itself
+        end = "\n" if final else ""
+        print(f"\r{text}\x1b[K", end=end, file=self.stream, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``3 min 20 s``, ``2 h 05 min``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def _in_notebook() -> bool:
@@ -122,8 +185,10 @@ def compute_parts(
     tasks that led to it, at once. One future for the whole list (as in
     :func:`compute_with_progress`) keeps every part's result and the record of every task
     behind it on the workers until the last part is done: their memory then grows with the
-    number of chunks. When ``show``, a line gives the parts done every ``LINE_INTERVAL``
-    seconds and at the end. Without a client the local scheduler computes them.
+    number of chunks. When ``show``, a ``TextBar`` (parts done, rate, time left) is
+    drawn when stderr is a terminal; otherwise a line gives the parts done every
+    ``LINE_INTERVAL`` seconds and at the end. Without a client the local scheduler computes
+    them.
     """
     import dask
 
@@ -143,13 +208,19 @@ def compute_parts(
     del futures, future  # the loop below holds each future only until its value is in
     start = last = time.monotonic()
     done = len(values) - len(lazy)
+    stream = sys.stderr
+    bar = TextBar(stream, what, len(values), done) if show and _is_terminal(stream) else None
     for future, value in pending:
         for i in slots.pop(future.key, ()):
             values[i] = value
             done += 1
-        if show and time.monotonic() - last >= LINE_INTERVAL:
+        if bar is not None:
+            bar.update(done)
+        elif show and time.monotonic() - last >= LINE_INTERVAL:
             last = time.monotonic()
-            _progress_line(sys.stderr, what, done, len(values), start)
-    if show:
-        _progress_line(sys.stderr, what, len(values), len(values), start, final=True)
+            _progress_line(stream, what, done, len(values), start)
+    if bar is not None:
+        bar.close()
+    elif show:
+        _progress_line(stream, what, len(values), len(values), start, final=True)
     return values

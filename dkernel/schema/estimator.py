@@ -168,7 +168,8 @@ def derive_requested() -> dict[str, dict[str, Any]]:
 
 
 def _signature(estimator: type) -> dict[str, inspect.Parameter]:
-    parameters = inspect.signature(estimator.__init__).parameters
+    # the class's signature is its constructor's, without self
+    parameters = inspect.signature(estimator).parameters
     return {
         name: p
         for name, p in parameters.items()

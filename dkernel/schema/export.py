@@ -15,7 +15,7 @@ from dkernel.schema.params import REQUIRED, Param, effective_high
 #: The dialect of every schema written here.
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
-_TYPES = {
+_TYPES: dict[str, dict[str, Any]] = {
     "int": {"type": "integer"},
     "float": {"type": "number"},
     "str": {"type": "string"},

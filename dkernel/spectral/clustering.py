@@ -44,6 +44,7 @@ from dkernel.kernels.widths import (
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
 from dkernel.rows import take_rows
 from dkernel.spectral.bipartite import fit_bipartite_embedding
+from dkernel.spectral.dense import eigengap_clusters
 from dkernel.spectral.normalized import eigengap_hint
 from dkernel.spectral.nystrom import DEGREES, EMBEDDINGS, LANDMARK_METHODS, NystromEmbedding
 from dkernel.spectral.sparse import fit_sparse_embedding
@@ -86,8 +87,17 @@ class SpectralClustering(
 
     Parameters
     ----------
-    n_clusters : int
-        Number of clusters.
+    n_clusters : int or 'auto'
+        Number of clusters. 'auto': the largest eigengap ``λ_k − λ_{k+1}`` over
+        k = 2..``max_clusters`` of the spectrum of the path that runs (the normalized graph's on
+        the exact and bipartite paths, the Nyström problem's otherwise), from an embedding with
+        ``max_clusters + 1`` components; the embedding is then recomputed at the chosen k
+        (``n_clusters_``, evidence in ``spectrum_``). Not the default: on the 24 sets of
+        ``benchmarks/bench_defaults.py`` (at most 5 000 points) it found the true k on 4 and
+        scored a mean ARI of 0.48 against 0.745 with the true k; the self-tuning k-NN graph's
+        spectrum decays slowly and its largest gap is often far out (moons: k = 10).
+    max_clusters : int
+        Upper bound of ``n_clusters='auto'`` (and the length − 1 of ``spectrum_``).
     embedding : {'green', 'normalized', 'kpca', 'uncentered', 'keca'}, optional
         Spectral embedding clustered: random-walk eigenvectors weighted by the PageRank Green's
         function, NJW, centered or uncentered KPCA, or KECA (angular k-means). None (default):
@@ -113,9 +123,10 @@ class SpectralClustering(
         Neighbour rank of the adaptive kernels (``local_scaling``, ``knn``); 7 is the
         self-tuning paper's choice.
     graph_neighbors : int
-        Exact sparse path: neighbours kept per point in the self-tuning graph. 10 (the k of
-        scikit-learn's k-NN affinity) beat 15 and 21 in ``bench_defaults.py`` (mean ARI 0.740,
-        0.715, 0.712): a sparser graph keeps thin clusters apart.
+        Exact sparse path: neighbours kept per point in the self-tuning graph, raised to
+        ``n_neighbors`` when smaller (so a search over ``n_neighbors`` alone never fails).
+        10 (the k of scikit-learn's k-NN affinity) beat 15 and 21 in ``bench_defaults.py``
+        (mean ARI 0.740, 0.715, 0.712): a sparser graph keeps thin clusters apart.
     sigma : float, optional
         RBF width; ``sigma_fraction`` × median pairwise distance when None.
     sigma_fraction : float
@@ -175,6 +186,11 @@ class SpectralClustering(
     eigenvalues_ : ndarray
     eigengap_hint_ : int or None
         Number of clusters suggested by the eigengap (normalized embedding).
+    n_clusters_ : int
+        The number of clusters (``n_clusters``, or what 'auto' chose).
+    spectrum_ : ndarray (<= max_clusters + 1,)
+        Leading eigenvalues of the path's eigenproblem, descending: the evidence of
+        ``n_clusters='auto'``.
     approximation_ : {'exact', 'bipartite', 'nystrom'}
         The path that ran.
     nystrom_ : NystromEmbedding or None
@@ -227,7 +243,8 @@ class SpectralClustering(
     """
 
     _parameter_constraints: dict = {
-        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "max_clusters": [Interval(Integral, 2, None, closed="left")],
         "embedding": [StrOptions(set(EMBEDDINGS + GRAPH_EMBEDDINGS)), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         # names are checked by make_kernel, whose message lists the registered ones
@@ -251,8 +268,9 @@ class SpectralClustering(
 
     def __init__(
         self,
-        n_clusters: int = 2,
+        n_clusters: int | str = 2,
         *,
+        max_clusters: int = 10,
         embedding: str | None = None,
         n_components: int | None = None,
         kernel: Any = None,
@@ -273,6 +291,7 @@ class SpectralClustering(
         random_state: int | None = None,
     ) -> None:
         self.n_clusters = n_clusters
+        self.max_clusters = max_clusters
         self.embedding = embedding
         self.n_components = n_components
         self.kernel = kernel
@@ -319,14 +338,49 @@ class SpectralClustering(
         owner = type(self).__name__
         X = validate_input(self, X, reset=True, min_samples=2)
         n = int(X.shape[0])
-        if self.n_clusters > n:
+        if self.n_clusters != "auto" and self.n_clusters > n:
             raise InvalidInputError(
                 f"The 'n_clusters' parameter of {owner} must be <= n_samples ({n}). "
                 f"Got {self.n_clusters} instead."
             )
         seed = seed_from_random_state(self.random_state)
-        n_components = self.n_components or self.n_clusters
         self.approximation_ = self._approximation(n)
+        if self.n_clusters == "auto":
+            # the spectrum of an embedding with max_clusters (+ 1) components, then the
+            # embedding at the chosen k: the models keep no more vectors than they use
+            top = min(self.max_clusters + 1, n - 1)
+            self._fit_embedding(X, n, top, top, seed)
+            self.n_clusters_ = eigengap_clusters(self.spectrum_, self.max_clusters)
+        else:
+            self.n_clusters_ = int(self.n_clusters)
+        n_components = self.n_components or self.n_clusters_
+        Z = self._fit_embedding(X, n, n_components, self.n_clusters_, seed)
+        if isinstance(Z, da.Array):
+            Z = Z.persist() if n <= 5_000_000 else Z
+        if n > self.kmeans_sample:
+            idx = np.sort(derive_rng(seed, "kmeans-sample").choice(n, self.kmeans_sample, False))
+            Zs = take_rows(Z, idx)
+        else:
+            Zs = as_numpy(Z)
+        Zs = _prepare(Zs, self.embedding_method_)
+        km_seed = derive_seed(seed, "kmeans")
+        if self._assign_mode() == "angular":
+            _, centers, _ = angular_kmeans(
+                Zs, self.n_clusters_, n_init=self.n_init, random_state=km_seed
+            )
+        else:
+            _, centers, _ = euclidean_kmeans(
+                Zs, self.n_clusters_, n_init=self.n_init, random_state=km_seed
+            )
+        self.cluster_centers_ = centers
+        self.embedding_ = Z
+        labels = self._assign(Z)
+        self.labels_ = as_numpy(labels)
+        return self
+
+    def _fit_embedding(self, X: Any, n: int, n_components: int, n_clusters: int, seed: Any) -> Any:
+        """The embedding of the chosen path; sets the model and spectrum attributes."""
+        owner = type(self).__name__
         self.graph_model_ = None
         self.nystrom_ = None
         self.sigma_ = None
@@ -347,6 +401,7 @@ class SpectralClustering(
             )
             self.eigenvalues_ = self.graph_model_.eigenvalues
             self.eigengap_hint_ = eigengap_hint(self.graph_model_.spectrum)
+            self.spectrum_ = self.graph_model_.spectrum
             self.landmark_indices_ = np.arange(n)
         elif self.approximation_ == "bipartite":
             self.embedding_method_ = "green"
@@ -355,11 +410,12 @@ class SpectralClustering(
                 n_components,
                 n_landmarks=self.n_landmarks or default_landmark_count(n),
                 n_neighbors=self.landmark_neighbors,
-                n_clusters=self.n_clusters,
+                n_clusters=n_clusters,
                 seed=seed,
             )
             self.eigenvalues_ = self.graph_model_.eigenvalues
             self.eigengap_hint_ = eigengap_hint(self.graph_model_.spectrum)
+            self.spectrum_ = self.graph_model_.spectrum
             self.landmark_indices_ = None
         else:
             self.embedding_method_ = self.embedding or "normalized"
@@ -379,30 +435,11 @@ class SpectralClustering(
             Z = self.nystrom_.embedding_
             self.eigenvalues_ = self.nystrom_.eigenvalues_
             self.eigengap_hint_ = self.nystrom_.eigengap_hint_
+            self.spectrum_ = self.nystrom_.all_eigenvalues_
             self.landmark_indices_ = self.nystrom_.landmark_indices_
             self.sigma_ = self.nystrom_.kernel_.params.get("sigma")
-        if isinstance(Z, da.Array):
-            Z = Z.persist() if n <= 5_000_000 else Z
-        if n > self.kmeans_sample:
-            idx = np.sort(derive_rng(seed, "kmeans-sample").choice(n, self.kmeans_sample, False))
-            Zs = take_rows(Z, idx)
-        else:
-            Zs = as_numpy(Z)
-        Zs = _prepare(Zs, self.embedding_method_)
-        km_seed = derive_seed(seed, "kmeans")
-        if self._assign_mode() == "angular":
-            _, centers, _ = angular_kmeans(
-                Zs, self.n_clusters, n_init=self.n_init, random_state=km_seed
-            )
-        else:
-            _, centers, _ = euclidean_kmeans(
-                Zs, self.n_clusters, n_init=self.n_init, random_state=km_seed
-            )
-        self.cluster_centers_ = centers
-        self.embedding_ = Z
-        labels = self._assign(Z)
-        self.labels_ = as_numpy(labels)
-        return self
+        self.spectrum_ = np.asarray(self.spectrum_, dtype=np.float64)[: self.max_clusters + 1]
+        return Z
 
     def _resolved_kernel(self, n: int) -> Any:
         if self.kernel is not None:

@@ -31,8 +31,12 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel._feature_maps import make_feature_map
 from dkernel._random import derive_seed, seed_from_random_state
-from dkernel._validation import ParameterConstraintsMixin, is_dask_array, validate_input
-from dkernel.errors import InvalidInputError
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    is_dask_array,
+    resolve_n_components,
+    validate_input,
+)
 from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
 from dkernel.rows import take_rows
 from dkernel.spectral.feature_map import (
@@ -300,14 +304,7 @@ class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimat
 
     def _check_sizes(self, n: int) -> int:
         """``n_components`` resolved, after checking both sizes against ``n`` samples."""
-        k = self.n_components or self.n_clusters
-        for name, value in (("n_clusters", self.n_clusters), ("n_components", k)):
-            if value > n:
-                raise InvalidInputError(
-                    f"The '{name}' parameter of {type(self).__name__} must be <= n_samples "
-                    f"({n}). Got {value} instead."
-                )
-        return k
+        return resolve_n_components(type(self).__name__, n, self.n_clusters, self.n_components)
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X: Any, y: Any = None) -> PCKSpectralClustering:

@@ -145,6 +145,27 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
         "variance captured by every projection axis",
     ),
     "gmm/projection": ("projection axes", "1", "random projection the mixtures are fitted in"),
+    # change detection
+    "change/variates": (
+        "MAD variate",
+        "1",
+        "difference of the canonical variates of the two dates, least correlated pair first; "
+        "NaN where a pixel has no data",
+    ),
+    "change/intensity": (
+        "change intensity",
+        "1",
+        "sum of the squared MAD variates over their no-change variances (chi-squared); NaN "
+        "where a pixel has no data",
+    ),
+    "change/labels": (
+        "change mask",
+        "1",
+        "1 where the intensity exceeds the threshold, 0 elsewhere; _FillValue (-1) where no data",
+    ),
+    "change/valid": ("valid pixel mask", "1", "true where the pixel has data at both dates"),
+    "change/correlations": ("canonical correlation", "1", "correlation of every canonical pair"),
+    "change/sigma": ("MAD variate scale", "1", "no-change standard deviation of every variate"),
     # metrics
     "acc": ("clustering accuracy", "1", "best-matching accuracy against the ground truth"),
     "nmi": ("normalized mutual information", "1", "NMI against the ground truth"),

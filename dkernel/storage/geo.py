@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
 
 #: The value of integer label maps where a pixel has no label (nodata collar, masked pixels).
@@ -37,6 +36,10 @@ _PIXEL_AXES = {
 
 def is_georeferenced(image: xr.DataArray) -> bool:
     """Whether ``image`` has a CRS (a map can be placed on the Earth)."""
+    # registers the .rio accessor that every use below follows; imported here, not at the
+    # top, so that a job without an image does not pay ~1 s for it
+    import rioxarray  # noqa: F401
+
     return image.rio.crs is not None
 
 

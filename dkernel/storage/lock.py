@@ -35,7 +35,14 @@ What is guaranteed where (see ``docs/store_lock.md``)
       heartbeat protects: two writers started on different hosts at the same moment can
       both start, and a holder whose heartbeat stalls for longer than the timeout loses its
       lease;
-    * object stores (S3, GCS): no lock; dkernel writes stores only to file-system paths.
+    * S3 (and S3-compatible servers that honour conditional writes): mutual exclusion. The
+      lease is the object ``dkernel.lease`` in the store's prefix, created with
+      ``If-None-Match: *`` and heartbeated, taken over and released with ``If-Match`` on its
+      ETag (:class:`RemoteStoreLease`);
+    * other object stores (GCS, Azure through fsspec), and S3 servers that refuse or ignore
+      conditional writes: no atomic primitive. A store is taken only when it has no lease;
+      an existing lease, live or stale, is never taken over (``--overwrite`` and
+      ``--resume`` are refused, naming the lease object to remove by hand).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import contextlib
 import datetime as _dt
 import errno
 import json
+import logging
 import math
 import os
 import shlex
@@ -61,6 +69,7 @@ from dkernel.errors import StoreError
 LEASE_FILE = "dkernel.lease"
 #: Disk set aside by the writer for its final status write (removed with the lease).
 RESERVE_FILE = f".{LEASE_FILE}.reserve"
+logger = logging.getLogger(__name__)
 HEARTBEAT_S = 10.0
 #: Largest lease file read (bytes); a lease is a few hundred.
 MAX_LEASE_BYTES = 64 * 1024
@@ -314,11 +323,6 @@ def why_stale(lease: dict[str, Any] | None, *, unlocked: bool = False) -> str | 
         if not _pid_alive(pid):
             return f"pid {pid} is not running on this host"
     return None
-
-
-def lease_is_stale(lease: dict[str, Any] | None) -> bool:
-    """Whether the writer named by ``lease`` is gone (see the module docstring)."""
-    return why_stale(lease) is not None
 
 
 # ------------------------------------------------------------------------------------------
@@ -582,10 +586,303 @@ def _flock(fd: int) -> bool | None:
     return True
 
 
-def _held(store: Path, lease: dict[str, Any] | None) -> StoreError:
+def _held(store: Path | str, lease: dict[str, Any] | None) -> StoreError:
     return StoreError(
         f"{store} is being written by {describe_holder(lease)}. One writer per store: wait "
         f"for it to finish, or choose another --output. A lease whose writer died is taken "
         f"over automatically (pass --resume to continue its store); its heartbeat expires "
         f"after {stale_after():.0f} s ({_TIMEOUT_ENV})."
     )
+
+
+# ------------------------------------------------------------------------------------------
+# object stores
+# ------------------------------------------------------------------------------------------
+
+
+def acquire_lease(
+    store: str | Path, *, command: str = "", storage_options: dict[str, Any] | None = None
+) -> StoreLease | RemoteStoreLease:
+    """Take the lease of ``store``: a local directory (:class:`StoreLease`) or an
+    object-store URL (:class:`RemoteStoreLease`)."""
+    from dkernel.storage.remote import is_remote
+
+    if is_remote(store):
+        return RemoteStoreLease.acquire(str(store), command=command, options=storage_options)
+    return StoreLease.acquire(store, command=command)
+
+
+class _Precondition(Exception):
+    """The object store refused a conditional write: the condition does not hold."""
+
+
+class _NoConditions(Exception):
+    """The object store does not support conditional writes."""
+
+
+def _classify(exc: BaseException) -> BaseException:
+    """``exc`` from s3fs/botocore as :class:`_Precondition` (HTTP 412), :class:`_NoConditions`
+    (501, or an argument the server does not know), or itself."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        response = getattr(error, "response", None)
+        if isinstance(response, dict):
+            code = str(response.get("Error", {}).get("Code", ""))
+            http = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or http in (409, 412):
+                return _Precondition(code)
+            if code in ("NotImplemented", "InvalidArgument") or http == 501:
+                return _NoConditions(code)
+        text = str(error)
+        if "pre-condition" in text or "PreconditionFailed" in text or "412" in text:
+            return _Precondition(text)
+        if "NotImplemented" in text or "not implemented" in text.lower():
+            return _NoConditions(text)
+        error = error.__cause__ or error.__context__
+    return exc
+
+
+class RemoteStoreLease:
+    """The lease of a store on an object store, held by this process (:meth:`acquire`).
+
+    On S3 the lease object is written with conditional requests: created only when absent
+    (``If-None-Match: *``), rewritten (heartbeat, takeover) and deleted only while its ETag
+    is the one this holder last saw (``If-Match``). Two writers cannot both hold it. Where
+    the server has no conditional writes the lease is advisory (see the module docstring).
+    """
+
+    def __init__(
+        self, store: str, fs: Any, key: str, info: dict[str, Any], etag: str | None, atomic: bool
+    ) -> None:
+        self.store = store
+        self._fs = fs
+        self._key = key
+        self.info = info
+        self._etag = etag
+        self.atomic = atomic
+        #: set when another writer took the lease over (this holder's heartbeat was refused)
+        self.lost = False
+        self._released = False
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._beat, name="dkernel-lease-heartbeat", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def path(self) -> str:
+        return f"{self.store}/{LEASE_FILE}"
+
+    @classmethod
+    def acquire(
+        cls, store: str, *, command: str = "", options: dict[str, Any] | None = None
+    ) -> RemoteStoreLease:
+        """Take the lease of the store at the URL ``store``.
+
+        Raises
+        ------
+        StoreError
+            When a live writer holds it (naming it); when the backend has no conditional
+            writes and a lease exists; when the lease object is unusable or cannot be written.
+        """
+        from dkernel.storage.remote import describe_error, filesystem
+
+        fs, root = filesystem(store, options)
+        key = f"{root}/{LEASE_FILE}"
+        now = _now()
+        info = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": now,
+            "started_iso": _iso(now),
+            "heartbeat": now,
+            "token": uuid.uuid4().hex,
+            "command": command,
+        }
+        s3 = hasattr(fs, "call_s3")
+        try:
+            for _ in range(20):
+                if not s3:
+                    return cls._acquire_plain(store, fs, key, info)
+                try:
+                    etag = _put(fs, key, _encode(info), IfNoneMatch="*")
+                except _NoConditions:
+                    return cls._acquire_plain(store, fs, key, info)
+                except _Precondition:
+                    taken = cls._take_over(store, fs, key, info)
+                    if taken is None:
+                        continue  # the lease vanished or changed meanwhile: try again
+                    return cls(store, fs, key, info, taken, atomic=True)
+                # a server that ignores the condition accepts a second create: then the lease
+                # is only advisory (and this repeat, of the same bytes, changed nothing)
+                try:
+                    _put(fs, key, _encode(info), IfNoneMatch="*")
+                except _Precondition:
+                    return cls(store, fs, key, info, etag, atomic=True)
+                except _NoConditions:
+                    pass
+                logger.warning(
+                    f"the object store of {store} ignores conditional writes: its lease is "
+                    "advisory (two writers started at the same moment could both run)"
+                )
+                return cls(store, fs, key, info, etag, atomic=False)
+            raise StoreError(f"could not take the lease of {store}: it keeps changing; retry.")
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (botocore: one line, no options)
+            raise StoreError(
+                f"cannot write the lease of the results store {store}: {describe_error(exc)}."
+            ) from None
+
+    @classmethod
+    def _take_over(cls, store: str, fs: Any, key: str, info: dict[str, Any]) -> str | None:
+        """Replace the lease at ``key`` by ours when its writer is gone; our new ETag, or None
+        when it vanished or changed meanwhile. Raises when a live writer holds it."""
+        bucket, path = key.split("/", 1)
+        try:
+            got = fs.call_s3("get_object", Bucket=bucket, Key=path)
+        except FileNotFoundError:
+            return None
+        etag = got["ETag"]
+        from fsspec.asyn import sync
+
+        # the body and its ETag come from one response: what is judged is what is replaced
+        body = got["Body"]
+        try:
+            data = sync(fs.loop, body.read, MAX_LEASE_BYTES + 1)
+        finally:
+            body.close()
+        try:
+            if len(data) > MAX_LEASE_BYTES:
+                raise _Unusable(f"is more than {MAX_LEASE_BYTES:,} bytes long")
+            previous = _parse(data)
+        except _Unusable as exc:
+            raise StoreError(
+                f"the lease object {store}/{LEASE_FILE} of the results store {store} "
+                f"{exc.problem}, so whether another job is writing the store cannot be told. "
+                "If no dkernel job is writing it, remove that object and run again; "
+                "--resume continues the store."
+            ) from None
+        reason = why_stale(previous)
+        if reason is None:
+            raise _held(store, previous)
+        info["took_over"] = {k: previous.get(k) for k in ("host", "pid", "started_iso")}
+        info["took_over"]["reason"] = reason
+        try:
+            return _put(fs, key, _encode(info), IfMatch=etag)
+        except _Precondition:
+            info.pop("took_over", None)
+            return None
+
+    @classmethod
+    def _acquire_plain(
+        cls, store: str, fs: Any, key: str, info: dict[str, Any]
+    ) -> RemoteStoreLease:
+        """No conditional writes: take the lease only when there is none."""
+        if fs.exists(key):
+            try:
+                previous: dict[str, Any] | None = _parse(fs.cat_file(key))
+            except _Unusable:
+                previous = None
+            raise StoreError(
+                f"{store} has a lease ({describe_holder(previous)}) and its object store has no "
+                "conditional writes, so dkernel cannot take it over safely, whether its writer "
+                f"lives or not. If no dkernel job is writing the store, remove {store}/"
+                f"{LEASE_FILE} and run again (--resume continues the store)."
+            )
+        fs.pipe_file(key, _encode(info))
+        time.sleep(0.2)  # a writer that raced us: the last write wins, and we re-read it
+        if _parse(fs.cat_file(key)).get("token") != info["token"]:
+            raise _held(store, read_remote_lease(fs, key))
+        return cls(store, fs, key, info, None, atomic=False)
+
+    def _write(self) -> None:
+        with self._lock:
+            if self._released or self.lost:
+                return
+            if self._etag is None:
+                self._fs.pipe_file(self._key, _encode(self.info))
+                return
+            try:
+                self._etag = _put(self._fs, self._key, _encode(self.info), IfMatch=self._etag)
+            except _Precondition:
+                self.lost = True
+                logger.error(
+                    f"the lease of {self.store} was taken over by another writer; this job "
+                    "no longer holds it and will not mark the store complete"
+                )
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self.info["heartbeat"] = _now()
+            with contextlib.suppress(Exception):
+                self._write()
+
+    def check_held(self) -> None:
+        """Raise :class:`StoreError` when another writer took the lease over."""
+        if self.lost:
+            raise StoreError(
+                f"the lease of {self.store} was taken over by another writer while this job "
+                "ran (its heartbeat stalled for longer than the timeout); not marking it."
+            )
+
+    def reserve(self, n_bytes: int) -> bool:
+        """Nothing to set aside on an object store (it does not fill up): True."""
+        return True
+
+    def free_reserve(self, keep: int = 0) -> None:
+        """Nothing was set aside (see :meth:`reserve`)."""
+
+    def release(self) -> None:
+        """Give the lease up: delete the lease object while it is still ours."""
+        self._stop.set()
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            if self.lost:
+                return
+            bucket, path = self._key.split("/", 1)
+            with contextlib.suppress(Exception):
+                if self._etag is not None:
+                    try:
+                        self._fs.call_s3(
+                            "delete_object", Bucket=bucket, Key=path, IfMatch=self._etag
+                        )
+                        self._fs.invalidate_cache(self._key)
+                        return
+                    except Exception as exc:  # noqa: BLE001
+                        if isinstance(_classify(exc), _Precondition):
+                            return  # not ours any more
+                current = read_remote_lease(self._fs, self._key)
+                if current is not None and current.get("token") == self.info["token"]:
+                    self._fs.rm_file(self._key)
+
+    def __enter__(self) -> RemoteStoreLease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def read_remote_lease(fs: Any, key: str) -> dict[str, Any] | None:
+    """The lease object at ``key`` of ``fs`` (None when there is none or it is unusable)."""
+    try:
+        return _parse(fs.cat_file(key, start=0, end=MAX_LEASE_BYTES))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _put(fs: Any, key: str, data: bytes, **condition: str) -> str:
+    """A conditional PUT of ``data`` at ``key``; its ETag. Raises :class:`_Precondition` or
+    :class:`_NoConditions`."""
+    bucket, path = key.split("/", 1)
+    try:
+        response = fs.call_s3("put_object", Bucket=bucket, Key=path, Body=data, **condition)
+    except Exception as exc:  # noqa: BLE001
+        raise _classify(exc) from exc
+    fs.invalidate_cache(key)
+    return str(response["ETag"])

@@ -9,20 +9,32 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from dkernel.errors import StoreError
+from dkernel.storage.remote import as_location, check_remote_writable
 
 
-def check_writable(path: str | Path) -> None:
+def check_writable(path: str | Path, store_options: Mapping[str, Any] | None = None) -> None:
     """Check that a store can be written at ``path`` (before any cluster starts).
+
+    ``path`` may be an object-store URL (``s3://bucket/x.zarr``): its bucket is then checked
+    within bounded time with ``store_options`` (``dkernel.storage.remote``); nothing is
+    written.
 
     Raises
     ------
     StoreError
-        Naming the directory that is not writable (or the file in the way) and the fix.
+        Naming the directory that is not writable (or the file in the way) and the fix; or
+        the URL and what is wrong with it (unknown scheme, missing bucket, unreachable).
     """
-    path = Path(os.path.abspath(path))
+    location = as_location(path)
+    if isinstance(location, str):
+        check_remote_writable(location, store_options)
+        return
+    path = Path(os.path.abspath(location))
     probe = path
     while not probe.exists():
         if probe.parent == probe:

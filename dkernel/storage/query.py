@@ -29,7 +29,8 @@ def seed_scores(store: str | Path, rows: Any, *, weights: Any = None) -> np.ndar
 
     Parameters
     ----------
-    store : path of a results store written by a ``kppr`` job with ``store_projection``.
+    store : path (or URL, ``s3://...``) of a results store written by a ``kppr`` job with
+        ``store_projection``.
     rows : int or sequence of int
         Row positions (along ``sample``) of the seed points.
     weights : sequence of float, optional
@@ -97,7 +98,7 @@ def top_k(store: str | Path, seed: Any, k: int = 10) -> pd.DataFrame:
 
     Parameters
     ----------
-    store : path of a results store with a ``/ranking`` group.
+    store : path (or URL, ``s3://...``) of a results store with a ``/ranking`` group.
     seed : str, int or sequence of int
         A seed name (``tree['ranking'].seed`` lists them), or row positions of seed points.
     k : int

@@ -13,8 +13,13 @@ starts until the status is final; a second writer, or ``--overwrite``, is refuse
 holder lives, and a stale lease (dead pid on this host, or a heartbeat older than
 ``DKERNEL_LEASE_TIMEOUT``) is taken over. Guarantees: mutual exclusion on local disks and on
 shared filesystems with working POSIX locks (NFS v4, Lustre, GPFS); heartbeat-only protection
-where ``flock`` is unsupported (NFS v3 without lockd, FUSE mounts); none on object stores,
-which dkernel does not write to. See ``docs/store_lock.md``.
+where ``flock`` is unsupported (NFS v3 without lockd, FUSE mounts); conditional writes on S3;
+an advisory lease, never taken over, on object stores without them. See
+``docs/store_lock.md``.
+
+A store may live on an object store: every function here takes an fsspec URL
+(``s3://bucket/x.zarr``) as well as a path, with ``storage_options``
+(``dkernel.storage.remote``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import logging
 import os
 import platform
 import shutil
@@ -40,10 +46,12 @@ import zarr
 from dkernel._files import FileRefused, read_regular
 from dkernel._validation import is_dask_array
 from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
+from dkernel.storage import remote
 from dkernel.storage.attributes import describe_variables
 from dkernel.storage.geo import CONVENTIONS
 from dkernel.storage.lock import LEASE_FILE
 from dkernel.storage.paths import check_writable  # noqa: F401  (where it was)
+from dkernel.storage.remote import as_location
 from dkernel.storage.side_files import (
     SIDE_FILES_ATTR,
     check_scratch_dir,
@@ -52,6 +60,8 @@ from dkernel.storage.side_files import (
     scratch_entry,
     side_file_record,
 )
+
+logger = logging.getLogger(__name__)
 
 STORE_FORMAT = "dkernel-results/1"
 STATUSES = ("running", "complete", "failed")
@@ -113,8 +123,20 @@ class ResultsStore:
     :meth:`mark_complete` or :meth:`mark_failed`.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | Path, storage_options: Mapping[str, Any] | None = None) -> None:
+        #: a local directory, or a URL string for a store on an object store (``s3://``)
+        self.path: Any = as_location(path, read_only=True)
+        self.storage_options = dict(storage_options or {})
+
+    @property
+    def remote(self) -> bool:
+        """Whether the store is on an object store (``self.path`` is then a URL)."""
+        return isinstance(self.path, str)
+
+    @property
+    def _zarr(self) -> dict[str, Any]:
+        """Keyword arguments that open this store with Zarr (its storage options)."""
+        return _zarr_kwargs(self.path, self.storage_options)
 
     def relative(self, file: str | Path) -> str:
         """``file`` as recorded in the store's attributes: relative to the store directory
@@ -130,8 +152,10 @@ class ResultsStore:
         job: Mapping[str, Any],
         seed: int | None,
         overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> ResultsStore:
-        """Create a fresh store with ``status: running``.
+        """Create a fresh store with ``status: running`` (at a path or an object-store URL,
+        opened with ``storage_options``).
 
         Raises
         ------
@@ -139,16 +163,28 @@ class ResultsStore:
             When ``path`` holds a complete store and ``overwrite`` is False, or holds something
             that is not a dkernel store.
         """
-        path = Path(path)
-        check_target(path, overwrite=overwrite)
-        cls(path).clear_scratch()  # first: a scratch path that is not ours refuses the store
-        # the files beside the store stay its own: the next job may replace them
-        side_files = side_file_record(path, recorded_side_files(path))
-        if path.exists():
-            _clear_keeping_lease(path)
-        path.mkdir(parents=True, exist_ok=True)
+        location = as_location(path)
+        check_target(location, overwrite=overwrite, storage_options=storage_options)
+        store = cls(location, storage_options)
+        if isinstance(location, str):
+            # the objects beside the store stay its own: the next job may replace them
+            previous = _read_remote_metadata(location, "zarr.json", storage_options) or {}
+            side_files: Any = sorted(
+                r
+                for r in _strings((previous.get("attributes") or {}).get(SIDE_FILES_ATTR))
+                if r.startswith("../") and "/" not in r[3:] and r not in ("../.", "../..")
+            )
+            _clear_remote(location, storage_options)
+        else:
+            path = location
+            store.clear_scratch()  # first: a scratch path that is not ours refuses the store
+            # the files beside the store stay its own: the next job may replace them
+            side_files = side_file_record(path, recorded_side_files(path))
+            if path.exists():
+                _clear_keeping_lease(path)
+            path.mkdir(parents=True, exist_ok=True)
         try:
-            group = zarr.open_group(str(path), mode="a", zarr_format=3)
+            group = zarr.open_group(str(location), mode="a", zarr_format=3, **store._zarr)
             group.attrs.update(
                 _jsonable(
                     {
@@ -170,13 +206,18 @@ class ResultsStore:
         except BaseException:
             # a half-written root (disk full) would read as a foreign directory afterwards
             with contextlib.suppress(OSError):
-                _clear_keeping_lease(path)
+                if isinstance(location, str):
+                    _clear_remote(location, storage_options)
+                else:
+                    _clear_keeping_lease(location)
             raise
-        return cls(path)
+        return store
 
     def _root(self, mode: Literal["r", "r+"] = "r+") -> zarr.Group:
         # the writer reads the groups' own metadata, never the consolidated snapshot
-        return zarr.open_group(str(self.path), mode=mode, zarr_format=3, use_consolidated=False)
+        return zarr.open_group(
+            str(self.path), mode=mode, zarr_format=3, use_consolidated=False, **self._zarr
+        )
 
     @property
     def attrs(self) -> dict[str, Any]:
@@ -189,7 +230,12 @@ class ResultsStore:
     def update_group_attrs(self, group: str, **attrs: Any) -> None:
         """Merge JSON-serialisable attributes into a written group's attributes."""
         zarr.open_group(
-            str(self.path), path=group, mode="r+", zarr_format=3, use_consolidated=False
+            str(self.path),
+            path=group,
+            mode="r+",
+            zarr_format=3,
+            use_consolidated=False,
+            **self._zarr,
         ).attrs.update(_jsonable(attrs))
 
     def record_timing(self, phase: str, seconds: float) -> None:
@@ -216,17 +262,21 @@ class ResultsStore:
                 "their write did not finish."
             )
         root.attrs.update({"status": "complete", "finished": _now()})
-        _consolidate(self.path)
+        _consolidate(self.path, self.storage_options)
         self.clear_scratch(strict=False)
 
     # -- scratch arrays -----------------------------------------------------------------
     @property
-    def scratch_dir(self) -> Path:
+    def scratch_dir(self) -> Any:
         """Beside the store: a running job's intermediate per-pixel arrays (removed by
         :meth:`mark_complete`, :meth:`mark_failed` and the next :meth:`create` of the store).
 
         Made with a marker file and never followed through a link nor emptied unless it is
-        this store's (:mod:`dkernel.storage.side_files`)."""
+        this store's (:mod:`dkernel.storage.side_files`). On an object store, a URL beside
+        the store's prefix."""
+        if self.remote:
+            parent, _, name = self.path.rpartition("/")
+            return f"{parent}/.{name}.scratch"
         return self.path.parent / f".{self.path.name}.scratch"
 
     def write_scratch(self, name: str, array: Any) -> list:
@@ -243,7 +293,10 @@ class ResultsStore:
 
         counts = [int(c) for c in array.chunks[0]]
         width = max([1, *counts])
-        path = str(scratch_entry(self.scratch_dir, self.path.name, f"{name}.zarr"))
+        if self.remote:
+            path = f"{self.scratch_dir}/{name}.zarr"
+        else:
+            path = str(scratch_entry(self.scratch_dir, self.path.name, f"{name}.zarr"))
         zarr.create_array(
             path,
             shape=(len(counts), width),
@@ -251,9 +304,11 @@ class ResultsStore:
             dtype=array.dtype,
             overwrite=True,
             attributes={"counts": counts},
+            **self._zarr,
         )
         write = dask.delayed(_write_scratch_row, pure=True)
-        return [write(path, i, block) for i, block in enumerate(array.to_delayed().ravel())]
+        kw = self._zarr
+        return [write(path, i, block, kw) for i, block in enumerate(array.to_delayed().ravel())]
 
     def read_scratch(self, name: str, *, after: Any = None) -> Any:
         """The scratch array ``name`` as a lazy 1-D Dask array, chunked as it was written.
@@ -267,8 +322,8 @@ class ResultsStore:
         import dask
         import dask.array as da
 
-        path = str(self.scratch_dir / f"{name}.zarr")
-        stored = zarr.open_array(path, mode="r")
+        path = f"{self.scratch_dir}/{name}.zarr"
+        stored = zarr.open_array(path, mode="r", **self._zarr)
         counts = [int(c) for c in _attrs(stored)["counts"]]
         blocks = [None] * len(counts) if after is None else list(after.to_delayed().ravel())
         if len(blocks) != len(counts):
@@ -278,7 +333,7 @@ class ResultsStore:
             )
         read = dask.delayed(_read_scratch_row, pure=True)
         parts = [
-            da.from_delayed(read(path, i, n, block), (n,), stored.dtype)
+            da.from_delayed(read(path, i, n, block, self._zarr), (n,), stored.dtype)
             for i, (n, block) in enumerate(zip(counts, blocks, strict=True))
         ]
         return da.concatenate(parts) if parts else da.zeros((0,), dtype=stored.dtype)
@@ -290,6 +345,19 @@ class ResultsStore:
         is left alone: :class:`~dkernel.errors.StoreError` naming it, or a logged warning when ``strict`` is
         False.
         """
+        if self.remote:
+            fs, key = remote.filesystem(self.scratch_dir, self.storage_options)
+            try:
+                if fs.exists(key):
+                    fs.rm(key, recursive=True)
+            except Exception as exc:  # noqa: BLE001
+                if strict:
+                    raise StoreError(
+                        f"cannot remove the scratch arrays {self.scratch_dir}: "
+                        f"{remote.describe_error(exc)}."
+                    ) from None
+                logger.warning(f"could not remove the scratch arrays {self.scratch_dir}")
+            return
         remove_scratch_dir(self.scratch_dir, self.path.name, strict=strict)
 
     def group_complete(self, group: str, root: zarr.Group | None = None) -> bool:
@@ -368,8 +436,9 @@ class ResultsStore:
             consolidated=False,
             compute=False,
             encoding=_encoding(group, dataset),
+            **self._zarr,
         )
-        finish = _finish_group_delayed(delayed_write, str(self.path), group)
+        finish = _finish_group_delayed(delayed_write, str(self.path), group, self._zarr)
         if compute:
             finish.compute()
             return None
@@ -379,7 +448,14 @@ class ResultsStore:
     resuming: bool = False
 
     @classmethod
-    def resume(cls, path: str | Path, *, job: Mapping[str, Any], seed: int | None) -> ResultsStore:
+    def resume(
+        cls,
+        path: str | Path,
+        *,
+        job: Mapping[str, Any],
+        seed: int | None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> ResultsStore:
         """Reopen an unfinished store of the same job to continue it.
 
         Groups whose write finished are kept (and skipped by :meth:`write`); interrupted
@@ -391,17 +467,17 @@ class ResultsStore:
             When ``path`` holds no dkernel store, a complete one, or one written by a
             different spec or seed (then start over with ``--overwrite``).
         """
-        path = Path(path)
-        check_resumable(path, job=job, seed=seed)
-        root = zarr.open_group(str(path), mode="r+", zarr_format=3)
-        for partial in path.rglob("*.partial"):  # temporary chunk files of a killed writer
-            partial.unlink(missing_ok=True)
+        store = cls(path, storage_options)
+        check_resumable(store.path, job=job, seed=seed, storage_options=storage_options)
+        root = zarr.open_group(str(store.path), mode="r+", zarr_format=3, **store._zarr)
+        if not store.remote:  # an object store's puts are atomic: no partial objects
+            for partial in Path(store.path).rglob("*.partial"):  # temporary chunk files
+                partial.unlink(missing_ok=True)
         resumes = int(_attrs(root).get("resumes", 0)) + 1
         root.attrs.update({"status": "running", "resumes": resumes, "resumed": _now()})
         for key in ("error", "traceback", "finished"):
             if key in root.attrs:
                 del root.attrs[key]
-        store = cls(path)
         store.resuming = True
         return store
 
@@ -420,13 +496,15 @@ class ResultsStore:
         for name, var in dataset.variables.items():
             target = f"{group}/{name}"
             if is_dask_array(var.data):
-                tasks.extend(_missing_chunk_writes(var.data, str(self.path), target))
+                tasks.extend(_missing_chunk_writes(var.data, str(self.path), target, self._zarr))
             else:
-                arr = zarr.open_array(str(self.path), path=target, mode="r+", zarr_format=3)
+                arr = zarr.open_array(
+                    str(self.path), path=target, mode="r+", zarr_format=3, **self._zarr
+                )
                 arr[...] = np.asarray(var.values)
         import dask
 
-        finish = dask.delayed(_mark_group, pure=False)(str(self.path), group, tasks)
+        finish = dask.delayed(_mark_group, pure=False)(str(self.path), group, tasks, self._zarr)
         if compute:
             finish.compute()
             return None
@@ -436,7 +514,12 @@ class ResultsStore:
         """A stored array as a lazy Dask array (computed by whatever scheduler is active), its
         values as stored (integer label maps keep their -1 fill value)."""
         ds = xr.open_zarr(
-            str(self.path), group=group, consolidated=False, zarr_format=3, mask_and_scale=False
+            str(self.path),
+            group=group,
+            consolidated=False,
+            zarr_format=3,
+            mask_and_scale=False,
+            **self._zarr,
         )
         if name not in ds:
             raise StoreError(f"{self.path}: group {group!r} has no array {name!r}.")
@@ -454,7 +537,7 @@ GROUP_MARKER = "dkernel_write"
 _NOT_RESUMABLE = object()
 
 
-def _consolidate(path: Path) -> None:
+def _consolidate(path: Path | str, storage_options: Mapping[str, Any] | None = None) -> None:
     """Write the consolidated metadata (a snapshot of every group's metadata in the root).
 
     Done once, when the store is complete: the snapshot then holds every group's completion
@@ -465,7 +548,13 @@ def _consolidate(path: Path) -> None:
         # zarr: consolidated metadata is not (yet) part of the Zarr v3 specification; xarray,
         # zarr-python and the Pangeo readers support it, which is what users open stores with
         warnings.simplefilter("ignore", UserWarning)
-        zarr.consolidate_metadata(str(path), zarr_format=3)
+        kw = _zarr_kwargs(path, storage_options or {})
+        target: Any = str(path)
+        if kw:  # consolidate_metadata takes no storage_options: a store object
+            target = zarr.storage.FsspecStore.from_url(
+                str(path), storage_options=kw["storage_options"]
+            )
+        zarr.consolidate_metadata(target, zarr_format=3)
 
 
 def _regular_chunks(dataset: xr.Dataset) -> xr.Dataset:
@@ -487,15 +576,24 @@ def _regular_chunks(dataset: xr.Dataset) -> xr.Dataset:
     return dataset
 
 
-def _finish_group_delayed(write: Any, path: str, group: str) -> Any:
+def _finish_group_delayed(write: Any, path: str, group: str, kw: dict[str, Any]) -> Any:
     import dask
 
-    return dask.delayed(_mark_group, pure=False)(path, group, write)
+    return dask.delayed(_mark_group, pure=False)(path, group, write, kw)
 
 
-def _mark_group(path: str, group: str, _done: Any) -> None:
+def _mark_group(path: str, group: str, _done: Any, kw: dict[str, Any] | None = None) -> None:
     """Runs after the group's last chunk is written (a dependency of the write)."""
-    zarr.open_group(path, path=group, mode="r+", zarr_format=3).attrs[GROUP_MARKER] = "complete"
+    node = zarr.open_group(path, path=group, mode="r+", zarr_format=3, **(kw or {}))
+    node.attrs[GROUP_MARKER] = "complete"
+
+
+def _zarr_kwargs(path: Any, storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    """``storage_options=`` for Zarr and xarray when ``path`` is a URL and options were given
+    (the backend reads the environment otherwise)."""
+    if not isinstance(path, str) or not storage_options:
+        return {}
+    return {"storage_options": remote.storage_options(path, storage_options)}
 
 
 def _attrs(node: zarr.Group | zarr.Array) -> dict[str, Any]:
@@ -530,11 +628,14 @@ def _same_layout(node: zarr.Group, dataset: xr.Dataset) -> bool:
     return True
 
 
-def _missing_chunk_writes(x: Any, path: str, target: str) -> list[Any]:
+def _missing_chunk_writes(
+    x: Any, path: str, target: str, kw: dict[str, Any] | None = None
+) -> list[Any]:
     """One delayed write per block of ``x`` whose Zarr chunk is not on disk yet."""
     import dask
 
-    arr = zarr.open_array(path, path=target, mode="r", zarr_format=3)
+    kw = kw or {}
+    arr = zarr.open_array(path, path=target, mode="r", zarr_format=3, **kw)
     prefix = f"{target}/" if target else ""
     present = {k[len(prefix) :] for k in _list_keys(arr) if k.startswith(prefix)}
     tasks = []
@@ -547,7 +648,7 @@ def _missing_chunk_writes(x: Any, path: str, target: str) -> list[Any]:
             slice(int(st[i]), int(st[i]) + c[i])
             for st, c, i in zip(starts, x.chunks, idx, strict=True)
         )
-        tasks.append(dask.delayed(_put_block, pure=False)(x.blocks[idx], path, target, region))
+        tasks.append(dask.delayed(_put_block, pure=False)(x.blocks[idx], path, target, region, kw))
     return tasks
 
 
@@ -560,12 +661,19 @@ def _list_keys(arr: zarr.Array) -> list[str]:
     return sync(collect())
 
 
-def _put_block(block: Any, path: str, target: str, region: tuple[slice, ...]) -> None:
-    arr = zarr.open_array(path, path=target, mode="r+", zarr_format=3)
+def _put_block(
+    block: Any, path: str, target: str, region: tuple[slice, ...], kw: dict[str, Any] | None = None
+) -> None:
+    arr = zarr.open_array(path, path=target, mode="r+", zarr_format=3, **(kw or {}))
     arr[region] = block
 
 
-def check_target(path: str | Path, *, overwrite: bool = False) -> str | None:
+def check_target(
+    path: str | Path,
+    *,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> str | None:
     """Check that a store may be created at ``path``; return the existing store's status.
 
     Called before any cluster starts, so a wrong output fails fast.
@@ -575,9 +683,13 @@ def check_target(path: str | Path, *, overwrite: bool = False) -> str | None:
     StoreError
         ``path`` is a file, a directory that is not a dkernel store, or a complete store
         while ``overwrite`` is False; or the scratch path beside it is not the store's
-        (:func:`dkernel.storage.side_files.check_scratch_dir`).
+        (:func:`dkernel.storage.side_files.check_scratch_dir`). On an object store: the
+        same, read through ``storage_options``.
     """
-    path = Path(path)
+    location = as_location(path)
+    if isinstance(location, str):
+        return _check_remote_target(location, overwrite, storage_options)
+    path = location
     check_scratch_dir(path.parent / f".{path.name}.scratch", path.name)
     if not path.exists():
         return None
@@ -614,7 +726,13 @@ def check_target(path: str | Path, *, overwrite: bool = False) -> str | None:
     return status
 
 
-def check_resumable(path: str | Path, *, job: Mapping[str, Any], seed: int | None) -> str:
+def check_resumable(
+    path: str | Path,
+    *,
+    job: Mapping[str, Any],
+    seed: int | None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> str:
     """Check that ``--resume`` may continue the store at ``path``; return its status.
 
     Reads only metadata (the root attributes and every group's and array's ``zarr.json``),
@@ -627,8 +745,8 @@ def check_resumable(path: str | Path, *, job: Mapping[str, Any], seed: int | Non
         ``running`` or ``failed``, one written by a different spec or seed, or one whose
         metadata is damaged (naming the file).
     """
-    path = Path(path)
-    status = check_target(path, overwrite=True)
+    path = as_location(path)
+    status = check_target(path, overwrite=True, storage_options=storage_options)
     if status is None:
         raise StoreError(
             f"cannot resume: {path} holds no dkernel results store; run without --resume."
@@ -640,17 +758,124 @@ def check_resumable(path: str | Path, *, job: Mapping[str, Any], seed: int | Non
     if status not in ("running", "failed"):
         raise StoreError(
             f"cannot resume {path}: its status is {status}, not running or failed (its "
-            f"metadata {path / 'zarr.json'} was edited or damaged). Pass --overwrite to start "
-            "it over, or choose another --output."
+            f"metadata {_key(path, 'zarr.json')} was edited or damaged). Pass --overwrite to "
+            "start it over, or choose another --output."
         )
-    attrs = (_read_metadata(path, path / "zarr.json") or {}).get("attributes") or {}
+    if isinstance(path, str):
+        meta = _read_remote_metadata(path, "zarr.json", storage_options)
+    else:
+        meta = _read_metadata(path, path / "zarr.json")
+    attrs = (meta or {}).get("attributes") or {}
     if attrs.get("job") != _jsonable(dict(job)) or attrs.get("seed") != seed:
         raise StoreError(
             f"cannot resume {path}: it was written by a different job spec or seed. Pass "
             "--overwrite to start it over, or choose another --output."
         )
-    check_metadata(path)
+    check_metadata(path, storage_options)
     return status
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _key(store: Path | str, name: str) -> Path | str:
+    """The file ``name`` of a store, as a path or a URL (for messages)."""
+    return f"{store}/{name}" if isinstance(store, str) else store / name
+
+
+def _status_of(meta: dict[str, Any] | None) -> str | None:
+    """The status recorded in a root ``zarr.json`` (see :func:`_existing_status`)."""
+    attrs = (meta or {}).get("attributes")
+    if not isinstance(attrs, dict) or attrs.get("format") != STORE_FORMAT:
+        return None
+    status = attrs.get("status")
+    if not isinstance(status, str):
+        return f"<{'missing' if status is None else type(status).__name__}>"
+    return status if status in STATUSES else ascii(one_line(status, 80))
+
+
+def _remote_call(url: str, what: str, func: Any) -> Any:
+    """``func()`` talking to the object store of ``url``; its failures as one-line
+    :class:`StoreError` naming the URL (never the options)."""
+    try:
+        return func()
+    except (StoreError, FileNotFoundError):
+        raise
+    except Exception as exc:  # noqa: BLE001  (botocore, aiohttp: one line)
+        raise StoreError(f"cannot {what} {url}: {remote.describe_error(exc)}.") from None
+
+
+def _read_remote_metadata(
+    url: str, rel: str, storage_options: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """One ``zarr.json`` of the store at ``url`` (``rel`` below it), at most
+    :data:`MAX_METADATA_BYTES`; None when there is none. Checked as :func:`_read_metadata`."""
+    fs, root = remote.filesystem(url, storage_options)
+    key = f"{root}/{rel}"
+    shown = f"{url}/{rel}"
+    try:
+        data = _remote_call(
+            url, "read", lambda: fs.cat_file(key, start=0, end=MAX_METADATA_BYTES + 1)
+        )
+    except FileNotFoundError:
+        return None
+    if len(data) > MAX_METADATA_BYTES:
+        raise StoreError(
+            f"{url} is not a readable Zarr store: its metadata file {shown} is more than "
+            f"{MAX_METADATA_BYTES:,} bytes."
+        )
+    return _parse_metadata(url, shown, data)
+
+
+def _check_remote_target(
+    url: str, overwrite: bool, storage_options: Mapping[str, Any] | None
+) -> str | None:
+    """:func:`check_target` for a store on an object store."""
+    meta = _read_remote_metadata(url, "zarr.json", storage_options)
+    status = _status_of(meta)
+    if meta is None or status is None:
+        fs, root = remote.filesystem(url, storage_options)
+        try:
+            names = _remote_call(url, "list", lambda: fs.ls(root, detail=False))
+        except FileNotFoundError:
+            names = []
+        others = [n for n in names if n.rstrip("/").rsplit("/", 1)[-1] != LEASE_FILE]
+        if not others:
+            return None
+        raise StoreError(
+            f"{url} exists and is not a dkernel results store (it holds "
+            f"{len(others)} other object(s)); refusing to replace it. Choose another output "
+            "URL or remove it."
+        )
+    _refuse_status(url, status, overwrite)
+    return status
+
+
+def _refuse_status(path: Path | str, status: str, overwrite: bool) -> None:
+    if status == "complete" and not overwrite:
+        raise StoreError(
+            f"{path} already holds a complete results store; pass --overwrite to replace "
+            "it or choose another --output."
+        )
+    if status not in STATUSES and not overwrite:
+        raise StoreError(
+            f"{path} holds a dkernel results store whose status is {status}, not one of "
+            f"{', '.join(STATUSES)}: its metadata {_key(path, 'zarr.json')} was edited or "
+            "damaged. Pass --overwrite to replace it, or choose another --output."
+        )
+
+
+def _clear_remote(url: str, storage_options: Mapping[str, Any] | None) -> None:
+    """Empty a store on an object store but keep the writer's lease object."""
+    fs, root = remote.filesystem(url, storage_options)
+    try:
+        keys = _remote_call(url, "list", lambda: fs.find(root))
+    except FileNotFoundError:
+        return
+    doomed = [k for k in keys if k.rsplit("/", 1)[-1] != LEASE_FILE]
+    if doomed:
+        _remote_call(url, "clear", lambda: fs.rm(doomed))
 
 
 #: Largest ``zarr.json`` read (bytes): a results store's root, with the job spec and, once
@@ -660,7 +885,7 @@ MAX_METADATA_BYTES = 16 << 20
 _MAX_NODES = 10_000
 
 
-def _damaged(store: Path, file: Path, problem: str) -> StoreError:
+def _damaged(store: Path | str, file: Path | str, problem: str) -> StoreError:
     return StoreError(
         f"{store} is not a readable Zarr store: its metadata file {file} {problem}. Restore "
         "that file, or remove the store and run the job again."
@@ -690,6 +915,11 @@ def _read_metadata(store: Path, file: Path) -> dict[str, Any] | None:
         raise _damaged(store, file, f"is {kind}") from None
     except OSError as exc:
         raise _damaged(store, file, f"cannot be read ({exc.strerror or exc})") from None
+    return _parse_metadata(store, file, data)
+
+
+def _parse_metadata(store: Path | str, file: Path | str, data: bytes) -> dict[str, Any]:
+    """The JSON object in ``data`` (the metadata file ``file`` of ``store``)."""
     if not data.strip():
         raise _damaged(store, file, "is empty")
     try:
@@ -707,7 +937,7 @@ def _read_metadata(store: Path, file: Path) -> dict[str, Any] | None:
     return meta
 
 
-def check_metadata(path: str | Path) -> None:
+def check_metadata(path: str | Path, storage_options: Mapping[str, Any] | None = None) -> None:
     """Check that every ``zarr.json`` of the store at ``path`` (its root, groups and arrays;
     not the chunks) is a regular file holding a JSON object.
 
@@ -716,7 +946,11 @@ def check_metadata(path: str | Path) -> None:
     StoreError
         Naming the first damaged file (see :func:`_read_metadata`).
     """
-    path = Path(path)
+    location = as_location(path, read_only=True)
+    if isinstance(location, str):
+        _check_remote_metadata(location, storage_options)
+        return
+    path = location
     todo, n_read = [path], 0
     while todo and n_read < _MAX_NODES:
         node = todo.pop()
@@ -730,6 +964,26 @@ def check_metadata(path: str | Path) -> None:
                 for e in entries
                 if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
             )
+
+
+def _check_remote_metadata(url: str, storage_options: Mapping[str, Any] | None) -> None:
+    """:func:`check_metadata` for a store on an object store (listed group by group)."""
+    fs, root = remote.filesystem(url, storage_options)
+    todo, n_read = [""], 0
+    while todo and n_read < _MAX_NODES:
+        rel = todo.pop()
+        meta = _read_remote_metadata(
+            url, f"{rel}/zarr.json" if rel else "zarr.json", storage_options
+        )
+        n_read += 1
+        if meta is None or meta.get("node_type") != "group" or url.startswith("http"):
+            continue  # an array's folder holds its chunks: not walked
+        node = f"{root}/{rel}" if rel else root
+        entries = _remote_call(url, "list", lambda node=node: fs.ls(node, detail=True))
+        for entry in entries:
+            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            if entry.get("type") == "directory" and not name.startswith("."):
+                todo.append(f"{rel}/{name}" if rel else name)
 
 
 def one_line(text: str, limit: int = 500) -> str:
@@ -821,21 +1075,14 @@ def _existing_status(path: Path) -> str | None:
     """The status of the dkernel store at ``path``: None when there is none (no root
     metadata, or a foreign one); a status that is not text, or missing, as ``<dict>`` or
     ``<missing>``; raises :class:`StoreError` when the root metadata is damaged."""
-    meta = _read_metadata(path, path / "zarr.json")
-    attrs = (meta or {}).get("attributes")
-    if not isinstance(attrs, dict) or attrs.get("format") != STORE_FORMAT:
-        return None
-    status = attrs.get("status")
-    if not isinstance(status, str):
-        return f"<{'missing' if status is None else type(status).__name__}>"
-    return status if status in STATUSES else ascii(one_line(status, 80))
+    return _status_of(_read_metadata(path, path / "zarr.json"))
 
 
 def recorded_path(store: str | Path, recorded: str | Path) -> Path:
     """A file path recorded in a store's attributes (label GeoTIFF, quick-look PNG), resolved.
 
-    Stores record such paths relative to the store directory, so a store and its files can be
-    moved together and opened from any working directory. Absolute paths are returned as they
+    Stores record such paths relative to the store directory (for a store on an object store,
+    the result is a URL string beside it), so a store and its files can be moved together and opened from any working directory. Absolute paths are returned as they
     are; a path written by an older version relative to the job's working directory is used
     when it exists and the store-relative one does not.
 
@@ -844,6 +1091,16 @@ def recorded_path(store: str | Path, recorded: str | Path) -> Path:
     >>> recorded_path("results/demo.zarr", "../demo.labels.tif").as_posix()
     'results/demo.labels.tif'
     """
+    if remote.is_remote(store) and not Path(recorded).is_absolute():
+        # beside a store on an object store: a URL (``s3://bucket/x.labels.tif``)
+        parts = [*str(store).rstrip("/").split("/"), *str(recorded).split("/")]
+        out: list[str] = []
+        for part in parts:
+            if part == ".." and out and out[-1] and not out[-1].endswith(":"):
+                out.pop()
+            elif part not in (".", ".."):
+                out.append(part)
+        return "/".join(out)  # type: ignore[return-value]  # a URL, documented
     recorded = Path(recorded)
     if recorded.is_absolute():
         return recorded
@@ -853,7 +1110,12 @@ def recorded_path(store: str | Path, recorded: str | Path) -> Path:
     return resolved
 
 
-def open_results(path: str | Path, *, warn: bool = True) -> xr.DataTree:
+def open_results(
+    path: str | Path,
+    *,
+    warn: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+) -> xr.DataTree:
     """Open a results store lazily (no cluster needed) as an :class:`xarray.DataTree`.
 
     Arrays are Dask-backed and read only when used.
@@ -861,9 +1123,13 @@ def open_results(path: str | Path, *, warn: bool = True) -> xr.DataTree:
     Parameters
     ----------
     path : str or Path
-        The store written by ``dkernel run``.
+        The store written by ``dkernel run``: a path, or a URL (``s3://bucket/x.zarr``,
+        ``gs://``, ``az://``, ``https://`` read-only).
     warn : bool
         Emit :class:`~dkernel.errors.StoreStatusWarning` when the store is not complete.
+    storage_options : mapping, optional
+        fsspec options of a URL (``endpoint``, ``anon``, ``profile``); by default the
+        backend reads the environment.
 
     Raises
     ------
@@ -877,13 +1143,18 @@ def open_results(path: str | Path, *, warn: bool = True) -> xr.DataTree:
     >>> tree = open_results("results/wine-rbf-kpca.zarr")  # doctest: +SKIP
     >>> tree["embedding"]["embedding"]  # doctest: +SKIP
     """
-    path = Path(path)
-    if not path.exists():
+    path = as_location(path, what="store", read_only=True)
+    kw = _zarr_kwargs(path, storage_options or {})
+    if isinstance(path, str):
+        if not remote.check_remote_readable(path, storage_options):
+            raise StoreNotFoundError(f"no results store at {path}.")
+        check_metadata(path, storage_options)
+    elif not path.exists():
         raise StoreNotFoundError(f"no results store at {path}.")
-    if path.is_dir():
+    elif path.is_dir():
         check_metadata(path)
     try:
-        group = zarr.open_group(str(path), mode="r")
+        group = zarr.open_group(str(path), mode="r", **kw)
         fmt = group.attrs.get("format")
     except Exception as exc:
         raise StoreError(f"{path} is not a readable Zarr store: {exc}") from exc
@@ -906,6 +1177,7 @@ def open_results(path: str | Path, *, warn: bool = True) -> xr.DataTree:
             consolidated=status == "complete",
             # integer label maps stay integers; their nodata is labels.rio.nodata (-1)
             mask_and_scale=False,
+            **kw,
         )
     except Exception as exc:
         raise StoreError(f"{path} could not be opened as a results store: {exc}") from exc
@@ -932,14 +1204,37 @@ def _chunks_fit(array_dir: Path, nbytes: int) -> bool:
     return True
 
 
+def _remote_chunks_fit(
+    url: str, array: str, nbytes: int, storage_options: Mapping[str, Any] | None
+) -> bool:
+    """:func:`_chunks_fit` for a store on an object store (sizes from one listing)."""
+    if url.startswith("http"):
+        return False  # no listing over HTTP: the values of small arrays are not shown
+    fs, root = remote.filesystem(url, storage_options)
+    try:
+        sizes = _remote_call(url, "list", lambda: fs.find(f"{root}/{array}/c", detail=True))
+    except FileNotFoundError:
+        return True
+    return sum(int(e.get("size") or 0) for e in sizes.values()) <= nbytes + SHOW_CHUNK_SLACK
+
+
 #: Bytes a small array's chunks may hold beyond its raw values (codec headers, checksums).
 SHOW_CHUNK_SLACK = 4096
 
 
-def describe_store(path: str | Path) -> dict[str, Any]:
+def describe_store(
+    path: str | Path, storage_options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Summary used by ``dkernel show``: status, provenance, timings, each array's shape, and
-    the values of the small ones (metrics and other scalars)."""
-    tree = open_results(path, warn=False)
+    the values of the small ones (metrics and other scalars); ``path`` may be a URL."""
+    path = as_location(path, what="store", read_only=True)
+    tree = open_results(path, warn=False, storage_options=storage_options)
+
+    def fits(node: str, name: str, nbytes: int) -> bool:
+        if isinstance(path, str):
+            return _remote_chunks_fit(path, f"{node}/{name}".strip("/"), nbytes, storage_options)
+        return _chunks_fit(Path(path) / node / name, nbytes)
+
     attrs = dict(tree.attrs)
     arrays = []
     for node in tree.subtree:
@@ -956,7 +1251,7 @@ def describe_store(path: str | Path) -> dict[str, Any]:
                     "values": (
                         np.asarray(var.values).tolist()
                         if var.size <= SHOW_VALUES_MAX
-                        and _chunks_fit(Path(path) / node.path.strip("/") / str(name), var.nbytes)
+                        and fits(node.path.strip("/"), str(name), var.nbytes)
                         else None
                     ),
                 }
@@ -964,14 +1259,18 @@ def describe_store(path: str | Path) -> dict[str, Any]:
     return {"path": str(path), "attrs": attrs, "arrays": arrays}
 
 
-def _write_scratch_row(path: str, row: int, values: np.ndarray) -> int:
+def _write_scratch_row(
+    path: str, row: int, values: np.ndarray, kw: dict[str, Any] | None = None
+) -> int:
     """Row ``row`` of a 2-D scratch array (its own Zarr chunk) begins with ``values``."""
     if values.size:
-        zarr.open_array(path, mode="r+")[row, : values.size] = values
+        zarr.open_array(path, mode="r+", **(kw or {}))[row, : values.size] = values
     return int(values.size)
 
 
-def _read_scratch_row(path: str, row: int, count: int, after: Any) -> np.ndarray:
+def _read_scratch_row(
+    path: str, row: int, count: int, after: Any, kw: dict[str, Any] | None = None
+) -> np.ndarray:
     """The ``count`` values of row ``row`` of a scratch array (``after`` only orders the
     read)."""
-    return np.asarray(zarr.open_array(path, mode="r")[row, :count])
+    return np.asarray(zarr.open_array(path, mode="r", **(kw or {}))[row, :count])

@@ -32,7 +32,7 @@ def _spec(out, **params):
 def test_selection_job_writes_surface_factors_and_posteriors(tmp_path, client):
     spec = _spec(
         tmp_path / "s.zarr",
-        kernel="gaussian",
+        kernel="rbf",
         sigmas=[0.02, 0.1, 0.6],
         n_clusters=[2, 3],
         n_repeats=2,
@@ -60,9 +60,7 @@ def test_selection_job_writes_surface_factors_and_posteriors(tmp_path, client):
 
 
 def test_single_knn_model_job(tmp_path, client):
-    spec = _spec(
-        tmp_path / "k.zarr", kernel="gaussian", sigmas=[0.1], n_clusters=[3], n_neighbors=[15]
-    )
+    spec = _spec(tmp_path / "k.zarr", kernel="rbf", sigmas=[0.1], n_clusters=[3], n_neighbors=[15])
     tree = open_results(run_job(spec, client=client, progress=False, quiet=True))
     assert "selection" not in tree.children
     assert int(tree["decomposition"].attrs["n_neighbors"]) == 15
@@ -107,7 +105,7 @@ def test_default_job_is_the_estimators_default_model(tmp_path, client):
 def test_local_scaling_job_refuses_widths_and_grids(tmp_path):
     for params, match in (
         ({"n_clusters": [3], "sigmas": [0.1]}, "sigmas"),
-        ({"n_clusters": [2, 3]}, "kernel: gaussian"),
+        ({"n_clusters": [2, 3]}, "kernel: rbf"),
         ({"n_clusters": [3], "n_neighbors": [150]}, "n_neighbors"),
     ):
         with pytest.raises(InvalidInputError, match=match):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from dkernel.errors import NumericalWarning
-from dkernel.linalg.eigen import dense_eigh, fix_signs
+from dkernel.errors import InvalidInputError, NumericalWarning
+from dkernel.linalg.eigen import dense_eigh, fix_signs, leading_eigenpairs
 
 
 def test_dense_eigh_sorted_descending_with_fixed_signs(rng):
@@ -33,3 +33,23 @@ def test_roundoff_negative_eigenvalues_clip_silently():
     K = np.diag([3.0, 1.0, -1e-15])
     values, _ = dense_eigh(K)
     assert values.min() == 0.0
+
+
+def test_leading_eigenpairs_keep_the_numerical_range(rng):
+    """Against the obvious reference: the pairs of eigenvalue above rtol · max, one by one."""
+    B = rng.normal(size=(12, 4))
+    K = B @ B.T - 0.5 * np.eye(12)  # rank 4 plus a negative shift: 4 positive eigenvalues
+    values, vectors = dense_eigh(K, clip=False)
+    kept_values, kept_vectors = leading_eigenpairs(values, vectors, rtol=1e-3, degenerate="x")
+    ref = [i for i in range(values.size) if values[i] > 1e-3 * values[0]]
+    assert ref == list(range(4))
+    np.testing.assert_array_equal(kept_values, values[ref])
+    np.testing.assert_array_equal(kept_vectors, vectors[:, ref])
+
+
+def test_leading_eigenpairs_refuse_a_matrix_without_positive_eigenvalue():
+    values, vectors = dense_eigh(-np.eye(3), clip=False)
+    with pytest.raises(InvalidInputError, match="degenerate here"):
+        leading_eigenpairs(values, vectors, rtol=1e-10, degenerate="degenerate here")
+    with pytest.raises(InvalidInputError, match="empty"):
+        leading_eigenpairs(np.empty(0), np.empty((3, 0)), rtol=1e-10, degenerate="empty")

@@ -158,6 +158,33 @@ def synthetic_image(path: Path, rows: int = 36, cols: int = 40) -> Path:
     return path
 
 
+def synthetic_pair(tmp: Path, rows: int = 36, cols: int = 40) -> tuple[Path, Path]:
+    """Two 3-band GeoTIFF dates on one grid: the after date is a gain and offset of the
+    before date plus noise, with one changed block."""
+    import rasterio
+    from rasterio.transform import from_origin
+
+    before = np.load(synthetic_image(tmp / "pair-image.npy", rows, cols)).transpose(2, 0, 1)
+    rng = np.random.default_rng(1)
+    after = 1.5 * before + 0.2 + rng.normal(scale=0.02, size=before.shape)
+    after[:, 4:12, 5:15] = after[:, 4:12, 5:15][::-1]  # swap the band order: a new spectrum
+    paths = (tmp / "before.tif", tmp / "after.tif")
+    for path, data in zip(paths, (before, after), strict=True):
+        with rasterio.open(
+            path,
+            "w",
+            driver="GTiff",
+            width=cols,
+            height=rows,
+            count=3,
+            dtype="float32",
+            crs="EPSG:32618",
+            transform=from_origin(500000.0, 4200000.0, 30.0, 30.0),
+        ) as dst:
+            dst.write(data.astype(np.float32))
+    return paths
+
+
 def method_specs(tmp: Path) -> dict[str, dict]:
     """A small, quick spec per job method (outputs filled in by the caller); fails naming any
     registered method without one, so that no method escapes the suites that run them all."""
@@ -174,6 +201,7 @@ def method_specs(tmp: Path) -> dict[str, dict]:
 
 def _method_specs(tmp: Path) -> dict[str, dict]:
     image = synthetic_image(tmp / "image.npy")
+    before, after = synthetic_pair(tmp)
     wine = {"reader": "sklearn", "name": "wine", "standardize": True}
     iris = {"reader": "sklearn", "name": "iris", "standardize": True}
     return {
@@ -203,10 +231,24 @@ def _method_specs(tmp: Path) -> dict[str, dict]:
             "params": {"n_fit": 60, "seeds": {"global": None, "row_0": 0}, "top_k": 10},
         },
         "jrc": {"data": iris, "params": {"n_clusters": 3, "n_init": 5, "top_k": 5}},
+        "kernel-kmeans": {  # the large-N path: Lloyd on a sample, every row assigned after
+            "data": iris,
+            "params": {
+                "n_clusters": 3,
+                "solver": "nystrom",
+                "n_landmarks": 40,
+                "n_init": 5,
+                "kmeans_sample": 100,
+            },
+        },
+        "change-detection": {
+            "data": {"reader": "geotiff-pair", "path": str(before), "after_path": str(after)},
+            "params": {"method": "kernel", "n_landmarks": 60, "sample_size": 800},
+        },
         "kernel-decomposition": {
             "data": iris,
             "params": {
-                "kernel": "gaussian",  # held-out selection over widths: the paper's kernel
+                "kernel": "rbf",  # held-out selection over widths: the paper's kernel
                 "n_clusters": [2, 3],
                 "sigmas": [0.1, 0.2],
                 "n_repeats": 2,

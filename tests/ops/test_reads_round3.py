@@ -417,7 +417,9 @@ def test_geotiff_inside_the_data_root_passes(work, rooted) -> None:
     accepted(work, _image_spec({"reader": "geotiff", "path": "root/scene.tif"}))
 
 
-@pytest.mark.parametrize("prefix", ["/vsizip/", "/vsicurl/", "/vsitar/", "/vsigzip/"])
+# /vsicurl/ (like /vsis3/) is a remote input of the raster readers since issue 30
+# (tests/io/test_remote_inputs.py); the archive paths stay refused.
+@pytest.mark.parametrize("prefix", ["/vsizip/", "/vsitar/", "/vsigzip/"])
 def test_gdal_virtual_paths_are_not_files(work, listener, prefix) -> None:
     geotiff(work / "real.tif", scene())
     target = f"http://127.0.0.1:{listener.port}/x.tif" if prefix == "/vsicurl/" else "real.tif"
@@ -890,18 +892,25 @@ def test_coord_scale_bound_holds_in_python_too(work) -> None:
 
 
 def test_csv_reader_memory_is_close_to_the_table(work) -> None:
-    """The table of float64 plus one line at a time: not the text many times over."""
+    """The reader (pandas.read_csv since issue 30) peaks within 1.2x of pandas.read_csv
+    alone: not the text many times over."""
+    import pandas as pd
+
     from dkernel.io.readers import load_csv
 
     rng = np.random.default_rng(5)
     np.savetxt(work / "big.csv", rng.normal(size=(40_000, 8)), delimiter=",", fmt="%.4f")
-    size = (work / "big.csv").stat().st_size
+    pd.read_csv(work / "big.csv", header=None)  # warm pandas' import-time allocations
+    tracemalloc.start()
+    pd.read_csv(work / "big.csv", header=None).to_numpy(dtype=np.float64)
+    reference = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
     tracemalloc.start()
     data = load_csv(str(work / "big.csv"))
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert data.X.shape == (40_000, 8)
-    assert peak < 2.0 * size, (peak, size)
+    assert peak < 1.2 * reference, (peak, reference)
 
 
 def test_csv_reader_still_reports_ragged_rows_and_labels(work) -> None:

@@ -43,3 +43,19 @@ def test_a_failed_task_is_reported_once_on_the_jobs_own_cluster(tmp_path, embedd
     # the workers' own record (with its traceback) only where the job did not start them
     assert ("Compute Failed" in out.stderr) is not embedded, out.stderr
     assert ("Traceback" in out.stderr) is not embedded
+
+
+def test_an_in_process_cluster_gets_no_gdal_plugin():
+    """Its workers share this process's GDAL cache (bounded by ``prepare_job``)."""
+    from dkernel.runtime.connect import connect
+    from dkernel.runtime.plugins import GDALCacheLimit, register_job_plugins
+
+    client = connect(n_workers=1, threads_per_worker=1, processes=False, dashboard=False)
+    try:
+        register_job_plugins(client, embedded=True)
+        names = client.run(lambda dask_worker: sorted(dask_worker.plugins))
+    finally:
+        client.close()
+    (plugins,) = names.values()
+    assert GDALCacheLimit.name not in plugins
+    assert "dkernel-quiet-task-failures" in plugins

@@ -130,3 +130,71 @@ def test_run_job_in_jupyter_without_ipywidgets(tmp_path):
     assert "out.zarr" in text
     assert "[" in text and "%" in text  # distributed's text progress bar
     assert (tmp_path / "out.zarr" / "zarr.json").exists()
+
+
+_PTY_SCRIPT = """
+import time, dask, numpy as np
+from distributed import Client
+from dkernel.runtime import progress as P
+P.BAR_INTERVAL = 0.0
+
+def slow(i):
+    time.sleep(0.05)
+    return i
+
+if __name__ == "__main__":
+    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as c:
+        parts = [dask.delayed(slow)(i) for i in range(12)]
+        values = P.compute_parts(parts, c, show=True, what="stage one")
+        assert values == list(range(12)), values
+"""
+
+
+def _read_all(fd: int) -> bytes:
+    import os
+
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the other side closed
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def test_compute_parts_draws_a_bar_on_a_terminal(tmp_path):
+    """Through a pseudo-terminal: the bar is redrawn in place (``\\r``) with the parts done,
+    a rate and an ETA, and ends on a line with the total time."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    script = tmp_path / "bar.py"
+    script.write_text(_PTY_SCRIPT)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave
+    )
+    os.close(slave)
+    text = _read_all(master).decode("utf-8", "replace")
+    os.close(master)
+    assert proc.wait(timeout=120) == 0, text[-3000:]
+    draws = [d for d in text.split("\r") if d.startswith("[dkernel] stage one: [")]
+    assert len(draws) >= 3, text
+    assert "ETA" in text and "/s" in text
+    assert "[" + "#" * P.BAR_WIDTH + "] 12/12  done in" in draws[-1]
+    assert "\x1b[K" in text
+
+
+def test_compute_parts_writes_plain_lines_off_a_terminal(client, capfd, monkeypatch):
+    import dask
+
+    monkeypatch.setattr(P, "LINE_INTERVAL", 0.0)
+    parts = [dask.delayed(int)(i) for i in range(4)]
+    assert P.compute_parts(parts, client, show=True, what="stage one") == [0, 1, 2, 3]
+    err = capfd.readouterr().err
+    assert "\r" not in err and "#" not in err
+    assert "[dkernel] stage one: 4/4 done in" in err

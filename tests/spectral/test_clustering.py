@@ -92,3 +92,58 @@ def test_errors(blobs):
         SpectralClustering(3, assign="gmm").fit(X)
     with pytest.raises(InvalidInputError, match="unknown kernel"):
         SpectralClustering(3, kernel="laplace").fit(X)
+
+
+def _eigengap_reference(spectrum, max_clusters):
+    """The k in 2..max_clusters after which the descending spectrum drops most (a plain loop)."""
+    best_k, best_gap = 2, -np.inf
+    for k in range(2, min(max_clusters, len(spectrum) - 1) + 1):
+        if spectrum[k - 1] - spectrum[k] > best_gap:
+            best_k, best_gap = k, spectrum[k - 1] - spectrum[k]
+    return best_k
+
+
+def test_eigengap_clusters_matches_a_plain_loop():
+    from dkernel.spectral.dense import eigengap_clusters
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        lam = np.sort(rng.uniform(0, 1, rng.integers(3, 15)))[::-1]
+        m = int(rng.integers(2, 12))
+        assert eigengap_clusters(lam, m) == _eigengap_reference(lam, m)
+    # one cluster is no answer: the gap after the first eigenvalue is never chosen
+    assert eigengap_clusters(np.array([1.0, 0.1, 0.09, 0.08]), 3) == 2
+
+
+@pytest.mark.parametrize("approximation", ["exact", "bipartite", "nystrom"])
+def test_auto_n_clusters_finds_separated_blobs(approximation):
+    X, y = make_blobs(1500, centers=4, cluster_std=0.5, center_box=(-20, 20), random_state=3)
+    params = {"n_landmarks": 200} if approximation != "exact" else {}
+    sc = SpectralClustering("auto", approximation=approximation, random_state=0, **params).fit(X)
+    assert sc.n_clusters_ == 4
+    assert sc.n_clusters_ == _eigengap_reference(sc.spectrum_, sc.max_clusters)
+    assert len(sc.spectrum_) <= sc.max_clusters + 1
+    assert np.all(np.diff(sc.spectrum_) <= 1e-12)
+    assert clustering_scores(y, sc.labels_)["ari"] == pytest.approx(1.0)
+    assert sc.cluster_centers_.shape[0] == 4 and sc.predict(X[:7]).max() < 4
+    # the chosen k is then fitted as if it had been given
+    fixed = SpectralClustering(4, approximation=approximation, random_state=0, **params).fit(X)
+    assert fixed.n_clusters_ == 4
+    np.testing.assert_array_equal(fixed.labels_, sc.labels_)
+
+
+def test_a_search_over_n_neighbors_alone_never_fails():
+    """graph_neighbors (10) follows n_neighbors up: a grid over n_neighbors = 20 runs."""
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = make_blobs(300, centers=3, random_state=0)
+    gs = GridSearchCV(
+        SpectralClustering(3, random_state=0),
+        {"n_neighbors": [5, 20, 40]},
+        scoring="adjusted_rand_score",
+        cv=2,
+        error_score="raise",
+    ).fit(X, y)
+    assert gs.best_params_["n_neighbors"] in (5, 20, 40)
+    sc = SpectralClustering(3, n_neighbors=20, random_state=0).fit(X)
+    assert sc.graph_model_.graph_neighbors == 21  # max(10, 20) neighbours + the point itself

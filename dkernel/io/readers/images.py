@@ -14,6 +14,7 @@ from typing import Any
 from dkernel._lazy import deferred
 from dkernel.io.data import MAX_COORD_SCALE, SCALES, expand_data_path, resolve_path
 from dkernel.io.registry import Reader, register_reader
+from dkernel.io.remote import is_url
 from dkernel.schema.params import Param
 
 load_geotiff, load_demo_landsat, load_npy_raster, load_zarr_raster, load_hyperspectral = deferred(
@@ -24,13 +25,18 @@ load_geotiff, load_demo_landsat, load_npy_raster, load_zarr_raster, load_hypersp
     "load_zarr_raster",
     "load_hyperspectral",
 )
+load_stac = deferred("dkernel.io.stac", "load_stac")
 
 
 def geotiff_files(path: str, **_: Any) -> list[Path]:
     """The files GDAL reads for reader ``geotiff`` (:func:`dkernel.io.gdal.raster_files`;
     a VRT or other indirection is refused here already)."""
     from dkernel.io.gdal import raster_files
+    from dkernel.io.raster import zarr_store_refusal
 
+    if is_url(path):
+        return []
+    zarr_store_refusal(resolve_path(path))
     return raster_files(resolve_path(path))
 
 
@@ -38,7 +44,20 @@ def zarr_raster_files(path: str, **_: Any) -> list[Path]:
     """The links inside the store of reader ``zarr-raster`` (after checking its files)."""
     from dkernel.io.zarr_inputs import zarr_store_links
 
+    if is_url(path):
+        return []
     return zarr_store_links(resolve_path(path))
+
+
+def stac_files(path: str, **_: Any) -> list[Path]:
+    """The STAC document and its assets, for a data root's confinement (a remote asset is
+    not a file inside it and is refused there)."""
+    from dkernel.io.stac import stac_items
+
+    if is_url(path):
+        return []
+    hrefs = [a.href for item in stac_items(str(resolve_path(path))) for a in item.assets.values()]
+    return [resolve_path(path), *(Path(h) for h in hrefs)]
 
 
 def hyperspectral_files(scene: str, path: str | None = None) -> list[Path]:
@@ -71,18 +90,46 @@ chunk = Param(
     low=1,
     doc="Rows per chunk (full-width strips), rounded up to the file's block height.",
 )
+crs = Param(
+    "crs",
+    "str",
+    default=None,
+    nullable=True,
+    doc="For an image without CRS: 'none' clusters it in pixel coordinates (a warning; "
+    "the label map has no CRS), or the CRS to assign ('EPSG:32618').",
+)
+roi = Param(
+    "roi",
+    "mapping",
+    default=None,
+    nullable=True,
+    doc="Region of interest: {bounds: [xmin, ymin, xmax, ymax]} in the image's CRS, or "
+    "{window: [col_off, row_off, width, height]} in pixels.",
+)
+storage = Param(
+    "storage_options",
+    "mapping",
+    default=None,
+    nullable=True,
+    doc="fsspec/GDAL options of a remote path (endpoint_url, anon, key, secret, profile); "
+    "never logged nor stored with the results.",
+)
 register_reader(
     Reader(
         name="geotiff",
         params=(
-            Param("path", "str", doc="GeoTIFF file."),
+            Param("path", "str", doc="GeoTIFF file or URL (s3://, https://, /vsis3/, ...)."),
             Param("bands", "int_list", default=None, nullable=True, doc="1-based bands to keep."),
             scale,
             coord,
             chunk,
+            crs,
+            roi,
+            storage,
         ),
         load=load_geotiff,
         files=geotiff_files,
+        urls=("path",),
         description="A GeoTIFF (rioxarray): bands, nodata mask, CRS and transform kept.",
         raster=True,
     )
@@ -90,7 +137,7 @@ register_reader(
 register_reader(
     Reader(
         name="demo-landsat",
-        params=(scale, coord, chunk),
+        params=(scale, coord, chunk, roi),
         load=load_demo_landsat,
         description="The vendored CC0 Landsat 7 scene RGB.byte.tif (no DKERNEL_DATA needed).",
         raster=True,
@@ -106,6 +153,7 @@ register_reader(
             Param("labels_path", "str", default=None, nullable=True),
             scale,
             coord,
+            roi,
         ),
         load=load_npy_raster,
         description="A 3-D .npy image (rows, cols, bands) or (bands, rows, cols).",
@@ -116,7 +164,7 @@ register_reader(
     Reader(
         name="zarr-raster",
         params=(
-            Param("path", "str"),
+            Param("path", "str", doc="Zarr store folder or URL (s3://bucket/cube.zarr, ...)."),
             Param("variable", "str", default=None, nullable=True),
             Param("layout", "str", default="byx", choices=("yxb", "byx")),
             Param("nodata", "float", default=None, nullable=True),
@@ -130,14 +178,58 @@ register_reader(
                 doc="A chunk with no file (it reads as the fill value): 'error', or "
                 "'nodata' when the store was written without its empty chunks.",
             ),
+            crs,
+            roi,
+            storage,
         ),
         load=load_zarr_raster,
         files=zarr_raster_files,
+        urls=("path",),
         description=(
             "An xarray cube in a Zarr store (CRS, coordinates, band names kept) or a "
             "plain 3-D Zarr array."
         ),
         raster=True,
+    )
+)
+register_reader(
+    Reader(
+        name="stac",
+        params=(
+            Param("path", "str", doc="STAC item or item collection JSON: file or URL."),
+            Param("assets", "list", default=None, nullable=True, doc="Asset names (bands)."),
+            Param(
+                "crs",
+                "str",
+                default=None,
+                nullable=True,
+                doc="Output CRS (default: the items' native one).",
+            ),
+            Param(
+                "resolution",
+                "float",
+                default=None,
+                nullable=True,
+                low=0.0,
+                doc="Output pixel size in CRS units (default: native).",
+            ),
+            Param(
+                "bounds",
+                "float_list",
+                default=None,
+                nullable=True,
+                doc="[xmin, ymin, xmax, ymax] in crs when given, else longitude/latitude.",
+            ),
+            scale,
+            coord,
+            roi,
+            storage,
+        ),
+        load=load_stac,
+        files=stac_files,
+        description="STAC item(s) loaded lazily with odc-stac: named assets on one grid.",
+        raster=True,
+        urls=("path",),
     )
 )
 hs_scale = Param(

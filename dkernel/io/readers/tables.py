@@ -105,27 +105,43 @@ def load_csv(
     skip_columns: list[int] | None = None,
     missing_values: list[str] | None = None,
     header: bool = False,
+    encoding: str = "utf-8",
+    storage_options: dict[str, Any] | None = None,
 ) -> LoadedData:
-    """A delimited text table; ``missing_values`` entries become NaN.
+    """A delimited text table read by ``pandas.read_csv``; ``missing_values`` entries become NaN.
 
     ``delimiter: null`` splits on any whitespace. Negative column indices count from the end.
+    Fields may be quoted (``"field, north"``); ``path`` may be a URL (``s3://``,
+    ``https://``, …) read through fsspec with ``storage_options``.
 
-    Notes
-    -----
-    Two passes over the file, line by line: the first counts the rows, the second parses
-    them into the float64 table, so memory is the table (8 bytes per value) plus one line
-    and the label column, not the file's text several times over.
+    Raises
+    ------
+    InvalidInputError
+        No data rows, a column index out of range, a row with another number of fields, or a
+        value that is not a number: each names the row (1-based, the header counted, blank
+        lines not) and the column.
     """
-    missing = set(missing_values or ["", "?", "NA", "NaN", "nan"])
+    import pandas as pd
 
-    def split(line: str) -> list[str]:
-        fields = line.split(delimiter) if delimiter is not None else line.split()
-        return [f.strip() for f in fields]
-
-    names, first, n_rows = _csv_shape(path, split, header)
-    if first is None:
+    missing = list(missing_values or ["", "?", "NA", "NaN", "nan"])
+    source, options = _table_source(path, storage_options)
+    common: dict[str, Any] = {
+        "header": None,
+        "sep": delimiter if delimiter is not None else r"\s+",
+        "encoding": encoding,
+        "skip_blank_lines": True,
+        "storage_options": options,
+    }
+    try:
+        first = pd.read_csv(source, nrows=1 + int(header), dtype=str, na_filter=False, **common)
+    except pd.errors.EmptyDataError:
+        raise InvalidInputError(f"{path} holds no data rows.") from None
+    except (OSError, UnicodeDecodeError, LookupError, pd.errors.ParserError) as exc:
+        raise InvalidInputError(f"could not read {path}: {_reason(exc)}") from None
+    if len(first) <= int(header):
         raise InvalidInputError(f"{path} holds no data rows.")
-    width = len(first)
+    width = first.shape[1]
+    names = [str(v).strip() for v in first.iloc[0]] if header else None
     for key, cols in (("label_column", [label_column]), ("skip_columns", skip_columns or [])):
         bad = [c for c in cols if c is not None and not -width <= c < width]
         if bad:
@@ -136,35 +152,44 @@ def load_csv(
     drop = {c % width for c in (skip_columns or [])}
     label_idx = None if label_column is None else label_column % width
     keep = [c for c in range(width) if c not in drop and c != label_idx]
-    X = np.empty((n_rows, len(keep)), dtype=np.float64)
-    labels: list[str] = []
-    filled = 0
-    for i, row in enumerate(_csv_rows(path, split, header, n_rows)):
-        filled = i + 1
-        if len(row) != width:
-            raise InvalidInputError(
-                f"{path}: row {i + 1 + int(header)} has {len(row)} fields, expected "
-                f"{width} (check data.delimiter)."
+    text_columns = {c: str for c in (*drop, *([label_idx] if label_idx is not None else []))}
+    read = dict(
+        names=list(range(width)),
+        skiprows=1 if header else None,
+        na_values=missing,
+        keep_default_na=False,
+        **common,
+    )
+    try:
+        try:  # the features straight to float64; a text value sends us to the slow path
+            table = pd.read_csv(
+                source,
+                dtype={**dict.fromkeys(keep, np.float64), **text_columns}
+                if text_columns
+                else np.float64,
+                **read,
             )
-        for j, c in enumerate(keep):
-            value = row[c]
-            if value in missing:
-                X[i, j] = np.nan
-                continue
-            try:
-                X[i, j] = float(value)
-            except ValueError:
-                raise InvalidInputError(
-                    f"{path}: row {i + 1 + int(header)}, column {c} holds "
-                    f"{_quote_cell(value)}, which is not a number. Add it to "
-                    "data.missing_values or list the column in data.skip_columns."
-                ) from None
-        if label_idx is not None:
-            labels.append(row[label_idx])
-    if filled != n_rows:
-        raise InvalidInputError(f"{path} changed while it was read; read it again.")
+        except ValueError as exc:
+            if isinstance(exc, pd.errors.ParserError) or "convert" not in str(exc):
+                raise
+            table = pd.read_csv(source, dtype=text_columns or None, **read)
+    except pd.errors.ParserError as exc:
+        raise InvalidInputError(_field_count_message(path, str(exc), width)) from None
+    except (OSError, UnicodeDecodeError, LookupError, ValueError) as exc:
+        raise InvalidInputError(f"could not read {path}: {_reason(exc)}") from None
+    short = _short_row(source, options, delimiter, encoding, table, width, header)
+    if short is not None:
+        row, n_fields = short
+        raise InvalidInputError(
+            f"{path}: row {row} has {n_fields} fields, expected {width} (check data.delimiter)."
+        )
+    for c in keep:
+        if table[c].dtype.kind not in "biuf":
+            table[c] = _numeric_column(path, table[c], c, header, missing)
+    X = table[keep].to_numpy(dtype=np.float64)
     y = None
     if label_idx is not None:
+        labels = table[label_idx].fillna("").astype(str).str.strip().to_numpy()
         y = np.unique(labels, return_inverse=True)[1]
     return LoadedData(
         X=X,
@@ -174,61 +199,104 @@ def load_csv(
     )
 
 
-def _csv_lines(path: str) -> Any:
-    """The non-blank lines of a text file, one at a time (a regular file only: a FIFO or a
-    device is refused before it is read)."""
-    from dkernel.io.files import open_regular
+def _table_source(path: str, storage_options: dict[str, Any] | None) -> tuple[Any, Any]:
+    """What pandas / pyarrow open: a local path checked to be a regular file (a FIFO or a
+    device is refused before it is read), or a URL with its fsspec options."""
+    from dkernel.io.remote import fsspec_options, is_remote, local_path, to_fsspec
 
-    fd, _ = open_regular(path, "data.path")
-    try:
-        with open(fd, encoding="utf-8", closefd=True) as fh:
-            for line in fh:
-                if line.strip():
-                    yield line.rstrip("\r\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"could not read {path}: {exc}") from exc
+    if is_remote(path):
+        url = to_fsspec(path)
+        return url, fsspec_options(url, storage_options)
+    from dkernel.io.files import check_regular
 
-
-def _csv_shape(path: str, split: Any, header: bool) -> tuple[list[str] | None, Any, int]:
-    """(header names, first data row, number of data rows): the first pass."""
-    names, first, n_rows = None, None, 0
-    for line in _csv_lines(path):
-        if header and names is None:
-            names = split(line)
-            continue
-        if first is None:
-            first = split(line)
-        n_rows += 1
-    return names, first, n_rows
+    local = local_path(str(path))
+    check_regular(local, "data.path")
+    return local, None
 
 
-def _csv_rows(path: str, split: Any, header: bool, n_rows: int) -> Any:
-    """The data rows, split into fields: the second pass (at most ``n_rows``, in case the
-    file grew meanwhile)."""
-    lines = _csv_lines(path)
-    if header:
-        next(lines, None)
-    for i, line in enumerate(lines):
-        if i >= n_rows:
-            break
-        yield split(line)
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    if isinstance(exc, UnicodeDecodeError):
+        text = f"'{exc.encoding}' codec can't decode byte at position {exc.start} ({exc.reason})"
+    return f"{text[:200]} ({type(exc).__name__}). Check the file and data.encoding."
 
 
-def _load_npy_file(path: str, key: str, *, mmap: bool = True) -> np.ndarray:
-    """``np.load`` with every failure (not a regular file, empty file, truncated header,
-    pickled objects, a ``.npz`` archive) as an :class:`InvalidInputError` naming the file
-    and the fix (:func:`dkernel.io.files.load_npy`)."""
-    from dkernel.io.files import load_npy
+def _field_count_message(path: str, message: str, width: int) -> str:
+    """pandas' 'Expected 3 fields in line 5, saw 4' in dkernel's words."""
+    import re
 
-    return load_npy(path, key, mmap=mmap)
+    found = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message)
+    if found is None:
+        return f"could not read {path}: {message[:200]}."
+    return (
+        f"{path}: line {found[2]} has {found[3]} fields, expected {width} (check "
+        "data.delimiter, and quote fields that hold it)."
+    )
+
+
+def _numeric_column(path: str, column: Any, c: int, header: bool, missing: list[str]) -> Any:
+    """A text column as numbers, or the error naming its first value that is not one."""
+    import pandas as pd
+
+    numbers = pd.to_numeric(column.str.strip(), errors="coerce")
+    bad = numbers.isna() & column.notna() & ~column.str.strip().isin(missing)
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        value = str(column.iloc[i]).strip()
+        raise InvalidInputError(
+            f"{path}: row {i + 1 + int(header)}, column {c} holds {_quote_cell(value)}, "
+            "which is not a number. Add it to data.missing_values or list the column in "
+            "data.skip_columns."
+        )
+    return numbers
+
+
+def _short_row(
+    source: Any,
+    options: Any,
+    delimiter: str | None,
+    encoding: str,
+    table: Any,
+    width: int,
+    header: bool,
+) -> tuple[int, int] | None:
+    """``(row, number of fields)`` of the first row with fewer than ``width`` fields, or None.
+
+    pandas fills a short row with NaN; only when the last column holds a NaN is the file read
+    again (Python's ``csv``, quoting as pandas does) to tell a short row from an empty field.
+    """
+    import csv
+
+    if len(table) == 0 or not table[width - 1].isna().any():
+        return None
+    import fsspec
+
+    with fsspec.open(source, "rt", encoding=encoding, newline="", **(options or {})) as fh:
+        if delimiter is None:
+            rows = ([f for f in line.split()] for line in fh)
+        else:
+            rows = csv.reader(fh, delimiter=delimiter)
+        n = 0
+        for fields in rows:
+            if not fields or all(not f.strip() for f in fields) and len(fields) <= 1:
+                continue  # a blank line, skipped by pandas too
+            n += 1
+            if n <= int(header):
+                continue
+            if len(fields) < width:
+                return n, len(fields)
+    return None
 
 
 def load_npy(path: str, labels_path: str | None = None) -> LoadedData:
-    """A 2-D ``.npy`` array (memory-mapped), optional labels from another ``.npy``."""
-    X = _load_npy_file(path, "data.path")
+    """A 2-D ``.npy`` array (memory-mapped), optional labels from another ``.npy``
+    (:func:`dkernel.io.files.load_npy`: every failure a message naming the file)."""
+    from dkernel.io.files import load_npy as load_npy_file
+
+    X = load_npy_file(path, "data.path")
     y = None
     if labels_path:
-        y = _load_npy_file(labels_path, "data.labels_path")  # mapped: the shape first
+        y = load_npy_file(labels_path, "data.labels_path")  # mapped: the shape first
         if y.ndim == 0 or y.shape[0] != X.shape[0]:
             entries = y.shape[0] if y.ndim else 0
             raise InvalidInputError(
@@ -246,19 +314,32 @@ register_reader(
         description="scikit-learn's bundled datasets (wine, iris, breast_cancer, digits).",
     )
 )
+_STORAGE = Param(
+    "storage_options",
+    "mapping",
+    default=None,
+    nullable=True,
+    doc="fsspec options of a remote path (endpoint_url, anon, key, secret, profile); never "
+    "logged nor stored with the results.",
+)
+
 register_reader(
     Reader(
         name="csv",
         params=(
-            Param("path", "str"),
+            Param("path", "str", doc="File or URL (s3://, gs://, az://, https://, ...)."),
             Param("delimiter", "str", default=",", nullable=True),
             Param("label_column", "int", default=None, nullable=True),
             Param("skip_columns", "int_list", default=None, nullable=True),
             Param("missing_values", "list", default=None, nullable=True),
             Param("header", "bool", default=False),
+            Param("encoding", "str", default="utf-8", doc="Text encoding (utf-8, latin-1, ...)."),
+            _STORAGE,
         ),
         load=load_csv,
-        description="Delimited text tables; missing entries become NaN.",
+        description="Delimited text tables (pandas.read_csv, quoted fields); missing entries "
+        "become NaN.",
+        urls=("path",),
     )
 )
 register_reader(

@@ -134,21 +134,12 @@ def compute(ctx: JobContext) -> Iterator[Output]:
 
 def _ranking(jrc: JointRankingClustering, p: dict) -> Any:
     """``/ranking``: scores for the global seed and each cluster's, the overall top-k and the
-    top-k inside every cluster."""
-    clusters = np.arange(p["n_clusters"])
-    names = ["global"] + [f"cluster_{c}" for c in clusters]
-    scores = np.stack([jrc.rank()] + [jrc.rank(cluster=int(c)) for c in clusters], axis=1)
-    k = p["top_k"]
-    per_cluster = np.full((len(names), clusters.size, k), -1, dtype=np.int64)
-    for j in range(len(names)):
-        for c in clusters:
-            idx = np.flatnonzero(jrc.labels_ == c)
-            top = idx[np.lexsort((idx, -scores[idx, j]))[:k]]
-            per_cluster[j, c, : top.size] = top
+    top-k inside every cluster (``JointRankingClustering.cluster_ranking``)."""
+    names, scores, per_cluster = jrc.cluster_ranking(p["top_k"])
     return ranking_dataset(
         scores,
         names,
-        k=k,
+        k=p["top_k"],
         attrs={"method": "jrc", "alpha": p["alpha"], "kernel": jrc.kernel_params_},
         cluster_top_index=per_cluster,
     )

@@ -3,8 +3,8 @@ model selection over kernel width, k-NN graph size and number of clusters, then 
 
 The defaults are :class:`~dkernel.decomposition.KernelDecompositionClustering`'s: the sparse
 self-tuning k-NN kernel and one model. Held-out likelihood selection (a grid of more than one
-model) compares normalised densities, so it needs ``kernel: gaussian`` (the paper's model,
-with ``sigmas``) or ``cosine``.
+model) compares normalised densities, so it needs ``kernel: rbf`` (the paper's Gaussian model,
+with ``sigmas``; ``gaussian`` is its former name, a deprecated alias) or ``cosine``.
 
 Groups written: ``/selection`` (error surface: error per repeat, mean and standard error over
 repeats, held-out accuracy when labels exist, chosen model in the attributes; only when a grid
@@ -44,6 +44,7 @@ DEFAULT_N_NEIGHBORS = constants("dkernel.decomposition.estimator", "DEFAULT_N_NE
 C_RULES = constants("dkernel.decomposition.selection", "C_RULES")
 da = deferred("dask.array")
 select_model = deferred("dkernel.decomposition.selection", "select_model")
+resolve_alias = deferred("dkernel.kernels.aliases", "resolve_alias")
 silverman_normal_reference = deferred("dkernel.kernels.widths", "silverman_normal_reference")
 decomposition_dataset, labels_dataset, posteriors_dataset, selection_dataset = deferred(
     "dkernel.storage.layout",
@@ -97,7 +98,7 @@ PARAMS = (
         nullable=True,
         check=_positive,
         doc="Gaussian widths h to compare (data scaled as per 'scale'); null: Silverman's rule. "
-        "kernel: gaussian only.",
+        "kernel: rbf only.",
     ),
     Param(
         "n_neighbors",
@@ -143,6 +144,11 @@ PARAMS = (
 )
 
 
+def _kernel(params: dict) -> str:
+    """The kernel's registry name (a former name such as ``gaussian`` warns once)."""
+    return str(resolve_alias(params["kernel"], "kernel", "kernel-decomposition"))
+
+
 def _grid_size(params: dict) -> int:
     widths = len(params["sigmas"]) if params["sigmas"] else 1
     return len(params["n_clusters"]) * widths * len(params["n_neighbors"])
@@ -154,12 +160,12 @@ def check_data(params: dict, data: LoadedData) -> None:
         if params["sigmas"] is not None:
             raise InvalidInputError(
                 "params.sigmas are Gaussian widths, but kernel is 'local_scaling' (one "
-                "self-tuning width per point); set kernel: gaussian to use them."
+                "self-tuning width per point); set kernel: rbf to use them."
             )
         if _grid_size(params) > 1:
             raise InvalidInputError(
                 "held-out likelihood selection over n_clusters / n_neighbors compares "
-                "normalised densities and needs kernel: gaussian (with sigmas) or cosine; "
+                "normalised densities and needs kernel: rbf (with sigmas) or cosine; "
                 "with kernel: local_scaling give one n_clusters and one n_neighbors."
             )
         if max(max(params["n_neighbors"]), params["scale_neighbors"]) >= n:
@@ -221,10 +227,11 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     X, scale_attrs = _scale(X, p["scale"])
     neighbors = [None if k == 0 else int(k) for k in p["n_neighbors"]]
     sigmas = p["sigmas"]
-    if sigmas is None and p["kernel"] in ("rbf", "gaussian"):  # 'gaussian': the former name
+    kernel = _kernel(p)
+    if sigmas is None and kernel == "rbf":
         sigmas = [silverman_normal_reference(X)]
     elif sigmas is None:
-        sigmas = [None] if p["kernel"] == "local_scaling" else [1.0]
+        sigmas = [None] if kernel == "local_scaling" else [1.0]
     if _grid_size(p) > 1:
         h, k, C = yield from _select(ctx, X, sigmas, neighbors)
     else:
@@ -233,6 +240,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     t = time.perf_counter()
     model = KDC_SCHEMA.build(
         p,
+        kernel=kernel,
         n_clusters=C,
         sigma=h,
         n_neighbors=k,
@@ -291,7 +299,7 @@ def _select(
         c_rule=p["c_rule"],
         refit=False,
         random_state=ctx.seed,
-        kernel=p["kernel"],
+        kernel=_kernel(p),
         loss=p["loss"],
         n_init=p["n_init"],
         max_iter=p["max_iter"],
@@ -328,7 +336,7 @@ def _model_attrs(model: KernelDecompositionClustering, p: dict, k: int | None) -
     attrs = {
         "n_neighbors": k or 0,
         "n_clusters": int(model.posteriors_.shape[1]),
-        "kernel": p["kernel"],
+        "kernel": _kernel(p),
         "loss": p["loss"],
         "objective": float(model.objective_),
         "n_iter": int(model.n_iter_),

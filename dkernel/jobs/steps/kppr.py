@@ -22,7 +22,7 @@ from dkernel._random import derive_rng
 from dkernel.errors import InvalidInputError, SpecError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import Group, Output, ScoreMap, Timing
-from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param, show_value
@@ -39,13 +39,8 @@ else:
 # without Dask or scikit-learn (tests/test_cli_imports.py)
 ADAPTIVE, KERNEL_NAMES = constants("dkernel.ranking.kernelmap", "ADAPTIVE", "KERNEL_NAMES")
 as_numpy = deferred("dkernel._validation", "as_numpy")
-project_graph, score_graph, scorer_for_seeds, scores_from_projection = deferred(
-    "dkernel.ranking.graph",
-    "project_graph",
-    "score_graph",
-    "scorer_for_seeds",
-    "scores_from_projection",
-)
+scores_from_projection = deferred("dkernel.ranking.graph", "scores_from_projection")
+scoring_chunk_rows = deferred("dkernel.ranking.kppr", "scoring_chunk_rows")
 ndcg_at_k = deferred("dkernel.ranking.metrics", "ndcg_at_k")
 ppr_exact = deferred("dkernel.ranking.ppr", "ppr_exact")
 embedding_dataset, metrics_dataset, ranking_dataset = deferred(
@@ -124,14 +119,7 @@ PARAMS = (*KPPR_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
         "ranked from the store in O(k) per row (dkernel.seed_scores); default: yes for pck "
         "(the posteriors dominate the cost), no for rbf.",
     ),
-    Param(
-        "chunk_rows",
-        "int",
-        default=None,
-        nullable=True,
-        low=16,
-        doc="Rows per scoring task (default: ~64 MiB of kernel rows).",
-    ),
+    chunk_rows_param("Rows per scoring task (default: ~64 MiB of kernel rows)."),
     Param(
         "evaluate_max_samples",
         "int",
@@ -148,6 +136,8 @@ def _n_fit(params: dict, n: int) -> int:
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
+    if n < 2:
+        raise InvalidInputError(f"kppr needs at least 2 samples; the data has {n}.")
     for name, spec in params["seeds"].items():
         rows = [spec] if isinstance(spec, int) else spec if isinstance(spec, list) else []
         bad = [r for r in rows if not 0 <= r < n]
@@ -263,14 +253,13 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         store_projection = bool(kppr.kernel_.is_feature_map)
     Xd = _row_chunks(p, X, kppr)
     if store_projection:
-        Z = project_graph(Xd, kppr, dtype=p["dtype"], client=ctx.client)
+        Z = kppr.project(Xd)
         scores = scores_from_projection(Z, seed_weights)
-        projected = True
     else:
-        # per point: O(F m) direct, or project once (O(F (k+1))) and O(k) per seed
-        scorer = scorer_for_seeds(kppr, seed_weights, dtype=p["dtype"])
-        scores = score_graph(Xd, scorer, client=ctx.client)
-        projected = scorer.head is not None
+        # per point: O(F m) direct, or project once (O(F (k+1))) and O(k) per seed; computed
+        # and stored in params.dtype (score_seeds returns them as float64)
+        scores = kppr.score_seeds(Xd, seed_weights).astype(p["dtype"])
+    projected = store_projection or seed_weights.shape[1] > seed_weights.shape[0]
     in_sample = np.zeros(n, dtype=bool)
     in_sample[fit_idx] = True
     ds = ranking_dataset(
@@ -344,18 +333,10 @@ def _seed_weights(
 
 
 def _row_chunks(p: dict, X: Any, kppr: KernelPersonalizedPageRank) -> da.Array:
-    """The data as a Dask array of scoring tasks: ``chunk_rows`` rows each, or about 64 MiB
-    of kernel rows (a Dask input keeps its chunks unless ``chunk_rows`` is given)."""
-    n = int(X.shape[0])
-    if p["chunk_rows"]:
-        rows = p["chunk_rows"]
-    else:
-        per_row = 8 * (
-            kppr.n_samples_fit_
-            if not kppr.kernel_.is_feature_map
-            else kppr.kernel_.features_fit.shape[1]
-        )
-        rows = int(max(1024, min(n, 64 * 2**20 // max(per_row, 1))))
+    """The data as a Dask array of scoring tasks: ``chunk_rows`` rows each, or about
+    ``KERNEL_BLOCK_BYTES`` of kernel rows (``scoring_chunk_rows``; a Dask input keeps its
+    chunks unless ``chunk_rows`` is given)."""
+    rows = p["chunk_rows"] or scoring_chunk_rows(kppr, int(X.shape[0]))
     if not isinstance(X, da.Array):
         return da.from_array(np.asarray(X), chunks=(rows, X.shape[1]))
     return X.rechunk({0: rows}) if p["chunk_rows"] else X

@@ -4,7 +4,7 @@ The parameters are :class:`~dkernel.meanshift.MSSC`'s, derived from the estimato
 hyperspectral non-negative bands are scaled to unit length per pixel (``band_norm='auto'``,
 decided by the reader's hint or by the bands, done by the estimator: the spectral angle,
 brightness dropped; pixel coordinates kept); the partition affinity uses ``h_spec`` = half the
-median pixel distance and is clustered by normalized spectral clustering (``embedding='njw'``).
+median pixel distance and is clustered by normalized spectral clustering (``embedding='normalized'``).
 See ``benchmarks/results/mssc_scenes.md`` and ``mssc_stability.md`` for the choice.
 
 Writes ``/mssc`` (label raster and partition raster with dims ``y``, ``x``, the valid mask and
@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from dkernel._budget import SCRATCH_BLOCK_BYTES, STRIP_PIXELS
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import (
@@ -36,16 +37,24 @@ from dkernel.jobs.outputs import (
 )
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.schema.estimator import EstimatorSchema
+from dkernel.schema.params import Param
 
 logger = logging.getLogger(__name__)
 
 #: MSSC's parameters, derived from the estimator (its defaults, ranges and docstring).
 MSSC_SCHEMA = EstimatorSchema(
     "dkernel.meanshift.estimators:MSSC",
-    exclude={"n_bands": "the image reader knows the bands (the other columns are kept)"},
+    exclude={
+        "n_bands": "the image reader knows the bands (the other columns are kept)",
+        "n_clusters": "an int in a job ('auto', the estimator's eigengap choice, is Python-only)",
+    },
 )
 
-PARAMS = (*MSSC_SCHEMA.params, *RASTER_OUTPUT_PARAMS)
+PARAMS = (
+    Param("n_clusters", "int", default=2, low=1, doc="Number of output clusters."),
+    *MSSC_SCHEMA.params,
+    *RASTER_OUTPUT_PARAMS,
+)
 
 
 def check_data(params: dict, data: LoadedData) -> None:
@@ -59,11 +68,14 @@ def check_data(params: dict, data: LoadedData) -> None:
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     m = min(n_samples, params["n_density"])
-    per_chunk = 2**18 * m * 4 / 8  # kernel blocks are bounded by BLOCK_BYTES; rough upper bound
+    # a strip's kernel rows against the density sample, rough upper bound; they are computed
+    # in blocks of SCRATCH_BLOCK_BYTES (``dkernel.meanshift.kernels``): a block and its
+    # transform at most
+    per_chunk = STRIP_PIXELS * m * 4 / 8
     return Cost(
         memory_bytes=float(
             n_samples * (n_features * 4 + 8)
-            + min(per_chunk, 64 * 2**20)
+            + min(per_chunk, 2 * SCRATCH_BLOCK_BYTES)
             + params["n_rff"] * (n_features + 1024) * 8
         ),
         disk_bytes=float(n_samples * 8),
@@ -87,7 +99,12 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         )
     X = ctx.data.X
     est = MSSC_SCHEMA.build(
-        p, band_norm=band_norm, n_bands=n_bands, random_state=ctx.seed, progress=ctx.progress
+        p,
+        n_clusters=p["n_clusters"],
+        band_norm=band_norm,
+        n_bands=n_bands,
+        random_state=ctx.seed,
+        progress=ctx.progress,
     )
     t = time.perf_counter()
     pixel_partitions = yield from _fit(ctx, est, X)  # NumPy, or Dask read back from scratch

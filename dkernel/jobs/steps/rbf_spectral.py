@@ -1,4 +1,9 @@
-"""``method: rbf-spectral`` — RBF kernel (blocked, stored) → KPCA or KECA → k-means."""
+"""``method: rbf-spectral`` — RBF kernel (blocked, stored) → KPCA or KECA → k-means.
+
+``embedding: uncentered`` is uncentered KPCA (the word ``SpectralClustering`` and
+``NystromEmbedding`` use); ``kpca-uncentered``, its former name, is a deprecated alias
+(``dkernel.kernels.aliases``).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,9 @@ from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import REQUIRED, Param
 
 # imported on first use (dkernel._lazy.deferred): `dkernel validate` and `dkernel methods`
-# import every step, without Dask or scikit-learn (tests/test_cli_imports.py)
+# import every step, without Dask, scikit-learn or SciPy (tests/test_cli_imports.py; the
+# kernels family's __init__ imports SciPy, so the alias resolver is deferred too)
+resolve_alias = deferred("dkernel.kernels.aliases", "resolve_alias")
 embedding_dataset, kernel_dataset, labels_dataset = deferred(
     "dkernel.storage.layout", "embedding_dataset", "kernel_dataset", "labels_dataset"
 )
@@ -36,7 +43,7 @@ _OVERRIDES = {
 }
 KPCA_SCHEMA = EstimatorSchema(
     "dkernel.spectral.estimators:KernelPCAEmbedding",
-    exclude={**_EXCLUDE, "centered": "embedding: kpca or kpca-uncentered"},
+    exclude={**_EXCLUDE, "centered": "embedding: kpca or uncentered"},
     overrides=_OVERRIDES,
 )
 KECA_SCHEMA = EstimatorSchema(
@@ -48,7 +55,8 @@ PARAMS = (
         "embedding",
         "str",
         default="kpca",
-        choices=("kpca", "kpca-uncentered", "keca"),
+        # 'kpca-uncentered': the former name of 'uncentered' (a FutureWarning)
+        choices=("kpca", "uncentered", "keca", "kpca-uncentered"),
         doc="KPCA (centered), uncentered KPCA, or KECA (entropy ordering, angular k-means).",
     ),
     *KPCA_SCHEMA.params,
@@ -96,14 +104,15 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 
 def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
-    keca = p["embedding"] == "keca"
+    embedding = str(resolve_alias(p["embedding"], "embedding", "rbf-spectral"))
+    keca = embedding == "keca"
     fixed: dict = dict(
         n_components=_n_components(p),
         random_state=ctx.seed,
         max_memory=ctx.spec.limits.get("max_memory"),
     )
     if not keca:
-        fixed["centered"] = p["embedding"] == "kpca"
+        fixed["centered"] = embedding == "kpca"
     est = (KECA_SCHEMA if keca else KPCA_SCHEMA).build(p, **fixed)
 
     t = time.perf_counter()
@@ -132,7 +141,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
             criterion=est.criterion_,
             eigen_index=est.eigen_indices_,
             attrs={
-                "method": p["embedding"],
+                "method": embedding,
                 "sigma": est.sigma_,
                 "criterion": "entropy contribution" if keca else "eigenvalue",
             },

@@ -14,17 +14,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
-from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
 
 if TYPE_CHECKING:
+    from dkernel.spectral.bipartite import BipartiteSpectralModel
     from dkernel.spectral.clustering import SpectralClustering
+    from dkernel.spectral.sparse import SparseSpectralModel
+else:
+    BipartiteSpectralModel = deferred("dkernel.spectral.bipartite", "BipartiteSpectralModel")
+    SparseSpectralModel = deferred("dkernel.spectral.sparse", "SparseSpectralModel")
 
 # imported on first use (dkernel._lazy.deferred), constants read from the stored derivation
 # (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
@@ -40,21 +46,18 @@ logger = logging.getLogger(__name__)
 #: SpectralClustering's parameters, derived from the estimator.
 SPECTRAL_SCHEMA = EstimatorSchema(
     "dkernel.spectral.clustering:SpectralClustering",
-    exclude={"kernel_params": "the kernels' reference samples keep their defaults"},
+    exclude={
+        "kernel_params": "the kernels' reference samples keep their defaults",
+        "n_clusters": "an int in a job ('auto', the estimator's eigengap choice, is Python-only)",
+    },
     # the estimator also takes 'pck', 'precomputed' and callables, which a job cannot pass
     overrides={"kernel": {"choices": ("local_scaling", "knn", "rbf", "cosine")}},
 )
 
 PARAMS = (
+    Param("n_clusters", "int", default=2, low=1, doc="Number of clusters."),
     *SPECTRAL_SCHEMA.params,
-    Param(
-        "chunk_rows",
-        "int",
-        default=None,
-        nullable=True,
-        low=16,
-        doc="Rows per Dask chunk of the data (default: about 64 MiB of kernel rows).",
-    ),
+    chunk_rows_param(),
     *RASTER_OUTPUT_PARAMS,
 )
 
@@ -87,10 +90,12 @@ def _landmarks(params: dict, n: int) -> int:
 
 
 def _chunk_rows(params: dict, n: int) -> int:
+    """Rows per Dask chunk: ``chunk_rows``, or about ``KERNEL_BLOCK_BYTES`` of float64 kernel
+    rows against the landmarks (at least 1000)."""
     if params["chunk_rows"]:
         return int(params["chunk_rows"])
     m = min(_landmarks(params, n), DEFAULT_LANDMARKS)
-    return int(max(1000, min(n, 64 * 2**20 // (8 * max(m, 1)))))
+    return rows_for_budget(KERNEL_BLOCK_BYTES, m, 8, low=1000, high=n)
 
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
@@ -139,7 +144,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         else da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
     )
     Xd = ctx.client.persist(Xd)
-    est = SPECTRAL_SCHEMA.build(p, random_state=ctx.seed)
+    est = SPECTRAL_SCHEMA.build(p, n_clusters=p["n_clusters"], random_state=ctx.seed)
     t = time.perf_counter()
     est.fit(Xd)
     yield Timing.since("fit", t)
@@ -182,6 +187,7 @@ def _solver_results(est: SpectralClustering, p: dict) -> tuple[Any, Any, Any, di
     eigenvalues = np.round(est.eigenvalues_, 4).tolist()
     if est.approximation_ == "bipartite":
         gm = est.graph_model_
+        assert isinstance(gm, BipartiteSpectralModel)  # what fit builds on this path
         logger.info(
             f"{est.embedding_method_} embedding of the {gm.graph.n_landmarks}-landmark bipartite "
             f"graph; eigenvalues {eigenvalues}"
@@ -203,8 +209,9 @@ def _solver_results(est: SpectralClustering, p: dict) -> tuple[Any, Any, Any, di
             f"exact {est.embedding_method_} embedding of the {p['n_neighbors']}-NN self-tuning "
             f"graph; eigenvalues {eigenvalues}"
         )
-        gm = est.graph_model_
-        landmarks = landmarks_dataset(est.landmark_indices_, gm.spectrum[:50])
+        sm = est.graph_model_
+        assert isinstance(sm, SparseSpectralModel)  # what fit builds on this path
+        landmarks = landmarks_dataset(est.landmark_indices_, sm.spectrum[:50])
         return (
             est.eigenvalues_,
             np.arange(k),
@@ -212,8 +219,8 @@ def _solver_results(est: SpectralClustering, p: dict) -> tuple[Any, Any, Any, di
             {
                 "solver": "knn-graph",
                 "kernel": "local_scaling",
-                "n_neighbors": gm.n_neighbors,
-                "graph_neighbors": gm.graph_neighbors,
+                "n_neighbors": sm.n_neighbors,
+                "graph_neighbors": sm.graph_neighbors,
             },
         )
     logger.info(
@@ -221,6 +228,7 @@ def _solver_results(est: SpectralClustering, p: dict) -> tuple[Any, Any, Any, di
         f"landmarks; eigenvalues {eigenvalues}"
     )
     ny = est.nystrom_
+    assert ny is not None  # the Nyström path
     landmarks = landmarks_dataset(est.landmark_indices_, ny.all_eigenvalues_[:50])
     return (
         ny.criterion_,

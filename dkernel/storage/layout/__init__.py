@@ -13,7 +13,7 @@ group               builder                                         written by
 ``/kernel``         :func:`kernel_dataset`                          ``rbf-spectral``, ``pck-spectral`` (on request)
 ``/features``       :func:`features_dataset`                        ``pck-spectral`` (on request)
 ``/embedding``      :func:`embedding_dataset`                       spectral, PCK and ranking jobs
-``/landmarks``      :func:`landmarks_dataset`                       ``spectral-clustering``
+``/landmarks``      :func:`landmarks_dataset`                       ``spectral-clustering``, ``kernel-kmeans``
 ``/labels``         :func:`labels_dataset`                          clustering jobs
 ``/metrics``        :func:`metrics_dataset`                         jobs with ground truth, ``kppr``
 ``/gmm``            :func:`gmm_dataset`                             ``pck-spectral``
@@ -24,6 +24,7 @@ group               builder                                         written by
 ``/selection``      :func:`selection_dataset`                       ``kernel-decomposition`` (a grid)
 ``/map``            :func:`~dkernel.storage.geo.map_dataset`        clustering jobs on image readers
 ``/map``            :func:`~dkernel.storage.geo.score_map_dataset`  ranking jobs on image readers
+``/change``         :func:`change_dataset`                          ``change-detection``
 ==================  ==============================================  ===============================================
 
 The root's attributes (job spec, versions, seed, timings, status) are written by
@@ -37,6 +38,7 @@ from collections.abc import Callable
 import xarray as xr
 
 from dkernel.storage.geo import map_dataset, score_map_dataset
+from dkernel.storage.layout.change import change_dataset
 from dkernel.storage.layout.core import input_dataset, labels_dataset, metrics_dataset
 from dkernel.storage.layout.decomposition import (
     decomposition_dataset,
@@ -69,10 +71,12 @@ GROUPS: dict[str, tuple[Callable[..., xr.Dataset], ...]] = {
     "posteriors": (posteriors_dataset,),
     "selection": (selection_dataset,),
     "map": (map_dataset, score_map_dataset),
+    "change": (change_dataset,),
 }
 
 __all__ = [
     "GROUPS",
+    "change_dataset",
     "decomposition_dataset",
     "embedding_dataset",
     "features_dataset",

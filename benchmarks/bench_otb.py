@@ -1,0 +1,267 @@
+"""``dkernel run`` beside Orfeo ToolBox's LargeScaleMeanShift on the same scenes (issue 32).
+
+Two scenes:
+
+* the demo scene (``dkernel/data/RGB.byte.tif``, 718 × 791 × 3, 0.57 Mpx): ``dkernel run
+  jobs/demo-landsat-mssc.yaml`` against ``otbcli_LargeScaleMeanShift`` on the same file;
+* a 10⁶-pixel synthetic scene (1000 × 1000 × 6, the generating classes of
+  ``bench_full_tile.py``): an ``mssc`` job (geotiff reader, ``n_clusters`` 6, every other
+  parameter at its default) against LSMS, both scored by the ARI of their label map against
+  the generating classes (LSMS draws segments, not classes: its ARI says how far a
+  segmentation is from a classification).
+
+LSMS runs at its defaults (spatial radius 5, range radius 15, minimum segment 50 pixels, 500 ×
+500 tiles) and with a user's tiling (``--tile``, default 256). For each run: wall time, CPU time
+(user + system of the command and every process it waited for), peak memory summed over the
+command's process tree (psutil, polled every 0.1 s), and the ARI where there are classes.
+The table goes to ``benchmarks/results/otb.md`` with the OTB version.
+
+Without ``otbcli_LargeScaleMeanShift`` on PATH (Debian/Ubuntu: ``apt-get install otb-bin``)
+the benchmark prints why and exits 0 without a table.
+
+Usage::
+
+    python benchmarks/bench_otb.py [--repeat 1] [--tile 256] [--side 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+LSMS = "otbcli_LargeScaleMeanShift"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_full_tile import N_CLASSES, STRIP, class_of, write_scene  # noqa: E402
+
+
+class TreeMemory:
+    """Largest sum of the RSS of a process and all its descendants, polled in a thread."""
+
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        import psutil
+
+        self.root = psutil.Process(pid)
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.Error:
+                break
+            total = 0
+            for p in procs:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.peak = max(self.peak, total)
+            time.sleep(self.interval)
+
+    def stop(self) -> float:
+        """The peak in GiB."""
+        self._stop.set()
+        self._thread.join()
+        return self.peak / 2**30
+
+
+def timed(argv: list[str], cwd: Path) -> dict[str, float]:
+    """Run ``argv``; wall, CPU (its waited-for processes) and summed peak memory."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    t = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    memory = TreeMemory(proc.pid)
+    out, _ = proc.communicate()
+    wall = time.perf_counter() - t
+    peak = memory.stop()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:3])} failed:\n{out[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": wall, "cpu_s": cpu, "peak_gib": peak}
+
+
+def otb_version() -> str:
+    """OTB's version: the Debian package's, else the first line of the application's help."""
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Version}", "otb-bin"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        if out.stdout.strip():
+            return f"otb-bin {out.stdout.strip()}"
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    out = subprocess.run([LSMS, "-help"], capture_output=True, text=True)
+    return (out.stdout or out.stderr).splitlines()[0] if (out.stdout or out.stderr) else "unknown"
+
+
+def lsms(scene: Path, out: Path, tile: int | None) -> list[str]:
+    argv = [LSMS, "-in", str(scene), "-mode", "raster", "-mode.raster.out", str(out), "uint32"]
+    if tile is not None:
+        argv += ["-tilesizex", str(tile), "-tilesizey", str(tile)]
+    return argv
+
+
+def dkernel_run(job: Path, root: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "dkernel.cli", "run", str(job), "--output-root", str(root),
+        "--overwrite", "--no-progress",
+    ]  # fmt: skip
+
+
+def ari(table: np.ndarray) -> float:
+    """Adjusted Rand index from a contingency table."""
+
+    def comb2(v: np.ndarray) -> float:
+        v = v.astype(np.float64)
+        return float((v * (v - 1) / 2).sum())
+
+    n = table.sum()
+    index = comb2(table)
+    expected = comb2(table.sum(1)) * comb2(table.sum(0)) / comb2(np.array([n]))
+    maximum = (comb2(table.sum(1)) + comb2(table.sum(0))) / 2
+    return (index - expected) / (maximum - expected)
+
+
+def ari_of_map(labels: np.ndarray, side: int) -> float:
+    """ARI of a (side, side) label map (negative = no label) against the generating classes."""
+    _, inverse = np.unique(labels, return_inverse=True)
+    inverse = inverse.reshape(labels.shape)
+    table = np.zeros((N_CLASSES, int(inverse.max()) + 1), dtype=np.int64)
+    for r0 in range(0, side, STRIP):
+        r1 = min(side, r0 + STRIP)
+        rows, cols = np.mgrid[r0:r1, 0:side]
+        cls = class_of(rows, cols, side)
+        ok = labels[r0:r1] >= 0
+        np.add.at(table, (cls[ok], inverse[r0:r1][ok]), 1)
+    return ari(table[:, table.sum(0) > 0])
+
+
+def read_tif(path: Path) -> np.ndarray:
+    import rasterio
+
+    with rasterio.open(path) as src:
+        return src.read(1).astype(np.int64)
+
+
+def dkernel_labels(store: Path) -> np.ndarray:
+    import dkernel
+
+    return np.asarray(dkernel.open_results(store)["mssc"]["labels"].values, dtype=np.int64)
+
+
+def synthetic_job(tif: Path, folder: Path) -> Path:
+    import yaml
+
+    spec = {
+        "name": "otb-synthetic",
+        "seed": 0,
+        "data": {"reader": "geotiff", "path": str(tif)},
+        "method": "mssc",
+        "params": {"n_clusters": N_CLASSES},
+        "output": str(folder / "otb-synthetic.zarr"),
+    }
+    job = folder / "otb-synthetic.yaml"
+    job.write_text(yaml.safe_dump(spec))
+    return job
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each command (median)")
+    parser.add_argument("--tile", type=int, default=256, help="the user's LSMS tile size")
+    parser.add_argument("--side", type=int, default=1000, help="side of the synthetic scene")
+    parser.add_argument("--out", type=Path, default=RESULTS / "otb.md")
+    args = parser.parse_args()
+    if shutil.which(LSMS) is None:
+        print(
+            f"skipped: {LSMS} is not on PATH (Debian/Ubuntu: apt-get install otb-bin); "
+            "nothing to compare dkernel with."
+        )
+        return 0
+    version = otb_version()
+    from dkernel.io.raster import package_data_path
+
+    demo = package_data_path("RGB.byte.tif")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dkernel-otb-") as tmp:
+        work = Path(tmp)
+        synthetic = work / "synthetic.tif"
+        write_scene(synthetic, args.side)
+        runs = [
+            ("demo", "dkernel run (demo job)", dkernel_run(ROOT / "jobs" / "demo-landsat-mssc.yaml", work), None),
+            ("demo", "OTB LSMS defaults", lsms(demo, work / "demo-otb.tif", None), None),
+            ("demo", f"OTB LSMS tiles {args.tile}", lsms(demo, work / "demo-otb-t.tif", args.tile), None),
+            ("synthetic", "dkernel run (mssc, k = 6)", dkernel_run(synthetic_job(synthetic, work), work), work / "otb-synthetic.zarr"),
+            ("synthetic", "OTB LSMS defaults", lsms(synthetic, work / "syn-otb.tif", None), work / "syn-otb.tif"),
+            ("synthetic", f"OTB LSMS tiles {args.tile}", lsms(synthetic, work / "syn-otb-t.tif", args.tile), work / "syn-otb-t.tif"),
+        ]  # fmt: skip
+        for scene, name, argv, result in runs:
+            measured = [timed(argv, ROOT) for _ in range(args.repeat)]
+            row = {
+                "scene": scene,
+                "run": name,
+                **{k: float(np.median([m[k] for m in measured])) for k in measured[0]},
+            }
+            if result is not None:
+                labels = dkernel_labels(result) if result.suffix == ".zarr" else read_tif(result)
+                row["ari"] = ari_of_map(labels, args.side)
+            rows.append(row)
+            print(row, flush=True)
+    write_table(rows, args, version)
+    return 0
+
+
+def write_table(rows: list[dict], args: argparse.Namespace, version: str) -> None:
+    lines = [
+        "# dkernel vs Orfeo ToolBox LargeScaleMeanShift (`benchmarks/bench_otb.py`)",
+        "",
+        f"OTB: {version}. Machine: {os.cpu_count()} CPUs; median of {args.repeat} run(s); "
+        f"synthetic scene {args.side} × {args.side} × 6; load average at the end "
+        f"{os.getloadavg()[0]:.1f} (others' work shares the CPUs: compare ratios, not times).",
+        "",
+        "| scene | run | wall (s) | CPU (s) | peak memory, all processes (GiB) | ARI | "
+        "wall / OTB defaults |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        otb = next(
+            r for r in rows if r["scene"] == row["scene"] and r["run"] == "OTB LSMS defaults"
+        )
+        ari_text = f"{row['ari']:.3f}" if "ari" in row else ""
+        lines.append(
+            f"| {row['scene']} | {row['run']} | {row['wall_s']:.1f} | {row['cpu_s']:.1f} | "
+            f"{row['peak_gib']:.2f} | {ari_text} | {row['wall_s'] / otb['wall_s']:.2f} |"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""``ChangeDetection``: MAD, IR-MAD or kernel MAD between two co-registered rasters, fitted on a
+sample of the pixels valid at both dates and mapped strip by strip with Dask."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from dkernel._random import seed_from_random_state
+from dkernel.change.detect import METHODS, change_maps, fit_change, open_pair, sample_pixels
+from dkernel.change.threshold import THRESHOLDS, change_threshold
+from dkernel.kernels.widths import KERNEL_MAD_SIGMA_FRACTION
+
+
+class ChangeDetection(BaseEstimator):
+    """Change between two dates: MAD variates, χ² change intensity and a change mask.
+
+    Fitted on a sample of the pixels valid at both dates (one pass over the two images);
+    :meth:`transform` maps any pair on the same grid lazily, one row strip per Dask task.
+
+    Parameters
+    ----------
+    method : {'kernel', 'irmad', 'mad'}, default='kernel'
+        kernel: kernel MAD (kernel CCA fitted on IR-MAD no-change pixels); irmad: iteratively
+        re-weighted MAD; mad: MAD.
+    threshold : {'otsu', 'mixture'}, default='otsu'
+        Automatic threshold of sqrt(intensity): Otsu's or a two-Gaussian mixture's.
+    threshold_value : float, default=None
+        A fixed intensity threshold instead (e.g. the chi-squared 99 % quantile).
+    n_components : int, default=None
+        Kernel MAD's canonical pairs (default: the smaller band count).
+    sample_size : int, default=20000
+        Pixels the fit and the threshold see.
+    regularization : float, default=0.01
+        Kernel MAD: kernel CCA's regularisation κ.
+    sigma_fraction : float, default=KERNEL_MAD_SIGMA_FRACTION
+        Kernel MAD: RBF width per date, this fraction of the median pixel distance.
+    n_landmarks : int, default=300
+        Kernel MAD: Nyström landmarks.
+    max_iter : int, default=50
+        IR-MAD: re-weighting iterations at most.
+    tol : float, default=1e-6
+        IR-MAD: tolerance on the canonical correlations.
+    chunk_rows : int, default=None
+        Rows per strip of images read from paths or NumPy.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the sample and of the landmarks.
+
+    Attributes
+    ----------
+    transformation_ : object
+        The fitted MAD transformation (``variates``, ``intensity``, ``correlations``,
+        ``sigma``).
+    threshold_ : float
+        The intensity threshold of the change mask.
+    correlations_ : ndarray of shape (n_components,)
+        Canonical correlations of the two dates.
+    n_sample_ : int
+        Pixels the fit saw.
+
+    See Also
+    --------
+    dkernel.detect_change : The same in one call.
+    dkernel.KernelCCA : The kernel CCA behind kernel MAD.
+
+    References
+    ----------
+    - MAD [Nielsen1998]; IR-MAD [Nielsen2007]; kernel CCA [MLSlides2012], [Bach2002].
+
+    Examples
+    --------
+    >>> est = ChangeDetection(method="irmad").fit("before.tif", "after.tif")  # doctest: +SKIP
+    >>> est.transform("before.tif", "after.tif")["labels"]  # doctest: +SKIP
+    """
+
+    _parameter_constraints: dict = {
+        "method": [StrOptions(set(METHODS))],
+        "threshold": [StrOptions(set(THRESHOLDS))],
+        "threshold_value": [Interval(Real, 0, None, closed="left"), None],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "sample_size": [Interval(Integral, 10, None, closed="left")],
+        "regularization": [Interval(Real, 0, None, closed="left")],
+        "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
+        "n_landmarks": [Interval(Integral, 2, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        method: str = "kernel",
+        threshold: str = "otsu",
+        threshold_value: float | None = None,
+        n_components: int | None = None,
+        sample_size: int = 20_000,
+        regularization: float = 0.01,
+        sigma_fraction: float = KERNEL_MAD_SIGMA_FRACTION,
+        n_landmarks: int = 300,
+        max_iter: int = 50,
+        tol: float = 1e-6,
+        chunk_rows: int | None = None,
+        random_state: Any = None,
+    ) -> None:
+        self.method = method
+        self.threshold = threshold
+        self.threshold_value = threshold_value
+        self.n_components = n_components
+        self.sample_size = sample_size
+        self.regularization = regularization
+        self.sigma_fraction = sigma_fraction
+        self.n_landmarks = n_landmarks
+        self.max_iter = max_iter
+        self.tol = tol
+        self.chunk_rows = chunk_rows
+        self.random_state = random_state
+
+    def fit(self, before: Any, after: Any) -> ChangeDetection:
+        """Fit the transformation and the threshold on a sample of the two dates.
+
+        Parameters
+        ----------
+        before, after : str, path or xarray.DataArray (band, y, x)
+            The two dates on the same grid (CRS, transform and shape).
+
+        Returns
+        -------
+        self : ChangeDetection
+        """
+        self._fit(before, after)
+        return self
+
+    def transform(self, before: Any, after: Any) -> xr.Dataset:
+        """The lazy maps of the fitted transformation on the grid of ``before``.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``variates``, ``intensity``, ``labels`` (1 change, 0 no change, -1 no data) and
+            ``valid``, with the before image's CRS (see :func:`dkernel.detect_change`).
+        """
+        check_is_fitted(self, "transformation_")
+        return change_maps(
+            *open_pair(before, after, self.chunk_rows),
+            self.transformation_,
+            self.threshold_,
+            self._attrs(),
+        )
+
+    def fit_transform(self, before: Any, after: Any) -> xr.Dataset:
+        """:meth:`fit`, then :meth:`transform` of the same pair (the images opened once)."""
+        b, a, valid = self._fit(before, after)
+        return change_maps(b, a, valid, self.transformation_, self.threshold_, self._attrs())
+
+    def _fit(self, before: Any, after: Any) -> tuple[Any, Any, Any]:
+        self._validate_params()
+        b, a, valid = open_pair(before, after, self.chunk_rows)
+        seed = seed_from_random_state(self.random_state)
+        X, Y = sample_pixels(b.data, a.data, valid, int(self.sample_size), seed)
+        t = fit_change(
+            X,
+            Y,
+            method=self.method,
+            n_components=self.n_components,
+            regularization=self.regularization,
+            sigma_fraction=self.sigma_fraction,
+            n_landmarks=self.n_landmarks,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            random_state=seed,
+        )
+        self.transformation_ = t
+        self.correlations_ = np.asarray(t.correlations)
+        self.n_sample_ = int(X.shape[0])
+        self.n_iter_ = int(getattr(t, "n_iter", 0))
+        if self.threshold_value is not None:
+            self.threshold_ = float(self.threshold_value)
+        else:
+            self.threshold_ = change_threshold(t.intensity(t.variates(X, Y)), self.threshold)
+        return b, a, valid
+
+    def _attrs(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "threshold_method": "fixed" if self.threshold_value is not None else self.threshold,
+            "n_sample": self.n_sample_,
+            "n_iter": self.n_iter_,
+        }

@@ -1,0 +1,203 @@
+"""``method: kernel-kmeans`` — :class:`~dkernel.KernelKMeans`: Lloyd's iterations in a kernel's
+feature space, exact on the kernel matrix (small N) or on a Nyström feature map (large N);
+writes ``/labels`` (labels, centres, objective, the AIC/BIC of every K tried) and, for the
+Nyström solver, ``/landmarks``.
+
+The data are row-chunked into a Dask array on the job's cluster: the Nyström solver runs
+Lloyd's iterations on a uniform sample of at most ``kmeans_sample`` rows, then assigns every
+row to its nearest centre chunk by chunk; nothing is N × N. The exact solver is taken (by
+``solver='auto'``) only on small data whose kernel fits ``limits.max_memory``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
+from dkernel._lazy import deferred
+from dkernel.errors import InvalidInputError
+from dkernel.io.data import LoadedData
+from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
+from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
+from dkernel.schema.cache import constants
+from dkernel.schema.estimator import EstimatorSchema
+
+# imported on first use (dkernel._lazy.deferred), constants read from the stored derivation
+# (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
+# without Dask or scikit-learn (tests/test_cli_imports.py)
+AUTO_COST_RATIO, EXACT_FULL_STEPS, FEATURE_STEPS = constants(
+    "dkernel.kmeans.estimator", "AUTO_COST_RATIO", "EXACT_FULL_STEPS", "FEATURE_STEPS"
+)
+da = deferred("dask.array")
+labels_dataset, landmarks_dataset = deferred(
+    "dkernel.storage.layout", "labels_dataset", "landmarks_dataset"
+)
+
+logger = logging.getLogger(__name__)
+
+#: KernelKMeans's parameters, derived from the estimator.
+KMEANS_SCHEMA = EstimatorSchema(
+    "dkernel.kmeans.estimator:KernelKMeans",
+    exclude={
+        "kernel_params": "the kernels' own parameters keep their defaults",
+        "max_memory": "the job's limits.max_memory",
+    },
+    # the estimator also takes 'pck' (a fitted model), 'precomputed' and callables, which a
+    # job cannot pass
+    overrides={
+        "kernel": {
+            "choices": ("rbf", "local_scaling", "knn", "knn_mean", "landmark", "cosine"),
+            "doc": "A kernel of the registry by name (make_kernel), with its own defaults.",
+        }
+    },
+)
+
+PARAMS = (
+    *KMEANS_SCHEMA.params,
+    chunk_rows_param(),
+    *RASTER_OUTPUT_PARAMS,
+)
+
+
+def _largest_k(params: dict, n: int) -> int:
+    k = params["n_clusters"]
+    return min(int(params["max_clusters"]), n) if k is None else int(k)
+
+
+def check_data(params: dict, data: LoadedData) -> None:
+    n = data.n_samples
+    if n < 2:
+        raise InvalidInputError(f"kernel-kmeans needs at least 2 samples; the data has {n}.")
+    if params["n_clusters"] is not None and params["n_clusters"] > n:
+        raise InvalidInputError(
+            f"params.n_clusters ({params['n_clusters']}) is larger than the number of samples "
+            f"({n})."
+        )
+    if isinstance(data.X, np.ndarray):
+        if np.isnan(data.X).any():
+            raise InvalidInputError(
+                f"kernel-kmeans does not handle missing values ({int(np.isnan(data.X).sum())} "
+                "NaN found); impute them or use method: pck-spectral."
+            )
+        if np.isinf(data.X).any():
+            raise InvalidInputError(
+                "the data holds infinite values; kernel-kmeans needs finite data."
+            )
+
+
+def _chunk_rows(params: dict, n: int) -> int:
+    if params["chunk_rows"]:
+        return int(params["chunk_rows"])
+    return rows_for_budget(KERNEL_BLOCK_BYTES, params["n_landmarks"], 8, low=1000, high=n)
+
+
+def _solver(params: dict, n: int, p: int) -> str:
+    """The solver ``solver='auto'`` takes by its work estimate (KernelKMeans._choose_solver;
+    the estimator also falls back to Nyström when the exact kernel exceeds the memory limit)."""
+    if params["solver"] != "auto":
+        return params["solver"]
+    k, m, s = _largest_k(params, n), min(n, params["n_landmarks"]), min(n, params["kmeans_sample"])
+    exact = n * n * (p + params["n_init"] * EXACT_FULL_STEPS * k)
+    nystrom = n * m * (p + k) + m**3 + s * m * (p + params["n_init"] * FEATURE_STEPS * k)
+    return "exact" if exact <= AUTO_COST_RATIO * nystrom else "nystrom"
+
+
+def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
+    n, k = n_samples, _largest_k(params, n_samples)
+    if _solver(params, n, n_features) == "exact":
+        # the kernel, the columns of moved points, the (n, k) sums and distances
+        memory = 8.0 * n * n * 1.25 + 8.0 * n * (6 * k + n_features)
+        what = f"exact kernel k-means on a dense {n} x {n} kernel"
+    else:
+        m, s = min(n, params["n_landmarks"]), min(n, params["kmeans_sample"])
+        rows = _chunk_rows(params, n)
+        # the sample's features, a chunk's kernel rows and features, the landmark basis
+        memory = 8.0 * (s * (m + n_features) + 2 * rows * m + 3 * m * m) + 8.0 * n * 2
+        what = f"kernel k-means on a {m}-landmark Nyström map, Lloyd on {s} rows"
+    return Cost(
+        memory_bytes=memory,
+        disk_bytes=8.0 * n_samples,
+        what=what,
+        alternative="solver: nystrom, fewer n_landmarks, a smaller kmeans_sample or chunk_rows.",
+    )
+
+
+def compute(ctx: JobContext) -> Iterator[Output]:
+    p = ctx.params
+    X = ctx.data.X
+    n = int(X.shape[0])
+    rows = _chunk_rows(p, n)
+    Xd = (
+        X.rechunk({0: rows, 1: -1})
+        if isinstance(X, da.Array)
+        # name=False: keys of this job's own (see spectral_clustering)
+        else da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
+    )
+    Xd = ctx.client.persist(Xd)
+    est = KMEANS_SCHEMA.build(
+        p, random_state=ctx.seed, max_memory=ctx.spec.limits.get("max_memory")
+    )
+    t = time.perf_counter()
+    est.fit(Xd)
+    yield Timing.since("fit", t)
+    logger.info(
+        f"kernel k-means ({est.solver_} solver, kernel {est.kernel_.name}): K = {est.n_clusters_}"
+        f", objective {est.inertia_:.6g}, {est.n_iter_} Lloyd steps"
+    )
+    yield Group(
+        "labels",
+        labels_dataset(
+            est.labels_,
+            n_clusters=est.n_clusters_,
+            clustering=f"kernel k-means ({est.solver_})",
+            centers=est.cluster_centers_,
+            inertia=float(est.inertia_),
+        ).assign_attrs(_attrs(est, p)),
+    )
+    if est.landmark_indices_ is not None:
+        basis = est.model_.feature_map.basis
+        # W0 = U Λ^(-1/2): the landmark kernel's kept eigenvalues are 1 / ||W0[:, j]||²
+        spectrum = np.sort(1.0 / np.einsum("ij,ij->j", basis, basis))[::-1]
+        yield Group("landmarks", landmarks_dataset(est.landmark_indices_, spectrum[:50]))
+    yield LabelMap(est.labels_, "kernel k-means")
+    yield Metrics(est.labels_)
+
+
+def _attrs(est: Any, p: dict) -> dict[str, Any]:
+    """The ``/labels`` attributes: the fitted model and, over the K tried, the selection."""
+    attrs: dict[str, Any] = {
+        "solver": est.solver_,
+        "kernel": est.kernel_.name,
+        "sigma": est.sigma_,
+        "n_iter": int(est.n_iter_),
+        "cluster_sizes": np.bincount(est.labels_, minlength=est.n_clusters_).tolist(),
+        "n_landmarks": None if est.landmark_indices_ is None else int(est.landmark_indices_.size),
+        "n_clusters_candidates": est.n_clusters_candidates_.tolist(),
+        "inertias": est.inertias_.tolist(),
+        "aic": est.aic_.tolist(),
+        "bic": est.bic_.tolist(),
+        "criterion": p["criterion"],
+        "effective_dimension": float(est.effective_dimension_),
+    }
+    if est.cluster_centers_ is not None:
+        attrs["feature_space_dimension"] = int(est.cluster_centers_.shape[1])
+    return attrs
+
+
+register_method(
+    Method(
+        name="kernel-kmeans",
+        params=PARAMS,
+        compute=compute,
+        check_data=check_data,
+        estimate=estimate,
+        description="Kernel k-means (any registered kernel; exact, or a Nyström feature map "
+        "for large N); K chosen by AIC/BIC when n_clusters is null; predicts new points.",
+        estimators=(KMEANS_SCHEMA,),
+    )
+)

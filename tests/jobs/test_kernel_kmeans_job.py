@@ -1,0 +1,117 @@
+"""The ``kernel-kmeans`` job method: what it writes equals what ``KernelKMeans`` fits, K chosen
+by AIC/BIC over the candidates, the label map of an image reader, the early refusals and the
+cost model's solver choice (the estimator's own)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+from sklearn.preprocessing import StandardScaler
+
+from dkernel import KernelKMeans
+from dkernel.errors import InvalidInputError
+from dkernel.io.data import LoadedData
+from dkernel.jobs.registry import get_method
+from dkernel.jobs.runner import run_job
+from dkernel.jobs.spec import validate_spec
+from dkernel.jobs.steps import kernel_kmeans as step
+from dkernel.kernels.registry import make_kernel
+from dkernel.storage import open_results
+
+IRIS = {"reader": "sklearn", "name": "iris", "standardize": True}
+
+
+def _run(tmp_path: Path, client, params: dict, data: dict = IRIS) -> Path:
+    spec = validate_spec(
+        {
+            "name": "kk",
+            "seed": 0,
+            "data": data,
+            "method": "kernel-kmeans",
+            "params": params,
+            "output": str(tmp_path / "kk.zarr"),
+        }
+    )
+    return run_job(spec, output=tmp_path / "kk.zarr", client=client, progress=False)
+
+
+def _iris() -> tuple[np.ndarray, np.ndarray]:
+    X, y = load_iris(return_X_y=True)
+    return StandardScaler().fit_transform(X), y
+
+
+def test_nystrom_job_stores_what_the_estimator_fits(tmp_path, client):
+    # Lloyd on a 100-row sample, the other rows assigned afterwards (the large-N path)
+    params = {"n_clusters": 3, "solver": "nystrom", "n_landmarks": 40, "kmeans_sample": 100}
+    tree = open_results(_run(tmp_path, client, params))
+    X, y = _iris()
+    est = KernelKMeans(**params, random_state=0).fit(X)
+    labels = tree["labels"]
+    np.testing.assert_array_equal(labels["labels"].values, est.labels_)
+    np.testing.assert_allclose(labels["centers"].values, est.cluster_centers_, rtol=1e-10)
+    assert labels.attrs["inertia"] == pytest.approx(est.inertia_, rel=1e-10)
+    assert labels.attrs["solver"] == "nystrom" and labels.attrs["n_clusters"] == 3
+    assert labels.attrs["cluster_sizes"] == np.bincount(est.labels_).tolist()
+    np.testing.assert_array_equal(tree["landmarks"]["index"].values, est.landmark_indices_)
+    # the landmark kernel's leading eigenvalues, read back from the basis
+    K_mm = est.kernel_.cross(X[est.landmark_indices_], X[est.landmark_indices_])
+    top = np.linalg.eigvalsh(K_mm)[::-1][: tree["landmarks"]["spectrum"].size]
+    np.testing.assert_allclose(tree["landmarks"]["spectrum"].values, top, rtol=1e-6)
+    assert float(tree["metrics"]["ari"]) > 0.5
+
+
+def test_model_selection_over_k_is_stored(tmp_path, client):
+    params = {"n_clusters": None, "max_clusters": 4, "solver": "exact", "n_init": 3}
+    attrs = open_results(_run(tmp_path, client, params))["labels"].attrs
+    assert attrs["n_clusters_candidates"] == [1, 2, 3, 4]
+    bic = np.asarray(attrs["bic"])
+    assert len(attrs["aic"]) == 4 and attrs["criterion"] == "bic"
+    assert attrs["n_clusters"] == int(np.argmin(bic)) + 1
+    est = KernelKMeans(**params, random_state=0).fit(_iris()[0])
+    np.testing.assert_allclose(bic, est.bic_, rtol=1e-10)
+    assert "centers" not in open_results(_run(tmp_path / "b", client, params))["labels"]
+
+
+def test_image_reader_gets_the_label_map(tmp_path, client):
+    # four flat 3-band regions plus noise, (y, x, band)
+    centres = np.array([[0.1, 0.2, 0.8], [0.8, 0.1, 0.2], [0.3, 0.9, 0.4], [0.9, 0.8, 0.9]])
+    region = (np.arange(36)[:, None] >= 18) * 2 + (np.arange(40)[None] >= 20)
+    img = centres[region] + np.random.default_rng(0).normal(scale=0.03, size=(36, 40, 3))
+    np.save(tmp_path / "image.npy", img.astype(np.float32))
+    data = {"reader": "npy-raster", "path": str(tmp_path / "image.npy")}
+    params = {"n_clusters": 4, "write_geotiff": False, "write_png": False}
+    tree = open_results(_run(tmp_path, client, params, data))
+    label_map = tree["map"]["labels"].values
+    assert label_map.shape == (36, 40)
+    np.testing.assert_array_equal(label_map.ravel(), tree["labels"]["labels"].values)
+    # four flat regions: one cluster each
+    quadrants = [label_map[:18, :20], label_map[:18, 20:], label_map[18:, :20], label_map[18:, 20:]]
+    assert sorted(np.unique(q).size for q in quadrants) == [1, 1, 1, 1]
+    assert len({int(q[0, 0]) for q in quadrants}) == 4
+
+
+def test_check_data_refuses_before_any_cluster():
+    method = get_method("kernel-kmeans")
+    params = validate_spec(
+        {"name": "x", "data": IRIS, "method": "kernel-kmeans", "output": "x.zarr"}
+    ).params
+    X = np.ones((5, 2))
+    with pytest.raises(InvalidInputError, match="larger than the number of samples"):
+        method.check_data({**params, "n_clusters": 6}, LoadedData(X))
+    X[1, 1] = np.nan
+    with pytest.raises(InvalidInputError, match="missing values"):
+        method.check_data({**params, "n_clusters": 2}, LoadedData(X))
+
+
+@pytest.mark.parametrize("n", [200, 3000, 6000, 20_000])
+def test_cost_model_takes_the_estimators_solver(n):
+    params = validate_spec(
+        {"name": "x", "data": IRIS, "method": "kernel-kmeans", "output": "x.zarr"}
+    ).params
+    X = np.random.default_rng(0).normal(size=(50, 4))
+    est = KernelKMeans(max_memory="100GiB")
+    chosen = est._choose_solver(n, 4, make_kernel("rbf", X), params["n_clusters"])
+    assert step._solver(params, n, 4) == chosen
+    cost = step.estimate(params, n, 4)
+    assert (cost.memory_bytes > 8.0 * n * n) == (chosen == "exact")

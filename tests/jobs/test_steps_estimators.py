@@ -1,0 +1,162 @@
+"""Job steps that fit the estimators: what a job stores is what the estimator computes, the
+steps' block sizes are ``dkernel._budget``'s, and former parameter values stay accepted."""
+
+import numpy as np
+import pytest
+
+import dkernel
+from dkernel.jobs.prepare import prepare_job
+from dkernel.jobs.runner import run_job
+from dkernel.jobs.spec import validate_spec
+from dkernel.kernels import aliases
+from dkernel.storage import open_results
+
+
+def _spec(method, params, data=None, name="t"):
+    return validate_spec(
+        {
+            "name": name,
+            "seed": 0,
+            "data": data or {"reader": "sklearn", "name": "wine", "standardize": True},
+            "method": method,
+            "params": params,
+            "output": "unused.zarr",
+        }
+    )
+
+
+@pytest.mark.parametrize("covariance_type", ["diag", "full"])
+def test_pck_job_stores_what_the_estimator_fits(tmp_path, client, covariance_type):
+    params = {
+        "n_clusters": 3,
+        "n_inits": 3,
+        "max_components": 4,
+        "covariance_type": covariance_type,
+        "n_init": 5,
+        "store_features": True,
+    }
+    spec = _spec("pck-spectral", params)
+    tree = open_results(run_job(spec, output=tmp_path / "p.zarr", client=client, progress=False))
+    _, data = prepare_job(spec)
+    pck = dkernel.ProbabilisticClusterKernel(
+        n_inits=3, max_components=4, covariance_type=covariance_type, random_state=0
+    )
+    est = dkernel.PCKSpectralClustering(3, pck=pck, n_init=5, random_state=0).fit(data.X)
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)
+    np.testing.assert_array_equal(tree["embedding"]["embedding"].values, est.embedding_)
+    np.testing.assert_array_equal(tree["gmm"]["mean_entropy"].values.ravel(), est.model_entropy_)
+    np.testing.assert_array_equal(tree["features"]["features"].values, est.pck_.transform(data.X))
+    # every model's parameters, NaN-padded to max_components components
+    gmm, ens = tree["gmm"], est.pck_.ensemble_
+    second = "variances" if covariance_type == "diag" else "covariances"
+    offsets = ens.offsets
+    for m, (q, g) in enumerate(zip(est.pck_.model_inits_, est.pck_.model_components_, strict=True)):
+        if covariance_type == "diag":
+            expected = ens.variances[offsets[m] : offsets[m + 1]]
+        else:
+            expected = ens.models[m][1]
+        stored = gmm[second].sel(init=q, n_components=g).values[:g]
+        np.testing.assert_array_equal(stored, expected)
+        assert np.isnan(gmm[second].sel(init=q, n_components=g).values[g:]).all()
+
+
+@pytest.mark.parametrize("store_projection", [False, True])
+def test_kppr_job_scores_in_its_dtype_as_the_estimator(tmp_path, client, store_projection):
+    params = {
+        "kernel": "rbf",
+        "dtype": "float32",
+        "n_fit": 60,
+        "seeds": {"global": None, "row_0": 0},
+        "top_k": 5,
+        "store_projection": store_projection,
+        "evaluate_max_samples": 0,
+    }
+    spec = _spec("kppr", params)
+    tree = open_results(run_job(spec, output=tmp_path / "k.zarr", client=client, progress=False))
+    score = tree["ranking"]["score"].values
+    assert score.dtype == np.float32 and score.shape == (178, 2)
+    assert ("projection" in tree["ranking"]) is store_projection
+    # the global seed's scores are positive and the in-sample ones sum to about 1 (Prop. 4)
+    in_sample = tree["ranking"]["in_sample"].values
+    assert in_sample.sum() == 60 and np.all(score[:, 0] > 0)
+    np.testing.assert_allclose(score[in_sample, 0].sum(), 1.0, rtol=1e-3)
+
+
+def test_jrc_job_stores_the_estimators_cluster_ranking(tmp_path, client):
+    params = {"n_clusters": 3, "n_components": 3, "top_k": 4, "n_init": 3}
+    spec = _spec("jrc", params)
+    tree = open_results(run_job(spec, output=tmp_path / "j.zarr", client=client, progress=False))
+    _, data = prepare_job(spec)
+    jrc = dkernel.JointRankingClustering(
+        n_clusters=3, n_components=3, n_init=3, random_state=0
+    ).fit(np.asarray(data.X, dtype=np.float64))
+    names, scores, top = jrc.cluster_ranking(4)
+    assert list(tree["ranking"]["seed"].values) == names
+    np.testing.assert_array_equal(tree["ranking"]["score"].values, scores)
+    np.testing.assert_array_equal(tree["ranking"]["cluster_top_index"].values, top)
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    """Forget which former names this process was warned about (the warning is once)."""
+    monkeypatch.setattr(aliases, "_WARNED", set())
+
+
+def test_rbf_spectral_former_embedding_name_warns_and_gives_the_same_result(
+    tmp_path, client, fresh_warnings
+):
+    params = {"n_clusters": 3, "store_kernel": False}
+    new = run_job(
+        _spec("rbf-spectral", {**params, "embedding": "uncentered"}),
+        output=tmp_path / "new.zarr",
+        client=client,
+        progress=False,
+    )
+    with pytest.warns(FutureWarning, match="embedding='kpca-uncentered'.*'uncentered'"):
+        old = run_job(
+            _spec("rbf-spectral", {**params, "embedding": "kpca-uncentered"}),
+            output=tmp_path / "old.zarr",
+            client=client,
+            progress=False,
+        )
+    a, b = open_results(new), open_results(old)
+    assert a["embedding"].attrs["method"] == b["embedding"].attrs["method"] == "uncentered"
+    np.testing.assert_array_equal(
+        a["embedding"]["embedding"].values, b["embedding"]["embedding"].values
+    )
+    np.testing.assert_array_equal(a["labels"]["labels"].values, b["labels"]["labels"].values)
+    kpca = open_results(
+        run_job(
+            _spec("rbf-spectral", {**params, "embedding": "kpca"}),
+            output=tmp_path / "kpca.zarr",
+            client=client,
+            progress=False,
+        )
+    )
+    # centred and uncentered KPCA are different embeddings
+    assert not np.allclose(
+        np.abs(kpca["embedding"]["eigenvalues"].values),
+        np.abs(a["embedding"]["eigenvalues"].values),
+    )
+
+
+def test_kernel_decomposition_job_resolves_the_former_kernel_name(fresh_warnings):
+    from dkernel.jobs.steps import kernel_decomposition
+
+    with pytest.warns(FutureWarning, match="kernel='gaussian'.*'rbf'"):
+        assert kernel_decomposition._kernel({"kernel": "gaussian"}) == "rbf"
+    assert kernel_decomposition._kernel({"kernel": "local_scaling"}) == "local_scaling"
+
+
+@pytest.mark.parametrize("n", [5, 999, 1000, 20_000, 10**7])
+@pytest.mark.parametrize("landmarks", [1, 300, 1000, 5000])
+def test_spectral_chunk_rows_are_the_former_rule(n, landmarks):
+    """Block sizes decide the last bits of the results: the budget rule gives the rows the
+    hand-written rule gave (about 64 MiB of float64 kernel rows, at least 1000)."""
+    from dkernel.jobs.steps import spectral_clustering
+
+    params = {"chunk_rows": None, "n_landmarks": landmarks, "approximation": "nystrom"}
+    m = min(landmarks, n, spectral_clustering.DEFAULT_LANDMARKS)
+    former = int(max(1000, min(n, 64 * 2**20 // (8 * max(m, 1)))))
+    assert spectral_clustering._chunk_rows(params, n) == former
+    assert spectral_clustering._chunk_rows({**params, "chunk_rows": 77}, n) == 77

@@ -1,0 +1,101 @@
+"""Small jobs run on thread workers of this process (``dkernel.runtime.connect``), with the
+same results bit for bit as on process workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from dkernel.runtime.connect import (
+    IN_PROCESS_MAX_MEMORY,
+    IN_PROCESS_MAX_SAMPLES,
+    connect,
+    runs_in_process,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("n_samples", "memory", "kwargs", "expected"),
+    [
+        (178, 1e6, {}, True),
+        (178, 1e6, {"requested": False}, False),
+        (IN_PROCESS_MAX_SAMPLES - 1, IN_PROCESS_MAX_MEMORY, {}, True),
+        (IN_PROCESS_MAX_SAMPLES, 1e6, {}, False),
+        (178, IN_PROCESS_MAX_MEMORY + 1, {}, False),
+        (178, 1e6, {"scheduler": "tls://10.0.0.5:8786"}, False),
+        (178, 1e6, {"n_workers": 2}, False),
+    ],
+)
+def test_only_small_jobs_with_no_cluster_asked_for_run_in_process(
+    n_samples, memory, kwargs, expected
+):
+    assert runs_in_process(n_samples, memory, **kwargs) is expected
+
+
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+
+    return max(int(p["num_threads"]) for p in threadpool_info() if p["user_api"] == "blas")
+
+
+def test_in_process_client_runs_the_blas_on_one_thread_and_restores_it(capsys):
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        client = connect(n_workers=1, threads_per_worker=2, processes=False, dashboard=False)
+        try:
+            assert client.cluster.processes is False
+            assert _blas_threads() == 1
+            assert client.submit(sum, [1, 2]).result() == 3
+        finally:
+            client.close()
+        assert _blas_threads() == before
+    # no dashboard, so no link is printed (it would point at nothing)
+    assert "dashboard" not in capsys.readouterr().err
+
+
+def _arrays(store: Path) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+
+    def visit(group: zarr.Group, prefix: str) -> None:
+        for name, member in group.members():
+            if isinstance(member, zarr.Group):
+                visit(member, f"{prefix}{name}/")
+            else:
+                out[f"{prefix}{name}"] = np.asarray(member[...])
+
+    visit(zarr.open_group(str(store), mode="r"), "")
+    return out
+
+
+@pytest.mark.slow
+def test_a_small_job_runs_in_process_with_the_process_clusters_results(tmp_path):
+    import yaml
+
+    from dkernel.jobs.runner import run_job
+    from dkernel.jobs.spec import validate_spec
+
+    job = REPO / "jobs" / "wine-rbf-kpca.yaml"
+    raw = yaml.safe_load(job.read_text())
+    asked = validate_spec({**raw, "runtime": {"in_process": True}}, path=job)
+    threads = run_job(asked, output=tmp_path / "threads.zarr", progress=False)
+    # without runtime.in_process a small job too starts process workers (the default)
+    processes = run_job(job, output=tmp_path / "processes.zarr", progress=False)
+    runtime = {
+        p: dict(zarr.open_group(str(p), mode="r").attrs)["runtime"]["scheduler"]
+        for p in (threads, processes)
+    }
+    assert runtime == {
+        threads: "in-process LocalCluster (threads)",
+        processes: "embedded LocalCluster",
+    }
+    a, b = _arrays(threads), _arrays(processes)
+    assert a.keys() == b.keys() and len(a) > 5
+    different = [k for k in a if not np.array_equal(a[k], b[k], equal_nan=True)]
+    assert not different

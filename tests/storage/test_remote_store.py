@@ -1,0 +1,297 @@
+"""Results stores on object storage (issue 30, part A), against a real S3 server (moto).
+
+URL handling (no local ``s3:`` folder ever), the store written and read back through s3fs,
+the conditional-write lease on S3, and the bounded checks made before any cluster starts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from dkernel.errors import SpecError, StoreError, StoreNotFoundError
+from dkernel.jobs.spec import OutputPolicy
+from dkernel.storage import remote
+from dkernel.storage.lock import LEASE_FILE, RemoteStoreLease, acquire_lease
+from dkernel.storage.paths import check_writable
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _in_this_process():
+    """Compute here: the session cluster other tests start has process workers without the
+    S3 server's environment (a real cluster needs its credentials too: docs/store_lock.md)."""
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+def _fs():
+    import s3fs
+
+    return s3fs.S3FileSystem(skip_instance_cache=True)
+
+
+# ------------------------------------------------------------------------------------------
+# URLs
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("s3://bucket/results/wine.zarr", "s3://bucket/results/wine.zarr"),
+        ("s3://bucket//results/wine.zarr/", "s3://bucket/results/wine.zarr"),
+        ("S3://bucket/x.zarr", "s3://bucket/x.zarr"),
+        ("file:///tmp/x.zarr", Path("/tmp/x.zarr")),
+        ("results/x.zarr", Path("results/x.zarr")),
+    ],
+)
+def test_locations_are_urls_or_paths(text, expected) -> None:
+    assert remote.as_location(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("ftp://host/x.zarr", "unknown URL scheme 'ftp'"),
+        ("https://host/x.zarr", "read-only"),
+        ("s3://key:secret@bucket/x.zarr", "credentials in a URL are refused"),
+        ("s3://bucket/a/../x.zarr", "'..' are not allowed"),
+        ("s3:///x.zarr", "names no bucket"),
+    ],
+)
+def test_bad_urls_are_refused(text, problem) -> None:
+    with pytest.raises(StoreError, match=problem) as info:
+        remote.as_location(text)
+    assert "secret" not in str(info.value)
+
+
+def test_https_store_may_be_read() -> None:
+    assert remote.as_location("https://h/x.zarr/", read_only=True) == "https://h/x.zarr"
+
+
+def test_output_root_url_joins_relative_outputs(monkeypatch) -> None:
+    monkeypatch.delenv("DKERNEL_OUTPUT_ROOT", raising=False)
+    policy = OutputPolicy.default(None, "s3://bucket/")
+    assert policy.confine(Path("results/wine.zarr")) == "s3://bucket/results/wine.zarr"
+    assert policy.confine("s3://bucket/other/x.zarr") == "s3://bucket/other/x.zarr"
+    with pytest.raises(SpecError, match="outside the output root"):
+        policy.confine("s3://elsewhere/x.zarr")
+    with pytest.raises(SpecError, match="climbs out"):
+        policy.confine(Path("../x.zarr"))
+    # no root chosen: a URL output is where the spec says, never a local "s3:" folder
+    assert OutputPolicy.default(None, None).confine("s3://b1/x.zarr") == "s3://b1/x.zarr"
+
+
+# ------------------------------------------------------------------------------------------
+# the store on S3
+# ------------------------------------------------------------------------------------------
+
+
+def _write_store(url: str, **options):
+    from dkernel.storage.store import ResultsStore
+
+    store = ResultsStore.create(url, job={"name": "t"}, seed=0, storage_options=options or None)
+    x = np.arange(12.0).reshape(4, 3)
+    store.write("embedding", xr.Dataset({"embedding": (("sample", "component"), x)}))
+    store.mark_complete()
+    return x
+
+
+def test_store_round_trip_on_s3(s3_bucket, tmp_path, monkeypatch) -> None:
+    from dkernel.storage.store import describe_store, open_results
+
+    monkeypatch.chdir(tmp_path)
+    url = f"s3://{s3_bucket}/results/t.zarr"
+    x = _write_store(url)
+    assert not (tmp_path / "s3:").exists()  # the data-loss bug of the issue
+    assert _fs().exists(f"{s3_bucket}/results/t.zarr/zarr.json")
+    tree = open_results(url)
+    assert tree.attrs["status"] == "complete"
+    assert hasattr(tree["embedding"]["embedding"].data, "dask")  # lazy
+    np.testing.assert_array_equal(tree["embedding"]["embedding"].values, x)
+    info = describe_store(url)
+    assert info["path"] == url and info["attrs"]["status"] == "complete"
+    with pytest.raises(StoreError, match="already holds a complete results store"):
+        _write_store(url)
+
+
+def test_open_results_from_a_fresh_process(s3_bucket) -> None:
+    url = f"s3://{s3_bucket}/t.zarr"
+    x = _write_store(url)
+    code = (
+        "import sys, dkernel\n"
+        f"t = dkernel.open_results({url!r})\n"
+        "a = t['embedding']['embedding']\n"
+        "assert hasattr(a.data, 'dask'), 'not lazy'\n"
+        "print(a.values.sum())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == x.sum()
+
+
+def test_missing_store_and_foreign_prefix(s3_bucket) -> None:
+    from dkernel.storage.store import ResultsStore, open_results
+
+    with pytest.raises(StoreNotFoundError, match=f"s3://{s3_bucket}/none.zarr"):
+        open_results(f"s3://{s3_bucket}/none.zarr")
+    _fs().pipe(f"{s3_bucket}/foreign.zarr/data.csv", b"a,b\n")
+    with pytest.raises(StoreError, match="is not a dkernel results store"):
+        ResultsStore.create(f"s3://{s3_bucket}/foreign.zarr", job={}, seed=0)
+    assert _fs().cat(f"{s3_bucket}/foreign.zarr/data.csv") == b"a,b\n"  # left alone
+
+
+def test_storage_options_never_recorded(s3_server, s3_bucket, monkeypatch) -> None:
+    """Options given explicitly (with a secret) reach the store but never its metadata."""
+    secret = "s3cr3t-never-stored"
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    url = f"s3://{s3_bucket}/opts.zarr"
+    options = {"endpoint": s3_server, "key": "dkernel-test", "secret": secret}
+    _write_store(url, **options)
+    fs = remote.filesystem(url, options)[0]
+    for key in fs.find(f"{s3_bucket}/opts.zarr"):
+        assert secret.encode() not in fs.cat(key), key
+
+
+# ------------------------------------------------------------------------------------------
+# checks before any cluster starts
+# ------------------------------------------------------------------------------------------
+
+
+def test_missing_bucket_is_named(s3_server) -> None:
+    with pytest.raises(StoreError, match="the bucket 'no-such-bucket-dk' does not exist"):
+        check_writable("s3://no-such-bucket-dk/x.zarr")
+
+
+def test_unreachable_endpoint_fails_in_bounded_time(monkeypatch) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    t = time.monotonic()
+    with pytest.raises(StoreError, match="endpoint cannot be reached") as info:
+        check_writable("s3://bucket-dk/x.zarr")
+    assert time.monotonic() - t < 3 * remote.CHECK_TIMEOUT_S
+    assert "Nothing was written" in str(info.value)
+
+
+# ------------------------------------------------------------------------------------------
+# the lease on S3
+# ------------------------------------------------------------------------------------------
+
+
+def test_s3_lease_is_exclusive_and_released(s3_bucket) -> None:
+    url = f"s3://{s3_bucket}/l.zarr"
+    first = acquire_lease(url, command="first")
+    assert isinstance(first, RemoteStoreLease) and first.atomic
+    try:
+        with pytest.raises(StoreError, match=f"is being written by pid {os.getpid()}"):
+            acquire_lease(url, command="second")
+        first.info["heartbeat"] = time.time()
+        first._write()  # a heartbeat: If-Match on its own ETag
+        assert not first.lost
+    finally:
+        first.release()
+    assert not _fs().exists(f"{s3_bucket}/l.zarr/{LEASE_FILE}")
+    acquire_lease(url).release()  # free again
+
+
+def test_s3_stale_lease_is_taken_over_and_old_holder_loses(s3_bucket, monkeypatch) -> None:
+    monkeypatch.setenv("DKERNEL_LEASE_TIMEOUT", "1")
+    url = f"s3://{s3_bucket}/s.zarr"
+    old = acquire_lease(url)
+    old._stop.set()  # its heartbeat stalls
+    time.sleep(1.5)
+    new = acquire_lease(url)
+    try:
+        assert new.info["took_over"]["pid"] == os.getpid()
+        old._write()  # the old holder's next heartbeat is refused: If-Match fails
+        assert old.lost
+        with pytest.raises(StoreError, match="taken over by another writer"):
+            old.check_held()
+        old.release()  # deletes nothing: the lease is no longer its own
+        assert _fs().exists(f"{s3_bucket}/s.zarr/{LEASE_FILE}")
+    finally:
+        new.release()
+    assert not _fs().exists(f"{s3_bucket}/s.zarr/{LEASE_FILE}")
+
+
+def test_unusable_s3_lease_is_refused(s3_bucket) -> None:
+    _fs().pipe(f"{s3_bucket}/u.zarr/{LEASE_FILE}", b"not json")
+    with pytest.raises(StoreError, match="is not JSON"):
+        acquire_lease(f"s3://{s3_bucket}/u.zarr")
+
+
+def test_lease_without_conditional_writes_is_never_taken_over(monkeypatch) -> None:
+    """fsspec's memory file system has no conditional writes: an existing lease, even a
+    stale one, is refused (so --overwrite and --resume cannot race), naming the object."""
+    import fsspec
+
+    monkeypatch.setenv("DKERNEL_LEASE_TIMEOUT", "1")
+    url = f"memory://dk-plain/{os.getpid()}/x.zarr"
+    first = acquire_lease(url, command="first")
+    assert isinstance(first, RemoteStoreLease) and not first.atomic
+    try:
+        first._stop.set()
+        time.sleep(1.5)  # stale by its heartbeat: still not taken over here
+        with pytest.raises(StoreError, match="has no conditional writes") as info:
+            acquire_lease(url, command="second")
+        assert f"{url}/{LEASE_FILE}" in str(info.value)
+        assert f"pid {os.getpid()}" in str(info.value)
+    finally:
+        first.release()
+    assert not fsspec.filesystem("memory").exists(f"/dk-plain/{os.getpid()}/x.zarr/{LEASE_FILE}")
+    acquire_lease(url).release()
+
+
+def test_open_results_over_http_read_only(tmp_path) -> None:
+    """A complete store served by a plain HTTP server opens by URL (consolidated metadata,
+    no listing); nothing is ever written there."""
+    import functools
+    import http.server
+    import threading
+
+    from dkernel.storage.store import ResultsStore, describe_store, open_results
+
+    store = ResultsStore.create(tmp_path / "t.zarr", job={"name": "t"}, seed=0)
+    x = np.arange(6.0).reshape(3, 2)
+    store.write("embedding", xr.Dataset({"embedding": (("sample", "component"), x)}))
+    store.mark_complete()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/t.zarr"
+        tree = open_results(url)
+        np.testing.assert_array_equal(tree["embedding"]["embedding"].values, x)
+        assert describe_store(url)["attrs"]["status"] == "complete"
+        with pytest.raises(StoreNotFoundError):
+            open_results(url.replace("t.zarr", "none.zarr"))
+    finally:
+        server.shutdown()
+    with pytest.raises(StoreError, match="read-only"):
+        ResultsStore.create(url, job={}, seed=0)
