@@ -98,6 +98,21 @@ class JobContext:
     seed: int
     progress: bool = True
 
+    def persisted_rows(self, rows: int) -> Any:
+        """The data as a float64 Dask array of ``rows``-row chunks, persisted on the cluster."""
+        import dask.array as da
+        import numpy as np
+
+        X = self.data.X
+        Xd = (
+            X.rechunk({0: rows, 1: -1})
+            if isinstance(X, da.Array)
+            # name=False: keys of this job's own; another client on the same scheduler
+            # releasing identically-hashed keys of the same data must not race with this persist
+            else da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
+        )
+        return self.client.persist(Xd)
+
 
 @dataclass(frozen=True)
 class Method:

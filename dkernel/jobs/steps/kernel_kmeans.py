@@ -33,7 +33,6 @@ from dkernel.schema.estimator import EstimatorSchema
 AUTO_COST_RATIO, EXACT_FULL_STEPS, FEATURE_STEPS = constants(
     "dkernel.kmeans.estimator", "AUTO_COST_RATIO", "EXACT_FULL_STEPS", "FEATURE_STEPS"
 )
-da = deferred("dask.array")
 labels_dataset, landmarks_dataset = deferred(
     "dkernel.storage.layout", "labels_dataset", "landmarks_dataset"
 )
@@ -129,16 +128,8 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 
 def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
-    X = ctx.data.X
-    n = int(X.shape[0])
-    rows = _chunk_rows(p, n)
-    Xd = (
-        X.rechunk({0: rows, 1: -1})
-        if isinstance(X, da.Array)
-        # name=False: keys of this job's own (see spectral_clustering)
-        else da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
-    )
-    Xd = ctx.client.persist(Xd)
+    n = int(ctx.data.X.shape[0])
+    Xd = ctx.persisted_rows(_chunk_rows(p, n))
     est = KMEANS_SCHEMA.build(
         p, random_state=ctx.seed, max_memory=ctx.spec.limits.get("max_memory")
     )

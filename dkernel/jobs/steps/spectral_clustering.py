@@ -36,7 +36,6 @@ else:
 # (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
 # without Dask or scikit-learn (tests/test_cli_imports.py)
 DEFAULT_LANDMARKS = constants("dkernel.spectral.clustering", "DEFAULT_LANDMARKS")
-da = deferred("dask.array")
 embedding_dataset, labels_dataset, landmarks_dataset = deferred(
     "dkernel.storage.layout", "embedding_dataset", "labels_dataset", "landmarks_dataset"
 )
@@ -133,17 +132,8 @@ def _approximation(params: dict, n: int) -> str:
 
 def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
-    X = ctx.data.X
-    n = int(X.shape[0])
-    rows = _chunk_rows(p, n)
-    Xd = (
-        X.rechunk({0: rows, 1: -1})
-        if isinstance(X, da.Array)
-        # name=False: keys of this job's own; another client on the same scheduler releasing
-        # identically-hashed keys of the same data must not race with this persist
-        else da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
-    )
-    Xd = ctx.client.persist(Xd)
+    n = int(ctx.data.X.shape[0])
+    Xd = ctx.persisted_rows(_chunk_rows(p, n))
     est = SPECTRAL_SCHEMA.build(p, n_clusters=p["n_clusters"], random_state=ctx.seed)
     t = time.perf_counter()
     est.fit(Xd)
