@@ -9,7 +9,7 @@ __getattr__, __dir__, __all__ = attach(
         "mad": ["MADTransform", "fit_irmad", "fit_mad"],
         "kernel": ["KernelMADTransform", "fit_kernel_mad"],
         "threshold": ["change_threshold", "mixture_threshold", "otsu_threshold"],
-        "detect": ["check_same_grid", "detect_change"],
-        "estimator": ["ChangeDetection"],
+        "detect": ["check_same_grid"],
+        "estimator": ["ChangeDetection", "detect_change"],
     },
 )

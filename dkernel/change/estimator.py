@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from dkernel._random import seed_from_random_state
 from dkernel.change.detect import METHODS, change_maps, fit_change, open_pair, sample_pixels
 from dkernel.change.threshold import THRESHOLDS, change_threshold
+from dkernel.errors import InvalidInputError
 from dkernel.kernels.widths import KERNEL_MAD_SIGMA_FRACTION
 
 
@@ -193,3 +194,105 @@ class ChangeDetection(BaseEstimator):
             "n_sample": self.n_sample_,
             "n_iter": self.n_iter_,
         }
+
+
+def detect_change(
+    before: Any,
+    after: Any,
+    *,
+    method: str = "kernel",
+    threshold: str | float = "otsu",
+    n_components: int | None = None,
+    sample_size: int = 20_000,
+    regularization: float = 0.01,
+    sigma_fraction: float = KERNEL_MAD_SIGMA_FRACTION,
+    n_landmarks: int = 300,
+    max_iter: int = 50,
+    tol: float = 1e-6,
+    chunk_rows: int | None = None,
+    random_state: int | None = None,
+) -> xr.Dataset:
+    """Change between two co-registered rasters: MAD variates, χ² intensity, change mask.
+
+    Parameters
+    ----------
+    before, after : str, path or xarray.DataArray (band, y, x)
+        The two dates on the same grid (CRS, transform and shape); GeoTIFF paths or
+        DataArrays from ``rioxarray.open_rasterio`` (NumPy- or Dask-backed). A pixel counts
+        when it has data at both dates.
+    method : {'kernel', 'irmad', 'mad'}
+        ``'mad'``: MAD, linear CCA of the bands ([Nielsen1998]). ``'irmad'``: iteratively
+        re-weighted MAD ([Nielsen2007]). ``'kernel'``: kernel MAD, regularised kernel CCA
+        (:class:`dkernel.KernelCCA`, RBF per date) fitted on pixels drawn by their IR-MAD
+        no-change probability.
+    threshold : {'otsu', 'mixture'} or float
+        Otsu's threshold or a two-Gaussian mixture's, on ``sqrt(Z)`` of the sample; or a
+        fixed intensity (e.g. ``scipy.stats.chi2.isf(0.01, k)`` for a 1 % test of no change).
+    n_components : int, optional
+        Kernel MAD's canonical pairs (min of the band counts by default; linear MAD always
+        has that many).
+    sample_size : int
+        Pixels (about) the fit and the threshold see.
+    regularization, sigma_fraction, n_landmarks : float, float, int
+        Kernel MAD: κ, RBF width as a fraction of the median distance, Nyström landmarks.
+    max_iter, tol : int, float
+        IR-MAD iterations and tolerance on the canonical correlations.
+    chunk_rows : int, optional
+        Rows per strip of the images read from paths or NumPy.
+    random_state : int, optional
+        Seed of the sample and of the landmarks.
+
+    Returns
+    -------
+    xarray.Dataset
+        Lazy (Dask) maps on the before image's grid with its CRS: ``variates`` (component,
+        y, x), ``intensity``, ``labels`` (the change mask: 1, 0, -1 for no data) and
+        ``valid``; ``correlations`` and ``sigma`` per component; attributes ``method``,
+        ``threshold`` (on Z), ``threshold_method``, ``n_sample``, ``n_iter``.
+
+    Raises
+    ------
+    InvalidInputError
+        Images on different grids (naming the difference), an unknown method or threshold,
+        too few valid pixels.
+
+    See Also
+    --------
+    dkernel.KernelCCA : The kernel CCA behind kernel MAD.
+
+    Notes
+    -----
+    One pass over the two images for the sample, one for the maps when they are computed.
+    Memory O(sample · bands + one strip per task). Kernel MAD's transform costs
+    O(n_landmarks) kernel evaluations per pixel.
+
+    References
+    ----------
+    - MAD [Nielsen1998]; IR-MAD [Nielsen2007]; kernel CCA [MLSlides2012], [Bach2002].
+
+    Examples
+    --------
+    >>> ds = detect_change("before.tif", "after.tif")  # doctest: +SKIP
+    >>> ds["labels"].rio.to_raster("change.tif")  # doctest: +SKIP
+    """
+    if not (isinstance(threshold, int | float) or threshold in THRESHOLDS):
+        raise InvalidInputError(
+            f"threshold must be one of {', '.join(THRESHOLDS)} or a number; got {threshold!r}."
+        )
+    if method not in METHODS:
+        raise InvalidInputError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
+    fixed = not isinstance(threshold, str)
+    return ChangeDetection(
+        method=method,
+        threshold="otsu" if fixed else threshold,
+        threshold_value=float(threshold) if fixed else None,
+        n_components=n_components,
+        sample_size=sample_size,
+        regularization=regularization,
+        sigma_fraction=sigma_fraction,
+        n_landmarks=n_landmarks,
+        max_iter=max_iter,
+        tol=tol,
+        chunk_rows=chunk_rows,
+        random_state=random_state,
+    ).fit_transform(before, after)

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
 from dkernel.errors import InvalidInputError
+from dkernel.storage import remote as remote_core
+from dkernel.storage.remote import call_bounded
 
 #: URL schemes read through fsspec.
 SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https", "file")
@@ -117,9 +118,11 @@ def redact_storage_options(raw: Any) -> Any:
 
 
 def fsspec_options(url: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The fsspec options for ``url``: ``storage_options`` with bounded S3 timeouts and
-    retries added (unless given), so an unreachable endpoint fails instead of hanging."""
-    options = dict(storage_options or {})
+    """The fsspec options for ``url``: ``storage_options`` (with the short names of
+    :func:`dkernel.storage.remote.storage_options`: ``endpoint``, ``region``) with bounded S3
+    timeouts and retries added (unless given), so an unreachable endpoint fails instead of
+    hanging."""
+    options = remote_core.storage_options(to_fsspec(url), storage_options)
     if scheme_of(url) in ("s3", "s3a"):
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("connect_timeout", 5)
@@ -138,16 +141,10 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
     InvalidInputError
         The scheme has no fsspec implementation installed (e.g. ``gs://`` without gcsfs).
     """
-    import fsspec.core
-
     url = to_fsspec(url)
-    try:
-        return fsspec.core.url_to_fs(url, **fsspec_options(url, storage_options))
-    except (ImportError, ValueError) as exc:
-        raise InvalidInputError(
-            f"cannot open {url}: {str(exc)[:200]} (the {scheme_of(url)}:// scheme needs its "
-            "fsspec package, e.g. s3fs, gcsfs or adlfs: pip install 'dkernel[cloud]')."
-        ) from None
+    return remote_core.filesystem(
+        url, fsspec_options(url, storage_options), what="inputs", error=InvalidInputError
+    )
 
 
 def get_mapper(url: str, storage_options: Mapping[str, Any] | None = None) -> Any:
@@ -176,26 +173,6 @@ def _endpoint(url: str, storage_options: Mapping[str, Any] | None) -> str:
         )
     parts = urlsplit(to_fsspec(url))
     return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
-
-
-def _call(fn: Callable[[], Any], seconds: float) -> Any:
-    """``fn()`` in a daemon thread: its result, its exception, or :class:`TimeoutError`."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001  (handed to the caller)
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True, name="dkernel-check-input")
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        raise TimeoutError(f"no answer within {seconds:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def check_input(
@@ -229,7 +206,7 @@ def check_input(
         raise error(f"{label}{exc}") from None
     endpoint = _endpoint(url, storage_options)
     try:
-        return _call(lambda: fs.info(path), seconds)
+        return call_bounded(lambda: fs.info(path), seconds)
     except FileNotFoundError:
         pass
     except PermissionError as exc:
@@ -250,7 +227,7 @@ def check_input(
     if scheme in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"):
         bucket = path.split("/", 1)[0]
         try:
-            exists = _call(lambda: fs.exists(bucket), seconds)
+            exists = call_bounded(lambda: fs.exists(bucket), seconds)
         except Exception:  # noqa: BLE001  (the object is missing either way)
             exists = True
         if not exists:
@@ -328,7 +305,7 @@ def version_token(url: str, storage_options: Mapping[str, Any] | None = None) ->
     """What identifies the current version of a remote object (ETag, modification time and
     size, as its file system reports them), for Dask task names."""
     try:
-        info = _call(lambda: filesystem(url, storage_options)[0].info(to_fsspec(url)), 10)
+        info = call_bounded(lambda: filesystem(url, storage_options)[0].info(to_fsspec(url)), 10)
     except Exception:  # noqa: BLE001  (no version: the name alone)
         return url
     keys = ("ETag", "etag", "LastModified", "mtime", "last_modified", "size")

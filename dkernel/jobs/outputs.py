@@ -103,7 +103,7 @@ class MapFiles:
     ``values``: float variables of the group, ``(y, x)`` or ``(component, y, x)``, also
     written as one float32 COG ``<stem>.values.tif`` (a band per map, named in its
     description) when ``write_geotiff`` is on. ``panels`` and ``class_names``: the
-    quick-look's image panels and legend (:func:`dkernel.io.raster.write_quicklook`).
+    quick-look's image panels and legend (``dkernel.io.raster.write_quicklook``).
     """
 
     group: str

@@ -336,7 +336,33 @@ def _encode(info: dict[str, Any]) -> bytes:
     return data + b" " * (size - len(data))
 
 
-class StoreLease:
+class _Heartbeat:
+    """A lease's heartbeat: ``info`` written again (``_write``) with a fresh ``heartbeat``
+    every :data:`HEARTBEAT_S` seconds, on a daemon thread, until ``_stop`` is set."""
+
+    info: dict[str, Any]
+    #: what a failed heartbeat write may raise: it is tried again at the next beat
+    _beat_errors: tuple[type[Exception], ...] = (OSError,)
+
+    def _write(self) -> None:
+        raise NotImplementedError
+
+    def _start_heartbeat(self) -> None:
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._beat, name="dkernel-lease-heartbeat", daemon=True
+        )
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self.info["heartbeat"] = _now()
+            with contextlib.suppress(*self._beat_errors):
+                self._write()
+
+
+class StoreLease(_Heartbeat):
     """The lease of one store, held by this process (use :meth:`acquire`)."""
 
     def __init__(self, store: Path, fd: int, info: dict[str, Any], created_dir: bool) -> None:
@@ -345,12 +371,7 @@ class StoreLease:
         self.info = info
         self._created_dir = created_dir
         self._size = os.fstat(fd).st_size
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(
-            target=self._beat, name="dkernel-lease-heartbeat", daemon=True
-        )
-        self._thread.start()
+        self._start_heartbeat()
 
     @property
     def path(self) -> Path:
@@ -456,12 +477,6 @@ class StoreLease:
             if written == len(data) and len(data) != self._size:
                 os.ftruncate(self._fd, len(data))
                 self._size = len(data)
-
-    def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
-            self.info["heartbeat"] = _now()
-            with contextlib.suppress(OSError):
-                self._write()
 
     # -- the reserve ---------------------------------------------------------------------
     @property
@@ -644,7 +659,7 @@ def _classify(exc: BaseException) -> BaseException:
     return exc
 
 
-class RemoteStoreLease:
+class RemoteStoreLease(_Heartbeat):
     """The lease of a store on an object store, held by this process (:meth:`acquire`).
 
     On S3 the lease object is written with conditional requests: created only when absent
@@ -652,6 +667,9 @@ class RemoteStoreLease:
     is the one this holder last saw (``If-Match``). Two writers cannot both hold it. Where
     the server has no conditional writes the lease is advisory (see the module docstring).
     """
+
+    # a heartbeat that fails (the network, the server) is tried again at the next beat
+    _beat_errors = (Exception,)
 
     def __init__(
         self, store: str, fs: Any, key: str, info: dict[str, Any], etag: str | None, atomic: bool
@@ -665,12 +683,7 @@ class RemoteStoreLease:
         #: set when another writer took the lease over (this holder's heartbeat was refused)
         self.lost = False
         self._released = False
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(
-            target=self._beat, name="dkernel-lease-heartbeat", daemon=True
-        )
-        self._thread.start()
+        self._start_heartbeat()
 
     @property
     def path(self) -> str:
@@ -814,12 +827,6 @@ class RemoteStoreLease:
                     f"the lease of {self.store} was taken over by another writer; this job "
                     "no longer holds it and will not mark the store complete"
                 )
-
-    def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
-            self.info["heartbeat"] = _now()
-            with contextlib.suppress(Exception):
-                self._write()
 
     def check_held(self) -> None:
         """Raise :class:`StoreError` when another writer took the lease over."""

@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from dkernel.errors import StoreError
+from dkernel.errors import DKernelError, StoreError
 
 #: Schemes a results store may be written to (their fsspec package must be installed).
 WRITABLE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory")
@@ -162,17 +162,24 @@ def storage_options(location: str, options: Mapping[str, Any] | None) -> dict[st
 
 
 def filesystem(
-    location: str, options: Mapping[str, Any] | None = None, *, check: bool = False
+    location: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    check: bool = False,
+    what: str = "results stores",
+    error: type[DKernelError] = StoreError,
 ) -> tuple[Any, str]:
     """``(fs, path)``: the fsspec file system of the URL ``location`` and the path in it.
 
-    ``check``: a fresh instance with short connect/read timeouts and no retries, for the
-    bounded pre-cluster checks.
+    The one place a URL becomes a file system, for results stores and inputs
+    (``dkernel.io.remote``) alike. ``check``: a fresh instance with short connect/read
+    timeouts and no retries, for the bounded pre-cluster checks. ``what`` and ``error``: the
+    messages' subject and the exception raised.
 
     Raises
     ------
-    StoreError
-        When the backend's package is not installed.
+    StoreError (or ``error``)
+        When the backend's package is not installed, or it does not understand the options.
     """
     import fsspec
 
@@ -191,13 +198,12 @@ def filesystem(
         fs, path = fsspec.core.url_to_fs(location, **opts)
     except ImportError as exc:
         package = _PACKAGES.get(scheme, f"the fsspec backend of {scheme}://")
-        raise StoreError(
-            f"results stores on {scheme}:// need {package}: pip install 'dkernel[cloud]' "
-            f"(or {package})."
+        raise error(
+            f"{what} on {scheme}:// need {package}: pip install 'dkernel[cloud]' (or {package})."
         ) from exc
     except (TypeError, ValueError) as exc:
-        raise StoreError(
-            f"the store_options for {scheme}:// are not understood by its backend ({exc})."
+        raise error(
+            f"the storage options for {scheme}:// are not understood by its backend ({exc})."
         ) from None
     return fs, path
 
@@ -228,8 +234,9 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def _bounded(what: str, location: str, func: Any, timeout: float) -> Any:
-    """``func()`` in a helper thread, given up after ``timeout`` seconds (a hung endpoint)."""
+def call_bounded(func: Any, seconds: float) -> Any:
+    """``func()`` in a daemon thread, given up after ``seconds`` (a hung endpoint): its
+    result, its exception, or :class:`TimeoutError`."""
     result: dict[str, Any] = {}
 
     def target() -> None:
@@ -238,17 +245,25 @@ def _bounded(what: str, location: str, func: Any, timeout: float) -> Any:
         except BaseException as exc:  # noqa: BLE001  (re-raised in the caller)
             result["error"] = exc
 
-    thread = threading.Thread(target=target, name="dkernel-store-check", daemon=True)
+    thread = threading.Thread(target=target, name="dkernel-remote-check", daemon=True)
     thread.start()
-    thread.join(timeout)
+    thread.join(seconds)
     if thread.is_alive():
-        raise StoreError(
-            f"cannot {what} {location}: the object store did not answer within {timeout:.0f} s "
-            "(is the endpoint right and reachable?). Nothing was written."
-        )
+        raise TimeoutError(f"no answer within {seconds:g} s")
     if "error" in result:
         raise result["error"]
     return result.get("value")
+
+
+def _bounded(what: str, location: str, func: Any, timeout: float) -> Any:
+    """:func:`call_bounded`, a timeout as a :class:`StoreError` naming the store."""
+    try:
+        return call_bounded(func, timeout)
+    except TimeoutError:
+        raise StoreError(
+            f"cannot {what} {location}: the object store did not answer within {timeout:.0f} s "
+            "(is the endpoint right and reachable?). Nothing was written."
+        ) from None
 
 
 def check_remote_writable(location: str, options: Mapping[str, Any] | None = None) -> None:
