@@ -35,7 +35,7 @@ def test_discovery_finds_every_step_module():
     from dkernel.jobs.registry import METHODS
 
     modules = {p.stem for p in (REPO / "dkernel" / "jobs" / "steps").glob("[!_]*.py")}
-    assert len(METHODS) == len(modules) == 7
+    assert len(METHODS) == len(modules) == 9
     init = ast.parse((REPO / "dkernel" / "jobs" / "steps" / "__init__.py").read_text())
     assert not [n for n in ast.walk(init) if isinstance(n, ast.Import | ast.ImportFrom)]
 
@@ -47,10 +47,19 @@ def test_discovery_finds_every_reader_module():
 
     folder = REPO / "dkernel" / "io" / "readers"
     modules = {p.stem for p in folder.glob("[!_]*.py")}
-    assert modules == {"tables", "images"}
-    assert len(READERS) == 14 and {"sklearn", "csv", "npy", "geotiff", "samson"} <= set(READERS)
+    assert modules == {"tables", "images", "pairs", "parquet"}
+    assert len(READERS) == 17 and {"sklearn", "csv", "npy", "geotiff", "samson"} <= set(READERS)
     raster = {name for name in READERS if READERS[name].raster}
-    assert raster == {"geotiff", "demo-landsat", "npy-raster", "zarr-raster", "samson", "jasper"}
+    assert raster == {
+        "geotiff",
+        "geotiff-pair",
+        "demo-landsat",
+        "npy-raster",
+        "zarr-raster",
+        "stac",
+        "samson",
+        "jasper",
+    }
     init = ast.parse((folder / "__init__.py").read_text())
     imported = [n for n in ast.walk(init) if isinstance(n, ast.Import | ast.ImportFrom)]
     assert [n.module for n in imported] == ["dkernel._lazy"]  # the lazy re-exports only

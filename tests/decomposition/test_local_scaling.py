@@ -134,7 +134,7 @@ def test_bad_parameters_raise_clear_errors(small):
     for params, match in bad:
         with pytest.raises(InvalidInputError, match=match):
             KernelDecompositionClustering(2, **params).fit(X)
-    with pytest.raises(InvalidInputError, match="NaN"):
+    with pytest.raises(InvalidInputError, match="infinite values"):
         KernelDecompositionClustering(2).fit(np.where(X > 1.5, np.inf, X))
     with pytest.raises(InvalidInputError, match="coincide"):
         KernelDecompositionClustering(2).fit(np.ones((20, 2)))
