@@ -336,6 +336,20 @@ def _encode(info: dict[str, Any]) -> bytes:
     return data + b" " * (size - len(data))
 
 
+def _holder_info(command: str) -> dict[str, Any]:
+    """What a new lease records of its holder: host, pid, start, heartbeat, a token."""
+    now = _now()
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": now,
+        "started_iso": _iso(now),
+        "heartbeat": now,
+        "token": uuid.uuid4().hex,
+        "command": command,
+    }
+
+
 class _Heartbeat:
     """A lease's heartbeat: ``info`` written again (``_write``) with a fresh ``heartbeat``
     every :data:`HEARTBEAT_S` seconds, on a daemon thread, until ``_stop`` is set."""
@@ -395,16 +409,7 @@ class StoreLease(_Heartbeat):
         except OSError as exc:
             raise StoreError(f"cannot create the results store {store}: {exc}") from exc
         path = store / LEASE_FILE
-        now = _now()
-        info = {
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "started": now,
-            "started_iso": _iso(now),
-            "heartbeat": now,
-            "token": uuid.uuid4().hex,
-            "command": command,
-        }
+        info = _holder_info(command)
         # the lease is written complete to a private file beside the store (where the
         # holder's store-clearing cannot reach it), locked, then published under its name
         # atomically: readers never see a half-written lease
@@ -705,16 +710,7 @@ class RemoteStoreLease(_Heartbeat):
 
         fs, root = filesystem(store, options)
         key = f"{root}/{LEASE_FILE}"
-        now = _now()
-        info = {
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "started": now,
-            "started_iso": _iso(now),
-            "heartbeat": now,
-            "token": uuid.uuid4().hex,
-            "command": command,
-        }
+        info = _holder_info(command)
         s3 = hasattr(fs, "call_s3")
         try:
             for _ in range(20):
