@@ -210,12 +210,13 @@ def open_zarr_cube(
     """A Zarr store (a folder or a URL read through fsspec with ``storage_options``) as an
     xarray cube (CRS decoded), or ``None`` when it holds plain arrays without dimension names
     (then the caller reads it as a pixel image)."""
-    from dkernel.io.remote import fsspec_options, is_remote, to_fsspec
+    from dkernel.storage.remote import is_remote, to_fsspec
+    from dkernel.storage.remote import storage_options as resolve_options
 
     remote = {}
     if is_remote(path):
         path = to_fsspec(path)
-        remote = {"storage_options": fsspec_options(path, storage_options)}
+        remote = {"storage_options": resolve_options(path, storage_options, purpose="input")}
     try:
         ds = xr.open_zarr(
             path,

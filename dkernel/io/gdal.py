@@ -201,7 +201,8 @@ def raster_files(path: str | os.PathLike) -> list[Path]:
 def raster_env(path: str | os.PathLike, storage_options: dict | None = None) -> Iterator[None]:
     """GDAL's configuration for reading ``path``: :func:`network_off` for a local file,
     ``dkernel.io.remote.remote_gdal`` for a remote one (its network path only)."""
-    from dkernel.io.remote import is_remote, remote_gdal
+    from dkernel.io.remote import remote_gdal
+    from dkernel.storage.remote import is_remote
 
     context = remote_gdal(storage_options) if is_remote(str(path)) else network_off()
     with context:

@@ -110,7 +110,8 @@ def open_geotiff(
     (``dkernel.io.gdal.open_remote_raster``); a VRT or any other indirection is refused,
     whatever its name.
     """
-    from dkernel.io.remote import is_remote, local_path, to_gdal, version_token
+    from dkernel.io.remote import to_gdal, version_token
+    from dkernel.storage.remote import is_remote, local_path
 
     if is_remote(str(path)):
         from dkernel.io.gdal import open_remote_raster
@@ -798,7 +799,7 @@ def load_geotiff(
     warning; the label map is written without CRS), any other value (``'EPSG:32618'``) is the
     CRS to assign. ``roi`` keeps a region (:func:`apply_roi`).
     """
-    from dkernel.io.remote import is_remote
+    from dkernel.storage.remote import is_remote
 
     image = open_geotiff(path, bands=bands, chunk_rows=chunk_rows, storage_options=storage_options)
     image = assign_missing_crs(image, crs, f"GeoTIFF {path}")
@@ -1001,18 +1002,21 @@ def load_zarr_raster(
     import zarr
 
     from dkernel.io.cube import image_from_xarray, open_zarr_cube, zarr_arrays
-    from dkernel.io.remote import fsspec_options, is_remote, to_fsspec
     from dkernel.io.zarr_inputs import (
         check_missing_reads_as_nodata,
         check_zarr_chunks,
         scan_zarr_store,
     )
+    from dkernel.storage.remote import is_remote, to_fsspec
+    from dkernel.storage.remote import storage_options as resolve_options
 
     remote = is_remote(path)
     if remote:
         resolved = to_fsspec(path)
         gaps: list = []
-        open_options = {"storage_options": fsspec_options(resolved, storage_options)}
+        open_options = {
+            "storage_options": resolve_options(resolved, storage_options, purpose="input")
+        }
     else:
         resolved = str(resolve_path(path))
         scan_zarr_store(resolved)

@@ -27,11 +27,11 @@ MAX_STAC_BYTES = 64 << 20
 
 
 def _read_json(source: str, storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
-    from dkernel.io.remote import filesystem, is_remote, local_path
+    from dkernel.storage.remote import filesystem, is_remote, local_path
 
     try:
         if is_remote(source):
-            fs, path = filesystem(source, storage_options)
+            fs, path = filesystem(source, storage_options, purpose="input")
             size = fs.size(path)
             if size is not None and size > MAX_STAC_BYTES:
                 raise InvalidInputError(
@@ -98,7 +98,7 @@ def stac_items(source: Any, storage_options: Mapping[str, Any] | None = None) ->
         raise InvalidInputError(
             f"{href} is not a valid STAC document: {str(exc)[:200]} ({type(exc).__name__})."
         ) from None
-    from dkernel.io.remote import is_url
+    from dkernel.storage.remote import is_url
 
     base = href if is_url(href) else os.path.abspath(href)
     for item in items:
@@ -113,7 +113,7 @@ def stac_items(source: Any, storage_options: Mapping[str, Any] | None = None) ->
 def _join(base: str, relative: str) -> str:
     from urllib.parse import urljoin
 
-    from dkernel.io.remote import is_url
+    from dkernel.storage.remote import is_url
 
     if is_url(base) and "://" in base:
         return urljoin(base, relative)

@@ -525,7 +525,8 @@ def _remote_input(options: dict[str, Any], name: str, confine_to: Path | None) -
     """Check a reader option that is a URL (``dkernel.io.remote``): a ``file://`` URL
     becomes its local path (False: checked as a file), a remote input must exist and answer
     (True), and none is read while a data root confines the job."""
-    from dkernel.io.remote import check_input, is_remote, is_url, local_path
+    from dkernel.io.remote import check_input
+    from dkernel.storage.remote import is_url, local_path
 
     value = expand_env(options[name], f"data.{name}")
     if not is_url(value):

@@ -1,56 +1,112 @@
-"""Results stores on object storage: fsspec URLs, their storage options, the checks.
+"""Paths where data lives: fsspec URLs, GDAL network paths, storage options, the checks.
 
-A results store is a local directory or an fsspec URL: ``s3://bucket/results/wine.zarr``
-(also ``gs://``, ``az://``/``abfs://`` when their fsspec package is installed). ``file://``
-URLs are local paths; ``http(s)://`` stores are read-only (:func:`dkernel.open_results`,
-``dkernel show``). Any other ``scheme://`` is refused rather than taken for a local folder
-named ``scheme:``.
+The one module that knows what a URL is, for inputs (``dkernel.io.remote`` adds what is
+GDAL-specific) and results stores alike.
 
-Storage options (an S3 endpoint, ``anon``, a ``profile``) come from the job spec's
-``store_options`` or from the environment the fsspec backend reads itself (``AWS_PROFILE``,
-``AWS_ENDPOINT_URL``, ...). They are never logged, shown in messages or stored in a store's
-attributes: messages name the URL only.
+* A location is a local path or a URL: ``s3://`` (``s3a://``), ``gs://`` (``gcs://``), ``az://``
+  (``abfs://``, ``abfss://``), ``http(s)://``, ``file://``; for rasters also one of GDAL's
+  network paths (``/vsis3/``, ``/vsigs/``, ``/vsiaz/``, ``/vsicurl/``), taken as the fsspec URL
+  it names (:func:`to_fsspec`). A scheme has two letters or more (``C://`` is a Windows drive).
+* ``file://`` URLs are **local**: :func:`is_remote` is false for them, and they are read and
+  written as the local path they name.
+* A results store is a local directory or an object-store URL (``s3://bucket/results/wine.zarr``;
+  ``gs://``, ``az://`` when their fsspec package is installed); ``http(s)://`` stores are
+  read-only (:func:`dkernel.open_results`, ``dkernel show``). Any other ``scheme://`` is refused
+  rather than taken for a local folder named ``scheme:``.
+
+Storage options (an S3 endpoint, ``anon``, a ``profile``, keys) come from the job spec's
+``data.storage_options`` / ``store_options`` (:func:`storage_options` also takes the short names
+``endpoint`` and ``region``) or from the environment the fsspec backend reads itself
+(``AWS_PROFILE``, ``AWS_ENDPOINT_URL``, ...). They are never logged, shown in messages or stored
+in a store's attributes: messages name the URL and, when it cannot be reached, the endpoint.
 
 Light on purpose (fsspec only, imported on first use): ``dkernel validate`` runs the checks.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
-from dkernel.errors import DKernelError, StoreError
+from dkernel.errors import DKernelError, InvalidInputError, StoreError
 
 #: Schemes a results store may be written to (their fsspec package must be installed).
 WRITABLE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory")
 #: Schemes a store may be read from only.
 READ_ONLY_SCHEMES = ("http", "https")
+#: Schemes with buckets (containers): the first path component is the bucket.
+BUCKET_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
+#: GDAL's network file systems accepted for rasters, with the fsspec scheme of each
+#: (``/vsicurl/`` is followed by the whole URL).
+GDAL_PREFIXES = {"/vsis3/": "s3", "/vsigs/": "gs", "/vsiaz/": "az", "/vsicurl/": ""}
 _PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
 _PACKAGES.update({"az": "adlfs", "abfs": "adlfs", "abfss": "adlfs"})
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: A URL: a scheme of two letters or more (``C:/`` is a Windows drive), then ``://``.
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
 #: Seconds the pre-cluster check waits for the object store, connecting and reading.
 CHECK_TIMEOUT_S = 10.0
 
+#: What a file system is for (:func:`filesystem`): writing or reading a results store,
+#: reading an input, or a bounded pre-cluster check of a store.
+Purpose = Literal["store", "input", "check"]
+#: S3 client settings per purpose, so an unreachable endpoint fails instead of hanging (an
+#: option the user gave wins); stores keep the backend's defaults (long uploads).
+_S3_LIMITS: dict[str, dict[str, Any]] = {
+    "input": {
+        "connect_timeout": 5,
+        "read_timeout": 30,
+        "retries": {"max_attempts": 2, "mode": "standard"},
+    },
+    "check": {
+        "connect_timeout": CHECK_TIMEOUT_S,
+        "read_timeout": CHECK_TIMEOUT_S,
+        "retries": {"max_attempts": 1, "mode": "standard"},
+    },
+}
+
+
+def to_fsspec(location: str) -> str:
+    """A GDAL network path as the fsspec URL it names (anything else unchanged)."""
+    for prefix, scheme in GDAL_PREFIXES.items():
+        if location.startswith(prefix):
+            rest = location[len(prefix) :]
+            return rest if not scheme else f"{scheme}://{rest}"
+    return location
+
 
 def scheme_of(location: str | Path) -> str | None:
-    """The URL scheme of ``location`` (lower case), None for a plain path."""
+    """The fsspec scheme of a URL or GDAL network path (lower case), None for a local path."""
     if isinstance(location, Path):
         return None
-    match = _URL.match(str(location))
+    match = _URL.match(to_fsspec(str(location)))
     return match.group(1).lower() if match else None
+
+
+def is_url(location: Any) -> bool:
+    """Whether ``location`` is a URL (``file://`` included) or a GDAL network path."""
+    return isinstance(location, str) and scheme_of(location) is not None
+
+
+def is_remote(location: Any) -> bool:
+    """Whether ``location`` is read over the network: a URL other than ``file://`` (which
+    names a local path), or a GDAL network path."""
+    return isinstance(location, str) and scheme_of(location) not in (None, "file")
+
+
+def local_path(location: str) -> str:
+    """The local path of a ``file://`` URL (``location`` itself otherwise)."""
+    if location.lower().startswith("file://"):
+        return unquote(urlsplit(location).path) or "/"
+    return location
 
 
 #: Where a results store lives: a local path, or a URL string for an object store.
 Location = Path | str
-
-
-def is_remote(location: Any) -> bool:
-    """Whether ``location`` is an object-store (or HTTP) URL rather than a local path."""
-    return isinstance(location, str) and scheme_of(location) not in (None, "file")
 
 
 def as_location(value: str | Path, *, what: str = "output", read_only: bool = False) -> Location:
@@ -75,6 +131,11 @@ def as_location(value: str | Path, *, what: str = "output", read_only: bool = Fa
     if isinstance(value, Path):
         return value
     text = str(value)
+    if any(text.startswith(prefix) for prefix in GDAL_PREFIXES):
+        raise StoreError(
+            f"{what} {_shown(text)}: GDAL's /vsi... paths name rasters; give a results store "
+            f"as a URL ({to_fsspec(text)[:200]!r})."
+        )
     scheme = scheme_of(text)
     if scheme is None:
         return Path(text)
@@ -145,57 +206,74 @@ def _shown(text: str) -> str:
 _S3_ALIASES = {"endpoint": "endpoint_url", "endpoint_url": "endpoint_url", "region": "region_name"}
 
 
-def storage_options(location: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The fsspec options for ``location``: ``options`` (the spec's ``store_options``) with
-    the short names (``endpoint``, ``region``) put where the backend expects them; the rest
-    (``anon``, ``profile``, ...) passed as they are. Empty: the backend reads the
-    environment."""
+def storage_options(
+    location: str, options: Mapping[str, Any] | None, *, purpose: Purpose = "store"
+) -> dict[str, Any]:
+    """The fsspec options for ``location``: ``options`` (the spec's ``data.storage_options``
+    or ``store_options``) with the short names (``endpoint``, ``region``) put where the
+    backend expects them; the rest (``anon``, ``profile``, fsspec's own keys) passed as they
+    are. Empty: the backend reads the environment.
+
+    For ``purpose`` ``"input"`` and ``"check"``, S3 gets bounded connect/read timeouts and
+    retries (unless given) and a fresh client, so an unreachable endpoint fails instead of
+    hanging.
+    """
     opts = dict(options or {})
-    if scheme_of(location) in ("s3", "s3a"):
+    scheme = scheme_of(location)
+    if scheme in ("s3", "s3a"):
         client = dict(opts.pop("client_kwargs", None) or {})
         for short, name in _S3_ALIASES.items():
             if short in opts:
                 client[name] = opts.pop(short)
         if client:
             opts["client_kwargs"] = client
+        if purpose in _S3_LIMITS:
+            opts["config_kwargs"] = {**_S3_LIMITS[purpose], **(opts.get("config_kwargs") or {})}
+            opts.setdefault("skip_instance_cache", True)
     return opts
 
 
-def filesystem(
-    location: str,
-    options: Mapping[str, Any] | None = None,
-    *,
-    check: bool = False,
-    what: str = "results stores",
-    error: type[DKernelError] = StoreError,
-) -> tuple[Any, str]:
-    """``(fs, path)``: the fsspec file system of the URL ``location`` and the path in it.
+def endpoint_of(location: str, options: Mapping[str, Any] | None = None) -> str:
+    """The endpoint a URL is read from, for messages: the S3 endpoint of the options or of
+    the environment (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``), the host of other URLs.
+    Never an option other than the endpoint."""
+    url = to_fsspec(location)
+    if scheme_of(url) in ("s3", "s3a"):
+        client = storage_options(url, options).get("client_kwargs") or {}
+        return str(
+            client.get("endpoint_url")
+            or os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL")
+            or "the S3 endpoint"
+        )
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
 
-    The one place a URL becomes a file system, for results stores and inputs
-    (``dkernel.io.remote``) alike. ``check``: a fresh instance with short connect/read
-    timeouts and no retries, for the bounded pre-cluster checks. ``what`` and ``error``: the
-    messages' subject and the exception raised.
+
+def filesystem(
+    location: str, options: Mapping[str, Any] | None = None, *, purpose: Purpose = "store"
+) -> tuple[Any, str]:
+    """``(fs, path)``: the fsspec file system of the URL (or GDAL network path) ``location``
+    and the path in it.
+
+    The one place a URL becomes a file system, for results stores and inputs alike.
+    ``purpose``: see :func:`storage_options`; ``"input"`` raises
+    :class:`~dkernel.errors.InvalidInputError`, the others
+    :class:`~dkernel.errors.StoreError`.
 
     Raises
     ------
-    StoreError (or ``error``)
+    StoreError or InvalidInputError
         When the backend's package is not installed, or it does not understand the options.
     """
     import fsspec
 
-    scheme = scheme_of(location) or "file"
-    opts = storage_options(location, options)
-    if check and scheme in ("s3", "s3a"):
-        config = dict(opts.pop("config_kwargs", None) or {})
-        config.update(
-            connect_timeout=CHECK_TIMEOUT_S,
-            read_timeout=CHECK_TIMEOUT_S,
-            retries={"max_attempts": 1, "mode": "standard"},
-        )
-        opts["config_kwargs"] = config
-        opts["skip_instance_cache"] = True
+    url = to_fsspec(location)
+    scheme = scheme_of(url) or "file"
+    error: type[DKernelError] = InvalidInputError if purpose == "input" else StoreError
+    what = "inputs" if purpose == "input" else "results stores"
     try:
-        fs, path = fsspec.core.url_to_fs(location, **opts)
+        fs, path = fsspec.core.url_to_fs(url, **storage_options(url, options, purpose=purpose))
     except ImportError as exc:
         package = _PACKAGES.get(scheme, f"the fsspec backend of {scheme}://")
         raise error(
@@ -208,20 +286,58 @@ def filesystem(
     return fs, path
 
 
-def describe_error(exc: BaseException) -> str:
-    """What went wrong talking to an object store, in one line without option values."""
+# ------------------------------------------------------------------------------------------
+# bounded calls and what went wrong
+# ------------------------------------------------------------------------------------------
+
+#: Exception class names (botocore's, aiohttp's, the builtins) that mean "cannot connect".
+_UNREACHABLE = frozenset(
+    {
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ConnectionError",
+        "ClientConnectorError",
+        "ServerDisconnectedError",
+        "ConnectionRefusedError",
+    }
+)
+
+
+def describe_error(exc: BaseException, *, endpoint: str | None = None) -> str:
+    """What went wrong talking to an object store, in one line without option values:
+    an unreachable endpoint (named when ``endpoint`` is given), one that did not answer in
+    time, missing credentials, refused access; the error's own text otherwise. A missing
+    bucket or object: :func:`describe_missing`."""
     text = " ".join(str(exc).split()) or type(exc).__name__
+    where = f"{endpoint}: " if endpoint else ""
     for error in _chain(exc):
         name = type(error).__name__
-        if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionError"):
-            return f"the endpoint cannot be reached ({' '.join(str(error).split())})"
+        if name in _UNREACHABLE:
+            detail = " ".join(str(error).split())[:200]
+            return f"the endpoint cannot be reached ({where}{detail})"
         if name in ("ReadTimeoutError", "TimeoutError"):
-            return "the endpoint did not answer in time"
+            detail = " ".join(str(error).split())[:200] or "timed out"
+            return f"the endpoint did not answer in time ({where}{detail})"
         if name == "NoCredentialsError":
             return "no credentials were found (set AWS_PROFILE or AWS_ACCESS_KEY_ID, or anon)"
     if isinstance(exc, PermissionError):
-        return f"access denied ({text}): check the credentials and the bucket's permissions"
+        return f"access denied ({text[:200]}): check the credentials and the bucket's permissions"
     return text[:300]
+
+
+def describe_missing(fs: Any, location: str, path: str, seconds: float = CHECK_TIMEOUT_S) -> str:
+    """What is missing when ``path`` (in the file system ``fs`` of the URL ``location``) was
+    not found: the bucket (checked within ``seconds``) or the object in it."""
+    if scheme_of(location) not in BUCKET_SCHEMES:
+        return "no such file (the server answered 'not found')"
+    bucket = path.split("/", 1)[0]
+    try:
+        exists = call_bounded(lambda: fs.exists(bucket), seconds)
+    except Exception:  # noqa: BLE001  (the object is missing either way)
+        exists = True
+    if not exists:
+        return f"the bucket {bucket!r} does not exist (a typo?)"
+    return f"no such object in the bucket {bucket!r}"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -234,7 +350,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def call_bounded(func: Any, seconds: float) -> Any:
+def call_bounded(func: Callable[[], Any], seconds: float) -> Any:
     """``func()`` in a daemon thread, given up after ``seconds`` (a hung endpoint): its
     result, its exception, or :class:`TimeoutError`."""
     result: dict[str, Any] = {}
@@ -255,15 +371,9 @@ def call_bounded(func: Any, seconds: float) -> Any:
     return result.get("value")
 
 
-def _bounded(what: str, location: str, func: Any, timeout: float) -> Any:
-    """:func:`call_bounded`, a timeout as a :class:`StoreError` naming the store."""
-    try:
-        return call_bounded(func, timeout)
-    except TimeoutError:
-        raise StoreError(
-            f"cannot {what} {location}: the object store did not answer within {timeout:.0f} s "
-            "(is the endpoint right and reachable?). Nothing was written."
-        ) from None
+# ------------------------------------------------------------------------------------------
+# the pre-cluster checks of a results store
+# ------------------------------------------------------------------------------------------
 
 
 def check_remote_writable(location: str, options: Mapping[str, Any] | None = None) -> None:
@@ -277,7 +387,7 @@ def check_remote_writable(location: str, options: Mapping[str, Any] | None = Non
         unreachable endpoint).
     """
     as_location(location)  # scheme, bucket and components
-    fs, path = filesystem(location, options, check=True)
+    fs, path = filesystem(location, options, purpose="check")
     bucket = path.split("/", 1)[0]
 
     def probe() -> None:
@@ -288,9 +398,7 @@ def check_remote_writable(location: str, options: Mapping[str, Any] | None = Non
             fs.ls(bucket, detail=False)
 
     try:
-        _bounded("reach", location, probe, 3 * CHECK_TIMEOUT_S)
-    except StoreError:
-        raise
+        call_bounded(probe, 3 * CHECK_TIMEOUT_S)
     except FileNotFoundError:
         raise StoreError(
             f"cannot write the results store {location}: the bucket {bucket!r} does not "
@@ -299,7 +407,8 @@ def check_remote_writable(location: str, options: Mapping[str, Any] | None = Non
     except Exception as exc:  # noqa: BLE001  (botocore's errors, one line)
         raise StoreError(
             f"cannot write the results store {location} (bucket {bucket!r}): "
-            f"{describe_error(exc)}. Nothing was written."
+            f"{describe_error(exc, endpoint=endpoint_of(location, options))}. "
+            "Nothing was written."
         ) from None
 
 
@@ -311,10 +420,11 @@ def check_remote_readable(location: str, options: Mapping[str, Any] | None = Non
     StoreError
         When the object store cannot be reached or refuses access.
     """
-    fs, path = filesystem(location, options, check=True)
+    fs, path = filesystem(location, options, purpose="check")
     try:
-        return bool(_bounded("read", location, lambda: fs.exists(f"{path}/zarr.json"), 30.0))
-    except StoreError:
-        raise
+        return bool(call_bounded(lambda: fs.exists(f"{path}/zarr.json"), 3 * CHECK_TIMEOUT_S))
     except Exception as exc:  # noqa: BLE001
-        raise StoreError(f"cannot read {location}: {describe_error(exc)}.") from None
+        raise StoreError(
+            f"cannot read {location}: "
+            f"{describe_error(exc, endpoint=endpoint_of(location, options))}."
+        ) from None

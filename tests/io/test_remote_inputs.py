@@ -18,8 +18,9 @@ import xarray as xr
 
 from dkernel.errors import InvalidInputError, SpecError
 from dkernel.io import raster as R
-from dkernel.io.remote import is_url, redact_storage_options, to_fsspec, to_gdal
+from dkernel.io.remote import redact_storage_options, to_gdal
 from dkernel.jobs.spec import validate_spec
+from dkernel.storage.remote import is_url, to_fsspec
 
 
 @pytest.fixture(autouse=True)
@@ -169,15 +170,15 @@ def refused_spec(spec: dict, pattern: str, seconds: float = 30.0) -> str:
 def test_missing_bucket_is_named(s3_server) -> None:
     refused_spec(
         image_spec({"reader": "geotiff", "path": "s3://no-such-bucket-dk/scene.tif"}),
-        r"data\.path: the bucket 'no-such-bucket-dk' of s3://no-such-bucket-dk/scene\.tif "
-        r"does not exist",
+        r"data\.path: cannot read s3://no-such-bucket-dk/scene\.tif: the bucket "
+        r"'no-such-bucket-dk' does not exist",
     )
 
 
 def test_missing_object_is_named(s3_bucket) -> None:
     refused_spec(
         image_spec({"reader": "geotiff", "path": f"s3://{s3_bucket}/nothing.tif"}),
-        rf"s3://{s3_bucket}/nothing\.tif does not exist \(no such object",
+        rf"cannot read s3://{s3_bucket}/nothing\.tif: no such object in the bucket",
     )
 
 
@@ -188,7 +189,7 @@ def test_unreachable_endpoint_fails_in_bounded_time(s3_server, s3_cog) -> None:
     options = {"endpoint_url": f"http://127.0.0.1:{port}"}
     message = refused_spec(
         image_spec({"reader": "geotiff", "path": s3_cog, "storage_options": options}),
-        rf"could not reach http://127\.0\.0\.1:{port}|did not answer",
+        rf"endpoint cannot be reached \(http://127\.0\.0\.1:{port}|endpoint did not answer",
     )
     assert "storage_options" not in message or "***" not in message
 
@@ -297,7 +298,7 @@ def test_missing_file_over_http_is_named(http_root) -> None:
     root, _ = http_root
     refused_spec(
         image_spec({"reader": "geotiff", "path": f"{root}/missing.tif"}),
-        r"missing\.tif does not exist",
+        r"cannot read \S+/missing\.tif: no such file",
     )
 
 

@@ -93,6 +93,57 @@ def test_output_root_url_joins_relative_outputs(monkeypatch) -> None:
     assert OutputPolicy.default(None, None).confine("s3://b1/x.zarr") == "s3://b1/x.zarr"
 
 
+@pytest.mark.parametrize(
+    ("text", "scheme", "is_remote"),
+    [
+        ("s3://b/k.tif", "s3", True),
+        ("S3A://b/k", "s3a", True),
+        ("/vsis3/b/k.tif", "s3", True),
+        ("/vsicurl/https://h/k.tif", "https", True),
+        ("file:///tmp/x.tif", "file", False),  # a file:// URL is a local path
+        ("C://data/x.tif", None, False),  # a Windows drive, not a one-letter scheme
+        ("data/x.tif", None, False),
+        (Path("s3:/b/k"), None, False),
+    ],
+)
+def test_one_scheme_of_for_inputs_and_stores(text, scheme, is_remote) -> None:
+    from dkernel.io import remote as inputs
+
+    assert remote.scheme_of(text) == scheme
+    assert remote.is_remote(text) is is_remote
+    assert remote.is_url(text) is (scheme is not None)
+    assert not hasattr(inputs, "is_remote") or inputs.is_remote is remote.is_remote
+
+
+def test_gdal_paths_are_not_results_stores() -> None:
+    with pytest.raises(StoreError, match=r"GDAL's /vsi\.\.\. paths name rasters.*s3://b/x\.zarr"):
+        remote.as_location("/vsis3/b/x.zarr")
+
+
+def test_one_options_resolver_for_fsspec_and_gdal(monkeypatch) -> None:
+    from dkernel.io.remote import gdal_options
+
+    monkeypatch.delenv("AWS_S3_ENDPOINT", raising=False)
+    given = {"endpoint": "http://127.0.0.1:9", "region": "eu-west-1", "anon": True}
+    store = remote.storage_options("s3://b/x", given)
+    assert store == {
+        "anon": True,
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1"},
+    }
+    with_config = {**given, "config_kwargs": {"read_timeout": 99}}
+    inputs = remote.storage_options("s3://b/x", with_config, purpose="input")
+    assert inputs["client_kwargs"] == store["client_kwargs"]
+    assert inputs["config_kwargs"]["read_timeout"] == 99  # the user's option wins
+    assert inputs["config_kwargs"]["connect_timeout"] == 5 and inputs["skip_instance_cache"]
+    check = remote.storage_options("s3://b/x", given, purpose="check")["config_kwargs"]
+    assert check["retries"]["max_attempts"] == 1  # stores keep the backend's own defaults
+    gdal = gdal_options(given)  # the short names reach GDAL too
+    assert gdal["AWS_S3_ENDPOINT"] == "127.0.0.1:9" and gdal["AWS_HTTPS"] == "NO"
+    assert gdal["AWS_REGION"] == "eu-west-1" and gdal["AWS_NO_SIGN_REQUEST"] == "YES"
+    assert remote.endpoint_of("/vsis3/b/k", given) == "http://127.0.0.1:9"
+    assert remote.endpoint_of("https://h:8/k") == "https://h:8"
+
+
 # ------------------------------------------------------------------------------------------
 # the store on S3
 # ------------------------------------------------------------------------------------------

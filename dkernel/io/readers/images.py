@@ -14,8 +14,8 @@ from typing import Any
 from dkernel._lazy import deferred
 from dkernel.io.data import MAX_COORD_SCALE, SCALES, expand_data_path, resolve_path
 from dkernel.io.registry import Reader, register_reader
-from dkernel.io.remote import is_url
 from dkernel.schema.params import Param
+from dkernel.storage.remote import is_url
 
 load_geotiff, load_demo_landsat, load_npy_raster, load_zarr_raster, load_hyperspectral = deferred(
     "dkernel.io.raster",

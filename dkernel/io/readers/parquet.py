@@ -42,10 +42,10 @@ def load_parquet(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dkernel.io.remote import filesystem, is_remote, local_path
+    from dkernel.storage.remote import filesystem, is_remote, local_path
 
     if is_remote(path):
-        fs, inner = filesystem(path, storage_options)
+        fs, inner = filesystem(path, storage_options, purpose="input")
         filesystem_arg: Any = fs
     else:
         inner, filesystem_arg = local_path(str(path)), None

@@ -202,11 +202,12 @@ def load_csv(
 def _table_source(path: str, storage_options: dict[str, Any] | None) -> tuple[Any, Any]:
     """What pandas / pyarrow open: a local path checked to be a regular file (a FIFO or a
     device is refused before it is read), or a URL with its fsspec options."""
-    from dkernel.io.remote import fsspec_options, is_remote, local_path, to_fsspec
+    from dkernel.storage.remote import is_remote, local_path, to_fsspec
+    from dkernel.storage.remote import storage_options as resolve_options
 
     if is_remote(path):
         url = to_fsspec(path)
-        return url, fsspec_options(url, storage_options)
+        return url, resolve_options(url, storage_options, purpose="input")
     from dkernel.io.files import check_regular
 
     local = local_path(str(path))
