@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -115,13 +116,15 @@ def write_scene(path: Path, side: int) -> float:
 
 
 class TreeMemory:
-    """Peak RSS of a process and of each of its descendants, polled in a thread."""
+    """Peak RSS of a process and of each of its descendants, and the largest sum of them
+    (``total_gib``), polled in a thread."""
 
     def __init__(self, pid: int) -> None:
         import psutil
 
         self.root = psutil.Process(pid)
         self.peaks: dict[int, tuple[str, int]] = {}
+        self.total_peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
@@ -134,14 +137,17 @@ class TreeMemory:
                 procs = [self.root, *self.root.children(recursive=True)]
             except psutil.Error:
                 break
+            total = 0
             for p in procs:
                 try:
                     rss = p.memory_info().rss
                     cmd = " ".join(p.cmdline()[-3:])
                 except psutil.Error:
                     continue
+                total += rss
                 old = self.peaks.get(p.pid, (cmd, 0))
                 self.peaks[p.pid] = (cmd, max(old[1], rss))
+            self.total_peak = max(self.total_peak, total)
             time.sleep(0.2)
 
     def stop(self) -> dict[str, float]:
@@ -155,6 +161,7 @@ class TreeMemory:
             "client_gib": client / 2**30,
             "worker_max_gib": max(workers, default=0) / 2**30,
             "n_workers_seen": len(workers),
+            "total_gib": self.total_peak / 2**30,
         }
 
 
@@ -200,32 +207,43 @@ def run_job(tif: Path, store: Path, workers: int) -> tuple[float, dict[str, floa
     return wall, peaks, out
 
 
+def class_table(labels: Any, side: int, n_labels: int) -> np.ndarray:
+    """Contingency table (generating class × label) of a ``(side, side)`` label map (NumPy or
+    a lazy DataArray; negative: no label), accumulated strip by strip."""
+    table = np.zeros((N_CLASSES, n_labels), dtype=np.int64)
+    for r0 in range(0, side, STRIP):
+        r1 = min(side, r0 + STRIP)
+        lab = np.asarray(labels[r0:r1])
+        rows, cols = np.mgrid[r0:r1, 0:side]
+        cls = class_of(rows, cols, side)
+        ok = lab >= 0
+        np.add.at(table, (cls[ok], lab[ok]), 1)
+    return table
+
+
+def ari_of_table(table: np.ndarray) -> float:
+    """Adjusted Rand index from a contingency table."""
+
+    def comb2(v: np.ndarray) -> float:
+        v = v.astype(np.float64)
+        return float((v * (v - 1) / 2).sum())
+
+    index = comb2(table)
+    expected = comb2(table.sum(1)) * comb2(table.sum(0)) / comb2(np.array([table.sum()]))
+    maximum = (comb2(table.sum(1)) + comb2(table.sum(0))) / 2
+    return (index - expected) / (maximum - expected)
+
+
 def accuracy(store: Path, side: int) -> dict[str, float]:
-    """Hungarian accuracy and ARI of the stored label map against the generating classes,
-    from a contingency table accumulated strip by strip."""
+    """Hungarian accuracy and ARI of the stored label map against the generating classes."""
     from scipy.optimize import linear_sum_assignment
 
     import dkernel
 
     labels = dkernel.open_results(store)["mssc"]["labels"]
-    table = np.zeros((N_CLASSES, int(labels.max()) + 1), dtype=np.int64)
-    for r0 in range(0, side, STRIP):
-        r1 = min(side, r0 + STRIP)
-        lab = np.asarray(labels[r0:r1].values)
-        rows, cols = np.mgrid[r0:r1, 0:side]
-        cls = class_of(rows, cols, side)
-        ok = lab >= 0
-        np.add.at(table, (cls[ok], lab[ok]), 1)
+    table = class_table(labels, side, int(labels.max()) + 1)
     r, c = linear_sum_assignment(-table)
-    n = table.sum()
-
-    def comb2(v: np.ndarray) -> float:
-        return float((v * (v - 1) / 2).sum())
-
-    index = comb2(table)
-    expected = comb2(table.sum(1)) * comb2(table.sum(0)) / comb2(np.array([n]))
-    maximum = (comb2(table.sum(1)) + comb2(table.sum(0))) / 2
-    return {"acc": float(table[r, c].sum() / n), "ari": (index - expected) / (maximum - expected)}
+    return {"acc": float(table[r, c].sum() / table.sum()), "ari": ari_of_table(table)}
 
 
 def baseline(tif: Path, side: int) -> dict[str, float]:

@@ -33,7 +33,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -44,44 +43,13 @@ RESULTS = ROOT / "benchmarks" / "results"
 LSMS = "otbcli_LargeScaleMeanShift"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_full_tile import N_CLASSES, STRIP, class_of, write_scene  # noqa: E402
-
-
-class TreeMemory:
-    """Largest sum of the RSS of a process and all its descendants, polled in a thread."""
-
-    def __init__(self, pid: int, interval: float = 0.1) -> None:
-        import psutil
-
-        self.root = psutil.Process(pid)
-        self.interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-
-    def _poll(self) -> None:
-        import psutil
-
-        while not self._stop.is_set():
-            try:
-                procs = [self.root, *self.root.children(recursive=True)]
-            except psutil.Error:
-                break
-            total = 0
-            for p in procs:
-                try:
-                    total += p.memory_info().rss
-                except psutil.Error:
-                    continue
-            self.peak = max(self.peak, total)
-            time.sleep(self.interval)
-
-    def stop(self) -> float:
-        """The peak in GiB."""
-        self._stop.set()
-        self._thread.join()
-        return self.peak / 2**30
+from bench_full_tile import (  # noqa: E402
+    N_CLASSES,
+    TreeMemory,
+    ari_of_table,
+    class_table,
+    write_scene,
+)
 
 
 def timed(argv: list[str], cwd: Path) -> dict[str, float]:
@@ -95,7 +63,7 @@ def timed(argv: list[str], cwd: Path) -> dict[str, float]:
     memory = TreeMemory(proc.pid)
     out, _ = proc.communicate()
     wall = time.perf_counter() - t
-    peak = memory.stop()
+    peak = memory.stop()["total_gib"]
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:3])} failed:\n{out[-3000:]}")
@@ -134,32 +102,12 @@ def dkernel_run(job: Path, root: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def ari(table: np.ndarray) -> float:
-    """Adjusted Rand index from a contingency table."""
-
-    def comb2(v: np.ndarray) -> float:
-        v = v.astype(np.float64)
-        return float((v * (v - 1) / 2).sum())
-
-    n = table.sum()
-    index = comb2(table)
-    expected = comb2(table.sum(1)) * comb2(table.sum(0)) / comb2(np.array([n]))
-    maximum = (comb2(table.sum(1)) + comb2(table.sum(0))) / 2
-    return (index - expected) / (maximum - expected)
-
-
 def ari_of_map(labels: np.ndarray, side: int) -> float:
     """ARI of a (side, side) label map (negative = no label) against the generating classes."""
     _, inverse = np.unique(labels, return_inverse=True)
-    inverse = inverse.reshape(labels.shape)
-    table = np.zeros((N_CLASSES, int(inverse.max()) + 1), dtype=np.int64)
-    for r0 in range(0, side, STRIP):
-        r1 = min(side, r0 + STRIP)
-        rows, cols = np.mgrid[r0:r1, 0:side]
-        cls = class_of(rows, cols, side)
-        ok = labels[r0:r1] >= 0
-        np.add.at(table, (cls[ok], inverse[r0:r1][ok]), 1)
-    return ari(table[:, table.sum(0) > 0])
+    inverse = np.where(labels >= 0, inverse.reshape(labels.shape), -1)
+    table = class_table(inverse, side, int(inverse.max()) + 1)
+    return ari_of_table(table[:, table.sum(0) > 0])
 
 
 def read_tif(path: Path) -> np.ndarray:
