@@ -16,6 +16,16 @@ from dkernel.io.data import LoadedData
 from dkernel.registry import Registry
 from dkernel.schema.params import Param
 
+#: The ``storage_options`` of every reader that takes a URL: one declaration.
+STORAGE_OPTIONS = Param(
+    "storage_options",
+    "mapping",
+    default=None,
+    nullable=True,
+    doc="fsspec/GDAL options of a remote path (endpoint, region, anon, key, secret, profile); "
+    "never logged nor stored with the results.",
+)
+
 
 @dataclass(frozen=True)
 class Reader:

@@ -13,7 +13,7 @@ from typing import Any
 
 from dkernel._lazy import deferred
 from dkernel.io.data import MAX_COORD_SCALE, SCALES, expand_data_path, resolve_path
-from dkernel.io.registry import Reader, register_reader
+from dkernel.io.registry import STORAGE_OPTIONS, Reader, register_reader
 from dkernel.schema.params import Param
 from dkernel.storage.remote import is_url
 
@@ -106,14 +106,7 @@ roi = Param(
     doc="Region of interest: {bounds: [xmin, ymin, xmax, ymax]} in the image's CRS, or "
     "{window: [col_off, row_off, width, height]} in pixels.",
 )
-storage = Param(
-    "storage_options",
-    "mapping",
-    default=None,
-    nullable=True,
-    doc="fsspec/GDAL options of a remote path (endpoint_url, anon, key, secret, profile); "
-    "never logged nor stored with the results.",
-)
+storage = STORAGE_OPTIONS
 register_reader(
     Reader(
         name="geotiff",

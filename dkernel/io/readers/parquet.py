@@ -11,7 +11,7 @@ import numpy as np
 
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.io.registry import Reader, register_reader
+from dkernel.io.registry import STORAGE_OPTIONS, Reader, register_reader
 from dkernel.schema.params import Param
 
 
@@ -113,13 +113,7 @@ register_reader(
             Param("path", "str", doc="Parquet file or folder, or a URL (s3://, https://, ...)."),
             Param("columns", "list", default=None, nullable=True, doc="Feature columns."),
             Param("label_column", "str", default=None, nullable=True, doc="Label column."),
-            Param(
-                "storage_options",
-                "mapping",
-                default=None,
-                nullable=True,
-                doc="fsspec options of a remote path; never logged nor stored.",
-            ),
+            STORAGE_OPTIONS,
         ),
         load=load_parquet,
         description="A Parquet table (pyarrow); numeric or boolean feature columns, nulls "

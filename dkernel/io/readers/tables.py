@@ -16,7 +16,7 @@ import numpy as np
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.io.frey import frey_path, load_frey_faces
-from dkernel.io.registry import Reader, register_reader
+from dkernel.io.registry import STORAGE_OPTIONS, Reader, register_reader
 from dkernel.io.shapes import SHAPE_SETS, load_shapes, shape_files
 from dkernel.io.tables import (
     ECOLI_DIR,
@@ -315,14 +315,6 @@ register_reader(
         description="scikit-learn's bundled datasets (wine, iris, breast_cancer, digits).",
     )
 )
-_STORAGE = Param(
-    "storage_options",
-    "mapping",
-    default=None,
-    nullable=True,
-    doc="fsspec options of a remote path (endpoint_url, anon, key, secret, profile); never "
-    "logged nor stored with the results.",
-)
 
 register_reader(
     Reader(
@@ -335,7 +327,7 @@ register_reader(
             Param("missing_values", "list", default=None, nullable=True),
             Param("header", "bool", default=False),
             Param("encoding", "str", default="utf-8", doc="Text encoding (utf-8, latin-1, ...)."),
-            _STORAGE,
+            STORAGE_OPTIONS,
         ),
         load=load_csv,
         description="Delimited text tables (pandas.read_csv, quoted fields); missing entries "
