@@ -46,6 +46,7 @@ from dkernel.storage.side_files import (
     side_file,
     side_file_key,
     side_file_record,
+    staged_remote_side_files,
 )
 
 if TYPE_CHECKING:
@@ -475,43 +476,21 @@ class _Maps:
 
 
 def _write_remote_map_files(store: ResultsStore, ctx: JobContext, maps: _Maps) -> dict[str, Any]:
-    """:func:`write_map_files` for a store on an object store: each file is written to a
-    private local folder (GDAL cannot write a COG to an object store in place), then
-    uploaded beside the store's prefix. An object there that the store's job did not write is
-    never replaced."""
-    import tempfile
-
-    from dkernel.errors import StoreError
-    from dkernel.storage import remote
-
-    fs, key = remote.filesystem(store.path, store.storage_options)
-    parent_url, parent_key = store.path.rpartition("/")[0], key.rpartition("/")[0]
-    owned = {r for r in store.attrs.get(SIDE_FILES_ATTR) or [] if isinstance(r, str)}
-    with tempfile.TemporaryDirectory(prefix="dkernel-side-files-") as tmp:
-        paths = requested_side_paths(
-            Path(tmp) / store.path.rpartition("/")[2], ctx.params, values=bool(maps.values)
-        )
-        for path in paths.values():
-            if f"../{path.name}" not in owned and fs.exists(f"{parent_key}/{path.name}"):
-                raise StoreError(
-                    f"{parent_url}/{path.name} exists and was not written by the job of "
-                    f"{store.path}; refusing to replace it. Remove it, or choose another "
-                    "--output."
-                )
-        claimed = owned | {f"../{path.name}" for path in paths.values()}
-        store.update_attrs(**{SIDE_FILES_ATTR: sorted(claimed)})
-        written = _write_files(
+    """:func:`write_map_files` for a store on an object store, through a local staging
+    folder (:func:`dkernel.storage.side_files.staged_remote_side_files`)."""
+    stem = store.path.rpartition("/")[2]
+    values = bool(maps.values)
+    names = [p.name for p in requested_side_paths(Path(stem), ctx.params, values=values).values()]
+    with staged_remote_side_files(store, names) as folder:
+        paths = requested_side_paths(folder / stem, ctx.params, values=values)
+        return _write_files(
             paths,
             dict.fromkeys(paths, False),
-            Path(tmp),
+            folder,
             lambda file: f"../{Path(file).name}",
             ctx,
             maps,
         )
-        for path in paths.values():
-            if path.exists():
-                fs.put_file(str(path), f"{parent_key}/{path.name}")
-    return written
 
 
 def _write_files(

@@ -32,6 +32,7 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from dkernel._files import FileRefused, file_kind, read_regular
 from dkernel.errors import StoreError
@@ -333,6 +334,50 @@ def side_file_record(store: str | os.PathLike, paths: Iterable[str | os.PathLike
 # ---------------------------------------------------------------------------------------
 # scratch folder
 # ---------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def staged_remote_side_files(store: Any, names: Iterable[str]) -> Iterator[Path]:
+    """Side files of a store on an object store: written locally, then uploaded beside it.
+
+    GDAL cannot write a COG to an object store in place, so the caller writes each file
+    ``names`` lists into the yielded private local folder; on a clean exit every file written
+    there is uploaded beside the store's prefix. Before anything is written, an object there
+    that the store's job did not write (not in :data:`SIDE_FILES_ATTR`) is refused, never
+    replaced; the names are then claimed in that attribute, so that the files of a run killed
+    while uploading stay its own.
+
+    Parameters
+    ----------
+    store : ResultsStore
+        An open store on an object store (``store.remote``), holding its lease.
+    names : iterable of str
+        Plain file names beside the store.
+
+    Raises
+    ------
+    StoreError
+        An object at one of the names was not written by the store's job.
+    """
+    from dkernel.storage import remote
+
+    names = list(names)
+    fs, key = remote.filesystem(store.path, store.storage_options)
+    parent_url, parent_key = store.path.rpartition("/")[0], key.rpartition("/")[0]
+    owned = set(_strings(store.attrs.get(SIDE_FILES_ATTR)))
+    for name in names:
+        if f"../{name}" not in owned and fs.exists(f"{parent_key}/{name}"):
+            raise StoreError(
+                f"{parent_url}/{name} exists and was not written by the job of "
+                f"{store.path}; refusing to replace it. Remove it, or choose another --output."
+            )
+    if names:
+        store.update_attrs(**{SIDE_FILES_ATTR: sorted(owned | {f"../{n}" for n in names})})
+    with tempfile.TemporaryDirectory(prefix="dkernel-side-files-") as tmp:
+        yield Path(tmp)
+        for name in names:
+            if (Path(tmp) / name).exists():
+                fs.put_file(str(Path(tmp) / name), f"{parent_key}/{name}")
 
 
 def _marker_text(owner: str) -> str:
