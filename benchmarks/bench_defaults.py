@@ -637,7 +637,8 @@ def sized_markdown(rows: list[dict], methods: list[str], args) -> str:
     for m in methods:
         head += [f"{m} ARI", "s"] + (["path"] if m.startswith("dk.") else [])
         rule += ["---", "---"] + (["---"] if m.startswith("dk.") else [])
-    sizes = " ".join(f"{s:.0e}".replace("e+0", "e") for s in args.sizes)
+    measured_sizes = sorted({r["n"] for r in rows if r["kind"] == "synthetic"} or args.sizes)
+    sizes = " ".join(f"{s:.0e}".replace("e+0", "e") for s in measured_sizes)
     caps = "".join(
         f" {m}={v:.0e}".replace("e+0", "e") for m, v in getattr(args, "method_max_n", {}).items()
     )
@@ -653,7 +654,14 @@ def sized_markdown(rows: list[dict], methods: list[str], args) -> str:
         "`memory`: it ran out of memory (scikit-learn's spectral clustering runs under an "
         f"address-space limit of {args.mem_gib:g} GiB); `skipped`: the same method timed out or "
         "ran out of memory on the same family at a smaller N. Synthetic families are fresh "
-        "draws at each N (seed 0); real sets run once at their full size.",
+        "draws at each N (seed 0); real sets run once at their full size."
+        + (
+            f" Then `--update --sizes {' '.join(f'{s:.0e}'.replace('e+0', 'e') for s in args.sizes)}"
+            f" --only-methods {args.only_methods}` re-measured that method's cells (the synthetic "
+            "families at those N and the real sets); the other cells are the first run's."
+            if args.update and args.only_methods
+            else ""
+        ),
         "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join(rule) + "|",

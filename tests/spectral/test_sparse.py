@@ -98,3 +98,59 @@ def test_duplicated_rows_get_a_scale_and_predict_consistently():
     assert np.mean(sc.predict(X) == sc.labels_) >= 0.99
     with pytest.raises(Exception, match="all rows identical"):
         SpectralClustering(2).fit(np.ones((50, 2)))
+
+
+def _brute_lists(P, g):
+    """Each distinct point's g nearest others (itself first), by sorting all distances."""
+    D = np.sqrt(((P[:, None, :] - P[None, :, :]) ** 2).sum(-1))
+    order = np.argsort(D, axis=1, kind="stable")[:, : g + 1]
+    return D, order
+
+
+def test_one_sided_edges_are_scaled_as_a_brute_force_graph():
+    rng = np.random.default_rng(4)
+    P = rng.normal(size=(60, 3))
+    g, k, f = 6, 3, 0.05
+    D, order = _brute_lists(P, g)
+    sigma = np.sort(D, axis=1)[:, k]
+    listed = np.zeros_like(D, dtype=bool)
+    np.put_along_axis(listed, order, True, axis=1)
+    weight = np.exp(-(D**2) / np.outer(sigma, sigma))
+    expected = np.where(listed & listed.T, weight, np.where(listed | listed.T, f * weight, 0))
+    dist = np.take_along_axis(D, order, axis=1)
+    W, s = sparse._affinity(dist, order, k, one_sided_weight=f)
+    np.testing.assert_allclose(s, sigma)
+    np.testing.assert_allclose(W.toarray(), expected, atol=1e-12)
+
+
+def test_repeated_rows_are_one_node_of_the_graph_of_all_rows():
+    """Copies collapse to a node with their multiplicity: the eigenpairs are those of the
+    dense self-tuning graph of all rows (copies joined with weight 1)."""
+    rng = np.random.default_rng(5)
+    P = np.vstack([rng.normal(0, 0.5, (30, 2)), rng.normal(3, 0.5, (30, 2))])
+    counts = rng.integers(1, 4, size=len(P))
+    X = np.repeat(P, counts, axis=0)
+    k = 7
+    U, model = sparse.fit_sparse_embedding(X, 3, n_neighbors=k, graph_neighbors=len(P) - 1)
+    D, _ = _brute_lists(P, len(P) - 1)
+    sigma = np.sort(D, axis=1)[:, k]
+    rows = np.repeat(np.arange(len(P)), counts)
+    K = np.exp(-(D[np.ix_(rows, rows)] ** 2) / np.outer(sigma[rows], sigma[rows]))
+    d = K.sum(axis=1)
+    values, vectors = np.linalg.eigh(K / np.sqrt(np.outer(d, d)))
+    np.testing.assert_allclose(model.eigenvalues, values[::-1][:3], atol=1e-10)
+    np.testing.assert_allclose(np.abs(U.T @ vectors[:, ::-1][:, :3]), np.eye(3), atol=1e-8)
+    np.testing.assert_allclose(model.transform(X), U, atol=1e-8)
+
+
+def test_noise_features_do_not_join_two_moons():
+    """Three uniform noise features of the moons' own range (standardised, 3 of the 5
+    dimensions carry nothing): the symmetrised 10-NN graph scored 0.78 here."""
+    X, y = make_moons(2000, noise=0.07, random_state=0)
+    noise = np.random.default_rng(1).uniform(X.min(), X.max(), (2000, 3))
+    X = np.c_[X, noise]
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    sc = SpectralClustering(2, random_state=0).fit(X)
+    assert sc.approximation_ == "exact"
+    assert clustering_scores(y, sc.labels_)["ari"] >= 0.95
+    assert np.mean(sc.predict(X) == sc.labels_) >= 0.99
