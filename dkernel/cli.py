@@ -233,7 +233,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         spec, data = prepare_job(spec)
         from dkernel.jobs.outputs import check_side_outputs
 
-        check_side_outputs(output, spec.params, data)
+        check_side_outputs(output, spec.params, data, spec.store_options)
         print(
             f"{args.job}: valid ({spec.method} on {data.n_samples} × {data.n_features}, "
             f"output {output})"

@@ -40,6 +40,7 @@ from dkernel.errors import InvalidInputError
 from dkernel.schema.params import Param
 from dkernel.storage.side_files import (
     SIDE_FILES_ATTR,
+    check_remote_side_files,
     check_side_file,
     recorded_side_files,
     remove_stale_temps,
@@ -249,7 +250,12 @@ def requested_side_paths(
     return {kind: path for kind, path in paths.items() if wanted[kind]}
 
 
-def check_side_outputs(output: str | Path, params: dict[str, Any], data: Any = None) -> None:
+def check_side_outputs(
+    output: str | Path,
+    params: dict[str, Any],
+    data: Any = None,
+    storage_options: dict | None = None,
+) -> None:
     """Refuse the files beside the store ``output`` that could not be written safely.
 
     For the runner, before any cluster starts (``output`` is the final store path): each file
@@ -257,7 +263,9 @@ def check_side_outputs(output: str | Path, params: dict[str, Any], data: Any = N
     recorded as its job's (:func:`dkernel.storage.side_files.recorded_side_files`; what
     ``--overwrite`` or ``--resume`` then replaces). Table readers (``data.raster`` None)
     write no such files. The scratch folder is checked with the store
-    (:func:`dkernel.storage.store.check_target`).
+    (:func:`dkernel.storage.store.check_target`). Beside a store on an object store
+    (``storage_options`` reach it), an object that the store did not record is refused
+    (:func:`dkernel.storage.side_files.check_remote_side_files`).
 
     Raises
     ------
@@ -269,7 +277,10 @@ def check_side_outputs(output: str | Path, params: dict[str, Any], data: Any = N
     from dkernel.storage.remote import is_remote
 
     if is_remote(output):
-        return  # objects beside a store on an object store are checked when written
+        stem = str(output).rpartition("/")[2]
+        names = [p.name for p in requested_side_paths(Path(stem), params).values()]
+        check_remote_side_files(str(output), storage_options, names)
+        return
     store = Path(output)
     owned = recorded_side_files(store)
     for kind, path in requested_side_paths(store, params).items():

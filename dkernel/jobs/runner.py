@@ -176,6 +176,7 @@ def _check_output(spec: JobSpec, data: LoadedData, *, replace_store: bool, chose
         # an object store is reached (bounded time) before anything else reads or writes it
         check_writable(spec.output, options)
         check_target(spec.output, overwrite=replace_store, storage_options=options)
+        check_side_outputs(spec.output, spec.params, data, options)
         return
     check_target(spec.output, overwrite=replace_store, storage_options=options)
     check_writable(spec.output)

@@ -336,16 +336,58 @@ def side_file_record(store: str | os.PathLike, paths: Iterable[str | os.PathLike
 # ---------------------------------------------------------------------------------------
 
 
+def check_remote_side_files(
+    url: str, storage_options: dict | None, names: Iterable[str], owned: set[str] | None = None
+) -> set[str]:
+    """Refuse objects beside the store at ``url`` (on an object store) that its job did not
+    write; return the side files the store recorded (``../<name>``).
+
+    ``owned``: the recorded names when the caller has the store open; read from the store's
+    root ``zarr.json`` otherwise (none when there is no store yet).
+
+    Raises
+    ------
+    StoreError
+        An object at one of ``names`` beside the store is not one of the store's.
+    """
+    from dkernel.storage import remote
+
+    fs, key = remote.filesystem(url, storage_options)
+    if owned is None:
+        owned = set(_strings(_remote_attrs(fs, f"{key}/zarr.json").get(SIDE_FILES_ATTR)))
+    parent_url, parent_key = url.rpartition("/")[0], key.rpartition("/")[0]
+    for name in names:
+        if f"../{name}" not in owned and fs.exists(f"{parent_key}/{name}"):
+            raise StoreError(
+                f"{parent_url}/{name} exists and was not written by the job of {url}; "
+                "refusing to replace it. Remove it, or choose another --output."
+            )
+    return owned
+
+
+def _remote_attrs(fs: Any, key: str) -> dict:
+    """The ``attributes`` of a ``zarr.json`` object, as :func:`_read_attrs` reads a file."""
+    import json
+
+    try:
+        if fs.size(key) > _METADATA_MAX:
+            return {}
+        meta = json.loads(fs.cat_file(key).decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    attrs = meta.get("attributes") if isinstance(meta, dict) else None
+    return attrs if isinstance(attrs, dict) else {}
+
+
 @contextlib.contextmanager
 def staged_remote_side_files(store: Any, names: Iterable[str]) -> Iterator[Path]:
     """Side files of a store on an object store: written locally, then uploaded beside it.
 
     GDAL cannot write a COG to an object store in place, so the caller writes each file
     ``names`` lists into the yielded private local folder; on a clean exit every file written
-    there is uploaded beside the store's prefix. Before anything is written, an object there
-    that the store's job did not write (not in :data:`SIDE_FILES_ATTR`) is refused, never
-    replaced; the names are then claimed in that attribute, so that the files of a run killed
-    while uploading stay its own.
+    there is uploaded beside the store's prefix. Before anything is written, the objects there
+    are checked (:func:`check_remote_side_files`); the names are then claimed in
+    :data:`SIDE_FILES_ATTR`, so that the files of a run killed while uploading stay its own.
 
     Parameters
     ----------
@@ -362,17 +404,12 @@ def staged_remote_side_files(store: Any, names: Iterable[str]) -> Iterator[Path]
     from dkernel.storage import remote
 
     names = list(names)
-    fs, key = remote.filesystem(store.path, store.storage_options)
-    parent_url, parent_key = store.path.rpartition("/")[0], key.rpartition("/")[0]
     owned = set(_strings(store.attrs.get(SIDE_FILES_ATTR)))
-    for name in names:
-        if f"../{name}" not in owned and fs.exists(f"{parent_key}/{name}"):
-            raise StoreError(
-                f"{parent_url}/{name} exists and was not written by the job of "
-                f"{store.path}; refusing to replace it. Remove it, or choose another --output."
-            )
+    check_remote_side_files(store.path, store.storage_options, names, owned)
     if names:
         store.update_attrs(**{SIDE_FILES_ATTR: sorted(owned | {f"../{n}" for n in names})})
+    fs, key = remote.filesystem(store.path, store.storage_options)
+    parent_key = key.rpartition("/")[0]
     with tempfile.TemporaryDirectory(prefix="dkernel-side-files-") as tmp:
         yield Path(tmp)
         for name in names:

@@ -224,6 +224,31 @@ def test_image_job_writes_store_and_map_files_to_s3(s3_bucket, tmp_path, ops) ->
     assert not (tmp_path / "s3:").exists()
 
 
+def test_foreign_object_beside_an_s3_store_is_refused_before_the_job(
+    s3_bucket, tmp_path, ops
+) -> None:
+    """An object at a map file's name that no store recorded: `dkernel validate` and `run`
+    exit 2 naming it, before any cluster starts; the object is kept and no store written."""
+    body = ops.method_specs(tmp_path)["mssc"]
+    body["params"].update(write_geotiff=True, write_png=True)
+    url = f"s3://{s3_bucket}/maps/img.zarr"
+    spec = ops.write_spec(tmp_path / "img.yaml", "mssc", body, Path("unused.zarr"))
+    fs = _fs()
+    fs.pipe(f"{s3_bucket}/maps/img.quicklook.png", b"someone else's")
+    for command, args in (("validate", ("--output-root", f"s3://{s3_bucket}/maps/")), ("run", ())):
+        if command == "validate":
+            spec = ops.write_spec(tmp_path / "img.yaml", "mssc", body, Path("img.zarr"))
+        else:
+            args = ("--output", url)
+        code, out, err = _finish(_cli(spec, *args, command=command), timeout=120)
+        assert code == 2, (command, out, err)
+        assert f"s3://{s3_bucket}/maps/img.quicklook.png exists" in err, err
+        assert "Traceback" not in err
+    fs.invalidate_cache()
+    assert fs.cat(f"{s3_bucket}/maps/img.quicklook.png") == b"someone else's"
+    assert not fs.exists(f"{s3_bucket}/maps/img.zarr")
+
+
 def test_wrong_credentials_exit_2_writing_nothing(tmp_path, ops) -> None:
     """A moto server of its own that checks credentials (INITIAL_NO_AUTH_ACTION_COUNT=0)."""
     import shutil
