@@ -711,33 +711,18 @@ class RemoteStoreLease(_Heartbeat):
         fs, root = filesystem(store, options)
         key = f"{root}/{LEASE_FILE}"
         info = _holder_info(command)
-        s3 = hasattr(fs, "call_s3")
         try:
+            if not (hasattr(fs, "call_s3") and _honours_conditions(fs, root)):
+                return cls._acquire_plain(store, fs, key, info)
             for _ in range(20):
-                if not s3:
-                    return cls._acquire_plain(store, fs, key, info)
                 try:
                     etag = _put(fs, key, _encode(info), IfNoneMatch="*")
-                except _NoConditions:
-                    return cls._acquire_plain(store, fs, key, info)
                 except _Precondition:
                     taken = cls._take_over(store, fs, key, info)
                     if taken is None:
                         continue  # the lease vanished or changed meanwhile: try again
                     return cls(store, fs, key, info, taken, atomic=True)
-                # a server that ignores the condition accepts a second create: then the lease
-                # is only advisory (and this repeat, of the same bytes, changed nothing)
-                try:
-                    _put(fs, key, _encode(info), IfNoneMatch="*")
-                except _Precondition:
-                    return cls(store, fs, key, info, etag, atomic=True)
-                except _NoConditions:
-                    pass
-                logger.warning(
-                    f"the object store of {store} ignores conditional writes: its lease is "
-                    "advisory (two writers started at the same moment could both run)"
-                )
-                return cls(store, fs, key, info, etag, atomic=False)
+                return cls(store, fs, key, info, etag, atomic=True)
             raise StoreError(f"could not take the lease of {store}: it keeps changing; retry.")
         except StoreError:
             raise
@@ -877,6 +862,29 @@ def read_remote_lease(fs: Any, key: str) -> dict[str, Any] | None:
         return _parse(fs.cat_file(key, start=0, end=MAX_LEASE_BYTES))
     except Exception:  # noqa: BLE001
         return None
+
+
+def _honours_conditions(fs: Any, root: str) -> bool:
+    """Whether the S3 server behind ``fs`` refuses a second ``If-None-Match: *`` create of
+    one object. A server that ignores the condition would let two writers both create the
+    lease, so this is found out on a probe object of this process, never on the lease."""
+    probe = f"{root}/.{LEASE_FILE}.probe-{uuid.uuid4().hex}"
+    try:
+        _put(fs, probe, b"", IfNoneMatch="*")
+        try:
+            _put(fs, probe, b"", IfNoneMatch="*")
+        except _Precondition:
+            return True
+        logger.warning(
+            f"the object store of s3://{root} ignores conditional writes: a lease is taken "
+            "only where there is none, and never taken over"
+        )
+        return False
+    except _NoConditions:
+        return False
+    finally:
+        with contextlib.suppress(Exception):
+            fs.rm_file(probe)
 
 
 def _put(fs: Any, key: str, data: bytes, **condition: str) -> str:

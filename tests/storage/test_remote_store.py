@@ -313,6 +313,82 @@ def test_lease_without_conditional_writes_is_never_taken_over(monkeypatch) -> No
     acquire_lease(url).release()
 
 
+@pytest.fixture()
+def conditions_ignored(s3_server):
+    """An S3 endpoint that ignores conditional writes: a real HTTP proxy in front of the
+    moto server that drops ``If-None-Match`` and ``If-Match`` (as servers without
+    conditional writes do); yields its URL."""
+    import http.client
+    import http.server
+    import threading
+    from urllib.parse import urlsplit
+
+    upstream = urlsplit(s3_server)
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # answers botocore's "Expect: 100-continue"
+
+        def _forward(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            dropped = {"if-none-match", "if-match", "host", "expect"}
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
+            conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=30)
+            try:
+                conn.request(self.command, self.path, body=body, headers=headers)
+                reply = conn.getresponse()
+                data = reply.read()
+            finally:
+                conn.close()
+            self.send_response(reply.status)
+            for k, v in reply.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_server_ignoring_conditional_writes_is_found_out(
+    s3_bucket, conditions_ignored, caplog
+) -> None:
+    """Behind a server that ignores ``If-None-Match`` the lease would not be exclusive: that
+    is found on a probe object (never on the lease), and the store's lease is then taken
+    only where there is none; a second writer is refused, naming the object to remove."""
+    options = {"endpoint": conditions_ignored}
+    url = f"s3://{s3_bucket}/c.zarr"
+    first = acquire_lease(url, command="first", storage_options=options)
+    try:
+        assert isinstance(first, RemoteStoreLease) and not first.atomic
+        assert "ignores conditional writes" in caplog.text
+        with pytest.raises(StoreError, match="has no conditional writes") as info:
+            acquire_lease(url, command="second", storage_options=options)
+        assert f"{url}/{LEASE_FILE}" in str(info.value)
+    finally:
+        first.release()
+    assert not _fs().find(f"{s3_bucket}/c.zarr")  # no lease, no probe left
+    # straight to the server, which honours them, the same store's lease is exclusive
+    direct = acquire_lease(url)
+    try:
+        assert direct.atomic
+    finally:
+        direct.release()
+
+
 def test_open_results_over_http_read_only(tmp_path) -> None:
     """A complete store served by a plain HTTP server opens by URL (consolidated metadata,
     no listing); nothing is ever written there."""
