@@ -196,21 +196,25 @@ class ChangeDetection(BaseEstimator):
         }
 
 
+# detect_change's defaults are the estimator's (its signature still shows their values)
+_DEFAULTS = ChangeDetection().get_params()
+
+
 def detect_change(
     before: Any,
     after: Any,
     *,
-    method: str = "kernel",
-    threshold: str | float = "otsu",
-    n_components: int | None = None,
-    sample_size: int = 20_000,
-    regularization: float = 0.01,
-    sigma_fraction: float = KERNEL_MAD_SIGMA_FRACTION,
-    n_landmarks: int = 300,
-    max_iter: int = 50,
-    tol: float = 1e-6,
-    chunk_rows: int | None = None,
-    random_state: int | None = None,
+    method: str = _DEFAULTS["method"],
+    threshold: str | float = _DEFAULTS["threshold"],
+    n_components: int | None = _DEFAULTS["n_components"],
+    sample_size: int = _DEFAULTS["sample_size"],
+    regularization: float = _DEFAULTS["regularization"],
+    sigma_fraction: float = _DEFAULTS["sigma_fraction"],
+    n_landmarks: int = _DEFAULTS["n_landmarks"],
+    max_iter: int = _DEFAULTS["max_iter"],
+    tol: float = _DEFAULTS["tol"],
+    chunk_rows: int | None = _DEFAULTS["chunk_rows"],
+    random_state: int | None = _DEFAULTS["random_state"],
 ) -> xr.Dataset:
     """Change between two co-registered rasters: MAD variates, χ² intensity, change mask.
 

@@ -116,20 +116,7 @@ def out_of_sample_graph(
     Xq = _row_chunked(Xq, block_rows)
     shared = dask.delayed(model, pure=True, traverse=False)
     if what == "loglik":
-        return da.map_blocks(
-            _oos_block,
-            Xq,
-            shared,
-            what=what,
-            dtype=np.float64,
-            chunks=(Xq.chunks[0],),
-            drop_axis=1,
-        )
-    return da.map_blocks(
-        _oos_block,
-        Xq,
-        shared,
-        what=what,
-        dtype=np.float64,
-        chunks=(Xq.chunks[0], (n_clusters,)),
-    )
+        layout = {"chunks": (Xq.chunks[0],), "drop_axis": 1}
+    else:
+        layout = {"chunks": (Xq.chunks[0], (n_clusters,))}
+    return da.map_blocks(_oos_block, Xq, shared, what=what, dtype=np.float64, **layout)

@@ -41,6 +41,7 @@ from dkernel.decomposition.nmf import AggregateMarkovFit, fit_aggregate_markov
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import LandmarkGraph
 from dkernel.linalg import dense_eigh
+from dkernel.linalg.kmeans import normalize_rows
 
 
 def landmark_embedding(W: np.ndarray, d: np.ndarray, n_components: int) -> np.ndarray:
@@ -56,8 +57,7 @@ def landmark_embedding(W: np.ndarray, d: np.ndarray, n_components: int) -> np.nd
     S = r[:, None] * W * r[None, :]
     with threadpool_limits(limits=1, user_api="blas"):
         _, V = dense_eigh(0.5 * (S + S.T), min(int(n_components), W.shape[0]), clip=False)
-    norms = np.linalg.norm(V, axis=1, keepdims=True)
-    return V / np.where(norms > 0, norms, 1.0)
+    return normalize_rows(V)
 
 
 def fit_landmark_markov(

@@ -52,6 +52,7 @@ from dkernel._random import derive_rng, derive_seed
 from dkernel.decomposition.kernels import density_log_kernel, knn_log_kernel, row_normalize_log
 from dkernel.errors import InvalidInputError
 from dkernel.linalg import dense_eigh, euclidean_kmeans
+from dkernel.linalg.kmeans import normalize_rows
 
 LOSSES = ("kl-euclidean", "euclidean", "kl")
 EIGEN_SOLVERS = ("auto", "shift-invert", "subspace")
@@ -157,8 +158,7 @@ def spectral_embedding(
         r = 1.0 / np.sqrt(d)
         S = r[:, None] * W * r[None, :]
         _, U = dense_eigh(S, min(int(n_components), n), clip=False)
-    norms = np.linalg.norm(U, axis=1, keepdims=True)
-    return U / np.where(norms > 0, norms, 1.0)
+    return normalize_rows(U)
 
 
 def deflated_eigenvectors(
@@ -325,9 +325,7 @@ def initial_factors(
         A = np.ones((n, 1))
     else:
         M = C if restart == 0 else min((restart + 2) * C, n - 1, embedding.shape[1])
-        Z = embedding[:, :M]
-        norms = np.linalg.norm(Z, axis=1, keepdims=True)
-        Z = Z / np.where(norms > 0, norms, 1.0)
+        Z = normalize_rows(embedding[:, :M])
         labels = _embedding_kmeans(Z, max(M, C), seed=seed, restart=restart)
         if M > C:
             labels = merge_by_flow(Kcheck, labels, C)

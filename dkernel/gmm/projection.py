@@ -16,6 +16,7 @@ import numpy as np
 
 from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel._validation import is_dask_array
+from dkernel.linalg.eigen import fix_signs
 
 
 def fit_pca_projection(Xc: Any, n_components: int | float) -> tuple[np.ndarray, np.ndarray]:
@@ -58,9 +59,7 @@ def fit_pca_projection(Xc: Any, n_components: int | float) -> tuple[np.ndarray, 
     else:
         d = int(n_components)
     d = max(1, min(d, vecs.shape[1]))
-    W = vecs[:, :d]
-    flip = np.sign(W[np.argmax(np.abs(W), axis=0), np.arange(d)])
-    return W * np.where(flip == 0, 1.0, flip), ratio[:d]
+    return fix_signs(vecs[:, :d]), ratio[:d]
 
 
 def project_observed(Xc: np.ndarray, components: np.ndarray, dtype: Any) -> np.ndarray:

@@ -80,6 +80,19 @@ def scene_files(scene: str, data_dir: str | os.PathLike | None = None) -> list[P
     return [folder / name for name in SCENE_FILES[scene]]
 
 
+def _load_scene(
+    scene: str, data_dir: str | os.PathLike | None, scale_by: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cube and labels of ``scene``; ``Y`` divided by the cube file's scalar ``scale_by``."""
+    cube_file, truth_file = scene_files(scene, data_dir)
+    m = _loadmat(cube_file)
+    gt = _loadmat(truth_file)
+    Y = np.asarray(m["Y"], dtype=np.float64)
+    if scale_by is not None:
+        Y = Y / float(_scalar(m, scale_by))
+    return _cube_and_labels(Y, np.asarray(gt["A"]), _scalar(m, "nRow"), _scalar(m, "nCol"))
+
+
 def load_samson(data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Load the Samson scene.
 
@@ -100,11 +113,7 @@ def load_samson(data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, 
     -----
     Reads ~3.7 MB; O(rows·cols·bands) time and memory.
     """
-    path = _resolve_dir(data_dir)
-    m = _loadmat(path / "Samson.mat")
-    gt = _loadmat(path / "_EndSamson.mat")
-    Y = np.asarray(m["Y"], dtype=np.float64)
-    return _cube_and_labels(Y, np.asarray(gt["A"]), _scalar(m, "nRow"), _scalar(m, "nCol"))
+    return _load_scene("samson", data_dir)
 
 
 def load_jasper(data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -127,8 +136,4 @@ def load_jasper(data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, 
     -----
     Reads ~3.2 MB; O(rows·cols·bands) time and memory.
     """
-    path = _resolve_dir(data_dir)
-    m = _loadmat(path / "JasperRidge2_R198.mat")
-    gt = _loadmat(path / "_EndJasperRidge2_R198.mat")
-    Y = np.asarray(m["Y"], dtype=np.float64) / float(_scalar(m, "maxValue"))
-    return _cube_and_labels(Y, np.asarray(gt["A"]), _scalar(m, "nRow"), _scalar(m, "nCol"))
+    return _load_scene("jasper", data_dir, scale_by="maxValue")

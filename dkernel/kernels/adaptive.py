@@ -136,6 +136,16 @@ def local_scaling_log_kernel(
     return -D
 
 
+def _within_radii(
+    D: np.ndarray, radius_x: np.ndarray, radius_y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``[y within x's radius]`` and ``[x within y's radius]`` from squared distances ``D``."""
+    # a relative slack so that a neighbour exactly at the radius is kept despite round-off
+    within_x = D <= np.asarray(radius_x, dtype=np.float64)[:, None] ** 2 * (1 + 1e-9)
+    within_y = D <= np.asarray(radius_y, dtype=np.float64)[None, :] ** 2 * (1 + 1e-9)
+    return within_x, within_y
+
+
 def knn_block(
     X: np.ndarray,
     Y: np.ndarray,
@@ -145,13 +155,9 @@ def knn_block(
     dtype: Any = np.float64,
 ) -> np.ndarray:
     """1 where y is within x's neighbour radius or x within y's, else 0 (symmetric k-NN graph)."""
-    D = squared_distances(X, Y)
-    reach = np.maximum(
-        np.asarray(radius_x, dtype=np.float64)[:, None] ** 2,
-        np.asarray(radius_y, dtype=np.float64)[None, :] ** 2,
-    )
-    # a relative slack so that a neighbour exactly at the radius is kept despite round-off
-    return (D <= reach * (1 + 1e-9)).astype(dtype)
+    within_x, within_y = _within_radii(squared_distances(X, Y), radius_x, radius_y)
+    within_x |= within_y
+    return within_x.astype(dtype)
 
 
 def knn_mean_block(
@@ -164,9 +170,9 @@ def knn_mean_block(
 ) -> np.ndarray:
     """½ [y within x's radius] + ½ [x within y's]: 1 between mutual neighbours, ½ one way —
     scikit-learn's k-NN affinity ``½ (A + Aᵀ)`` on the training points."""
-    D = squared_distances(X, Y)
-    out = (D <= np.asarray(radius_x, dtype=np.float64)[:, None] ** 2 * (1 + 1e-9)).astype(dtype)
-    out += D <= np.asarray(radius_y, dtype=np.float64)[None, :] ** 2 * (1 + 1e-9)
+    within_x, within_y = _within_radii(squared_distances(X, Y), radius_x, radius_y)
+    out = within_x.astype(dtype)
+    out += within_y
     out *= 0.5
     return out
 

@@ -46,9 +46,7 @@ def cosine_log_block(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     >>> cosine_log_block(np.array([[1.0, 0.0]]), np.array([[1.0, 0.0], [0.0, 1.0]]))
     array([[  0., -inf]])
     """
-    S = cosine_block(X, Y, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        return np.log(np.clip(S, 0.0, None))
+    return _log_positive_part(cosine_block(X, Y, dtype=np.float64))
 
 
 def cosine_log_of_unit_distance(distances: np.ndarray) -> np.ndarray:
@@ -61,6 +59,10 @@ def cosine_log_of_unit_distance(distances: np.ndarray) -> np.ndarray:
     >>> cosine_log_of_unit_distance(np.array([0.0, 1.0])).round(4)
     array([ 0.    , -0.6931])
     """
-    cos = 1.0 - 0.5 * np.asarray(distances, dtype=np.float64) ** 2
+    return _log_positive_part(1.0 - 0.5 * np.asarray(distances, dtype=np.float64) ** 2)
+
+
+def _log_positive_part(cos: np.ndarray) -> np.ndarray:
+    """``log max(cos, 0)``, ``-inf`` (without a warning) where the cosine is not positive."""
     with np.errstate(divide="ignore"):
         return np.log(np.clip(cos, 0.0, None))

@@ -147,6 +147,17 @@ def available_kernels() -> list[str]:
     return KERNELS.names()
 
 
+def is_precomputed(kernel: Any) -> bool:
+    """Whether an estimator's ``kernel`` parameter asks for a precomputed kernel matrix."""
+    return isinstance(kernel, str) and kernel == "precomputed"
+
+
+def kernel_input_tags(tags: Any, kernel: Any) -> Any:
+    """An estimator's scikit-learn ``tags`` with ``input_tags.pairwise`` set from its ``kernel``."""
+    tags.input_tags.pairwise = is_precomputed(kernel)
+    return tags
+
+
 def _sample_rows(X: Any, size: int, seed: int | None) -> np.ndarray:
     n = int(X.shape[0])
     if n <= size:

@@ -42,7 +42,7 @@ from dkernel.kernels.nystrom import (
     explicit_feature_map,
     landmark_kernel_params,
 )
-from dkernel.kernels.registry import Kernel, make_kernel
+from dkernel.kernels.registry import Kernel, kernel_input_tags, make_kernel
 from dkernel.kernels.widths import KERNEL_KMEANS_SIGMA_FRACTION
 from dkernel.kmeans.features import features
 from dkernel.kmeans.lloyd import (
@@ -306,12 +306,7 @@ class KernelKMeans(
         self.random_state = random_state
 
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = self._precomputed_requested()
-        return tags
-
-    def _precomputed_requested(self) -> bool:
-        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return kernel_input_tags(super().__sklearn_tags__(), self.kernel)
 
     @property
     def _n_features_out(self) -> int:

@@ -609,7 +609,6 @@ class MSSC(MeanShift):
     }
 
     @_fit_context(prefer_skip_nested_validation=True)
-    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> MSSC:
         """Stage one (mean shift partitions), affinity, stage two (KECA/KPCA + k-means).
 

@@ -50,13 +50,14 @@ from dkernel.ranking.kernelmap import ADAPTIVE, resolve_kernel
 from dkernel.ranking.kppr import (
     DENSE_LIMIT_BYTES,
     KERNEL_CONSTRAINT,
+    check_n_neighbors,
     ranking_tags,
     top_normalized_eigenpairs,
     validate_fit_X,
     validate_new_lazy,
     validate_new_X,
 )
-from dkernel.ranking.ppr import degrees, restart_beta
+from dkernel.ranking.ppr import degrees, normalized_kernel, restart_beta
 from dkernel.ranking.seeds import seed_vector
 
 EMBEDDINGS = ("normalized", "laplacian")
@@ -125,9 +126,7 @@ def jrc_normalized_embedding(
     O(N^3) time (O(N^2 k) with a subset eigen-solver), O(N^2) memory.
     """
     K, beta, d, k = _green_inputs(K, alpha, n_components, "jrc_normalized_embedding")
-    r = 1.0 / np.sqrt(d)
-    Kn = K * r[:, None]
-    Kn *= r[None, :]
+    Kn, r = normalized_kernel(K, d)
     values, vectors = top_normalized_eigenpairs(Kn, d, k)
     U = vectors * r[:, None]
     Z = np.sqrt(beta * d.sum()) * U / np.sqrt(1.0 + beta - values)[None, :]
@@ -297,11 +296,7 @@ callable or transformer, default='knn_mean'
         """``n_components`` resolved, after checking the sizes against ``n`` samples."""
         owner = type(self).__name__
         n_components = resolve_n_components(owner, n, self.n_clusters, self.n_components)
-        if isinstance(self.kernel, str) and self.kernel in ADAPTIVE and self.n_neighbors >= n:
-            raise InvalidInputError(
-                f"The 'n_neighbors' parameter of {owner} must be < n_samples ({n}). "
-                f"Got {self.n_neighbors} instead; use a smaller n_neighbors."
-            )
+        check_n_neighbors(self, n)
         return n_components
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -45,7 +45,7 @@ from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, PCKID_SIGMA_FRACTION
 from dkernel.linalg.eigen import fix_signs
 from dkernel.ranking.kernelmap import ADAPTIVE, KERNEL_NAMES, resolve_kernel
-from dkernel.ranking.ppr import degrees, restart_beta
+from dkernel.ranking.ppr import degrees, normalized_kernel, restart_beta
 from dkernel.ranking.seeds import seed_vector
 
 ORDERINGS = ("prop6", "eigenvalue")
@@ -58,6 +58,8 @@ TRIVIAL_GAP = 1e-6
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 #: ``kernel``, shared with :class:`~dkernel.ranking.JointRankingClustering`.
 KERNEL_CONSTRAINT = [StrOptions(set(KERNEL_NAMES)), callable, HasMethods(["transform"])]
+#: The parts of a score: ``component`` of :meth:`KernelPersonalizedPageRank.coefficients` etc.
+COMPONENTS = ("score", "base", "restart")
 
 
 def kernel_allows_nan(kernel: Any) -> bool:
@@ -78,6 +80,16 @@ def validate_fit_X(estimator: Any, X: Any) -> np.ndarray:
             estimator, X, reset=True, min_samples=2, allow_nan=kernel_allows_nan(estimator.kernel)
         )
     return X.compute() if is_dask_array(X) else X
+
+
+def check_n_neighbors(estimator: Any, n: int) -> None:
+    """Refuse an adaptive kernel of KPPR or JRC with ``n_neighbors`` not below ``n`` samples."""
+    kernel = estimator.kernel
+    if isinstance(kernel, str) and kernel in ADAPTIVE and estimator.n_neighbors >= n:
+        raise InvalidInputError(
+            f"The 'n_neighbors' parameter of {type(estimator).__name__} must be < n_samples "
+            f"({n}). Got {estimator.n_neighbors} instead; use a smaller n_neighbors."
+        )
 
 
 def validate_new_X(estimator: Any, X: Any) -> Any:
@@ -167,9 +179,7 @@ def normalized_eigenpairs(
     else:
         K = np.asarray(K, dtype=np.float64)
         d = degrees(K)
-        r = 1.0 / np.sqrt(d)
-        Kn = K * r[:, None]
-        Kn *= r[None, :]
+        Kn = normalized_kernel(K, d)[0]
     Kn = 0.5 * (Kn + Kn.T)
     values, vectors = linalg.eigh(Kn, check_finite=False)
     order = np.argsort(values)[::-1]
@@ -421,11 +431,7 @@ callable or transformer, default='rbf'
         self.beta_ = restart_beta(self.alpha, owner)
         X = validate_fit_X(self, X)
         n = X.shape[0]
-        if isinstance(self.kernel, str) and self.kernel in ADAPTIVE and self.n_neighbors >= n:
-            raise InvalidInputError(
-                f"The 'n_neighbors' parameter of {owner} must be < n_samples ({n}). "
-                f"Got {self.n_neighbors} instead; use a smaller n_neighbors."
-            )
+        check_n_neighbors(self, n)
         need = 3.0 * 8 * n * n
         if need > DENSE_LIMIT_BYTES:
             raise ResourceLimitError(
@@ -572,7 +578,7 @@ callable or transformer, default='rbf'
         feature map, through ``Γ^T α``).
         """
         check_is_fitted(self, "degrees_")
-        check_options(component, "component", "coefficients", ("score", "base", "restart"))
+        check_options(component, "component", "coefficients", COMPONENTS)
         n = self.n_samples_fit_
         base = np.full(n, 1.0 / self.volume_)
         if component == "base":
@@ -631,7 +637,7 @@ callable or transformer, default='rbf'
             ``project(X) @ w`` equals ``score_samples(X, seed, component=component)``.
         """
         check_is_fitted(self, "degrees_")
-        check_options(component, "component", "seed_weights", ("score", "base", "restart"))
+        check_options(component, "component", "seed_weights", COMPONENTS)
         w = np.zeros(self.n_components_ + 1)
         if component != "restart":
             w[0] = 1.0

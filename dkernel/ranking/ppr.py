@@ -60,6 +60,14 @@ def degrees(K: np.ndarray | None = None, *, features: np.ndarray | None = None) 
     return d
 
 
+def normalized_kernel(K: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``𝒦 = D^{-1/2} K D^{-1/2}`` (a new array) and ``r = d^{-1/2}``, for degrees ``d``."""
+    r = 1.0 / np.sqrt(d)
+    Kn = K * r[:, None]
+    Kn *= r[None, :]
+    return Kn, r
+
+
 def global_rank(K: np.ndarray | None = None, *, features: np.ndarray | None = None) -> np.ndarray:
     """Global rank ([Lokse2014], Alg. 7): the stationary ``π = d / Vol`` of ``P = D^{-1} K``.
 
@@ -109,9 +117,7 @@ def ppr_exact(K: np.ndarray, s: np.ndarray, alpha: float) -> np.ndarray:
     beta = restart_beta(alpha, "ppr_exact")
     s = _seed_matrix(s, K.shape[0])
     d = degrees(K)
-    r = 1.0 / np.sqrt(d)
-    M = K * r[:, None]
-    M *= r[None, :]
+    M, r = normalized_kernel(K, d)
     M *= -1.0
     M[np.diag_indices_from(M)] += 1.0 + beta
     rhs = s * (r if s.ndim == 1 else r[:, None])

@@ -38,6 +38,7 @@ from dkernel.graphs.bipartite import (
     sample_landmark_graph,
 )
 from dkernel.graphs.landmark import LandmarkGraph
+from dkernel.linalg.eigen import fix_signs
 from dkernel.linalg.threads import map_on_cores
 from dkernel.spectral.sparse import GREEN_ALPHA
 
@@ -98,9 +99,7 @@ def transfer_cut(
     values, vectors = np.linalg.eigh(M)
     values, vectors = values[::-1], vectors[:, ::-1]
     k = int(n_components)
-    V = inv_sqrt[:, None] * vectors[:, :k]
-    signs = np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(k)])
-    V = V * np.where(signs == 0, 1.0, signs)[None, :]
+    V = fix_signs(inv_sqrt[:, None] * vectors[:, :k])
     return values[:k], V, values[:_SPECTRUM]
 
 

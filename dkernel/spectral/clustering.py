@@ -37,6 +37,7 @@ from dkernel._validation import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import DEFAULT_N_LANDMARKS, default_landmark_count
+from dkernel.kernels.registry import kernel_input_tags
 from dkernel.kernels.widths import (
     DEFAULT_LOCAL_SCALING_NEIGHBORS,
     PCKID_SIGMA_FRACTION,
@@ -321,9 +322,7 @@ class SpectralClustering(
         return "angular" if self.embedding == "keca" else "kmeans"
 
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
-        return tags
+        return kernel_input_tags(super().__sklearn_tags__(), self.kernel)
 
     @property
     def _n_features_out(self) -> int:

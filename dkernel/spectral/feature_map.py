@@ -277,6 +277,11 @@ def _block_transpose_times(block: np.ndarray, Y: np.ndarray) -> np.ndarray:
 _PASS_ROWS = 2048
 
 
+def row_blocks(n: int) -> list[slice]:
+    """Slices of ``_PASS_ROWS`` rows covering ``range(n)``: the row blocks of a pass over Φ."""
+    return [slice(a, a + _PASS_ROWS) for a in range(0, n, _PASS_ROWS)]
+
+
 def _pass_block(
     block: np.ndarray,
     Qc: np.ndarray,
@@ -335,9 +340,9 @@ def _pass(
         Z, W = np.asarray(Z), np.asarray(W)
     else:
         mQ = None if mean is None else mean @ Q
-        rows = [slice(a, a + _PASS_ROWS) for a in range(0, Phi.shape[0], _PASS_ROWS)]
         parts = map_on_cores(
-            lambda sl: _pass_block(Phi[sl], Qc, mQ, None if w is None else w[sl], back), rows
+            lambda sl: _pass_block(Phi[sl], Qc, mQ, None if w is None else w[sl], back),
+            row_blocks(Phi.shape[0]),
         )
         Z = np.concatenate([z for z, _, _ in parts])
         if not back:
@@ -402,8 +407,33 @@ def _randomized(
         random_state=random_state,
     )
     Z, _ = _pass(Phi, Q, mean, w, back=False)
+    return ritz_pairs(Z, k)
+
+
+def ritz_pairs(Z: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(U (N, k), s² (k,)) of the thin SVD of a projected ``Z = A Q``, signs by ``fix_signs``."""
     U, s, _ = np.linalg.svd(Z, full_matrices=False)
     return fix_signs(U[:, :k]), s[:k] ** 2
+
+
+def check_positive_degrees(d: np.ndarray, what: str = "") -> None:
+    """Raise InvalidInputError when a degree of ``K = Φ Φᵀ`` (``what``: which ones) is not > 0."""
+    if not np.all(d > 0):
+        bad = np.flatnonzero(~(d > 0))
+        which = f" {what}" if what else ""
+        raise InvalidInputError(
+            f"{bad.size} degrees of K = Φ Φᵀ{which} are not positive (first rows "
+            f"{bad[:5].tolist()}); the normalised embedding needs a kernel with positive row sums."
+        )
+
+
+def _check_components(Phi: Any, n_components: int, who: str) -> None:
+    check_scalar(n_components, "n_components", who, kind=int, low=1)
+    if n_components > min(Phi.shape):
+        raise InvalidInputError(
+            f"The 'n_components' parameter of {who} must be <= min(N, F) = "
+            f"{min(Phi.shape)}. Got {n_components} instead."
+        )
 
 
 def as_row_blocks(Phi: Any) -> Any:
@@ -477,12 +507,7 @@ def feature_map_kpca(
     O((N + F)(k + p)) beyond Φ's own chunks. Φ is neither copied nor centred in memory: the
     centring is applied to the products.
     """
-    check_scalar(n_components, "n_components", "feature_map_kpca", kind=int, low=1)
-    if n_components > min(Phi.shape):
-        raise InvalidInputError(
-            f"The 'n_components' parameter of feature_map_kpca must be <= min(N, F) = "
-            f"{min(Phi.shape)}. Got {n_components} instead."
-        )
+    _check_components(Phi, n_components, "feature_map_kpca")
     chosen = _pick_solver(
         Phi, solver, n_components, n_power_iter=n_power_iter, n_oversamples=n_oversamples
     )
@@ -526,12 +551,7 @@ def feature_map_normalized(
     -----
     Degrees in O(N F) (two passes over Φ); then as :func:`feature_map_kpca`.
     """
-    check_scalar(n_components, "n_components", "feature_map_normalized", kind=int, low=1)
-    if n_components > min(Phi.shape):
-        raise InvalidInputError(
-            f"The 'n_components' parameter of feature_map_normalized must be <= min(N, F) = "
-            f"{min(Phi.shape)}. Got {n_components} instead."
-        )
+    _check_components(Phi, n_components, "feature_map_normalized")
     chosen = _pick_solver(
         Phi, solver, n_components, n_power_iter=n_power_iter, n_oversamples=n_oversamples
     )
@@ -542,16 +562,11 @@ def feature_map_normalized(
         Phi = Phi.tocsr() if issparse(Phi) else np.asarray(Phi)
         s = np.asarray(Phi.sum(axis=0, dtype=np.float64)).ravel()
         # in row blocks: a float64 copy of a float32 Φ would double its memory
-        rows = [slice(a, a + _PASS_ROWS) for a in range(0, Phi.shape[0], _PASS_ROWS)]
+        rows = row_blocks(Phi.shape[0])
         d = np.concatenate(
             [np.zeros(0)] + [np.asarray(Phi[sl].astype(np.float64) @ s).ravel() for sl in rows]
         )
-    if not np.all(d > 0):
-        bad = np.flatnonzero(~(d > 0))
-        raise InvalidInputError(
-            f"{bad.size} degrees of K = Φ Φᵀ are not positive (first rows {bad[:5].tolist()}); "
-            "the normalised embedding needs a kernel with positive row sums."
-        )
+    check_positive_degrees(d)
     U, lam = _top_left_singular(
         Phi,
         n_components,

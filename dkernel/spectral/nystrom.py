@@ -51,7 +51,7 @@ from dkernel.errors import InvalidInputError, NumericalWarning
 from dkernel.graphs import bipartite
 from dkernel.kernels.nystrom import fit_nystrom_landmarks
 from dkernel.kernels.nystrom import nystrom_basis as nystrom_basis
-from dkernel.kernels.registry import ADAPTIVE_KERNELS, Kernel, make_kernel
+from dkernel.kernels.registry import ADAPTIVE_KERNELS, Kernel, kernel_input_tags, make_kernel
 from dkernel.kernels.widths import PCKID_SIGMA_FRACTION
 from dkernel.linalg.eigen import dense_eigh
 from dkernel.spectral.normalized import check_degrees, eigengap_hint
@@ -355,9 +355,7 @@ class NystromEmbedding(
         self.random_state = random_state
 
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
-        return tags
+        return kernel_input_tags(super().__sklearn_tags__(), self.kernel)
 
     @property
     def _n_features_out(self) -> int:

@@ -33,6 +33,7 @@ from dkernel.errors import InvalidInputError, NumericalWarning
 from dkernel.graphs.knn import build_index, knn_search
 from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance, local_scaling_weights
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
+from dkernel.linalg.eigen import fix_signs
 
 _DENSE_EIGEN_MAX = 2500
 #: Restart probability of the 'green' coordinates (0.05-0.3 gave the same mean ARI within 0.003
@@ -252,8 +253,7 @@ def fit_sparse_embedding(
     order = np.argsort(-values, kind="stable")
     spectrum = values[order]
     values, vectors = spectrum[:k], vectors[:, order[:k]]
-    signs = np.sign(vectors[np.argmax(np.abs(vectors), axis=0), np.arange(k)])
-    vectors = vectors * np.where(signs == 0, 1.0, signs)[None, :]
+    vectors = fix_signs(vectors)
     if np.any(values <= 0):
         raise InvalidInputError(
             "The sparse normalized embedding found non-positive eigenvalues among the kept "

@@ -34,11 +34,15 @@ from scipy.sparse import issparse
 
 from dkernel._validation import check_scalar, is_dask_array
 from dkernel.errors import InvalidInputError
-from dkernel.linalg.eigen import fix_signs
 from dkernel.linalg.threads import map_on_cores
-from dkernel.spectral.feature_map import FeatureMapEmbedding, as_row_blocks, right_basis
-
-_PASS_ROWS = 2048  # rows per block of an in-memory Φ (one BLAS thread each)
+from dkernel.spectral.feature_map import (
+    FeatureMapEmbedding,
+    as_row_blocks,
+    check_positive_degrees,
+    right_basis,
+    ritz_pairs,
+    row_blocks,
+)
 
 
 def subsample_rows(n: int, m: int, random_state: int | None) -> np.ndarray:
@@ -96,8 +100,9 @@ def _one_pass(
         blocks = Phi.to_delayed(optimize_graph=False).ravel()
         parts = dask.compute(*[task(b, V_, s_, col_sum) for b in blocks])
     else:
-        rows = [slice(a, a + _PASS_ROWS) for a in range(0, Phi.shape[0], _PASS_ROWS)]
-        parts = map_on_cores(lambda sl: _pass_block(Phi[sl], V, s, col_sum), rows)
+        parts = map_on_cores(
+            lambda sl: _pass_block(Phi[sl], V, s, col_sum), row_blocks(Phi.shape[0])
+        )
     P = np.concatenate([p for p, _ in parts])
     C = None
     if col_sum:  # in row order: the sum does not depend on the scheduling
@@ -105,12 +110,6 @@ def _one_pass(
         for _, c in parts[1:]:
             C += c
     return P[:, :l], C, (P[:, l] if s is not None else None)
-
-
-def _ritz(AV: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(U (N, k), s² (k,)) of the thin SVD of the projected ``A V``."""
-    U, sv, _ = np.linalg.svd(AV, full_matrices=False)
-    return fix_signs(U[:, :k]), sv[:k] ** 2
 
 
 def _check(Phi: Any, sample: Any, k: int, who: str) -> None:
@@ -180,17 +179,8 @@ def subsample_kpca(
     Y, c, _ = _one_pass(as_row_blocks(Phi), V, col_sum=centered, s=None)
     if centered:
         Y -= (c / Phi.shape[0]) @ V
-    U, lam = _ritz(Y, n_components)
+    U, lam = ritz_pairs(Y, n_components)
     return FeatureMapEmbedding(U * np.sqrt(lam)[None, :], lam, U, None, "subsample")
-
-
-def _positive_degrees(d: np.ndarray, what: str) -> None:
-    if not np.all(d > 0):
-        bad = np.flatnonzero(~(d > 0))
-        raise InvalidInputError(
-            f"{bad.size} degrees of K = Φ Φᵀ {what} are not positive (first rows "
-            f"{bad[:5].tolist()}); the normalised embedding needs a kernel with positive row sums."
-        )
 
 
 def subsample_normalized(
@@ -219,7 +209,7 @@ def subsample_normalized(
     m, f = sample.shape
     s_s = np.asarray(sample.sum(axis=0, dtype=np.float64)).ravel()
     d_s = np.asarray(sample @ s_s).ravel()
-    _positive_degrees(d_s, "on the sample")
+    check_positive_degrees(d_s, "on the sample")
     V = right_basis(
         sample,
         min(n_components + n_oversamples, m, f),
@@ -232,6 +222,6 @@ def subsample_normalized(
     s = Phi.sum(axis=0, dtype=np.float64)
     s = np.asarray(s.compute() if is_dask_array(s) else s).ravel()
     Y, _, d = _one_pass(Phi, V, col_sum=False, s=s)
-    _positive_degrees(d, "")
-    U, lam = _ritz(Y / np.sqrt(d)[:, None], n_components)
+    check_positive_degrees(d)
+    U, lam = ritz_pairs(Y / np.sqrt(d)[:, None], n_components)
     return FeatureMapEmbedding(U, lam, U, d, "subsample")

@@ -11,32 +11,23 @@ from __future__ import annotations
 
 import xarray as xr
 
+_CENTRE = ("cluster centre", "1", "k-means centre of every cluster in the embedding")
+_PIXEL_LABEL = (
+    "cluster label",
+    "1",
+    "cluster of every pixel on the image grid; _FillValue (-1) where the pixel has no data",
+)
+
 #: name or group/name (a trailing ``*`` matches any rest) -> (long_name, units, description)
 VARIABLES: dict[str, tuple[str, str, str]] = {
     # input
     "input/labels_true": ("ground-truth class", "1", "the reader's class of every sample"),
     # labels, map, mssc
     "labels": ("cluster label", "1", "cluster of every sample (0 … n_clusters - 1)"),
-    "labels/centers": (
-        "cluster centre",
-        "1",
-        "k-means centre of every cluster in the embedding",
-    ),
-    "labels/cluster_centers": (
-        "cluster centre",
-        "1",
-        "k-means centre of every cluster in the embedding",
-    ),
-    "map/labels": (
-        "cluster label",
-        "1",
-        "cluster of every pixel on the image grid; _FillValue (-1) where the pixel has no data",
-    ),
-    "mssc/labels": (
-        "cluster label",
-        "1",
-        "cluster of every pixel on the image grid; _FillValue (-1) where the pixel has no data",
-    ),
+    "labels/centers": _CENTRE,
+    "labels/cluster_centers": _CENTRE,
+    "map/labels": _PIXEL_LABEL,
+    "mssc/labels": _PIXEL_LABEL,
     "mssc/partition": (
         "mean-shift partition",
         "1",

@@ -64,6 +64,16 @@ def test_cosine_matches_sklearn(rng):
     np.testing.assert_allclose(cosine_block(X[1:2], X[1:2]), [[1.0]])
 
 
+@pytest.mark.parametrize(
+    ("kernel", "pairwise"), [("precomputed", True), ("rbf", False), (cosine_block, False)]
+)
+def test_pairwise_tag_follows_the_kernel(kernel, pairwise):
+    from dkernel import KernelKMeans, NystromEmbedding, SpectralClustering
+
+    for estimator in (KernelKMeans, NystromEmbedding, SpectralClustering):
+        assert estimator(kernel=kernel).__sklearn_tags__().input_tags.pairwise is pairwise
+
+
 def test_precomputed_takes_columns(rng):
     X = rng.normal(size=(9, 2))
     K = _naive_rbf(X, X, 1.0)

@@ -78,3 +78,16 @@ def test_seed_forms():
         seed_vector(np.array([0.5, 0.5]), 4)
     with pytest.raises(InvalidInputError, match="non-negative"):
         seed_vector(np.array([-1.0, 1.0, 1.0, 1.0]), 4)
+
+
+def test_normalized_kernel_is_d_half_k_d_half(iris_kernel):
+    """Against the obvious reference D^{-1/2} K D^{-1/2} with explicit diagonal matrices."""
+    from dkernel.ranking.ppr import normalized_kernel
+
+    K = iris_kernel
+    d = degrees(K)
+    Kn, r = normalized_kernel(K, d)
+    D_half = np.diag(1.0 / np.sqrt(d))
+    np.testing.assert_allclose(Kn, D_half @ K @ D_half, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(r, np.diag(D_half), rtol=0, atol=0)
+    assert not np.shares_memory(Kn, K)

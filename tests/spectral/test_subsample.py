@@ -108,6 +108,12 @@ def test_errors_and_rows():
         subsample_kpca(Phi, Phi[:3], 4)
     with pytest.raises(InvalidInputError, match="not positive"):
         subsample_normalized(Phi - Phi.mean(axis=0), Phi[:10], 2)
+    # degrees d = Φ Φᵀ 1 = (0, 0, 0, 1), those of the first three rows alone (3, 3, 3)
+    bad = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [-3.0, 1.0]])
+    with pytest.raises(InvalidInputError, match=r"^3 degrees of K = Φ Φᵀ are not positive"):
+        subsample_normalized(bad, bad[:3], 1)
+    with pytest.raises(InvalidInputError, match=r"^1 degrees of K = Φ Φᵀ on the sample are"):
+        subsample_normalized(bad, bad[2:], 1)
     np.testing.assert_array_equal(subsample_rows(10, 20, 0), np.arange(10))
     np.testing.assert_array_equal(subsample_rows(1000, 30, 5), subsample_rows(1000, 30, 5))
 

@@ -107,6 +107,14 @@ roi = Param(
     "{window: [col_off, row_off, width, height]} in pixels.",
 )
 storage = STORAGE_OPTIONS
+nodata = Param("nodata", "float", default=None, nullable=True)
+
+
+def layout(default: str) -> Param:
+    """The axis order of a 3-D array image: rows, cols, bands or bands, rows, cols."""
+    return Param("layout", "str", default=default, choices=("yxb", "byx"))
+
+
 register_reader(
     Reader(
         name="geotiff",
@@ -141,8 +149,8 @@ register_reader(
         name="npy-raster",
         params=(
             Param("path", "str"),
-            Param("layout", "str", default="yxb", choices=("yxb", "byx")),
-            Param("nodata", "float", default=None, nullable=True),
+            layout("yxb"),
+            nodata,
             Param("labels_path", "str", default=None, nullable=True),
             scale,
             coord,
@@ -159,8 +167,8 @@ register_reader(
         params=(
             Param("path", "str", doc="Zarr store folder or URL (s3://bucket/cube.zarr, ...)."),
             Param("variable", "str", default=None, nullable=True),
-            Param("layout", "str", default="byx", choices=("yxb", "byx")),
-            Param("nodata", "float", default=None, nullable=True),
+            layout("byx"),
+            nodata,
             scale,
             coord,
             Param(

@@ -7,6 +7,7 @@ Importing this module registers them; it imports neither scikit-learn nor Dask, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -346,16 +347,28 @@ register_reader(
 
 _DIR = Param("data_dir", "str", default="${DKERNEL_DATA}", doc="The DKERNEL_DATA folder.")
 
-register_reader(
-    Reader(
-        name="wisconsin",
-        params=(_DIR,),
-        load=lambda data_dir="${DKERNEL_DATA}": load_wisconsin(data_dir),
-        files=lambda data_dir="${DKERNEL_DATA}", **_: [
-            table_file(data_dir, WISCONSIN_DIR, "breast-cancer-wisconsin.data")
-        ],
-        description="Breast Cancer Wisconsin (Original), 699 × 9, 16 real missing values (NaN).",
+
+def _register_table_file(
+    name: str, load: Callable[[str], LoadedData], folder: str, file_name: str, description: str
+) -> None:
+    """Register reader ``name`` of one table file in ``folder`` of the DKERNEL_DATA folder."""
+    register_reader(
+        Reader(
+            name=name,
+            params=(_DIR,),
+            load=lambda data_dir="${DKERNEL_DATA}": load(data_dir),
+            files=lambda data_dir="${DKERNEL_DATA}", **_: [table_file(data_dir, folder, file_name)],
+            description=description,
+        )
     )
+
+
+_register_table_file(
+    "wisconsin",
+    load_wisconsin,
+    WISCONSIN_DIR,
+    "breast-cancer-wisconsin.data",
+    "Breast Cancer Wisconsin (Original), 699 × 9, 16 real missing values (NaN).",
 )
 register_reader(
     Reader(
@@ -368,17 +381,7 @@ register_reader(
         description="Statlog (Landsat Satellite), 36 features, 6 classes.",
     )
 )
-register_reader(
-    Reader(
-        name="ecoli",
-        params=(_DIR,),
-        load=lambda data_dir="${DKERNEL_DATA}": load_ecoli(data_dir),
-        files=lambda data_dir="${DKERNEL_DATA}", **_: [
-            table_file(data_dir, ECOLI_DIR, "ecoli.data")
-        ],
-        description="UCI Ecoli, 336 × 7, 8 classes.",
-    )
-)
+_register_table_file("ecoli", load_ecoli, ECOLI_DIR, "ecoli.data", "UCI Ecoli, 336 × 7, 8 classes.")
 register_reader(
     Reader(
         name="shapes",

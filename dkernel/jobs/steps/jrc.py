@@ -26,6 +26,7 @@ from dkernel.jobs.steps.kppr import (
     PCK_KERNEL_SCHEMA,
     RANKING_EXCLUDE,
     ranking_kernel,
+    refuse_missing_values,
 )
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
@@ -66,10 +67,7 @@ def check_data(params: dict, data: LoadedData) -> None:
             f"({n_components}) must not exceed the number of samples ({n})."
         )
     kernel = params["kernel"]
-    if kernel != "pck" and np.isnan(np.asarray(data.X)).any():
-        raise InvalidInputError(
-            f"jrc with kernel: {kernel} does not handle missing values; use kernel: pck."
-        )
+    refuse_missing_values("jrc", kernel, data.X)
     if kernel in ADAPTIVE and params["n_neighbors"] >= n:
         raise InvalidInputError(
             f"params.n_neighbors ({params['n_neighbors']}) must be < the number of samples ({n})."

@@ -130,6 +130,14 @@ PARAMS = (*KPPR_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
 )
 
 
+def refuse_missing_values(method: str, kernel: str, X: Any) -> None:
+    """Refuse NaN in in-memory ``X`` for a ranking job's ``kernel`` other than ``pck``."""
+    if kernel != "pck" and np.isnan(np.asarray(X)).any():
+        raise InvalidInputError(
+            f"{method} with kernel: {kernel} does not handle missing values; use kernel: pck."
+        )
+
+
 def _n_fit(params: dict, n: int) -> int:
     return min(params["n_fit"], n)
 
@@ -158,10 +166,8 @@ def check_data(params: dict, data: LoadedData) -> None:
                     "params.seeds",
                 )
     kernel = params["kernel"]
-    if kernel != "pck" and not hasattr(data.X, "dask") and np.isnan(data.X).any():
-        raise InvalidInputError(
-            f"kppr with kernel: {kernel} does not handle missing values; use kernel: pck."
-        )
+    if not hasattr(data.X, "dask"):  # a Dask X is not computed here
+        refuse_missing_values("kppr", kernel, data.X)
     if kernel in ADAPTIVE and params["n_neighbors"] >= _n_fit(params, n):
         raise SpecError(
             f"n_neighbors ({params['n_neighbors']}) must be < the in-sample rows "
