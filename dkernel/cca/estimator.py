@@ -44,7 +44,7 @@ from dkernel.cca.dual import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.nystrom import explicit_feature_map, landmark_kernel_params
-from dkernel.kernels.registry import Kernel, make_kernel
+from dkernel.kernels.registry import Kernel, kernel_input_tags, make_kernel
 from dkernel.kernels.widths import KERNEL_KMEANS_SIGMA_FRACTION
 from dkernel.kmeans.features import features
 from dkernel.kmeans.lloyd import dense_kernel
@@ -245,8 +245,7 @@ class KernelCCA(
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
-        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
-        return tags
+        return kernel_input_tags(tags, self.kernel)
 
     @property
     def _n_features_out(self) -> int:

@@ -963,11 +963,11 @@ def _njw_stage(
     from sklearn.cluster import KMeans
 
     from dkernel.linalg import dense_eigh
+    from dkernel.linalg.kmeans import normalize_rows
 
     M, n = _normalized_graph(A, sizes, regularization)
     values, vectors = dense_eigh(M, n_clusters)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    Z = vectors / np.where(norms > 0, norms, 1.0)
+    Z = normalize_rows(vectors)
     km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state).fit(
         Z, sample_weight=n
     )

@@ -42,6 +42,7 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
+from dkernel.kernels.registry import is_precomputed, kernel_input_tags
 from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, PCKID_SIGMA_FRACTION
 from dkernel.linalg.eigen import fix_signs
 from dkernel.ranking.kernelmap import ADAPTIVE, KERNEL_NAMES, resolve_kernel
@@ -65,10 +66,6 @@ COMPONENTS = ("score", "base", "restart")
 def kernel_allows_nan(kernel: Any) -> bool:
     """Whether a ranking ``kernel`` takes NaN in X: PCK and feature maps (PCK's missingness)."""
     return (isinstance(kernel, str) and kernel == "pck") or hasattr(kernel, "transform")
-
-
-def is_precomputed(kernel: Any) -> bool:
-    return isinstance(kernel, str) and kernel == "precomputed"
 
 
 def validate_fit_X(estimator: Any, X: Any) -> np.ndarray:
@@ -131,7 +128,7 @@ def scoring_chunk_rows(model: Any, n_samples: int) -> int:
 
 def ranking_tags(estimator: Any, tags: Any) -> Any:
     """Input tags of a ranking estimator: pairwise for a precomputed kernel, NaN with PCK."""
-    tags.input_tags.pairwise = is_precomputed(estimator.kernel)
+    tags = kernel_input_tags(tags, estimator.kernel)
     tags.input_tags.allow_nan = kernel_allows_nan(estimator.kernel)
     return tags
 

@@ -28,7 +28,7 @@ from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, vali
 from dkernel.graphs.blocked import blocked_kernel
 from dkernel.kernels.registry import make_kernel
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, DEFAULT_SIGMA_FRACTION
-from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans
+from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
 from dkernel.spectral.dense import keca_embedding, kpca_embedding
 
 #: Kernels of the dense embeddings: one global RBF width, or the adaptive ones.
@@ -428,6 +428,4 @@ class KECA(_DenseKernelEmbedding):
         return labels
 
     def _assign(self, Z: np.ndarray) -> np.ndarray:
-        norms = np.linalg.norm(Z, axis=1, keepdims=True)
-        U = Z / np.where(norms > 0, norms, 1.0)
-        return np.argmax(U @ self.cluster_centers_.T, axis=1)
+        return np.argmax(normalize_rows(Z) @ self.cluster_centers_.T, axis=1)
