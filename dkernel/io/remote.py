@@ -165,7 +165,26 @@ def gdal_options(storage_options: Mapping[str, Any] | None = None) -> dict[str, 
     return config
 
 
-_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+#: GDAL's credential options, which rasterio takes through a session only, by the name of
+#: the session's keyword argument.
+_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "aws_access_key_id",
+    "AWS_SECRET_ACCESS_KEY": "aws_secret_access_key",
+    "AWS_SESSION_TOKEN": "aws_session_token",
+}
+
+
+def gdal_session_options(
+    storage_options: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """:func:`gdal_options` split as rasterio takes them: the GDAL options without the
+    credentials, and the credentials as keyword arguments of a boto3 / rasterio AWS session
+    (empty when the options hold none)."""
+    config = gdal_options(storage_options)
+    keys = {arg: config.pop(name) for name, arg in _CREDENTIALS.items() if name in config}
+    if keys and config.get("AWS_REGION"):
+        keys["region_name"] = config["AWS_REGION"]
+    return config, keys
 
 
 @contextmanager
@@ -173,22 +192,13 @@ def remote_gdal(storage_options: Mapping[str, Any] | None = None) -> Iterator[No
     """GDAL configured by :func:`gdal_options` for the calling thread (``rasterio.Env``)."""
     import rasterio
 
-    config = gdal_options(storage_options)
-    keys = [config.pop(k, None) for k in _CREDENTIALS]
+    config, keys = gdal_session_options(storage_options)
     session = None
-    if any(keys):  # rasterio takes keys through a session only, not as GDAL options
+    if keys:
         import boto3
         from rasterio.session import AWSSession
 
-        key, secret, token = keys
-        session = AWSSession(
-            boto3.Session(
-                aws_access_key_id=key,
-                aws_secret_access_key=secret,
-                aws_session_token=token,
-                region_name=config.get("AWS_REGION"),
-            )
-        )
+        session = AWSSession(boto3.Session(**keys))
     with rasterio.Env(session=session, **config):
         yield
 

@@ -161,12 +161,10 @@ def open_stac(
     """
     import odc.stac
 
-    from dkernel.io.remote import gdal_options, to_gdal
+    from dkernel.io.remote import to_gdal
 
     items = stac_items(source, storage_options)
-    # the GDAL settings odc-stac reads the assets with, in this process (workers of a
-    # distributed cluster read the AWS_* variables of their environment)
-    odc.stac.configure_rio(**gdal_options(storage_options))
+    configure_stac_reads(storage_options)
     if assets:
         for item in items:
             missing = [a for a in assets if a not in item.assets]
@@ -218,6 +216,19 @@ def open_stac(
     if len(nodata) == 1 and None not in nodata:
         cube = cube.rio.write_nodata(nodata.pop(), encoded=False)
     return cube
+
+
+def configure_stac_reads(storage_options: Mapping[str, Any] | None = None) -> None:
+    """Set the GDAL options odc-stac reads STAC assets with: those of ``storage_options``
+    (endpoint, anonymous access, and credentials through an AWS session, the only way
+    rasterio takes them) over the environment's. odc-stac captures them in its read tasks
+    when the cube is built, so workers of a distributed cluster read with them too."""
+    import odc.stac
+
+    from dkernel.io.remote import gdal_session_options
+
+    config, keys = gdal_session_options(storage_options)
+    odc.stac.configure_rio(aws=keys or None, **config)
 
 
 def load_stac(

@@ -170,3 +170,57 @@ def test_stac_item_on_s3(s3_server, s3_bucket, local_item) -> None:
     cube = open_stac(options["path"], assets=options["assets"])
     assert isinstance(cube.data, da.Array)
     np.testing.assert_array_equal(cube.values, np.stack([values["red"], values["nir"]]))
+
+
+def test_stac_job_on_s3_with_the_specs_storage_options(s3_server, s3_bucket, local_item) -> None:
+    """A job on a process worker reads STAC assets on S3 with the endpoint and credentials of
+    ``data.storage_options`` alone (the environment has none). The keys reach rasterio
+    through an AWS session (it refuses them as GDAL options: this failed with EnvError), and
+    odc-stac carries them into its read tasks; they are neither logged nor stored."""
+    import os
+    import subprocess
+    import sys
+
+    import s3fs
+    import yaml
+    import zarr
+
+    path, values = local_item
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server}, skip_instance_cache=True)
+    for name in values:
+        fs.put(str(path.parent / f"{name}.tif"), f"{s3_bucket}/job/{name}.tif")
+    hrefs = {n: f"s3://{s3_bucket}/job/{n}.tif" for n in values}
+    fs.pipe(f"{s3_bucket}/job/item.json", json.dumps(item_dict(hrefs)).encode())
+    options = {"endpoint": s3_server, "key": "dkernel-test", "secret": "dkernel-test"}
+    spec = {
+        "name": "stac-s3",
+        "seed": 0,
+        "data": {
+            "reader": "stac",
+            "path": f"s3://{s3_bucket}/job/item.json",
+            "assets": ["red", "nir"],
+            "storage_options": options,
+        },
+        "method": "mssc",
+        "params": {"n_clusters": 2, "n_seeds": 40, "n_density": 400, "n_rff": 100},
+        "output": "out.zarr",
+    }
+    job = path.parent / "job.yaml"
+    job.write_text(yaml.safe_dump(spec))
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "dkernel.cli", "run", str(job), "--no-progress"]
+        + ["--workers", "1", "--threads", "1"],
+        cwd=path.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "dkernel-test" not in proc.stderr
+    root = zarr.open_group(str(path.parent / "out.zarr"), mode="r")
+    assert root.attrs["status"] == "complete"
+    assert "dkernel-test" not in json.dumps(dict(root.attrs))
