@@ -20,14 +20,8 @@ from dkernel.errors import InvalidInputError
 from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
 from dkernel.rows import take_rows
 from dkernel.spectral.feature_map import choose_solver, feature_map_kpca, feature_map_normalized
-from dkernel.spectral.pck import (
-    GAMMA_MEMORY_LIMIT,
-    SPARSE_CUT,
-    default_chunk_rows,
-    gamma_placement,
-    model_entropy,
-    subsample_size,
-)
+from dkernel.spectral.pck import SPARSE_CUT, default_chunk_rows, model_entropy
+from dkernel.spectral.pck_memory import GAMMA_MEMORY_LIMIT, gamma_placement, subsample_size
 from dkernel.spectral.subsample import subsample_kpca, subsample_normalized, subsample_rows
 
 SEED = 0

@@ -30,6 +30,7 @@ from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, re
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
+from dkernel.spectral import pck_memory
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -55,9 +56,7 @@ embedding_dataset, features_dataset, gmm_dataset, kernel_dataset, labels_dataset
     "labels_dataset",
 )
 # where Γ is kept (dense, sparse, lazy) and the lazy route's subsample: the estimator's limits
-GAMMA_MEMORY_LIMIT, SPARSE_CUT, SUBSAMPLE_ROWS = constants(
-    "dkernel.spectral.pck", "GAMMA_MEMORY_LIMIT", "SPARSE_CUT", "SUBSAMPLE_ROWS"
-)
+SPARSE_CUT = constants("dkernel.spectral.pck", "SPARSE_CUT")
 
 logger = logging.getLogger(__name__)
 
@@ -149,27 +148,25 @@ def check_data(params: dict, data: LoadedData) -> None:
 
 
 def gamma_placement(params: dict, n_samples: int) -> str:
-    """Where the job keeps Γ: ``'dense'``, ``'sparse'`` (held) or ``'lazy'`` (recomputed).
-
-    The rule of ``dkernel.spectral.pck.gamma_placement`` (sparse only when neither /features
-    nor /kernel is written), computed from the parameters so that validation imports no Dask:
-    dense when asked for the exact solver or when N F fits ``GAMMA_MEMORY_LIMIT``; sparse when
-    its estimated size (2 Q (G - 1) entries per row, value and column index) fits; lazy
-    otherwise.
-    """
-    item = 4 if params["dtype"] == "float32" else 8
-    if params["solver"] == "exact" or item * n_samples * _F(params) <= GAMMA_MEMORY_LIMIT:
-        return "dense"
-    per_row = 2 * params["n_inits"] * (params["max_components"] - 1) * (item + 4)
-    stored = params["store_features"] or params["store_kernel"]
-    return "sparse" if not stored and n_samples * per_row <= GAMMA_MEMORY_LIMIT else "lazy"
+    """Where the job keeps Γ (:func:`dkernel.spectral.pck_memory.gamma_placement` of its
+    parameters): ``'dense'``, ``'sparse'`` (only when neither /features nor /kernel is
+    written) or ``'lazy'``."""
+    return pck_memory.gamma_placement(
+        n_samples,
+        _F(params),
+        params["n_inits"] * (params["max_components"] - 1),
+        4 if params["dtype"] == "float32" else 8,
+        solver=params["solver"],
+        allow_sparse=not (params["store_features"] or params["store_kernel"]),
+    )
 
 
 def subsample_size(params: dict, n_samples: int) -> int:
-    """Rows of the subsample whose Γ the lazy route holds: ``SUBSAMPLE_ROWS``, fewer when its
-    dense Γ would not fit ``GAMMA_MEMORY_LIMIT``."""
-    item = 4 if params["dtype"] == "float32" else 8
-    return int(min(n_samples, SUBSAMPLE_ROWS, GAMMA_MEMORY_LIMIT // (item * _F(params))))
+    """Rows of the subsample whose Γ the lazy route holds
+    (:func:`dkernel.spectral.pck_memory.subsample_size` of the job's parameters)."""
+    return pck_memory.subsample_size(
+        n_samples, _F(params), 4 if params["dtype"] == "float32" else 8
+    )
 
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
