@@ -195,11 +195,10 @@ def test_lazy_gamma_auto_takes_the_subsample_route(
     from sklearn.metrics import adjusted_rand_score
 
     from dkernel.jobs.steps import pck_spectral
-    from dkernel.spectral import pck as pck_estimator
+    from dkernel.spectral import pck_memory
 
-    # the estimator sizes the subsample; the step's estimate reads the same limit
-    monkeypatch.setattr(pck_estimator, "SUBSAMPLE_ROWS", 100)
-    monkeypatch.setattr(pck_spectral, "SUBSAMPLE_ROWS", 100)
+    # one rule sizes the subsample, for the estimator and the step's estimate alike
+    monkeypatch.setattr(pck_memory, "SUBSAMPLE_ROWS", 100)
     results = {}
     for placement, solver in (("dense", "randomized"), ("lazy", "auto")):
         monkeypatch.setattr(pck_spectral, "gamma_placement", lambda params, n, _p=placement: _p)

@@ -148,16 +148,23 @@ def test_cluster_image_takes_a_stac_item(local_item) -> None:
     np.testing.assert_array_equal(labels.values, again.values)
 
 
-def test_stac_item_on_s3(s3_server, s3_bucket, local_item) -> None:
+def item_on_s3(endpoint: str, prefix: str, local_item) -> str:
+    """The local item's bands and an item JSON pointing at them, uploaded under ``prefix``
+    (``bucket/folder``) on the S3 server at ``endpoint``; the item's URL."""
     import s3fs
 
     path, values = local_item
-    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server}, skip_instance_cache=True)
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint}, skip_instance_cache=True)
     for name in values:
-        fs.put(str(path.parent / f"{name}.tif"), f"{s3_bucket}/stac/{name}.tif")
-    hrefs = {n: f"s3://{s3_bucket}/stac/{n}.tif" for n in values}
-    fs.pipe(f"{s3_bucket}/stac/item.json", json.dumps(item_dict(hrefs)).encode())
-    url = f"s3://{s3_bucket}/stac/item.json"
+        fs.put(str(path.parent / f"{name}.tif"), f"{prefix}/{name}.tif")
+    hrefs = {n: f"s3://{prefix}/{n}.tif" for n in values}
+    fs.pipe(f"{prefix}/item.json", json.dumps(item_dict(hrefs)).encode())
+    return f"s3://{prefix}/item.json"
+
+
+def test_stac_item_on_s3(s3_server, s3_bucket, local_item) -> None:
+    values = local_item[1]
+    url = item_on_s3(s3_server, f"{s3_bucket}/stac", local_item)
     spec = {
         "name": "stac",
         "data": {"reader": "stac", "path": url, "assets": ["red", "nir"]},
@@ -181,23 +188,18 @@ def test_stac_job_on_s3_with_the_specs_storage_options(s3_server, s3_bucket, loc
     import subprocess
     import sys
 
-    import s3fs
     import yaml
     import zarr
 
-    path, values = local_item
-    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server}, skip_instance_cache=True)
-    for name in values:
-        fs.put(str(path.parent / f"{name}.tif"), f"{s3_bucket}/job/{name}.tif")
-    hrefs = {n: f"s3://{s3_bucket}/job/{n}.tif" for n in values}
-    fs.pipe(f"{s3_bucket}/job/item.json", json.dumps(item_dict(hrefs)).encode())
+    path = local_item[0]
+    url = item_on_s3(s3_server, f"{s3_bucket}/job", local_item)
     options = {"endpoint": s3_server, "key": "dkernel-test", "secret": "dkernel-test"}
     spec = {
         "name": "stac-s3",
         "seed": 0,
         "data": {
             "reader": "stac",
-            "path": f"s3://{s3_bucket}/job/item.json",
+            "path": url,
             "assets": ["red", "nir"],
             "storage_options": options,
         },
