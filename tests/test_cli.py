@@ -161,3 +161,27 @@ def test_show_into_a_closed_pipe_is_quiet(tmp_path):
     os.close(write)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_the_script_exits_with_the_commands_code_after_its_exit_handlers(tmp_path):
+    """``python -m dkernel.cli`` (the console script's path): exit codes of --help, a usage
+    error and a refused spec; an exit handler registered by the command's process still
+    runs (the script skips the interpreter's teardown, not ``atexit``)."""
+    cmd = [sys.executable, "-m", "dkernel.cli"]
+    assert subprocess.run([*cmd, "--help"], capture_output=True).returncode == 0
+    usage = subprocess.run([*cmd, "run"], capture_output=True, text=True)
+    assert usage.returncode == 2 and "required: job" in usage.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nmethod: nope\n")
+    refused = subprocess.run([*cmd, "validate", str(bad)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "dkernel: error:" in refused.stderr
+    marker = tmp_path / "atexit-ran"
+    code = (
+        "import atexit, pathlib, sys; "
+        f"atexit.register(pathlib.Path({str(marker)!r}).touch); "
+        "sys.argv = ['dkernel', '--help']; "
+        "from dkernel.cli import script; script()"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and "usage: dkernel" in done.stdout
+    assert marker.exists()

@@ -347,12 +347,12 @@ class _Writer:
         )
 
     def label_map(self, out: LabelMap) -> None:
-        from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
-        from dkernel.storage.geo import map_dataset
-
         image = self.ctx.data.raster
         if image is None:
             return
+        from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
+        from dkernel.storage.geo import map_dataset
+
         t = time.perf_counter()
         # onto the grid one row strip per task, written by the workers chunk by chunk; the
         # files are made from the stored map, window by window
@@ -386,12 +386,12 @@ class _Writer:
         self.store.update_group_attrs(out.group, **files)
 
     def score_map(self, out: ScoreMap) -> None:
-        from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
-        from dkernel.storage.geo import score_map_dataset
-
         image = self.ctx.data.raster
         if image is None:
             return
+        from dkernel.io.raster import image_strips, labels_on_grid, strip_counts
+        from dkernel.storage.geo import score_map_dataset
+
         counts = strip_counts(image, self.ctx.data.X)
         maps = [
             labels_on_grid(out.scores[:, j], image, counts, nodata=np.nan, dtype=np.float32)

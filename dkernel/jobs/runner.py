@@ -6,6 +6,7 @@ import errno
 import logging
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -201,8 +202,6 @@ def _run_leased(
     timeout: float,
     security: Any,
 ) -> None:
-    from dkernel.runtime import connect
-
     t_start = time.perf_counter()
     if lease.info.get("took_over"):
         old = lease.info["took_over"]
@@ -219,46 +218,24 @@ def _run_leased(
         check_resumable(spec.output, job=spec.to_dict(), seed=spec.seed, storage_options=options)
     method = get_method(spec.method)
 
+    from dkernel.linalg.threads import one_blas_thread
+    from dkernel.runtime.connect import is_small_job
+
+    cost = method.estimate and method.estimate(spec.params, data.n_samples, data.n_features)
+    memory = cost.memory_bytes if cost else 0.0
     own_client = client is None
     if own_client:
-        from dkernel.runtime.connect import runs_in_process
-
-        n_workers = n_workers or spec.runtime.get("n_workers")
-        cost = method.estimate and method.estimate(spec.params, data.n_samples, data.n_features)
-        in_process = runs_in_process(
-            data.n_samples,
-            cost.memory_bytes if cost else 0.0,
-            requested=bool(spec.runtime.get("in_process")),
+        client = _start_client(
+            spec,
+            data,
+            memory,
             scheduler=scheduler,
-            n_workers=n_workers,
+            n_workers=n_workers or spec.runtime.get("n_workers"),
+            threads_per_worker=threads_per_worker or spec.runtime.get("threads_per_worker"),
+            timeout=timeout,
+            security=security,
+            quiet=quiet,
         )
-        try:
-            client = connect(
-                scheduler,
-                n_workers=n_workers,
-                threads_per_worker=threads_per_worker or spec.runtime.get("threads_per_worker"),
-                memory_limit=spec.runtime.get("memory_limit", "auto"),
-                processes=not in_process,
-                dashboard=not in_process,
-                timeout=timeout,
-                quiet=True,
-                security=security,
-            )
-        except DKernelError:
-            raise
-        except Exception as exc:  # noqa: BLE001  (nothing was written yet: one line, exit 1)
-            what = f"connect to {scheduler}" if scheduler else "start the embedded Dask cluster"
-            raise JobFailedError(
-                f"job {spec.name!r} could not {what}: {failure_cause(exc)}", spec.output
-            ) from exc
-        if in_process and not quiet:
-            n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
-            logger.info(
-                f"runtime.in_process: running on {n} thread workers of this process, "
-                "without a dashboard (--workers N starts process workers and one)"
-            )
-        elif not quiet:
-            logger.info(f"Dask dashboard: {client.dashboard_link}")
     try:
         from dkernel.runtime.plugins import register_job_plugins
 
@@ -270,21 +247,81 @@ def _run_leased(
         )
         _check_cluster_memory(spec, data, client)
         store = _open_store(spec, data, resume=resume)
-        _run_in_store(
-            spec,
-            data,
-            store,
-            lease=lease,
-            method=method,
-            client=client,
-            scheduler=scheduler,
-            progress=progress,
-            t_start=t_start,
-        )
+        # a small job's own numerics (its eigenproblems, k-means, metrics) run the BLAS on one
+        # thread, as its tasks do, wherever it runs: the same bits in process, on process
+        # workers and on a scheduler of the user's
+        blas = one_blas_thread() if is_small_job(data.n_samples, memory) else nullcontext()
+        with blas:
+            _run_in_store(
+                spec,
+                data,
+                store,
+                lease=lease,
+                method=method,
+                client=client,
+                scheduler=scheduler,
+                progress=progress,
+                t_start=t_start,
+            )
     finally:
         if own_client:
             client.close()
     logger.info(f"complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
+
+
+def _start_client(
+    spec: JobSpec,
+    data: LoadedData,
+    memory: float,
+    *,
+    scheduler: str | None,
+    n_workers: int | None,
+    threads_per_worker: int | None,
+    timeout: float,
+    security: Any,
+    quiet: bool,
+) -> Any:
+    """The job's own client: in this process for a small job (unless a cluster is asked for),
+    else an embedded cluster of process workers or the scheduler asked for; a failure to start
+    or connect is one line, exit 1."""
+    from dkernel.runtime import connect
+    from dkernel.runtime.connect import runs_in_process
+
+    in_process = runs_in_process(
+        data.n_samples,
+        memory,
+        requested=bool(spec.runtime.get("in_process", True)),
+        scheduler=scheduler,
+        n_workers=n_workers,
+    )
+    try:
+        client = connect(
+            scheduler,
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            memory_limit=spec.runtime.get("memory_limit", "auto"),
+            processes=not in_process,
+            dashboard=not in_process,
+            timeout=timeout,
+            quiet=True,
+            security=security,
+        )
+    except DKernelError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (nothing was written yet: one line, exit 1)
+        what = f"connect to {scheduler}" if scheduler else "start the embedded Dask cluster"
+        raise JobFailedError(
+            f"job {spec.name!r} could not {what}: {failure_cause(exc)}", spec.output
+        ) from exc
+    if in_process and not quiet:
+        n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        logger.info(
+            f"a small job: running on {n} thread workers of this process, without a dashboard "
+            "(--workers N, or runtime.in_process: false, starts process workers and one)"
+        )
+    elif not quiet:
+        logger.info(f"Dask dashboard: {client.dashboard_link}")
+    return client
 
 
 def _open_store(spec: JobSpec, data: LoadedData, *, resume: bool) -> ResultsStore:

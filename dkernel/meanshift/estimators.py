@@ -712,7 +712,7 @@ class MSSC(MeanShift):
             labels = as_numpy(labels)
             ok = labels >= 0  # NaN (nodata) rows have no partition
             Xn, lab = (Xn, labels) if ok.all() else (Xn[ok], labels[ok])
-            S = K.cs_pair_sums_block(Xn, lab, Xn, lab, m, self.sigma_)
+            S = K.cs_pair_sums(Xn, lab, m, self.sigma_)
             sizes = np.bincount(lab, minlength=m)
         else:
             W, b = K.rff_params(
@@ -1026,7 +1026,7 @@ def _sampled_pair_sums(
     spectral clustering isolate a different small partition for every seed.
     """
     m = sizes.size
-    S = K.cs_pair_sums_block(Xs, ls, Xs, ls, m, h)
+    S = K.cs_pair_sums(Xs, ls, m, h)
     n = sizes.astype(np.float64)
     t = np.maximum(taken.astype(np.float64), 1.0)
     w = n / t

@@ -26,12 +26,12 @@ MIN_WORKER_MEMORY = 256 * 2**20
 #: Longest wait for a scheduler (seconds) that ``connect`` accepts.
 MAX_TIMEOUT = 3600.0
 #: Jobs with fewer samples (rows or pixels) than this, and an estimated peak memory below
-#: :data:`IN_PROCESS_MAX_MEMORY`, may run on an in-process cluster (thread workers; the spec's
-#: ``runtime.in_process``) unless a scheduler or a number of workers is asked for: starting
-#: and stopping process workers (each re-imports dkernel) took ~8 of the 9.4 s of
-#: ``dkernel run jobs/wine-rbf-kpca.yaml``.
+#: :data:`IN_PROCESS_MAX_MEMORY`, are small (:func:`is_small_job`): they run on an in-process
+#: cluster (thread workers; the spec's ``runtime.in_process``, on by default) unless a
+#: scheduler or a number of workers is asked for. Starting and stopping process workers (each
+#: re-imports dkernel) took ~8 of the 9.4 s of ``dkernel run jobs/wine-rbf-kpca.yaml``.
 IN_PROCESS_MAX_SAMPLES = 10**6
-#: Largest estimated peak memory (bytes) of a job run on the in-process cluster.
+#: Largest estimated peak memory (bytes) of a small job.
 IN_PROCESS_MAX_MEMORY = 2 * 2**30
 
 
@@ -40,6 +40,25 @@ def default_workers(cpu_count: int | None = None) -> tuple[int, int]:
     cpus = cpu_count or os.cpu_count() or 1
     n_workers = max(1, min(4, cpus))
     return n_workers, max(1, cpus // n_workers)
+
+
+def is_small_job(n_samples: int, memory_bytes: float) -> bool:
+    """Whether a job is small: fewer than ``IN_PROCESS_MAX_SAMPLES`` samples and an estimated
+    peak memory of at most ``IN_PROCESS_MAX_MEMORY`` bytes.
+
+    A small job runs in this process unless a cluster is asked for (:func:`runs_in_process`),
+    and its own computations outside the tasks run the BLAS on one thread wherever its tasks
+    run (``dkernel.jobs.runner``), so that it gives the same results bit for bit in process,
+    on process workers and on a scheduler of the user's.
+
+    Examples
+    --------
+    >>> is_small_job(178, 2e6)
+    True
+    >>> is_small_job(10**7, 2e6)
+    False
+    """
+    return n_samples < IN_PROCESS_MAX_SAMPLES and memory_bytes <= IN_PROCESS_MAX_MEMORY
 
 
 def runs_in_process(
@@ -52,11 +71,10 @@ def runs_in_process(
 ) -> bool:
     """Whether a job runs on an in-process cluster (threads) rather than process workers.
 
-    Opt-in (``runtime.in_process: true``): the tasks give the process workers' results bit for
-    bit, but while the in-process cluster is open this process's own BLAS runs on one thread
-    too, so what the job computes outside the tasks (small eigenproblems, metrics) may differ
-    from a process-worker run in the last bits, and a tie broken by them (a cross-validated
-    selection, a top-k order) may then go the other way.
+    The default for a small job (:func:`is_small_job`): no cluster to start or stop, which is
+    most of a small job's time, and no dashboard. Thread workers share this process's memory
+    and GIL; NumPy and the BLAS release the GIL, and the BLAS runs one thread per worker as it
+    does in a process worker, so the results are those of process workers bit for bit.
 
     Parameters
     ----------
@@ -65,7 +83,8 @@ def runs_in_process(
     memory_bytes : float
         The method's estimated peak memory (0 when it has no estimate).
     requested : bool
-        The spec asks for it (``runtime.in_process``).
+        The spec allows it (``runtime.in_process``, true by default; false starts process
+        workers and the dashboard).
     scheduler : str, optional
         An address asked for: the job runs there, never in process.
     n_workers : int, optional
@@ -74,11 +93,7 @@ def runs_in_process(
     Returns
     -------
     bool
-        True for a small job (fewer than ``IN_PROCESS_MAX_SAMPLES`` samples and at most
-        ``IN_PROCESS_MAX_MEMORY`` bytes) with neither a scheduler nor a worker count asked for.
-        Thread workers share this process's memory and GIL; NumPy and the BLAS release the GIL,
-        and the BLAS runs one thread per worker as it does in a process worker, so the results
-        are the same bit for bit.
+        True for a small job with neither a scheduler nor a worker count asked for.
 
     Examples
     --------
@@ -89,7 +104,7 @@ def runs_in_process(
     """
     if not requested or scheduler is not None or n_workers is not None:
         return False
-    return n_samples < IN_PROCESS_MAX_SAMPLES and memory_bytes <= IN_PROCESS_MAX_MEMORY
+    return is_small_job(n_samples, memory_bytes)
 
 
 def connect(

@@ -352,7 +352,7 @@ def test_coordinates_count_in_stage_one_only(rng):
     for i in range(X.shape[0]):
         d2 = ((X[i, :2] - X[:, :2]) ** 2).sum(axis=1)
         np.add.at(S[part[i]], part, np.exp(-d2 / (2 * m.sigma_**2)))
-    np.testing.assert_allclose(m.pair_sums_, S, rtol=1e-9)
+    np.testing.assert_allclose(m.pair_sums_, S, rtol=1e-5)  # float32 kernel blocks
     # the partitions are spatially compact segments, yet the classes are the materials
     assert m.n_partitions_ > 2
     assert adjusted_rand_score(y, m.labels_) == 1.0
@@ -376,7 +376,7 @@ def test_sampled_affinity_estimates_the_exact_sums(rng):
     taken = sample_sizes(sizes, 10**6)
     idx, ls, Xs = stratified_sample(X, lab, taken, salt=0)
     np.testing.assert_array_equal(taken, sizes)
-    np.testing.assert_allclose(_sampled_pair_sums(Xs, ls, sizes, taken, 1.0), exact)
+    np.testing.assert_allclose(_sampled_pair_sums(Xs, ls, sizes, taken, 1.0), exact, rtol=1e-5)
     taken = sample_sizes(sizes, 600)
     idx, ls, Xs = stratified_sample(X, lab, taken, salt=1)
     assert (taken >= np.minimum(sizes, 50)).all() and np.all(np.diff(idx) > 0)

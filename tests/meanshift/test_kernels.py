@@ -146,6 +146,44 @@ def test_cs_affinity_exact_matches_reference(rng, monkeypatch):
     np.testing.assert_allclose(np.diag(got), 1.0)
 
 
+def _ref_pair_sums(X, labels, m, h):
+    S = np.zeros((m, m))
+    for k in range(len(X)):
+        for l in range(len(X)):
+            if labels[k] >= 0 and labels[l] >= 0:
+                S[labels[k], labels[l]] += np.exp(-np.sum((X[k] - X[l]) ** 2) / (2 * h * h))
+    return S
+
+
+def test_cs_pair_sums_of_a_set_with_itself_match_reference(rng, monkeypatch):
+    # far from the origin (the float32 blocks are taken on centred points), nodata rows (-1),
+    # an empty partition (3), and blocks that cut partitions (several runs per block)
+    X = rng.normal(size=(61, 3)) + 50.0
+    labels = rng.integers(-1, 6, 61)
+    labels[labels == 3] = 4
+    ref = _ref_pair_sums(X, labels, 6, 0.9)
+    monkeypatch.setattr(K, "SCRATCH_BLOCK_BYTES", 4 * 20 * 20)  # 20-point square blocks
+    got = K.cs_pair_sums(X, labels, 6, 0.9)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-9)
+    assert np.all(got[3] == 0) and np.all(got[:, 3] == 0)
+    ok = labels >= 0
+    block = K.cs_pair_sums_block(X[ok], labels[ok], X[ok], labels[ok], 6, 0.9)
+    np.testing.assert_allclose(got, block, rtol=1e-5)
+
+
+def test_cs_pair_sums_do_not_depend_on_the_threads(rng, monkeypatch):
+    from dkernel.linalg.threads import map_on_cores
+
+    X = rng.normal(size=(3000, 5))
+    labels = rng.integers(0, 40, 3000)
+    monkeypatch.setattr(K, "SCRATCH_BLOCK_BYTES", 4 * 700 * 700)  # 15 block pairs
+    runs = {}
+    for n in (1, 3):
+        monkeypatch.setattr(K, "map_on_cores", lambda fn, items, n=n: map_on_cores(fn, items, n))
+        runs[n] = K.cs_pair_sums(X, labels, 40, 0.5)
+    np.testing.assert_array_equal(runs[1], runs[3])
+
+
 def test_cs_affinity_rff_approximates_exact(rng):
     X = rng.normal(size=(400, 3))
     labels = (X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0)

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
     [
         (178, 1e6, {}, True),
         (178, 1e6, {"requested": False}, False),
+        (10**7, 1e6, {}, False),
         (IN_PROCESS_MAX_SAMPLES - 1, IN_PROCESS_MAX_MEMORY, {}, True),
         (IN_PROCESS_MAX_SAMPLES, 1e6, {}, False),
         (178, IN_PROCESS_MAX_MEMORY + 1, {}, False),
@@ -75,7 +76,7 @@ def _arrays(store: Path) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.slow
-def test_a_small_job_runs_in_process_with_the_process_clusters_results(tmp_path):
+def test_a_small_job_runs_in_process_by_default_with_the_process_clusters_results(tmp_path):
     import yaml
 
     from dkernel.jobs.runner import run_job
@@ -83,10 +84,10 @@ def test_a_small_job_runs_in_process_with_the_process_clusters_results(tmp_path)
 
     job = REPO / "jobs" / "wine-rbf-kpca.yaml"
     raw = yaml.safe_load(job.read_text())
-    asked = validate_spec({**raw, "runtime": {"in_process": True}}, path=job)
-    threads = run_job(asked, output=tmp_path / "threads.zarr", progress=False)
-    # without runtime.in_process a small job too starts process workers (the default)
-    processes = run_job(job, output=tmp_path / "processes.zarr", progress=False)
+    # a small job runs in process by default; runtime.in_process: false starts process workers
+    threads = run_job(job, output=tmp_path / "threads.zarr", progress=False)
+    declined = validate_spec({**raw, "runtime": {"in_process": False}}, path=job)
+    processes = run_job(declined, output=tmp_path / "processes.zarr", progress=False)
     runtime = {
         p: dict(zarr.open_group(str(p), mode="r").attrs)["runtime"]["scheduler"]
         for p in (threads, processes)
