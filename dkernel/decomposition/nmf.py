@@ -82,6 +82,9 @@ class AggregateMarkovFit:
     objectives : list of float
         Objective of every restart (KL for ``'kl'`` and ``'kl-euclidean'``, which picks the
         restart by likelihood before refining; restart 0 is the plain eigenvector start).
+    spectrum : ndarray or None
+        Eigenvalues (descending) of the normalised affinity whose eigenvectors started the
+        factorisation; None when the embedding was passed in.
     """
 
     W: np.ndarray
@@ -89,6 +92,7 @@ class AggregateMarkovFit:
     objective: float
     n_iter: int
     objectives: list[float] = field(default_factory=list)
+    spectrum: np.ndarray | None = None
 
 
 # ----------------------------------------------------------------------------- initialisation
@@ -99,7 +103,8 @@ def spectral_embedding(
     *,
     seed: int | None = 0,
     solver: str = "auto",
-) -> np.ndarray:
+    return_eigenvalues: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Leading eigenvectors of the normalised symmetric affinity ``D^{-1/2} W D^{-1/2}``.
 
     Dense kernels: ``W = (K + K^T) / 2 = K`` with the un-normalised kernel
@@ -116,10 +121,14 @@ def spectral_embedding(
         the eigenvalue-1 space (one vector per connected component) exactly, the rest by a
         fixed number of subspace-iteration steps. ``'auto'``: shift-invert up to
         ``SHIFT_INVERT_MAX_N`` points, subspace iteration above.
+    return_eigenvalues : bool
+        Also return the eigenvalues (descending; the Rayleigh quotients of the vectors with
+        subspace iteration), the spectrum of ``n_clusters='auto'``.
 
     Returns
     -------
-    ndarray of shape (n, n_components), rows scaled to unit norm.
+    ndarray of shape (n, n_components), rows scaled to unit norm; with
+    ``return_eigenvalues``, ``(eigenvalues, embedding)``.
 
     Notes
     -----
@@ -148,16 +157,21 @@ def spectral_embedding(
             S = (r @ W @ r).tocsc()
             v0 = derive_rng(seed, "decomposition", "eigsh-v0").standard_normal(n)
             vals, U = eigsh(S, k=k, sigma=1.0 + 1e-3, which="LM", v0=v0, tol=1e-8)
-            U = U[:, np.argsort(vals)[::-1]]
+            order = np.argsort(vals)[::-1]
+            vals, U = vals[order], U[:, order]
         else:
-            U = deflated_eigenvectors((r @ W @ r).tocsr(), d, k, seed=seed)
+            S = (r @ W @ r).tocsr()
+            U = deflated_eigenvectors(S, d, k, seed=seed)
+            vals = np.einsum("ij,ij->j", U, S @ U) if return_eigenvalues else None
     else:
         K = scale[:, None] * np.asarray(Kcheck)
         W = (K + K.T) * 0.5
         d = np.maximum(W.sum(axis=1), _TINY)
         r = 1.0 / np.sqrt(d)
         S = r[:, None] * W * r[None, :]
-        _, U = dense_eigh(S, min(int(n_components), n), clip=False)
+        vals, U = dense_eigh(S, min(int(n_components), n), clip=False)
+    if return_eigenvalues:
+        return np.asarray(vals, dtype=np.float64), normalize_rows(U)
     return normalize_rows(U)
 
 
@@ -537,12 +551,14 @@ def fit_aggregate_markov(
         )
     n_restarts = max(1, int(n_init)) if C > 1 else 1
     want = min(C * (n_restarts + 1), Kcheck.shape[0] - 1)
+    spectrum = None
     if embedding is None or embedding.shape[1] < min(C, want):
-        embedding = (
-            spectral_embedding(Kcheck, log_norm, want, seed=seed)
-            if C > 1
-            else np.ones((Kcheck.shape[0], 1))
-        )
+        if C > 1:
+            spectrum, embedding = spectral_embedding(
+                Kcheck, log_norm, want, seed=seed, return_eigenvalues=True
+            )
+        else:
+            embedding = np.ones((Kcheck.shape[0], 1))
     Kfac = truncate_kernel(Kcheck) if truncate else Kcheck
     best = None
     objectives = []
@@ -560,7 +576,12 @@ def fit_aggregate_markov(
         A, B, obj, it2 = factorize(Kfac, A, B, loss="euclidean", max_iter=max_iter, tol=tol)
         it += it2
     return AggregateMarkovFit(
-        W=B.T.copy(), H=A.T.copy(), objective=obj, n_iter=it, objectives=objectives
+        W=B.T.copy(),
+        H=A.T.copy(),
+        objective=obj,
+        n_iter=it,
+        objectives=objectives,
+        spectrum=spectrum,
     )
 
 

@@ -119,7 +119,8 @@ def decode(value: Any) -> Any:
 
 #: The fields of a ``Param`` stored (``name`` is the key; a derived ``Param`` has no ``check``).
 _PARAM_FIELDS = (
-    "kind", "default", "low", "high", "low_open", "high_open", "choices", "nullable", "doc"
+    "kind", "default", "low", "high", "low_open", "high_open", "choices", "str_options",
+    "nullable", "doc",
 )  # fmt: skip
 _PARAM_DEFAULTS = {f.name: f.default for f in fields(Param)}
 
@@ -133,15 +134,17 @@ def encode_param(param: Param) -> dict[str, Any]:
     for f in _PARAM_FIELDS:
         value = getattr(param, f)
         if f == "kind" or f == "default" or value != _PARAM_DEFAULTS[f]:
-            out[f] = list(value) if f == "choices" else encode(value)  # choices: a tuple
+            # choices, str_options: tuples
+            out[f] = list(value) if f in ("choices", "str_options") else encode(value)
     return out
 
 
 def decode_param(name: str, values: dict[str, Any]) -> Param:
     """The ``Param`` named ``name`` that :func:`encode_param` wrote."""
     kwargs = {f: decode(v) for f, v in values.items()}
-    if "choices" in kwargs:
-        kwargs["choices"] = tuple(kwargs["choices"])
+    for f in ("choices", "str_options"):
+        if f in kwargs:
+            kwargs[f] = tuple(kwargs[f])
     return Param(name, **kwargs)
 
 

@@ -11,7 +11,8 @@ that listing and validating jobs does not import scikit-learn.
 Constraint → ``Param``: ``Interval(Integral, ...)`` → ``'int'``, ``Interval(Real, ...)`` →
 ``'float'`` (bounds and open/closed ends kept), ``StrOptions`` → ``'str'`` with choices (the
 default first, then sorted), ``"boolean"`` → ``'bool'``, ``str`` / ``dict`` → ``'str'`` /
-``'mapping'``, ``None`` → nullable. Alternatives that only Python can pass (callables,
+``'mapping'``, ``None`` → nullable, an interval together with ``StrOptions`` → the
+interval's kind with ``str_options`` (``n_clusters``: an int >= 1, or ``'auto'``). Alternatives that only Python can pass (callables,
 classes such as ``np.dtype``, fitted transformers) are left out: a job spec cannot write them.
 Anything else (two numeric kinds, array-likes, ``"random_state"``) cannot be written as one
 ``Param`` and raises at derivation unless the step excludes the parameter.
@@ -199,6 +200,7 @@ def derive_param(estimator: type, name: str, *, prefix: str = "") -> Param:
         kind = _kind_of(c, owner, name)
         if kind is not None:
             kinds.append(kind)
+    kinds = _merge_str_options(kinds)
     if len(kinds) != 1:
         what = "no constraint a job spec can express" if not kinds else "several kinds"
         raise SchemaDerivationError(
@@ -215,6 +217,16 @@ def derive_param(estimator: type, name: str, *, prefix: str = "") -> Param:
         doc=parameter_doc(estimator, name),
         **spec,
     )
+
+
+def _merge_str_options(kinds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A number range and string choices (``[Interval(Integral, 1, None), StrOptions({'auto'})]``)
+    as one ``Param`` fields: the range with ``str_options``; other lists unchanged."""
+    numbers = [k for k in kinds if k["kind"] in ("int", "float")]
+    strings = [k for k in kinds if k["kind"] == "str" and k.get("choices")]
+    if len(kinds) != 2 or len(numbers) != 1 or len(strings) != 1:
+        return kinds
+    return [numbers[0] | {"str_options": tuple(sorted(strings[0]["choices"]))}]
 
 
 def _default_first(choices: Any, default: Any) -> tuple:

@@ -49,6 +49,8 @@ def param_schema(param: Param) -> dict[str, Any]:
         high = effective_high(param)
         if high is not None:
             out["exclusiveMaximum" if param.high_open else "maximum"] = high
+    if param.str_options:
+        out = {"anyOf": [out, {"type": "string", "enum": list(param.str_options)}]}
     if param.default is not REQUIRED:
         out["default"] = _plain(param.default)
     if param.doc:

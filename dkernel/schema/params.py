@@ -53,6 +53,9 @@ class Param:
         Inclusive bounds unless ``low_open`` / ``high_open``.
     choices : tuple, optional
         Allowed values.
+    str_options : tuple of str, optional
+        Strings accepted besides a number of ``kind`` 'int' or 'float' in its range
+        (``n_clusters``: an int >= 1, or ``'auto'``).
     nullable : bool
         Accept ``null`` (None).
     doc : str
@@ -69,6 +72,7 @@ class Param:
     low_open: bool = False
     high_open: bool = False
     choices: tuple | None = None
+    str_options: tuple[str, ...] | None = None
     nullable: bool = False
     doc: str = ""
     check: Callable[[Any], str | None] | None = None
@@ -87,6 +91,8 @@ class Param:
             bounds.append(f"{'<' if self.high_open else '<='} {high}")
         if bounds:
             text += " " + " and ".join(bounds)
+        if self.str_options:
+            text += ", or " + " or ".join(repr(c) for c in self.str_options)
         if self.nullable:
             text += " (or null)"
         return text
@@ -208,6 +214,11 @@ def check_value(param: Param, value: Any, where: str) -> Any:
         if param.nullable:
             return None
         raise SpecError(f"must be {param.describe()}; got null.", key)
+    if param.str_options is not None and isinstance(value, str):
+        if value in param.str_options:
+            return value
+        hint = did_you_mean(value, param.str_options)
+        raise SpecError(f"must be {param.describe()}; got {_show(value)}.{hint}", key)
     if not _type_ok(param.kind, value):
         raise SpecError(
             f"must be {param.describe()}; got {_show(value)}.{_number_hint(value)}", key

@@ -41,9 +41,10 @@ def test_structure(schema):
         assert list(params) == [p.name for p in METHODS[name].params]
     mssc = schema["$defs"]["params-mssc"]["properties"]
     assert mssc["n_clusters"] == {
-        "type": "integer",
-        "minimum": 1,
-        "maximum": 100_000,  # COUNT_CAPS
+        "anyOf": [
+            {"type": "integer", "minimum": 1, "maximum": 100_000},  # COUNT_CAPS
+            {"type": "string", "enum": ["auto"]},
+        ],
         "default": 2,
         "description": "Number of output clusters.",
     }
@@ -101,3 +102,17 @@ def test_cli_prints_and_writes_the_schema(tmp_path, capsys, schema):
     assert main(["schema", "--output", str(out)]) == 0
     assert json.loads(out.read_text()) == schema
     assert main(["schema", "--output", str(tmp_path / "missing" / "x.json")]) == 2
+
+
+@pytest.mark.parametrize("method", ["mssc", "spectral-clustering", "kernel-decomposition"])
+def test_n_clusters_auto_conforms_and_other_strings_do_not(validator, method):
+    spec = {
+        "name": "a",
+        "data": {"reader": "sklearn", "name": "iris"},
+        "method": method,
+        "params": {"n_clusters": "auto"},
+        "output": "a.zarr",
+    }
+    assert not list(validator.iter_errors(spec))
+    spec["params"]["n_clusters"] = "many"
+    assert list(validator.iter_errors(spec))

@@ -205,3 +205,56 @@ def test_schema_excludes_builds_and_validates():
         EstimatorSchema(_Toy, exclude={"nope": "?"}).names()
     with pytest.raises(SchemaDerivationError, match="several kinds"):
         _ = EstimatorSchema(_Toy, exclude={"other": "Python only"}).params
+
+
+class _Auto(BaseEstimator):
+    """Toy with an int-or-'auto' parameter.
+
+    Parameters
+    ----------
+    n_clusters : int or 'auto'
+        How many clusters.
+    """
+
+    _parameter_constraints: dict = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})]
+    }
+
+    def __init__(self, n_clusters=2):
+        self.n_clusters = n_clusters
+
+
+def test_int_or_string_kind_is_derived_described_and_validated():
+    from dkernel.errors import SpecError
+    from dkernel.schema import cache
+    from dkernel.schema.export import param_schema
+
+    param = derive_param(_Auto, "n_clusters")
+    assert (param.kind, param.low, param.str_options, param.choices) == ("int", 1, ("auto",), None)
+    assert param.describe() == "an int >= 1, or 'auto'"
+    assert cache.decode_param("n_clusters", cache.encode_param(param)) == param
+    assert param_schema(param)["anyOf"][1] == {"type": "string", "enum": ["auto"]}
+    schema = (param,)
+    assert validate_mapping({"n_clusters": 3}, schema, "params") == {"n_clusters": 3}
+    assert validate_mapping({"n_clusters": "auto"}, schema, "params") == {"n_clusters": "auto"}
+    assert validate_mapping({}, schema, "params") == {"n_clusters": 2}
+    with pytest.raises(SpecError, match=r"params\.n_clusters.*an int >= 1, or 'auto'.*'foo'"):
+        validate_mapping({"n_clusters": "foo"}, schema, "params")
+    with pytest.raises(SpecError, match="Did you mean 'auto'"):
+        validate_mapping({"n_clusters": "atuo"}, schema, "params")
+    with pytest.raises(SpecError, match=r"an int >= 1.*or 'auto'.*got 0"):
+        validate_mapping({"n_clusters": 0}, schema, "params")
+    with pytest.raises(SpecError, match="or 'auto'"):
+        validate_mapping({"n_clusters": 2.5}, schema, "params")
+
+
+@pytest.mark.parametrize("method", ["mssc", "spectral-clustering", "kernel-decomposition"])
+def test_jobs_accept_auto_n_clusters(method):
+    (param,) = [p for p in METHODS[method].params if p.name == "n_clusters"]
+    assert param.str_options == ("auto",)
+    assert "or 'auto'" in param.describe()
+    assert validate_mapping({"n_clusters": "auto"}, (param,), "params")["n_clusters"] == "auto"
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        main(["methods", method])
+    assert re.search(r"n_clusters: an? (int >= 1|list of ints), or 'auto'", buf.getvalue())

@@ -77,7 +77,7 @@ def _non_negative(values):
 KDC_SCHEMA = EstimatorSchema(
     "dkernel.decomposition.estimator:KernelDecompositionClustering",
     exclude={
-        "n_clusters": "the job compares a list of model orders (n_clusters: [C, ...])",
+        "n_clusters": "the job compares a list of model orders (n_clusters: [C, ...]) or 'auto'",
         "sigma": "the job compares a list of widths (sigmas: [h, ...])",
         "n_neighbors": "the job compares a list of graph sizes (n_neighbors: [k, ...])",
         "max_memory": "the job's limits.max_memory",
@@ -88,8 +88,10 @@ PARAMS = (
     Param(
         "n_clusters",
         "int_list",
+        str_options=("auto",),
         check=_positive,
-        doc="Model orders C to compare (one entry: no selection over C).",
+        doc="Model orders C to compare (one entry: no selection over C), or 'auto' (the "
+        "eigengap of the starting spectrum, up to max_clusters).",
     ),
     Param(
         "sigmas",
@@ -151,11 +153,25 @@ def _kernel(params: dict) -> str:
 
 def _grid_size(params: dict) -> int:
     widths = len(params["sigmas"]) if params["sigmas"] else 1
-    return len(params["n_clusters"]) * widths * len(params["n_neighbors"])
+    orders = 1 if params["n_clusters"] == "auto" else len(params["n_clusters"])
+    return orders * widths * len(params["n_neighbors"])
+
+
+def _largest_c(params: dict) -> int:
+    """The most clusters a fit may have (``max_clusters`` with 'auto')."""
+    if params["n_clusters"] == "auto":
+        return int(params["max_clusters"])
+    return max(params["n_clusters"])
 
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
+    if params["n_clusters"] == "auto" and _grid_size(params) > 1:
+        raise InvalidInputError(
+            "params.n_clusters: auto chooses C by the eigengap of one model; it cannot be "
+            "combined with a selection grid (several sigmas or n_neighbors). Give one sigma "
+            "and one n_neighbors, or a list of C to select by held-out likelihood."
+        )
     if params["kernel"] == "local_scaling":
         if params["sigmas"] is not None:
             raise InvalidInputError(
@@ -173,7 +189,7 @@ def check_data(params: dict, data: LoadedData) -> None:
                 f"params.n_neighbors and params.scale_neighbors must be < the number of "
                 f"samples ({n}) with kernel: local_scaling."
             )
-    if max(params["n_clusters"]) > n:
+    if params["n_clusters"] != "auto" and max(params["n_clusters"]) > n:
         raise InvalidInputError(
             f"params.n_clusters has {max(params['n_clusters'])} clusters but the data has only "
             f"{n} samples."
@@ -196,7 +212,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
         memory = 5.0 * 8 * max(n_samples, n_sel) ** 2
         what = f"A dense {n_samples} x {n_samples} row-normalised kernel and its factorisation"
     else:  # CSR kernel, update workspace (nnz x C gathers) and the neighbour index
-        c = max(params["n_clusters"])
+        c = _largest_c(params)
         memory = 8.0 * n_samples * k * (4 + 2 * c) + 8.0 * n_samples * (n_features + 4 * c)
         what = f"A {k}-NN sparse kernel over {n_samples} samples"
     return Cost(
@@ -232,10 +248,12 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         sigmas = [silverman_normal_reference(X)]
     elif sigmas is None:
         sigmas = [None] if kernel == "local_scaling" else [1.0]
+    C: int | str
     if _grid_size(p) > 1:
         h, k, C = yield from _select(ctx, X, sigmas, neighbors)
     else:
-        h, k, C = sigmas[0], neighbors[0], p["n_clusters"][0]
+        C = "auto" if p["n_clusters"] == "auto" else p["n_clusters"][0]
+        h, k = sigmas[0], neighbors[0]
 
     t = time.perf_counter()
     model = KDC_SCHEMA.build(
@@ -253,7 +271,10 @@ def compute(ctx: JobContext) -> Iterator[Output]:
 
     attrs = {**_model_attrs(model, p, k), **scale_attrs}
     yield Group(
-        "decomposition", decomposition_dataset(model.W_, model.H_, model.priors_, attrs=attrs)
+        "decomposition",
+        decomposition_dataset(
+            model.W_, model.H_, model.priors_, spectrum=model.spectrum_, attrs=attrs
+        ),
     )
     yield Group("posteriors", posteriors_dataset(model.posteriors_))
     yield Group(
@@ -336,6 +357,8 @@ def _model_attrs(model: KernelDecompositionClustering, p: dict, k: int | None) -
     attrs = {
         "n_neighbors": k or 0,
         "n_clusters": int(model.posteriors_.shape[1]),
+        "n_clusters_requested": p["n_clusters"],
+        "n_clusters_chosen": int(model.n_clusters_),
         "kernel": _kernel(p),
         "loss": p["loss"],
         "objective": float(model.objective_),

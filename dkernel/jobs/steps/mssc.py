@@ -37,7 +37,6 @@ from dkernel.jobs.outputs import (
 )
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.schema.estimator import EstimatorSchema
-from dkernel.schema.params import Param
 
 logger = logging.getLogger(__name__)
 
@@ -46,12 +45,10 @@ MSSC_SCHEMA = EstimatorSchema(
     "dkernel.meanshift.estimators:MSSC",
     exclude={
         "n_bands": "the image reader knows the bands (the other columns are kept)",
-        "n_clusters": "an int in a job ('auto', the estimator's eigengap choice, is Python-only)",
     },
 )
 
 PARAMS = (
-    Param("n_clusters", "int", default=2, low=1, doc="Number of output clusters."),
     *MSSC_SCHEMA.params,
     *RASTER_OUTPUT_PARAMS,
 )
@@ -60,7 +57,7 @@ PARAMS = (
 def check_data(params: dict, data: LoadedData) -> None:
     if data.raster is None:
         raise InvalidInputError("method 'mssc' needs an image reader (geotiff, demo-landsat, ...).")
-    if params["n_clusters"] > data.n_samples:
+    if params["n_clusters"] != "auto" and params["n_clusters"] > data.n_samples:
         raise InvalidInputError(
             f"params.n_clusters={params['n_clusters']} exceeds the {data.n_samples} valid pixels."
         )
@@ -100,7 +97,6 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     X = ctx.data.X
     est = MSSC_SCHEMA.build(
         p,
-        n_clusters=p["n_clusters"],
         band_norm=band_norm,
         n_bands=n_bands,
         random_state=ctx.seed,
@@ -132,11 +128,12 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         density=est.density_,
         seeds=est.seeds_,
         seed_partition=est.seed_labels_,
+        spectrum=est.spectrum_,
         attrs=_attrs(ctx, est),
     )
     yield Group("mssc", ds, lazy=True)
     yield Timing.since("mssc_write", t)
-    m, k = est.n_partitions_, p["n_clusters"]
+    m, k = est.n_partitions_, est.n_clusters_
     yield MapFiles("mssc", f"MSSC: {m} partitions → {k} clusters")
     yield Metrics(labels)
 
@@ -150,6 +147,7 @@ def _attrs(ctx: JobContext, est: Any) -> dict[str, Any]:
         "sigma": est.sigma_,
         "n_partitions": est.n_partitions_,
         "n_clusters": p["n_clusters"],
+        "n_clusters_chosen": int(est.n_clusters_),
         "embedding": p["embedding"],
         "normalization": p["normalization"],
         "regularization": p["regularization"],

@@ -22,7 +22,6 @@ from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics,
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
-from dkernel.schema.params import Param
 
 if TYPE_CHECKING:
     from dkernel.spectral.bipartite import BipartiteSpectralModel
@@ -47,14 +46,12 @@ SPECTRAL_SCHEMA = EstimatorSchema(
     "dkernel.spectral.clustering:SpectralClustering",
     exclude={
         "kernel_params": "the kernels' reference samples keep their defaults",
-        "n_clusters": "an int in a job ('auto', the estimator's eigengap choice, is Python-only)",
     },
     # the estimator also takes 'pck', 'precomputed' and callables, which a job cannot pass
     overrides={"kernel": {"choices": ("local_scaling", "knn", "rbf", "cosine")}},
 )
 
 PARAMS = (
-    Param("n_clusters", "int", default=2, low=1, doc="Number of clusters."),
     *SPECTRAL_SCHEMA.params,
     chunk_rows_param(),
     *RASTER_OUTPUT_PARAMS,
@@ -63,12 +60,13 @@ PARAMS = (
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
-    if params["n_clusters"] > n:
+    auto = params["n_clusters"] == "auto"
+    if not auto and params["n_clusters"] > n:
         raise InvalidInputError(
             f"params.n_clusters ({params['n_clusters']}) is larger than the number of samples "
             f"({n})."
         )
-    k = params["n_components"] or params["n_clusters"]
+    k = params["n_components"] or (2 if auto else params["n_clusters"])
     if k > _landmarks(params, n):
         raise InvalidInputError(
             f"params.n_components ({k}) must be <= min(n_samples, n_landmarks) = "
@@ -99,7 +97,7 @@ def _chunk_rows(params: dict, n: int) -> int:
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     rows = _chunk_rows(params, n_samples)
-    k = params["n_components"] or params["n_clusters"]
+    k = params["n_components"] or _largest_k(params)
     path = _approximation(params, n_samples)
     if path == "exact":
         g = params["graph_neighbors"] + 1
@@ -126,6 +124,14 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     )
 
 
+def _largest_k(params: dict) -> int:
+    """The most clusters the fit may embed: ``n_clusters``, or with 'auto' the
+    ``max_clusters + 1`` components of its spectrum."""
+    if params["n_clusters"] == "auto":
+        return int(params["max_clusters"]) + 1
+    return int(params["n_clusters"])
+
+
 def _approximation(params: dict, n: int) -> str:
     return SPECTRAL_SCHEMA.build(params)._approximation(n)
 
@@ -134,7 +140,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     n = int(ctx.data.X.shape[0])
     Xd = ctx.persisted_rows(_chunk_rows(p, n))
-    est = SPECTRAL_SCHEMA.build(p, n_clusters=p["n_clusters"], random_state=ctx.seed)
+    est = SPECTRAL_SCHEMA.build(p, random_state=ctx.seed)
     t = time.perf_counter()
     est.fit(Xd)
     yield Timing.since("fit", t)
@@ -145,8 +151,11 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         est.eigenvalues_,
         criterion=criterion,
         eigen_index=eigen_index,
+        spectrum=est.spectrum_,
         attrs={
             "method": est.embedding_method_,
+            "n_clusters": p["n_clusters"],
+            "n_clusters_chosen": int(est.n_clusters_),
             "criterion": "entropy contribution"
             if est.embedding_method_ == "keca"
             else "eigenvalue",
@@ -160,7 +169,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         "labels",
         labels_dataset(
             est.labels_,
-            n_clusters=p["n_clusters"],
+            n_clusters=int(est.n_clusters_),
             clustering="angular k-means" if est.embedding_method_ == "keca" else "k-means",
             centers=est.cluster_centers_,
         ),

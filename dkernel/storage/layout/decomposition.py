@@ -14,7 +14,12 @@ def _sample_cluster_coords(n_samples: int, n_clusters: int) -> dict[str, np.ndar
 
 
 def decomposition_dataset(
-    W: np.ndarray, H: np.ndarray, priors: np.ndarray, *, attrs: Mapping[str, Any] | None = None
+    W: np.ndarray,
+    H: np.ndarray,
+    priors: np.ndarray,
+    *,
+    spectrum: np.ndarray | None = None,
+    attrs: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
     """The ``/decomposition`` group: the aggregate Markov model's factors [SzymkowiakHave2006].
 
@@ -26,6 +31,10 @@ def decomposition_dataset(
         ``P(c | x_j)``, columns sum to 1.
     priors : ndarray (n_clusters,)
         ``P(c)``.
+    spectrum : ndarray (n_rank,), optional
+        Leading eigenvalues (descending) of the affinity whose eigenvectors started the
+        factorisation: the eigengap evidence of ``n_clusters='auto'`` (attribute
+        ``n_clusters_chosen``).
     attrs : mapping, optional
         The model (``n_neighbors``, ``n_clusters``, ``kernel``, ``loss``, ``objective``,
         ``bandwidth`` or ``scale_neighbors`` / ``median_sigma``, the scaling, …).
@@ -33,13 +42,14 @@ def decomposition_dataset(
     Returns
     -------
     Dataset
-        ==========  =========================  ===================
-        variable    dims                       meaning
-        ==========  =========================  ===================
-        ``W``       ``sample``, ``cluster``    ``P(x_i | c)``
-        ``H``       ``cluster``, ``sample``    ``P(c | x_j)``
-        ``priors``  ``cluster``                ``P(c)``
-        ==========  =========================  ===================
+        ============  =========================  ===================
+        variable      dims                       meaning
+        ============  =========================  ===================
+        ``W``         ``sample``, ``cluster``    ``P(x_i | c)``
+        ``H``         ``cluster``, ``sample``    ``P(c | x_j)``
+        ``priors``    ``cluster``                ``P(c)``
+        ``spectrum``  ``rank``                   eigengap evidence
+        ============  =========================  ===================
 
         Coordinates ``sample`` and ``cluster`` (``0 … n - 1``); attributes ``attrs`` plus
         ``W`` and ``H`` (their meaning).
@@ -49,6 +59,7 @@ def decomposition_dataset(
             "W": (("sample", "cluster"), W),
             "H": (("cluster", "sample"), H),
             "priors": (("cluster",), priors),
+            **({} if spectrum is None else {"spectrum": (("rank",), np.asarray(spectrum))}),
         },
         coords=_sample_cluster_coords(*W.shape),
         attrs={

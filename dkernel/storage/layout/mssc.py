@@ -25,6 +25,7 @@ def mssc_dataset(
     density: Any,
     seeds: Any,
     seed_partition: Any,
+    spectrum: Any = None,
     attrs: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
     """The ``/mssc`` group: label and partition maps with the image's CRS, and the fit.
@@ -48,6 +49,9 @@ def mssc_dataset(
         The feature vectors the mean-shift density is built from.
     seeds : ndarray (n_seeds, n_features)
     seed_partition : ndarray (n_seeds,)
+    spectrum : ndarray (n_rank,), optional
+        Leading eigenvalues (descending) the number of clusters was chosen from
+        (``n_clusters='auto'``: the eigengap; attribute ``n_clusters_chosen``).
     attrs : mapping, optional
         The fit's parameters and diagnostics (bandwidths, ``n_partitions``, ``embedding``,
         ``band_norm``, ``feature_names``, …).
@@ -70,12 +74,14 @@ def mssc_dataset(
         ``density``           ``density_point``, ``feature``         density sample
         ``seeds``             ``seed``, ``feature``                  mean-shift seeds
         ``seed_partition``    ``seed``                               partition of every seed
+        ``spectrum``          ``rank``                               eigengap evidence
         ====================  =====================================  ==========================
 
         The maps are georeferenced as :func:`~dkernel.storage.geo.georeference` describes;
         attributes: the given ``attrs``, ``nodata`` and, for a georeferenced image, ``crs``
         and ``transform``.
     """
+    variables = {} if spectrum is None else {"spectrum": (("rank",), spectrum)}
     ds = xr.Dataset(
         {
             "labels": label_map(labels, image),
@@ -90,6 +96,7 @@ def mssc_dataset(
             "density": (("density_point", "feature"), density),
             "seeds": (("seed", "feature"), seeds),
             "seed_partition": (("seed",), seed_partition),
+            **variables,
         },
         attrs={**(attrs or {}), "nodata": LABEL_NODATA},
     )

@@ -78,6 +78,7 @@ def embedding_dataset(
     degrees: Any = None,
     global_rank: Any = None,
     fit_index: Any = None,
+    spectrum: Any = None,
     attrs: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
     """The ``/embedding`` group: spectral coordinates of every sample and their eigenvalues.
@@ -99,6 +100,9 @@ def embedding_dataset(
     fit_index : array-like (n_rows,), optional
         Row of every in-sample point in the input, for an embedding of an in-sample subset
         (KPPR): the row dimension is then ``fit_sample`` instead of ``sample``.
+    spectrum : array-like (n_rank,), optional
+        Leading eigenvalues (descending) a clustering chose its number of clusters from
+        (``n_clusters='auto'``: the eigengap; attribute ``n_clusters_chosen``).
     attrs : mapping, optional
         The method and its fitted parameters (``method``, ``criterion``, ``solver``,
         ``sigma``, ``volume``, ``beta``, …).
@@ -116,6 +120,7 @@ def embedding_dataset(
         ``degrees``      ``sample``                  kernel row sums (optional)
         ``global_rank``  ``sample``                  stationary PageRank (optional)
         ``fit_index``    ``fit_sample``              input row of every in-sample point
+        ``spectrum``     ``rank``                    eigengap evidence (optional)
         ===============  ==========================  ===================================
 
         ``component`` has the coordinate ``0 … n_components - 1``.
@@ -135,6 +140,8 @@ def embedding_dataset(
         data["global_rank"] = ((rows,), global_rank)
     if fit_index is not None:
         data["fit_index"] = ((rows,), np.asarray(fit_index).astype(np.int64))
+    if spectrum is not None:
+        data["spectrum"] = (("rank",), np.asarray(spectrum, dtype=np.float64))
     coords = {"component": np.arange(embedding.shape[1])}
     return xr.Dataset(data, coords=coords, attrs=dict(attrs or {}))
 
