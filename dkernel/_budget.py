@@ -269,6 +269,9 @@ CHUNK_BYTES = 128 * 2**20
 #: Pixels of a row strip of an image (1 MiB per float32 band): the unit of work of the pixel
 #: streams, so a worker's memory does not grow with the scene's width.
 STRIP_PIXELS = 2**18
+#: Largest lazy input (bytes of its features) a job holds in the workers' memory for the
+#: passes of its method instead of reading the file again in each (``dkernel.jobs.runner``).
+PERSIST_BYTES = 256 * 2**20
 
 
 def rows_for_budget(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -521,60 +522,75 @@ def _write_files(
 
     written: dict[str, Any] = {}
     image = ctx.data.raster
-    if "label_geotiff" in paths:
-        from dkernel.io.cog import write_class_table, write_label_cog
-
-        cog = write_label_cog(
-            paths["label_geotiff"],
-            label_map,
-            image,
-            n_classes=maps.n_classes,
-            class_table=False,
-            replace=replace["label_geotiff"],
-            root=root,
-        )
-        written["label_geotiff"] = relative(cog.path)
-        written["label_geotiff_nodata"] = cog.nodata
-        table = write_class_table(
-            paths["class_table_csv"],
-            label_map,
-            image,
-            n_classes=cog.n_classes,
-            replace=replace["class_table_csv"],
-            root=root,
-        )
-        written["class_table_csv"] = relative(table)
-    if "values_geotiff" in paths:
-        from dkernel.io.cog import write_float_cog
-
-        values = write_float_cog(
-            paths["values_geotiff"],
-            maps.values,
-            image,
-            replace=replace["values_geotiff"],
-            root=root,
-        )
-        written["values_geotiff"] = relative(values)
+    quicklook = None
     if "quicklook_png" in paths:
+        # drawn on a thread of its own while the GeoTIFFs and the segments are written (GDAL,
+        # shapely and NumPy release the GIL): the longest file of a small job
         from dkernel.io.raster import write_quicklook
 
-        with side_file(paths["quicklook_png"], **target("quicklook_png")) as out:
-            write_quicklook(
-                out,
-                image,
-                label_map,
-                title=maps.title,
-                panels=maps.look.panels,
-                class_names=maps.look.class_names,
-            )
-        written["quicklook_png"] = relative(paths["quicklook_png"])
-    if "segments" in paths:
-        from dkernel.io.vector import write_segments
+        def draw() -> None:
+            with side_file(paths["quicklook_png"], **target("quicklook_png")) as out:
+                write_quicklook(
+                    out,
+                    image,
+                    label_map,
+                    title=maps.title,
+                    panels=maps.look.panels,
+                    class_names=maps.look.class_names,
+                )
 
-        with side_file(paths["segments"], **target("segments")) as out:
-            min_pixels = int(ctx.params.get("min_segment_pixels", 0))
-            write_segments(out, label_map, image, min_segment_pixels=min_pixels)
-        written["segments"] = relative(paths["segments"])
+        pool = ThreadPoolExecutor(1, thread_name_prefix="dkernel-quicklook")
+        quicklook = pool.submit(draw)
+        pool.shutdown(wait=False)
+    try:
+        if "label_geotiff" in paths:
+            from dkernel.io.cog import write_class_table, write_label_cog
+
+            cog = write_label_cog(
+                paths["label_geotiff"],
+                label_map,
+                image,
+                n_classes=maps.n_classes,
+                class_table=False,
+                replace=replace["label_geotiff"],
+                root=root,
+            )
+            written["label_geotiff"] = relative(cog.path)
+            written["label_geotiff_nodata"] = cog.nodata
+            table = write_class_table(
+                paths["class_table_csv"],
+                label_map,
+                image,
+                n_classes=cog.n_classes,
+                replace=replace["class_table_csv"],
+                root=root,
+            )
+            written["class_table_csv"] = relative(table)
+        if "values_geotiff" in paths:
+            from dkernel.io.cog import write_float_cog
+
+            values = write_float_cog(
+                paths["values_geotiff"],
+                maps.values,
+                image,
+                replace=replace["values_geotiff"],
+                root=root,
+            )
+            written["values_geotiff"] = relative(values)
+        if "segments" in paths:
+            from dkernel.io.vector import write_segments
+
+            with side_file(paths["segments"], **target("segments")) as out:
+                min_pixels = int(ctx.params.get("min_segment_pixels", 0))
+                write_segments(out, label_map, image, min_segment_pixels=min_pixels)
+            written["segments"] = relative(paths["segments"])
+    finally:
+        # never left drawing after this returns or raises (a failed job writes nothing more)
+        if quicklook is not None:
+            wait([quicklook])
+    if quicklook is not None:
+        quicklook.result()  # its error, if any, is the job's
+        written["quicklook_png"] = relative(paths["quicklook_png"])
     return written
 
 

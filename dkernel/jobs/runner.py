@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import time
-from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -218,9 +218,6 @@ def _run_leased(
         check_resumable(spec.output, job=spec.to_dict(), seed=spec.seed, storage_options=options)
     method = get_method(spec.method)
 
-    from dkernel.linalg.threads import one_blas_thread
-    from dkernel.runtime.connect import is_small_job
-
     cost = method.estimate and method.estimate(spec.params, data.n_samples, data.n_features)
     memory = cost.memory_bytes if cost else 0.0
     own_client = client is None
@@ -247,22 +244,17 @@ def _run_leased(
         )
         _check_cluster_memory(spec, data, client)
         store = _open_store(spec, data, resume=resume)
-        # a small job's own numerics (its eigenproblems, k-means, metrics) run the BLAS on one
-        # thread, as its tasks do, wherever it runs: the same bits in process, on process
-        # workers and on a scheduler of the user's
-        blas = one_blas_thread() if is_small_job(data.n_samples, memory) else nullcontext()
-        with blas:
-            _run_in_store(
-                spec,
-                data,
-                store,
-                lease=lease,
-                method=method,
-                client=client,
-                scheduler=scheduler,
-                progress=progress,
-                t_start=t_start,
-            )
+        _run_in_store(
+            spec,
+            data,
+            store,
+            lease=lease,
+            method=method,
+            client=client,
+            scheduler=scheduler,
+            progress=progress,
+            t_start=t_start,
+        )
     finally:
         if own_client:
             client.close()
@@ -390,6 +382,7 @@ def _run_in_store(
         monitor = ResourceMonitor(client)
         with monitor:
             t = time.perf_counter()
+            data = _held_in_memory(data, client)
             _write_input(store, data)
             store.record_timing("input", time.perf_counter() - t)
             ctx = JobContext(
@@ -632,6 +625,28 @@ def runtime_info(client: Any, scheduler: str | None) -> dict[str, Any]:
         "n_workers": len(workers),
         "n_threads": threads,
     }
+
+
+def _held_in_memory(data: LoadedData, client: Any) -> LoadedData:
+    """``data`` with the lazy pixel features of an image persisted on the workers when they
+    take at most ``PERSIST_BYTES``: a method passes over them several times (MSSC: the density
+    sample, the band check, the stream through mean shift, the affinity sample), and each pass
+    would otherwise read and decode the file again.
+
+    Image features only: every computation on them is row by row or an exact selection, so a
+    chunk recomputed after a lost worker, or moved between workers, gives the same results; a
+    table's may feed sums whose last bits follow where a chunk's memory lies (a PCK job's
+    eigenvalues differed after a worker was killed)."""
+    import dask.array as da
+
+    from dkernel._budget import PERSIST_BYTES
+
+    X = data.X
+    if data.raster is None or not isinstance(X, da.Array):
+        return data
+    if math.isnan(X.nbytes) or X.nbytes > PERSIST_BYTES:
+        return data
+    return replace(data, X=client.persist(X))
 
 
 def _write_input(store: ResultsStore, data: LoadedData) -> None:

@@ -99,8 +99,9 @@ RUNTIME = (
         "bool",
         default=True,
         doc="A small job (< 10^6 rows, <= 2 GiB estimated) runs on thread workers of this "
-        "process: no cluster to start or stop (seconds saved), no dashboard, the same results "
-        "bit for bit; false starts process workers and the dashboard.",
+        "process: no cluster to start or stop (seconds saved), no dashboard; values computed "
+        "outside the tasks may differ from a process-worker run in the last bits. false starts "
+        "process workers and the dashboard.",
     ),
     Param(
         "memory_limit",

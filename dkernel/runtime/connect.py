@@ -46,10 +46,7 @@ def is_small_job(n_samples: int, memory_bytes: float) -> bool:
     """Whether a job is small: fewer than ``IN_PROCESS_MAX_SAMPLES`` samples and an estimated
     peak memory of at most ``IN_PROCESS_MAX_MEMORY`` bytes.
 
-    A small job runs in this process unless a cluster is asked for (:func:`runs_in_process`),
-    and its own computations outside the tasks run the BLAS on one thread wherever its tasks
-    run (``dkernel.jobs.runner``), so that it gives the same results bit for bit in process,
-    on process workers and on a scheduler of the user's.
+    A small job runs in this process unless a cluster is asked for (:func:`runs_in_process`).
 
     Examples
     --------
@@ -74,7 +71,10 @@ def runs_in_process(
     The default for a small job (:func:`is_small_job`): no cluster to start or stop, which is
     most of a small job's time, and no dashboard. Thread workers share this process's memory
     and GIL; NumPy and the BLAS release the GIL, and the BLAS runs one thread per worker as it
-    does in a process worker, so the results are those of process workers bit for bit.
+    does in a process worker, so the tasks give the process workers' results bit for bit.
+    While the in-process cluster is open this process's own BLAS runs on one thread too, so
+    what a job computes outside its tasks (small eigenproblems, metrics) may differ from a
+    process-worker run in the last bits (the wine job's store is the same bit for bit).
 
     Parameters
     ----------

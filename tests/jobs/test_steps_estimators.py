@@ -12,16 +12,6 @@ from dkernel.kernels import aliases
 from dkernel.storage import open_results
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    """The estimators fitted here on one BLAS thread, as a small job fits them
-    (``dkernel.jobs.runner``): the BLAS may round differently on more threads."""
-    from dkernel.linalg.threads import one_blas_thread
-
-    with one_blas_thread():
-        yield
-
-
 def _spec(method, params, data=None, name="t"):
     return validate_spec(
         {
