@@ -23,6 +23,7 @@ from dkernel.errors import (
     StoreError,
 )
 
+logger = logging.getLogger("dkernel.cli")  # also when run as python -m dkernel.cli
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 INVALID = (SpecError, InvalidInputError, ResourceLimitError, StoreError, RuntimeConnectionError)
 
@@ -116,8 +117,19 @@ def _parser() -> argparse.ArgumentParser:
         "--output-root", help="directory (or s3://bucket/prefix) outputs are confined to"
     )
 
-    def add_run_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("job", type=Path, help="the job spec (YAML), e.g. jobs/wine-rbf-kpca.yaml")
+    def add_run_options(p: argparse.ArgumentParser, *, several: bool = False) -> None:
+        if several:
+            p.add_argument(
+                "job",
+                type=Path,
+                nargs="+",
+                help="the job spec (YAML), e.g. jobs/wine-rbf-kpca.yaml; several run in turn on "
+                "one embedded cluster, started once (the first that fails stops the rest)",
+            )
+        else:
+            p.add_argument(
+                "job", type=Path, help="the job spec (YAML), e.g. jobs/wine-rbf-kpca.yaml"
+            )
         p.add_argument("--output", help="results store path or URL, s3://... (overrides the spec)")
         p.add_argument(
             "--output-root",
@@ -136,9 +148,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     p = sub.add_parser(
-        "run", parents=[common], help="run a job on an embedded LocalCluster (or --scheduler)"
+        "run", parents=[common], help="run jobs on an embedded LocalCluster (or --scheduler)"
     )
-    add_run_options(p)
+    add_run_options(p, several=True)
     p.add_argument("--scheduler", help="address of a running Dask scheduler")
     p.add_argument(
         "--workers",
@@ -259,7 +271,6 @@ def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
         overwrite=args.overwrite,
         resume=args.resume,
         progress=not (args.no_progress or args.log_json),
-        output_policy=OutputPolicy.default(args.job, args.output_root),
         **cluster,
     )
     if submit:
@@ -271,8 +282,58 @@ def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
             cert=args.tls_cert,
             key=args.tls_key,
         )
-    run_job(args.job, **kwargs)
+    jobs = args.job if isinstance(args.job, list) else [args.job]
+    if len(jobs) == 1:
+        run_job(jobs[0], output_policy=OutputPolicy.default(jobs[0], args.output_root), **kwargs)
+        return EXIT_OK
+    _run_jobs(jobs, args, kwargs)
     return EXIT_OK
+
+
+def _run_jobs(jobs: list[Path], args: argparse.Namespace, kwargs: dict[str, Any]) -> None:
+    """Several jobs in turn on one cluster: every spec and output checked first, then one
+    embedded cluster (process workers, its dashboard link logged) started for all of them,
+    unless ``--scheduler`` names one."""
+    from dkernel.jobs.runner import run_job
+    from dkernel.jobs.spec import OutputPolicy, load_spec
+
+    if args.output is not None:
+        raise SpecError(
+            "names the store of one job; with several jobs each writes its spec's output "
+            "(confine them with --output-root).",
+            "--output",
+        )
+    outputs: dict[str, Path] = {}
+    for job in jobs:
+        spec = load_spec(job)
+        output = str(OutputPolicy.default(job, args.output_root).confine(spec.output))
+        if output in outputs:
+            raise SpecError(
+                f"{job} and {outputs[output]} write the same store {output}; give each job an "
+                "output of its own.",
+                "output",
+            )
+        outputs[output] = job
+    client = None
+    if args.scheduler is None:
+        from dkernel.runtime import connect
+
+        client = connect(
+            n_workers=kwargs["n_workers"],
+            threads_per_worker=kwargs["threads_per_worker"],
+            quiet=True,
+        )
+        logger.info(f"{len(jobs)} jobs on one cluster; Dask dashboard: {client.dashboard_link}")
+    try:
+        for job in jobs:
+            run_job(
+                job,
+                output_policy=OutputPolicy.default(job, args.output_root),
+                **{**kwargs, "client": client},
+            )
+    finally:
+        if client is not None:
+            client.close()
 
 
 def _cluster_options(args: argparse.Namespace) -> tuple[int | None, int | None]:

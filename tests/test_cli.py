@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from dkernel.cli import main
+from dkernel.storage import open_results
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -185,3 +186,39 @@ def test_the_script_exits_with_the_commands_code_after_its_exit_handlers(tmp_pat
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and "usage: dkernel" in done.stdout
     assert marker.exists()
+
+
+def test_several_jobs_run_in_turn_on_one_cluster(tmp_path):
+    jobs = [str(REPO / "jobs" / f"wine-rbf-{e}.yaml") for e in ("kpca", "keca")]
+    cmd = [sys.executable, "-m", "dkernel.cli", "run", *jobs, "--output-root", str(tmp_path)]
+    run = subprocess.run(
+        [*cmd, "--workers", "1", "--threads", "1", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    # one cluster for both: its link once, then each job on it
+    assert run.stderr.count("Dask dashboard: http://127.0.0.1:") == 1, run.stderr
+    assert "[dkernel] 2 jobs on one cluster" in run.stderr
+    for name in ("wine-rbf-kpca", "wine-rbf-keca"):
+        tree = open_results(tmp_path / "results" / f"{name}.zarr")
+        assert tree.attrs["status"] == "complete"
+        assert tree.attrs["runtime"]["scheduler"] == "embedded LocalCluster"
+
+
+def test_several_jobs_are_all_checked_before_any_runs(tmp_path):
+    good = str(REPO / "jobs" / "wine-rbf-kpca.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nmethod: nope\noutput: x.zarr\n")
+    base = [sys.executable, "-m", "dkernel.cli", "run", "--output-root", str(tmp_path)]
+    cases = [
+        ([good, str(bad)], "data: is required"),
+        ([good, good], "write the same store"),
+        ([good, str(bad), "--output", str(tmp_path / "o.zarr")], "names the store of one job"),
+    ]
+    for args, message in cases:
+        run = subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 2, run.stderr
+        assert message in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "results").exists()  # the good job did not run
