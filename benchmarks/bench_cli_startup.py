@@ -13,10 +13,10 @@ false``, which starts process workers, is timed beside it.
 
 Usage::
 
-    python benchmarks/bench_cli_startup.py [--repeat 5] [--limit 1.0] [--run-limit 3.0]
+    python benchmarks/bench_cli_startup.py [--repeat 5] [--limit 1.0] [--run-limit 3.0] [--out F]
 
-Exits with status 1 when a light command's median is above ``--limit`` seconds, or the
-wine job's above ``--run-limit``.
+The table goes to ``benchmarks/results/cli_startup.md``. Exits with status 1 when a light
+command's median is above ``--limit`` seconds, or the wine job's above ``--run-limit``.
 """
 
 from __future__ import annotations
@@ -98,20 +98,40 @@ def main() -> int:
     parser.add_argument(
         "--run-limit", type=float, default=3.0, help="seconds the wine job may take"
     )
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "cli_startup.md"
+    )
     args = parser.parse_args()
     output_root = tempfile.mkdtemp(prefix="dkernel-bench-")
     slow = []
+    rows = []
     try:
         print(f"{'command':62} {'median':>8} {'min':>8} {'max':>8}  (s, {args.repeat} runs)")
         for name, argv in commands(output_root).items():
             times = wall_times(argv, args.repeat)
             median = statistics.median(times)
             print(f"{name:62} {median:8.3f} {min(times):8.3f} {max(times):8.3f}", flush=True)
+            rows.append(f"| `{name}` | {median:.3f} | {min(times):.3f} | {max(times):.3f} |")
             limit = args.run_limit if name == RUN else args.limit
             if name.startswith("dkernel") and name != RUN_PROCESSES and median > limit:
                 slow.append(f"{name} ({median:.2f} s > {limit:g} s)")
     finally:
         shutil.rmtree(output_root, ignore_errors=True)
+    load = os.getloadavg()[0]
+    lines = [
+        "# Wall time of the light commands and of the wine job (`benchmarks/bench_cli_startup.py`)",
+        "",
+        f"{args.repeat} timed runs each after one untimed, OMP_NUM_THREADS=1; {os.cpu_count()} "
+        f"CPUs, load average {load:.1f} at the end. Limits: {args.limit:g} s for the light "
+        f"commands, {args.run_limit:g} s for `{RUN}`.",
+        "",
+        "| command | median (s) | min (s) | max (s) |",
+        "|---|---:|---:|---:|",
+        *rows,
+        "",
+        f"Too slow: {', '.join(slow)}." if slow else "Every command within its limit.",
+    ]
+    args.out.write_text("\n".join(lines) + "\n")
     if slow:
         print(f"too slow: {', '.join(slow)}")
     return 1 if slow else 0

@@ -104,14 +104,25 @@ class JobContext:
         import numpy as np
 
         X = self.data.X
-        Xd = (
-            X.rechunk({0: rows, 1: -1})
-            if isinstance(X, da.Array)
-            # name=False: keys of this job's own; another client on the same scheduler
-            # releasing identically-hashed keys of the same data must not race with this persist
-            else da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
-        )
+        if isinstance(X, da.Array):
+            Xd = with_own_keys(X.rechunk({0: rows, 1: -1}))
+        else:  # name=False: keys of this job's own (see with_own_keys)
+            Xd = da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
         return self.client.persist(Xd)
+
+
+def with_own_keys(X: Any) -> Any:
+    """``X`` (a Dask array) under keys of its own, for persisting.
+
+    A reader's keys hash the file and its options, so two jobs on the same data share them; on
+    one scheduler the client of the job before, releasing them as it closes, raced with this
+    job's persist of the same keys (``FutureCancelledError: lost dependencies``).
+    """
+    import uuid
+
+    import numpy as np
+
+    return X.map_blocks(np.asarray, dtype=X.dtype, name=f"dkernel-{uuid.uuid4().hex}")
 
 
 @dataclass(frozen=True)

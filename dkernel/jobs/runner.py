@@ -24,7 +24,7 @@ from dkernel.jobs.prepare import (  # noqa: F401  (re-exported: the pre-cluster 
     load_data,
     prepare_job,
 )
-from dkernel.jobs.registry import JobContext, StoreView, get_method
+from dkernel.jobs.registry import JobContext, StoreView, get_method, with_own_keys
 from dkernel.jobs.spec import JobSpec, OutputPolicy
 from dkernel.storage.layout import input_dataset
 from dkernel.storage.lock import RemoteStoreLease, StoreLease, acquire_lease
@@ -646,7 +646,7 @@ def _held_in_memory(data: LoadedData, client: Any) -> LoadedData:
         return data
     if math.isnan(X.nbytes) or X.nbytes > PERSIST_BYTES:
         return data
-    return replace(data, X=client.persist(X))
+    return replace(data, X=client.persist(with_own_keys(X)))
 
 
 def _write_input(store: ResultsStore, data: LoadedData) -> None:
