@@ -71,7 +71,7 @@ def _sub_blocks(n: int, rows: int):
 
 def feature_block(kernel: Kernel, X: np.ndarray, L: np.ndarray, W0: np.ndarray, rows: int):
     """``Φ = K(X, L) W0`` for one block, in sub-blocks of ``rows`` rows."""
-    X = np.asarray(X)
+    X, L, W0 = aligned(np.asarray(X)), aligned(L), aligned(W0)
     out = np.empty((X.shape[0], W0.shape[1]))
     for r0, r1 in _sub_blocks(X.shape[0], rows):
         out[r0:r1] = kernel.cross(X[r0:r1], L) @ W0
@@ -90,6 +90,8 @@ def _sums_block(X, kernel, L, W0, rows, a):
     semi-definite in floating point; forming ``W0ᵀ (Σ k kᵀ) W0`` instead would be cheaper
     but ``W0`` amplifies rounding by up to ``1/rtol`` and breaks that.
     """
+    # a task's arguments may sit at any byte offset of a message (see aligned)
+    X, L, W0, a = aligned(np.asarray(X)), aligned(L), aligned(W0), aligned(a)
     r = W0.shape[1]
     C = np.zeros((r, r))
     t = np.zeros(r)
@@ -120,6 +122,7 @@ def gram(P: np.ndarray) -> np.ndarray:
 
 def _degree_sums_block(X, kernel, L, rows):
     """``Σ k(x, L)`` over one block (the landmark-space column sums)."""
+    X, L = aligned(np.asarray(X)), aligned(L)
     s = np.zeros(np.shape(L)[0])
     for r0, r1 in _sub_blocks(X.shape[0], rows):
         s += kernel.cross(np.asarray(X[r0:r1]), L).sum(axis=0)
@@ -145,16 +148,17 @@ class NystromModel:
 
     def embed(self, X: np.ndarray) -> np.ndarray:
         """Embed an in-memory block of points (rows of kernel values if precomputed)."""
-        X = np.asarray(X)
+        X = aligned(np.asarray(X))
         out = np.empty((X.shape[0], self.P.shape[1]))
         # (φ/√d - offset) P = (k(x, L) W0 P)/√d - offset P: one thin GEMM per row block
-        M = self.W0 @ self.P
-        shift = self.offset @ self.P
+        M = aligned(self.W0) @ aligned(self.P)
+        shift = aligned(self.offset) @ aligned(self.P)
+        L, a = aligned(self.landmarks), aligned(self.a)
         for r0, r1 in _sub_blocks(X.shape[0], self.rows):
-            Kb = self.kernel.cross(X[r0:r1], self.landmarks)
+            Kb = self.kernel.cross(X[r0:r1], L)
             Z = Kb @ M
-            if self.a is not None:
-                d = Kb @ self.a
+            if a is not None:
+                d = Kb @ a
                 check_degrees(d, "Nyström-approximated kernel")
                 Z /= np.sqrt(d)[:, None]
             out[r0:r1] = Z - shift
@@ -164,10 +168,10 @@ class NystromModel:
         """Nyström degrees ``d(x) = Σ_i K̃(x, x_i)`` (normalized embedding only)."""
         if self.a is None:
             raise InvalidInputError("degrees are only defined for the normalized embedding.")
-        X = np.asarray(X)
+        X, L, a = aligned(np.asarray(X)), aligned(self.landmarks), aligned(self.a)
         out = np.empty(X.shape[0])
         for r0, r1 in _sub_blocks(X.shape[0], self.rows):
-            out[r0:r1] = self.kernel.cross(X[r0:r1], self.landmarks) @ self.a
+            out[r0:r1] = self.kernel.cross(X[r0:r1], L) @ a
         return out
 
 
