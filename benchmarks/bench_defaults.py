@@ -927,16 +927,22 @@ def _auto_k_cell(cls_name: str, X: np.ndarray, ys, n_clusters, seed: int) -> tup
     return int(est.n_clusters_), float(np.mean([adjusted_rand_score(y, labels) for y in ys]))
 
 
-def run_auto_k(args) -> None:
-    """``--auto-k``: chosen k against the true k (module docstring)."""
+def suite(args):
+    """``(name, X, label sets, k)`` of every dataset asked for (``--only-datasets``), at most
+    ``--max-n`` points; the real sets are skipped, with a line, when there is no data."""
     names = [d for d in DATASETS if not args.only_datasets or d in args.only_datasets.split(",")]
     have_data = data_dir().exists()
-    rows = []
     for d in names:
         if DATASETS[d][1] and not have_data:
             print(f"skip {d}: no datasets at {data_dir()} (set DKERNEL_DATA)", file=sys.stderr)
             continue
-        X, ys, k = load_dataset(d, args.max_n)
+        yield (d, *load_dataset(d, args.max_n))
+
+
+def run_auto_k(args) -> None:
+    """``--auto-k``: chosen k against the true k (module docstring)."""
+    rows = []
+    for d, X, ys, k in suite(args):
         row = {"dataset": d, "n": X.shape[0], "k": k}
         for short, cls_name in AUTO_K_METHODS.items():
             if short == "MSSC" and d not in PIXEL_SETS:
@@ -1079,15 +1085,9 @@ def main() -> None:
         return
     args.timeout = 300.0 if args.timeout is None else args.timeout
     args.out = args.out or str(RESULTS / "defaults")
-    names = [d for d in DATASETS if not args.only_datasets or d in args.only_datasets.split(",")]
     methods = [m for m in METHODS if not args.only_methods or m in args.only_methods.split(",")]
-    have_data = data_dir().exists()
     rows = []
-    for d in names:
-        if DATASETS[d][1] and not have_data:
-            print(f"skip {d}: no datasets at {data_dir()} (set DKERNEL_DATA)", file=sys.stderr)
-            continue
-        X, ys, k = load_dataset(d, args.max_n)
+    for d, X, ys, k in suite(args):
         for m in methods:
             if m == "dk.MSSC" and d not in PIXEL_SETS:
                 continue
@@ -1117,9 +1117,8 @@ def main() -> None:
     out = Path(args.out)
     if args.update and out.with_suffix(".csv").exists():
         rows = merge_rows(read_rows(out.with_suffix(".csv")), rows)
-        names = [d for d in DATASETS if any(r["dataset"] == d for r in rows)]
         methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
-    names = [d for d in names if any(r["dataset"] == d for r in rows)]
+    names = [d for d in DATASETS if any(r["dataset"] == d for r in rows)]
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.with_suffix(".csv"), "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
