@@ -41,7 +41,7 @@ EXPORTED = sorted(
 #: Shared parameter names whose defaults differ between estimators, each with the reason.
 DIFFERENT_DEFAULTS: dict[str, str] = {
     "alpha": "restart probability: [Lokse2020] Paper II uses 0.1 for KPPR, [Lokse2014] 0.15 for JRC",
-    "bandwidth_factor": "MSSC's first stage over-partitions (half Silverman's rule); MeanShift "
+    "bandwidth_factor": "MSSC's first stage over-partitions (0.4 × Silverman's rule); MeanShift "
     "is the plain mean shift",
     "density": "MSSC's three-stage default (k-means seeds as the density); MeanShift samples",
     "dtype": "PCK's features are float32 (memory of the N x F map); the kernel estimators' "

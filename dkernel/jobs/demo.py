@@ -16,23 +16,19 @@ from typing import Any
 from dkernel.errors import StoreError
 from dkernel.jobs.spec import JobSpec, validate_spec
 
+#: Only what a user chooses for this scene: the number of classes, the polygons, and standardised
+#: bands (an RGB scene with clouds: min-max scaling squeezes the ground's colours into a small part
+#: of [0, 1], and the pixel coordinates then draw the segments). MSSC runs at its defaults and the
+#: pixel coordinates at the reader's, the same as the README's ``dkernel.cluster_image(cube,
+#: dkernel.MSSC(n_clusters=5), scale="standardize")`` (``tests/meanshift/test_demo_classes.py``).
 LANDSAT_DEMO: dict[str, Any] = {
     "name": "demo-landsat-mssc",
     "description": "k-means seeds -> mean shift on a pixel sample -> streamed pixel partitions "
-    "-> Cauchy-Schwarz affinity on a stratified pixel sample -> KPCA + k-means",
+    "-> Cauchy-Schwarz affinity on a stratified pixel sample -> normalized spectral clustering",
     "seed": 0,
-    "data": {"reader": "demo-landsat", "scale": "standardize", "coord_scale": 0.25},
+    "data": {"reader": "demo-landsat", "scale": "standardize"},
     "method": "mssc",
-    "params": {
-        "n_clusters": 5,
-        "embedding": "kpca",
-        "seeds": "kmeans",
-        "n_seeds": 500,
-        "n_density": 20000,
-        "density": "seeds",
-        "sigma_fraction": 0.2,
-        "segments": "gpkg",
-    },
+    "params": {"n_clusters": 5, "segments": "gpkg"},
     "output": "results/demo-landsat-mssc.zarr",
 }
 

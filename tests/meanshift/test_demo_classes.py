@@ -12,13 +12,21 @@ boundary looks like; a coastline stays where the colours are.
 
 from __future__ import annotations
 
+import ast
+import inspect
+from pathlib import Path
+
 import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
+import dkernel
 from dkernel.io.raster import image_from_array, load_demo_landsat, raster_to_loaded
+from dkernel.io.registry import get_reader
 from dkernel.jobs.demo import LANDSAT_DEMO
 from dkernel.meanshift.estimators import MSSC
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 #: Every third row and column of the scene (about 42 000 valid pixels): the same landscape
 #: at a third of the cost.
@@ -32,9 +40,17 @@ def _demo_cube() -> np.ndarray:
     return np.where(valid[None], cube, np.nan)
 
 
+def _demo_data(name: str):
+    """The demo job's reader setting ``name``: from its spec, else the reader's default."""
+    if name in LANDSAT_DEMO["data"]:
+        return LANDSAT_DEMO["data"][name]
+    reader = get_reader(LANDSAT_DEMO["data"]["reader"])
+    return next(p.default for p in reader.params if p.name == name)
+
+
 def _label_map(cube: np.ndarray, coord_scale: float, **params) -> np.ndarray:
     image = image_from_array(cube.transpose(1, 2, 0), layout="yxb", name="demo")
-    data = raster_to_loaded(image, scale=LANDSAT_DEMO["data"]["scale"], coord_scale=coord_scale)
+    data = raster_to_loaded(image, scale=_demo_data("scale"), coord_scale=coord_scale)
     valid = np.asarray(data.raster["valid"].values, dtype=bool)
     est = MSSC(n_bands=cube.shape[0], random_state=LANDSAT_DEMO["seed"], **params)
     out = np.full(valid.shape, -1, dtype=np.int64)
@@ -57,7 +73,59 @@ def test_demo_classes_follow_colours_not_position():
     params = {k: v for k, v in LANDSAT_DEMO["params"].items() if k in keys}
     assert "coordinates" not in params  # the demo runs MSSC's default
     # the demo as shipped: its classes come back when the halves swap places
-    assert _swap_halves_agreement(cube, LANDSAT_DEMO["data"]["coord_scale"], **params) >= 0.9
+    assert _swap_halves_agreement(cube, _demo_data("coord_scale"), **params) >= 0.9
     # the former demo (coordinates in the affinity, scaled to [0, 1]): they do not (0.59 here)
     former = _swap_halves_agreement(cube, 1.0, coordinates="both", **params)
     assert former < 0.75
+
+
+def _keywords(call: ast.Call) -> dict:
+    return {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+
+
+def _readme_call() -> tuple[dict, dict]:
+    """The keywords of the README's ``dkernel.cluster_image(cube, dkernel.MSSC(...), ...)``."""
+    line = next(x for x in README.read_text().splitlines() if "dkernel.cluster_image(cube" in x)
+    call = ast.parse(line.split("#")[0].strip()).body[0].value
+    assert isinstance(call, ast.Call) and ast.unparse(call.func) == "dkernel.cluster_image"
+    est = call.args[1]
+    assert ast.unparse(est.func) == "dkernel.MSSC" and not est.args
+    return _keywords(est), _keywords(call)
+
+
+def test_cluster_image_defaults_are_the_image_readers():
+    defaults = inspect.signature(dkernel.cluster_image).parameters
+    for reader in ("demo-landsat", "geotiff", "zarr-raster"):
+        params = {p.name: p.default for p in get_reader(reader).params}
+        for name in ("scale", "coord_scale"):
+            assert defaults[name].default == params[name], (reader, name)
+
+
+@pytest.mark.slow
+def test_readme_cluster_image_draws_the_demo_map():
+    """The README's ``cluster_image`` block and ``dkernel demo`` give the same classes."""
+    rioxarray = pytest.importorskip("rioxarray")
+    from dkernel.io.raster import package_data_path
+
+    est_kw, image_kw = _readme_call()
+    # the same choices: classes, band scaling, coordinates; MSSC's defaults otherwise
+    assert est_kw.get("n_clusters") == LANDSAT_DEMO["params"]["n_clusters"]
+    defaults = inspect.signature(dkernel.cluster_image).parameters
+    for name in ("scale", "coord_scale"):
+        assert image_kw.get(name, defaults[name].default) == _demo_data(name), name
+    keys = set(MSSC().get_params())
+    params = {k: v for k, v in LANDSAT_DEMO["params"].items() if k in keys}
+    assert params == {k: v for k, v in est_kw.items() if k != "random_state"}
+
+    # both on the same strided subscene: the demo's features and estimator, and the README call
+    cube = _demo_cube()
+    demo = _label_map(cube, _demo_data("coord_scale"), **params)
+    scene = rioxarray.open_rasterio(package_data_path("RGB.byte.tif"))
+    sub = scene.isel(y=slice(None, None, STEP), x=slice(None, None, STEP))
+    est_kw.setdefault("random_state", LANDSAT_DEMO["seed"])
+    readme = dkernel.cluster_image(sub, dkernel.MSSC(**est_kw), **image_kw).values
+    assert readme.shape == demo.shape
+    both = (demo >= 0) & (readme >= 0)
+    assert both.sum() >= 0.99 * max((demo >= 0).sum(), (readme >= 0).sum())
+    assert np.unique(readme[readme >= 0]).size == np.unique(demo[demo >= 0]).size == 5
+    assert adjusted_rand_score(demo[both], readme[both]) >= 0.95
