@@ -91,6 +91,12 @@ def wall_times(argv: list[str], repeat: int) -> list[float]:
     return times
 
 
+def _has_test_extras() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("pytest") is not None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per command")
@@ -122,8 +128,9 @@ def main() -> int:
         "# Wall time of the light commands and of the wine job (`benchmarks/bench_cli_startup.py`)",
         "",
         f"{args.repeat} timed runs each after one untimed, OMP_NUM_THREADS=1; {os.cpu_count()} "
-        f"CPUs, load average {load:.1f} at the end. Limits: {args.limit:g} s for the light "
-        f"commands, {args.run_limit:g} s for `{RUN}`.",
+        f"CPUs, load average {load:.1f} at the end; the environment at {sys.prefix} "
+        f"(dkernel {'with the test extras' if _has_test_extras() else 'alone, no extras'}). "
+        f"Limits: {args.limit:g} s for the light commands, {args.run_limit:g} s for `{RUN}`.",
         "",
         "| command | median (s) | min (s) | max (s) |",
         "|---|---:|---:|---:|",
