@@ -69,6 +69,15 @@ from dkernel.errors import StoreError
 LEASE_FILE = "dkernel.lease"
 #: Disk set aside by the writer for its final status write (removed with the lease).
 RESERVE_FILE = f".{LEASE_FILE}.reserve"
+
+
+def is_lease_file(name: str) -> bool:
+    """Whether a store's member ``name`` is the lease or one of the files beside it (the
+    reserve, a temporary, a conditional-write probe: ``.dkernel.lease.*``), none of which is
+    results data."""
+    return name == LEASE_FILE or name.startswith(f".{LEASE_FILE}.")
+
+
 logger = logging.getLogger(__name__)
 HEARTBEAT_S = 10.0
 #: Largest lease file read (bytes); a lease is a few hundred.

@@ -49,7 +49,7 @@ from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
 from dkernel.storage import remote
 from dkernel.storage.attributes import describe_variables
 from dkernel.storage.geo import CONVENTIONS
-from dkernel.storage.lock import LEASE_FILE
+from dkernel.storage.lock import LEASE_FILE, is_lease_file
 from dkernel.storage.paths import check_writable  # noqa: F401  (where it was)
 from dkernel.storage.remote import as_location
 from dkernel.storage.side_files import (
@@ -710,9 +710,7 @@ def check_target(
             f"{', '.join(STATUSES)}: its metadata {path / 'zarr.json'} was edited or damaged. "
             "Pass --overwrite to replace it, or choose another --output."
         )
-    if status is None and any(
-        not p.name.endswith(LEASE_FILE) and f".{LEASE_FILE}." not in p.name for p in path.iterdir()
-    ):
+    if status is None and any(not is_lease_file(p.name) for p in path.iterdir()):
         if not (path / "zarr.json").exists() and any(path.glob("*/zarr.json")):
             raise StoreError(
                 f"{path} looks like a results store whose metadata {path / 'zarr.json'} is "
@@ -840,7 +838,9 @@ def _check_remote_target(
             names = _remote_call(url, "list", lambda: fs.ls(root, detail=False))
         except FileNotFoundError:
             names = []
-        others = [n for n in names if n.rstrip("/").rsplit("/", 1)[-1] != LEASE_FILE]
+        # a writer's lease and the probe it writes before taking it are not results data
+        # (seen by a second writer, whom the lease then names its holder)
+        others = [n for n in names if not is_lease_file(n.rstrip("/").rsplit("/", 1)[-1])]
         if not others:
             return None
         raise StoreError(
@@ -873,7 +873,7 @@ def _clear_remote(url: str, storage_options: Mapping[str, Any] | None) -> None:
         keys = _remote_call(url, "list", lambda: fs.find(root))
     except FileNotFoundError:
         return
-    doomed = [k for k in keys if k.rsplit("/", 1)[-1] != LEASE_FILE]
+    doomed = [k for k in keys if not is_lease_file(k.rsplit("/", 1)[-1])]
     if doomed:
         _remote_call(url, "clear", lambda: fs.rm(doomed))
 

@@ -205,6 +205,23 @@ def test_missing_store_and_foreign_prefix(s3_bucket) -> None:
     assert _fs().cat(f"{s3_bucket}/foreign.zarr/data.csv") == b"a,b\n"  # left alone
 
 
+def test_another_writers_lease_and_probe_are_not_foreign_objects(s3_bucket) -> None:
+    """A second writer that lists the prefix while the first takes its lease sees the lease
+    and the first's conditional-write probe: not results data, so the lease (taken next) names
+    the holder instead of the prefix being refused as foreign (test_remote_jobs' race)."""
+    from dkernel.storage.lock import LEASE_FILE
+    from dkernel.storage.store import check_target
+
+    for name, extra in (("taking.zarr", False), ("foreign-leased.zarr", True)):
+        _fs().pipe(f"{s3_bucket}/{name}/.{LEASE_FILE}.probe-0123abcd", b"")
+        _fs().pipe(f"{s3_bucket}/{name}/{LEASE_FILE}", b"{}")
+        if extra:
+            _fs().pipe(f"{s3_bucket}/{name}/notes.txt", b"mine")
+    assert check_target(f"s3://{s3_bucket}/taking.zarr", overwrite=True) is None
+    with pytest.raises(StoreError, match=r"holds 1 other object\(s\)"):
+        check_target(f"s3://{s3_bucket}/foreign-leased.zarr", overwrite=True)
+
+
 def test_storage_options_never_recorded(s3_server, s3_bucket, monkeypatch) -> None:
     """Options given explicitly (with a secret) reach the store but never its metadata."""
     secret = "s3cr3t-never-stored"
