@@ -85,7 +85,8 @@ def test_compute_parts_keeps_order_and_lets_workers_forget_finished_parts(client
     assert "[dkernel] parts: 41/41 done in" in capfd.readouterr().err
     assert P.compute_parts([], client) == []
     assert P.compute_parts([parts[1], 7, None], client)[1:] == [7, None]
-    assert P.compute_parts(parts[:2], None) == P.compute_parts(parts[:2], client)[:2]
+    # the default client's values (the task counts beside them depend on timing)
+    assert [v for v, _ in P.compute_parts(parts[:2], None)] == [0, 1]
 
 
 def test_compute_parts_on_a_client_that_is_not_the_default(client):
