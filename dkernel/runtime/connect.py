@@ -26,7 +26,7 @@ MIN_WORKER_MEMORY = 256 * 2**20
 #: Longest wait for a scheduler (seconds) that ``connect`` accepts.
 MAX_TIMEOUT = 3600.0
 #: Jobs with fewer samples (rows or pixels) than this, and an estimated peak memory below
-#: :data:`IN_PROCESS_MAX_MEMORY`, are small (:func:`is_small_job`): they run on an in-process
+#: :data:`IN_PROCESS_MAX_MEMORY`, are small: they run on an in-process
 #: cluster (thread workers; the spec's ``runtime.in_process``, on by default) unless a
 #: scheduler or a number of workers is asked for. Starting and stopping process workers (each
 #: re-imports dkernel) took ~8 of the 9.4 s of ``dkernel run jobs/wine-rbf-kpca.yaml``.
@@ -42,22 +42,6 @@ def default_workers(cpu_count: int | None = None) -> tuple[int, int]:
     return n_workers, max(1, cpus // n_workers)
 
 
-def is_small_job(n_samples: int, memory_bytes: float) -> bool:
-    """Whether a job is small: fewer than ``IN_PROCESS_MAX_SAMPLES`` samples and an estimated
-    peak memory of at most ``IN_PROCESS_MAX_MEMORY`` bytes.
-
-    A small job runs in this process unless a cluster is asked for (:func:`runs_in_process`).
-
-    Examples
-    --------
-    >>> is_small_job(178, 2e6)
-    True
-    >>> is_small_job(10**7, 2e6)
-    False
-    """
-    return n_samples < IN_PROCESS_MAX_SAMPLES and memory_bytes <= IN_PROCESS_MAX_MEMORY
-
-
 def runs_in_process(
     n_samples: int,
     memory_bytes: float,
@@ -68,7 +52,7 @@ def runs_in_process(
 ) -> bool:
     """Whether a job runs on an in-process cluster (threads) rather than process workers.
 
-    The default for a small job (:func:`is_small_job`): no cluster to start or stop, which is
+    The default for a small job: no cluster to start or stop, which is
     most of a small job's time, and no dashboard. Thread workers share this process's memory
     and GIL; NumPy and the BLAS release the GIL, and the BLAS runs one thread per worker as it
     does in a process worker, so the tasks give the process workers' results bit for bit.
@@ -93,7 +77,8 @@ def runs_in_process(
     Returns
     -------
     bool
-        True for a small job with neither a scheduler nor a worker count asked for.
+        True for a small job (fewer than ``IN_PROCESS_MAX_SAMPLES`` samples and at most
+        ``IN_PROCESS_MAX_MEMORY`` bytes) with neither a scheduler nor a worker count asked for.
 
     Examples
     --------
@@ -104,7 +89,7 @@ def runs_in_process(
     """
     if not requested or scheduler is not None or n_workers is not None:
         return False
-    return is_small_job(n_samples, memory_bytes)
+    return n_samples < IN_PROCESS_MAX_SAMPLES and memory_bytes <= IN_PROCESS_MAX_MEMORY
 
 
 def connect(

@@ -124,28 +124,6 @@ def test_assign_to_modes_without_shortcut_equals_converged_nearest(rng):
     np.testing.assert_array_equal(own, labels)
 
 
-def _ref_cs(X, labels, m, h, w=None):
-    w = np.ones(len(X)) if w is None else w
-    S = np.zeros((m, m))
-    for k in range(len(X)):
-        for l in range(len(X)):
-            S[labels[k], labels[l]] += (
-                w[k] * w[l] * np.exp(-np.sum((X[k] - X[l]) ** 2) / (2 * h * h))
-            )
-    return S / np.sqrt(np.outer(np.diag(S), np.diag(S)))
-
-
-def test_cs_affinity_exact_matches_reference(rng, monkeypatch):
-    X = rng.normal(size=(37, 3))
-    labels = rng.integers(0, 5, 37)
-    w = rng.uniform(1, 4, 37)
-    ref = _ref_cs(X, labels, 5, 1.3, w)
-    monkeypatch.setattr(K, "SCRATCH_BLOCK_BYTES", 8 * 37 * 5)  # force several row blocks
-    got = K.cs_affinity_exact(X, labels, 5, 1.3, weights=w)
-    np.testing.assert_allclose(got, ref, rtol=1e-10)
-    np.testing.assert_allclose(np.diag(got), 1.0)
-
-
 def _ref_pair_sums(X, labels, m, h):
     S = np.zeros((m, m))
     for k in range(len(X)):
@@ -166,9 +144,6 @@ def test_cs_pair_sums_of_a_set_with_itself_match_reference(rng, monkeypatch):
     got = K.cs_pair_sums(X, labels, 6, 0.9)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-9)
     assert np.all(got[3] == 0) and np.all(got[:, 3] == 0)
-    ok = labels >= 0
-    block = K.cs_pair_sums_block(X[ok], labels[ok], X[ok], labels[ok], 6, 0.9)
-    np.testing.assert_allclose(got, block, rtol=1e-5)
 
 
 def test_cs_pair_sums_do_not_depend_on_the_threads(rng, monkeypatch):
@@ -187,7 +162,7 @@ def test_cs_pair_sums_do_not_depend_on_the_threads(rng, monkeypatch):
 def test_cs_affinity_rff_approximates_exact(rng):
     X = rng.normal(size=(400, 3))
     labels = (X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0)
-    exact = K.cs_affinity_exact(X, labels, 4, 2.0)
+    exact = K.cs_normalize(K.cs_pair_sums(X, labels, 4, 2.0))
     W, b = K.rff_params(3, 4000, 2.0, np.random.default_rng(1))
     S = K.partition_feature_sums(X[:150], labels[:150], 4, W, b)
     S += K.partition_feature_sums(X[150:], labels[150:], 4, W, b)
