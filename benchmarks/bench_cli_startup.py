@@ -80,8 +80,14 @@ def commands(output_root: str) -> dict[str, list[str]]:
 
 
 def wall_times(argv: list[str], repeat: int) -> list[float]:
-    """Seconds per run of ``argv`` (after one untimed run that warms the file cache)."""
+    """Seconds per run of ``argv`` (after one untimed run that warms the file cache).
+
+    The runs may write bytecode caches, as an installed package has them (pip compiles the
+    modules it installs; an editable install writes them on the untimed run): with
+    ``PYTHONDONTWRITEBYTECODE`` set, every run would compile dkernel's modules again.
+    """
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     times = []
     for i in range(repeat + 1):
         start = time.perf_counter()
@@ -127,7 +133,8 @@ def main() -> int:
     lines = [
         "# Wall time of the light commands and of the wine job (`benchmarks/bench_cli_startup.py`)",
         "",
-        f"{args.repeat} timed runs each after one untimed, OMP_NUM_THREADS=1; {os.cpu_count()} "
+        f"{args.repeat} timed runs each after one untimed, OMP_NUM_THREADS=1, bytecode caches "
+        f"written; {os.cpu_count()} "
         f"CPUs, load average {load:.1f} at the end; the environment at {sys.prefix} "
         f"(dkernel {'with the test extras' if _has_test_extras() else 'alone, no extras'}). "
         f"Limits: {args.limit:g} s for the light commands, {args.run_limit:g} s for `{RUN}`.",

@@ -56,6 +56,7 @@ def timed(argv: list[str], cwd: Path) -> dict[str, float]:
     """Run ``argv``; wall, CPU (its waited-for processes) and summed peak memory."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode caches
     t = time.perf_counter()
     proc = subprocess.Popen(
         argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

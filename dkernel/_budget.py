@@ -254,6 +254,11 @@ def dense_kernel_cost(n_samples: int, itemsize: int = 8) -> tuple[float, float]:
 #: EM loop is 20 % faster than with 64 MiB blocks).
 SWEEP_BLOCK_BYTES = 16 * 2**20
 
+#: A kernel block swept by several element-wise passes and a GEMM or two, small enough to
+#: stay in a core's L2 cache (mean shift's steps against a density sample: 1.1 µs per point
+#: and step against 500 density points in blocks of 256 rows, 2.7 µs in blocks of 16 384).
+CACHE_BLOCK_BYTES = 512 * 2**10
+
 #: A temporary of a NumPy kernel, one per thread (distances to a density sample or to a
 #: reference set, a dense out-of-sample kernel block): a few per core fit any worker.
 SCRATCH_BLOCK_BYTES = 32 * 2**20

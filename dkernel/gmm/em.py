@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dkernel._budget import SWEEP_BLOCK_BYTES, rows_for_budget
+from dkernel.linalg.elementwise import exp_floored
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -210,7 +211,7 @@ def _normalize_segments_t(Lt: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         mx = seg.max(axis=0)
         mx[~np.isfinite(mx)] = 0
         seg -= mx
-        np.exp(seg, out=seg)
+        exp_floored(seg)
         tot = seg.sum(axis=0)
         seg *= 1.0 / tot
         ll[m] = np.log(tot) + mx
@@ -329,7 +330,7 @@ def grouped_posteriors(
         mx = seg.max(axis=1)
         mx[~np.isfinite(mx)] = 0
         seg -= mx[:, None, :]
-        np.exp(seg, out=seg)
+        exp_floored(seg)
         tot = seg.sum(axis=1)
         np.divide(s, tot, out=tot)
         seg *= tot[:, None, :]
@@ -533,7 +534,7 @@ def full_posteriors(X: np.ndarray, means, covs, weights) -> np.ndarray:
     """Posterior probabilities (N, g) under one full-covariance mixture (NaN = missing)."""
     L = full_log_prob(X, means, covs) + np.log(weights)[None, :]
     L -= L.max(axis=1, keepdims=True)
-    np.exp(L, out=L)
+    exp_floored(L)
     L /= L.sum(axis=1, keepdims=True)
     return L
 

@@ -24,7 +24,7 @@ from dkernel.io.registry import get_reader
 from dkernel.jobs.outputs import check_raster_outputs
 from dkernel.jobs.registry import get_method
 from dkernel.jobs.spec import JobSpec, load_spec
-from dkernel.runtime.memory import limit_freed_memory
+from dkernel.runtime.memory import limit_freed_memory, reuse_freed_memory
 
 
 def _source_of(spec: JobSpec) -> str:
@@ -200,7 +200,8 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     tile here, on the local threads, and GDAL's default cache (5 % of the RAM) kept up to the
     whole decoded scene in the client. For the same pass, glibc is told to give freed heap
     memory back to the system as distributed's workers do
-    (``dkernel.runtime.memory.limit_freed_memory``). A table reader uses no GDAL (and
+    (``dkernel.runtime.memory.limit_freed_memory``), and after it to keep freed blocks for
+    reuse again (``reuse_freed_memory``). A table reader uses no GDAL (and
     validating its job does not load it).
     """
     if not isinstance(spec, JobSpec):
@@ -211,6 +212,7 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     limit_freed_memory()
     data = load_data(spec)
     check_finite(spec, data)
+    reuse_freed_memory()  # the reading pass is over: the numerics reuse their blocks
     if method.check_data is not None:
         method.check_data(spec.params, data)
     check_raster_outputs(spec.params, data)

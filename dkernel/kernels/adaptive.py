@@ -26,6 +26,7 @@ import numpy as np
 
 from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
+from dkernel.linalg.elementwise import exp_floored
 
 
 def squared_distances(X: np.ndarray, Y: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
@@ -118,8 +119,7 @@ def local_scaling_block(
     G /= np.asarray(sigma_x, dtype=dtype)[:, None]
     G /= np.asarray(sigma_y, dtype=dtype)[None, :]
     np.negative(G, out=G)
-    np.exp(G, out=G)
-    return G
+    return exp_floored(G)
 
 
 def local_scaling_log_kernel(
@@ -242,7 +242,7 @@ class RadiusKernelBlock:
         D /= ra[:, None]
         D /= rb[None, :]
         np.negative(D, out=D)
-        np.exp(D, out=D)
+        exp_floored(D)
         return D.astype(dtype, copy=False)
 
     def __getstate__(self) -> dict:

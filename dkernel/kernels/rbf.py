@@ -10,6 +10,7 @@ import numpy as np
 
 from dkernel.kernels.adaptive import squared_distances
 from dkernel.kernels.widths import DEFAULT_SIGMA_FRACTION, median_distance, sigma_rule_of_thumb
+from dkernel.linalg.elementwise import exp_floored
 
 __all__ = [
     "DEFAULT_SIGMA_FRACTION",
@@ -49,8 +50,7 @@ def rbf_block(
     G -= xx[:, None]
     G -= yy[None, :]
     np.minimum(G, 0, out=G)
-    np.exp(G, out=G)
-    return G
+    return exp_floored(G)
 
 
 def rbf_log_block(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:

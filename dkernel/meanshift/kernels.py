@@ -19,14 +19,15 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
+from dkernel._budget import CACHE_BLOCK_BYTES, SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
+from dkernel.linalg.elementwise import exp_floored
 from dkernel.linalg.threads import map_on_cores
 
 
 def _block_rows(n_density: int, itemsize: int) -> int:
     """Rows of a temporary kernel block (rows × density points × itemsize)."""
-    return rows_for_budget(SCRATCH_BLOCK_BYTES, n_density, itemsize, low=16, high=65536)
+    return rows_for_budget(CACHE_BLOCK_BYTES, n_density, itemsize, low=16, high=65536)
 
 
 def _sq_norms(A: np.ndarray) -> np.ndarray:
@@ -63,7 +64,7 @@ def gaussian_shift(
 
     Notes
     -----
-    O(n m d) time; temporaries bounded to ``SCRATCH_BLOCK_BYTES`` per block of rows. The
+    O(n m d) time; temporaries bounded to ``CACHE_BLOCK_BYTES`` per block of rows. The
     log-weight of density point i at x is ``2γ x·x_i − γ||x_i||² + log w_i`` up to the term
     ``−γ||x||²``, which is the same for every i and cancels in the row's normalisation; so one
     GEMM gives each block's log-weights, and one more (against ``[x_i, 1]``) the weighted sums
@@ -89,7 +90,7 @@ def gaussian_shift(
         G = P[start : start + step].astype(dtype) @ scaled.T
         G -= bias[None, :]
         G -= G.max(axis=1, keepdims=True)
-        np.exp(G, out=G)
+        exp_floored(G)
         sums = (G @ ones).astype(np.float64)
         out[start : start + step] = sums[:, :d] / sums[:, d:] + centre
     return out

@@ -10,6 +10,13 @@ resident, so the client's peak grows with the scene (≈ 50 MiB more at 9 · 10�
 distributed starts its worker processes with ``MALLOC_TRIM_THRESHOLD_=65536`` for the same
 reason (its ``distributed.nanny.pre-spawn-environ``); the variable is read once when a process
 starts, so in an already running client the same threshold is set with ``mallopt``.
+
+Setting any threshold turns glibc's dynamic thresholds off, and the low one has a price: every
+block above 128 KiB is then mapped afresh and unmapped when freed, so a NumPy kernel that
+allocates a few MiB per block of rows pays a page fault per 4 KiB on every block (a GEMM into
+a new 4 MiB array took 0.95 µs per row instead of 0.2). After the reading pass,
+:func:`reuse_freed_memory` sets the thresholds glibc's dynamic ones rise to by themselves, so
+the job's numerics reuse their freed blocks.
 """
 
 from __future__ import annotations
@@ -25,7 +32,14 @@ logger = logging.getLogger(__name__)
 #: worker setting).
 TRIM_THRESHOLD = 65536
 
-_M_TRIM_THRESHOLD = -1  # mallopt's parameter number (malloc.h)
+#: The ceilings of glibc's dynamic thresholds on 64-bit systems (malloc.c's
+#: ``DEFAULT_MMAP_THRESHOLD_MAX``, and twice it for trimming): blocks up to 32 MiB come from
+#: the heap, and up to 64 MiB of freed memory stays at its top for the next block.
+REUSE_MMAP_THRESHOLD = 32 * 2**20
+REUSE_TRIM_THRESHOLD = 64 * 2**20
+
+_M_TRIM_THRESHOLD = -1  # mallopt's parameter numbers (malloc.h)
+_M_MMAP_THRESHOLD = -3
 
 
 def limit_freed_memory(threshold: int = TRIM_THRESHOLD) -> bool:
@@ -34,6 +48,23 @@ def limit_freed_memory(threshold: int = TRIM_THRESHOLD) -> bool:
     Returns whether the threshold was set: ``False`` off glibc (macOS, Windows, musl), where
     the allocators differ and nothing is changed.
     """
+    return _mallopt({_M_TRIM_THRESHOLD: threshold}, f"malloc trim threshold {threshold} B")
+
+
+def reuse_freed_memory() -> bool:
+    """Let glibc keep freed blocks for reuse again, up to the ceilings of its dynamic
+    thresholds (``REUSE_MMAP_THRESHOLD``, ``REUSE_TRIM_THRESHOLD``).
+
+    Returns whether the thresholds were set (``False`` off glibc, as
+    :func:`limit_freed_memory`).
+    """
+    return _mallopt(
+        {_M_MMAP_THRESHOLD: REUSE_MMAP_THRESHOLD, _M_TRIM_THRESHOLD: REUSE_TRIM_THRESHOLD},
+        "malloc thresholds for reuse",
+    )
+
+
+def _mallopt(settings: dict[int, int], what: str) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -43,6 +74,6 @@ def limit_freed_memory(threshold: int = TRIM_THRESHOLD) -> bool:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    ok = bool(mallopt(_M_TRIM_THRESHOLD, int(threshold)))
-    logger.debug(f"malloc trim threshold {threshold} B: {'set' if ok else 'not set'}")
+    ok = all([bool(mallopt(param, int(value))) for param, value in settings.items()])
+    logger.debug(f"{what}: {'set' if ok else 'not set'}")
     return ok

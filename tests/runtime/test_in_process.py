@@ -52,6 +52,8 @@ def test_in_process_client_runs_the_blas_on_one_thread_and_restores_it(capsys):
         client = connect(n_workers=1, threads_per_worker=2, processes=False, dashboard=False)
         try:
             assert client.cluster.processes is False
+            # inproc:// (no other process can reach it, and nothing is serialised)
+            assert client.scheduler.address.startswith("inproc://")
             assert _blas_threads() == 1
             assert client.submit(sum, [1, 2]).result() == 3
         finally:

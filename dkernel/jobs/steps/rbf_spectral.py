@@ -103,6 +103,8 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 
 
 def compute(ctx: JobContext) -> Iterator[Output]:
+    from dkernel._validation import aligned
+
     p = ctx.params
     embedding = str(resolve_alias(p["embedding"], "embedding", "rbf-spectral"))
     keca = embedding == "keca"
@@ -126,7 +128,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         attrs = {"kernel": "rbf", "sigma": est.sigma_, "block_size": int(K_source.chunksize[0])}
         yield Group("kernel", kernel_dataset(K_source, attrs=attrs), lazy=True)
         K_source = ctx.store.read_array("kernel", "kernel")
-    K = np.asarray(ctx.client.compute(K_source).result(), dtype=np.float64)
+    K = aligned(np.asarray(ctx.client.compute(K_source).result(), dtype=np.float64))
     yield Timing.since("kernel", t)
 
     t = time.perf_counter()
