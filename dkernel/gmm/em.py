@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dkernel._budget import SWEEP_BLOCK_BYTES, rows_for_budget
-from dkernel.linalg.elementwise import exp_floored
+from dkernel.linalg.elementwise import exp_flushed
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -211,7 +211,7 @@ def _normalize_segments_t(Lt: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         mx = seg.max(axis=0)
         mx[~np.isfinite(mx)] = 0
         seg -= mx
-        exp_floored(seg)
+        exp_flushed(seg)
         tot = seg.sum(axis=0)
         seg *= 1.0 / tot
         ll[m] = np.log(tot) + mx
@@ -330,7 +330,7 @@ def grouped_posteriors(
         mx = seg.max(axis=1)
         mx[~np.isfinite(mx)] = 0
         seg -= mx[:, None, :]
-        exp_floored(seg)
+        exp_flushed(seg)
         tot = seg.sum(axis=1)
         np.divide(s, tot, out=tot)
         seg *= tot[:, None, :]
@@ -534,7 +534,7 @@ def full_posteriors(X: np.ndarray, means, covs, weights) -> np.ndarray:
     """Posterior probabilities (N, g) under one full-covariance mixture (NaN = missing)."""
     L = full_log_prob(X, means, covs) + np.log(weights)[None, :]
     L -= L.max(axis=1, keepdims=True)
-    exp_floored(L)
+    exp_flushed(L)
     L /= L.sum(axis=1, keepdims=True)
     return L
 

@@ -773,6 +773,9 @@ def write_quicklook(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    # tight_layout leaves a placeholder layout engine behind, for which savefig draws the
+    # whole figure once more before it renders it (0.4 of the demo quick-look's 1.5 s)
+    fig.set_layout_engine(None)
     fig.savefig(path, dpi=90)
     return path
 

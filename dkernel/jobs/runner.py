@@ -16,7 +16,7 @@ import numpy as np
 from dkernel._budget import SizeLimit, format_size, memory_limit
 from dkernel.errors import DKernelError, InvalidInputError, ResourceLimitError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import check_side_outputs, write_outputs
+from dkernel.jobs.outputs import check_side_outputs, prefetch_map_writers, write_outputs
 from dkernel.jobs.prepare import (  # noqa: F401  (re-exported: the pre-cluster checks)
     HANDLES_MISSING,
     check_cost,
@@ -394,6 +394,7 @@ def _run_in_store(
                 seed=spec.seed,
                 progress=progress,
             )
+            prefetch_map_writers(ctx)
             write_outputs(method.compute(ctx), store, ctx)
         store.update_attrs(resources=monitor.summary())
         store.record_timing("total", time.perf_counter() - t_start)

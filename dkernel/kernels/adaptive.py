@@ -26,7 +26,7 @@ import numpy as np
 
 from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
-from dkernel.linalg.elementwise import exp_floored
+from dkernel.linalg.elementwise import exp_flushed
 
 
 def squared_distances(X: np.ndarray, Y: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
@@ -119,7 +119,7 @@ def local_scaling_block(
     G /= np.asarray(sigma_x, dtype=dtype)[:, None]
     G /= np.asarray(sigma_y, dtype=dtype)[None, :]
     np.negative(G, out=G)
-    return exp_floored(G)
+    return exp_flushed(G)
 
 
 def local_scaling_log_kernel(
@@ -242,7 +242,7 @@ class RadiusKernelBlock:
         D /= ra[:, None]
         D /= rb[None, :]
         np.negative(D, out=D)
-        exp_floored(D)
+        exp_flushed(D)
         return D.astype(dtype, copy=False)
 
     def __getstate__(self) -> dict:

@@ -10,7 +10,7 @@ import numpy as np
 
 from dkernel.kernels.adaptive import squared_distances
 from dkernel.kernels.widths import DEFAULT_SIGMA_FRACTION, median_distance, sigma_rule_of_thumb
-from dkernel.linalg.elementwise import exp_floored
+from dkernel.linalg.elementwise import exp_flushed
 
 __all__ = [
     "DEFAULT_SIGMA_FRACTION",
@@ -27,9 +27,10 @@ def rbf_block(
 ) -> np.ndarray:
     """``exp(-||x - y||^2 / (2 sigma^2))`` for every row pair of X and Y.
 
-    One GEMM, then in-place passes that scale by ``2γ``, subtract ``γ||x||²`` and
-    ``γ||y||²``, clip at zero (round-off can make a squared distance negative) and
-    exponentiate, all in ``dtype`` (no temporaries of the block's size).
+    One GEMM of ``2γX`` with ``Y``, then in-place passes that subtract ``γ||x||²`` and
+    ``γ||y||²``, clip to ``[floor, 0]`` (round-off can make a squared distance negative; the
+    floor keeps ``exp`` out of the subnormal numbers, :func:`~dkernel.linalg.elementwise.exp_flushed`)
+    and exponentiate, all in ``dtype`` (no temporaries of the block's size).
 
     Examples
     --------
@@ -45,12 +46,10 @@ def rbf_block(
     yy = np.einsum("ij,ij->i", Y, Y)
     xx *= dtype.type(gamma)
     yy *= dtype.type(gamma)
-    G = X @ Y.T
-    G *= dtype.type(2.0 * gamma)
+    G = (X * dtype.type(2.0 * gamma)) @ Y.T
     G -= xx[:, None]
     G -= yy[None, :]
-    np.minimum(G, 0, out=G)
-    return exp_floored(G)
+    return exp_flushed(G, ceiling=0.0)
 
 
 def rbf_log_block(X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:

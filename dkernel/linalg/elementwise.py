@@ -4,31 +4,36 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["EXP_FLOOR_MARGIN", "exp_floored"]
+__all__ = ["EXP_FLOOR_MARGIN", "exp_flushed"]
 
-#: How far above the log of the dtype's smallest normal number :func:`exp_floored` keeps its
-#: arguments: its smallest result is e⁸ ≈ 3000 times that number, so products of it with
-#: values down to e⁻⁸ ≈ 3 · 10⁻⁴ (a GEMM on the block) stay normal too.
+#: How far above the log of the dtype's smallest normal number :func:`exp_flushed` flushes
+#: to zero: its smallest non-zero result is e⁸ ≈ 3000 times that number, so products of it
+#: with values down to e⁻⁸ ≈ 3 · 10⁻⁴ (a GEMM on the block) stay normal too.
 EXP_FLOOR_MARGIN = 8.0
 
 
-def exp_floored(G: np.ndarray) -> np.ndarray:
-    """``exp`` of a float array in place, its arguments first raised to
-    ``log(tiny) + EXP_FLOOR_MARGIN`` (about -79.3 in float32, -700.4 in float64).
+def exp_flushed(G: np.ndarray, *, ceiling: float | None = None) -> np.ndarray:
+    """``exp`` of a float array in place, with results below ``exp(floor)`` flushed to zero,
+    ``floor = log(tiny) + EXP_FLOOR_MARGIN`` (about -79.3 in float32, -700.4 in float64).
 
     Kernel blocks exponentiate arguments down to thousands below zero (points many widths
     apart), and ``exp`` of anything between about -104 and -87.3 in float32 (-745 and -708 in
     float64) is a subnormal number. x86 cores take a slow path for every subnormal they
     produce or read: a float32 mean-shift block took ten times longer to exponentiate and to
-    multiply on. Raising the arguments costs one pass; the results it changes move from
-    below the floor's ``exp`` (3.3 · 10⁻³⁵ in float32, 10⁻³⁰⁴ in float64) to it, far below
-    the resolution of any sum of kernel values that holds a value near 1. (Setting those
-    results to exactly zero takes a masked write, slower than the subnormals it avoids.)
+    multiply on. A flush-to-zero mode would avoid them; NumPy has none, and a masked write of
+    zeros is slower than the subnormals, so the arguments are raised to ``floor`` (in the pass
+    that applies ``ceiling``), exponentiated, and ``exp(floor)`` is subtracted: what was below
+    the floor is then exactly zero, as an underflow gives, and every result moves by at most
+    ``exp(floor)`` (3.5 · 10⁻³⁵ in float32, 10⁻³⁰⁴ in float64) and the subtraction's
+    rounding, which leaves those above ``4 exp(floor) / eps`` bit for bit as they were.
 
     Parameters
     ----------
     G : ndarray of float32 or float64
         The arguments; overwritten with the results.
+    ceiling : float, optional
+        Also lower the arguments to this, in the same pass: ``0.0`` for a kernel whose
+        squared distances round-off can make negative.
 
     Returns
     -------
@@ -38,9 +43,15 @@ def exp_floored(G: np.ndarray) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> exp_floored(np.array([0.0, -1.0, -720.0])) > 0
-    array([ True,  True,  True])
+    >>> exp_flushed(np.array([0.0, -1.0, -720.0]))
+    array([1.        , 0.36787944, 0.        ])
     """
-    floor = np.log(np.finfo(G.dtype).tiny) + EXP_FLOOR_MARGIN
-    np.maximum(G, G.dtype.type(floor), out=G)
-    return np.exp(G, out=G)
+    kind = G.dtype.type
+    floor = kind(np.log(np.finfo(G.dtype).tiny) + EXP_FLOOR_MARGIN)
+    if ceiling is None:
+        np.maximum(G, floor, out=G)
+    else:
+        np.clip(G, floor, kind(ceiling), out=G)
+    np.exp(G, out=G)
+    G -= np.exp(floor)
+    return G

@@ -21,7 +21,7 @@ from scipy.spatial import cKDTree
 
 from dkernel._budget import CACHE_BLOCK_BYTES, SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
-from dkernel.linalg.elementwise import exp_floored
+from dkernel.linalg.elementwise import exp_flushed
 from dkernel.linalg.threads import map_on_cores
 
 
@@ -90,7 +90,7 @@ def gaussian_shift(
         G = P[start : start + step].astype(dtype) @ scaled.T
         G -= bias[None, :]
         G -= G.max(axis=1, keepdims=True)
-        exp_floored(G)
+        exp_flushed(G)
         sums = (G @ ones).astype(np.float64)
         out[start : start + step] = sums[:, :d] / sums[:, d:] + centre
     return out

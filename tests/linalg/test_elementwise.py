@@ -1,40 +1,47 @@
-"""exp_floored against NumPy's exp (dkernel.linalg.elementwise)."""
+"""exp_flushed against NumPy's exp (dkernel.linalg.elementwise)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dkernel.linalg.elementwise import EXP_FLOOR_MARGIN, exp_floored
+from dkernel.linalg.elementwise import EXP_FLOOR_MARGIN, exp_flushed
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_exp_floored_is_exp_down_to_its_floor_and_never_subnormal(dtype):
+def test_exp_flushed_is_exp_with_the_smallest_results_flushed_to_zero(dtype):
     rng = np.random.default_rng(0)
     tiny = np.finfo(dtype).tiny
-    floor = np.log(tiny) + EXP_FLOOR_MARGIN
+    floor = dtype(np.log(tiny) + EXP_FLOOR_MARGIN)
     x = np.concatenate(
         [
             -rng.random(4000) * 3 * abs(floor),  # down through the subnormal range and below
-            np.linspace(floor - 1, floor + 1, 101),
+            np.linspace(floor - 1, floor + 40, 411),
             [0.0, -np.inf],
         ]
     ).astype(dtype)
-    got = exp_floored(x.copy())
+    got = exp_flushed(x.copy())
     with np.errstate(under="ignore"):
-        exact = np.exp(x.astype(np.float64))
-    above = x >= floor
-    # where the argument is above the floor: NumPy's exp in the same dtype, bit for bit
-    np.testing.assert_array_equal(got[above], np.exp(x[above]))
-    # below it: the floor's exp, a normal number within e^MARGIN of the smallest one
-    assert np.all(got[~above] == np.exp(dtype(floor)))
-    assert np.all(got >= tiny) and np.all(got <= 1)
-    # what changed moved by at most the floor's exp: far below float resolution next to 1
-    change = np.abs(got[~above] - exact[~above])
-    assert np.max(change) <= np.exp(floor) < np.finfo(dtype).eps * 1e-20
+        reference = np.exp(x)  # the slow, obvious one: subnormals and all
+    # below the floor: zero, as an underflow gives
+    assert np.all(got[x <= floor] == 0)
+    # above 4 exp(floor) / eps: NumPy's exp bit for bit
+    eps = np.finfo(dtype).eps
+    far = reference >= 4 * np.exp(floor) / eps
+    assert far.sum() > 1000
+    np.testing.assert_array_equal(got[far], reference[far])
+    # everywhere: within exp(floor) of it (and the subtraction's rounding), never subnormal
+    assert np.all(np.abs(got - reference) <= np.exp(floor) + eps * reference)
+    assert not np.any((got > 0) & (got < tiny))
 
 
-def test_exp_floored_works_in_place_and_keeps_the_dtype():
+def test_exp_flushed_with_a_ceiling_clips_both_ends_in_one_pass():
+    G = np.array([1.5, 0.0, -2.0, -1000.0])
+    out = exp_flushed(G, ceiling=0.0)
+    assert out is G
+    np.testing.assert_array_equal(out, [1.0, 1.0, np.exp(-2.0), 0.0])
+
+
+def test_exp_flushed_keeps_the_dtype():
     G = -np.arange(12, dtype=np.float32).reshape(3, 4) * 10
-    out = exp_floored(G)
-    assert out is G and out.dtype == np.float32
+    assert exp_flushed(G).dtype == np.float32
