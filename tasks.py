@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -22,6 +23,10 @@ ROOT = Path(__file__).resolve().parent
 TYPED = ["dkernel/storage", "dkernel/runtime", "dkernel/jobs", "dkernel/schema"]
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+#: Azurite, Azure Blob storage's emulator (an npm package), for the az:// tests: installed
+#: into the virtualenv (``.venv/node``) by the test setup when node and npm are there; the
+#: tests skip without it (nothing is downloaded while they run).
+AZURITE = "azurite@3.37.0"
 
 
 def _run(*cmd: str | Path, env: dict | None = None) -> None:
@@ -45,6 +50,20 @@ def ensure_env(extras: str) -> None:
         stamp.touch()
 
 
+def ensure_azurite() -> None:
+    """Install :data:`AZURITE` into ``.venv/node`` unless it is there or npm is missing."""
+    if (VENV / "node" / "node_modules" / ".bin" / "azurite-blob").exists():
+        return
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        print("node/npm not found: the az:// tests will be skipped", flush=True)
+        return
+    try:
+        _run(npm, "install", "--prefix", VENV / "node", AZURITE, "--no-audit", "--no-fund")
+    except subprocess.CalledProcessError:
+        print(f"npm install {AZURITE} failed: the az:// tests will be skipped", flush=True)
+
+
 def _env() -> dict:
     env = dict(os.environ)
     shared = ROOT.parent / "shared" / "data"
@@ -62,6 +81,7 @@ def demo() -> None:
 
 def test() -> None:
     ensure_env("test")
+    ensure_azurite()
     env = _env()
     _run(BIN / "ruff", "check", "dkernel", "tests", "benchmarks", env=env)
     _run(BIN / "ruff", "format", "--check", "dkernel", "tests", "benchmarks", env=env)

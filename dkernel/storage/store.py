@@ -548,12 +548,14 @@ def _consolidate(path: Path | str, storage_options: Mapping[str, Any] | None = N
         # zarr: consolidated metadata is not (yet) part of the Zarr v3 specification; xarray,
         # zarr-python and the Pangeo readers support it, which is what users open stores with
         warnings.simplefilter("ignore", UserWarning)
-        kw = _zarr_kwargs(path, storage_options or {})
         target: Any = str(path)
-        if kw:  # consolidate_metadata takes no storage_options: a store object
-            target = zarr.storage.FsspecStore.from_url(
-                str(path), storage_options=kw["storage_options"]
-            )
+        if isinstance(path, str):  # consolidate_metadata takes no storage_options: a store
+            # a file system of its own, without cached listings: the Dask workers wrote the
+            # arrays, and a listing this process cached before (adlfs keeps one per folder)
+            # would leave them out of the snapshot
+            options = remote.storage_options(path, storage_options)
+            options.update(skip_instance_cache=True, use_listings_cache=False)
+            target = zarr.storage.FsspecStore.from_url(path, storage_options=options)
         zarr.consolidate_metadata(target, zarr_format=3)
 
 
