@@ -29,7 +29,7 @@ def rbf_block(
 
     One GEMM of ``2γX`` with ``Y``, then in-place passes that subtract ``γ||x||²`` and
     ``γ||y||²``, clip to ``[floor, 0]`` (round-off can make a squared distance negative; the
-    floor keeps ``exp`` out of the subnormal numbers, :func:`~dkernel.linalg.elementwise.exp_flushed`)
+    floor keeps ``exp`` out of the subnormal numbers, ``dkernel.linalg.elementwise.exp_flushed``)
     and exponentiate, all in ``dtype`` (no temporaries of the block's size).
 
     Examples
