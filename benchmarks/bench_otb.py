@@ -192,7 +192,8 @@ def write_table(rows: list[dict], args: argparse.Namespace, version: str) -> Non
         "",
         f"OTB: {version}. Machine: {os.cpu_count()} CPUs; median of {args.repeat} run(s); "
         f"synthetic scene {args.side} × {args.side} × 6; load average at the end "
-        f"{os.getloadavg()[0]:.1f} (others' work shares the CPUs: compare ratios, not times).",
+        f"{os.getloadavg()[0]:.1f} (others' work shares the CPUs: compare ratios, not times); "
+        f"dkernel from the environment at {sys.prefix}.",
         "",
         "| scene | run | wall (s) | CPU (s) | peak memory, all processes (GiB) | ARI | "
         "wall / OTB defaults |",

@@ -38,6 +38,7 @@ from dkernel.io.data import DATA_HELP, data_root
 from dkernel.io.registry import READERS, get_reader
 from dkernel.io.remote import redact_storage_options
 from dkernel.jobs.registry import METHODS, get_method
+from dkernel.runtime.connect import IN_PROCESS_MAX_MEMORY, IN_PROCESS_MAX_SAMPLES
 from dkernel.schema.params import REQUIRED, Param, validate_mapping
 from dkernel.storage.remote import Location, as_location, inside, is_remote
 
@@ -98,7 +99,8 @@ RUNTIME = (
         "in_process",
         "bool",
         default=True,
-        doc="A small job (< 10^6 rows, <= 2 GiB estimated) runs on thread workers of this "
+        doc=f"A small job (< {IN_PROCESS_MAX_SAMPLES:.0e} rows or pixels, <= "
+        f"{IN_PROCESS_MAX_MEMORY / 2**30:g} GiB estimated) runs on thread workers of this "
         "process: no cluster to start or stop (seconds saved), no dashboard; values computed "
         "outside the tasks may differ from a process-worker run in the last bits. false starts "
         "process workers and the dashboard.",
