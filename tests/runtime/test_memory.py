@@ -29,14 +29,19 @@ print((rss() - before) / 2**20)
 """
 
 
-def _kept_mib(mode: str) -> float:
-    # glibc's own defaults: distributed's nanny may have put MALLOC_TRIM_THRESHOLD_ into this
-    # process's environment when an earlier test started a cluster
+def _printed(script: str, mode: str) -> float:
+    """What ``script`` prints, run in a fresh interpreter with glibc's own defaults
+    (distributed's nanny may have put MALLOC_TRIM_THRESHOLD_ into this process's environment
+    when an earlier test started a cluster)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, mode], capture_output=True, text=True, check=True, env=env
+        [sys.executable, "-c", script, mode], capture_output=True, text=True, check=True, env=env
     )
     return float(out.stdout.strip())
+
+
+def _kept_mib(mode: str) -> float:
+    return _printed(_SCRIPT, mode)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt (Linux)")
@@ -63,11 +68,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
 def _page_faults(mode: str) -> int:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    out = subprocess.run(
-        [sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True, check=True, env=env
-    )
-    return int(out.stdout.strip())
+    return int(_printed(_FAULTS, mode))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt (Linux)")
