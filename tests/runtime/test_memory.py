@@ -56,7 +56,12 @@ import resource, sys
 import numpy as np
 from dkernel.runtime.memory import limit_freed_memory, reuse_freed_memory
 
+import ctypes
 assert limit_freed_memory()
+# the mmap threshold glibc starts with: the imports above may have raised it already (a freed
+# mapped block raises it while the thresholds are dynamic), which would hide what the low trim
+# threshold costs when they have not
+ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)
 if sys.argv[1] == "reuse":
     assert reuse_freed_memory()
 np.ones(2**20, dtype=np.float32)  # the first block may fault in either case
