@@ -36,6 +36,7 @@ import xarray as xr
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.io.gdal import GDAL_CACHE_MB
+from dkernel.rows import delayed_array
 from dkernel.runtime.progress import compute_parts
 from dkernel.storage.side_files import check_side_file, side_file
 
@@ -742,7 +743,7 @@ def class_statistics(
         lab = labels[r0:r1]
         pix = data[:, r0:r1]
         if isinstance(lab, da.Array) or isinstance(pix, da.Array):
-            parts.append(dask.delayed(_strip_sums)(lab, pix, n))
+            parts.append(dask.delayed(_strip_sums)(delayed_array(lab), delayed_array(pix), n))
         else:
             parts.append(_strip_sums(lab, pix, n))
     parts = compute_parts(parts) if parts else [np.zeros((n, 1 + n_bands))]

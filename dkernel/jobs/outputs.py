@@ -341,6 +341,12 @@ class _Writer:
             self.store.write(out.name, out.dataset)
             return
         from dkernel.runtime import compute_with_progress
+        from dkernel.runtime.progress import local_progress_bar
+
+        if self.ctx.client is None:  # written by dask's local scheduler as it goes
+            with local_progress_bar(self.ctx.progress):
+                self.store.write(out.name, out.dataset)
+            return
 
         compute_with_progress(
             self.store.write(out.name, out.dataset, compute=False),

@@ -80,8 +80,9 @@ class JobContext:
         The spec's ``params``, defaults filled in.
     data : LoadedData
         The data, checked and preprocessed.
-    client : distributed.Client
-        The job's cluster.
+    client : distributed.Client or None
+        The job's cluster; None when the job runs on threads of this process
+        (:class:`~dkernel.runtime.threads.InProcessScheduler`, Dask's configured scheduler).
     store : StoreView
         What the step's earlier outputs wrote, read back.
     seed : int
@@ -93,7 +94,7 @@ class JobContext:
     spec: JobSpec
     params: dict[str, Any]
     data: LoadedData
-    client: Client
+    client: Client | None
     store: StoreView
     seed: int
     progress: bool = True
@@ -108,7 +109,17 @@ class JobContext:
             Xd = with_own_keys(X.rechunk({0: rows, 1: -1}))
         else:  # name=False: keys of this job's own (see with_own_keys)
             Xd = da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
-        return self.client.persist(Xd)
+        return persist(Xd, self.client)
+
+
+def persist(X: Any, client: Any) -> Any:
+    """``X`` persisted on ``client``'s cluster, or in this process's memory (``client`` None:
+    Dask's configured scheduler computes it)."""
+    if client is None:
+        import dask
+
+        return dask.persist(X)[0]
+    return client.persist(X)
 
 
 def with_own_keys(X: Any) -> Any:

@@ -24,8 +24,9 @@ from dkernel.jobs.prepare import (  # noqa: F401  (re-exported: the pre-cluster 
     load_data,
     prepare_job,
 )
-from dkernel.jobs.registry import JobContext, StoreView, get_method, with_own_keys
+from dkernel.jobs.registry import JobContext, StoreView, get_method, persist, with_own_keys
 from dkernel.jobs.spec import JobSpec, OutputPolicy
+from dkernel.runtime.threads import InProcessScheduler
 from dkernel.storage.layout import input_dataset
 from dkernel.storage.lock import RemoteStoreLease, StoreLease, acquire_lease
 from dkernel.storage.remote import Location, as_location, is_remote
@@ -39,6 +40,9 @@ from dkernel.storage.store import (
 
 logger = logging.getLogger(__name__)
 
+#: ``runtime.scheduler`` in the store of a job that ran on threads of its own process.
+IN_PROCESS_SCHEDULER = "dask threads of the dkernel process"
+
 
 class JobFailedError(DKernelError, RuntimeError):
     """A job that failed while running; its store is marked ``failed``."""
@@ -51,8 +55,10 @@ class JobFailedError(DKernelError, RuntimeError):
 def _check_cluster_memory(spec: JobSpec, data: LoadedData, client: Any) -> None:
     """The cost estimate again, ``max_memory`` capped at the workers' total memory limit.
 
-    Only known once the cluster answers; a worker without a limit caps nothing. Refused
-    before the store is opened."""
+    Only known once the cluster answers; a worker without a limit caps nothing (nor do the
+    threads of this process: ``client`` None). Refused before the store is opened."""
+    if client is None:
+        return
     workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
     limits = [float(w.get("memory_limit") or 0) for w in workers]
     if not limits or not all(limits):
@@ -221,8 +227,9 @@ def _run_leased(
     cost = method.estimate and method.estimate(spec.params, data.n_samples, data.n_features)
     memory = cost.memory_bytes if cost else 0.0
     own_client = client is None
+    threads = None
     if own_client:
-        client = _start_client(
+        client, threads = _start_runtime(
             spec,
             data,
             memory,
@@ -234,14 +241,17 @@ def _run_leased(
             quiet=quiet,
         )
     try:
-        from dkernel.runtime.plugins import register_job_plugins
+        if client is not None:
+            from dkernel.runtime.plugins import register_job_plugins
 
-        # prepare_job bounded this process's GDAL cache already; on a cluster of its own the
-        # job reports a failed task in one line (--log-level debug keeps the workers' record)
-        register_job_plugins(
-            client,
-            embedded=own_client and scheduler is None and not logger.isEnabledFor(logging.DEBUG),
-        )
+            # prepare_job bounded this process's GDAL cache already; on a cluster of its own
+            # the job reports a failed task in one line (--log-level debug keeps the workers')
+            register_job_plugins(
+                client,
+                embedded=own_client
+                and scheduler is None
+                and not logger.isEnabledFor(logging.DEBUG),
+            )
         _check_cluster_memory(spec, data, client)
         store = _open_store(spec, data, resume=resume)
         _run_in_store(
@@ -251,17 +261,20 @@ def _run_leased(
             lease=lease,
             method=method,
             client=client,
+            threads=threads,
             scheduler=scheduler,
             progress=progress,
             t_start=t_start,
         )
     finally:
-        if own_client:
+        if threads is not None:
+            threads.close()
+        elif own_client:
             client.close()
     logger.info(f"complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
 
 
-def _start_client(
+def _start_runtime(
     spec: JobSpec,
     data: LoadedData,
     memory: float,
@@ -272,10 +285,11 @@ def _start_client(
     timeout: float,
     security: Any,
     quiet: bool,
-) -> Any:
-    """The job's own client: in this process for a small job (unless a cluster is asked for),
-    else an embedded cluster of process workers or the scheduler asked for; a failure to start
-    or connect is one line, exit 1."""
+) -> tuple[Any, InProcessScheduler | None]:
+    """Where the job runs, as ``(client, threads)``: Dask's threaded scheduler on threads of
+    this process for a small job unless a cluster is asked for (``(None, threads)``, open),
+    else a client of an embedded cluster of process workers or of the scheduler asked for
+    (``(client, None)``); a failure to start or connect is one line, exit 1."""
     from dkernel.runtime import connect
     from dkernel.runtime.connect import runs_in_process
 
@@ -286,14 +300,29 @@ def _start_client(
         scheduler=scheduler,
         n_workers=n_workers,
     )
+    if in_process:
+        from dkernel.runtime.connect import check_cluster_size, default_workers
+
+        # the spec's runtime is checked as for a cluster, and the job gets the threads that
+        # cluster would have; "auto" limits no worker here (and needs no distributed to read)
+        workers, threads_each = default_workers()
+        threads_each = threads_per_worker or threads_each
+        limit = spec.runtime.get("memory_limit", "auto")
+        check_cluster_size(workers, threads_each, None if limit == "auto" else limit)
+        threads = InProcessScheduler(workers * threads_each).__enter__()
+        if not quiet:
+            logger.info(
+                f"a small job: running on {threads.n_threads} threads of this process, without "
+                "a cluster or dashboard (--workers N, or runtime.in_process: false, starts "
+                "process workers and one)"
+            )
+        return None, threads
     try:
         client = connect(
             scheduler,
             n_workers=n_workers,
             threads_per_worker=threads_per_worker,
             memory_limit=spec.runtime.get("memory_limit", "auto"),
-            processes=not in_process,
-            dashboard=not in_process,
             timeout=timeout,
             quiet=True,
             security=security,
@@ -305,15 +334,9 @@ def _start_client(
         raise JobFailedError(
             f"job {spec.name!r} could not {what}: {failure_cause(exc)}", spec.output
         ) from exc
-    if in_process and not quiet:
-        n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
-        logger.info(
-            f"a small job: running on {n} thread workers of this process, without a dashboard "
-            "(--workers N, or runtime.in_process: false, starts process workers and one)"
-        )
-    elif not quiet:
+    if not quiet:
         logger.info(f"Dask dashboard: {client.dashboard_link}")
-    return client
+    return client, None
 
 
 def _open_store(spec: JobSpec, data: LoadedData, *, resume: bool) -> ResultsStore:
@@ -351,6 +374,7 @@ def _run_in_store(
     lease: StoreLease | RemoteStoreLease,
     method: Any,
     client: Any,
+    threads: InProcessScheduler | None,
     scheduler: str | None,
     progress: bool,
     t_start: float,
@@ -363,7 +387,7 @@ def _run_in_store(
     before the final ``complete`` write and all of it before a ``failed`` one, so that the
     status is written even when another process fills the disk.
     """
-    from dkernel.runtime.monitor import ResourceMonitor
+    from dkernel.runtime.monitor import InProcessMonitor, ResourceMonitor
 
     identity = _identity(spec.output)
     reserve = _reserve_bytes(spec.output)
@@ -374,12 +398,12 @@ def _run_in_store(
         )
     monitor = None
     try:
-        store.update_attrs(runtime=runtime_info(client, scheduler))
+        store.update_attrs(runtime=runtime_info(client, scheduler, threads))
         logger.info(
             f"job {spec.name!r}: method {spec.method}, {data.n_samples} samples × "
             f"{data.n_features} features → {spec.output}"
         )
-        monitor = ResourceMonitor(client)
+        monitor = ResourceMonitor(client) if threads is None else InProcessMonitor(threads)
         with monitor:
             t = time.perf_counter()
             data = _held_in_memory(data, client)
@@ -610,21 +634,25 @@ def _mount_of(path: Path) -> tuple[str, str]:
     return str(mount), "unknown"
 
 
-def runtime_info(client: Any, scheduler: str | None) -> dict[str, Any]:
+def runtime_info(
+    client: Any, scheduler: str | None, threads: InProcessScheduler | None = None
+) -> dict[str, Any]:
     """Where the job ran (no environment, no credentials): scheduler kind and workers."""
+    if threads is not None:
+        return {"scheduler": IN_PROCESS_SCHEDULER, "n_workers": 1, "n_threads": threads.n_threads}
     try:
         info = client.scheduler_info()
         workers = info.get("workers", {})
-        threads = sum(int(w.get("nthreads", 0)) for w in workers.values())
+        n_threads = sum(int(w.get("nthreads", 0)) for w in workers.values())
     except Exception:  # noqa: BLE001
-        workers, threads = {}, 0
+        workers, n_threads = {}, 0
     embedded = "embedded LocalCluster"
     if getattr(getattr(client, "cluster", None), "processes", True) is False:
         embedded = "in-process LocalCluster (threads)"
     return {
         "scheduler": "external" if scheduler else embedded,
         "n_workers": len(workers),
-        "n_threads": threads,
+        "n_threads": n_threads,
     }
 
 
@@ -647,7 +675,7 @@ def _held_in_memory(data: LoadedData, client: Any) -> LoadedData:
         return data
     if math.isnan(X.nbytes) or X.nbytes > PERSIST_BYTES:
         return data
-    return replace(data, X=client.persist(with_own_keys(X)))
+    return replace(data, X=persist(with_own_keys(X), client))
 
 
 def _write_input(store: ResultsStore, data: LoadedData) -> None:

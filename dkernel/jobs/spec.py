@@ -100,8 +100,8 @@ RUNTIME = (
         "bool",
         default=True,
         doc=f"A small job (< {IN_PROCESS_MAX_SAMPLES:.0e} rows or pixels, <= "
-        f"{IN_PROCESS_MAX_MEMORY / 2**30:g} GiB estimated) runs on thread workers of this "
-        "process: no cluster to start or stop (seconds saved), no dashboard; values computed "
+        f"{IN_PROCESS_MAX_MEMORY / 2**30:g} GiB estimated) runs on Dask's threaded scheduler in "
+        "this process: no cluster to start or stop (seconds saved), no dashboard; values computed "
         "outside the tasks may differ from a process-worker run in the last bits. false starts "
         "process workers and the dashboard.",
     ),

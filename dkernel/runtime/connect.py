@@ -26,9 +26,9 @@ MIN_WORKER_MEMORY = 256 * 2**20
 #: Longest wait for a scheduler (seconds) that ``connect`` accepts.
 MAX_TIMEOUT = 3600.0
 #: Jobs with fewer samples (rows or pixels) than this, and an estimated peak memory below
-#: :data:`IN_PROCESS_MAX_MEMORY`, are small: they run on an in-process
-#: cluster (thread workers; the spec's ``runtime.in_process``, on by default) unless a
-#: scheduler or a number of workers is asked for. Starting and stopping process workers (each
+#: :data:`IN_PROCESS_MAX_MEMORY`, are small: they run on threads of this process
+#: (:class:`~dkernel.runtime.threads.InProcessScheduler`; the spec's ``runtime.in_process``, on
+#: by default) unless a scheduler or a number of workers is asked for. Starting and stopping process workers (each
 #: re-imports dkernel) took ~8 of the 9.4 s of ``dkernel run jobs/wine-rbf-kpca.yaml``; and
 #: MSSC on the 10⁶-pixel synthetic scene of ``benchmarks/bench_otb.py`` took 13.9 s in
 #: process against 29.5 s on two process workers, on 4 · 10⁶ pixels 29.7 s against 39.1 s
@@ -53,13 +53,14 @@ def runs_in_process(
     scheduler: str | None = None,
     n_workers: int | None = None,
 ) -> bool:
-    """Whether a job runs on an in-process cluster (threads) rather than process workers.
+    """Whether a job runs on threads of this process (Dask's threaded scheduler, an
+    :class:`~dkernel.runtime.threads.InProcessScheduler`) rather than on process workers.
 
     The default for a small job: no cluster to start or stop, which is
-    most of a small job's time, and no dashboard. Thread workers share this process's memory
-    and GIL; NumPy and the BLAS release the GIL, and the BLAS runs one thread per worker as it
+    most of a small job's time, and no dashboard. The threads share this process's memory
+    and GIL; NumPy and the BLAS release the GIL, and the BLAS runs one thread per task as it
     does in a process worker, so the tasks give the process workers' results bit for bit.
-    While the in-process cluster is open this process's own BLAS runs on one thread too, so
+    While the job runs this process's own BLAS runs on one thread too, so
     what a job computes outside its tasks (small eigenproblems, metrics) may differ from a
     process-worker run in the last bits (the wine job's store is the same bit for bit).
 
@@ -382,6 +383,8 @@ def check_cluster_size(
 
 def _worker_memory(memory_limit: Any, threads: int, cores: int) -> int | None:
     """Bytes per worker as distributed will read ``memory_limit`` (None: no limit)."""
+    if memory_limit is None:
+        return None
     from distributed.worker_memory import parse_memory_limit
 
     if isinstance(memory_limit, bool):

@@ -10,20 +10,24 @@ import threading
 from typing import Any
 
 
-def _worker_snapshot(dask_worker: Any) -> dict[str, Any]:
-    """Runs on each worker: tasks executed so far, current and peak RSS of the process."""
+def _peak_rss() -> int:
+    """This process's peak resident memory so far (bytes)."""
     import resource
     import sys
 
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux reports KiB
+
+
+def _worker_snapshot(dask_worker: Any) -> dict[str, Any]:
+    """Runs on each worker: tasks executed so far, current and peak RSS of the process."""
     import psutil
 
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    peak_bytes = peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
     return {
         "name": str(dask_worker.name),
         "executed": int(dask_worker.state.executed_count),
         "rss": int(psutil.Process().memory_info().rss),
-        "peak_rss": int(peak_bytes),
+        "peak_rss": _peak_rss(),
     }
 
 
@@ -101,4 +105,32 @@ class ResourceMonitor:
             "n_workers": len(workers),
             "peak_worker_memory": max((w["peak_memory"] for w in workers.values()), default=0),
             "workers": workers,
+        }
+
+
+class InProcessMonitor:
+    """What a job used on the threads of this process (an
+    :class:`~dkernel.runtime.threads.InProcessScheduler`): the tasks it ran, and the peak
+    memory of this process, reading the input included. Same interface and summary as
+    :class:`ResourceMonitor`, with one worker: ``"this process"``."""
+
+    def __init__(self, threads: Any) -> None:
+        self.threads = threads
+        self._tasks = 0
+
+    def __enter__(self) -> InProcessMonitor:
+        self._tasks = -self.threads.n_tasks
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._tasks += self.threads.n_tasks
+
+    def summary(self) -> dict[str, Any]:
+        """``{"n_tasks", "n_workers", "peak_worker_memory", "workers": {...}}`` (bytes)."""
+        peak = _peak_rss()
+        return {
+            "n_tasks": int(self._tasks),
+            "n_workers": 1,
+            "peak_worker_memory": peak,
+            "workers": {"this process": {"tasks": int(self._tasks), "peak_memory": peak}},
         }

@@ -8,9 +8,10 @@ plain line is written every ``interval`` seconds and once at the end.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 #: Seconds between the plain progress lines written when stderr is not a terminal.
@@ -35,8 +36,12 @@ class TextBar:
     ends it with the total time and a newline.
     """
 
-    def __init__(self, stream: Any, what: str, total: int, done: int = 0) -> None:
+    def __init__(
+        self, stream: Any, what: str, total: int, done: int = 0, *, ansi: bool = True
+    ) -> None:
         self.stream, self.what, self.total = stream, what, total
+        # a notebook's output has no erase-line code: a shorter line is padded with blanks
+        self.ansi, self._width = ansi, 0
         self.start = self._last = time.monotonic()
         self.first = self.done = done
         self._draw()
@@ -67,7 +72,9 @@ class TextBar:
             text += f"  {rate:.3g}/s  ETA {_duration(left)}"
         # \r and erase-to-end-of-line: the bar is redrawn over itself
         end = "\n" if final else ""
-        print(f"\r{text}\x1b[K", end=end, file=self.stream, flush=True)
+        erase = "\x1b[K" if self.ansi else " " * max(self._width - len(text), 0)
+        self._width = len(text)
+        print(f"\r{text}{erase}", end=end, file=self.stream, flush=True)
 
 
 def _duration(seconds: float) -> str:
@@ -96,13 +103,43 @@ def _widgets_available() -> bool:
 
 
 def active_client() -> Any:
-    """The current ``distributed`` client, or None (local schedulers)."""
+    """The current ``distributed`` client, or None: when ``distributed`` was never imported
+    (there is then no client, and it stays unimported), or when ``dask.config`` names a local
+    scheduler (an :class:`~dkernel.runtime.threads.InProcessScheduler`, say), which Dask's
+    ``compute`` then uses too."""
+    if "distributed" not in sys.modules:
+        return None
+    import dask
+
+    configured = dask.config.get("scheduler", None)
+    if configured is not None and not _names_distributed(configured):
+        return None
     try:
         from distributed import get_client
 
         return get_client()
     except (ImportError, ValueError):
         return None
+
+
+def local_scheduler() -> dict[str, Any]:
+    """``dask.compute`` keywords for a computation without a client: none when ``dask.config``
+    names a scheduler; else dask's threaded scheduler, named as a callable, when
+    ``distributed`` was never imported (Dask would import it to look for a client: 0.3–0.7 s)."""
+    import dask
+
+    if dask.config.get("scheduler", None) is not None or "distributed" in sys.modules:
+        return {}
+    import dask.threaded
+
+    return {"scheduler": dask.threaded.get}
+
+
+def _names_distributed(scheduler: Any) -> bool:
+    """Whether a ``dask.config`` scheduler is a ``distributed`` client (or names one)."""
+    if isinstance(scheduler, str):
+        return scheduler.lower() in ("dask.distributed", "distributed")
+    return "Client" in type(scheduler).__name__
 
 
 def wait_with_progress(
@@ -166,12 +203,21 @@ def compute_with_progress(
         return type(obj)(result) if many else result
     import dask
 
-    if show and sys.stderr.isatty():
+    with local_progress_bar(show):
+        return dask.compute(obj, **local_scheduler())[0]
+
+
+@contextlib.contextmanager
+def local_progress_bar(show: bool) -> Iterator[None]:
+    """Dask's progress bar for what dask's local scheduler computes inside, when ``show`` and
+    stderr is a terminal or a notebook's output."""
+    if show and (_is_terminal(sys.stderr) or _in_notebook()):
         from dask.diagnostics import ProgressBar
 
         with ProgressBar(out=sys.stderr):
-            return dask.compute(obj)[0]
-    return dask.compute(obj)[0]
+            yield
+    else:
+        yield
 
 
 def compute_parts(
@@ -185,18 +231,20 @@ def compute_parts(
     tasks that led to it, at once. One future for the whole list (as in
     :func:`compute_with_progress`) keeps every part's result and the record of every task
     behind it on the workers until the last part is done: their memory then grows with the
-    number of chunks. When ``show``, a ``TextBar`` (parts done, rate, time left) is
-    drawn when stderr is a terminal; otherwise a line gives the parts done every
-    ``LINE_INTERVAL`` seconds and at the end. Without a client the local scheduler computes
-    them.
+    number of chunks. Without a client, Dask's configured local scheduler (threads by
+    default) computes them in one pass. When ``show``, a ``TextBar`` (parts done, rate, time
+    left) is drawn when stderr is a terminal; otherwise a line gives the parts done every
+    ``LINE_INTERVAL`` seconds and at the end.
     """
     import dask
 
     values = list(parts)
     lazy = [i for i, part in enumerate(values) if dask.is_dask_collection(part)]
+    if not lazy:
+        return values
     client = client if client is not None else active_client()
-    if client is None or not lazy:
-        return list(dask.compute(*values))
+    if client is None:
+        return _compute_parts_locally(values, lazy, show=show, what=what)
     from distributed import as_completed
 
     futures = client.compute([values[i] for i in lazy])
@@ -206,21 +254,76 @@ def compute_parts(
     # as_completed waits on the default client's event loop unless told: that of ``client``
     pending = as_completed(futures, loop=client.loop, with_results=True)
     del futures, future  # the loop below holds each future only until its value is in
-    start = last = time.monotonic()
-    done = len(values) - len(lazy)
-    stream = sys.stderr
-    bar = TextBar(stream, what, len(values), done) if show and _is_terminal(stream) else None
+    report = _PartsProgress(what, len(values), len(values) - len(lazy), show=show)
     for future, value in pending:
         for i in slots.pop(future.key, ()):
             values[i] = value
-            done += 1
-        if bar is not None:
-            bar.update(done)
-        elif show and time.monotonic() - last >= LINE_INTERVAL:
-            last = time.monotonic()
-            _progress_line(stream, what, done, len(values), start)
-    if bar is not None:
-        bar.close()
-    elif show:
-        _progress_line(stream, what, len(values), len(values), start, final=True)
+            report.part_done()
+    report.close()
     return values
+
+
+def _compute_parts_locally(values: list, lazy: list[int], *, show: bool, what: str) -> list:
+    """``compute_parts`` on Dask's local scheduler: one pass over every part; a part is done
+    (a scheduler callback, on the thread that schedules) when its last output key is."""
+    import dask
+
+    if not show:
+        computed = dask.compute(*(values[i] for i in lazy), **local_scheduler())
+    else:
+        from dask.core import flatten
+
+        report = _PartsProgress(what, len(values), len(values) - len(lazy), show=True)
+        parts_of: dict[Any, list[int]] = {}
+        keys_left: list[int] = []
+        for n, i in enumerate(lazy):
+            keys = set(flatten(values[i].__dask_keys__()))
+            keys_left.append(len(keys))
+            for key in keys:
+                parts_of.setdefault(key, []).append(n)
+
+        def finished(key: Any, *_: Any) -> None:
+            for n in parts_of.pop(key, ()):
+                keys_left[n] -= 1
+                if keys_left[n] == 0:
+                    report.part_done()
+
+        # passed to this compute alone: dask's global callbacks are swapped out while any
+        # thread computes, so one registered here could miss this pass
+        computed = dask.compute(
+            *(values[i] for i in lazy),
+            callbacks=[(None, None, None, finished, None)],
+            **local_scheduler(),
+        )
+        report.close()
+    for i, value in zip(lazy, computed, strict=True):
+        values[i] = value
+    return values
+
+
+class _PartsProgress:
+    """Parts of a pass done, for people: a ``TextBar`` when stderr is a terminal or a
+    notebook's output (without ANSI codes there), else a line
+    every ``LINE_INTERVAL`` seconds and one at the end; nothing unless ``show``."""
+
+    def __init__(self, what: str, total: int, done: int, *, show: bool) -> None:
+        self.what, self.total, self.done, self.show = what, total, done, show
+        self.stream = sys.stderr
+        self.start = self.last = time.monotonic()
+        notebook = show and _in_notebook()
+        drawn = notebook or (show and _is_terminal(self.stream))
+        self.bar = TextBar(self.stream, what, total, done, ansi=not notebook) if drawn else None
+
+    def part_done(self) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(self.done)
+        elif self.show and time.monotonic() - self.last >= LINE_INTERVAL:
+            self.last = time.monotonic()
+            _progress_line(self.stream, self.what, self.done, self.total, self.start)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.show:
+            _progress_line(self.stream, self.what, self.total, self.total, self.start, final=True)

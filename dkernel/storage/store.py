@@ -428,21 +428,22 @@ class ResultsStore:
                 return resumed
         self._register_group(group)
         dataset.attrs[GROUP_MARKER] = "writing"
-        delayed_write = dataset.to_zarr(
+        written = dataset.to_zarr(
             str(self.path),
             group=group,
             mode="w",
             zarr_format=3,
             consolidated=False,
-            compute=False,
+            compute=compute,
             encoding=_encoding(group, dataset),
             **self._zarr,
         )
-        finish = _finish_group_delayed(delayed_write, str(self.path), group, self._zarr)
         if compute:
-            finish.compute()
+            # written now (a delayed write wrapped in a delayed mark would import distributed
+            # in a process without it: dask wraps a collection handed to ``dask.delayed``)
+            _mark_group(str(self.path), group, None, self._zarr)
             return None
-        return finish
+        return _finish_group_delayed(written, str(self.path), group, self._zarr)
 
     # -- resuming ------------------------------------------------------------------------
     resuming: bool = False

@@ -1,5 +1,6 @@
-"""Small jobs run on thread workers of this process (``dkernel.runtime.connect``), with the
-same results bit for bit as on process workers."""
+"""Small jobs run on dask's threaded scheduler in this process (``dkernel.runtime.threads``),
+with the same results bit for bit as on process workers; ``connect(processes=False)`` gives
+thread workers of a ``distributed`` cluster in this process."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
+from dkernel.jobs.runner import IN_PROCESS_SCHEDULER
 from dkernel.runtime.connect import (
     IN_PROCESS_MAX_MEMORY,
     IN_PROCESS_MAX_SAMPLES,
@@ -94,11 +96,77 @@ def test_a_small_job_runs_in_process_by_default_with_the_process_clusters_result
         p: dict(zarr.open_group(str(p), mode="r").attrs)["runtime"]["scheduler"]
         for p in (threads, processes)
     }
-    assert runtime == {
-        threads: "in-process LocalCluster (threads)",
-        processes: "embedded LocalCluster",
-    }
+    assert runtime == {threads: IN_PROCESS_SCHEDULER, processes: "embedded LocalCluster"}
     a, b = _arrays(threads), _arrays(processes)
     assert a.keys() == b.keys() and len(a) > 5
     different = [k for k in a if not np.array_equal(a[k], b[k], equal_nan=True)]
     assert not different
+
+
+def test_in_process_scheduler_runs_dask_on_its_threads_with_one_blas_thread():
+    import dask
+    import dask.array as da
+    from distributed import Client
+    from threadpoolctl import threadpool_limits
+
+    from dkernel.runtime.progress import active_client
+    from dkernel.runtime.threads import InProcessScheduler
+
+    x = da.arange(12, chunks=3)
+    with (
+        threadpool_limits(limits=2, user_api="blas"),
+        Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None),
+    ):
+        before = _blas_threads()
+        with InProcessScheduler(2) as threads:
+            assert _blas_threads() == 1
+            # a distributed client around is not used: the configured scheduler wins
+            assert active_client() is None
+            assert int(x.sum().compute()) == 66
+            assert dask.compute(dask.delayed(_blas_threads)())[0] == 1
+        assert threads.n_tasks >= 4  # 4 chunks, their sums and the total
+        assert _blas_threads() == before
+        assert active_client() is not None
+
+
+def test_in_process_scheduler_refuses_no_threads():
+    from dkernel.runtime.threads import InProcessScheduler
+
+    with pytest.raises(ValueError, match="n_threads must be >= 1"):
+        InProcessScheduler(0)
+
+
+_NO_DISTRIBUTED = """
+import sys
+from dkernel.jobs.runner import run_job
+store = run_job(sys.argv[1], output=sys.argv[2], progress=True)
+import zarr
+attrs = dict(zarr.open_group(str(store), mode="r").attrs)
+print(attrs["runtime"]["scheduler"], attrs["resources"]["n_tasks"], attrs["status"])
+print("distributed imported:", "distributed" in sys.modules)
+"""
+
+
+@pytest.mark.slow
+def test_a_small_job_needs_no_distributed(tmp_path):
+    """The wine job, in a fresh interpreter: no ``distributed`` import (0.3-0.7 s), no
+    event loop; its tasks are counted."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _NO_DISTRIBUTED,
+            str(REPO / "jobs" / "wine-rbf-kpca.yaml"),
+            str(tmp_path / "wine.zarr"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    scheduler, n_tasks, status = out.stdout.splitlines()[0].rsplit(" ", 2)
+    assert scheduler == IN_PROCESS_SCHEDULER and int(n_tasks) > 0 and status == "complete"
+    assert "distributed imported: False" in out.stdout

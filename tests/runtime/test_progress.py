@@ -199,3 +199,23 @@ def test_compute_parts_writes_plain_lines_off_a_terminal(client, capfd, monkeypa
     err = capfd.readouterr().err
     assert "\r" not in err and "#" not in err
     assert "[dkernel] stage one: 4/4 done in" in err
+
+
+def test_compute_parts_without_a_client_counts_parts_in_plain_lines(capfd, monkeypatch):
+    """On dask's local scheduler (no client): the values in order, and the parts counted as
+    each one's last key is done."""
+    import dask
+
+    from dkernel.runtime.threads import InProcessScheduler
+
+    monkeypatch.setattr(P, "LINE_INTERVAL", 0.0)
+    parts = [dask.delayed(np.max)(dask.delayed(np.full, pure=True)(10, i)) for i in range(5)] + [7]
+    with InProcessScheduler(2):
+        values = P.compute_parts(parts, show=True, what="stage one")
+    assert values == [0, 1, 2, 3, 4, 7]
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("[dkernel] stage one:")]
+    # one part (the 7) is done from the start; a line per part after that, and the last one
+    assert [line.split()[3] for line in lines[:-1]] == [f"{n}/6" for n in range(2, 7)]
+    assert lines[-1].startswith("[dkernel] stage one: 6/6 done in")
+    assert P.compute_parts([dask.delayed(int)(3)]) == [3]

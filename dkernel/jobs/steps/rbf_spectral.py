@@ -19,6 +19,7 @@ from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.runtime.progress import compute_parts
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import REQUIRED, Param
 
@@ -128,7 +129,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         attrs = {"kernel": "rbf", "sigma": est.sigma_, "block_size": int(K_source.chunksize[0])}
         yield Group("kernel", kernel_dataset(K_source, attrs=attrs), lazy=True)
         K_source = ctx.store.read_array("kernel", "kernel")
-    K = aligned(np.asarray(ctx.client.compute(K_source).result(), dtype=np.float64))
+    K = aligned(np.asarray(compute_parts([K_source], ctx.client)[0], dtype=np.float64))
     yield Timing.since("kernel", t)
 
     t = time.perf_counter()
