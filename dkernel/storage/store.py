@@ -428,21 +428,21 @@ class ResultsStore:
                 return resumed
         self._register_group(group)
         dataset.attrs[GROUP_MARKER] = "writing"
-        written = dataset.to_zarr(
-            str(self.path),
-            group=group,
-            mode="w",
-            zarr_format=3,
-            consolidated=False,
-            compute=compute,
-            encoding=_encoding(group, dataset),
+        options: dict[str, Any] = {
+            "group": group,
+            "mode": "w",
+            "zarr_format": 3,
+            "consolidated": False,
+            "encoding": _encoding(group, dataset),
             **self._zarr,
-        )
+        }
         if compute:
             # written now (a delayed write wrapped in a delayed mark would import distributed
             # in a process without it: dask wraps a collection handed to ``dask.delayed``)
+            dataset.to_zarr(str(self.path), compute=True, **options)
             _mark_group(str(self.path), group, None, self._zarr)
             return None
+        written = dataset.to_zarr(str(self.path), compute=False, **options)
         return _finish_group_delayed(written, str(self.path), group, self._zarr)
 
     # -- resuming ------------------------------------------------------------------------
