@@ -262,7 +262,7 @@ def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
     else:
         n_workers, threads = _cluster_options(args)
         cluster = {"n_workers": n_workers, "threads_per_worker": threads}
-    from dkernel.jobs.runner import run_job
+    run_job = _import_runner()
     from dkernel.jobs.spec import OutputPolicy
 
     kwargs: dict[str, Any] = dict(
@@ -624,8 +624,8 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from dkernel.jobs.demo import demo_may_replace, demo_spec
-    from dkernel.jobs.runner import run_job
 
+    run_job = _import_runner()
     run_job(
         demo_spec(),
         output=args.output,
@@ -670,7 +670,39 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+#: Whether :func:`script` paused the cyclic garbage collector for the imports (see
+#: :func:`_resume_gc`).
+_GC_PAUSED = False
+
+
+def _import_runner() -> Any:
+    """``dkernel.jobs.runner.run_job``; the garbage collector resumes once it is imported."""
+    from dkernel.jobs.runner import run_job
+
+    _resume_gc()
+    return run_job
+
+
+def _resume_gc() -> None:
+    """Turn the cyclic garbage collector back on after the imports a command needs, with what
+    they made frozen out of its collections (``gc.freeze``) when :func:`script` paused it.
+
+    Imports make objects, not garbage, yet set off collections that go over every object made
+    so far: the imports of ``dkernel run`` took 2.7 instead of 3.3 CPU s with it paused. Once
+    frozen, the modules' objects are not gone over again by the collections of the job (the
+    label map's segments: 0.33 instead of 0.45-0.53 s)."""
+    global _GC_PAUSED
+    if _GC_PAUSED:
+        import gc
+
+        _GC_PAUSED = False
+        gc.freeze()
+        gc.enable()
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command not in ("run", "submit", "demo"):  # these resume it after their imports
+        _resume_gc()
     handlers: dict[str, Any] = {
         "validate": _cmd_validate,
         "run": _cmd_run,
@@ -739,8 +771,12 @@ def script() -> None:
     tests in this process call :func:`main`.
     """
     import atexit
+    import gc
     import threading
 
+    global _GC_PAUSED
+    gc.disable()  # until the command's imports are done (_resume_gc)
+    _GC_PAUSED = True
     try:
         code = main()
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import dask
+import dask.array
 import numpy as np
 
 
@@ -46,9 +47,11 @@ def _pick_rows(block: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def delayed_array(X: Any) -> Any:
     """A Dask array as one ``Delayed`` of the whole NumPy array (its blocks joined by
-    ``np.block`` in the task), to pass to ``dask.delayed`` functions.
+    ``np.block`` in the task), to pass to ``dask.delayed`` functions; anything else as it is.
 
     Handing the array itself to a delayed function gives the same task, but Dask wraps it in
     an expression that imports ``distributed`` (0.3–0.7 s) in a process that had no need of it.
     """
+    if not isinstance(X, dask.array.Array):
+        return X
     return dask.delayed(np.block, pure=True)(X.to_delayed().tolist())

@@ -222,3 +222,28 @@ def test_several_jobs_are_all_checked_before_any_runs(tmp_path):
         assert run.returncode == 2, run.stderr
         assert message in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "results").exists()  # the good job did not run
+
+
+def test_the_script_pauses_the_garbage_collector_only_for_the_imports(monkeypatch):
+    """``script`` pauses the cyclic GC; running a job resumes it once the runner is imported,
+    with the imported objects frozen; any other command resumes it before it starts."""
+    import gc
+
+    import dkernel.cli as cli
+
+    try:
+        for resume in (
+            cli._import_runner,
+            lambda: cli._dispatch(cli._parser().parse_args(["methods"])),
+        ):
+            gc.disable()
+            monkeypatch.setattr(cli, "_GC_PAUSED", True)
+            resume()
+            assert gc.isenabled() and gc.get_freeze_count() > 0 and not cli._GC_PAUSED
+            gc.unfreeze()
+        # not paused (main() in this process): nothing is frozen
+        cli._import_runner()
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+        gc.enable()

@@ -1,4 +1,4 @@
-"""take_rows: rows of NumPy and Dask arrays."""
+"""take_rows: rows of NumPy and Dask arrays; delayed_array."""
 
 import numpy as np
 
@@ -35,3 +35,17 @@ def test_take_rows_computes_only_the_chunks_that_hold_the_rows():
         [da.from_delayed(dask.delayed(chunk)(i), (1000, 3), float) for i in range(10)]
     )
     np.testing.assert_array_equal(take_rows(X, np.array([5010, 10]))[:, 0], [5.0, 0.0])
+
+
+def test_delayed_array_joins_the_blocks_and_leaves_numpy_alone():
+    import dask
+    import dask.array as da
+    from dask.delayed import Delayed
+
+    from dkernel.rows import delayed_array
+
+    x = np.arange(60.0).reshape(3, 4, 5)
+    d = delayed_array(da.from_array(x, chunks=(2, 3, 2)))
+    assert isinstance(d, Delayed)
+    np.testing.assert_array_equal(dask.compute(d, scheduler="sync")[0], x)
+    assert delayed_array(x) is x
