@@ -93,14 +93,23 @@ def otb_version() -> str:
 
 
 def lsms(scene: Path, out: Path, tile: int | None) -> list[str]:
-    """LSMS writing a label raster (``.tif``) or, its default mode, polygons (``.gpkg``)."""
-    if out.suffix == ".gpkg":
+    """LSMS writing a label raster (``.tif``) or, its default mode, polygons (``.shp``: its
+    GeoPackage writer fails to commit, ``Unable to commit transaction``, with OTB 8.1.1)."""
+    if out.suffix == ".shp":
         argv = [LSMS, "-in", str(scene), "-mode", "vector", "-mode.vector.out", str(out)]
     else:
         argv = [LSMS, "-in", str(scene), "-mode", "raster", "-mode.raster.out", str(out), "uint32"]
     if tile is not None:
         argv += ["-tilesizex", str(tile), "-tilesizey", str(tile)]
     return argv
+
+
+def remove_vector_output(argv: list[str]) -> None:
+    """Remove the polygons of an earlier LSMS run (the shapefile's parts) before a run."""
+    if "-mode.vector.out" in argv:
+        out = Path(argv[argv.index("-mode.vector.out") + 1])
+        for path in out.parent.glob(out.stem + ".*"):
+            path.unlink()
 
 
 def dkernel_run(job: Path, root: Path) -> list[str]:
@@ -173,7 +182,7 @@ def main() -> int:
             ("demo", "dkernel run (demo job)", dkernel_run(ROOT / "jobs" / "demo-landsat-mssc.yaml", work), None),
             ("demo", "OTB LSMS defaults", lsms(demo, work / "demo-otb.tif", None), None),
             ("demo", f"OTB LSMS tiles {args.tile}", lsms(demo, work / "demo-otb-t.tif", args.tile), None),
-            ("demo", "OTB LSMS defaults, polygons (its default mode)", lsms(demo, work / "demo-otb.gpkg", None), None),
+            ("demo", "OTB LSMS defaults, polygons (its default mode)", lsms(demo, work / "demo-otb.shp", None), None),
             ("synthetic", "dkernel run (mssc, k = 6)", dkernel_run(synthetic_job(synthetic, work), work), work / "otb-synthetic.zarr"),
             ("synthetic", "OTB LSMS defaults", lsms(synthetic, work / "syn-otb.tif", None), work / "syn-otb.tif"),
             ("synthetic", f"OTB LSMS tiles {args.tile}", lsms(synthetic, work / "syn-otb-t.tif", args.tile), work / "syn-otb-t.tif"),
@@ -182,6 +191,7 @@ def main() -> int:
         measured: list[list[dict[str, float]]] = [[] for _ in runs]
         for _ in range(args.repeat):
             for times, (_, _, argv, _) in zip(measured, runs, strict=True):
+                remove_vector_output(argv)
                 times.append(timed(argv, ROOT))
         for times, (scene, name, _, result) in zip(measured, runs, strict=True):
             row = {
