@@ -7,7 +7,7 @@ machine (issue 33): they import neither Dask nor scikit-learn nor SciPy
 timed too, as the floor under every command.
 
 ``dkernel run jobs/wine-rbf-kpca.yaml`` (178 samples) should take at most three seconds
-(issue 32): a job that small runs on thread workers of the command's own process by default
+(issue 32): a job that small runs on threads of the command's own process by default
 (``dkernel.runtime.connect.runs_in_process``); the same job with ``runtime.in_process:
 false``, which starts process workers, is timed beside it.
 
