@@ -46,6 +46,7 @@ import zarr
 from dkernel._files import FileRefused, read_regular
 from dkernel._validation import is_dask_array
 from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
+from dkernel.runtime.progress import active_client
 from dkernel.storage import remote
 from dkernel.storage.attributes import describe_variables
 from dkernel.storage.geo import CONVENTIONS
@@ -436,14 +437,20 @@ class ResultsStore:
             "encoding": _encoding(group, dataset),
             **self._zarr,
         }
-        if compute:
-            # written now (a delayed write wrapped in a delayed mark would import distributed
-            # in a process without it: dask wraps a collection handed to ``dask.delayed``)
+        if compute and active_client() is None:
+            # on dask's local scheduler: written now. Handed to ``dask.delayed`` (below), the
+            # write gets keys of its own, which a distributed scheduler needs (another client
+            # releasing the same keys of the same data cancelled it: "lost dependencies"), but
+            # dask imports distributed to make them, 0.3-0.7 s, in a process without it
             dataset.to_zarr(str(self.path), compute=True, **options)
             _mark_group(str(self.path), group, None, self._zarr)
             return None
         written = dataset.to_zarr(str(self.path), compute=False, **options)
-        return _finish_group_delayed(written, str(self.path), group, self._zarr)
+        finish = _finish_group_delayed(written, str(self.path), group, self._zarr)
+        if compute:
+            finish.compute()
+            return None
+        return finish
 
     # -- resuming ------------------------------------------------------------------------
     resuming: bool = False

@@ -57,11 +57,15 @@ import numpy as np
 from dkernel.runtime.memory import limit_freed_memory, reuse_freed_memory
 
 import ctypes
+libc = ctypes.CDLL("libc.so.6")
+# no transparent huge pages (NumPy asks for them for blocks of 4 MiB and more): a block then
+# faults in 2 MiB at a time when the kernel has huge pages free, and in 4 KiB pages otherwise
+libc.prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE
 assert limit_freed_memory()
 # the mmap threshold glibc starts with: the imports above may have raised it already (a freed
 # mapped block raises it while the thresholds are dynamic), which would hide what the low trim
 # threshold costs when they have not
-ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)
+libc.mallopt(-3, 128 * 1024)
 if sys.argv[1] == "reuse":
     assert reuse_freed_memory()
 np.ones(2**20, dtype=np.float32)  # the first block may fault in either case
