@@ -116,14 +116,14 @@ class InProcessMonitor:
 
     def __init__(self, threads: Any) -> None:
         self.threads = threads
-        self._tasks = 0
+        self._start = self._tasks = 0
 
     def __enter__(self) -> InProcessMonitor:
-        self._tasks = -self.threads.n_tasks
+        self._start = self.threads.n_tasks
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._tasks += self.threads.n_tasks
+        self._tasks = self.threads.n_tasks - self._start
 
     def summary(self) -> dict[str, Any]:
         """``{"n_tasks", "n_workers", "peak_worker_memory", "workers": {...}}`` (bytes)."""

@@ -9,6 +9,7 @@ tasks while they run: the demo job took 4.2 instead of 5.5 s (2 CPUs).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Mapping
@@ -51,7 +52,7 @@ class InProcessScheduler:
             raise ValueError(f"n_threads must be >= 1; got {n_threads}.")
         self.n_tasks = 0
         self._lock = threading.Lock()
-        self._undo: list[Any] = []
+        self._undo = contextlib.ExitStack()
 
     def get(self, dsk: Any, keys: Any, **kwargs: Any) -> Any:
         """Dask's threaded ``get`` on this scheduler's threads; counts the graph's tasks."""
@@ -68,10 +69,8 @@ class InProcessScheduler:
         import dask
         from threadpoolctl import threadpool_limits
 
-        blas = threadpool_limits(limits=1)
-        self._undo.append(blas.restore_original_limits)
-        config = dask.config.set(scheduler=self.get)
-        self._undo.append(lambda: config.__exit__(None, None, None))
+        self._undo.enter_context(threadpool_limits(limits=1))
+        self._undo.enter_context(dask.config.set(scheduler=self.get))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -79,5 +78,4 @@ class InProcessScheduler:
 
     def close(self) -> None:
         """Restore the BLAS threads and Dask's scheduler as they were (idempotent)."""
-        while self._undo:
-            self._undo.pop()()
+        self._undo.close()
