@@ -123,8 +123,9 @@ def _parser() -> argparse.ArgumentParser:
                 "job",
                 type=Path,
                 nargs="+",
-                help="the job spec (YAML), e.g. jobs/wine-rbf-kpca.yaml; several run in turn on "
-                "one embedded cluster, started once (the first that fails stops the rest)",
+                help="the job spec (YAML), e.g. jobs/wine-rbf-kpca.yaml; several run in turn, "
+                "small ones in process, the others on one embedded cluster started once "
+                "(the first that fails stops the rest)",
             )
         else:
             p.add_argument(
@@ -291,9 +292,9 @@ def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
 
 
 def _run_jobs(jobs: list[Path], args: argparse.Namespace, kwargs: dict[str, Any]) -> None:
-    """Several jobs in turn on one cluster: every spec and output checked first, then one
-    embedded cluster (process workers, its dashboard link logged) started for all of them,
-    unless ``--scheduler`` names one."""
+    """Several jobs in turn: every spec and output checked first; then a small job runs in
+    process, and the jobs that need process workers share one embedded cluster, started by the
+    first of them (its dashboard link logged), unless ``--scheduler`` names one."""
     from dkernel.jobs.runner import run_job
     from dkernel.jobs.spec import OutputPolicy, load_spec
 
@@ -314,26 +315,17 @@ def _run_jobs(jobs: list[Path], args: argparse.Namespace, kwargs: dict[str, Any]
                 "output",
             )
         outputs[output] = job
-    client = None
-    if args.scheduler is None:
-        from dkernel.runtime import connect
+    from dkernel.runtime.connect import SharedCluster
 
-        client = connect(
-            n_workers=kwargs["n_workers"],
-            threads_per_worker=kwargs["threads_per_worker"],
-            quiet=True,
-        )
-        logger.info(f"{len(jobs)} jobs on one cluster; Dask dashboard: {client.dashboard_link}")
-    try:
+    # a small job runs in process; the first that needs process workers starts the cluster
+    # the later ones share (none with --scheduler: every job goes there)
+    with SharedCluster(kwargs["n_workers"], kwargs["threads_per_worker"]) as cluster:
         for job in jobs:
             run_job(
                 job,
                 output_policy=OutputPolicy.default(job, args.output_root),
-                **{**kwargs, "client": client},
+                **{**kwargs, "cluster": cluster},
             )
-    finally:
-        if client is not None:
-            client.close()
 
 
 def _cluster_options(args: argparse.Namespace) -> tuple[int | None, int | None]:

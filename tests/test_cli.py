@@ -200,11 +200,49 @@ def test_several_jobs_run_in_turn_on_one_cluster(tmp_path):
     assert run.returncode == 0, run.stderr
     # one cluster for both: its link once, then each job on it
     assert run.stderr.count("Dask dashboard: http://127.0.0.1:") == 1, run.stderr
-    assert "[dkernel] 2 jobs on one cluster" in run.stderr
+    assert "[dkernel] one cluster for the jobs of this command that need one" in run.stderr
     for name in ("wine-rbf-kpca", "wine-rbf-keca"):
         tree = open_results(tmp_path / "results" / f"{name}.zarr")
         assert tree.attrs["status"] == "complete"
         assert tree.attrs["runtime"]["scheduler"] == "embedded LocalCluster"
+
+
+def test_several_jobs_start_a_cluster_only_for_those_that_need_one(tmp_path):
+    """Small jobs run in process; the first job that needs process workers starts the cluster,
+    the next one runs on it (one dashboard link), a small job after them stays in process."""
+    from dkernel.jobs.runner import IN_PROCESS_SCHEDULER
+
+    names = ["small-a", "big-a", "big-b", "small-b"]
+    base = (REPO / "jobs" / "wine-rbf-kpca.yaml").read_text()
+    jobs = []
+    for name in names:
+        text = base.replace("name: wine-rbf-kpca", f"name: {name}")
+        text = text.replace("results/wine-rbf-kpca.zarr", f"results/{name}.zarr")
+        if name.startswith("big"):
+            text += "runtime:\n  in_process: false\n  threads_per_worker: 1\n"
+        (tmp_path / f"{name}.yaml").write_text(text)
+        jobs.append(str(tmp_path / f"{name}.yaml"))
+    cmd = [sys.executable, "-m", "dkernel.cli", "run", *jobs, "--output-root", str(tmp_path)]
+    run = subprocess.run([*cmd, "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count("Dask dashboard: http://127.0.0.1:") == 1, run.stderr
+    schedulers = [
+        open_results(tmp_path / "results" / f"{n}.zarr").attrs["runtime"]["scheduler"]
+        for n in names
+    ]
+    assert schedulers == [
+        IN_PROCESS_SCHEDULER,
+        *["embedded LocalCluster"] * 2,
+        IN_PROCESS_SCHEDULER,
+    ]
+    small = subprocess.run(
+        [*cmd[:4], jobs[0], jobs[3], *cmd[-2:], "--no-progress", "--overwrite"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert small.returncode == 0, small.stderr
+    assert "Dask dashboard" not in small.stderr, small.stderr  # no cluster at all
 
 
 def test_several_jobs_are_all_checked_before_any_runs(tmp_path):

@@ -7,9 +7,10 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +38,9 @@ from dkernel.storage.store import (
     check_writable,
     failure_cause,
 )
+
+if TYPE_CHECKING:
+    from dkernel.runtime.connect import SharedCluster
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +90,7 @@ def run_job(
     progress: bool = True,
     quiet: bool = False,
     client: Any = None,
+    cluster: SharedCluster | None = None,
     timeout: float = 10.0,
     security: Any = None,
     output_policy: OutputPolicy | None = None,
@@ -116,6 +121,8 @@ def run_job(
         Do not log the dashboard link of the cluster the job starts or connects to.
     client : distributed.Client, optional
         Use this client instead of creating one (notebooks, tests).
+    cluster : SharedCluster, optional
+        Several jobs' cluster: a job that is not small runs on it (and starts it if no job has).
     timeout : float
         Seconds to wait for ``scheduler``.
     security : distributed.Security, optional
@@ -143,12 +150,8 @@ def run_job(
         spec = replace(spec, output=as_location(output))
     elif output_policy is not None:
         spec = replace(spec, output=output_policy.confine(spec.output))
-    _check_output(
-        spec,
-        data,
-        replace_store=overwrite or resume,
-        chosen=output is not None or output_policy is not None,
-    )
+    chosen = output is not None or output_policy is not None
+    _check_output(spec, data, replace_store=overwrite or resume, chosen=chosen)
     # one writer per store: the lease is taken before any cluster starts and held until the
     # store is marked complete or failed (a live holder is refused, naming it)
     lease = acquire_lease(
@@ -167,6 +170,7 @@ def run_job(
             progress=progress,
             quiet=quiet,
             client=client,
+            cluster=cluster,
             timeout=timeout,
             security=security,
         )
@@ -205,6 +209,7 @@ def _run_leased(
     progress: bool,
     quiet: bool,
     client: Any,
+    cluster: SharedCluster | None,
     timeout: float,
     security: Any,
 ) -> None:
@@ -239,6 +244,7 @@ def _run_leased(
             timeout=timeout,
             security=security,
             quiet=quiet,
+            cluster=cluster,
         )
     try:
         if client is not None:
@@ -269,7 +275,7 @@ def _run_leased(
     finally:
         if threads is not None:
             threads.close()
-        elif own_client:
+        elif own_client and cluster is None:
             client.close()
     logger.info(f"complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
 
@@ -285,11 +291,13 @@ def _start_runtime(
     timeout: float,
     security: Any,
     quiet: bool,
+    cluster: SharedCluster | None = None,
 ) -> tuple[Any, InProcessScheduler | None]:
     """Where the job runs, as ``(client, threads)``: Dask's threaded scheduler on threads of
     this process for a small job unless a cluster is asked for (``(None, threads)``, open),
-    else a client of an embedded cluster of process workers or of the scheduler asked for
-    (``(client, None)``); a failure to start or connect is one line, exit 1."""
+    else a client of an embedded cluster of process workers (``cluster``'s, when several jobs
+    share one) or of the scheduler asked for (``(client, None)``); a failure to start or connect
+    is one line, exit 1."""
     from dkernel.runtime import connect
     from dkernel.runtime.connect import runs_in_process
 
@@ -317,8 +325,12 @@ def _start_runtime(
                 "process workers and one)"
             )
         return None, threads
-    try:
-        client = connect(
+    if cluster is not None and scheduler is None:
+        return _started(spec, scheduler, cluster.client), None  # logs its link once, started
+    client = _started(
+        spec,
+        scheduler,
+        lambda: connect(
             scheduler,
             n_workers=n_workers,
             threads_per_worker=threads_per_worker,
@@ -326,7 +338,17 @@ def _start_runtime(
             timeout=timeout,
             quiet=True,
             security=security,
-        )
+        ),
+    )
+    if not quiet:
+        logger.info(f"Dask dashboard: {client.dashboard_link}")
+    return client, None
+
+
+def _started(spec: JobSpec, scheduler: str | None, start: Callable[[], Any]) -> Any:
+    """``start()``'s client; a failure to start or connect is one line, exit 1."""
+    try:
+        return start()
     except DKernelError:
         raise
     except Exception as exc:  # noqa: BLE001  (nothing was written yet: one line, exit 1)
@@ -334,9 +356,6 @@ def _start_runtime(
         raise JobFailedError(
             f"job {spec.name!r} could not {what}: {failure_cause(exc)}", spec.output
         ) from exc
-    if not quiet:
-        logger.info(f"Dask dashboard: {client.dashboard_link}")
-    return client, None
 
 
 def _open_store(spec: JobSpec, data: LoadedData, *, resume: bool) -> ResultsStore:

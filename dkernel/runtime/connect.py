@@ -233,6 +233,56 @@ EMBEDDED_SCHEDULER_CONFIG = {
 }
 
 
+class SharedCluster:
+    """One embedded cluster for several jobs, started by the first job that needs one.
+
+    ``dkernel run a.yaml b.yaml``: a small job still runs on threads of this process
+    (:func:`runs_in_process`), so a command of small jobs starts no cluster at all; the first
+    job that needs process workers starts the cluster (its dashboard link logged once) and the
+    later ones run on it, warm. :meth:`close` (or leaving the ``with`` block) closes it.
+
+    Parameters
+    ----------
+    n_workers, threads_per_worker : int, optional
+        Size of the cluster, as for :func:`connect`; a worker count asked for makes every job
+        run on it.
+    """
+
+    def __init__(self, n_workers: int | None = None, threads_per_worker: int | None = None):
+        self.n_workers = n_workers
+        self.threads_per_worker = threads_per_worker
+        self._client: Any = None
+
+    @property
+    def started(self) -> bool:
+        """Whether a job has started the cluster."""
+        return self._client is not None
+
+    def client(self) -> Any:
+        """The cluster's :class:`distributed.Client`, starting the cluster on the first call."""
+        if self._client is None:
+            self._client = connect(
+                n_workers=self.n_workers, threads_per_worker=self.threads_per_worker, quiet=True
+            )
+            logger.info(
+                "one cluster for the jobs of this command that need one; Dask dashboard: "
+                f"{self._client.dashboard_link}"
+            )
+        return self._client
+
+    def close(self) -> None:
+        """Close the cluster if a job started it."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> SharedCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 #: The embedded clusters of this process by scheduler address, so that ``connect(address)``
 #: (``dkernel run --scheduler`` in the same process, a test) finds their credentials.
 _EMBEDDED: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
