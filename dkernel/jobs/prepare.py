@@ -8,6 +8,7 @@ load data or run), so validating a table job starts in well under a second
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +26,7 @@ from dkernel.jobs.outputs import check_raster_outputs
 from dkernel.jobs.registry import get_method
 from dkernel.jobs.spec import JobSpec, load_spec
 from dkernel.runtime.memory import limit_freed_memory, reuse_freed_memory
+from dkernel.runtime.progress import without_client
 
 
 def _source_of(spec: JobSpec) -> str:
@@ -135,9 +137,12 @@ def check_finite(spec: JobSpec, data: LoadedData) -> None:
     n_nan = n_inf = 0
     first: tuple[int, int] | None = None
     if hasattr(X, "dask"):
+        import dask.threaded
+
+        # this process's threads, named as a callable: a name made Dask import distributed
         offsets = np.cumsum((0, *X.chunks[0][:-1]))
         pieces = (
-            (int(offsets[i]), np.asarray(X.blocks[i].compute(scheduler="threads")))
+            (int(offsets[i]), np.asarray(X.blocks[i].compute(scheduler=dask.threaded.get)))
             for i in range(X.numblocks[0])
         )
     else:
@@ -201,17 +206,22 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     whole decoded scene in the client. For the same pass, glibc is told to give freed heap
     memory back to the system as distributed's workers do
     (``dkernel.runtime.memory.limit_freed_memory``), and after it to keep freed blocks for
-    reuse again (``reuse_freed_memory``). A table reader uses no GDAL (and
-    validating its job does not load it).
+    reuse again (``reuse_freed_memory``). The pass runs on Dask's threaded scheduler, with
+    rechunks by tasks (``dkernel.runtime.progress.without_client``): Dask would otherwise
+    import ``distributed`` to look for a client (0.3–0.7 s), which a small job never needs.
+    A table reader uses no GDAL (and validating its job does not load it, nor Dask).
     """
     if not isinstance(spec, JobSpec):
         spec = load_spec(spec)
     method = get_method(spec.method)
+    reading = contextlib.ExitStack()
     if get_reader(spec.reader).raster:
         limit_gdal_cache()
+        reading.enter_context(without_client())
     limit_freed_memory()
-    data = load_data(spec)
-    check_finite(spec, data)
+    with reading:
+        data = load_data(spec)
+        check_finite(spec, data)
     reuse_freed_memory()  # the reading pass is over: the numerics reuse their blocks
     if method.check_data is not None:
         method.check_data(spec.params, data)

@@ -237,9 +237,10 @@ class SharedCluster:
     """One embedded cluster for several jobs, started by the first job that needs one.
 
     ``dkernel run a.yaml b.yaml``: a small job still runs on threads of this process
-    (:func:`runs_in_process`), so a command of small jobs starts no cluster at all; the first
-    job that needs process workers starts the cluster (its dashboard link logged once) and the
-    later ones run on it, warm. :meth:`close` (or leaving the ``with`` block) closes it.
+    (``dkernel.runtime.connect.runs_in_process``), so a command of small jobs starts no
+    cluster at all; the first job that needs process workers starts the cluster (its dashboard
+    link logged once) and the later ones run on it, warm. :meth:`close` (or leaving the
+    ``with`` block) closes it.
 
     Parameters
     ----------

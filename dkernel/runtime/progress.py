@@ -135,6 +135,21 @@ def local_scheduler() -> dict[str, Any]:
     return {"scheduler": dask.threaded.get}
 
 
+def without_client() -> contextlib.AbstractContextManager[Any]:
+    """A ``dask.config`` scope for work that no ``distributed`` client can run (none exists
+    while ``distributed`` was never imported): Dask's threaded scheduler named as a callable,
+    and rechunks by tasks. Dask would import ``distributed`` (0.3–0.7 s) to look for a client
+    at every compute given no scheduler or a scheduler's name, and at every rechunk; with a
+    client, or a scheduler already configured, it changes nothing."""
+    import dask
+
+    if "distributed" in sys.modules or dask.config.get("scheduler", None) is not None:
+        return contextlib.nullcontext()
+    import dask.threaded
+
+    return dask.config.set({"scheduler": dask.threaded.get, "array.rechunk.method": "tasks"})
+
+
 def _names_distributed(scheduler: Any) -> bool:
     """Whether a ``dask.config`` scheduler is a ``distributed`` client (or names one)."""
     if isinstance(scheduler, str):

@@ -70,7 +70,10 @@ class InProcessScheduler:
         from threadpoolctl import threadpool_limits
 
         self._undo.enter_context(threadpool_limits(limits=1))
-        self._undo.enter_context(dask.config.set(scheduler=self.get))
+        # rechunks by tasks: no client can exist here (Dask would import distributed to ask)
+        self._undo.enter_context(
+            dask.config.set({"scheduler": self.get, "array.rechunk.method": "tasks"})
+        )
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -147,26 +147,51 @@ print("distributed imported:", "distributed" in sys.modules)
 """
 
 
-@pytest.mark.slow
-def test_a_small_job_needs_no_distributed(tmp_path):
-    """The wine job, in a fresh interpreter: no ``distributed`` import (0.3-0.7 s), no
-    event loop; its tasks are counted."""
+def _run_without_distributed(job: Path, store: Path) -> str:
     import subprocess
     import sys
 
     out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _NO_DISTRIBUTED,
-            str(REPO / "jobs" / "wine-rbf-kpca.yaml"),
-            str(tmp_path / "wine.zarr"),
-        ],
+        [sys.executable, "-c", _NO_DISTRIBUTED, str(job), str(store)],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    scheduler, n_tasks, status = out.stdout.splitlines()[0].rsplit(" ", 2)
+    return out.stdout
+
+
+@pytest.mark.slow
+def test_a_small_job_needs_no_distributed(tmp_path):
+    """The wine job, in a fresh interpreter: no ``distributed`` import (0.3-0.7 s), no
+    event loop; its tasks are counted."""
+    stdout = _run_without_distributed(REPO / "jobs" / "wine-rbf-kpca.yaml", tmp_path / "w.zarr")
+    scheduler, n_tasks, status = stdout.splitlines()[0].rsplit(" ", 2)
     assert scheduler == IN_PROCESS_SCHEDULER and int(n_tasks) > 0 and status == "complete"
-    assert "distributed imported: False" in out.stdout
+    assert "distributed imported: False" in stdout
+
+
+@pytest.mark.slow
+def test_a_small_image_job_reads_its_scene_without_distributed(tmp_path, data_dir):
+    """Jasper Ridge: its reader computes the valid mask and rechunks the scene before the job
+    chooses where it runs (Dask asks distributed for a client at both, unless told not to)."""
+    stdout = _run_without_distributed(REPO / "jobs" / "mssc-jasper.yaml", tmp_path / "j.zarr")
+    assert stdout.splitlines()[0].endswith(" complete")
+    assert "distributed imported: False" in stdout
+
+
+def test_without_client_rechunks_and_computes_without_distributed():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, dask, dask.array as da\n"
+        "from dkernel.runtime.progress import without_client\n"
+        "x = da.ones((8, 8), chunks=2)\n"
+        "with without_client():\n"
+        "    total = float(x.rechunk((4, 8)).sum().compute())\n"
+        "print(total, 'distributed' in sys.modules, dask.config.get('scheduler', None))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["64.0", "False", "None"]  # and the scope is undone
