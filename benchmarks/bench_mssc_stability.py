@@ -15,7 +15,8 @@ Pixel sets (features as in ``bench_defaults.py`` and the jobs, nothing tuned per
 * ``bsds3063``: BSDS500 photo 3063 as RGB + (row, col), standardised, k = 8, on the regular grid
   of ``bench_defaults.py --max-n 2000`` (1944 pixels); ``bsds3063_full``: all 154 401 pixels.
 * ``demo``: the vendored Landsat scene of ``dkernel demo`` (383 115 valid pixels, 3 bands
-  standardised + coordinates in [0, 1], k = 5), no ground truth.
+  standardised + coordinates in [0, 0.25], ``n_bands=3``: the demo job's features), k = 5, no
+  ground truth.
 * ``samson_std`` / ``jasper_std``: ``bench_defaults.py``'s protocol (2000 pixels, every feature
   standardised, so ``band_norm='auto'`` keeps them); ``samson`` / ``jasper``: the job's features
   (reflectance + coordinates in [0, 0.25], ``n_bands`` = the bands, so 'auto' scales them to
@@ -66,8 +67,8 @@ def load(name: str) -> tuple[np.ndarray, list[np.ndarray] | None, int, dict]:
     if name == "demo":
         from dkernel.io.raster import load_demo_landsat
 
-        d = load_demo_landsat(scale="standardize", coord_scale=1.0)
-        return np.asarray(d.X.compute(), dtype=np.float64), None, 5, {}
+        d = load_demo_landsat(scale="standardize")  # the demo job's features
+        return np.asarray(d.X.compute(), dtype=np.float64), None, 5, {"n_bands": 3}
     if name.endswith("_std"):
         X, ys, k = bd.load_dataset(name[:-4], 2000)
         return X, ys, k, {}
