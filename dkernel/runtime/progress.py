@@ -138,9 +138,10 @@ def local_scheduler() -> dict[str, Any]:
 def without_client() -> contextlib.AbstractContextManager[Any]:
     """A ``dask.config`` scope for work that no ``distributed`` client can run (none exists
     while ``distributed`` was never imported): Dask's threaded scheduler named as a callable,
-    and rechunks by tasks. Dask would import ``distributed`` (0.3–0.7 s) to look for a client
-    at every compute given no scheduler or a scheduler's name, and at every rechunk; with a
-    client, or a scheduler already configured, it changes nothing."""
+    and rechunks by tasks. Dask would import ``distributed`` to look for a client at every
+    compute given no scheduler or a scheduler's name, and at every rechunk (0.12–0.19 s on
+    2 CPUs, with dask, xarray and scikit-learn imported already); with a client, or a
+    scheduler already configured, it changes nothing."""
     import dask
 
     if "distributed" in sys.modules or dask.config.get("scheduler", None) is not None:
