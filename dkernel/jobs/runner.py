@@ -275,8 +275,8 @@ def _run_leased(
     finally:
         if threads is not None:
             threads.close()
-        elif own_client and cluster is None:
-            client.close()
+        elif own_client and not (cluster is not None and scheduler is None):
+            client.close()  # not the command's shared cluster: its caller closes that
     logger.info(f"complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
 
 

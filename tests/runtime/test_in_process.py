@@ -195,3 +195,27 @@ def test_without_client_rechunks_and_computes_without_distributed():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["64.0", "False", "None"]  # and the scope is undone
+
+
+@pytest.mark.slow
+def test_a_job_on_a_scheduler_closes_its_client_beside_a_shared_cluster(tmp_path, client):
+    """With ``--scheduler`` every job of a command connects there and closes its own client;
+    the command's SharedCluster is never started."""
+    from dkernel.jobs.runner import run_job
+    from dkernel.runtime import SharedCluster
+
+    def n_clients() -> int:
+        return client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.clients))
+
+    before = n_clients()
+    with SharedCluster() as cluster:
+        for name in ("kpca", "keca"):
+            run_job(
+                REPO / "jobs" / f"wine-rbf-{name}.yaml",
+                scheduler=client.scheduler.address,
+                cluster=cluster,
+                output=tmp_path / f"{name}.zarr",
+                progress=False,
+            )
+            assert n_clients() == before
+        assert not cluster.started
