@@ -58,14 +58,10 @@ def as_numpy(X: Any, dtype: Any = None) -> np.ndarray:
     """``X`` as a NumPy array: a Dask array (or other lazy collection) is computed first.
 
     The one Dask → NumPy conversion of the package; callers use it only where the data is
-    known to fit in memory (samples, per-partition or per-seed results). Without a client, on
-    Dask's threaded scheduler (``dkernel.runtime.progress.local_scheduler``: no
-    ``distributed`` import).
+    known to fit in memory (samples, per-partition or per-seed results).
     """
     if hasattr(X, "dask") and hasattr(X, "compute"):
-        from dkernel.runtime.progress import local_scheduler
-
-        X = X.compute(**local_scheduler())
+        X = X.compute()
     return np.asarray(X, dtype=dtype)
 
 
