@@ -232,6 +232,7 @@ def _run_leased(
     cost = method.estimate and method.estimate(spec.params, data.n_samples, data.n_features)
     memory = cost.memory_bytes if cost else 0.0
     own_client = client is None
+    shared = cluster if scheduler is None else None  # the command's cluster; its caller closes it
     threads = None
     if own_client:
         client, threads = _start_runtime(
@@ -244,7 +245,7 @@ def _run_leased(
             timeout=timeout,
             security=security,
             quiet=quiet,
-            cluster=cluster,
+            cluster=shared,
         )
     try:
         if client is not None:
@@ -275,8 +276,8 @@ def _run_leased(
     finally:
         if threads is not None:
             threads.close()
-        elif own_client and not (cluster is not None and scheduler is None):
-            client.close()  # not the command's shared cluster: its caller closes that
+        elif own_client and shared is None:
+            client.close()
     logger.info(f"complete in {time.perf_counter() - t_start:.1f} s: {spec.output}")
 
 
@@ -295,9 +296,9 @@ def _start_runtime(
 ) -> tuple[Any, InProcessScheduler | None]:
     """Where the job runs, as ``(client, threads)``: Dask's threaded scheduler on threads of
     this process for a small job unless a cluster is asked for (``(None, threads)``, open),
-    else a client of an embedded cluster of process workers (``cluster``'s, when several jobs
-    share one) or of the scheduler asked for (``(client, None)``); a failure to start or connect
-    is one line, exit 1."""
+    else a client of an embedded cluster of process workers (``cluster``'s, the one several jobs
+    share without a scheduler) or of the scheduler asked for (``(client, None)``); a failure to
+    start or connect is one line, exit 1."""
     from dkernel.runtime import connect
     from dkernel.runtime.connect import runs_in_process
 
@@ -325,7 +326,7 @@ def _start_runtime(
                 "process workers and one)"
             )
         return None, threads
-    if cluster is not None and scheduler is None:
+    if cluster is not None:
         return _started(spec, scheduler, cluster.client), None  # logs its link once, started
     client = _started(
         spec,

@@ -30,9 +30,10 @@ MAX_TIMEOUT = 3600.0
 #: (:class:`~dkernel.runtime.threads.InProcessScheduler`; the spec's ``runtime.in_process``, on
 #: by default) unless a scheduler or a number of workers is asked for. Starting and stopping
 #: process workers (each re-imports dkernel) took ~8 of the 9.4 s of ``dkernel run
-#: jobs/wine-rbf-kpca.yaml``; and MSSC on the 10⁶-pixel synthetic scene of ``benchmarks/bench_otb.py`` took 13.9 s in
-#: process against 29.5 s on two process workers, on 4 · 10⁶ pixels 29.7 s against 39.1 s
-#: (2 CPUs; the tasks are NumPy and BLAS, which release the GIL, and nothing is serialised).
+#: jobs/wine-rbf-kpca.yaml``; and MSSC on the 10⁶-pixel synthetic scene of
+#: ``benchmarks/bench_otb.py`` took 13.9 s in process against 29.5 s on two process workers,
+#: on 4 · 10⁶ pixels 29.7 s against 39.1 s (2 CPUs; the tasks are NumPy and BLAS, which
+#: release the GIL, and nothing is serialised).
 IN_PROCESS_MAX_SAMPLES = 5 * 10**6
 #: Largest estimated peak memory (bytes) of a small job.
 IN_PROCESS_MAX_MEMORY = 2 * 2**30
