@@ -1,5 +1,6 @@
 """Dask graphs for the kernel-decomposition clustering: blockwise k-NN kernels and
-out-of-sample posteriors / log-likelihoods, one task per row block of the query points.
+out-of-sample posteriors / log-likelihoods, one task per row block of the query points; the
+cells of a model-selection grid, one task per (repeat, K, h).
 
 The training points (and the fitted factors) enter the graph once, as a single
 ``dask.delayed`` object every block task depends on, so a distributed scheduler ships them to
@@ -8,6 +9,7 @@ each worker once instead of once per task. Nothing here calls ``compute``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dask
@@ -120,3 +122,26 @@ def out_of_sample_graph(
     else:
         layout = {"chunks": (Xq.chunks[0], (n_clusters,))}
     return da.map_blocks(_oos_block, Xq, shared, what=what, dtype=np.float64, **layout)
+
+
+def selection_cell_tasks(
+    splits: Sequence[tuple],
+    n_neighbors: Sequence[int | None],
+    sigmas: Sequence[float],
+    score: Callable[..., Any],
+    fit_index: Callable[[np.ndarray], Any],
+) -> list:
+    """Lazy ``score(split, k, h, index)`` of every grid cell, repeat-major then ``K`` then
+    ``h``: one task per cell, so the cells of a model-selection grid run side by side.
+
+    Each split enters the graph once (a distributed scheduler ships it to a worker once, not
+    once per cell), and the cells of one (repeat, ``K``) share one neighbour index,
+    ``fit_index(X_train)`` (``None`` for the dense kernel, ``K = None``).
+    """
+    tasks = []
+    for split in splits:
+        shared = dask.delayed(split, pure=True, traverse=False)
+        for k in n_neighbors:
+            index = None if k is None else dask.delayed(fit_index, pure=True)(shared[0])
+            tasks += [dask.delayed(score, pure=True)(shared, k, h, index) for h in sigmas]
+    return tasks

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ import numpy as np
 from dkernel._random import derive_rng
 from dkernel._validation import check_options, check_scalar
 from dkernel.decomposition.estimator import KernelDecompositionClustering
+from dkernel.decomposition.graph import selection_cell_tasks
 from dkernel.decomposition.kernels import (
     density_log_kernel,
     fit_neighbors,
@@ -36,6 +38,7 @@ from dkernel.decomposition.nmf import fit_aggregate_markov, log_likelihood, spec
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.metrics import clustering_accuracy
+from dkernel.runtime.progress import compute_parts
 
 _OWNER = "select_model"
 C_RULES = ("largest-within-se", "min")
@@ -171,7 +174,7 @@ def select_model(
     refit: bool = True,
     max_samples: int | None = None,
     random_state: int | None = 0,
-    progress: Any = None,
+    progress: bool = False,
 ) -> ModelSelectionResult:
     """Held-out likelihood model selection over ``sigma``, ``K`` and ``C`` ([SzymkowiakHave2006]).
 
@@ -204,8 +207,9 @@ def select_model(
         of the subsample: a Gaussian kernel's best width shrinks with N (about
         ``N^(-1/(p+4))``, Silverman's rate), so rescale ``h`` by ``(n_sub / N)^(1/(p+4))`` before
         the full fit when that matters; ``K`` and ``C`` carry over.
-    progress : callable, optional
-        Called with a one-line message after each (repeat, K, h).
+    progress : bool
+        Show the (repeat, K, h) cells done: a bar on a terminal or in a notebook, else a
+        line every few seconds (:func:`dkernel.runtime.progress.compute_parts`).
 
     Returns
     -------
@@ -215,9 +219,11 @@ def select_model(
     -----
     Per repeat and ``(K, h)``: one training kernel (O(N^2) dense / O(N k) sparse), one
     validation kernel (O(N_val N) dense / O(N_val k)), one eigen-decomposition shared by
-    all ``C``, then ``len(n_clusters) * n_init`` factorisations. Memory is that of one
-    training and one validation kernel. With ``max_samples`` N is ``max_samples`` for all of
-    this, plus one fit on all points.
+    all ``C``, then ``len(n_clusters) * n_init`` factorisations. Every (repeat, K, h) is a
+    Dask task of its own, run on the active scheduler (the ``distributed`` client, else
+    threads) side by side; memory is that of one training and one validation kernel per
+    running task. With ``max_samples`` N is ``max_samples`` for all of this, plus one fit on
+    all points (after the search).
     """
     check_options(c_rule, "c_rule", _OWNER, C_RULES)
     # 'gaussian' is the former name of 'rbf' (a FutureWarning, once per process)
@@ -308,30 +314,27 @@ def _error_surface(
     n_neighbors: list[int | None],
     model: dict[str, Any],
     c_rule: str,
-    progress: Any,
+    progress: bool,
 ) -> ModelSelectionResult:
     """Every grid cell fitted on every split and scored on its held-out part; the chosen
     model (not refitted)."""
     shape = (len(splits), len(n_neighbors), len(sigmas), len(n_clusters))
-    errors = np.full(shape, np.nan)
-    confidence = np.full(shape, np.nan)
     has_y = all(len(s) > 2 and s[2] is not None for s in splits)
-    accuracy = np.full(shape, np.nan) if has_y else None
-    for r, split in enumerate(splits):
-        X_tr, X_va = np.asarray(split[0], dtype=np.float64), np.asarray(split[1], np.float64)
-        y_va = np.asarray(split[2]) if has_y else None
-        for ki, k in enumerate(n_neighbors):
-            index = None if k is None else fit_neighbors(X_tr, kernel=model["kernel"])
-            for hi, h in enumerate(sigmas):
-                cell = _score_cell(X_tr, X_va, y_va, k, h, index, n_clusters, model)
-                errors[r, ki, hi], confidence[r, ki, hi] = cell[0], cell[1]
-                if has_y:
-                    accuracy[r, ki, hi] = cell[2]
-                if progress is not None:
-                    progress(
-                        f"repeat {r + 1}/{len(splits)} K={k} h={h:g}: "
-                        f"errors {np.round(errors[r, ki, hi], 4).tolist()}"
-                    )
+    splits = [
+        (
+            np.asarray(s[0], dtype=np.float64),
+            np.asarray(s[1], dtype=np.float64),
+            np.asarray(s[2]) if has_y else None,
+        )
+        for s in splits
+    ]
+    score = partial(_score_split, n_clusters=n_clusters, model=model)
+    fit_index = partial(fit_neighbors, kernel=model["kernel"])
+    tasks = selection_cell_tasks(splits, n_neighbors, sigmas, score, fit_index)
+    cells = compute_parts(tasks, show=progress, what="model selection, (repeat, K, h) cells")
+    errors, confidence, accuracy = (
+        np.stack([cell[i] for cell in cells]).reshape(shape) for i in range(3)
+    )
     kk, hh, cc = choose(errors, c_rule=c_rule)
     chosen = {
         "sigma": sigmas[hh],
@@ -344,13 +347,20 @@ def _error_surface(
     return ModelSelectionResult(
         errors=errors,
         confidence=confidence,
-        accuracy=accuracy,
+        accuracy=accuracy if has_y else None,
         sigmas=sigmas,
         n_neighbors=n_neighbors,
         n_clusters=n_clusters,
         chosen=chosen,
         c_rule=c_rule,
     )
+
+
+def _score_split(
+    split: tuple, k: int | None, h: float, index: Any, *, n_clusters: list[int], model: dict
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_score_cell` of a ``(X_train, X_val, y_val)`` split: one task of the grid."""
+    return _score_cell(*split, k, h, index, n_clusters, model)
 
 
 def _score_cell(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
@@ -126,3 +127,45 @@ def test_select_on_a_subsample_then_refit_on_every_point():
     np.testing.assert_array_equal(res.errors, ref.errors)
     with pytest.raises(InvalidInputError, match="max_samples"):
         select_model(splits=[(X[:100], X[100:200])], max_samples=50, **grid)
+
+
+def test_surface_cells_are_tasks_equal_to_scoring_each_cell_by_hand(client):
+    """Reference: every (repeat, K, h) scored one after the other with ``_score_cell``. The
+    surface select_model computes cell by cell as Dask tasks, on threads and on process
+    workers (arrays sent to them), is the same bit for bit."""
+    from distributed import get_task_stream
+
+    from dkernel.decomposition.kernels import fit_neighbors
+    from dkernel.decomposition.selection import _score_cell
+
+    X, y = make_blobs(n_samples=160, centers=[[0, 0], [3, 0]], cluster_std=0.4, random_state=3)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    grid = dict(sigmas=[0.03, 0.1], n_clusters=[1, 2, 3], n_neighbors=[None, 8])
+    model = dict(kernel="rbf", loss="kl-euclidean", n_init=2, max_iter=300, tol=1e-6)
+    model["random_state"] = 0
+    splits = [(X[i::3], X[(i + 1) % 3 :: 3], y[(i + 1) % 3 :: 3]) for i in range(2)]
+    ref = np.array(
+        [
+            [
+                [
+                    _score_cell(
+                        *s, k, h, None if k is None else fit_neighbors(s[0]), [1, 2, 3], model
+                    )
+                    for h in grid["sigmas"]
+                ]
+                for k in grid["n_neighbors"]
+            ]
+            for s in splits
+        ]
+    )  # (repeat, K, h, [errors, confidence, accuracy], C)
+    kw = dict(splits=splits, refit=False, n_init=2, random_state=0, **grid)
+    with dask.config.set(scheduler="threads"):
+        local = select_model(**kw)
+    with get_task_stream(client) as stream:
+        remote = select_model(**kw)
+    ran = [t["key"] for t in stream.data if "_score_split" in str(t["key"])]
+    assert len(ran) == 2 * 2 * 2  # one task per (repeat, K, h), on the workers
+    for res in (local, remote):
+        np.testing.assert_array_equal(res.errors, ref[:, :, :, 0])
+        np.testing.assert_array_equal(res.confidence, ref[:, :, :, 1])
+        np.testing.assert_array_equal(res.accuracy, ref[:, :, :, 2])

@@ -325,6 +325,7 @@ def _select(
         n_init=p["n_init"],
         max_iter=p["max_iter"],
         tol=p["tol"],
+        progress=ctx.progress,
     )
     hm, hs = res.error_vs_sigma()
     ds = selection_dataset(
