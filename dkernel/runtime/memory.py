@@ -16,7 +16,9 @@ block above 128 KiB is then mapped afresh and unmapped when freed, so a NumPy ke
 allocates a few MiB per block of rows pays a page fault per 4 KiB on every block (a GEMM into
 a new 4 MiB array took 0.95 µs per row instead of 0.2). After the reading pass,
 :func:`reuse_freed_memory` sets the thresholds glibc's dynamic ones rise to by themselves, so
-the job's numerics reuse their freed blocks.
+the job's numerics reuse their freed blocks. The workers of the cluster a job starts get the
+same thresholds in their environment from the start
+(``dkernel.runtime.connect.EMBEDDED_SCHEDULER_CONFIG``).
 """
 
 from __future__ import annotations

@@ -21,13 +21,14 @@ def test_the_settings_do_not_leak_into_the_callers_config(client):
     assert dask.config.get("distributed.scheduler.work-stealing") is True
 
 
-def test_embedded_workers_keep_one_malloc_arena_and_distributeds_trim(client):
+def test_embedded_workers_keep_one_malloc_arena_and_reuse_freed_blocks(client):
     import os
 
-    env = client.run(
-        lambda: (os.environ.get("MALLOC_ARENA_MAX"), os.environ.get("MALLOC_TRIM_THRESHOLD_"))
-    )
-    assert set(env.values()) == {("1", "65536")}
+    from dkernel.runtime.memory import REUSE_MMAP_THRESHOLD, REUSE_TRIM_THRESHOLD
+
+    names = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+    env = client.run(lambda: tuple(os.environ.get(name) for name in names))
+    assert set(env.values()) == {("1", str(REUSE_MMAP_THRESHOLD), str(REUSE_TRIM_THRESHOLD))}
 
 
 def test_embedded_workers_file_their_profiles_every_ten_seconds(client):
