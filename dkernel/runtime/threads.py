@@ -2,9 +2,9 @@
 
 A job too small for a cluster (:func:`dkernel.runtime.connect.runs_in_process`) needs no
 scheduler process, no event loop and no workers: ``dask.threaded`` runs its tasks on a pool of
-threads of this process. Beside an in-process ``distributed`` cluster this leaves out importing
-``distributed`` (0.1–0.2 s on 2 CPUs), its event loop and the asyncio threads that take the GIL from the
-tasks while they run: the demo job took 4.2 instead of 5.5 s (2 CPUs).
+threads of this process. Beside an in-process ``distributed`` cluster this leaves out
+importing ``distributed`` (0.1–0.2 s on 2 CPUs), its event loop and the asyncio threads that
+take the GIL from the tasks while they run: the demo job took 4.2 instead of 5.5 s (2 CPUs).
 """
 
 from __future__ import annotations
