@@ -50,7 +50,8 @@ def delayed_array(X: Any) -> Any:
     ``np.block`` in the task), to pass to ``dask.delayed`` functions; anything else as it is.
 
     Handing the array itself to a delayed function gives the same task, but Dask wraps it in
-    an expression that imports ``distributed`` (0.1–0.2 s on 2 CPUs) in a process that had no need of it.
+    an expression that imports ``distributed`` (0.1–0.2 s on 2 CPUs) in a process that had
+    no need of it.
     """
     if not isinstance(X, dask.array.Array):
         return X

@@ -125,7 +125,8 @@ def active_client() -> Any:
 def local_scheduler() -> dict[str, Any]:
     """``dask.compute`` keywords for a computation without a client: none when ``dask.config``
     names a scheduler; else dask's threaded scheduler, named as a callable, when
-    ``distributed`` was never imported (Dask would import it to look for a client: 0.1–0.2 s on 2 CPUs)."""
+    ``distributed`` was never imported (Dask would import it to look for a client: 0.1–0.2 s
+    on 2 CPUs)."""
     import dask
 
     if dask.config.get("scheduler", None) is not None or "distributed" in sys.modules:
