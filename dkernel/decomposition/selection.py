@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from dkernel._random import derive_rng
-from dkernel._validation import check_options, check_scalar
+from dkernel._validation import aligned, check_options, check_scalar
 from dkernel.decomposition.estimator import KernelDecompositionClustering
 from dkernel.decomposition.graph import selection_cell_tasks
 from dkernel.decomposition.kernels import (
@@ -209,7 +209,7 @@ def select_model(
         the full fit when that matters; ``K`` and ``C`` carry over.
     progress : bool
         Show the (repeat, K, h) cells done: a bar on a terminal or in a notebook, else a
-        line every few seconds (:func:`dkernel.runtime.progress.compute_parts`).
+        line every few seconds (:func:`dkernel.runtime.compute_parts`).
 
     Returns
     -------
@@ -359,8 +359,9 @@ def _error_surface(
 def _score_split(
     split: tuple, k: int | None, h: float, index: Any, *, n_clusters: list[int], model: dict
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_score_cell` of a ``(X_train, X_val, y_val)`` split: one task of the grid."""
-    return _score_cell(*split, k, h, index, n_clusters, model)
+    """:func:`_score_cell` of a ``(X_train, X_val, y_val)`` split: one task of the grid (its
+    arrays aligned: a worker may receive them at any offset of a message buffer)."""
+    return _score_cell(*(aligned(a) for a in split), k, h, index, n_clusters, model)
 
 
 def _score_cell(
