@@ -38,7 +38,7 @@ from dkernel.graphs.bipartite import (
     sample_landmark_graph,
 )
 from dkernel.graphs.landmark import LandmarkGraph
-from dkernel.linalg.eigen import fix_signs
+from dkernel.linalg.eigen import dense_eigh, fix_signs
 from dkernel.linalg.threads import map_on_cores
 from dkernel.spectral.sparse import GREEN_ALPHA
 
@@ -96,9 +96,8 @@ def transfer_cut(
     inv_sqrt[active] = 1.0 / np.sqrt(d[active])
     M = inv_sqrt[:, None] * W * inv_sqrt[None, :]
     M = 0.5 * (M + M.T)
-    values, vectors = np.linalg.eigh(M)
-    values, vectors = values[::-1], vectors[:, ::-1]
     k = int(n_components)
+    values, vectors = dense_eigh(M, max(k, _SPECTRUM), clip=False)
     V = fix_signs(inv_sqrt[:, None] * vectors[:, :k])
     return values[:k], V, values[:_SPECTRUM]
 
