@@ -53,3 +53,20 @@ def test_leading_eigenpairs_refuse_a_matrix_without_positive_eigenvalue():
         leading_eigenpairs(values, vectors, rtol=1e-10, degenerate="degenerate here")
     with pytest.raises(InvalidInputError, match="empty"):
         leading_eigenpairs(np.empty(0), np.empty((3, 0)), rtol=1e-10, degenerate="empty")
+
+
+@pytest.mark.parametrize("k", [3, 7, 8, 40])  # 8 of 32: the subset solver; 40: all (capped)
+def test_dense_eigh_subset_and_full_solvers_agree_with_numpy(rng, k):
+    """Both LAPACK paths (a subset up to a quarter of the pairs, one solve of all above)
+    give numpy's leading eigenpairs, descending, signs fixed."""
+    A = rng.normal(size=(32, 32))
+    K = A @ A.T
+    values, vectors = dense_eigh(K, k)
+    ref_values, ref_vectors = np.linalg.eigh(K)
+    kk = min(k, 32)
+    np.testing.assert_allclose(values, ref_values[::-1][:kk], rtol=1e-10)
+    np.testing.assert_allclose(
+        np.abs(vectors.T @ ref_vectors[:, ::-1][:, :kk]), np.eye(kk), atol=1e-8
+    )
+    idx = np.argmax(np.abs(vectors), axis=0)
+    assert np.all(vectors[idx, np.arange(kk)] > 0)

@@ -127,3 +127,43 @@ def test_kernel_kmeans_separates_rings():
 def test_row_normalize_keeps_zero_rows():
     Z = np.array([[3.0, 4.0], [0.0, 0.0]])
     np.testing.assert_allclose(normalize_rows(Z), [[0.6, 0.8], [0.0, 0.0]])
+
+
+def _entropy_axes_by_full_search(K: np.ndarray, k: int) -> np.ndarray:
+    """The obvious reference: every eigenpair, ψ = λ (eᵀ1)², the k largest."""
+    values, vectors = np.linalg.eigh(K)
+    values, vectors = values[::-1], vectors[:, ::-1]
+    psi = np.maximum(values, 0) * vectors.sum(axis=0) ** 2
+    return np.argsort(-psi, kind="stable")[:k]
+
+
+def test_keca_finds_entropy_axes_deep_in_the_spectrum():
+    """keca_embedding computes only as many leading pairs as prove the choice; a kernel whose
+    entropy lies on the 101st and 201st eigenvectors makes it look past its first 64."""
+    n = 300
+    rng = np.random.default_rng(0)
+    W, _ = np.linalg.qr(np.c_[np.ones(n), rng.normal(size=(n, n - 1))])
+    R, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    carriers = [0, 5, 100, 200]  # the eigenvectors that the constant vector spreads over
+    Q = np.empty((n, n))
+    Q[:, carriers] = W[:, :4] @ R
+    Q[:, [j for j in range(n) if j not in carriers]] = W[:, 4:]
+    K = (Q / (1.0 + np.arange(n))) @ Q.T  # eigenvalues 1, 1/2, ..., 1/n
+    K = 0.5 * (K + K.T)
+    for k in (1, 2, 3, 4):
+        emb = keca_embedding(K, k)
+        np.testing.assert_array_equal(emb.indices, _entropy_axes_by_full_search(K, k))
+    # ψ: 190 on the 1st eigenvector, 0.39 on the 201st, 0.30 on the 101st, 0.01 on the 6th
+    assert keca_embedding(K, 3).indices.tolist() == [0, 200, 100]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_keca_default_equals_the_whole_spectrum_search_on_rbf_kernels(seed):
+    X, _ = make_blobs(400, n_features=8, centers=6, random_state=seed)
+    for sigma in (0.5, 2.0, 8.0):
+        K = rbf_block(X, X, sigma)
+        for k in (2, 6, 12):
+            emb = keca_embedding(K, k)
+            np.testing.assert_array_equal(emb.indices, _entropy_axes_by_full_search(K, k))
+            full = keca_embedding(K, k, n_candidates=K.shape[0])
+            np.testing.assert_allclose(np.abs(emb.embedding), np.abs(full.embedding), atol=1e-8)
