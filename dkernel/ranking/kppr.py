@@ -44,7 +44,7 @@ from dkernel._validation import (
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.kernels.registry import is_precomputed, kernel_input_tags
 from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, PCKID_SIGMA_FRACTION
-from dkernel.linalg.eigen import fix_signs
+from dkernel.linalg.eigen import dense_eigh, fix_signs
 from dkernel.ranking.kernelmap import ADAPTIVE, KERNEL_NAMES, resolve_kernel
 from dkernel.ranking.ppr import degrees, normalized_kernel, restart_beta
 from dkernel.ranking.seeds import seed_vector
@@ -153,10 +153,12 @@ def normalized_eigenpairs(
 
     Notes
     -----
-    Dense: O(N^3) time, O(N^2) memory. Feature map with F < N: O(N F^2) time, O(N F) memory.
-    When λ*_2 is within ``TRIVIAL_GAP`` of 1 (a graph with several connected components, as
-    k-NN graphs often are), the exact trivial eigenvector is deflated and put first, once more
-    the cost.
+    Dense: O(N^3) time, O(N^2) memory, one eigen-solve of the matrix with the exact trivial
+    eigenvector deflated (:func:`top_normalized_eigenpairs`), which is put first: the others
+    are orthogonal to it even when λ* = 1 is repeated (a graph with several connected
+    components, as k-NN graphs often are). Feature map with F < N: O(N F^2) time, O(N F)
+    memory; the trivial eigenvector is deflated, once more the cost, when λ*_2 is within
+    ``TRIVIAL_GAP`` of 1.
     """
     if features is not None:
         G = np.asarray(features, dtype=np.float64)
@@ -178,10 +180,6 @@ def normalized_eigenpairs(
         d = degrees(K)
         Kn = normalized_kernel(K, d)[0]
     Kn = 0.5 * (Kn + Kn.T)
-    values, vectors = linalg.eigh(Kn, check_finite=False)
-    order = np.argsort(values)[::-1]
-    if values.size < 2 or values[order[0]] - values[order[1]] > TRIVIAL_GAP:
-        return values[order], fix_signs(vectors[:, order]), d
     values, vectors = top_normalized_eigenpairs(Kn, d, Kn.shape[0])
     return values, vectors, d
 
@@ -212,8 +210,7 @@ def top_normalized_eigenpairs(
     M = 0.5 * (Kn + Kn.T)
     M -= 3.0 * np.outer(e1, e1)
     if k > 1:
-        values, vectors = linalg.eigh(M, subset_by_index=[n - k + 1, n - 1], check_finite=False)
-        values, vectors = values[::-1], fix_signs(vectors[:, ::-1])
+        values, vectors = dense_eigh(M, k - 1, clip=False)
     else:
         values, vectors = np.zeros(0), np.zeros((n, 0))
     return np.concatenate([[1.0], values]), np.concatenate([e1[:, None], vectors], axis=1)

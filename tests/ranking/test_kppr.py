@@ -307,3 +307,30 @@ def test_seed_weights_validation(iris):
         kppr.seed_weights_for_mean(np.ones(6))
     with pytest.raises(NotFittedError):
         KernelPersonalizedPageRank().project(X)
+
+
+def _normalized(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    d = K.sum(axis=1)
+    return K / np.sqrt(np.outer(d, d)), d
+
+
+@pytest.mark.parametrize("gap", [1.0, 50.0])  # one connected graph; two components (λ* = 1 twice)
+def test_normalized_eigenpairs_against_numpy(gap):
+    """Against the obvious reference (numpy's eigh of D^-1/2 K D^-1/2): the same spectrum, an
+    eigenbasis, and first the exact trivial pair, whether or not λ* = 1 is repeated."""
+    from dkernel.ranking.kppr import normalized_eigenpairs, trivial_eigenvector
+
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(size=(40, 2)), rng.normal(size=(30, 2)) + gap]
+    K = rbf_block(X, X, 1.0)
+    K[K < 1e-300] = 0.0
+    Kn, d = _normalized(K)
+    values, vectors, d_out = normalized_eigenpairs(K)
+    np.testing.assert_allclose(d_out, d, rtol=1e-12)
+    ref = np.sort(np.linalg.eigvalsh(Kn))[::-1]
+    np.testing.assert_allclose(values, ref, atol=1e-10)
+    assert values[0] == 1.0
+    np.testing.assert_array_equal(vectors[:, 0], trivial_eigenvector(d))
+    np.testing.assert_allclose(Kn @ vectors, vectors * values, atol=1e-10)
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(X.shape[0]), atol=1e-10)
+    assert (gap > 10) == (values[1] > 1 - 1e-9)
