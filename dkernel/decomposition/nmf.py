@@ -40,6 +40,7 @@ makes Eq. 14 depend on C.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from scipy import sparse
@@ -365,11 +366,25 @@ def _product_at(Kcheck, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return A @ B
 
 
-def kl_objective(Kcheck, A: np.ndarray, B: np.ndarray) -> float:
-    """``sum Kcheck log(Kcheck / (A B))`` over the non-zero entries of Kcheck (>= 0)."""
+def kl_objective(Kcheck, A: np.ndarray, B: np.ndarray, *, entropy: float | None = None) -> float:
+    """``sum Kcheck log(Kcheck / (A B))`` over the non-zero entries of Kcheck (>= 0).
+
+    ``entropy``: ``sum Kcheck log Kcheck`` (:func:`kernel_entropy`) when the caller evaluates
+    the objective often for one kernel, as :func:`factorize` does; computed here otherwise.
+    """
     P = np.maximum(_product_at(Kcheck, A, B), _TINY)
-    G = Kcheck.data if sparse.issparse(Kcheck) else np.asarray(Kcheck)
-    return float(np.sum(xlogy(G, G)) - np.sum(xlogy(G, P)))
+    G = _stored(Kcheck)
+    return float((kernel_entropy(Kcheck) if entropy is None else entropy) - np.sum(xlogy(G, P)))
+
+
+def kernel_entropy(Kcheck) -> np.floating:
+    """``sum Kcheck log Kcheck`` over the stored entries: the constant term of the KL objective."""
+    G = _stored(Kcheck)
+    return np.sum(xlogy(G, G))
+
+
+def _stored(Kcheck) -> np.ndarray:
+    return Kcheck.data if sparse.issparse(Kcheck) else np.asarray(Kcheck)
 
 
 def truncate_kernel(Kcheck: np.ndarray, *, threshold: float = 1e-14, max_density: float = 0.05):
@@ -477,7 +492,10 @@ def factorize(
     if loss not in ("kl", "euclidean"):
         raise InvalidInputError(f"factorize's loss must be 'kl' or 'euclidean'; got {loss!r}.")
     step = _kl_step if loss == "kl" else _euclidean_step
-    objective = kl_objective if loss == "kl" else euclidean_objective
+    if loss == "kl":
+        objective = partial(kl_objective, entropy=kernel_entropy(Kcheck))
+    else:
+        objective = euclidean_objective
     A, B = A0.astype(np.float64, copy=True), B0.astype(np.float64, copy=True)
     prev = objective(Kcheck, A, B)
     n_iter = 0
