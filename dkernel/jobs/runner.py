@@ -8,6 +8,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -261,18 +262,22 @@ def _run_leased(
             )
         _check_cluster_memory(spec, data, client)
         store = _open_store(spec, data, resume=resume)
-        _run_in_store(
-            spec,
-            data,
-            store,
-            lease=lease,
-            method=method,
-            client=client,
-            threads=threads,
-            scheduler=scheduler,
-            progress=progress,
-            t_start=t_start,
-        )
+        # the job's client is the one every compute inside it goes to: with another client
+        # current (a notebook's `with Client(...)`), a compute could reach the scheduler before
+        # this client's persist of the same keys ("lost dependencies"), and ran elsewhere
+        with nullcontext() if client is None else client.as_current():
+            _run_in_store(
+                spec,
+                data,
+                store,
+                lease=lease,
+                method=method,
+                client=client,
+                threads=threads,
+                scheduler=scheduler,
+                progress=progress,
+                t_start=t_start,
+            )
     finally:
         if threads is not None:
             threads.close()

@@ -130,3 +130,36 @@ def test_dashboard_shows_workers_and_tasks(loopback_cluster, task_stream, specs,
     # each worker's info page lists the tasks it processed
     for addr in workers:
         assert "Worker" in get(f"/info/worker/{urllib.request.quote(addr, safe='')}.html")
+
+
+def test_a_job_computes_on_its_own_client_while_another_is_current(
+    specs, loopback_cluster, tmp_path
+):
+    """A notebook's ``with Client(...)`` leaves that client current; a submitted job's computes
+    must still go to the job's own client, which persisted their inputs: from another client a
+    compute could reach the scheduler before the persist ("lost dependencies", seen in CI for
+    the kernel-kmeans job under load). The scheduler logs every graph under the client that
+    sent it."""
+    from distributed import Client
+
+    with Client(loopback_cluster.address, timeout=30) as other:
+        assert Client.current() is other
+        err = io.StringIO()
+        with redirect_stderr(err):
+            code = main(
+                [
+                    "submit",
+                    str(specs["kernel-kmeans"]),
+                    "--scheduler",
+                    loopback_cluster.address,
+                    "--output",
+                    str(tmp_path / "own.zarr"),
+                    "--no-progress",
+                ]
+            )
+        assert code == 0, err.getvalue()
+        graphs_from_other = [
+            e for _, e in other.get_events(other.id) if e.get("action") == "update-graph"
+        ]
+        assert graphs_from_other == []
+        assert open_results(tmp_path / "own.zarr").attrs["status"] == "complete"
