@@ -690,21 +690,14 @@ def _held_in_memory(data: LoadedData, client: Any) -> LoadedData:
     Image features only: every computation on them is row by row or an exact selection, so a
     chunk recomputed after a lost worker, or moved between workers, gives the same results; a
     table's may feed sums whose last bits follow where a chunk's memory lies (a PCK job's
-    eigenvalues differed after a worker was killed). On a cluster a table's lazy rows get
-    keys of the job's own instead (:func:`~dkernel.jobs.registry.with_own_keys`), not
-    persisted."""
+    eigenvalues differed after a worker was killed)."""
     import dask.array as da
 
     from dkernel._budget import PERSIST_BYTES
 
     X = data.X
-    if not isinstance(X, da.Array):
+    if data.raster is None or not isinstance(X, da.Array):
         return data
-    if data.raster is None:
-        # a reader's keys hash the file: the client of the job before on the same data,
-        # releasing them as it closed, cancelled this job's compute of them (under submit,
-        # "lost dependencies" in tests/ops/test_distributed.py)
-        return data if client is None else replace(data, X=with_own_keys(X))
     if math.isnan(X.nbytes) or X.nbytes > PERSIST_BYTES:
         return data
     return replace(data, X=persist(with_own_keys(X), client))
