@@ -262,9 +262,9 @@ def _run_leased(
             )
         _check_cluster_memory(spec, data, client)
         store = _open_store(spec, data, resume=resume)
-        # the job's client is the one every compute inside it goes to: with another client
-        # current (a notebook's `with Client(...)`), a compute could reach the scheduler before
-        # this client's persist of the same keys ("lost dependencies"), and ran elsewhere
+        # every compute inside the job goes to the job's client: with another client current
+        # (a notebook's `with Client(...)`), a compute sent from it could reach the scheduler
+        # before this client's persist of its input ("lost dependencies")
         with nullcontext() if client is None else client.as_current():
             _run_in_store(
                 spec,

@@ -119,7 +119,7 @@ def _entropy_candidates(K: np.ndarray, n_components: int) -> tuple[np.ndarray, n
         if m == n:
             return values, vectors
         psi = values * vectors.sum(axis=0) ** 2
-        kth = np.sort(psi)[::-1][min(n_components, m) - 1]
+        kth = np.sort(psi)[::-1][n_components - 1]  # m >= 8 n_components here
         # the pairs not computed may have round-off-level negative ψ, which the sum hides
         rest = total - float(psi.sum()) + 1e-9 * (abs(total) + n * float(values[0]))
         if min(n * float(values[-1]), rest) < kth:
