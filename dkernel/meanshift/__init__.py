@@ -6,6 +6,6 @@ from dkernel._lazy import attach
 __getattr__, __dir__, __all__ = attach(
     __name__,
     {
-        "estimators": ["MSSC", "MeanShift", "second_stage"],
+        "estimators": ["MSSC", "MeanShift", "second_stage", "wide_limit_axes", "wide_limit_stage"],
     },
 )

@@ -102,7 +102,8 @@ def _assign(block: np.ndarray, model: AssignModel) -> np.ndarray:
 def stream_feature_sums(
     X: da.Array, labels: da.Array, n_partitions: int, W: np.ndarray, b: np.ndarray
 ) -> Any:
-    """Delayed ``(S, counts)``: random-Fourier-feature sums and sizes of each partition.
+    """Delayed ``(S, counts, rows)``: random-Fourier-feature sums, sizes and row sums of each
+    partition.
 
     One pass over the rows; per-chunk partial sums are tree-reduced.
 
@@ -128,15 +129,14 @@ def stream_feature_sums(
 def _feature_sums(block, lab, m, params):
     W, b = params
     lab = np.asarray(lab)
-    S = K.partition_feature_sums(aligned(np.asarray(block)), lab, m, W, b)
-    counts = np.bincount(lab[lab >= 0], minlength=m).astype(np.int64)
-    return S, counts
+    block = aligned(np.asarray(block))
+    S = K.partition_feature_sums(block, lab, m, W, b)
+    rows, counts = K.partition_row_sums(block, lab, m)
+    return S, counts, rows
 
 
 def _add_pairs(*parts):
-    S = sum(p[0] for p in parts)
-    c = sum(p[1] for p in parts)
-    return S, c
+    return tuple(sum(p[i] for p in parts) for i in range(len(parts[0])))
 
 
 def stream_stratified_sample(

@@ -444,3 +444,90 @@ def test_mssc_auto_n_clusters_from_the_normalized_spectrum(rng):
     assert fixed.n_clusters_ == 4
     np.testing.assert_array_equal(fixed.labels_, m.labels_)
     np.testing.assert_allclose(fixed.spectrum_, m.spectrum_)
+
+
+def _linear_mixture(rng, n=3000, bands=30):
+    """Three materials mixed linearly (Dirichlet abundances); the class is the largest one."""
+    materials = rng.uniform(0.2, 1.0, (3, bands))
+    abundances = rng.dirichlet([0.6] * 3, n)
+    X = abundances @ materials + rng.normal(0, 0.005, (n, bands))
+    return X, abundances.argmax(axis=1)
+
+
+@pytest.mark.parametrize("sized", [True, False])
+@pytest.mark.parametrize("regularization", [0.0, 1.0])
+def test_wide_limit_axes_are_the_limit_of_the_normalized_graph(rng, sized, regularization):
+    """At a huge width the normalized partition graph (dense float64 kernel, the slow obvious
+    reference) has the wide limit's leading axes and eigenvalue ratios."""
+    from dkernel.meanshift.estimators import _normalized_graph, wide_limit_axes
+
+    X = rng.normal(size=(60, 4)) * [3.0, 2.0, 1.0, 0.5]
+    lab = rng.permutation(np.arange(60) % 8)
+    n = np.bincount(lab, minlength=8)
+    S = _dense_pair_sums(X, lab, 8, 1e3 * X.std())  # 1 - K ~ 1e-6
+    A, sizes = (S / np.sqrt(np.outer(n, n)), n) if sized else (K.cs_normalize(S), None)
+    M, _ = _normalized_graph(A, sizes, regularization)
+    w, V = np.linalg.eigh(M)
+    w, V = w[::-1], V[:, ::-1]
+    means = np.stack([X[lab == i].mean(axis=0) for i in range(8)])
+    axes = wide_limit_axes(means, sizes)
+    k = 4
+    cosines = np.linalg.svd(V[:, :k].T @ axes.vectors[:, :k], compute_uv=False)
+    assert cosines.min() > 1 - 1e-6  # the same k-dimensional subspace
+    np.testing.assert_allclose(
+        w[2 : k + 1] / w[1], axes.spectrum[2 : k + 1] / axes.spectrum[1], rtol=1e-4
+    )
+    assert axes.n_axes == 4
+
+
+def test_wide_limit_auto_takes_the_smaller_eigengap_ratio(rng):
+    """A linear mixture: the limit (its k-th singular value drops); patches of four materials
+    with gaps between them: the affinity at sigma_. The ratios are the spectra's."""
+    X, y = _linear_mixture(rng)
+    mix = MSSC(3, random_state=0).fit(X)
+    assert mix.wide_limit_ and mix.eigengap_ratios_[1] < mix.eigengap_ratios_[0]
+    assert adjusted_rand_score(y, mix.labels_) > 0.9
+    assert mix.eigenvalues_[0] == 1.0 and mix.embedding_.shape == (mix.n_partitions_, 3)
+    np.testing.assert_allclose(np.linalg.norm(mix.embedding_, axis=1), 1.0)
+    X, y = _scene()
+    patches = MSSC(4, n_bands=6, random_state=0).fit(X)
+    assert not patches.wide_limit_
+    at_sigma, at_limit = patches.eigengap_ratios_
+    assert at_sigma < at_limit
+    assert at_sigma == pytest.approx(patches.spectrum_[4] / patches.spectrum_[3], rel=1e-12)
+    assert adjusted_rand_score(y, patches.labels_) > 0.9
+
+
+def test_wide_limit_never_and_always(rng):
+    X, y = _linear_mixture(rng, n=1500)
+    never = MSSC(3, random_state=0, wide_limit="never").fit(X)
+    assert not never.wide_limit_ and np.isnan(never.eigengap_ratios_[1])
+    labels = second_stage(
+        never.affinity_,
+        3,
+        "normalized",
+        seed=0,
+        sizes=never.partition_sizes_,
+        regularization=never.regularization,
+    )[0]
+    np.testing.assert_array_equal(never.partition_labels_, labels)
+    always = MSSC(3, random_state=0, wide_limit="always").fit(X)
+    assert always.wide_limit_
+    with pytest.raises(InvalidInputError, match="embedding='normalized'"):
+        MSSC(3, embedding="kpca", wide_limit="always").fit(X)
+    with pytest.raises(InvalidInputError, match="direction"):
+        MSSC(4, bandwidth=0.1, wide_limit="always").fit(_blobs(rng)[0])  # 4 clusters, 2 axes
+    # 'auto' with fewer columns than clusters: no k-th axis, so no ratio; the limit is no candidate
+    few = MSSC(4, random_state=0).fit(X[:, :3])
+    assert not few.wide_limit_ and np.isnan(few.eigengap_ratios_[1])
+
+
+def test_wide_limit_from_streamed_partition_sums(rng, array_kind):
+    """Random-feature affinity: the partition means come with the feature sums, the same from
+    one pass over Dask chunks as from NumPy."""
+    X, _ = _linear_mixture(rng, n=1200, bands=12)
+    kw = {"affinity": "rff", "n_rff": 300, "wide_limit": "always", "random_state": 0}
+    ref = MSSC(3, **kw).fit(X)
+    est = MSSC(3, **kw).fit(as_kind(X, array_kind))
+    np.testing.assert_allclose(est.embedding_, ref.embedding_, atol=1e-10)
+    np.testing.assert_array_equal(est.partition_labels_, ref.partition_labels_)

@@ -4,7 +4,8 @@ The parameters are :class:`~dkernel.meanshift.MSSC`'s, derived from the estimato
 hyperspectral non-negative bands are scaled to unit length per pixel (``band_norm='auto'``,
 decided by the reader's hint or by the bands, done by the estimator: the spectral angle,
 brightness dropped; pixel coordinates kept); the partition affinity uses ``h_spec`` = half the
-median pixel distance and is clustered by normalized spectral clustering (``embedding='normalized'``).
+median pixel distance and is clustered by normalized spectral clustering (``embedding='normalized'``),
+or by its wide limit when that separates the clusters better (``wide_limit='auto'``).
 See ``benchmarks/results/mssc_scenes.md`` and ``mssc_stability.md`` for the choice.
 
 Writes ``/mssc`` (label raster and partition raster with dims ``y``, ``x``, the valid mask and
@@ -109,7 +110,8 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     logger.info(
         f"mean shift: h_ms={est.bandwidth_:.4g}, {est.n_partitions_} partitions "
         f"({est.n_iter_} iterations); affinity {est.affinity_method_}, "
-        f"h_spec={est.sigma_:.4g}; bands {est.band_norm_}"
+        f"h_spec={est.sigma_:.4g}{' (stage two: its wide limit)' if est.wide_limit_ else ''}; "
+        f"bands {est.band_norm_}"
     )
 
     counts = strip_counts(image, X)
@@ -151,6 +153,10 @@ def _attrs(ctx: JobContext, est: Any) -> dict[str, Any]:
         "embedding": p["embedding"],
         "normalization": p["normalization"],
         "regularization": p["regularization"],
+        "wide_limit": p["wide_limit"],
+        "wide_limit_chosen": bool(est.wide_limit_),
+        # lambda_{k+1} / lambda_k at sigma and in the wide limit (None: undefined)
+        "eigengap_ratios": [None if np.isnan(r) else float(r) for r in est.eigengap_ratios_],
         "band_norm": est.band_norm_,
         "affinity_method": est.affinity_method_,
         "mean_shift_iterations": est.n_iter_,
