@@ -393,9 +393,10 @@ class MSSC(MeanShift):
         'auto': the largest eigengap ``λ_k − λ_{k+1}`` over k = 2..``max_clusters`` of the
         normalized partition graph (``dkernel.meanshift.estimators.normalized_spectrum``, the
         graph of the 'normalized' embedding, whatever ``embedding`` is); the choice is
-        ``n_clusters_`` and its evidence ``spectrum_``. Not the default: it found Samson's 3
-        classes (ARI 0.900) but 2 of Jasper's 4 (ARI 0.49 against 0.70) and 4 of the 6 of
-        ``benchmarks/bench_full_tile.py``'s scene (ARI 0.71 against 1.00).
+        ``n_clusters_`` and its evidence ``spectrum_`` (``wide_limit`` then decides for that
+        k). Not the default: it found Samson's 3 classes (ARI 0.876) but 2 of Jasper's 4 (ARI
+        0.49 against 0.78) and 4 of the 6 of ``benchmarks/bench_full_tile.py``'s scene (ARI
+        0.71 against 1.00).
     max_clusters : int
         Upper bound of ``n_clusters='auto'`` (and the length − 1 of ``spectrum_``).
     bandwidth : float, optional
@@ -482,9 +483,10 @@ class MSSC(MeanShift):
         'both': in the affinity too, as in [Agersborg2012], §6.1.2; a class can then follow
         position (the demo scene's sea split along a straight line at ``coord_scale`` 1). On
         Samson / Jasper (ARI against the argmax abundances, ``random_state=0``) 'stage_one'
-        scores 0.900 / 0.696 at ``coord_scale`` 0.25 (both: 0.908 / 0.692) and 0.883 / 0.671 at 1.0
-        (both: 0.472 / 0.466); the synthetic scene of ``benchmarks/bench_full_tile.py`` (300²
-        pixels) 1.000 with either. No effect when ``n_bands`` is None.
+        scores 0.876 / 0.775 at ``coord_scale`` 0.25 (both: 0.908 / 0.692, no wide limit
+        chosen) and 0.880 / 0.745 at 1.0 (both, with ``wide_limit='never'``: 0.472 / 0.466);
+        the synthetic scene of ``benchmarks/bench_full_tile.py`` (300² pixels) 1.000 with
+        either. No effect when ``n_bands`` is None.
     progress : bool
         Show the progress of the pass over Dask input (partition sums) on the active
         ``distributed`` client: a bar on a terminal or in Jupyter, plain lines in a log.
@@ -496,7 +498,7 @@ class MSSC(MeanShift):
         Multiplies Silverman's rule when ``bandwidth`` is None. Default 0.4: h_ms is below
         Silverman's rule, so the first stage over-partitions ([Agersborg2012], §6.1.2) and stage
         two does the merging. Against 0.5 (the default until issue 32) the ``mssc`` jobs score Samson
-        NMI 0.869 (0.849) and Jasper Ridge 0.747 (0.750, ARI 0.696 against 0.700), the synthetic
+        NMI 0.854 (0.829) and Jasper Ridge 0.769 (0.758, ARI 0.775 either way), the synthetic
         scene of ``benchmarks/bench_full_tile.py`` ARI 1.000 either way, and the demo's mean shift
         converges (213 iterations, 69 partitions); 0.35 scores alike on the scenes but stops the
         demo at ``max_iter`` (``benchmarks/results/mssc_defaults.md``).
