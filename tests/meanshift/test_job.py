@@ -69,6 +69,11 @@ def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
     assert set(np.unique(labels[valid])) == {0, 1, 2}
     assert ms.attrs["crs"] == "EPSG:32618"
     assert ms.attrs["affinity_method"] == affinity
+    # stage two's choice and its evidence: the smaller eigengap ratio
+    at_sigma, at_limit = ms.attrs["eigengap_ratios"]
+    assert 0 < at_sigma < 1 and 0 < at_limit < 1
+    assert ms.attrs["wide_limit"] == "auto"
+    assert ms.attrs["wide_limit_chosen"] is bool(at_limit < at_sigma)
     m = ms.attrs["n_partitions"]
     assert ms["affinity"].shape == (m, m) and ms["modes"].shape == (m, 5)
     part = ms["partition"].values
