@@ -123,6 +123,7 @@ NUMERIC = [
     "kernels/rbf.py",
     "kernels/widths.py",
     "linalg/eigen.py",
+    "linalg/groups.py",
     "linalg/kmeans.py",
     "spectral/dense.py",
     "spectral/pck_memory.py",

@@ -36,6 +36,7 @@ import xarray as xr
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.io.gdal import GDAL_CACHE_MB
+from dkernel.linalg import label_sums
 from dkernel.rows import delayed_array
 from dkernel.runtime.progress import compute_parts
 from dkernel.storage.side_files import check_side_file, side_file
@@ -697,17 +698,9 @@ def write_float_cog(
 
 def _strip_sums(labels: np.ndarray, pixels: np.ndarray, n: int) -> np.ndarray:
     """``(n, 1 + bands)``: pixel count and per-band sums of each class in one strip."""
-    labels = np.asarray(labels)
     pixels = np.asarray(pixels)
-    keep = labels >= 0
-    lab = labels[keep].astype(np.int64)
-    out = np.empty((n, 1 + pixels.shape[0]), dtype=np.float64)
-    out[:, 0] = np.bincount(lab, minlength=n)[:n]
-    for b in range(pixels.shape[0]):
-        out[:, 1 + b] = np.bincount(lab, weights=pixels[b][keep].astype(np.float64), minlength=n)[
-            :n
-        ]
-    return out
+    sums, counts = label_sums(pixels.reshape(pixels.shape[0], -1).T, labels, n)
+    return np.column_stack([counts.astype(np.float64), sums])
 
 
 def _band_column(band: Any) -> str:

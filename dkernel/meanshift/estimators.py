@@ -36,6 +36,7 @@ from dkernel._validation import (
 from dkernel.errors import InvalidInputError, MeanShiftConvergenceWarning, ResourceLimitError
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.kernels.widths import MSSC_SIGMA_FRACTION, silverman_thesis
+from dkernel.linalg import label_sums
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.bands import apply_band_norm, resolve_band_norm
 from dkernel.meanshift.graph import (
@@ -755,7 +756,7 @@ class MSSC(MeanShift):
             S = K.cs_pair_sums(Xn, lab, m, self.sigma_)
             sizes = np.bincount(lab, minlength=m)
             if want_means:
-                means = _means(*K.partition_row_sums(Xn, lab, m))
+                means = _means(*label_sums(Xn, lab, m))
         else:
             W, b = K.rff_params(
                 X.shape[1], self.n_rff, self.sigma_, derive_rng(seed, "mssc", "rff")
@@ -769,7 +770,7 @@ class MSSC(MeanShift):
                 F = aligned(F)
             else:
                 F = K.partition_feature_sums(X, labels, m, W, b)
-                row_sums, sizes = K.partition_row_sums(X, labels, m)
+                row_sums, sizes = label_sums(X, labels, m)
             if want_means:
                 means = _means(row_sums, sizes)
             S = F @ F.T
@@ -832,7 +833,7 @@ class MSSC(MeanShift):
             Xn = as_numpy(X)
             _, ls, Xs = stratified_sample(Xn, labels, take, salt)
         S = _sampled_pair_sums(Xs, ls, sizes, take, self.sigma_)
-        return S, sizes, _means(*K.partition_row_sums(Xs, ls, m))
+        return S, sizes, _means(*label_sums(Xs, ls, m))
 
     def _wide_limit_candidate(self) -> bool:
         """Whether stage two may use the wide limit (then it needs the partition means)."""

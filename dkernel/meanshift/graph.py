@@ -17,6 +17,7 @@ import dask.array as da
 import numpy as np
 
 from dkernel._validation import aligned
+from dkernel.linalg import label_sums
 from dkernel.meanshift import kernels as K
 
 
@@ -131,7 +132,7 @@ def _feature_sums(block, lab, m, params):
     lab = np.asarray(lab)
     block = aligned(np.asarray(block))
     S = K.partition_feature_sums(block, lab, m, W, b)
-    rows, counts = K.partition_row_sums(block, lab, m)
+    rows, counts = label_sums(block, lab, m)
     return S, counts, rows
 
 

@@ -545,25 +545,6 @@ def partition_feature_sums(
     return out
 
 
-def partition_row_sums(
-    X: np.ndarray, labels: np.ndarray, n_partitions: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(Σ_{x∈C_i} x, |C_i|)`` of every partition (rows with label < 0 ignored).
-
-    Notes
-    -----
-    O(n d) time through one sparse indicator product.
-    """
-    labels = np.asarray(labels, dtype=np.int64)
-    keep = np.flatnonzero(labels >= 0)
-    X = np.asarray(X, dtype=np.float64)
-    indicator = coo_matrix(
-        (np.ones(keep.size), (labels[keep], keep)), shape=(n_partitions, X.shape[0])
-    ).tocsr()
-    counts = np.bincount(labels[keep], minlength=n_partitions).astype(np.int64)
-    return np.asarray(indicator @ X), counts
-
-
 def cs_affinity_from_sums(S: np.ndarray) -> np.ndarray:
     """Cauchy–Schwarz affinity from explicit feature sums: ``A = cos(S_i, S_j)`` (m × m).
 

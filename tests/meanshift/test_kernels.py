@@ -171,14 +171,3 @@ def test_cs_affinity_rff_approximates_exact(rng):
     # feature sums are exact sums of the feature map
     Phi = K.rff_transform(X, W, b, dtype=np.float64)
     np.testing.assert_allclose(S[2], Phi[labels == 2].sum(0), rtol=1e-3, atol=1e-3)
-
-
-def test_partition_row_sums(rng):
-    X = rng.normal(size=(50, 3))
-    labels = rng.integers(-1, 4, 50)
-    X[labels == -1] = np.nan  # nodata rows have no partition and do not count
-    sums, counts = K.partition_row_sums(X, labels, 5)
-    for i in range(5):
-        np.testing.assert_allclose(sums[i], X[labels == i].sum(axis=0), atol=1e-12)
-        assert counts[i] == (labels == i).sum()
-    assert counts[4] == 0 and (sums[4] == 0).all()
