@@ -2,7 +2,7 @@
 
 :func:`write_label_cog` writes a label map as a COG (GDAL's COG driver: 512 × 512 tiles,
 DEFLATE, internal overviews by the MODE of the labels, a colour table equal to the quick-look
-palette :func:`dkernel.io.raster.class_colors`) window by window, so the label map may be a
+palette :func:`dkernel.io.palette.class_colors`) window by window, so the label map may be a
 NumPy array, a Dask array or a lazy ``(y, x)`` DataArray (e.g. read back from a Zarr store).
 :func:`write_class_table` writes the per-class pixel counts, shares, colours and band means
 as a CSV sidecar, computed strip by strip. :func:`validate_cog` checks the file layout the
@@ -471,7 +471,7 @@ def _max_label(arr: np.ndarray | da.Array) -> int:
 
 
 def _palette(n_classes: int, nodata: int) -> dict[int, tuple[int, int, int, int]]:
-    from dkernel.io.raster import class_colors
+    from dkernel.io.palette import class_colors
 
     rgba = np.round(np.asarray(class_colors(max(n_classes, 1)))[:n_classes] * 255).astype(int)
     table = {i: (int(c[0]), int(c[1]), int(c[2]), 255) for i, c in enumerate(rgba)}
@@ -530,7 +530,7 @@ def write_label_cog(
     The file is ``uint8`` with nodata **255** when the largest label is < 255, else
     ``uint16`` with nodata **65535** (GDAL palettes need Byte/UInt16 bands); labels keep
     their values, unlabelled pixels get the file's nodata, which therefore differs from the
-    store's -1. The colour table is :func:`dkernel.io.raster.class_colors` (the quick-look
+    store's -1. The colour table is :func:`dkernel.io.palette.class_colors` (the quick-look
     palette) with the nodata entry transparent (alpha 0; TIFF palettes keep no alpha, so
     readers see it through the nodata value). COG driver options: 512 × 512 tiles, DEFLATE,
     overviews resampled by MODE (the most frequent label; NEAREST if this GDAL lacks MODE)
@@ -777,11 +777,11 @@ def write_class_table(
     Notes
     -----
     ``share`` is the class's fraction of the labelled pixels; ``color`` the ``#rrggbb`` of
-    :func:`dkernel.io.raster.class_colors` (the COG's colour table and the quick-look); the
+    :func:`dkernel.io.palette.class_colors` (the COG's colour table and the quick-look); the
     mean columns are named from the band coordinate (``mean_band_1`` for band 1, ``mean_red``
     for a band named ``red``). Computed by :func:`class_statistics`, strip by strip.
     """
-    from dkernel.io.raster import class_colors
+    from dkernel.io.palette import class_colors
 
     path = Path(path)
     stats = class_statistics(label_map, image, n_classes=n_classes)

@@ -35,6 +35,7 @@ from dkernel.io.data import (  # noqa: F401  (package_data_path: also read from 
     resolve_path,
 )
 from dkernel.io.gdal import RASTER_DRIVER, open_local_raster, raster_env
+from dkernel.io.palette import NODATA_COLOR, class_colors  # noqa: F401  (also read from here)
 from dkernel.io.pixels import (
     STRIP_PIXELS,
     features_graph,
@@ -43,6 +44,7 @@ from dkernel.io.pixels import (
     summaries,
     valid_graph,
 )
+from dkernel.io.quicklook import QuickLook, draw_quicklook
 from dkernel.runtime.progress import compute_parts
 
 DEMO_LANDSAT = "RGB.byte.tif"
@@ -633,33 +635,6 @@ def _rgb(image: xr.DataArray) -> np.ndarray:
     return rgb
 
 
-#: What the quick-look draws where a pixel has no label (outside the scene, or masked).
-NODATA_COLOR = (0.82, 0.82, 0.82, 1.0)
-
-
-def class_colors(n: int) -> np.ndarray:
-    """``n`` RGBA colours, neighbouring classes far apart in hue.
-
-    tab10 up to 10 classes; then tab20's strong shades before its pale ones (tab20 in order
-    pairs a colour with its own lighter shade, so clusters 0/1 would be two blues); beyond 20,
-    hues spaced by the golden angle.
-    """
-    import matplotlib
-
-    if n <= 10:
-        return matplotlib.colormaps["tab10"](np.arange(n))
-    if n <= 20:
-        order = np.r_[np.arange(0, 20, 2), np.arange(1, 20, 2)][:n]
-        return matplotlib.colormaps["tab20"](order)
-    from matplotlib.colors import hsv_to_rgb
-
-    hue = (np.arange(n) * 0.618033988749895) % 1.0
-    sat = np.where(np.arange(n) % 2 == 0, 0.75, 0.5)
-    val = np.where(np.arange(n) % 3 == 0, 0.95, 0.75)
-    rgb = hsv_to_rgb(np.c_[hue, sat, val])
-    return np.c_[rgb, np.ones(n)]
-
-
 def _axis_labels(crs: Any) -> tuple[str, str]:
     """Quick-look axis titles: easting/northing with unit and CRS, or pixel indices."""
     if crs is None:
@@ -714,70 +689,54 @@ def write_quicklook(
     ``image.isel(band=selection)`` (e.g. the two dates of a stacked pair); ``class_names``
     name the labels in the legend (``'change'``) instead of their numbers.
     """
-    # a Figure of its own, not pyplot: a library must not switch the user's backend (that
-    # silenced every later figure of a notebook) or leave figures open
-    from matplotlib.colors import ListedColormap
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    look = quicklook_plan(image, label_map, title=title, panels=panels, class_names=class_names)
+    return draw_quicklook(path, look)
+
+
+def quicklook_plan(
+    image: xr.DataArray,
+    label_map: Any,
+    *,
+    title: str = "",
+    panels: tuple[tuple[str, Any], ...] = (),
+    class_names: tuple[str, ...] = (),
+) -> QuickLook:
+    """What :func:`write_quicklook` draws, in arrays and strings: the stretched panels, the
+    strided label map, the colours and the legend's shares (see :func:`write_quicklook`)."""
     xs, ys = image["x"].values, image["y"].values
-    extent = [float(xs[0]), float(xs[-1]), float(ys[-1]), float(ys[0])]
+    extent = (float(xs[0]), float(xs[-1]), float(ys[-1]), float(ys[0]))
     counts, n_nodata = _label_counts(label_map)
     step = max(1, -(-max(len(ys), len(xs)) // QUICKLOOK_PIXELS))
     lab = label_map.data if isinstance(label_map, xr.DataArray) else label_map
     label_map = np.asarray(lab[::step, ::step])
     image = image.isel(y=slice(None, None, step), x=slice(None, None, step))
     n_lab = max(counts.size, 1)
-    colors = class_colors(n_lab)
-    cmap = ListedColormap(colors).with_extremes(bad=NODATA_COLOR)
-    shown = np.ma.masked_less(label_map, 0)
     views = [(t, image.isel(band=sel)) for t, sel in panels] or [("image (2–98 % stretch)", image)]
-    fig = Figure(figsize=(6 * len(views) + 6, 5))
-    axes = fig.subplots(1, len(views) + 1, sharex=True, sharey=True)
-    for ax, (view_title, view) in zip(axes, views, strict=False):
+    rgbs = []
+    for view_title, view in views:
         rgb = _rgb(view)
-        rgb[np.asarray(label_map) < 0] = NODATA_COLOR[:3]
-        ax.imshow(rgb, extent=extent, interpolation="nearest")
-        ax.set_title(view_title)
-    axes[-1].imshow(
-        shown, extent=extent, cmap=cmap, vmin=-0.5, vmax=n_lab - 0.5, interpolation="nearest"
-    )
-    axes[-1].set_title(f"clusters ({n_lab})" if not class_names else "map")
+        rgb[label_map < 0] = NODATA_COLOR[:3]
+        rgbs.append((view_title, rgb))
     names = [*class_names, *(str(i) for i in range(len(class_names), n_lab))]
     counts = np.pad(counts, (0, n_lab - counts.size))
     share = counts / max(int(counts.sum()), 1)
-    handles = [
-        Patch(color=colors[i], label=f"{names[i]}: {100 * share[i]:.1f} % ({counts[i]:,} px)")
-        for i in range(n_lab)
-    ]
+    legend = [f"{names[i]}: {100 * share[i]:.1f} % ({counts[i]:,} px)" for i in range(n_lab)]
     if n_nodata:
-        handles.append(
-            Patch(facecolor=NODATA_COLOR, edgecolor="0.4", label=f"no data ({n_nodata:,} px)")
-        )
-    axes[-1].legend(
-        handles=handles,
-        loc="upper left",
-        bbox_to_anchor=(1.02, 1.0),
-        fontsize="small",
-        ncols=1 if len(handles) <= 16 else 2,
-        title="class: share of pixels" if class_names else "cluster: share of pixels",
+        legend.append(f"no data ({n_nodata:,} px)")
+    return QuickLook(
+        views=tuple(rgbs),
+        labels=label_map,
+        extent=extent,
+        colors=class_colors(n_lab),
+        nodata_color=NODATA_COLOR,
+        legend=tuple(legend),
+        legend_title="class: share of pixels" if class_names else "cluster: share of pixels",
+        map_title=f"clusters ({n_lab})" if not class_names else "map",
+        axis_labels=_axis_labels(image.rio.crs),
+        title=title,
     )
-    x_label, y_label = _axis_labels(image.rio.crs)
-    for ax in axes:
-        ax.set_xlabel(x_label)
-        ax.set_ylabel(y_label)
-        ax.ticklabel_format(style="plain", useOffset=False)
-        ax.tick_params(axis="x", labelrotation=30)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    # tight_layout leaves a placeholder layout engine behind, for which savefig draws the
-    # whole figure once more before it renders it (0.4 of the demo quick-look's 1.5 s)
-    fig.set_layout_engine(None)
-    fig.savefig(path, dpi=90)
-    return path
 
 
 # ---------------------------------------------------------------------------------------

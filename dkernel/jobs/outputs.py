@@ -531,20 +531,20 @@ def _write_files(
     image = ctx.data.raster
     quicklook = None
     if "quicklook_png" in paths:
-        # drawn on a thread of its own while the GeoTIFFs and the segments are written (GDAL,
-        # shapely and NumPy release the GIL): the longest file of a small job
-        from dkernel.io.raster import write_quicklook
+        # prepared on a thread of its own and drawn by the helper process (on the thread
+        # when there is none) while the GeoTIFFs and the segments are written
+        from dkernel.io.raster import quicklook_plan
 
         def draw() -> None:
             with side_file(paths["quicklook_png"], **target("quicklook_png")) as out:
-                write_quicklook(
-                    out,
+                look = quicklook_plan(
                     image,
                     label_map,
                     title=maps.title,
                     panels=maps.look.panels,
                     class_names=maps.look.class_names,
                 )
+                draw_quicklook(out, look)
 
         pool = ThreadPoolExecutor(1, thread_name_prefix="dkernel-quicklook")
         quicklook = pool.submit(draw)
@@ -602,19 +602,48 @@ def _write_files(
 
 
 def prefetch_map_writers(ctx: JobContext) -> None:
-    """Import the quick-look's plotting library on a background thread while the job
-    computes, when the job will draw one: matplotlib takes 0.6–1 s to import, on a core the
-    computation leaves idle part of the time, and otherwise just before the drawing."""
-    if ctx.data.raster is not None and ctx.params.get("write_png", False):
-        Thread(target=_import_plotting, name="dkernel-prefetch", daemon=True).start()
+    """Start the helper process (:mod:`dkernel._helper`) and have it import the plotting
+    library while the job computes, when the job will draw a quick-look: matplotlib's import
+    (0.5 s) and drawing then run on a core the job leaves idle, not on the job's interpreter
+    lock. Without a helper, the import runs on a background thread of this process."""
+    if ctx.data.raster is None or not ctx.params.get("write_png", False):
+        return
+    from dkernel._helper import HelperUnavailable, shared_helper
+    from dkernel.io.quicklook import import_plotting
+
+    helper = shared_helper()
+    try:
+        if helper is not None:
+            helper.submit(import_plotting)
+            return
+    except HelperUnavailable:
+        pass
+    Thread(target=_import_plotting, name="dkernel-prefetch", daemon=True).start()
 
 
 def _import_plotting() -> None:
     try:
-        import matplotlib.figure  # noqa: F401
-        from matplotlib.backends import backend_agg  # noqa: F401
+        from dkernel.io.quicklook import import_plotting
+
+        import_plotting()
     except Exception:  # noqa: BLE001  (the drawing imports it again and reports a failure)
         pass
+
+
+def draw_quicklook(path: Path, look: Any) -> None:
+    """Draw a :class:`~dkernel.io.quicklook.QuickLook` in the helper process that
+    :func:`prefetch_map_writers` started, or here when there is none (or it died)."""
+    from dkernel._helper import HelperUnavailable, shared_helper
+    from dkernel.io import quicklook
+
+    helper = shared_helper(start=False)
+    if helper is not None:
+        try:
+            helper.call(quicklook.draw_quicklook, path, look)
+            return
+        except HelperUnavailable:
+            logger.debug("the helper process is gone: the quick-look is drawn in this process")
+    quicklook.draw_quicklook(path, look)
 
 
 def _claim_side_files(store: ResultsStore, paths: dict[str, Path]) -> dict[str, bool]:

@@ -84,6 +84,26 @@ def test_label_geotiff_roundtrip_and_png(demo_image, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_quicklook_drawn_by_the_helper_process_is_the_same_png(demo_image, tmp_path):
+    from dkernel._helper import HelperProcess
+    from dkernel.io.quicklook import draw_quicklook
+
+    valid = demo_image["valid"].values
+    label_map = R.labels_to_raster(np.arange(int(valid.sum())) % 3, valid)
+    look = R.quicklook_plan(demo_image, label_map, title="t")
+    assert look.legend[-1].startswith("no data") and len(look.legend) == 4
+    here = draw_quicklook(tmp_path / "here.png", look)
+    helper = HelperProcess()
+    try:
+        there = helper.call(draw_quicklook, tmp_path / "there.png", look)
+    finally:
+        helper.close()
+    assert there.read_bytes() == here.read_bytes()
+    assert R.write_quicklook(
+        tmp_path / "api.png", demo_image, label_map, title="t"
+    ).read_bytes() == (here.read_bytes())
+
+
 def test_npy_and_zarr_rasters(tmp_path, rng):
     import zarr
 
@@ -120,18 +140,6 @@ def test_errors(tmp_path):
         R.raster_features(R.image_from_array(np.ones((4, 4, 2))), scale="zscore")
     with pytest.raises(InvalidInputError, match="must match"):
         R.labels_to_raster(np.zeros(3), np.ones((2, 2), bool))
-
-
-def test_class_colors_keep_neighbouring_clusters_apart():
-    from dkernel.io.raster import class_colors
-
-    for n in (2, 5, 12, 20, 40):
-        rgb = class_colors(n)[:, :3]
-        assert rgb.shape == (n, 3)
-        step = np.linalg.norm(np.diff(rgb, axis=0), axis=1)
-        # tab20 in order gives clusters 0/1 a blue and its own pale shade
-        assert step[0] > 0.6 and np.min(step) > 0.15, n
-        assert len({tuple(np.round(c, 3)) for c in rgb}) == n
 
 
 def _rgb_reference(image):

@@ -172,6 +172,31 @@ def test_a_job_writes_its_side_files_and_records_them(job):
     _no_temporaries(job.root)
 
 
+def test_the_quicklook_is_drawn_in_the_job_process_when_the_helper_is_gone(job, monkeypatch):
+    """The quick-look is drawn by the helper process; when it died, by the job's own."""
+    from dkernel import _helper
+    from dkernel.io import raster
+
+    code, text = job.run()
+    assert code == 0, text
+    by_helper = job.png.read_bytes()
+    plan = raster.quicklook_plan
+
+    def plan_then_helper_dies(*args, **kwargs):
+        helper = _helper.shared_helper(start=False)
+        assert helper is not None  # started by the job, before the drawing
+        helper._process.kill()
+        helper._process.wait()
+        return plan(*args, **kwargs)
+
+    monkeypatch.setattr(raster, "quicklook_plan", plan_then_helper_dies)
+    code, text = job.run("--overwrite")
+    assert code == 0, text
+    assert job.png.read_bytes() == by_helper
+    assert _status(job.store) == "complete"
+    _no_temporaries(job.root)
+
+
 def test_link_at_class_table_to_outside_is_refused(job):
     job.table.symlink_to(job.precious)
     text = job.refused(r"job\.labels\.classes\.csv is a symbolic link .*precious\.txt.*rm ")
