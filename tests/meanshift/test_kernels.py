@@ -146,6 +146,27 @@ def test_cs_pair_sums_of_a_set_with_itself_match_reference(rng, monkeypatch):
     assert np.all(got[3] == 0) and np.all(got[:, 3] == 0)
 
 
+def test_cs_pair_sums_of_repeated_rows_match_reference(rng, monkeypatch):
+    # integer-valued bands repeat (8-bit pixels): equal rows of a partition are merged into
+    # weighted points; equal rows of different partitions are not
+    X = rng.integers(0, 3, size=(90, 2)).astype(np.float64) + 40.0
+    labels = rng.integers(-1, 5, 90)
+    sorted_rows = X[labels >= 0][np.argsort(labels[labels >= 0], kind="stable")]
+    merged, merged_labels, weights = K._merge_duplicates(sorted_rows, np.sort(labels[labels >= 0]))
+    assert weights is not None and weights.sum() == (labels >= 0).sum()
+    assert merged.shape[0] <= 45 and np.all(np.diff(merged_labels) >= 0)
+    ref = _ref_pair_sums(X, labels, 5, 0.7)
+    monkeypatch.setattr(K, "SCRATCH_BLOCK_BYTES", 4 * 8 * 8)  # 8-point blocks cut partitions
+    np.testing.assert_allclose(K.cs_pair_sums(X, labels, 5, 0.7), ref, rtol=1e-5, atol=1e-9)
+
+
+def test_distinct_rows_are_not_merged(rng):
+    X = rng.normal(size=(50, 3))
+    labels = np.sort(rng.integers(0, 4, 50))
+    merged, merged_labels, weights = K._merge_duplicates(X, labels)
+    assert weights is None and merged is X and merged_labels is labels
+
+
 def test_cs_pair_sums_do_not_depend_on_the_threads(rng, monkeypatch):
     from dkernel.linalg.threads import map_on_cores
 
