@@ -285,3 +285,29 @@ def test_the_script_pauses_the_garbage_collector_only_for_the_imports(monkeypatc
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+@pytest.mark.parametrize(
+    ("job", "draws"), [("demo-landsat-mssc.yaml", True), ("wine-rbf-kpca.yaml", False)]
+)
+def test_run_starts_the_quicklook_helper_before_its_imports_when_the_job_draws_one(
+    job, draws, monkeypatch, tmp_path
+):
+    """The helper process imports the plotting library while ``dkernel run`` imports the
+    job's; a job without a quick-look (a table) starts none."""
+    import dkernel.cli as cli
+    from dkernel import _helper
+
+    if _helper._shared is not None:  # another test's
+        _helper._shared.close()
+        monkeypatch.setattr(_helper, "_shared", None)
+    seen = []
+
+    def import_runner():
+        seen.append(_helper.shared_helper(start=False) is not None)
+        raise SystemExit(0)  # the job itself is not this test's
+
+    monkeypatch.setattr(cli, "_import_runner", import_runner)
+    with pytest.raises(SystemExit):
+        main(["run", str(REPO / "jobs" / job), "--output-root", str(tmp_path)])
+    assert seen == [draws]

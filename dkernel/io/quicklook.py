@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["QuickLook", "draw_quicklook", "import_plotting"]
+__all__ = ["QuickLook", "draw_quicklook", "import_plotting", "prefetch_plotting"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,22 @@ def import_plotting() -> None:
     from matplotlib.backends import backend_agg  # noqa: F401
     from matplotlib.colors import ListedColormap  # noqa: F401
     from matplotlib.patches import Patch  # noqa: F401
+
+
+def prefetch_plotting() -> bool:
+    """Start this process's helper (:func:`dkernel._helper.shared_helper`) and have it import
+    the plotting library in the background; False when there is no helper. Importing again
+    in a helper that has done it is a lookup, so every job that draws may call this."""
+    from dkernel._helper import HelperUnavailable, shared_helper
+
+    helper = shared_helper()
+    if helper is None:
+        return False
+    try:
+        helper.submit(import_plotting)
+    except HelperUnavailable:
+        return False
+    return True
 
 
 def draw_quicklook(path: str | os.PathLike, look: QuickLook) -> Path:

@@ -605,20 +605,14 @@ def prefetch_map_writers(ctx: JobContext) -> None:
     """Start the helper process (:mod:`dkernel._helper`) and have it import the plotting
     library while the job computes, when the job will draw a quick-look: matplotlib's import
     (0.5 s) and drawing then run on a core the job leaves idle, not on the job's interpreter
-    lock. Without a helper, the import runs on a background thread of this process."""
+    lock. Without a helper, the import runs on a background thread of this process. (The
+    ``dkernel`` command starts it earlier, before its own imports.)"""
     if ctx.data.raster is None or not ctx.params.get("write_png", False):
         return
-    from dkernel._helper import HelperUnavailable, shared_helper
-    from dkernel.io.quicklook import import_plotting
+    from dkernel.io.quicklook import prefetch_plotting
 
-    helper = shared_helper()
-    try:
-        if helper is not None:
-            helper.submit(import_plotting)
-            return
-    except HelperUnavailable:
-        pass
-    Thread(target=_import_plotting, name="dkernel-prefetch", daemon=True).start()
+    if not prefetch_plotting():
+        Thread(target=_import_plotting, name="dkernel-prefetch", daemon=True).start()
 
 
 def _import_plotting() -> None:
