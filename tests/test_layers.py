@@ -41,7 +41,7 @@ PKG = ROOT / "dkernel"
 #: is the module itself or a package above it.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # errors, argument checks, seeds, cost budgets, feature maps by name, the parameter schema
-    # type and the generic registry: used by every floor
+    # type, the generic registry and the helper process: used by every floor
     (
         "foundation",
         (
@@ -54,6 +54,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dkernel._feature_maps",
             "dkernel._lazy",
             "dkernel._files",
+            "dkernel._helper",
         ),
     ),
     # compute kernels and graph builders (the two lowest layers): the shared kernels, solvers and
