@@ -1,8 +1,9 @@
 """Drawing the quick-look PNG from what :func:`dkernel.io.raster.quicklook_plan` prepared.
 
-NumPy and matplotlib only, so that a helper process (:mod:`dkernel._sidecar`) can draw it
+NumPy and matplotlib only, so that the helper process (:mod:`dkernel._helper`) can draw it
 after importing little more than matplotlib: a job's map files hand it a
-:class:`QuickLook` and go on writing the COG and the segments while it draws.
+:class:`QuickLook` (:func:`draw_in_helper`) and go on writing the COG and the segments while
+it draws. :func:`prefetch_plotting` starts the helper and its imports ahead of time.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["QuickLook", "draw_quicklook", "import_plotting", "prefetch_plotting"]
+__all__ = ["QuickLook", "draw_in_helper", "draw_quicklook", "import_plotting", "prefetch_plotting"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,20 @@ def prefetch_plotting() -> bool:
     except HelperUnavailable:
         return False
     return True
+
+
+def draw_in_helper(path: str | os.PathLike, look: QuickLook) -> Path:
+    """:func:`draw_quicklook` in the helper process that :func:`prefetch_plotting` started,
+    or in this process when there is none (or it died)."""
+    from dkernel._helper import HelperUnavailable, shared_helper
+
+    helper = shared_helper(start=False)
+    if helper is not None:
+        try:
+            return helper.call(draw_quicklook, path, look)
+        except HelperUnavailable:
+            pass  # drawn here
+    return draw_quicklook(path, look)
 
 
 def draw_quicklook(path: str | os.PathLike, look: QuickLook) -> Path:

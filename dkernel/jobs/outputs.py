@@ -533,6 +533,7 @@ def _write_files(
     if "quicklook_png" in paths:
         # prepared on a thread of its own and drawn by the helper process (on the thread
         # when there is none) while the GeoTIFFs and the segments are written
+        from dkernel.io.quicklook import draw_in_helper
         from dkernel.io.raster import quicklook_plan
 
         def draw() -> None:
@@ -544,7 +545,7 @@ def _write_files(
                     panels=maps.look.panels,
                     class_names=maps.look.class_names,
                 )
-                draw_quicklook(out, look)
+                draw_in_helper(out, look)
 
         pool = ThreadPoolExecutor(1, thread_name_prefix="dkernel-quicklook")
         quicklook = pool.submit(draw)
@@ -622,22 +623,6 @@ def _import_plotting() -> None:
         import_plotting()
     except Exception:  # noqa: BLE001  (the drawing imports it again and reports a failure)
         pass
-
-
-def draw_quicklook(path: Path, look: Any) -> None:
-    """Draw a :class:`~dkernel.io.quicklook.QuickLook` in the helper process that
-    :func:`prefetch_map_writers` started, or here when there is none (or it died)."""
-    from dkernel._helper import HelperUnavailable, shared_helper
-    from dkernel.io import quicklook
-
-    helper = shared_helper(start=False)
-    if helper is not None:
-        try:
-            helper.call(quicklook.draw_quicklook, path, look)
-            return
-        except HelperUnavailable:
-            logger.debug("the helper process is gone: the quick-look is drawn in this process")
-    quicklook.draw_quicklook(path, look)
 
 
 def _claim_side_files(store: ResultsStore, paths: dict[str, Path]) -> dict[str, bool]:
