@@ -59,7 +59,7 @@ def import_plotting() -> None:
 
 
 def prefetch_plotting() -> bool:
-    """Start this process's helper (:func:`dkernel._helper.shared_helper`) and have it import
+    """Start this process's helper (``dkernel._helper.shared_helper``) and have it import
     the plotting library in the background; False when there is no helper. Importing again
     in a helper that has done it is a lookup, so every job that draws may call this."""
     from dkernel._helper import HelperUnavailable, shared_helper
