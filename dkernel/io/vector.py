@@ -23,7 +23,6 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-import rasterio.features
 import shapely
 import xarray as xr
 from affine import Affine
@@ -34,6 +33,7 @@ from scipy.sparse.csgraph import connected_components
 from dkernel._budget import SWEEP_BLOCK_BYTES, rows_for_budget
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
+from dkernel.io.pixel_polygons import component_polygons
 
 #: Output formats by file suffix: (OGR driver, description).
 FORMATS = {".gpkg": "GPKG", ".fgb": "FlatGeobuf"}
@@ -120,42 +120,8 @@ def _pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (np.minimum(a, b) << 32) | np.maximum(a, b)
 
 
-#: Vertices converted from GeoJSON at a time (bounds the Python objects alive at once).
+#: Input vertices of the polygon unions done at a time (bounds the memory they take).
 _BATCH_VERTICES = 2**17
-
-
-def _strip_polygons(comp: np.ndarray, row0: int) -> tuple[np.ndarray, np.ndarray]:
-    """Polygons of the components of one strip, in pixel coordinates of the whole image.
-
-    ``rasterio.features.shapes`` yields GeoJSON-like dicts; they are consumed as they come and
-    turned into shapely polygons by batches with one ragged-array construction each, so the
-    Python coordinate tuples of only one batch are alive at a time.
-    """
-    polygons, ids = [], []
-    coords: list[Any] = []
-    ring_stops, polygon_stops, values = [0], [0], []
-
-    def flush() -> None:
-        xy = np.asarray(coords, dtype=np.float64)
-        xy[:, 1] += row0
-        offsets = (np.asarray(ring_stops, np.int64), np.asarray(polygon_stops, np.int64))
-        polygons.append(shapely.from_ragged_array(shapely.GeometryType.POLYGON, xy, offsets))
-        ids.append(np.asarray(values, dtype=np.int64))
-        coords.clear()
-        del ring_stops[1:], polygon_stops[1:], values[:]
-
-    shapes = rasterio.features.shapes(comp, mask=comp >= 0, transform=Affine.identity())
-    for geom, value in shapes:
-        for ring in geom["coordinates"]:
-            coords.extend(ring)
-            ring_stops.append(len(coords))
-        polygon_stops.append(len(ring_stops) - 1)
-        values.append(value)
-        if len(coords) >= _BATCH_VERTICES:
-            flush()
-    if values:
-        flush()
-    return np.concatenate(polygons), np.concatenate(ids)
 
 
 def _densify(polygons: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
@@ -396,7 +362,7 @@ def _scan_strips(labels: Any, bands: Any, chunk_rows: int, nodata: int, merging:
         first.append(start + r0 * n_cols)
         del flat, inside, ids
         if n_local:
-            strip_pieces, strip_ids = _strip_polygons(comp, r0)
+            strip_pieces, strip_ids = component_polygons(comp, r0)
             pieces.append(strip_pieces)
             piece_ids.append(strip_ids + offset)
         top = np.where(comp[0] >= 0, comp[0].astype(np.int64) + offset, -1)
@@ -537,8 +503,8 @@ def segments_table(
     Notes
     -----
     One pass over the rows: per strip, the components of each class
-    (``scipy.ndimage.label``), their polygons (``rasterio.features.shapes`` in pixel
-    coordinates), pixel counts and band sums (``np.bincount``) and, with merging, the border
+    (``scipy.ndimage.label``), their polygons (:func:`dkernel.io.pixel_polygons.component_polygons`
+    in pixel coordinates: those of ``rasterio.features.shapes``, traced on arrays), pixel counts and band sums (``np.bincount``) and, with merging, the border
     lengths between components. Components that continue across a strip border are joined by
     a union-find over the two rows of the border (``scipy.sparse.csgraph``), and their pieces
     by a polygon union: the vertices lie on integer pixel coordinates, so the pieces share
