@@ -23,8 +23,8 @@ class QuickLook:
 
     Attributes
     ----------
-    views : tuple of (str, ndarray (rows, cols, 3))
-        Titled RGB panels in [0, 1], nodata already painted.
+    views : tuple of (str, ndarray (rows, cols, 3) of uint8)
+        Titled RGB panels, nodata already painted.
     labels : ndarray (rows, cols) of int
         The cluster map; negative values have no label.
     extent : tuple of 4 float

@@ -718,7 +718,9 @@ def quicklook_plan(
     for view_title, view in views:
         rgb = _rgb(view)
         rgb[label_map < 0] = NODATA_COLOR[:3]
-        rgbs.append((view_title, rgb))
+        # matplotlib's own rounding of float RGB (the same PNG, byte for byte), in an eighth
+        # of the bytes that go to the helper process
+        rgbs.append((view_title, (rgb * 255).astype(np.uint8)))
     names = [*class_names, *(str(i) for i in range(len(class_names), n_lab))]
     counts = np.pad(counts, (0, n_lab - counts.size))
     share = counts / max(int(counts.sum()), 1)
