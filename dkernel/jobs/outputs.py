@@ -531,20 +531,21 @@ def _write_files(
     image = ctx.data.raster
     quicklook = None
     if "quicklook_png" in paths:
-        # prepared on a thread of its own and drawn by the helper process (on the thread
-        # when there is none) while the GeoTIFFs and the segments are written
+        # prepared first (a few reads and percentiles), then drawn by the helper process (on
+        # a thread here when there is none) while the GeoTIFFs and the segments are written
         from dkernel.io.quicklook import draw_in_helper
         from dkernel.io.raster import quicklook_plan
 
+        look = quicklook_plan(
+            image,
+            label_map,
+            title=maps.title,
+            panels=maps.look.panels,
+            class_names=maps.look.class_names,
+        )
+
         def draw() -> None:
             with side_file(paths["quicklook_png"], **target("quicklook_png")) as out:
-                look = quicklook_plan(
-                    image,
-                    label_map,
-                    title=maps.title,
-                    panels=maps.look.panels,
-                    class_names=maps.look.class_names,
-                )
                 draw_in_helper(out, look)
 
         pool = ThreadPoolExecutor(1, thread_name_prefix="dkernel-quicklook")
