@@ -77,18 +77,20 @@ def gaussian_shift(
     P = np.asarray(points, dtype=np.float64) - centre
     out = np.empty(P.shape, dtype=np.float64)
     gamma = 0.5 / float(bandwidth) ** 2
-    scaled = (2.0 * gamma * D).astype(dtype)
     bias = gamma * _sq_norms(D)
     if weights is not None:
         with np.errstate(divide="ignore"):
             bias = bias - np.log(np.asarray(weights, dtype=np.float64))
-    bias = bias.astype(dtype)
+    # the log-weights as one GEMM of [x, 1] with [2γx_i, -bias_i]: no pass for the bias
+    scaled = np.hstack([2.0 * gamma * D, -bias[:, None]]).astype(dtype)
     ones = np.hstack([D, np.ones((D.shape[0], 1))]).astype(dtype)
     d = D.shape[1]
     step = _block_rows(D.shape[0], np.dtype(dtype).itemsize)
+    block = np.ones((min(step, P.shape[0]), d + 1), dtype=dtype)
     for start in range(0, P.shape[0], step):
-        G = P[start : start + step].astype(dtype) @ scaled.T
-        G -= bias[None, :]
+        rows = min(step, P.shape[0] - start)
+        block[:rows, :d] = P[start : start + rows]
+        G = block[:rows] @ scaled.T
         G -= G.max(axis=1, keepdims=True)
         exp_flushed(G)
         sums = (G @ ones).astype(np.float64)
