@@ -522,12 +522,13 @@ def _write_files(
 ) -> dict[str, Any]:
     """Write the requested files at ``paths`` (see :func:`write_map_files`); the written
     files as group attributes (``relative`` to the store)."""
-    label_map, image = _read_once(maps.labels, ctx.data.raster)
+    label_map = maps.labels
 
     def target(kind: str) -> dict[str, Any]:
         return {"replace": replace[kind], "root": root, "what": SIDE_FILES[kind][1]}
 
     written: dict[str, Any] = {}
+    image = ctx.data.raster
     quicklook = None
     if "quicklook_png" in paths:
         # prepared first (a few reads and percentiles), then drawn by the helper process (on
@@ -600,20 +601,6 @@ def _write_files(
         quicklook.result()  # its error, if any, is the job's
         written["quicklook_png"] = relative(paths["quicklook_png"])
     return written
-
-
-def _read_once(label_map: Any, image: Any) -> tuple[Any, Any]:
-    """The label map and its image held in memory when together they take at most
-    ``PERSIST_BYTES``: each map file reads them (the quick-look, the COG, the class table and
-    the segments: six passes over the store and the GeoTIFF, 0.1 s of the demo's map files),
-    from memory then. Larger ones stay lazy, each file reading them strip by strip."""
-    import dask
-
-    from dkernel._budget import PERSIST_BYTES
-
-    if image is None or label_map.nbytes + image.nbytes > PERSIST_BYTES:
-        return label_map, image
-    return dask.persist(label_map, image)
 
 
 def prefetch_map_writers(ctx: JobContext) -> None:
