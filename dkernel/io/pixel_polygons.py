@@ -69,7 +69,6 @@ def component_polygons(comp: np.ndarray, row0: int = 0) -> tuple[np.ndarray, np.
     n_rows, n_cols = comp.shape
     padded = np.full((n_rows + 2, n_cols + 2), -1, dtype=np.int64)
     padded[1:-1, 1:-1] = comp
-    padded[padded < 0] = -1
     runs = _Runs.of(padded)
     if runs.size == 0:
         return np.empty(0, dtype=object), np.zeros(0, dtype=np.int64)
@@ -122,16 +121,15 @@ def _line_runs(
     padded neighbours (0: lower index, 1: higher) the own pixels are."""
     n_lines, n_edges = own.shape
     edge = (own >= 0) & (own != other)
-    ids = own
     # a run starts at an edge whose predecessor on the line is not an edge of the same
     # component (and ends symmetrically)
     cont = np.zeros_like(edge)
-    cont[:, 1:] = edge[:, 1:] & edge[:, :-1] & (ids[:, 1:] == ids[:, :-1])
+    cont[:, 1:] = edge[:, 1:] & edge[:, :-1] & (own[:, 1:] == own[:, :-1])
     cont_next = np.zeros_like(edge)
     cont_next[:, :-1] = cont[:, 1:]
     k_start, i_start = np.nonzero(edge & ~cont)
     k_end, i_end = np.nonzero(edge & ~cont_next)
-    comp = ids[k_start, i_start]
+    comp = own[k_start, i_start]
     # the pixels beside the first and the last edge, in padded (row, col)
     line = k_start + side  # padded index across the line
     lo, hi = i_start + 1, i_end + 1  # padded index along the line

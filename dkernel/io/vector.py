@@ -503,9 +503,10 @@ def segments_table(
     Notes
     -----
     One pass over the rows: per strip, the components of each class
-    (``scipy.ndimage.label``), their polygons (:func:`dkernel.io.pixel_polygons.component_polygons`
-    in pixel coordinates: those of ``rasterio.features.shapes``, traced on arrays), pixel counts and band sums (``np.bincount``) and, with merging, the border
-    lengths between components. Components that continue across a strip border are joined by
+    (``scipy.ndimage.label``), their polygons in pixel coordinates
+    (:func:`dkernel.io.pixel_polygons.component_polygons`: those of
+    ``rasterio.features.shapes``, traced on arrays), pixel counts and band sums
+    (``np.bincount``) and, with merging, the border lengths between components. Components that continue across a strip border are joined by
     a union-find over the two rows of the border (``scipy.sparse.csgraph``), and their pieces
     by a polygon union: the vertices lie on integer pixel coordinates, so the pieces share
     their edges exactly and the union is clean (``shapely.coverage_union_all`` of the pieces
