@@ -242,6 +242,64 @@ def test_all_nodata_gives_an_empty_layer(crop, tmp_path):
     assert len(geoms) == 0 and all(len(v) == 0 for v in cols.values())
 
 
+def _read_layer(path):
+    """Metadata, geometries and columns, in the order of the ``segment`` field (FlatGeobuf's
+    spatial index stores the features in an order of its own)."""
+    meta, _, wkb, fields = pyogrio.raw.read(path)
+    order = np.argsort(fields[0], kind="stable")
+    columns = {name: field[order] for name, field in zip(meta["fields"], fields, strict=True)}
+    return meta, shapely.from_wkb(wkb)[order], columns
+
+
+@pytest.mark.parametrize("suffix", [".gpkg", ".fgb"])
+def test_arrow_and_feature_writers_give_the_same_layer(table, suffix, tmp_path, monkeypatch):
+    """GDAL >= 3.8 takes the features as one Arrow stream; older GDAL feature by feature."""
+    if pyogrio.__gdal_version__ < (3, 8, 0):
+        pytest.skip("this GDAL has no Arrow write API: only the feature writer runs")
+    geoms, cols = table
+    driver = V.FORMATS[suffix]
+    crs = "EPSG:32618"
+    V.write_layer(tmp_path / f"arrow{suffix}", geoms, cols, driver=driver, crs_wkt=crs)
+    monkeypatch.setattr(pyogrio, "__gdal_version__", (3, 7, 0))
+    V.write_layer(tmp_path / f"features{suffix}", geoms, cols, driver=driver, crs_wkt=crs)
+    (meta_a, geoms_a, cols_a), (meta_f, geoms_f, cols_f) = (
+        _read_layer(tmp_path / f"{name}{suffix}") for name in ("arrow", "features")
+    )
+    assert meta_a["crs"] == meta_f["crs"] == crs
+    assert meta_a["geometry_type"] == meta_f["geometry_type"] == "Polygon"
+    assert list(cols_a) == list(cols_f) == list(cols)
+    for name in cols:
+        np.testing.assert_array_equal(cols_a[name], cols[name])
+        np.testing.assert_array_equal(cols_f[name], cols[name])
+    assert shapely.equals_exact(geoms_a, geoms, tolerance=0).all()
+    assert shapely.equals_exact(geoms_f, geoms, tolerance=0).all()
+
+
+@pytest.mark.parametrize("gdal", [None, (3, 7, 0)])
+def test_a_multipolygon_makes_every_feature_one(gdal, tmp_path, monkeypatch):
+    if gdal is not None:
+        monkeypatch.setattr(pyogrio, "__gdal_version__", gdal)
+    square = shapely.box(0, 0, 1, 1)
+    two = shapely.MultiPolygon([shapely.box(2, 0, 3, 1), shapely.box(4, 0, 5, 1)])
+    geoms = np.array([square, two], dtype=object)
+    path = tmp_path / "mixed.gpkg"
+    V.write_layer(path, geoms, {"segment": np.arange(2)}, driver="GPKG", crs_wkt="EPSG:32618")
+    meta, got, cols = _read_layer(path)
+    assert meta["geometry_type"] == "MultiPolygon"
+    assert (shapely.get_type_id(got) == shapely.GeometryType.MULTIPOLYGON).all()
+    assert shapely.equals(got, geoms).all()
+    np.testing.assert_array_equal(cols["segment"], [0, 1])
+    assert shapely.get_type_id(geoms[0]) == shapely.GeometryType.POLYGON  # input untouched
+
+
+def test_an_empty_label_map_writes_an_empty_layer(crop, tmp_path):
+    image, labels = crop
+    path = V.write_segments(tmp_path / "empty.gpkg", np.full_like(labels, -1), image)
+    info = pyogrio.read_info(path, layer="segments")
+    assert info["features"] == 0 and info["crs"] == "EPSG:32618"
+    assert list(info["fields"])[:4] == ["segment", "class", "pixels", "area"]
+
+
 def test_errors(crop, tmp_path):
     image, labels = crop
     plain = image_from_array(np.zeros((4, 5, 3)))
