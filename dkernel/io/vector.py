@@ -643,8 +643,8 @@ def write_layer(
     driver: str,
     crs_wkt: str,
 ) -> None:
-    """Write polygons and their attribute columns as a new vector file (layer
-    :data:`LAYER` in a GeoPackage).
+    """Write polygons and their attribute columns as a new vector file (layer ``segments``
+    in a GeoPackage).
 
     The layer type is Polygon, or MultiPolygon (every polygon promoted) when any geometry is
     one. With GDAL ≥ 3.8 the features go to GDAL as one Arrow stream
