@@ -658,7 +658,8 @@ def write_layer(
     polygons = shapely.get_type_id(geometries) == shapely.GeometryType.POLYGON
     geometry_type = "Polygon" if polygons.all() else "MultiPolygon"
     layer = LAYER if driver == "GPKG" else None
-    if pyogrio.__gdal_version__ < (3, 8, 0):
+    # GDAL's Arrow write API: GDAL >= 3.8, pyogrio >= 0.8
+    if pyogrio.__gdal_version__ < (3, 8, 0) or not hasattr(pyogrio.raw, "write_arrow"):
         pyogrio.raw.write(
             path,
             shapely.to_wkb(geometries),
