@@ -610,7 +610,6 @@ def write_segments(
     engine, maintained in the geopandas organisation (Fiona writes feature by feature from
     Python); shapely 2 gives vectorized GEOS operations, the WKB encoding and the polygon union.
     """
-
     path = Path(path)
     driver = FORMATS.get(path.suffix.lower())
     if driver is None:
@@ -651,6 +650,19 @@ def write_layer(
     (``pyogrio.raw.write_arrow``), a third faster than feature by feature
     (``pyogrio.raw.write``; the demo's 22 818 segments: 0.11 instead of 0.165 s); both write
     the same layer.
+
+    Parameters
+    ----------
+    path : path
+        The new file; one that exists must have been removed first.
+    geometries : ndarray of shapely.Polygon or shapely.MultiPolygon (object)
+        One geometry per feature, in the coordinates of ``crs_wkt``.
+    columns : dict of str to ndarray
+        The attribute fields, one value per geometry each, in the layer's order.
+    driver : str
+        GDAL's vector driver: ``GPKG`` or ``FlatGeobuf``.
+    crs_wkt : str
+        The layer's coordinate reference system as WKT.
     """
     import pyogrio
     import pyogrio.raw
