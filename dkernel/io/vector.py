@@ -669,30 +669,30 @@ def write_layer(
 
     polygons = shapely.get_type_id(geometries) == shapely.GeometryType.POLYGON
     geometry_type = "Polygon" if polygons.all() else "MultiPolygon"
-    layer = LAYER if driver == "GPKG" else None
-    # GDAL's Arrow write API: GDAL >= 3.8, pyogrio >= 0.8
-    if pyogrio.__gdal_version__ < (3, 8, 0) or not hasattr(pyogrio.raw, "write_arrow"):
-        pyogrio.raw.write(
-            path,
-            shapely.to_wkb(geometries),
-            list(columns.values()),
-            list(columns),
-            layer=layer,
-            driver=driver,
-            geometry_type=geometry_type,
-            promote_to_multi=geometry_type == "MultiPolygon",
-            crs=crs_wkt,
-        )
-        return
-    import pyarrow as pa
-
-    if geometry_type == "MultiPolygon":
+    if geometry_type == "MultiPolygon":  # one type per layer: the polygons promoted
         geometries = geometries.copy()
         single = np.flatnonzero(polygons)
         geometries[single] = shapely.multipolygons(
             geometries[single], indices=np.arange(single.size)
         )
-    table = pa.table({**columns, "geometry": pa.array(shapely.to_wkb(geometries), pa.binary())})
+    wkb = shapely.to_wkb(geometries)
+    layer = LAYER if driver == "GPKG" else None
+    # GDAL's Arrow write API: GDAL >= 3.8, pyogrio >= 0.8
+    if pyogrio.__gdal_version__ < (3, 8, 0) or not hasattr(pyogrio.raw, "write_arrow"):
+        pyogrio.raw.write(
+            path,
+            wkb,
+            list(columns.values()),
+            list(columns),
+            layer=layer,
+            driver=driver,
+            geometry_type=geometry_type,
+            crs=crs_wkt,
+        )
+        return
+    import pyarrow as pa
+
+    table = pa.table({**columns, "geometry": pa.array(wkb, pa.binary())})
     pyogrio.raw.write_arrow(
         table,
         path,
