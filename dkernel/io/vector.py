@@ -502,22 +502,20 @@ def segments_table(
 
     Notes
     -----
-    One pass over the rows: per strip, the components of each class
-    (``scipy.ndimage.label``), their polygons in pixel coordinates
-    (:func:`dkernel.io.pixel_polygons.component_polygons`: those of
-    ``rasterio.features.shapes``, traced on arrays), pixel counts and band sums
-    (``np.bincount``) and, with merging, the border lengths between components. Components that continue across a strip border are joined by
-    a union-find over the two rows of the border (``scipy.sparse.csgraph``), and their pieces
-    by a polygon union: the vertices lie on integer pixel coordinates, so the pieces share
-    their edges exactly and the union is clean (``shapely.coverage_union_all`` of the pieces
-    given a vertex at every pixel corner where they meet, then the vertices in the middle of
-    straight edges are removed: the polygons do not depend on the strips, vertex for vertex).
-    The affine transform is applied last, batch by batch.
-    Memory: one strip (labels, image values, components) plus the output polygons, which
-    dominate on ragged label maps (``benchmarks/bench_vector.py``: 4000² blobs, 107 k
-    segments, 0.6x the peak memory of ``rasterio.features.shapes`` on the whole array, as
-    fast). Time O(pixels · classes per strip) for the labelling, plus the polygonisation and
-    the unions.
+    One pass over the rows: per strip, the components of each class (``scipy.ndimage.label``),
+    their polygons in pixel coordinates (:func:`dkernel.io.pixel_polygons.component_polygons`:
+    those of ``rasterio.features.shapes``, traced on arrays), pixel counts and band sums
+    (``np.bincount``) and, with merging, the border lengths between components. Components that
+    continue across a strip border are joined by a union-find over the two rows of the border
+    (``scipy.sparse.csgraph``), and their pieces by a polygon union: the vertices lie on integer
+    pixel coordinates, so the pieces share their edges exactly and the union is clean
+    (``shapely.coverage_union_all`` of the pieces given a vertex at every pixel corner where
+    they meet, then the vertices in the middle of straight edges are removed: the polygons do
+    not depend on the strips, vertex for vertex). The affine transform is applied last, batch by
+    batch. Memory: one strip (labels, image values, components) plus the output polygons, which
+    dominate on ragged label maps (``benchmarks/bench_vector.py``: 4000² blobs, 107 k segments,
+    0.6x the peak memory of ``rasterio.features.shapes`` on the whole array, as fast). Time
+    O(pixels · classes per strip) for the labelling, plus the polygonisation and the unions.
     """
     labels, n_rows, n_cols = _check_inputs(labels, image)
     if min_segment_pixels < 0:
