@@ -32,6 +32,7 @@ def _reference(budget, n_columns, itemsize, low=1, high=None):
 
 BUDGETS = [
     _budget.SWEEP_BLOCK_BYTES,
+    _budget.REDUCED_BLOCK_BYTES,
     _budget.SCRATCH_BLOCK_BYTES,
     _budget.KERNEL_BLOCK_BYTES,
     _budget.CHUNK_BYTES,
@@ -59,6 +60,7 @@ def test_named_budgets_are_pinned():
     # the block sizes shape the BLAS calls and so the last bits of results: a change here
     # changes every stored result computed with it
     assert _budget.SWEEP_BLOCK_BYTES == 16 * 2**20
+    assert _budget.REDUCED_BLOCK_BYTES == 4 * 2**20
     assert _budget.SCRATCH_BLOCK_BYTES == 32 * 2**20
     assert _budget.KERNEL_BLOCK_BYTES == 64 * 2**20
     assert _budget.CHUNK_BYTES == 128 * 2**20

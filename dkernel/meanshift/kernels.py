@@ -19,7 +19,11 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from dkernel._budget import CACHE_BLOCK_BYTES, SCRATCH_BLOCK_BYTES, rows_for_budget
+from dkernel._budget import (
+    CACHE_BLOCK_BYTES,
+    REDUCED_BLOCK_BYTES,
+    rows_for_budget,
+)
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.elementwise import exp_flushed
 from dkernel.linalg.threads import map_on_cores
@@ -463,7 +467,7 @@ def cs_pair_sums(
     n = ls.size
     if n == 0:
         return out
-    side = rows_for_budget(SCRATCH_BLOCK_BYTES, None, 4, low=16)
+    side = rows_for_budget(REDUCED_BLOCK_BYTES, None, 4, low=16)
     edges = list(range(0, n, side)) + [n]
     runs = []  # (partitions, run starts relative to the block) of every block of rows
     for a, b in zip(edges[:-1], edges[1:], strict=True):

@@ -140,7 +140,7 @@ def test_cs_pair_sums_of_a_set_with_itself_match_reference(rng, monkeypatch):
     labels = rng.integers(-1, 6, 61)
     labels[labels == 3] = 4
     ref = _ref_pair_sums(X, labels, 6, 0.9)
-    monkeypatch.setattr(K, "SCRATCH_BLOCK_BYTES", 4 * 20 * 20)  # 20-point square blocks
+    monkeypatch.setattr(K, "REDUCED_BLOCK_BYTES", 4 * 20 * 20)  # 20-point square blocks
     got = K.cs_pair_sums(X, labels, 6, 0.9)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-9)
     assert np.all(got[3] == 0) and np.all(got[:, 3] == 0)
@@ -156,7 +156,7 @@ def test_cs_pair_sums_of_repeated_rows_match_reference(rng, monkeypatch):
     assert weights is not None and weights.sum() == (labels >= 0).sum()
     assert merged.shape[0] <= 45 and np.all(np.diff(merged_labels) >= 0)
     ref = _ref_pair_sums(X, labels, 5, 0.7)
-    monkeypatch.setattr(K, "SCRATCH_BLOCK_BYTES", 4 * 8 * 8)  # 8-point blocks cut partitions
+    monkeypatch.setattr(K, "REDUCED_BLOCK_BYTES", 4 * 8 * 8)  # 8-point blocks cut partitions
     np.testing.assert_allclose(K.cs_pair_sums(X, labels, 5, 0.7), ref, rtol=1e-5, atol=1e-9)
 
 
@@ -172,7 +172,7 @@ def test_cs_pair_sums_do_not_depend_on_the_threads(rng, monkeypatch):
 
     X = rng.normal(size=(3000, 5))
     labels = rng.integers(0, 40, 3000)
-    monkeypatch.setattr(K, "SCRATCH_BLOCK_BYTES", 4 * 700 * 700)  # 15 block pairs
+    monkeypatch.setattr(K, "REDUCED_BLOCK_BYTES", 4 * 700 * 700)  # 15 block pairs
     runs = {}
     for n in (1, 3):
         monkeypatch.setattr(K, "map_on_cores", lambda fn, items, n=n: map_on_cores(fn, items, n))
