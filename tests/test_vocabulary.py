@@ -67,7 +67,9 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "(DEFAULT_LOCAL_SCALING_NEIGHBORS), 10 for the k-NN graphs of the ranking estimators "
     "(DEFAULT_KNN_NEIGHBORS); the kernel decomposition's graph size 7 (bench_defaults.py)",
     "n_seeds": "MSSC seeds mean shift with 500 k-means centres, MeanShift with 1000 points",
-    "path_radius": "MSSC groups its over-partitioned modes more coarsely",
+    "path_radius": "MSSC's pixels stop within h/2 of a stored trajectory, a quarter less "
+    "assignment time at the same scores (bench_mssc_defaults.py); MeanShift keeps h/5, the "
+    "thesis protocol's",
     "seeds": "MSSC's k-means pre-partition ([Agersborg2012], §7.1); MeanShift seeds at every point",
     "sigma_fraction": "the RBF rule of thumb's fraction: one constant per method in "
     "dkernel.kernels.widths, each with its source (median heuristic, PCKID 0.2, [Lokse2014] 0.15, "
