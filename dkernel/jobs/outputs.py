@@ -528,7 +528,7 @@ def _write_files(
         return {"replace": replace[kind], "root": root, "what": SIDE_FILES[kind][1]}
 
     written: dict[str, Any] = {}
-    image = ctx.data.raster
+    label_map, image = _held_if_small(label_map, ctx.data.raster)
     quicklook = None
     if "quicklook_png" in paths:
         # prepared first (a few reads and percentiles), then drawn by the helper process (on
@@ -601,6 +601,20 @@ def _write_files(
         quicklook.result()  # its error, if any, is the job's
         written["quicklook_png"] = relative(paths["quicklook_png"])
     return written
+
+
+def _held_if_small(label_map: Any, image: xr.DataArray | None) -> tuple[Any, Any]:
+    """The label map and the image in memory where each fits one chunk (``CHUNK_BYTES``):
+    every file is then made from there, not read again from the store and the source (the
+    demo's files: two reads instead of ten passes of Dask, 0.12 s)."""
+    from dkernel._budget import CHUNK_BYTES
+    from dkernel._validation import is_dask_array
+
+    if is_dask_array(label_map) and label_map.nbytes <= CHUNK_BYTES:
+        label_map = label_map.compute()
+    if image is not None and image.chunks is not None and image.nbytes <= CHUNK_BYTES:
+        image = image.compute()
+    return label_map, image
 
 
 def prefetch_map_writers(ctx: JobContext) -> None:
