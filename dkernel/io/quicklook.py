@@ -14,7 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["QuickLook", "draw_in_helper", "draw_quicklook", "import_plotting", "prefetch_plotting"]
+__all__ = [
+    "QuickLook",
+    "draw_in_helper",
+    "draw_quicklook",
+    "import_plotting",
+    "label_rgba",
+    "prefetch_plotting",
+]
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,6 @@ def import_plotting() -> None:
     """Import what :func:`draw_quicklook` needs (a helper process does it ahead of time)."""
     import matplotlib.figure  # noqa: F401
     from matplotlib.backends import backend_agg  # noqa: F401
-    from matplotlib.colors import ListedColormap  # noqa: F401
     from matplotlib.patches import Patch  # noqa: F401
 
 
@@ -88,29 +94,36 @@ def draw_in_helper(path: str | os.PathLike, look: QuickLook) -> Path:
     return draw_quicklook(path, look)
 
 
+def label_rgba(
+    labels: np.ndarray, colors: np.ndarray, nodata_color: tuple[float, ...]
+) -> np.ndarray:
+    """A label map as RGBA bytes: label ``i`` in ``colors[i]``, negative labels in
+    ``nodata_color``, each rounded as matplotlib rounds a colormap's colours. Drawn with
+    nearest-neighbour interpolation it gives the pixels of the masked map through a
+    ``ListedColormap`` of ``colors``, with one lookup instead of a masked array through the
+    colormap's normalisation."""
+    table = (np.vstack([colors, nodata_color]) * 255).astype(np.uint8)
+    return table[np.where(labels >= 0, labels, len(colors))]
+
+
 def draw_quicklook(path: str | os.PathLike, look: QuickLook) -> Path:
     """Draw ``look`` to a PNG at ``path``: the panels beside the cluster map, in map
     coordinates, with the legend to the right of the map."""
     # a Figure of its own, not pyplot: a library must not switch the user's backend (that
     # silenced every later figure of a notebook) or leave figures open
-    from matplotlib.colors import ListedColormap
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
     path = Path(path)
     n_lab = len(look.colors)
-    cmap = ListedColormap(look.colors).with_extremes(bad=look.nodata_color)
     fig = Figure(figsize=(6 * len(look.views) + 6, 5))
     axes = fig.subplots(1, len(look.views) + 1, sharex=True, sharey=True)
     for ax, (view_title, rgb) in zip(axes, look.views, strict=False):
         ax.imshow(rgb, extent=look.extent, interpolation="nearest")
         ax.set_title(view_title)
     axes[-1].imshow(
-        np.ma.masked_less(look.labels, 0),
+        label_rgba(look.labels, look.colors, look.nodata_color),
         extent=look.extent,
-        cmap=cmap,
-        vmin=-0.5,
-        vmax=n_lab - 0.5,
         interpolation="nearest",
     )
     axes[-1].set_title(look.map_title)
@@ -136,5 +149,6 @@ def draw_quicklook(path: str | os.PathLike, look: QuickLook) -> Path:
     # tight_layout leaves a placeholder layout engine behind, for which savefig draws the
     # whole figure once more before it renders it (0.4 of the demo quick-look's 1.5 s)
     fig.set_layout_engine(None)
-    fig.savefig(path, dpi=90)
+    # zlib's fastest level: 0.035 of the demo's 0.37 s less, 8 % more bytes, the same pixels
+    fig.savefig(path, dpi=90, pil_kwargs={"compress_level": 1})
     return path
