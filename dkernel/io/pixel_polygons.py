@@ -4,8 +4,8 @@
 dict per polygon and one Python tuple per vertex; building shapely polygons from those took
 most of the segments' time on the demo scene (23 k polygons, 200 k vertices: 0.2 of 0.4 s).
 Here the boundary is cut into straight runs of pixel edges, the runs are chained into rings
-and the rings into polygons, all on NumPy arrays, and shapely builds the polygons from one
-ragged array.
+and the rings into polygons, all on NumPy arrays, which stay ragged arrays
+(:class:`dkernel.io.ragged.RaggedPolygons`) until shapely is needed.
 
 The tracing, in pixel coordinates (``x`` = column, ``y`` = row, pixel ``(r, c)`` the unit
 square from ``(c, r)`` to ``(c + 1, r + 1)``):
@@ -32,14 +32,22 @@ square from ``(c, r)`` to ``(c + 1, r + 1)``):
 from __future__ import annotations
 
 import numpy as np
-import shapely
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, depth_first_order
 
-__all__ = ["component_polygons"]
+from dkernel.io.ragged import RaggedPolygons
+
+__all__ = ["component_polygons", "component_rings"]
 
 
 def component_polygons(comp: np.ndarray, row0: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Polygons of the 4-connected components of ``comp``, in pixel coordinates, as shapely
+    Polygons (:func:`component_rings` as shapely objects; see there)."""
+    polygons, ids = component_rings(comp, row0)
+    return polygons.to_shapely(), ids
+
+
+def component_rings(comp: np.ndarray, row0: int = 0) -> tuple[RaggedPolygons, np.ndarray]:
     """Polygons of the 4-connected components of ``comp``, in pixel coordinates.
 
     Parameters
@@ -52,7 +60,7 @@ def component_polygons(comp: np.ndarray, row0: int = 0) -> tuple[np.ndarray, np.
 
     Returns
     -------
-    polygons : ndarray of shapely.Polygon
+    polygons : RaggedPolygons
         One polygon per component present, pixel edges as its boundary, holes included.
     ids : ndarray of int64
         The component of each polygon, in increasing order.
@@ -71,7 +79,7 @@ def component_polygons(comp: np.ndarray, row0: int = 0) -> tuple[np.ndarray, np.
     padded[1:-1, 1:-1] = comp
     runs = _Runs.of(padded)
     if runs.size == 0:
-        return np.empty(0, dtype=object), np.zeros(0, dtype=np.int64)
+        return RaggedPolygons.empty(), np.zeros(0, dtype=np.int64)
     successor = _successors(runs, n_rows, n_cols)
     ring, order = _rings_in_order(successor)
     return _assemble(runs, ring, order, row0)
@@ -196,8 +204,8 @@ def _rings_in_order(successor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _assemble(
     runs: _Runs, ring: np.ndarray, order: np.ndarray, row0: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Closed rings, exterior first then holes, component by component, as shapely polygons."""
+) -> tuple[RaggedPolygons, np.ndarray]:
+    """Closed rings, exterior first then holes, component by component."""
     x, y = runs.x0[order].astype(np.float64), runs.y0[order].astype(np.float64)
     ring_of = ring[order]
     starts = np.flatnonzero(np.r_[True, ring_of[1:] != ring_of[:-1]])
@@ -217,8 +225,6 @@ def _assemble(
     xy = np.column_stack([x[src], y[src] + row0])
     comp = comp[rings]
     exterior = np.flatnonzero(~hole[rings])
-    polygon_stops = np.r_[exterior, rings.size]
-    polygons = shapely.from_ragged_array(
-        shapely.GeometryType.POLYGON, xy, (ring_stops, polygon_stops)
-    )
+    polygon_stops = np.r_[exterior, rings.size].astype(np.int64)
+    polygons = RaggedPolygons(xy, ring_stops.astype(np.int64), polygon_stops)
     return polygons, comp[exterior].astype(np.int64)
