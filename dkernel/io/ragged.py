@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
-__all__ = ["RaggedPolygons"]
+__all__ = ["RaggedPolygons", "concat_ranges"]
 
 #: WKB of a polygon: byte order (1: little-endian), geometry type (3: Polygon), ring count.
 _POLYGON_HEADER = 9
@@ -91,9 +91,9 @@ class RaggedPolygons:
         """The polygons ``index`` (ints), in that order."""
         index = np.asarray(index, dtype=np.int64)
         rings_per = np.diff(self.polygon_stops)[index]
-        rings = _ranges(self.polygon_stops[index], rings_per)
+        rings = concat_ranges(self.polygon_stops[index], rings_per)
         vertices_per = np.diff(self.ring_stops)[rings]
-        vertices = _ranges(self.ring_stops[rings], vertices_per)
+        vertices = concat_ranges(self.ring_stops[rings], vertices_per)
         return RaggedPolygons(
             self.xy[vertices],
             np.concatenate([[0], np.cumsum(vertices_per)]),
@@ -161,7 +161,7 @@ class RaggedPolygons:
         return source[gather], offsets
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])``."""
     total = int(lengths.sum())
     if total == 0:

@@ -36,7 +36,7 @@ from dkernel._budget import SWEEP_BLOCK_BYTES, rows_for_budget
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.io.pixel_polygons import component_rings
-from dkernel.io.ragged import RaggedPolygons
+from dkernel.io.ragged import RaggedPolygons, concat_ranges
 
 #: Output formats by file suffix: (OGR driver, description).
 FORMATS = {".gpkg": "GPKG", ".fgb": "FlatGeobuf"}
@@ -462,9 +462,7 @@ def _segment_polygons(
     # the pieces of the segments cut by strip borders, joined in shapely
     lengths = stops[~single] - starts[~single]
     group_stops = np.cumsum(lengths)
-    # the pieces of each group, group after group: arange(start, stop) for each
-    members = np.repeat(starts[~single] - (group_stops - lengths), lengths)
-    members += np.arange(int(group_stops[-1]))
+    members = concat_ranges(starts[~single], lengths)  # the pieces, group after group
     joined = np.empty(n_out, dtype=object)
     _join_groups(
         joined,

@@ -4,7 +4,7 @@ import numpy as np
 import shapely
 
 from dkernel.io.pixel_polygons import component_polygons
-from dkernel.io.ragged import RaggedPolygons
+from dkernel.io.ragged import RaggedPolygons, concat_ranges
 
 
 def _polygons(rng, n=40):
@@ -59,3 +59,11 @@ def test_a_multipolygon_has_no_ragged_form():
     square = shapely.box(0, 0, 1, 1)
     multi = shapely.multipolygons([square, shapely.box(2, 2, 3, 3)])
     assert RaggedPolygons.from_shapely(np.array([square, multi], dtype=object)) is None
+
+
+def test_concat_ranges_is_the_concatenated_aranges(rng):
+    starts = rng.integers(0, 50, 30)
+    lengths = rng.integers(0, 4, 30)  # empty ranges included
+    expected = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths, strict=True)])
+    np.testing.assert_array_equal(concat_ranges(starts, lengths), expected)
+    assert concat_ranges(starts[:0], lengths[:0]).size == 0
