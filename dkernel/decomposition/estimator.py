@@ -64,7 +64,12 @@ from dkernel.graphs.landmark import (
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, silverman_normal_reference
 from dkernel.linalg.threads import map_on_cores
-from dkernel.spectral.dense import eigengap_clusters
+from dkernel.model_order import (
+    ModelOrder,
+    candidate_range,
+    knn_graph_spectrum,
+    spectrum_model_order,
+)
 
 _OWNER = "KernelDecompositionClustering"
 #: Default size of the k-NN graph, chosen on ``bench_defaults.py`` (see the class docstring;
@@ -72,6 +77,9 @@ _OWNER = "KernelDecompositionClustering"
 DEFAULT_N_NEIGHBORS = 7
 #: Rank of the neighbour whose distance is a point's self-tuning width (the package's one).
 DEFAULT_SCALE_NEIGHBORS = DEFAULT_LOCAL_SCALING_NEIGHBORS
+#: ``spectrum_`` keeps ``max_clusters + 1`` eigenvalues, 11 when max_clusters is None and
+#: n_clusters an integer.
+DEFAULT_MAX_CLUSTERS = 10
 #: How the model is fitted (see the ``approximation`` parameter).
 APPROXIMATIONS = ("auto", "exact", "bipartite")
 #: ``approximation='auto'`` with the default kernel: the exact k-NN kernel up to this many
@@ -111,18 +119,19 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     Parameters
     ----------
     n_clusters : int or 'auto'
-        Number of clusters ``C``. 'auto': the largest eigengap ``λ_k − λ_{k+1}`` over
-        k = 2..``max_clusters`` (``dkernel.spectral.dense.eigengap_clusters``) of the spectrum
-        whose eigenvectors start the factorisation (exact path: the normalised k-NN or dense
-        affinity; bipartite path: the landmark walk's), then the model is fitted at the chosen
-        k (``n_clusters_``, evidence in ``spectrum_``). Not the default: on the 23 sets of
-        ``benchmarks/bench_defaults.py`` (at most 2 000 points) it found the true k on 5 and
-        scored a mean ARI of 0.459 against 0.753 with the true k (moons, circles: k = 8-10;
-        ``benchmarks/results/defaults_auto_k.md``). The held-out likelihood (:meth:`score`)
-        of C = 2..10 with the default kernel found 2 of 22 (mean ARI 0.460, nine fits): its
-        differences across C were ~10^-3, within the split's noise.
-    max_clusters : int
-        Upper bound of ``n_clusters='auto'`` (and the length − 1 of ``spectrum_`` then).
+        Number of clusters ``C``. 'auto': chosen by :mod:`dkernel.model_order`'s
+        timescale-gap rule — the largest ratio ``(1 − λ_{k+1}) / (1 − λ_k)`` of consecutive
+        relaxation times of the walk whose eigenvectors start the factorisation (exact path:
+        the normalised k-NN or dense affinity; bipartite path: the landmark walk's) — over
+        k = 2..``max_clusters``; the model is then fitted at the chosen k. The evidence:
+        ``n_clusters_``, ``n_clusters_candidates_``, ``n_clusters_scores_`` and
+        ``model_order_``; measured in ``docs/choosing_defaults.md``. The held-out
+        generalization error of the paper is :func:`~dkernel.select_kdc_model` (rule
+        ``'generalization-error'``): with the default self-tuning kernel its differences across
+        C were ~10^-3, within the split's noise.
+    max_clusters : int, optional
+        Largest k compared by ``n_clusters='auto'``. None (default): derived from the data,
+        ``round(√n)`` clipped to [10, 50] (:func:`dkernel.model_order.candidate_range`).
     kernel : {'local_scaling', 'rbf', 'cosine'}
         The kernel registry's names (``dkernel.kernels.registry``). local_scaling: self-tuning
         widths (one model, no selection); rbf: the paper's Gaussian density kernel (with
@@ -219,10 +228,15 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     ----------
     n_clusters_ : int
         The number of clusters ``C`` (``n_clusters``, or what 'auto' chose).
+    n_clusters_candidates_ : ndarray of int or None
+        The k compared by ``n_clusters='auto'`` (None for an integer ``n_clusters``).
+    n_clusters_scores_ : ndarray or None
+        The model-order rule's score of every candidate (the highest wins).
+    model_order_ : dkernel.model_order.ModelOrder or None
+        The whole evidence of 'auto': candidates, scores, rule.
     spectrum_ : ndarray
         Leading eigenvalues (descending) of the normalised affinity whose eigenvectors started
-        the factorisation (at most ``max_clusters + 1`` of them); the eigengap evidence of
-        ``n_clusters='auto'``. Empty when ``C = 1`` or when :meth:`fit_kernel` was given the
+        the factorisation (``max_clusters + 1`` of them with 'auto'). Empty when ``C = 1`` or when :meth:`fit_kernel` was given the
         ``embedding``.
     W_ : ndarray (n_train, C), or (n_landmarks, C) on the bipartite path
         ``P(x_i | c)`` (``P(l_j | c)`` over the landmarks); columns sum to 1.
@@ -309,7 +323,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         self,
         n_clusters: int | str = 2,
         *,
-        max_clusters: int = 10,
+        max_clusters: int | None = None,
         kernel: str = "local_scaling",
         sigma: float | None = None,
         n_neighbors: int | None = DEFAULT_N_NEIGHBORS,
@@ -346,7 +360,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
 
     _parameter_constraints: dict = {
         "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "max_clusters": [Interval(Integral, 2, None, closed="left")],
+        "max_clusters": [Interval(Integral, 2, None, closed="left"), None],
         # the former names are accepted too, with a FutureWarning (dkernel.kernels.aliases)
         "kernel": [StrOptions(set(KERNELS) | set(KERNEL_ALIASES))],
         "sigma": [Interval(Real, 0, None, closed="neither"), None],
@@ -564,9 +578,11 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         if not (np.all(np.isfinite(W_Y)) and np.all(np.isfinite(d_Y))):
             raise InvalidInputError(f"{_OWNER} does not accept NaN or infinite values in X.")
         spectrum = None
+        self._set_model_order(None)
         if self.n_clusters == "auto":
-            spectrum = landmark_spectrum(W_Y, d_Y, self.max_clusters + 1)
-            self.n_clusters_ = eigengap_clusters(spectrum, self.max_clusters)
+            candidates = self._candidates(p)
+            spectrum = landmark_spectrum(W_Y, d_Y, int(candidates[-1]) + 1)
+            self._choose_order(spectrum, candidates)
         else:
             self.n_clusters_ = int(self.n_clusters)
         result = fit_landmark_markov(
@@ -618,17 +634,22 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         self.graph_model_ = None
         n = Kcheck.shape[0]
         spectrum = None
+        self._set_model_order(None)
         if self.n_clusters == "auto":
             # the spectrum of max_clusters + 1 vectors; the factorisation then computes the
             # C (n_init + 1) it starts from (rows scaled to unit norm over those only)
-            spectrum, _ = spectral_embedding(
-                Kcheck,
-                log_norm,
-                min(self.max_clusters + 1, n - 1),
-                seed=seed_from_random_state(self.random_state),
-                return_eigenvalues=True,
-            )
-            self.n_clusters_ = eigengap_clusters(np.sort(spectrum)[::-1], self.max_clusters)
+            candidates = self._candidates(n)
+            top = min(int(candidates[-1]) + 1, n - 1)
+            seed = seed_from_random_state(self.random_state)
+            if self.kernel == "local_scaling" and self.n_neighbors is not None:
+                # k on the nearly mutual graph (knn_graph_spectrum); spectrum_ stays the
+                # factorisation's own
+                self._choose_order(knn_graph_spectrum(X, top, seed=seed), candidates)
+            else:
+                spectrum, _ = spectral_embedding(
+                    Kcheck, log_norm, top, seed=seed, return_eigenvalues=True
+                )
+                self._choose_order(spectrum, candidates)
         else:
             self.n_clusters_ = int(self.n_clusters)
         result = fit_aggregate_markov(
@@ -658,7 +679,27 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
 
     def _set_spectrum(self, spectrum: np.ndarray | None) -> None:
         lam = np.empty(0) if spectrum is None else np.sort(np.asarray(spectrum, np.float64))
-        self.spectrum_ = lam[::-1][: self.max_clusters + 1].copy()
+        if self.model_order_ is not None:
+            top = int(self.model_order_.candidates[-1]) + 1
+        else:
+            top = (self.max_clusters or DEFAULT_MAX_CLUSTERS) + 1
+        self.spectrum_ = lam[::-1][:top].copy()
+
+    def _candidates(self, n: int) -> np.ndarray:
+        return candidate_range(n, self.max_clusters, owner=f"{_OWNER}(n_clusters='auto')")
+
+    def _choose_order(self, spectrum: np.ndarray, candidates: np.ndarray) -> None:
+        lam = np.sort(np.asarray(spectrum, np.float64))[::-1]
+        self._set_model_order(spectrum_model_order(lam, candidates[candidates < lam.size]))
+
+    def _set_model_order(self, order: ModelOrder | None) -> None:
+        self.model_order_ = order
+        if order is None:
+            self.n_clusters_candidates_ = self.n_clusters_scores_ = None
+            return
+        self.n_clusters_ = order.n_clusters
+        self.n_clusters_candidates_ = order.candidates
+        self.n_clusters_scores_ = order.scores
 
     # -- out of sample -------------------------------------------------------------------
     def _model(self) -> tuple:

@@ -43,7 +43,7 @@ from dkernel.linalg.threads import map_on_cores
 from dkernel.spectral.sparse import GREEN_ALPHA
 
 #: Eigenvalues kept for the eigengap hint.
-_SPECTRUM = 50
+_SPECTRUM = 51
 
 
 @dataclass

@@ -43,9 +43,9 @@ from dkernel.kernels.widths import (
     PCKID_SIGMA_FRACTION,
 )
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
+from dkernel.model_order import ModelOrder, candidate_range, spectrum_model_order
 from dkernel.rows import take_rows
 from dkernel.spectral.bipartite import fit_bipartite_embedding
-from dkernel.spectral.dense import eigengap_clusters
 from dkernel.spectral.normalized import eigengap_hint
 from dkernel.spectral.nystrom import DEGREES, EMBEDDINGS, LANDMARK_METHODS, NystromEmbedding
 from dkernel.spectral.sparse import GRAPH_NEIGHBORS, ONE_SIDED_WEIGHT, fit_sparse_embedding
@@ -89,16 +89,17 @@ class SpectralClustering(
     Parameters
     ----------
     n_clusters : int or 'auto'
-        Number of clusters. 'auto': the largest eigengap ``λ_k − λ_{k+1}`` over
-        k = 2..``max_clusters`` of the spectrum of the path that runs (the normalized graph's on
-        the exact and bipartite paths, the Nyström problem's otherwise), from an embedding with
-        ``max_clusters + 1`` components; the embedding is then recomputed at the chosen k
-        (``n_clusters_``, evidence in ``spectrum_``). Not the default: on the 24 sets of
-        ``benchmarks/bench_defaults.py`` (at most 5 000 points) it found the true k on 4 and
-        scored a mean ARI of 0.48 against 0.745 with the true k; the self-tuning k-NN graph's
-        spectrum decays slowly and its largest gap is often far out (moons: k = 10).
-    max_clusters : int
-        Upper bound of ``n_clusters='auto'`` (and the length − 1 of ``spectrum_``).
+        Number of clusters. 'auto': chosen by :mod:`dkernel.model_order`'s timescale-gap rule
+        — the largest ratio ``(1 − λ_{k+1}) / (1 − λ_k)`` of consecutive relaxation times of
+        the random walk on the graph of the path that runs (the normalized graph's on the exact
+        and bipartite paths, the Nyström problem's otherwise) — over k = 2..``max_clusters``,
+        from an embedding with ``max_clusters + 1`` components; the embedding is then
+        recomputed at the chosen k. The evidence: ``n_clusters_``, ``n_clusters_candidates_``,
+        ``n_clusters_scores_`` and ``model_order_`` (with the rule). On the 23 sets of
+        ``benchmarks/bench_defaults.py --auto-k`` see ``docs/choosing_defaults.md``.
+    max_clusters : int, optional
+        Largest k compared by ``n_clusters='auto'``. None (default): derived from the data,
+        ``round(√n)`` clipped to [10, 50] (:func:`dkernel.model_order.candidate_range`).
     embedding : {'green', 'normalized', 'kpca', 'uncentered', 'keca'}, optional
         Spectral embedding clustered: random-walk eigenvectors weighted by the PageRank Green's
         function, NJW, centered or uncentered KPCA, or KECA (angular k-means). None (default):
@@ -193,9 +194,15 @@ class SpectralClustering(
         Number of clusters suggested by the eigengap (normalized embedding).
     n_clusters_ : int
         The number of clusters (``n_clusters``, or what 'auto' chose).
-    spectrum_ : ndarray (<= max_clusters + 1,)
-        Leading eigenvalues of the path's eigenproblem, descending: the evidence of
-        ``n_clusters='auto'``.
+    n_clusters_candidates_ : ndarray of int or None
+        The k compared by ``n_clusters='auto'`` (None for an integer ``n_clusters``).
+    n_clusters_scores_ : ndarray or None
+        The model-order rule's score of every candidate (the highest wins).
+    model_order_ : dkernel.model_order.ModelOrder or None
+        The whole evidence of 'auto': candidates, scores, rule (``model_order_.rule``).
+    spectrum_ : ndarray
+        Leading eigenvalues of the path's eigenproblem, descending (up to
+        ``max_clusters + 1`` of them with 'auto').
     approximation_ : {'exact', 'bipartite', 'nystrom'}
         The path that ran.
     nystrom_ : NystromEmbedding or None
@@ -249,7 +256,7 @@ class SpectralClustering(
 
     _parameter_constraints: dict = {
         "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "max_clusters": [Interval(Integral, 2, None, closed="left")],
+        "max_clusters": [Interval(Integral, 2, None, closed="left"), None],
         "embedding": [StrOptions(set(EMBEDDINGS + GRAPH_EMBEDDINGS)), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         # names are checked by make_kernel, whose message lists the registered ones
@@ -275,7 +282,7 @@ class SpectralClustering(
         self,
         n_clusters: int | str = 2,
         *,
-        max_clusters: int = 10,
+        max_clusters: int | None = None,
         embedding: str | None = None,
         n_components: int | None = None,
         kernel: Any = None,
@@ -348,12 +355,16 @@ class SpectralClustering(
             )
         seed = seed_from_random_state(self.random_state)
         self.approximation_ = self._approximation(n)
+        self.model_order_ = None
+        self.n_clusters_candidates_ = self.n_clusters_scores_ = None
         if self.n_clusters == "auto":
             # the spectrum of an embedding with max_clusters (+ 1) components, then the
             # embedding at the chosen k: the models keep no more vectors than they use
-            top = min(self.max_clusters + 1, n - 1)
+            candidates = candidate_range(n, self.max_clusters, owner=f"{owner}(n_clusters='auto')")
+            top = min(int(candidates[-1]) + 1, n - 1)
             self._fit_embedding(X, n, top, top, seed)
-            self.n_clusters_ = eigengap_clusters(self.spectrum_, self.max_clusters)
+            candidates = candidates[candidates < self.spectrum_.size]
+            self._set_model_order(spectrum_model_order(self.spectrum_, candidates))
         else:
             self.n_clusters_ = int(self.n_clusters)
         n_components = self.n_components or self.n_clusters_
@@ -380,6 +391,12 @@ class SpectralClustering(
         labels = self._assign(Z)
         self.labels_ = as_numpy(labels)
         return self
+
+    def _set_model_order(self, order: ModelOrder) -> None:
+        self.model_order_ = order
+        self.n_clusters_ = order.n_clusters
+        self.n_clusters_candidates_ = order.candidates
+        self.n_clusters_scores_ = order.scores
 
     def _fit_embedding(self, X: Any, n: int, n_components: int, n_clusters: int, seed: Any) -> Any:
         """The embedding of the chosen path; sets the model and spectrum attributes."""
@@ -442,7 +459,7 @@ class SpectralClustering(
             self.spectrum_ = self.nystrom_.all_eigenvalues_
             self.landmark_indices_ = self.nystrom_.landmark_indices_
             self.sigma_ = self.nystrom_.kernel_.params.get("sigma")
-        self.spectrum_ = np.asarray(self.spectrum_, dtype=np.float64)[: self.max_clusters + 1]
+        self.spectrum_ = np.asarray(self.spectrum_, dtype=np.float64)
         return Z
 
     def _resolved_kernel(self, n: int) -> Any:

@@ -1,5 +1,6 @@
-"""``KernelDecompositionClustering(n_clusters='auto')``: the eigengap of the spectrum that
-starts the factorisation, on the exact and the bipartite path."""
+"""``KernelDecompositionClustering(n_clusters='auto')``: the timescale gap of the nearly mutual
+k-NN graph (default kernel) or of the spectrum that starts the factorisation, on the exact and
+the bipartite path."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from dkernel.decomposition import KernelDecompositionClustering
-from dkernel.spectral.dense import eigengap_clusters
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +28,11 @@ def test_auto_picks_the_true_number_of_well_separated_blobs(blobs, path):
     assert model.n_clusters_ == 4
     assert model.H_.shape[0] == 4 and model.predict_proba(X[:7]).shape == (7, 4)
     assert adjusted_rand_score(y, model.labels_) > 0.99
-    assert model.spectrum_.shape == (11,)  # max_clusters + 1
+    order = model.model_order_
+    assert order.rule == "timescale-gap" and order.n_clusters == 4
+    assert model.n_clusters_candidates_[int(np.argmax(model.n_clusters_scores_))] == 4
+    assert model.spectrum_.size <= model.n_clusters_candidates_[-1] + 1
     assert np.all(np.diff(model.spectrum_) <= 1e-12)
-    assert eigengap_clusters(model.spectrum_, 10) == 4
 
 
 def test_exact_spectrum_is_the_normalized_connectivity_spectrum(blobs):
@@ -38,9 +40,9 @@ def test_exact_spectrum_is_the_normalized_connectivity_spectrum(blobs):
     k-NN graph."""
     X, _ = blobs
     model = KernelDecompositionClustering(
-        "auto", max_clusters=6, approximation="exact", random_state=0
+        "auto", max_clusters=6, approximation="exact", random_state=0, kernel="rbf"
     ).fit(X)
-    Kc, _, _ = KernelDecompositionClustering(random_state=0).training_kernel(X)
+    Kc, _, _ = KernelDecompositionClustering(kernel="rbf", random_state=0).training_kernel(X)
     C = sparse.csr_matrix(Kc, copy=True)
     C.data[:] = 1.0  # the graph's links, those whose weight underflowed to 0 too
     C = C.toarray()

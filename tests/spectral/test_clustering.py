@@ -121,9 +121,17 @@ def test_auto_n_clusters_finds_separated_blobs(approximation):
     params = {"n_landmarks": 200} if approximation != "exact" else {}
     sc = SpectralClustering("auto", approximation=approximation, random_state=0, **params).fit(X)
     assert sc.n_clusters_ == 4
-    assert sc.n_clusters_ == _eigengap_reference(sc.spectrum_, sc.max_clusters)
-    assert len(sc.spectrum_) <= sc.max_clusters + 1
-    assert np.all(np.diff(sc.spectrum_) <= 1e-12)
+    order = sc.model_order_
+    assert order.rule == "timescale-gap" and order.n_clusters == 4
+    # the evidence: every candidate's score from the recorded spectrum, by a plain loop
+    lam = order.details["spectrum"]
+    assert np.all(np.diff(lam) <= 1e-12)
+    top = int(sc.n_clusters_candidates_[-1])
+    assert sc.n_clusters_candidates_[0] == 2 and top == lam.size - 1
+    eps = 0.003 * max(1 - lam[top], 0)
+    for k, score in zip(sc.n_clusters_candidates_, sc.n_clusters_scores_, strict=True):
+        ratio = (max(1 - lam[k], 0) + eps) / (max(1 - lam[k - 1], 0) + eps)
+        assert score == pytest.approx(np.log(ratio), rel=1e-9, abs=1e-12)
     assert clustering_scores(y, sc.labels_)["ari"] == pytest.approx(1.0)
     assert sc.cluster_centers_.shape[0] == 4 and sc.predict(X[:7]).max() < 4
     # the chosen k is then fitted as if it had been given
