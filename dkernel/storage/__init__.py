@@ -11,7 +11,7 @@ from dkernel._lazy import attach
 __getattr__, __dir__, __all__ = attach(
     __name__,
     {
-        "query": ["seed_scores", "top_k"],
+        "query": ["read_model_order", "seed_scores", "top_k"],
         "store": ["ResultsStore", "describe_store", "open_results", "recorded_path"],
     },
 )

@@ -157,6 +157,23 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
     "change/valid": ("valid pixel mask", "1", "true where the pixel has data at both dates"),
     "change/correlations": ("canonical correlation", "1", "correlation of every canonical pair"),
     "change/sigma": ("MAD variate scale", "1", "no-change standard deviation of every variate"),
+    # model order (n_clusters: auto)
+    "model_order/n_clusters": (
+        "candidate number of clusters",
+        "1",
+        "a number of clusters the model-order rule scored",
+    ),
+    "model_order/score": (
+        "model-order score",
+        "1",
+        "the rule's score of every candidate number of clusters (see the rule and "
+        "higher_is_better attributes); NaN where undefined",
+    ),
+    "model_order/spectrum": (
+        "eigenvalue spectrum",
+        "1",
+        "leading eigenvalues (descending) the spectrum rule scored the candidates from",
+    ),
     # metrics
     "acc": ("clustering accuracy", "1", "best-matching accuracy against the ground truth"),
     "nmi": ("normalized mutual information", "1", "NMI against the ground truth"),

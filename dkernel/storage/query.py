@@ -1,15 +1,19 @@
-"""Query a results store's ``/ranking`` group from a notebook: lazy, no cluster needed."""
+"""Query a results store from a notebook: its ``/ranking`` group (lazy, no cluster needed)
+and the evidence of a number of clusters chosen by ``n_clusters: auto`` (``/model_order``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from dkernel.errors import InvalidInputError, StoreError
 from dkernel.storage.store import open_results
+
+if TYPE_CHECKING:
+    from dkernel.model_order import ModelOrder
 
 
 def _ranking(store: str | Path):
@@ -140,3 +144,23 @@ def _frame(ds, idx: np.ndarray, val: np.ndarray) -> pd.DataFrame:
         {"index": idx, "sample": sample, "score": val},
         index=pd.RangeIndex(1, idx.size + 1, name="rank"),
     )
+
+
+def read_model_order(
+    store: str | Path, *, storage_options: dict[str, Any] | None = None
+) -> ModelOrder | None:
+    """The evidence of the number of clusters a job chose (``n_clusters: auto``), read back
+    from the store's ``/model_order`` group; None when the job was given its number.
+
+    Examples
+    --------
+    >>> order = read_model_order("results/spectral.zarr")  # doctest: +SKIP
+    >>> order.n_clusters, order.rule  # doctest: +SKIP
+    (4, 'timescale-gap')
+    """
+    from dkernel.storage.layout.model_order import model_order_from_dataset
+
+    tree = open_results(store, storage_options=storage_options)
+    if "model_order" not in tree.children:
+        return None
+    return model_order_from_dataset(tree["model_order"].to_dataset())

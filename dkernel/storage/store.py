@@ -35,7 +35,7 @@ import stat
 import subprocess
 import traceback
 import warnings
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -1266,7 +1266,32 @@ def describe_store(
                     ),
                 }
             )
-    return {"path": str(path), "attrs": attrs, "arrays": arrays}
+    info: dict[str, Any] = {"path": str(path), "attrs": attrs, "arrays": arrays}
+    if "model_order" in tree.children:
+        info["model_order"] = _model_order_summary(tree["model_order"].to_dataset(), fits)
+    return info
+
+
+#: Most candidates of ``/model_order`` whose scores :func:`describe_store` reads.
+SHOW_CANDIDATES_MAX = 200
+
+
+def _model_order_summary(ds: xr.Dataset, fits: Callable[[str, str, int], bool]) -> dict:
+    """The ``/model_order`` evidence for ``dkernel show``: the rule, the chosen k, and every
+    candidate with its score (None where the arrays are missing, too long or damaged)."""
+    out: dict[str, Any] = {
+        key: ds.attrs.get(key) for key in ("rule", "n_clusters_chosen", "higher_is_better")
+    }
+    for name in ("n_clusters", "score"):
+        var = ds.get(name)
+        ok = (
+            var is not None
+            and var.ndim == 1
+            and var.size <= SHOW_CANDIDATES_MAX
+            and fits("model_order", name, var.nbytes)
+        )
+        out[name] = np.asarray(var.values).tolist() if ok else None
+    return out
 
 
 def _write_scratch_row(

@@ -25,6 +25,7 @@ group               builder                                         written by
 ``/map``            :func:`~dkernel.storage.geo.map_dataset`        clustering jobs on image readers
 ``/map``            :func:`~dkernel.storage.geo.score_map_dataset`  ranking jobs on image readers
 ``/change``         :func:`change_dataset`                          ``change-detection``
+``/model_order``    :func:`model_order_dataset`                     clustering jobs with ``n_clusters: auto``
 ==================  ==============================================  ===============================================
 
 The root's attributes (job spec, versions, seed, timings, status) are written by
@@ -46,6 +47,7 @@ from dkernel.storage.layout.decomposition import (
     selection_dataset,
 )
 from dkernel.storage.layout.gmm import gmm_dataset
+from dkernel.storage.layout.model_order import model_order_dataset, model_order_from_dataset
 from dkernel.storage.layout.mssc import mssc_dataset
 from dkernel.storage.layout.ranking import ranking_dataset
 from dkernel.storage.layout.spectral import (
@@ -72,6 +74,7 @@ GROUPS: dict[str, tuple[Callable[..., xr.Dataset], ...]] = {
     "selection": (selection_dataset,),
     "map": (map_dataset, score_map_dataset),
     "change": (change_dataset,),
+    "model_order": (model_order_dataset,),
 }
 
 __all__ = [
@@ -87,6 +90,8 @@ __all__ = [
     "landmarks_dataset",
     "map_dataset",
     "metrics_dataset",
+    "model_order_dataset",
+    "model_order_from_dataset",
     "mssc_dataset",
     "posteriors_dataset",
     "ranking_dataset",
