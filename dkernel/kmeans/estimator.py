@@ -57,6 +57,7 @@ from dkernel.kmeans.lloyd import (
     symmetrize,
 )
 from dkernel.linalg.threads import map_on_cores, one_blas_thread
+from dkernel.model_order import candidate_range, information_criterion_model_order
 from dkernel.rows import take_rows
 
 SOLVERS = ("auto", "exact", "nystrom")
@@ -100,13 +101,17 @@ class KernelKMeans(
     iterations, the distance to a centre written with kernel values only ([MLSlides2012],
     slides 34-38), from k-means++ seeds drawn in feature space or from the kernel PCA read-out
     (slides 72-75). With several candidate numbers of clusters the one of lowest AIC or BIC is
-    kept (slide 87).
+    kept (slide 87); ``n_clusters='auto'`` compares K = 1 .. ``max_clusters`` so, the evidence
+    in ``model_order_`` (:mod:`dkernel.model_order`).
 
     Parameters
     ----------
-    n_clusters : int, sequence of int or None
+    n_clusters : int, sequence of int or 'auto'
         Number of clusters K. A sequence (e.g. ``range(2, 11)``) fits every K in it and keeps
-        the one of lowest ``criterion``; None does so for K = 1 .. ``max_clusters``.
+        the one of lowest ``criterion``; 'auto' does so for K = 1 (no cluster structure) and
+        the candidates of :func:`dkernel.model_order.candidate_range` (2 .. ``max_clusters``).
+        None is the former spelling of 'auto' (deprecated: a ``FutureWarning``; removed in the
+        next release).
     kernel : str or callable
         A kernel of the registry (:func:`dkernel.kernels.registry.make_kernel`): ``'rbf'``,
         ``'local_scaling'``, ``'knn'``, ``'knn_mean'``, ``'landmark'``, ``'cosine'``, ``'pck'``
@@ -150,9 +155,12 @@ class KernelKMeans(
         A run stops when the centres move by at most ``tol`` × the total variance in feature
         space (squared shift summed over the clusters); 0 runs until no label changes.
     criterion : {'bic', 'aic'}
-        Selects K when several are given (``information_criterion_``).
-    max_clusters : int
-        Largest K tried when ``n_clusters`` is None.
+        Selects K when several are given (``information_criterion_``); the rule of
+        ``model_order_``.
+    max_clusters : int, optional
+        Largest K tried by ``n_clusters='auto'``. None (default): derived from the data,
+        ``round(√n)`` clipped to [10, 50] and at most n − 1
+        (:func:`dkernel.model_order.candidate_range`).
     kmeans_sample : int
         Nyström solver: Lloyd's iterations run on a uniform sample of at most this many points
         (all of them below); every point is then assigned to the nearest centre.
@@ -185,7 +193,13 @@ class KernelKMeans(
         Training rows used as Nyström landmarks (None for the exact solver and the landmark
         kernel's own features).
     n_clusters_candidates_ : ndarray of int
-        The K tried.
+        The K tried (the one K of an integer ``n_clusters``).
+    n_clusters_scores_ : ndarray (n_candidates,) or None
+        ``information_criterion_`` of every candidate when several were compared (the lowest
+        wins); None for an integer ``n_clusters``.
+    model_order_ : dkernel.model_order.ModelOrder or None
+        The evidence of the choice of K (candidates, scores, ``rule`` = ``criterion``) when
+        several were compared; None for an integer ``n_clusters``.
     inertias_, aic_, bic_ : ndarray (n_candidates,)
         Inertia and criteria of the best run of each K (on the points Lloyd ran on).
     information_criterion_ : ndarray (n_candidates,)
@@ -240,9 +254,11 @@ class KernelKMeans(
     """
 
     _parameter_constraints: dict = {
-        # a sequence of K is for Python callers; a job writes one int or null
+        # a sequence of K is for Python callers; a job writes one int or 'auto' (null: the
+        # deprecated spelling of 'auto')
         "n_clusters": [
             Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
             HasMethods(["__iter__", "__len__"]),
             None,
         ],
@@ -259,7 +275,7 @@ class KernelKMeans(
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "criterion": [StrOptions(set(CRITERIA))],
-        "max_clusters": [Interval(Integral, 1, None, closed="left")],
+        "max_clusters": [Interval(Integral, 2, None, closed="left"), None],
         "kmeans_sample": [Interval(Integral, 2, None, closed="left")],
         # a size such as "4GiB" (jobs) or a number of bytes (Python callers only)
         "max_memory": [str, Real, None],
@@ -282,7 +298,7 @@ class KernelKMeans(
         max_iter: int = 300,
         tol: float = 1e-4,
         criterion: str = "bic",
-        max_clusters: int = 10,
+        max_clusters: int | None = None,
         kmeans_sample: int = DEFAULT_KMEANS_SAMPLE,
         max_memory: str | float | None = None,
         random_state: int | None = None,
@@ -314,11 +330,19 @@ class KernelKMeans(
         return int(self.n_clusters_)
 
     # -- validation ------------------------------------------------------------------------
+    def _auto(self) -> bool:
+        """Whether K is chosen over the derived candidates ('auto', or the deprecated None)."""
+        return self.n_clusters is None or (
+            isinstance(self.n_clusters, str) and self.n_clusters == "auto"
+        )
+
     def _candidates(self, n: int) -> list[int]:
         """The numbers of clusters to fit, checked against ``n`` samples."""
         owner = type(self).__name__
-        if self.n_clusters is None:
-            return list(range(1, min(int(self.max_clusters), n) + 1))
+        if self._auto():
+            # K = 1 (no structure) is a model the criteria can score, unlike the spectral rules
+            found = candidate_range(n, self.max_clusters, owner=f"{owner}(n_clusters='auto')")
+            return [1, *(int(k) for k in found)]
         if isinstance(self.n_clusters, Integral):
             values = [self.n_clusters]
         else:
@@ -327,7 +351,7 @@ class KernelKMeans(
             if not values or bad or isinstance(self.n_clusters, str):
                 raise InvalidInputError(
                     f"The 'n_clusters' parameter of {owner} must be an int >= 1, a non-empty "
-                    f"sequence of such ints or None. Got {self.n_clusters!r} instead."
+                    f"sequence of such ints or 'auto'. Got {self.n_clusters!r} instead."
                 )
         values = sorted({int(v) for v in values})
         if values[0] < 1 or values[-1] > n:
@@ -399,6 +423,13 @@ class KernelKMeans(
         -------
         self
         """
+        if self.n_clusters is None:
+            warnings.warn(
+                f"n_clusters=None of {type(self).__name__} is deprecated and will be removed in "
+                "the next release; use n_clusters='auto' (the same choice of K).",
+                FutureWarning,
+                stacklevel=3,  # fit, scikit-learn's _fit_context, the caller
+            )
         X = validate_input(self, X, reset=True, min_samples=2)
         # the GEMMs here are thin (the inner or outer dimension is p, K or m): one BLAS thread
         # each, the cores used by blocks of rows (dkernel.linalg.threads)
@@ -452,7 +483,14 @@ class KernelKMeans(
         self.aic_ = np.array([c.aic for c in criteria])
         self.bic_ = np.array([c.bic for c in criteria])
         self.information_criterion_ = self.aic_ if self.criterion == "aic" else self.bic_
-        best = int(np.argmin(self.information_criterion_)) if len(runs) > 1 else 0
+        self.model_order_ = self.n_clusters_scores_ = None
+        best = 0
+        if not isinstance(self.n_clusters, Integral):  # several K compared
+            self.model_order_ = information_criterion_model_order(
+                self.information_criterion_, self.n_clusters_candidates_, self.criterion
+            )
+            self.n_clusters_scores_ = self.model_order_.scores
+            best = candidates.index(self.model_order_.n_clusters)
         run, k = runs[best], candidates[best]
         self.n_clusters_ = int(k)
         self.n_iter_ = int(run.n_iter)

@@ -123,10 +123,16 @@ def test_exact_refused_beyond_the_memory_limit():
 
 def test_bic_chooses_the_number_of_blobs():
     X, _ = make_blobs(450, centers=3, cluster_std=0.3, center_box=(-10, 10), random_state=3)
-    est = KernelKMeans(None, max_clusters=8, n_init=3, random_state=0).fit(X)
+    est = KernelKMeans("auto", max_clusters=8, n_init=3, random_state=0).fit(X)
     assert est.n_clusters_ == 3
     np.testing.assert_array_equal(est.n_clusters_candidates_, np.arange(1, 9))
     assert est.information_criterion_ is est.bic_
+    # the evidence, as every n_clusters='auto' keeps it (dkernel.model_order)
+    order = est.model_order_
+    assert order.rule == "bic" and not order.higher_is_better and order.n_clusters == 3
+    np.testing.assert_array_equal(order.candidates, est.n_clusters_candidates_)
+    np.testing.assert_array_equal(est.n_clusters_scores_, est.bic_)
+    assert int(est.n_clusters_candidates_[np.argmin(est.bic_)]) == est.n_clusters_
     assert est.bic_.shape == est.aic_.shape == est.inertias_.shape == (8,)
     assert np.all(np.diff(est.inertias_) < 0)
     assert int(np.argmin(est.bic_)) == 2
@@ -134,6 +140,52 @@ def test_bic_chooses_the_number_of_blobs():
     aic = KernelKMeans([2, 3, 6], criterion="aic", n_init=3, random_state=0).fit(X)
     assert aic.information_criterion_ is aic.aic_
     assert aic.n_clusters_ >= 3 and list(aic.n_clusters_candidates_) == [2, 3, 6]
+    # an explicit sequence is compared by the same rule
+    assert aic.model_order_.rule == "aic" and aic.model_order_.n_clusters == aic.n_clusters_
+    np.testing.assert_array_equal(aic.n_clusters_scores_, aic.aic_)
+
+
+def test_none_is_the_deprecated_spelling_of_auto():
+    X, _ = make_blobs(150, centers=3, cluster_std=0.3, center_box=(-10, 10), random_state=3)
+    auto = KernelKMeans("auto", max_clusters=5, n_init=2, random_state=0).fit(X)
+    with pytest.warns(FutureWarning, match="n_clusters='auto'") as record:
+        old = KernelKMeans(None, max_clusters=5, n_init=2, random_state=0).fit(X)
+    assert record[0].filename == __file__  # points at the caller
+    np.testing.assert_array_equal(old.labels_, auto.labels_)
+    np.testing.assert_array_equal(old.n_clusters_scores_, auto.n_clusters_scores_)
+    assert old.model_order_.n_clusters == auto.n_clusters_
+
+
+def test_auto_candidates_are_derived_from_the_data():
+    # max_clusters=None: K = 1 and candidate_range's 2 .. clip(round(sqrt n), 10, 50)
+    X, _ = make_blobs(150, centers=3, cluster_std=0.3, center_box=(-10, 10), random_state=3)
+    est = KernelKMeans("auto", n_init=1, random_state=0).fit(X)
+    assert est.max_clusters is None
+    np.testing.assert_array_equal(est.n_clusters_candidates_, np.arange(1, 13))  # √150 ≈ 12.2
+    assert est.bic_.shape == est.n_clusters_scores_.shape == (12,)
+    # never more than n - 1
+    small = KernelKMeans("auto", n_init=1, random_state=0).fit(X[:6])
+    np.testing.assert_array_equal(small.n_clusters_candidates_, np.arange(1, 6))
+
+
+def test_one_k_keeps_no_model_order(circles):
+    est = KernelKMeans(2, n_init=1, random_state=0).fit(circles[0])
+    assert est.model_order_ is None and est.n_clusters_scores_ is None
+    np.testing.assert_array_equal(est.n_clusters_candidates_, [2])
+
+
+@pytest.mark.parametrize(
+    ("params", "n", "match"),
+    [
+        ({"max_clusters": 1}, 50, "'max_clusters' parameter of KernelKMeans"),
+        ({"max_clusters": 2.5}, 50, "'max_clusters' parameter of KernelKMeans"),
+        ({}, 2, "pass an integer n_clusters"),
+        ({"n_clusters": "many"}, 50, "'n_clusters' parameter of KernelKMeans"),
+    ],
+)
+def test_bad_auto_parameters(circles, params, n, match):
+    with pytest.raises(InvalidInputError, match=match):
+        KernelKMeans(**({"n_clusters": "auto"} | params)).fit(circles[0][:n])
 
 
 def test_one_k_still_reports_the_criteria(circles):
@@ -172,6 +224,8 @@ def test_schema_derives_from_the_estimator():
     schema = EstimatorSchema(KernelKMeans)
     params = {p.name: p for p in schema.params}
     assert params["n_clusters"].kind == "int" and params["n_clusters"].nullable
+    assert params["n_clusters"].str_options == ("auto",)
+    assert params["max_clusters"].default is None and params["max_clusters"].low == 2
     assert params["solver"].choices == ("auto", "exact", "nystrom")
     assert params["max_memory"].kind == "str"
     assert "random_state" not in params
