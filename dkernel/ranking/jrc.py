@@ -46,6 +46,7 @@ from dkernel.errors import DKernelWarning, InvalidInputError, ResourceLimitError
 from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, THESIS_SIGMA_FRACTION
 from dkernel.linalg import euclidean_kmeans
 from dkernel.linalg.eigen import fix_signs
+from dkernel.model_order import candidate_range, spectrum_model_order
 from dkernel.ranking.kernelmap import ADAPTIVE, resolve_kernel
 from dkernel.ranking.kppr import (
     DENSE_LIMIT_BYTES,
@@ -133,6 +134,20 @@ def jrc_normalized_embedding(
     return Z, values, U, d
 
 
+def _normalized_spectrum(K: np.ndarray, n_values: int) -> np.ndarray:
+    """The ``n_values`` largest eigenvalues of ``D^{-1/2} K D^{-1/2}``, descending (λ₁ = 1).
+
+    Notes
+    -----
+    O(N^2 k) with a subset eigen-solver, one more N × N array.
+    """
+    K = np.asarray(K, dtype=np.float64)
+    d = degrees(K)
+    Kn, _ = normalized_kernel(K, d)
+    values, _ = top_normalized_eigenpairs(Kn, d, n_values)
+    return values
+
+
 class JointRankingClustering(
     ParameterConstraintsMixin, ClusterMixin, TransformerMixin, BaseEstimator
 ):
@@ -174,8 +189,18 @@ callable or transformer, default='knn_mean'
     n_components : int, optional
         Embedding dimensions used for clustering and ranking; ``n_clusters`` when None ([Lokse2014]
         used 3: with 10 or 31 clusters that loses clusters, mean ARI 0.719).
-    n_clusters : int, default=3
-        Number of k-means clusters.
+    n_clusters : int or 'auto', default=3
+        Number of k-means clusters. 'auto': the number of eigenvalues of the transition matrix
+        ``P = D^{-1} K`` (those of ``D^{-1/2} K D^{-1/2}``) close to 1 with a gap to the next
+        ([Lokse2014], ch. 10: one slowly mixing set of the walk per cluster), scored by
+        :mod:`dkernel.model_order`'s timescale-gap rule — the largest ratio
+        ``(1 − λ_{k+1}) / (1 − λ_k)`` — over k = 2 .. ``max_clusters``, from the
+        ``max_clusters + 1`` leading eigenvalues. The evidence: ``n_clusters_``,
+        ``n_clusters_candidates_``, ``n_clusters_scores_``, ``model_order_``.
+    max_clusters : int, optional
+        Largest k compared by ``n_clusters='auto'``. None (default): derived from the data,
+        ``round(√N)`` clipped to [10, 50] and at most N − 1
+        (:func:`dkernel.model_order.candidate_range`).
     n_init : int, default=10
         k-means restarts (best by inertia; [Lokse2014] used 100, which costs seconds, not
         quality, here).
@@ -197,8 +222,18 @@ callable or transformer, default='knn_mean'
         ``D^{-1/2} E*`` ('normalized') or ``E`` ('laplacian').
     labels_ : ndarray (N,)
         Cluster labels.
-    cluster_centers_ : ndarray (n_clusters, n_components)
-    cluster_sizes_ : ndarray (n_clusters,)
+    n_clusters_ : int
+        The number of clusters: ``n_clusters``, or the one chosen by 'auto'.
+    n_clusters_candidates_ : ndarray of int or None
+        The k compared by 'auto' (None for an integer ``n_clusters``).
+    n_clusters_scores_ : ndarray or None
+        The timescale-gap score of every candidate (the highest wins; None for an integer
+        ``n_clusters``).
+    model_order_ : dkernel.model_order.ModelOrder or None
+        The whole evidence of 'auto' (rule, candidates, scores and, in ``details['spectrum']``,
+        the leading eigenvalues of ``D^{-1/2} K D^{-1/2}``); None for an integer ``n_clusters``.
+    cluster_centers_ : ndarray (n_clusters_, n_components)
+    cluster_sizes_ : ndarray (n_clusters_,)
     degrees_ : ndarray (N,)
     volume_ : float
     global_rank_ : ndarray (N,)
@@ -257,7 +292,8 @@ callable or transformer, default='knn_mean'
         alpha: float = 0.15,
         embedding: str = "normalized",
         n_components: int | None = None,
-        n_clusters: int = 3,
+        n_clusters: int | str = 3,
+        max_clusters: int | None = None,
         n_init: int = 10,
         sigma: float | None = None,
         sigma_fraction: float = THESIS_SIGMA_FRACTION,
@@ -270,6 +306,7 @@ callable or transformer, default='knn_mean'
         self.embedding = embedding
         self.n_components = n_components
         self.n_clusters = n_clusters
+        self.max_clusters = max_clusters
         self.n_init = n_init
         self.sigma = sigma
         self.sigma_fraction = sigma_fraction
@@ -282,7 +319,8 @@ callable or transformer, default='knn_mean'
         "alpha": [Interval(Real, 0, 1, closed="neither")],
         "embedding": [StrOptions(set(EMBEDDINGS))],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
-        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "max_clusters": [Interval(Integral, 2, None, closed="left"), None],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither"), None],
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
@@ -292,12 +330,18 @@ callable or transformer, default='knn_mean'
     def __sklearn_tags__(self) -> Any:
         return ranking_tags(self, super().__sklearn_tags__())
 
-    def _check_sizes(self, n: int) -> int:
-        """``n_components`` resolved, after checking the sizes against ``n`` samples."""
+    def _check_sizes(self, n: int) -> np.ndarray | None:
+        """The candidates of 'auto' (None for an integer ``n_clusters``), after checking the
+        sizes against ``n`` samples."""
         owner = type(self).__name__
-        n_components = resolve_n_components(owner, n, self.n_clusters, self.n_components)
+        candidates = None
+        if self.n_clusters == "auto":
+            candidates = candidate_range(n, self.max_clusters, owner=f"{owner}(n_clusters='auto')")
+            resolve_n_components(owner, n, 1, self.n_components)
+        else:
+            resolve_n_components(owner, n, self.n_clusters, self.n_components)
         check_n_neighbors(self, n)
-        return n_components
+        return candidates
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> JointRankingClustering:
@@ -312,7 +356,7 @@ callable or transformer, default='knn_mean'
         self.beta_ = restart_beta(self.alpha, owner)
         X = validate_fit_X(self, X)
         n = X.shape[0]
-        n_components = self._check_sizes(n)
+        candidates = self._check_sizes(n)
         if 3.0 * 8 * n * n > DENSE_LIMIT_BYTES:
             raise ResourceLimitError(
                 f"{owner} on N={n} points needs a dense N×N kernel "
@@ -332,21 +376,48 @@ callable or transformer, default='knn_mean'
             kernel_params=self.kernel_params,
         )
         K = self.kernel_.gram()
-        if self.embedding == "normalized":
-            Z, values, vectors, d = jrc_normalized_embedding(K, self.alpha, n_components)
+        self.model_order_ = None
+        self.n_clusters_candidates_ = self.n_clusters_scores_ = None
+        if candidates is None:
+            self.n_clusters_ = int(self.n_clusters)
+            n_components = int(self.n_components or self.n_clusters_)
+            n_eig = n_components
         else:
-            Z, values, d = jrc_embedding(K, self.alpha, n_components)
+            # the max_clusters + 1 leading eigenvalues of D^-1/2 K D^-1/2 (those of P = D^-1 K);
+            # the normalized embedding's columns are one per eigenpair, so it is computed once
+            # with as many pairs and truncated at the chosen k
+            top = int(candidates[-1]) + 1
+            n_eig = max(top, int(self.n_components or 0))
+        if self.embedding == "normalized":
+            Z, values, vectors, d = jrc_normalized_embedding(K, self.alpha, n_eig)
+            spectrum = values[:n_eig]
+        else:
+            if candidates is not None:
+                spectrum = _normalized_spectrum(K, n_eig)
+            Z, values, d = jrc_embedding(K, self.alpha, n_eig)
             vectors = Z * np.sqrt(values)[None, :] / np.sqrt(self.beta_ * d.sum())
         del K
+        if candidates is not None:
+            order = spectrum_model_order(spectrum, candidates)
+            self.model_order_ = order
+            self.n_clusters_ = order.n_clusters
+            self.n_clusters_candidates_ = order.candidates
+            self.n_clusters_scores_ = order.scores
+            n_components = int(self.n_components or self.n_clusters_)
+            Z, values, vectors = (
+                Z[:, :n_components],
+                values[:n_components],
+                vectors[:, :n_components],
+            )
         self.embedding_, self.eigenvalues_, self.eigenvectors_ = Z, values, vectors
         self.degrees_ = d
         self.volume_ = float(d.sum())
         self.global_rank_ = d / self.volume_
         labels, centers, inertia = euclidean_kmeans(
-            Z, self.n_clusters, n_init=self.n_init, random_state=derive_seed(seed, "jrc-kmeans")
+            Z, self.n_clusters_, n_init=self.n_init, random_state=derive_seed(seed, "jrc-kmeans")
         )
         self.labels_, self.cluster_centers_, self.inertia_ = labels, centers, inertia
-        self.cluster_sizes_ = np.bincount(labels, minlength=self.n_clusters)
+        self.cluster_sizes_ = np.bincount(labels, minlength=self.n_clusters_)
         self._warn_degenerate()
         return self
 
@@ -528,15 +599,15 @@ callable or transformer, default='knn_mean'
         Returns
         -------
         names : list of str
-            ``'global'``, then ``'cluster_c'`` for c = 0 .. n_clusters - 1.
-        scores : ndarray (N, 1 + n_clusters)
+            ``'global'``, then ``'cluster_c'`` for c = 0 .. n_clusters_ - 1.
+        scores : ndarray (N, 1 + n_clusters_)
             :meth:`rank` for each seed.
-        cluster_top : ndarray of int64 (1 + n_clusters, n_clusters, top_k)
+        cluster_top : ndarray of int64 (1 + n_clusters_, n_clusters_, top_k)
             ``cluster_top[j, c]``: the ``top_k`` best-scored points of cluster c for seed j
             (score descending, then index ascending), padded with -1.
         """
         check_is_fitted(self, "embedding_")
-        clusters = np.arange(self.n_clusters)
+        clusters = np.arange(self.n_clusters_)
         names = ["global"] + [f"cluster_{c}" for c in clusters]
         scores = np.stack([self.rank()] + [self.rank(cluster=int(c)) for c in clusters], axis=1)
         k = int(top_k)
