@@ -528,6 +528,36 @@ def _show_lines(info: dict[str, Any]) -> list[str]:
             lines.append(f"  {name} = {shown}  ({dims}) {_safe(a['dtype'])}")
         else:
             lines.append(f"  {name}: ({dims}) {_safe(a['dtype'])}{chunks}")
+    lines += _model_order_lines(info.get("model_order"))
+    return lines
+
+
+#: Candidates per line of ``dkernel show``'s model-order table.
+SHOW_CANDIDATES_PER_LINE = 8
+
+
+def _model_order_lines(order: Any) -> list[str]:
+    """The evidence of ``n_clusters: auto`` (``/model_order``): the rule, the chosen k and
+    every candidate's score, the chosen one in brackets."""
+    if not isinstance(order, dict):
+        return []
+    chosen = order.get("n_clusters_chosen")
+    better = order.get("higher_is_better")
+    which = "" if not isinstance(better, bool) else f", {'higher' if better else 'lower'} wins"
+    lines = [
+        f"model order: k = {_safe(chosen, 20)} by the {_safe(order.get('rule'), 60)} rule{which}"
+    ]
+    ks, scores = order.get("n_clusters"), order.get("score")
+    if not isinstance(ks, list) or not isinstance(scores, list) or len(ks) != len(scores):
+        return lines
+    cells = []
+    for k, score in zip(ks, scores, strict=True):
+        shown = f"{score:.4g}" if _is_number(score) else _safe(score, 20)
+        cell = f"{_safe(k, 20)}: {shown}"
+        cells.append(f"[{cell}]" if k == chosen and not isinstance(k, bool) else cell)
+    lines.append("  k: score")
+    for i in range(0, len(cells), SHOW_CANDIDATES_PER_LINE):
+        lines.append("  " + "  ".join(cells[i : i + SHOW_CANDIDATES_PER_LINE]))
     return lines
 
 

@@ -44,7 +44,7 @@ from dkernel.io.pixels import (
     summaries,
     valid_graph,
 )
-from dkernel.io.quicklook import QuickLook, draw_quicklook
+from dkernel.io.quicklook import OrderEvidence, QuickLook, draw_quicklook
 from dkernel.runtime.progress import compute_parts
 
 DEMO_LANDSAT = "RGB.byte.tif"
@@ -678,6 +678,7 @@ def write_quicklook(
     title: str = "",
     panels: tuple[tuple[str, Any], ...] = (),
     class_names: tuple[str, ...] = (),
+    model_order: Any = None,
 ) -> Path:
     """PNG with the image (2–98 % stretch) beside the cluster map, in map coordinates, with a
     legend of the clusters (share of the pixels) and of the pixels without a label.
@@ -687,11 +688,19 @@ def write_quicklook(
     of the image and the map, strip by strip); the legend's shares count every pixel.
     ``panels``: ``(title, band selection)`` pairs drawn instead of the whole image, each from
     ``image.isel(band=selection)`` (e.g. the two dates of a stacked pair); ``class_names``
-    name the labels in the legend (``'change'``) instead of their numbers.
+    name the labels in the legend (``'change'``) instead of their numbers; ``model_order``, a
+    store's ``/model_order`` dataset, adds a panel of score against k (the chosen k marked).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    look = quicklook_plan(image, label_map, title=title, panels=panels, class_names=class_names)
+    look = quicklook_plan(
+        image,
+        label_map,
+        title=title,
+        panels=panels,
+        class_names=class_names,
+        model_order=model_order,
+    )
     return draw_quicklook(path, look)
 
 
@@ -702,9 +711,13 @@ def quicklook_plan(
     title: str = "",
     panels: tuple[tuple[str, Any], ...] = (),
     class_names: tuple[str, ...] = (),
+    model_order: Any = None,
 ) -> QuickLook:
     """What :func:`write_quicklook` draws, in arrays and strings: the stretched panels, the
-    strided label map, the colours and the legend's shares (see :func:`write_quicklook`)."""
+    strided label map, the colours and the legend's shares (see :func:`write_quicklook`).
+
+    ``model_order``: a ``/model_order`` dataset (``n_clusters: auto``), drawn as a last panel
+    of score against k with the chosen k marked; None: no such panel."""
     xs, ys = image["x"].values, image["y"].values
     extent = (float(xs[0]), float(xs[-1]), float(ys[-1]), float(ys[0]))
     counts, n_nodata = _label_counts(label_map)
@@ -738,6 +751,7 @@ def quicklook_plan(
         map_title=f"clusters ({n_lab})" if not class_names else "map",
         axis_labels=_axis_labels(image.rio.crs),
         title=title,
+        model_order=None if model_order is None else OrderEvidence.from_dataset(model_order),
     )
 
 

@@ -63,7 +63,9 @@ if TYPE_CHECKING:
 da = deferred("dask.array")
 as_numpy = deferred("dkernel._validation", "as_numpy")
 clustering_scores = deferred("dkernel.metrics", "clustering_scores")
-metrics_dataset = deferred("dkernel.storage.layout", "metrics_dataset")
+metrics_dataset, model_order_dataset = deferred(
+    "dkernel.storage.layout", "metrics_dataset", "model_order_dataset"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +162,22 @@ class Timing:
 
 #: Anything a step's ``compute`` may yield.
 Output = Group | LabelMap | MapFiles | ScoreMap | Metrics | Scratch | Timing
+
+
+def model_order_outputs(estimator: Any) -> list[Output]:
+    """The ``/model_order`` group of a fitted estimator that chose its number of clusters
+    (``n_clusters='auto'``: ``model_order_`` is a :class:`~dkernel.model_order.ModelOrder`),
+    its summary logged; nothing when it was given one (``model_order_`` None or absent).
+
+    A step yields these before its :class:`LabelMap` / :class:`MapFiles`, so that the
+    quick-look draws the evidence beside the map.
+    """
+    order = getattr(estimator, "model_order_", None)
+    if order is None:
+        return []
+    logger.info(f"number of clusters: {order.summary()}")
+    return [Group("model_order", model_order_dataset(order))]
+
 
 #: Vector formats of the segments layer (file suffixes).
 SEGMENT_FORMATS = ("gpkg", "fgb")
@@ -335,8 +353,12 @@ class _Writer:
     def __init__(self, store: ResultsStore, ctx: JobContext) -> None:
         self.store, self.ctx = store, ctx
         self.scratch = False
+        #: the ``/model_order`` dataset written (drawn in the quick-look); None: none
+        self.model_order: xr.Dataset | None = None
 
     def group(self, out: Group) -> None:
+        if out.name == "model_order":
+            self.model_order = out.dataset
         if not out.lazy:
             self.store.write(out.name, out.dataset)
             return
@@ -390,6 +412,7 @@ class _Writer:
             n_classes=n_classes,
             look=out,
             values=values,
+            model_order=self.model_order,
         )
         self.store.update_group_attrs(out.group, **files)
 
@@ -450,12 +473,14 @@ def write_map_files(
     n_classes: int | None = None,
     look: MapFiles | None = None,
     values: dict[str, Any] | None = None,
+    model_order: xr.Dataset | None = None,
 ) -> dict[str, str]:
     """Write the files ``ctx.params`` asks for from a ``(y, x)`` label map (-1: no label).
 
     ``n_classes`` (largest label + 1), when known, saves the COG writer a pass over the map.
     ``look``: the quick-look's panels and class names; ``values``: float ``(y, x)`` maps by
-    band name for ``<stem>.values.tif`` (see :class:`MapFiles`).
+    band name for ``<stem>.values.tif`` (see :class:`MapFiles`); ``model_order``: the
+    ``/model_order`` dataset, drawn in the quick-look as score against k (None: no panel).
 
     Every file is checked first (:func:`check_side_outputs`'s rules; the temporaries of a
     killed run removed), then claimed in the store's ``side_files`` attribute, then written
@@ -469,7 +494,9 @@ def write_map_files(
         A file's path is a link, a directory, a FIFO or a file the store's job did not write.
     """
     t = time.perf_counter()
-    maps = _Maps(label_map, title, n_classes, look or MapFiles("", title), values or {})
+    maps = _Maps(
+        label_map, title, n_classes, look or MapFiles("", title), values or {}, model_order
+    )
     if store.remote:
         written = _write_remote_map_files(store, ctx, maps)
     else:
@@ -492,6 +519,7 @@ class _Maps:
     n_classes: int | None
     look: MapFiles
     values: dict[str, Any]
+    model_order: xr.Dataset | None = None
 
 
 def _write_remote_map_files(store: ResultsStore, ctx: JobContext, maps: _Maps) -> dict[str, Any]:
@@ -542,6 +570,7 @@ def _write_files(
             title=maps.title,
             panels=maps.look.panels,
             class_names=maps.look.class_names,
+            model_order=maps.model_order,
         )
 
         def draw() -> None:

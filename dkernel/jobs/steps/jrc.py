@@ -19,7 +19,15 @@ import numpy as np
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    Group,
+    LabelMap,
+    Metrics,
+    Output,
+    Timing,
+    model_order_outputs,
+)
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.jobs.steps.kppr import (
     KERNEL_CHOICES,
@@ -126,6 +134,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
             cluster_coordinate=True,
         ),
     )
+    yield from model_order_outputs(jrc)
     yield LabelMap(jrc.labels_, "JRC")
     yield Metrics(jrc.labels_)
 

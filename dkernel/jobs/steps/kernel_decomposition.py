@@ -28,7 +28,15 @@ from dkernel._lazy import deferred
 from dkernel._random import derive_rng
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    Group,
+    LabelMap,
+    Metrics,
+    Output,
+    Timing,
+    model_order_outputs,
+)
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
@@ -285,6 +293,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
             clustering="argmax of the aggregate Markov posteriors",
         ),
     )
+    yield from model_order_outputs(model)
     yield LabelMap(model.labels_, "kernel decomposition")
     yield Metrics(model.labels_)
 

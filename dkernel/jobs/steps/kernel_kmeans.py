@@ -22,7 +22,15 @@ from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    Group,
+    LabelMap,
+    Metrics,
+    Output,
+    Timing,
+    model_order_outputs,
+)
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
@@ -155,6 +163,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         # W0 = U Λ^(-1/2): the landmark kernel's kept eigenvalues are 1 / ||W0[:, j]||²
         spectrum = np.sort(1.0 / np.einsum("ij,ij->j", basis, basis))[::-1]
         yield Group("landmarks", landmarks_dataset(est.landmark_indices_, spectrum[:50]))
+    yield from model_order_outputs(est)
     yield LabelMap(est.labels_, "kernel k-means")
     yield Metrics(est.labels_)
 

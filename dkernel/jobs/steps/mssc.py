@@ -35,6 +35,7 @@ from dkernel.jobs.outputs import (
     Output,
     Scratch,
     Timing,
+    model_order_outputs,
 )
 from dkernel.jobs.registry import Cost, JobContext, Method, register_method
 from dkernel.schema.estimator import EstimatorSchema
@@ -134,6 +135,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         attrs=_attrs(ctx, est),
     )
     yield Group("mssc", ds, lazy=True)
+    yield from model_order_outputs(est)
     yield Timing.since("mssc_write", t)
     m, k = est.n_partitions_, est.n_clusters_
     yield MapFiles("mssc", f"MSSC: {m} partitions → {k} clusters")

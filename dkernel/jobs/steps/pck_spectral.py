@@ -25,7 +25,15 @@ from dkernel._budget import KERNEL_BLOCK_BYTES
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    Group,
+    LabelMap,
+    Metrics,
+    Output,
+    Timing,
+    model_order_outputs,
+)
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
@@ -302,6 +310,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         ),
     )
     yield from _gamma_groups(p, est, X)
+    yield from model_order_outputs(est)
     yield Timing.since("write", t)
     yield LabelMap(est.labels_, "PCK spectral clustering")
     yield Metrics(est.labels_)

@@ -18,7 +18,15 @@ from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, LabelMap, Metrics, Output, Timing
+from dkernel.jobs.outputs import (
+    RASTER_OUTPUT_PARAMS,
+    Group,
+    LabelMap,
+    Metrics,
+    Output,
+    Timing,
+    model_order_outputs,
+)
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
@@ -174,6 +182,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
             centers=est.cluster_centers_,
         ),
     )
+    yield from model_order_outputs(est)
     yield Timing.since("write", t)
     yield LabelMap(est.labels_, "spectral clustering")
     yield Metrics(est.labels_)
