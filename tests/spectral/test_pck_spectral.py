@@ -189,3 +189,86 @@ def test_sizes_are_checked(wine):
         PCKSpectralClustering(5, pck=small_pck()).fit(X[:4])
     with pytest.raises(InvalidInputError, match="'n_components'"):
         PCKSpectralClustering(2, n_components=5, pck=small_pck()).fit(X[:4])
+
+
+def _blobs(n, k, seed):
+    from sklearn.datasets import make_blobs
+
+    return make_blobs(n, centers=k, cluster_std=0.5, center_box=(-12, 12), random_state=seed)
+
+
+@pytest.mark.parametrize(("k", "seed"), [(3, 1), (5, 6)])
+def test_auto_finds_the_number_of_separated_blobs(k, seed):
+    X, y = _blobs(300, k, seed)  # centres >= 4 apart (8 σ)
+    est = PCKSpectralClustering("auto", random_state=0).fit(X)  # the default PCK
+    assert est.n_clusters_ == k and adjusted_rand_score(y, est.labels_) > 0.99
+    order = est.model_order_
+    assert order.rule == "eigengap" and order.higher_is_better
+    # max_clusters=None: candidate_range's 2 .. clip(round(sqrt 300), 10, 50) = 2 .. 17
+    np.testing.assert_array_equal(est.n_clusters_candidates_, np.arange(2, 18))
+    np.testing.assert_array_equal(est.n_clusters_scores_, order.scores)
+    assert est.embedding_.shape == (300, k) and est.cluster_centers_.shape == (k, k)
+
+
+def _dense_normalized_spectrum(Phi):
+    """The slow reference: every eigenvalue of the dense D^-1/2 Φ Φᵀ D^-1/2, descending."""
+    K = Phi @ Phi.T
+    d = K.sum(axis=1)
+    return np.sort(np.linalg.eigvalsh(K / np.sqrt(np.outer(d, d))))[::-1]
+
+
+@pytest.mark.parametrize("embedding", ["kpca", "normalized"])
+def test_auto_spectrum_is_that_of_the_dense_normalized_gram(embedding):
+    from dkernel.model_order import eigengap_scores
+
+    X, _ = _blobs(100, 3, 1)
+    pck = small_pck(dtype="float64")
+    auto = PCKSpectralClustering(
+        "auto", max_clusters=6, pck=pck, embedding=embedding, random_state=SEED
+    ).fit(X)
+    Phi = np.asarray(auto.pck_.transform(X), dtype=np.float64)
+    reference = _dense_normalized_spectrum(Phi)[:7]
+    # the small-matrix identity the estimator relies on: Φ̃ᵀΦ̃ (F × F), Φ̃ = D^-1/2 Φ
+    Phi_n = Phi / np.sqrt(Phi @ Phi.sum(axis=0))[:, None]
+    small = np.sort(np.linalg.eigvalsh(Phi_n.T @ Phi_n))[::-1][:7]
+    np.testing.assert_allclose(small, reference, atol=1e-10)
+    np.testing.assert_allclose(auto.model_order_.details["spectrum"], reference, atol=1e-8)
+    cands = np.arange(2, 7)
+    np.testing.assert_array_equal(auto.n_clusters_candidates_, cands)
+    np.testing.assert_allclose(
+        auto.n_clusters_scores_, eigengap_scores(reference, cands), atol=1e-8
+    )
+    k = int(cands[np.argmax(eigengap_scores(reference, cands))])
+    assert auto.n_clusters_ == k == 3
+    # the embedding and clustering at the chosen k are those of the integer n_clusters
+    fixed = PCKSpectralClustering(3, pck=pck, embedding=embedding, random_state=SEED).fit(X)
+    assert fixed.model_order_ is None and fixed.n_clusters_candidates_ is None
+    assert fixed.n_clusters_scores_ is None and fixed.n_clusters_ == 3
+    np.testing.assert_allclose(auto.eigenvalues_, fixed.eigenvalues_, atol=1e-8)
+    np.testing.assert_allclose(np.abs(auto.embedding_), np.abs(fixed.embedding_), atol=1e-6)
+    assert adjusted_rand_score(fixed.labels_, auto.labels_) == 1.0
+
+
+def test_auto_drops_candidates_beyond_the_kernel_rank():
+    # F = 2 + 3 = 5 features: K has rank <= 5, so k <= 4 is compared (5 eigenvalues)
+    X, _ = _blobs(100, 3, 1)
+    pck = ProbabilisticClusterKernel(n_inits=1, max_components=3, random_state=SEED)
+    est = PCKSpectralClustering("auto", pck=pck, random_state=SEED).fit(X)
+    assert est.pck_.n_features_out_ == 5
+    np.testing.assert_array_equal(est.n_clusters_candidates_, [2, 3, 4])
+
+
+@pytest.mark.parametrize(
+    ("params", "n", "match"),
+    [
+        ({"max_clusters": 1}, 50, "'max_clusters' parameter of PCKSpectralClustering"),
+        ({"max_clusters": 2.5}, 50, "'max_clusters' parameter of PCKSpectralClustering"),
+        ({"n_clusters": "many"}, 50, "'n_clusters' parameter of PCKSpectralClustering"),
+        ({}, 2, "pass an integer n_clusters"),
+        ({"n_components": 60}, 50, "'n_components' parameter"),
+    ],
+)
+def test_bad_auto_parameters(params, n, match):
+    X, _ = _blobs(n, 2, 2)
+    with pytest.raises(InvalidInputError, match=match):
+        PCKSpectralClustering(**({"n_clusters": "auto", "pck": small_pck()} | params)).fit(X)
