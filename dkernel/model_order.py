@@ -197,13 +197,21 @@ def timescale_gap_scores(
     """``log((1 − λ_{k+1} + ε) / (1 − λ_k + ε))`` for every candidate k.
 
     ``spectrum`` holds the leading eigenvalues of a Markov (or symmetric normalized) matrix in
-    descending order, λ₁ ≈ 1; ``ε = floor × (1 − λ_{K+1})`` with K the last candidate.
+    descending order; each λ is taken relative to λ₁ (1 for a walk, below 1 for a
+    regularized graph such as MSSC's); ``ε = floor × (1 − λ_{K+1})`` with K the last
+    candidate.
     """
     c = np.asarray(candidates, dtype=np.int64)
     lam = _check_spectrum(spectrum, c, "timescale-gap")
     if not floor > 0:
         raise InvalidInputError(f"floor of the timescale-gap rule must be > 0 (got {floor}).")
-    distance = np.maximum(1.0 - lam, 0.0)
+    if not lam[0] > 0:
+        raise InvalidInputError(
+            f"the timescale-gap rule needs a positive leading eigenvalue (got {lam[0]:.3g}); "
+            "pass the spectrum of a Markov or normalized affinity matrix."
+        )
+    # relative to the leading eigenvalue: 1 for a walk, below 1 for a regularized graph
+    distance = np.maximum(1.0 - lam / lam[0], 0.0)
     eps = floor * distance[int(c.max())]
     if eps <= 0:  # every candidate's eigenvalue is 1: nothing tells them apart
         return np.zeros(c.size)

@@ -58,15 +58,17 @@ def test_eigengap_scores_match_a_plain_loop():
         np.testing.assert_allclose(eigengap_scores(lam, c), expected)
 
 
-def test_timescale_gap_matches_a_plain_loop():
+@pytest.mark.parametrize("rng_scale", [1.0, 0.55])
+def test_timescale_gap_matches_a_plain_loop(rng_scale):
     for lam in _spectra(1):
         c = np.arange(2, lam.size)
+        lam = lam * rng_scale  # a regularized graph: λ₁ < 1
         top = int(c[-1])
-        eps = 0.003 * max(0.0, 1 - lam[top])
+        eps = 0.003 * max(0.0, 1 - lam[top] / lam[0])
         expected = []
         for k in c:
-            slow = max(0.0, 1 - lam[k]) + eps  # 1 - λ_(k+1)
-            fast = max(0.0, 1 - lam[k - 1]) + eps  # 1 - λ_k
+            slow = max(0.0, 1 - lam[k] / lam[0]) + eps  # 1 - λ_(k+1) / λ_1
+            fast = max(0.0, 1 - lam[k - 1] / lam[0]) + eps  # 1 - λ_k / λ_1
             expected.append(np.log(slow / fast) if eps > 0 else 0.0)
         np.testing.assert_allclose(timescale_gap_scores(lam, c), expected, rtol=1e-12)
 
@@ -82,6 +84,8 @@ def test_timescale_gap_finds_the_separated_groups_where_the_eigengap_does_not():
 def test_spectrum_rules_refuse_short_or_broken_spectra():
     with pytest.raises(InvalidInputError, match="needs 6 of them"):
         timescale_gap_scores(np.linspace(1, 0, 4), np.arange(2, 6))
+    with pytest.raises(InvalidInputError, match="positive leading eigenvalue"):
+        timescale_gap_scores(np.linspace(0, -1, 6), np.arange(2, 5))
     with pytest.raises(InvalidInputError, match="NaN"):
         eigengap_scores(np.array([1.0, np.nan, 0.2, 0.1]), np.arange(2, 4))
     with pytest.raises(InvalidInputError, match="not computed from a spectrum"):

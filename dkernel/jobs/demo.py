@@ -20,7 +20,7 @@ from dkernel.jobs.spec import JobSpec, validate_spec
 #: bands (an RGB scene with clouds: min-max scaling squeezes the ground's colours into a small part
 #: of [0, 1], and the pixel coordinates then draw the segments). MSSC runs at its defaults and the
 #: pixel coordinates at the reader's, the same as the README's ``dkernel.cluster_image(cube,
-#: dkernel.MSSC(n_clusters=5), scale="standardize")`` (``tests/meanshift/test_demo_classes.py``).
+#: scale="standardize")``, the number of classes included (``n_clusters='auto'``) (``tests/meanshift/test_demo_classes.py``).
 LANDSAT_DEMO: dict[str, Any] = {
     "name": "demo-landsat-mssc",
     "description": "k-means seeds -> mean shift on a pixel sample -> streamed pixel partitions "
@@ -28,7 +28,7 @@ LANDSAT_DEMO: dict[str, Any] = {
     "seed": 0,
     "data": {"reader": "demo-landsat", "scale": "standardize"},
     "method": "mssc",
-    "params": {"n_clusters": 5, "segments": "gpkg"},
+    "params": {"segments": "gpkg"},
     "output": "results/demo-landsat-mssc.zarr",
 }
 

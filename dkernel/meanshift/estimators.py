@@ -47,10 +47,13 @@ from dkernel.meanshift.graph import (
     stream_stratified_sample,
 )
 from dkernel.meanshift.sampling import sample_sizes, stratified_sample
+from dkernel.model_order import candidate_range, spectrum_model_order
 from dkernel.rows import take_rows
 from dkernel.runtime.progress import compute_with_progress
-from dkernel.spectral.dense import eigengap_clusters
 
+#: ``spectrum_`` keeps ``max_clusters + 1`` eigenvalues, 11 when max_clusters is None and
+#: n_clusters an integer.
+DEFAULT_MAX_CLUSTERS = 10
 #: Largest number of points for which the exact (O(N²) work) CS affinity is used by 'auto'.
 EXACT_AFFINITY_MAX = 20000
 
@@ -391,15 +394,18 @@ class MSSC(MeanShift):
     ----------
     n_clusters : int or 'auto'
         Number of output clusters (= embedding dimension, as in [Agersborg2012], §5.6).
-        'auto': the largest eigengap ``λ_k − λ_{k+1}`` over k = 2..``max_clusters`` of the
-        normalized partition graph (``dkernel.meanshift.estimators.normalized_spectrum``, the
-        graph of the 'normalized' embedding, whatever ``embedding`` is); the choice is
-        ``n_clusters_`` and its evidence ``spectrum_`` (``wide_limit`` then decides for that
-        k). Not the default: it found Samson's 3 classes (ARI 0.876) but 2 of Jasper's 4 (ARI
-        0.49 against 0.78) and 4 of the 6 of ``benchmarks/bench_full_tile.py``'s scene (ARI
-        0.71 against 1.00).
-    max_clusters : int
-        Upper bound of ``n_clusters='auto'`` (and the length − 1 of ``spectrum_``).
+        'auto' (default): chosen by :mod:`dkernel.model_order`'s timescale-gap rule — the
+        largest ratio ``(1 − λ_{k+1}) / (1 − λ_k)`` of consecutive relaxation times of the walk
+        on the normalized partition graph (``normalized_spectrum``, the graph of the
+        'normalized' embedding, whatever ``embedding`` is) — over k = 2..``max_clusters``
+        (``wide_limit`` then decides for that k). The evidence: ``n_clusters_``,
+        ``n_clusters_candidates_``, ``n_clusters_scores_``, ``model_order_``. Measured on
+        Samson, Jasper Ridge, the demo scene and the synthetic scene in
+        ``docs/choosing_defaults.md``.
+    max_clusters : int, optional
+        Largest k compared by ``n_clusters='auto'``. None (default): derived from the number
+        of partitions m, ``round(√m)`` clipped to [10, 50]
+        (:func:`dkernel.model_order.candidate_range`).
     bandwidth : float, optional
         Mean-shift bandwidth h_ms (``bandwidth_factor`` × Silverman's rule when None).
     sigma : float, optional
@@ -537,9 +543,16 @@ class MSSC(MeanShift):
         Leading columns of X the partition affinity used (``coordinates``).
     n_clusters_ : int
         The number of clusters (``n_clusters``, or what 'auto' chose).
-    spectrum_ : ndarray (<= max_clusters + 1,)
-        Leading eigenvalues of the normalized partition graph, descending: the evidence of
-        ``n_clusters='auto'`` (computed for every ``n_clusters``).
+    n_clusters_candidates_ : ndarray of int or None
+        The k compared by ``n_clusters='auto'`` (None for an integer ``n_clusters``).
+    n_clusters_scores_ : ndarray or None
+        The model-order rule's score of every candidate (the highest wins).
+    model_order_ : dkernel.model_order.ModelOrder or None
+        The whole evidence of 'auto': candidates, scores, rule.
+    spectrum_ : ndarray
+        Leading eigenvalues of the normalized partition graph, descending (computed for every
+        ``n_clusters``; ``max_clusters + 1`` of them, 11 when max_clusters is None and
+        n_clusters an integer).
     converged_ : bool
         Whether every seed's mean shift converged; when not, fit warns
         (:class:`~dkernel.errors.MeanShiftConvergenceWarning`).
@@ -568,9 +581,9 @@ class MSSC(MeanShift):
 
     def __init__(
         self,
-        n_clusters: int | str = 2,
+        n_clusters: int | str = "auto",
         *,
-        max_clusters: int = 10,
+        max_clusters: int | None = None,
         bandwidth: float | None = None,
         sigma: float | None = None,
         sigma_fraction: float = MSSC_SIGMA_FRACTION,
@@ -632,7 +645,7 @@ class MSSC(MeanShift):
     _parameter_constraints: dict = {
         **MeanShift._parameter_constraints,
         "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "max_clusters": [Interval(Integral, 2, None, closed="left")],
+        "max_clusters": [Interval(Integral, 2, None, closed="left"), None],
         "sigma": [_POSITIVE, None],
         "sigma_fraction": [_POSITIVE],
         # 'njw': the former name of 'normalized' (a FutureWarning; dkernel.kernels.aliases)
@@ -857,11 +870,21 @@ class MSSC(MeanShift):
         spectrum = normalized_spectrum(
             self.affinity_, sizes=sizes, regularization=self.regularization
         )
-        self.spectrum_ = spectrum[: self.max_clusters + 1]
+        self.model_order_ = None
+        self.n_clusters_candidates_ = self.n_clusters_scores_ = None
         if self.n_clusters == "auto":
-            self.n_clusters_ = eigengap_clusters(spectrum, self.max_clusters)
+            candidates = candidate_range(
+                spectrum.size, self.max_clusters, owner="MSSC(n_clusters='auto')"
+            )
+            order = spectrum_model_order(spectrum, candidates[candidates < spectrum.size])
+            self.model_order_ = order
+            self.n_clusters_ = order.n_clusters
+            self.n_clusters_candidates_ = order.candidates
+            self.n_clusters_scores_ = order.scores
+            self.spectrum_ = spectrum[: int(order.candidates[-1]) + 1]
         else:
             self.n_clusters_ = int(self.n_clusters)
+            self.spectrum_ = spectrum[: (self.max_clusters or DEFAULT_MAX_CLUSTERS) + 1]
         k = self.n_clusters_
         axes = None if means is None else wide_limit_axes(means, sizes)
         self.eigengap_ratios_ = np.array(

@@ -426,7 +426,7 @@ def test_mssc_defaults_are_stable_across_seeds(affinity):
 
 
 def test_mssc_auto_n_clusters_from_the_normalized_spectrum(rng):
-    """n_clusters='auto': the largest gap of the normalized partition graph's spectrum (a slow,
+    """n_clusters='auto': the timescale gap of the normalized partition graph's spectrum (a slow,
     obvious reference: the dense eigenvalues of D^-1/2 S D^-1/2 with the regularized degrees)."""
     centers = np.array([[0, 0], [6, 0], [0, 6], [6, 6]])
     X = np.vstack([rng.normal(c, 0.5, (150, 2)) for c in centers])
@@ -436,9 +436,14 @@ def test_mssc_auto_n_clusters_from_the_normalized_spectrum(rng):
     S, n = m.pair_sums_, m.partition_sizes_.astype(float)
     deg = S.sum(axis=1) + m.regularization * S.sum() / n.sum() * n
     ref = np.sort(np.linalg.eigvalsh(S / np.sqrt(np.outer(deg, deg))))[::-1]
-    np.testing.assert_allclose(m.spectrum_, ref[: m.max_clusters + 1], atol=1e-10)
-    gaps = [ref[k - 1] - ref[k] for k in range(2, min(m.max_clusters, ref.size - 1) + 1)]
-    assert m.n_clusters_ == 2 + int(np.argmax(gaps))
+    top = int(m.n_clusters_candidates_[-1])
+    assert m.model_order_.rule == "timescale-gap" and top == min(10, ref.size - 1)
+    np.testing.assert_allclose(m.spectrum_, ref[: top + 1], atol=1e-10)
+    rel = 1 - ref / ref[0]
+    eps = 0.003 * rel[top]
+    scores = [np.log((rel[k] + eps) / (rel[k - 1] + eps)) for k in range(2, top + 1)]
+    np.testing.assert_allclose(m.n_clusters_scores_, scores, rtol=1e-8, atol=1e-12)
+    assert m.n_clusters_ == 2 + int(np.argmax(scores))
     # a given k is kept, and its spectrum_ recorded too
     fixed = MSSC(4, bandwidth=0.25, n_init=10, random_state=0).fit(X)
     assert fixed.n_clusters_ == 4

@@ -128,9 +128,9 @@ def test_auto_n_clusters_finds_separated_blobs(approximation):
     assert np.all(np.diff(lam) <= 1e-12)
     top = int(sc.n_clusters_candidates_[-1])
     assert sc.n_clusters_candidates_[0] == 2 and top == lam.size - 1
-    eps = 0.003 * max(1 - lam[top], 0)
+    eps = 0.003 * max(1 - lam[top] / lam[0], 0)
     for k, score in zip(sc.n_clusters_candidates_, sc.n_clusters_scores_, strict=True):
-        ratio = (max(1 - lam[k], 0) + eps) / (max(1 - lam[k - 1], 0) + eps)
+        ratio = (max(1 - lam[k] / lam[0], 0) + eps) / (max(1 - lam[k - 1] / lam[0], 0) + eps)
         assert score == pytest.approx(np.log(ratio), rel=1e-9, abs=1e-12)
     assert clustering_scores(y, sc.labels_)["ari"] == pytest.approx(1.0)
     assert sc.cluster_centers_.shape[0] == 4 and sc.predict(X[:7]).max() < 4
