@@ -104,7 +104,17 @@ def test_cli_prints_and_writes_the_schema(tmp_path, capsys, schema):
     assert main(["schema", "--output", str(tmp_path / "missing" / "x.json")]) == 2
 
 
-@pytest.mark.parametrize("method", ["mssc", "spectral-clustering", "kernel-decomposition"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "mssc",
+        "spectral-clustering",
+        "kernel-decomposition",
+        "kernel-kmeans",
+        "jrc",
+        "pck-spectral",
+    ],
+)
 def test_n_clusters_auto_conforms_and_other_strings_do_not(validator, method):
     spec = {
         "name": "a",

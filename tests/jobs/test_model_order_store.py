@@ -103,3 +103,20 @@ def test_image_job_quicklook_draws_the_evidence_only_with_auto(tmp_path, client)
     # the evidence panel widens the figure (by 4 inches at 90 dpi); the maps are the same
     assert sizes["auto"][0] - sizes[3][0] == 4 * 90
     assert sizes["auto"][1] == sizes[3][1]
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "rule"),
+    [
+        ("kernel-kmeans", {"n_clusters": "auto", "max_clusters": 6}, "bic"),
+        ("jrc", {"n_clusters": "auto"}, "timescale-gap"),
+    ],
+)
+def test_auto_jobs_of_other_methods_store_their_evidence(
+    tmp_path, blobs_csv, client, method, params, rule
+):
+    spec = _spec({"reader": "csv", "path": str(blobs_csv)}, method, params)
+    store = _run(spec, tmp_path / "s.zarr", client)
+    order = read_model_order(store)
+    assert order is not None and order.rule == rule
+    assert order.n_clusters == int(open_results(store)["labels"].attrs["n_clusters"])

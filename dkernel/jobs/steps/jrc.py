@@ -68,8 +68,9 @@ PARAMS = (*JRC_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
-    n_components = params["n_components"] or params["n_clusters"]
-    if params["n_clusters"] > n or n_components > n:
+    auto = params["n_clusters"] == "auto"
+    n_components = params["n_components"] or (2 if auto else params["n_clusters"])
+    if (not auto and params["n_clusters"] > n) or n_components > n:
         raise InvalidInputError(
             f"params.n_clusters ({params['n_clusters']}) and n_components "
             f"({n_components}) must not exceed the number of samples ({n})."
@@ -100,7 +101,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     yield Timing.since("embed_and_cluster", t)
     logger.info(
         f"JRC: kernel {jrc.kernel_params_}, cluster sizes "
-        f"{np.bincount(jrc.labels_, minlength=p['n_clusters']).tolist()}"
+        f"{np.bincount(jrc.labels_, minlength=jrc.n_clusters_).tolist()}"
     )
     yield Group("ranking", _ranking(jrc, p))
     yield Group(
@@ -126,7 +127,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         "labels",
         labels_dataset(
             jrc.labels_,
-            n_clusters=p["n_clusters"],
+            n_clusters=int(jrc.n_clusters_),
             clustering="k-means",
             centers=jrc.cluster_centers_,
             centers_name="cluster_centers",

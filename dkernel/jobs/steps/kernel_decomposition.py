@@ -165,10 +165,15 @@ def _grid_size(params: dict) -> int:
     return orders * widths * len(params["n_neighbors"])
 
 
-def _largest_c(params: dict) -> int:
-    """The most clusters a fit may have (``max_clusters`` with 'auto')."""
+def _largest_c(params: dict, n: int) -> int:
+    """The most clusters a fit may have (with 'auto': ``max_clusters``, or the last
+    candidate of :func:`dkernel.model_order.candidate_range` when it is null)."""
     if params["n_clusters"] == "auto":
-        return int(params["max_clusters"])
+        if params["max_clusters"] is not None:
+            return int(params["max_clusters"])
+        from dkernel.model_order import candidate_range
+
+        return int(candidate_range(max(n, 3))[-1])
     return max(params["n_clusters"])
 
 
@@ -220,7 +225,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
         memory = 5.0 * 8 * max(n_samples, n_sel) ** 2
         what = f"A dense {n_samples} x {n_samples} row-normalised kernel and its factorisation"
     else:  # CSR kernel, update workspace (nnz x C gathers) and the neighbour index
-        c = _largest_c(params)
+        c = _largest_c(params, n_samples)
         memory = 8.0 * n_samples * k * (4 + 2 * c) + 8.0 * n_samples * (n_features + 4 * c)
         what = f"A {k}-NN sparse kernel over {n_samples} samples"
     return Cost(

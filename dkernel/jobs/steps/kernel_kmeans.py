@@ -72,15 +72,23 @@ PARAMS = (
 
 
 def _largest_k(params: dict, n: int) -> int:
+    """The largest K the fit tries: ``n_clusters``, or with 'auto' (null: its former
+    spelling) the last candidate of :func:`dkernel.model_order.candidate_range`."""
     k = params["n_clusters"]
-    return min(int(params["max_clusters"]), n) if k is None else int(k)
+    if k is not None and k != "auto":
+        return int(k)
+    if params["max_clusters"] is not None:
+        return min(int(params["max_clusters"]), n)
+    from dkernel.model_order import candidate_range
+
+    return int(candidate_range(max(n, 3))[-1])
 
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
     if n < 2:
         raise InvalidInputError(f"kernel-kmeans needs at least 2 samples; the data has {n}.")
-    if params["n_clusters"] is not None and params["n_clusters"] > n:
+    if params["n_clusters"] not in (None, "auto") and params["n_clusters"] > n:
         raise InvalidInputError(
             f"params.n_clusters ({params['n_clusters']}) is larger than the number of samples "
             f"({n})."
@@ -197,7 +205,7 @@ register_method(
         check_data=check_data,
         estimate=estimate,
         description="Kernel k-means (any registered kernel; exact, or a Nyström feature map "
-        "for large N); K chosen by AIC/BIC when n_clusters is null; predicts new points.",
+        "for large N); K chosen by AIC/BIC with n_clusters: auto; predicts new points.",
         estimators=(KMEANS_SCHEMA,),
     )
 )

@@ -85,7 +85,13 @@ PCK_SCHEMA = EstimatorSchema(
 )
 
 PARAMS = (
-    Param("n_clusters", "int", low=1, doc="Number of clusters (k)."),
+    Param(
+        "n_clusters",
+        "int",
+        low=1,
+        str_options=("auto",),
+        doc="Number of clusters (k); 'auto': chosen from the spectrum (/model_order).",
+    ),
     *PCK_SCHEMA.params,
     Param(
         "embedding",
@@ -111,6 +117,16 @@ PARAMS = (
 )
 
 
+def _largest_k(params: dict, n: int) -> int:
+    """The most components the fit may embed: ``n_clusters``, or with 'auto' one more than
+    the largest candidate (:func:`dkernel.model_order.candidate_range`), at most n."""
+    if params["n_clusters"] != "auto":
+        return int(params["n_clusters"])
+    from dkernel.model_order import candidate_range
+
+    return min(n, int(candidate_range(max(n, 3))[-1]) + 1)
+
+
 def _F(params: dict) -> int:
     G = params["max_components"]
     return params["n_inits"] * (G * (G + 1) // 2 - 1)
@@ -133,12 +149,12 @@ def check_data(params: dict, data: LoadedData) -> None:
             "params.missingness: informative models which input columns are missing and cannot "
             "be combined with params.projection; use projection: null or missingness: ignorable."
         )
-    if params["n_clusters"] > n:
+    if params["n_clusters"] != "auto" and params["n_clusters"] > n:
         raise InvalidInputError(
             f"params.n_clusters ({params['n_clusters']}) is larger than the number of samples "
             f"({n})."
         )
-    k = params["n_components"] or params["n_clusters"]
+    k = params["n_components"] or _largest_k(params, n)
     if k > n:
         raise InvalidInputError(f"params.n_components ({k}) must be <= n_samples ({n}).")
     n_sub = int(round(params["subsample"] * n))
@@ -184,7 +200,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     item = 4 if params["dtype"] == "float32" else 8
     n_sub = params["subsample"] * n_samples
     task = 8.0 * n_sub * n_features * 3 + 4 * KERNEL_BLOCK_BYTES + 8.0 * C * n_features * 4
-    k = params["n_components"] or params["n_clusters"]
+    k = params["n_components"] or _largest_k(params, n_samples)
     l = k + 20  # the randomized solver's basis (n_oversamples = 20)
     gamma = 8.0 * (n_samples + F) * l * 2
     placement = gamma_placement(params, n_samples)
@@ -303,7 +319,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         "labels",
         labels_dataset(
             est.labels_,
-            n_clusters=p["n_clusters"],
+            n_clusters=int(est.n_clusters_),
             clustering="k-means",
             centers=est.cluster_centers_,
             inertia=est.inertia_,

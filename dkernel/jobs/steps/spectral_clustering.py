@@ -105,7 +105,7 @@ def _chunk_rows(params: dict, n: int) -> int:
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     rows = _chunk_rows(params, n_samples)
-    k = params["n_components"] or _largest_k(params)
+    k = params["n_components"] or _largest_k(params, n_samples)
     path = _approximation(params, n_samples)
     if path == "exact":
         g = params["graph_neighbors"] + 1
@@ -132,11 +132,15 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     )
 
 
-def _largest_k(params: dict) -> int:
+def _largest_k(params: dict, n: int) -> int:
     """The most clusters the fit may embed: ``n_clusters``, or with 'auto' the
     ``max_clusters + 1`` components of its spectrum."""
     if params["n_clusters"] == "auto":
-        return int(params["max_clusters"]) + 1
+        if params["max_clusters"] is not None:
+            return int(params["max_clusters"]) + 1
+        from dkernel.model_order import candidate_range
+
+        return int(candidate_range(max(n, 3))[-1]) + 1
     return int(params["n_clusters"])
 
 
