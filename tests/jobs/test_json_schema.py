@@ -45,7 +45,7 @@ def test_structure(schema):
             {"type": "integer", "minimum": 1, "maximum": 100_000},  # COUNT_CAPS
             {"type": "string", "enum": ["auto"]},
         ],
-        "default": 2,
+        "default": "auto",
         "description": "Number of output clusters.",
     }
     assert mssc["path_radius"]["maximum"] == 1 and mssc["bandwidth"]["exclusiveMinimum"] == 0
