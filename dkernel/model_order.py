@@ -408,9 +408,12 @@ def information_criterion_model_order(
     )
 
 
-def knn_graph_spectrum(X: Any, n_values: int, *, seed: int | None = 0) -> np.ndarray:
-    """Leading eigenvalues (descending) of the nearly mutual self-tuning k-NN graph of
-    :class:`~dkernel.SpectralClustering`'s exact path (its defaults), for the spectrum rules.
+def knn_graph_embedding(
+    X: Any, n_values: int, *, seed: int | None = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Leading eigenvalues (descending) and eigenvectors (one row per row of X) of the nearly
+    mutual self-tuning k-NN graph of :class:`~dkernel.SpectralClustering`'s exact path, at its
+    defaults: the input of the spectrum rules and of the rotation rule.
 
     Estimators whose own affinity is a plain k-NN kernel (kernel decomposition) choose k on
     this graph: its edges that only one end lists keep 5 % of their weight, so a group's
@@ -419,11 +422,16 @@ def knn_graph_spectrum(X: Any, n_values: int, *, seed: int | None = 0) -> np.nda
     from dkernel.spectral.sparse import GRAPH_NEIGHBORS, ONE_SIDED_WEIGHT, fit_sparse_embedding
 
     n = int(X.shape[0])
-    _, model = fit_sparse_embedding(
+    rows, model = fit_sparse_embedding(
         X,
         min(int(n_values), n - 1),
         graph_neighbors=min(GRAPH_NEIGHBORS, n - 1),
         seed=seed,
         one_sided_weight=ONE_SIDED_WEIGHT,
     )
-    return np.asarray(model.spectrum, dtype=np.float64)
+    return np.asarray(model.spectrum, dtype=np.float64), rows
+
+
+def knn_graph_spectrum(X: Any, n_values: int, *, seed: int | None = 0) -> np.ndarray:
+    """The eigenvalues of :func:`knn_graph_embedding`."""
+    return knn_graph_embedding(X, n_values, seed=seed)[0]
