@@ -140,6 +140,7 @@ _LAZY = {
     "JointRankingClustering": (_ranking, "JointRankingClustering"),
     "KernelPersonalizedPageRank": (_ranking, "KernelPersonalizedPageRank"),
     "seed_scores": (_storage, "seed_scores"),
+    "read_model_order": (_storage, "read_model_order"),
     "top_k": (_storage, "top_k"),
     "connect": (_runtime, "connect"),
     "KECA": (_spectral, "KECA"),
@@ -173,7 +174,14 @@ if TYPE_CHECKING:
     from dkernel.spectral.clustering import SpectralClustering
     from dkernel.spectral.nystrom import NystromEmbedding
     from dkernel.spectral.pck import PCKSpectralClustering
-    from dkernel.storage import ResultsStore, open_results, recorded_path, seed_scores, top_k
+    from dkernel.storage import (
+        ResultsStore,
+        open_results,
+        read_model_order,
+        recorded_path,
+        seed_scores,
+        top_k,
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -220,6 +228,7 @@ __all__ = [
     "cluster_image",
     "connect",
     "open_results",
+    "read_model_order",
     "recorded_path",
     "clustering_accuracy",
     "clustering_scores",
