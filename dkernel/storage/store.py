@@ -1284,13 +1284,15 @@ def _model_order_summary(ds: xr.Dataset, fits: Callable[[str, str, int], bool]) 
     }
     for name in ("n_clusters", "score"):
         var = ds.get(name)
-        ok = (
-            var is not None
-            and var.ndim == 1
-            and var.size <= SHOW_CANDIDATES_MAX
-            and fits("model_order", name, var.nbytes)
-        )
-        out[name] = np.asarray(var.values).tolist() if ok else None
+        if (
+            var is None
+            or var.ndim != 1
+            or var.size > SHOW_CANDIDATES_MAX
+            or not fits("model_order", name, var.nbytes)
+        ):
+            out[name] = None
+            continue
+        out[name] = np.asarray(var.values).tolist()
     return out
 
 
