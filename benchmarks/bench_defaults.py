@@ -70,14 +70,10 @@ fit time against N per synthetic family and method; × marks a timeout)::
 
 Chosen k (``--auto-k``)
 -----------------------
-``--auto-k`` fits dkernel's ``SpectralClustering``, ``KernelDecompositionClustering`` and
-``MSSC`` (pixel sets only) on the same suite twice, with ``n_clusters='auto'`` and with the true
-k, and writes ``--out`` (``benchmarks/results/defaults_auto_k``) ``.md``: per set the true k and
-each estimator's chosen k (``n_clusters_``) with its ARI, and per estimator the sets where the
-chosen k is the true one, the mean |chosen − true| and the mean ARI with 'auto' and with the true
-k::
+``--auto-k`` runs ``benchmarks/bench_auto_k.py`` (``n_clusters='auto'`` against the true k and
+the peers at 2·10³, 2·10⁴ and 2·10⁵ points; its docstring) with the arguments that follow::
 
-    python benchmarks/bench_defaults.py --auto-k --max-n 2000 --seeds 0
+    python benchmarks/bench_defaults.py --auto-k --sizes 2e3 2e4 2e5 --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -909,24 +905,6 @@ def run_sizes(args) -> None:
     print(f"wrote {csv_path}, {out.with_suffix('.md')}, {args.plot}")
 
 
-AUTO_K_METHODS = {
-    "SpectralClustering": "SpectralClustering",
-    "KDC": "KernelDecompositionClustering",
-    "MSSC": "MSSC",
-}
-
-
-def _auto_k_cell(cls_name: str, X: np.ndarray, ys, n_clusters, seed: int) -> tuple[int, float]:
-    import dkernel
-
-    est = getattr(dkernel, cls_name)(n_clusters, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est.fit(X)
-    labels = np.asarray(est.labels_)
-    return int(est.n_clusters_), float(np.mean([adjusted_rand_score(y, labels) for y in ys]))
-
-
 def suite(args):
     """``(name, X, label sets, k)`` of every dataset asked for (``--only-datasets``), at most
     ``--max-n`` points; the real sets are skipped, with a line, when there is no data."""
@@ -939,77 +917,12 @@ def suite(args):
         yield (d, *load_dataset(d, args.max_n))
 
 
-def run_auto_k(args) -> None:
-    """``--auto-k``: chosen k against the true k (module docstring)."""
-    rows = []
-    for d, X, ys, k in suite(args):
-        row = {"dataset": d, "n": X.shape[0], "k": k}
-        for short, cls_name in AUTO_K_METHODS.items():
-            if short == "MSSC" and d not in PIXEL_SETS:
-                continue
-            cells = [
-                (_auto_k_cell(cls_name, X, ys, "auto", s), _auto_k_cell(cls_name, X, ys, k, s)[1])
-                for s in args.seeds
-            ]
-            row[short] = {
-                "chosen": [c[0][0] for c in cells],
-                "ari_auto": float(np.mean([c[0][1] for c in cells])),
-                "ari_true": float(np.mean([c[1] for c in cells])),
-            }
-            print(
-                f"{d:14s} {short:20s} k {k:3d} chosen {row[short]['chosen']} "
-                f"ARI auto {row[short]['ari_auto']:.3f} true-k {row[short]['ari_true']:.3f}",
-                file=sys.stderr,
-                flush=True,
-            )
-        rows.append(row)
-    lines = [
-        "# Chosen k with `n_clusters='auto'` (eigengap) against the true k",
-        "",
-        f"`python benchmarks/bench_defaults.py --auto-k --max-n {args.max_n} --seeds "
-        f"{' '.join(map(str, args.seeds))}`: features standardised, every other parameter at its "
-        "default; MSSC on the pixel sets only. Each cell: chosen k (one per seed) / ARI with "
-        "'auto' / ARI with the true k.",
-        "",
-        "| dataset | n | true k | " + " | ".join(AUTO_K_METHODS) + " |",
-        "|---|---:|---:|" + "---|" * len(AUTO_K_METHODS),
-    ]
-    for r in rows:
-        cells = []
-        for short in AUTO_K_METHODS:
-            c = r.get(short)
-            cells.append(
-                "—"
-                if c is None
-                else f"{','.join(map(str, c['chosen']))} / {c['ari_auto']:.3f} / "
-                f"{c['ari_true']:.3f}"
-            )
-        lines.append(f"| {r['dataset']} | {r['n']} | {r['k']} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "| estimator | sets | chosen = true | mean abs(chosen − true) | "
-        "mean ARI auto | mean ARI true k |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for short in AUTO_K_METHODS:
-        got = [(r["k"], r[short]) for r in rows if short in r]
-        if not got:
-            continue
-        hits = sum(all(c == k for c in v["chosen"]) for k, v in got)
-        err = np.mean([abs(c - k) for k, v in got for c in v["chosen"]])
-        lines.append(
-            f"| {short} | {len(got)} | {hits} | {err:.2f} | "
-            f"{np.mean([v['ari_auto'] for _, v in got]):.3f} | "
-            f"{np.mean([v['ari_true'] for _, v in got]):.3f} |"
-        )
-    text = "\n".join(lines) + "\n"
-    out = Path(args.out).with_suffix(".md")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(text)
-
-
 def main() -> None:
+    if "--auto-k" in sys.argv[1:]:
+        import bench_auto_k
+
+        bench_auto_k.main([a for a in sys.argv[1:] if a != "--auto-k"])
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only-datasets", default="", help="comma-separated dataset names")
     ap.add_argument("--only-methods", default="", help="comma-separated method names")
@@ -1062,11 +975,6 @@ def main() -> None:
         default=str(ROOT / "docs" / "images" / "defaults_sizes.png"),
         help="--sizes: where the ARI / time against N figure goes",
     )
-    ap.add_argument(
-        "--auto-k",
-        action="store_true",
-        help="chosen k of n_clusters='auto' against the true k (results/defaults_auto_k.md)",
-    )
     ap.add_argument("--cell", nargs=3, help=argparse.SUPPRESS)  # child: method dataset n
     args = ap.parse_args()
     args.method_max_n = {m: float(v) for m, v in (item.split("=", 1) for item in args.method_max_n)}
@@ -1078,10 +986,6 @@ def main() -> None:
         args.timeout = 600.0 if args.timeout is None else args.timeout
         args.out = args.out or str(RESULTS / "defaults_sizes")
         run_sizes(args)
-        return
-    if args.auto_k:
-        args.out = args.out or str(RESULTS / "defaults_auto_k")
-        run_auto_k(args)
         return
     args.timeout = 300.0 if args.timeout is None else args.timeout
     args.out = args.out or str(RESULTS / "defaults")
