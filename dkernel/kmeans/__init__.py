@@ -1,6 +1,7 @@
 """Kernel k-means ([MLSlides2012]): Lloyd's iterations in a kernel's feature space, on the
 kernel matrix (exact) or on an explicit Nyström / landmark feature map (large N), k-means++ or
-kernel PCA starts, and the number of clusters chosen by AIC or BIC."""
+kernel PCA starts, and the number of clusters chosen by AIC or BIC over a sequence of K,
+or by the timescale gap of the k-NN graph (``n_clusters='auto'``)."""
 
 from dkernel._lazy import attach
 

@@ -18,6 +18,7 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -43,7 +44,7 @@ from dkernel.kernels.nystrom import (
     landmark_kernel_params,
 )
 from dkernel.kernels.registry import Kernel, kernel_input_tags, make_kernel
-from dkernel.kernels.widths import KERNEL_KMEANS_SIGMA_FRACTION
+from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, KERNEL_KMEANS_SIGMA_FRACTION
 from dkernel.kmeans.features import features
 from dkernel.kmeans.lloyd import (
     INITS,
@@ -57,7 +58,13 @@ from dkernel.kmeans.lloyd import (
     symmetrize,
 )
 from dkernel.linalg.threads import map_on_cores, one_blas_thread
-from dkernel.model_order import candidate_range, information_criterion_model_order
+from dkernel.model_order import (
+    ModelOrder,
+    candidate_range,
+    information_criterion_model_order,
+    knn_graph_embedding,
+    spectrum_model_order,
+)
 from dkernel.rows import take_rows
 
 SOLVERS = ("auto", "exact", "nystrom")
@@ -76,12 +83,73 @@ EXACT_FULL_STEPS = 3
 FEATURE_STEPS = 20
 #: Rows per task of the assignment pass over NumPy input.
 ASSIGN_ROWS = 65_536
+#: The rule of ``n_clusters='auto'``: the timescale gap of the k-NN graph of the points Lloyd
+#: runs on (:func:`dkernel.model_order.knn_graph_embedding`, the spectral estimators' graph).
+#: ``benchmarks/bench_defaults.py``'s 23 sets, 2 000 points, seed 0, candidates 2 .. 45 (1 ..
+#: 45 for the criteria), true k found / mean ARI at the chosen k (0.578 at the true k):
+#: timescale gap of the k-NN graph 10 / 0.507; eigengap of the normalized RBF kernel
+#: ``D^-1/2 K D^-1/2`` (the estimator's own kernel and width) 8 / 0.465; its timescale gap
+#: 6 / 0.416; eigengap of the k-NN graph 3 / 0.370; BIC 2 / 0.305 (the largest k on 10 sets);
+#: AIC 1 / 0.261. BIC cannot be mended by a parameter count: the dimension D cancels between
+#: the likelihood and the penalty, so BIC adds a cluster whenever the inertia falls by more
+#: than about ``ln(M) / M`` (0.4 % at M = 2 000), which a Gaussian kernel's inertia does up to
+#: k ≈ √M.
+AUTO_RULE = "timescale-gap"
+#: The rule of 'auto' for ``kernel='precomputed'`` (no coordinates for a k-NN graph): the
+#: eigengap of the normalized kernel matrix, the better of the two spectrum rules on it.
+PRECOMPUTED_AUTO_RULE = "eigengap"
 
 
 def _exact_memory(n: int, k: int) -> float:
     """Bytes of the exact solver: the kernel, the columns of moved points (≤ 1/4 of it), the
     (n, k) sums and distances."""
     return 8.0 * n * n * 1.25 + 8.0 * n * k * 6
+
+
+def normalized_kernel_spectrum(space: GramSpace | FeatureSpace, n_values: int) -> np.ndarray:
+    """The ``n_values`` leading eigenvalues (descending) of ``D^-1/2 K D^-1/2``, ``D`` the row
+    sums of the kernel: of the kernel matrix (dense below 1 000 rows, Lanczos on the implicit
+    product beyond: no second n × n matrix), or for features Φ the Gram ``Bᵀ B`` of
+    ``B = D^-1/2 Φ`` (r × r, never n × n)."""
+    from scipy.linalg import eigh
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    gram = isinstance(space, GramSpace)
+    if gram:
+        K = space.K
+        d = K.sum(axis=1)
+    else:
+        Phi = space.Phi
+        d = np.asarray(Phi @ np.asarray(Phi.sum(axis=0)).ravel()).ravel()
+    if not np.all(d > 0):
+        raise InvalidInputError(
+            f"{int(np.sum(~(d > 0)))} rows of the kernel do not sum to a positive value; "
+            "n_clusters='auto' compares k on the spectrum of D^-1/2 K D^-1/2, which needs "
+            "positive row sums. Pass a sequence of n_clusters to choose k by the criterion."
+        )
+    s = 1.0 / np.sqrt(d)
+    if gram:
+        n = int(K.shape[0])
+        k = min(int(n_values), n)
+        if n <= 1000 or k >= n - 1:
+            A = K * s[:, None] * s[None, :]
+            values = eigh(A, eigvals_only=True, subset_by_index=[n - k, n - 1])
+        else:
+
+            def matvec(v: np.ndarray) -> np.ndarray:
+                return s * (K @ (s * np.ravel(v)))
+
+            op = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+            v0 = np.full(n, 1.0 / np.sqrt(n))
+            values = eigsh(op, k=k, which="LA", return_eigenvectors=False, v0=v0)
+    else:
+        B = sp.diags(s) @ Phi if sp.issparse(Phi) else Phi * s[:, None]
+        G = B.T @ B
+        G = G.toarray() if sp.issparse(G) else np.asarray(G)
+        r = G.shape[0]
+        k = min(int(n_values), r)
+        values = eigh(0.5 * (G + G.T), eigvals_only=True, subset_by_index=[r - k, r - 1])
+    return np.sort(values)[::-1]
 
 
 def _distance_block(X: np.ndarray, model: Any, point_norms: bool) -> np.ndarray:
@@ -100,18 +168,26 @@ class KernelKMeans(
     Minimises ``Σ_i ||φ(x_i) - m_c(i)||²`` in the feature space of the kernel by Lloyd's
     iterations, the distance to a centre written with kernel values only ([MLSlides2012],
     slides 34-38), from k-means++ seeds drawn in feature space or from the kernel PCA read-out
-    (slides 72-75). With several candidate numbers of clusters the one of lowest AIC or BIC is
-    kept (slide 87); ``n_clusters='auto'`` compares K = 1 .. ``max_clusters`` so, the evidence
-    in ``model_order_`` (:mod:`dkernel.model_order`).
+    (slides 72-75). With a sequence of candidate numbers of clusters the one of lowest AIC or
+    BIC is kept (slide 87); ``n_clusters='auto'`` chooses K = 2 .. ``max_clusters`` by the
+    timescale gap of the points' k-NN graph before fitting that K alone, the evidence in
+    ``model_order_`` (:mod:`dkernel.model_order`).
 
     Parameters
     ----------
     n_clusters : int, sequence of int or 'auto'
-        Number of clusters K. A sequence (e.g. ``range(2, 11)``) fits every K in it and keeps
-        the one of lowest ``criterion``; 'auto' does so for K = 1 (no cluster structure) and
-        the candidates of :func:`dkernel.model_order.candidate_range` (2 .. ``max_clusters``).
-        None is the former spelling of 'auto' (deprecated: a ``FutureWarning``; removed in the
-        next release).
+        Number of clusters K. A sequence (e.g. ``range(1, 11)``) fits every K in it and keeps
+        the one of lowest ``criterion``. 'auto' compares the candidates of
+        :func:`dkernel.model_order.candidate_range` (2 .. ``max_clusters``) by
+        :mod:`dkernel.model_order`'s timescale-gap rule on the nearly mutual self-tuning k-NN
+        graph of the points Lloyd runs on (:func:`~dkernel.model_order.knn_graph_embedding`,
+        the graph of :class:`~dkernel.SpectralClustering`): the largest ratio
+        ``(1 − λ_{k+1}) / (1 − λ_k)`` of its normalized spectrum. Then only the chosen K is
+        fitted. With ``kernel='precomputed'`` (no coordinates for a graph), or at most 7
+        distinct points (too few for the graph's scales), the rule is the eigengap of the
+        normalized kernel ``D^-1/2 K D^-1/2``. Why this rule and not the
+        criterion: see :data:`AUTO_RULE` and the Notes. None is the former spelling of 'auto'
+        (deprecated: a ``FutureWarning``; removed in the next release).
     kernel : str or callable
         A kernel of the registry (:func:`dkernel.kernels.registry.make_kernel`): ``'rbf'``,
         ``'local_scaling'``, ``'knn'``, ``'knn_mean'``, ``'landmark'``, ``'cosine'``, ``'pck'``
@@ -155,8 +231,9 @@ class KernelKMeans(
         A run stops when the centres move by at most ``tol`` × the total variance in feature
         space (squared shift summed over the clusters); 0 runs until no label changes.
     criterion : {'bic', 'aic'}
-        Selects K when several are given (``information_criterion_``); the rule of
-        ``model_order_``.
+        Selects K when a sequence of K is given (``information_criterion_``; then the rule of
+        ``model_order_``). 'auto' does not use it; ``aic_`` and ``bic_`` are then those of the
+        chosen K.
     max_clusters : int, optional
         Largest K tried by ``n_clusters='auto'``. None (default): derived from the data,
         ``round(√n)`` clipped to [10, 50] and at most n − 1
@@ -193,16 +270,22 @@ class KernelKMeans(
         Training rows used as Nyström landmarks (None for the exact solver and the landmark
         kernel's own features).
     n_clusters_candidates_ : ndarray of int
-        The K tried (the one K of an integer ``n_clusters``).
+        The K compared: the sequence given, the one K of an integer ``n_clusters``, or those
+        'auto' scored (2 .. ``max_clusters``, fewer when the graph has fewer eigenvalues).
     n_clusters_scores_ : ndarray (n_candidates,) or None
-        ``information_criterion_`` of every candidate when several were compared (the lowest
-        wins); None for an integer ``n_clusters``.
+        The rule's score of every candidate: ``information_criterion_`` for a sequence (the
+        lowest wins), the timescale gap (or, precomputed, the eigengap) for 'auto' (the
+        highest wins); None for an integer ``n_clusters``.
     model_order_ : dkernel.model_order.ModelOrder or None
-        The evidence of the choice of K (candidates, scores, ``rule`` = ``criterion``) when
-        several were compared; None for an integer ``n_clusters``.
-    inertias_, aic_, bic_ : ndarray (n_candidates,)
-        Inertia and criteria of the best run of each K (on the points Lloyd ran on).
-    information_criterion_ : ndarray (n_candidates,)
+        The evidence of the choice of K (candidates, scores, ``rule``: ``criterion`` for a
+        sequence, ``'timescale-gap'`` or ``'eigengap'`` for 'auto', with the spectrum in
+        ``details['spectrum']``); None for an integer ``n_clusters``.
+    inertias_, aic_, bic_ : ndarray (n_fitted,)
+        Inertia and criteria of the best run of each K fitted (on the points Lloyd ran on):
+        every K of a sequence or integer (aligned with ``n_clusters_candidates_``); with
+        'auto' the chosen K alone (one value). To compare K by the criterion, pass a sequence
+        (``range(1, 11)``: K = 1, no structure, is a model the criteria can score).
+    information_criterion_ : ndarray (n_fitted,)
         ``aic_`` or ``bic_``, whichever ``criterion`` names.
     effective_dimension_ : float
         D of the criteria: the participation ratio ``(Σλ)² / Σλ²`` of the centered kernel's
@@ -226,10 +309,19 @@ class KernelKMeans(
     labelled sets of ``benchmarks/bench_defaults.py`` (600 points, K from 1 to
     max(10, K + 4), the default width) BIC kept the true K on 2 and more clusters on 20 (the
     largest tried on 16), AIC on 1 and 21. A dimension from the clusters' own scatter instead
-    of the data's did not help (it over-split as often, or kept one cluster), so read the
-    criteria as a guide, and give K when it is known.
+    of the data's did not help (it over-split as often, or kept one cluster), and cannot: D
+    cancels between the likelihood and the penalty, so BIC adds a cluster whenever the
+    inertia falls by more than about ``ln(M) / M``, which a Gaussian kernel's inertia does up
+    to K ≈ √M. So 'auto' does not use the criteria. On the 23 sets of
+    ``benchmarks/bench_defaults.py`` (2 000 points, seed 0, default width; true K found, mean
+    ARI at the chosen K; 0.578 at the true K): the k-NN graph's timescale gap 10 of 23, 0.507
+    (the 'auto' rule); the eigengap of the normalized RBF kernel 8, 0.465; its timescale gap
+    6, 0.416; the k-NN graph's eigengap 3, 0.370; BIC over K = 1 .. 45: 2, 0.305; AIC 1,
+    0.261. Read any of them as a guide, and give K when it is known.
 
-    Cost: exact, O(N² p) kernel evaluations, O(N² K) per run for the first Lloyd steps and
+    Cost: 'auto' adds the k-NN graph of the points Lloyd runs on (as
+    :class:`~dkernel.SpectralClustering`'s: the neighbour search, Lanczos on O(N g) entries)
+    and fits one K. Exact, O(N² p) kernel evaluations, O(N² K) per run for the first Lloyd steps and
     O(N · moved · K) for the later ones, O(N²) memory. Nyström: O(N m p) for the features of
     every point (in the final assignment pass, chunk by chunk), O(m³) for the landmark basis,
     O(S m K) per Lloyd step on the S = min(N, ``kmeans_sample``) sampled points; memory
@@ -340,9 +432,8 @@ class KernelKMeans(
         """The numbers of clusters to fit, checked against ``n`` samples."""
         owner = type(self).__name__
         if self._auto():
-            # K = 1 (no structure) is a model the criteria can score, unlike the spectral rules
             found = candidate_range(n, self.max_clusters, owner=f"{owner}(n_clusters='auto')")
-            return [1, *(int(k) for k in found)]
+            return [int(k) for k in found]
         if isinstance(self.n_clusters, Integral):
             values = [self.n_clusters]
         else:
@@ -444,7 +535,7 @@ class KernelKMeans(
         self.solver_ = self._choose_solver(n, p, kernel, max(candidates))
         self.landmark_indices_ = None
         if self.solver_ == "exact":
-            X_fit = as_numpy(X, np.float64)
+            X_fit = rows = as_numpy(X, np.float64)
             reference = kernel.landmark_data(X_fit, np.arange(n))
             K = symmetrize(dense_kernel(kernel, X_fit, reference))
             space: GramSpace | FeatureSpace = GramSpace(K)
@@ -457,6 +548,16 @@ class KernelKMeans(
         self.kernel_ = kernel
         self.sigma_ = kernel.params.get("sigma") if kernel.name == "rbf" else None
         self.effective_dimension_ = space.effective_dimension()
+
+        self.model_order_ = self.n_clusters_scores_ = None
+        if self._auto():
+            # k from the spectrum of the points Lloyd runs on; only that k is fitted
+            self.model_order_ = self._model_order(rows, space, np.asarray(candidates), seed)
+            self.n_clusters_candidates_ = self.model_order_.candidates
+            self.n_clusters_scores_ = self.model_order_.scores
+            candidates = [self.model_order_.n_clusters]
+        else:
+            self.n_clusters_candidates_ = np.asarray(candidates, dtype=np.int64)
 
         runs = []
         for k in candidates:
@@ -478,14 +579,12 @@ class KernelKMeans(
             )
             for r, k in zip(runs, candidates, strict=True)
         ]
-        self.n_clusters_candidates_ = np.asarray(candidates, dtype=np.int64)
         self.inertias_ = np.array([r.inertia for r in runs])
         self.aic_ = np.array([c.aic for c in criteria])
         self.bic_ = np.array([c.bic for c in criteria])
         self.information_criterion_ = self.aic_ if self.criterion == "aic" else self.bic_
-        self.model_order_ = self.n_clusters_scores_ = None
         best = 0
-        if not isinstance(self.n_clusters, Integral):  # several K compared
+        if not self._auto() and not isinstance(self.n_clusters, Integral):  # a sequence of K
             self.model_order_ = information_criterion_model_order(
                 self.information_criterion_, self.n_clusters_candidates_, self.criterion
             )
@@ -513,6 +612,31 @@ class KernelKMeans(
                 stacklevel=2,
             )
         return self
+
+    def _model_order(
+        self, rows: np.ndarray, space: GramSpace | FeatureSpace, candidates: np.ndarray, seed: Any
+    ) -> ModelOrder:
+        """The evidence of 'auto': the timescale gap of the k-NN graph of ``rows`` (the points
+        Lloyd runs on), or for a precomputed kernel (or at most 7 distinct points) the eigengap
+        of ``D^-1/2 K D^-1/2``."""
+        n_values = int(candidates[-1]) + 1
+        # the graph scales each point by its 7th distinct neighbour: fewer distinct points
+        # than that (or no coordinates) leave the kernel's own normalized spectrum
+        few = np.unique(rows, axis=0).shape[0] <= DEFAULT_LOCAL_SCALING_NEIGHBORS
+        if self.kernel_.precomputed or few:
+            spectrum = normalized_kernel_spectrum(space, n_values)
+            rule = PRECOMPUTED_AUTO_RULE
+        else:
+            spectrum = knn_graph_embedding(rows, n_values, seed=seed)[0]
+            rule = AUTO_RULE
+        # a graph of m distinct points has m - 1 non-trivial eigenvalues (λ_k and λ_k+1 needed)
+        kept = candidates[candidates < spectrum.size]
+        if kept.size == 0:
+            raise InvalidInputError(
+                f"{type(self).__name__}(n_clusters='auto') found too few distinct points to "
+                "compare numbers of clusters; pass an integer n_clusters."
+            )
+        return spectrum_model_order(spectrum, kept, rule)
 
     def _feature_map(self, X: Any, kernel: Kernel, seed: int | None) -> tuple[Kernel, Any]:
         """The explicit feature map of the Nyström solver: the kernel's own, or Nyström's."""

@@ -1,6 +1,6 @@
 """The ``kernel-kmeans`` job method: what it writes equals what ``KernelKMeans`` fits, K chosen
-by AIC/BIC over the candidates, the label map of an image reader, the early refusals and the
-cost model's solver choice (the estimator's own)."""
+by 'auto' (the k-NN graph's timescale gap), the label map of an image reader, the early
+refusals and the cost model's solver choice (the estimator's own)."""
 
 from pathlib import Path
 
@@ -62,15 +62,21 @@ def test_nystrom_job_stores_what_the_estimator_fits(tmp_path, client):
 
 
 def test_model_selection_over_k_is_stored(tmp_path, client):
-    params = {"n_clusters": None, "max_clusters": 4, "solver": "exact", "n_init": 3}
-    attrs = open_results(_run(tmp_path, client, params))["labels"].attrs
-    assert attrs["n_clusters_candidates"] == [1, 2, 3, 4]
-    bic = np.asarray(attrs["bic"])
-    assert len(attrs["aic"]) == 4 and attrs["criterion"] == "bic"
-    assert attrs["n_clusters"] == int(np.argmin(bic)) + 1
+    # 'auto' chooses K by the k-NN graph's timescale gap, then fits that K alone
+    params = {"n_clusters": "auto", "max_clusters": 4, "solver": "exact", "n_init": 3}
+    tree = open_results(_run(tmp_path, client, params))
+    attrs = tree["labels"].attrs
+    assert attrs["n_clusters_candidates"] == [2, 3, 4]
+    assert len(attrs["aic"]) == len(attrs["bic"]) == 1 and attrs["criterion"] == "bic"
     est = KernelKMeans(**params, random_state=0).fit(_iris()[0])
-    np.testing.assert_allclose(bic, est.bic_, rtol=1e-10)
+    assert attrs["n_clusters"] == est.n_clusters_
+    np.testing.assert_allclose(attrs["bic"], est.bic_, rtol=1e-10)
+    assert est.model_order_.rule == "timescale-gap" and "model_order" in tree.children
     assert "centers" not in open_results(_run(tmp_path / "b", client, params))["labels"]
+    # a sequence of K is compared by the criterion
+    seq = KernelKMeans([1, 2, 3, 4], solver="exact", n_init=3, random_state=0).fit(_iris()[0])
+    assert seq.model_order_.rule == "bic" and seq.bic_.shape == (4,)
+    assert seq.n_clusters_ == int(np.argmin(seq.bic_)) + 1
 
 
 def test_image_reader_gets_the_label_map(tmp_path, client):

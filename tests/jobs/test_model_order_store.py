@@ -108,7 +108,7 @@ def test_image_job_quicklook_draws_the_evidence_only_with_auto(tmp_path, client)
 @pytest.mark.parametrize(
     ("method", "params", "rule"),
     [
-        ("kernel-kmeans", {"n_clusters": "auto", "max_clusters": 6}, "bic"),
+        ("kernel-kmeans", {"n_clusters": "auto", "max_clusters": 6}, "timescale-gap"),
         ("jrc", {"n_clusters": "auto"}, "timescale-gap"),
     ],
 )

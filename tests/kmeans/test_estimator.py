@@ -1,5 +1,5 @@
 """``KernelKMeans``: exact and Nyström solvers, NumPy and Dask input, out of sample, the
-choice of K by AIC/BIC and the errors."""
+choice of K by AIC/BIC over a sequence and the errors ('auto': test_auto.py)."""
 
 from __future__ import annotations
 
@@ -123,11 +123,11 @@ def test_exact_refused_beyond_the_memory_limit():
 
 def test_bic_chooses_the_number_of_blobs():
     X, _ = make_blobs(450, centers=3, cluster_std=0.3, center_box=(-10, 10), random_state=3)
-    est = KernelKMeans("auto", max_clusters=8, n_init=3, random_state=0).fit(X)
+    # a sequence of K is compared by the criterion (BIC by default), K = 1 included
+    est = KernelKMeans(range(1, 9), n_init=3, random_state=0).fit(X)
     assert est.n_clusters_ == 3
     np.testing.assert_array_equal(est.n_clusters_candidates_, np.arange(1, 9))
     assert est.information_criterion_ is est.bic_
-    # the evidence, as every n_clusters='auto' keeps it (dkernel.model_order)
     order = est.model_order_
     assert order.rule == "bic" and not order.higher_is_better and order.n_clusters == 3
     np.testing.assert_array_equal(order.candidates, est.n_clusters_candidates_)
@@ -140,9 +140,13 @@ def test_bic_chooses_the_number_of_blobs():
     aic = KernelKMeans([2, 3, 6], criterion="aic", n_init=3, random_state=0).fit(X)
     assert aic.information_criterion_ is aic.aic_
     assert aic.n_clusters_ >= 3 and list(aic.n_clusters_candidates_) == [2, 3, 6]
-    # an explicit sequence is compared by the same rule
     assert aic.model_order_.rule == "aic" and aic.model_order_.n_clusters == aic.n_clusters_
     np.testing.assert_array_equal(aic.n_clusters_scores_, aic.aic_)
+    # 'auto' fits the K it chose alone: the criteria are that K's
+    auto = KernelKMeans("auto", max_clusters=8, n_init=3, random_state=0).fit(X)
+    assert auto.n_clusters_ == 3 and auto.model_order_.rule == "timescale-gap"
+    assert auto.bic_.shape == auto.aic_.shape == auto.inertias_.shape == (1,)
+    assert auto.bic_[0] == pytest.approx(est.bic_[2], rel=1e-9)
 
 
 def test_none_is_the_deprecated_spelling_of_auto():
@@ -157,15 +161,17 @@ def test_none_is_the_deprecated_spelling_of_auto():
 
 
 def test_auto_candidates_are_derived_from_the_data():
-    # max_clusters=None: K = 1 and candidate_range's 2 .. clip(round(sqrt n), 10, 50)
+    # max_clusters=None: candidate_range's 2 .. clip(round(sqrt n), 10, 50)
     X, _ = make_blobs(150, centers=3, cluster_std=0.3, center_box=(-10, 10), random_state=3)
     est = KernelKMeans("auto", n_init=1, random_state=0).fit(X)
     assert est.max_clusters is None
-    np.testing.assert_array_equal(est.n_clusters_candidates_, np.arange(1, 13))  # √150 ≈ 12.2
-    assert est.bic_.shape == est.n_clusters_scores_.shape == (12,)
-    # never more than n - 1
+    np.testing.assert_array_equal(est.n_clusters_candidates_, np.arange(2, 13))  # √150 ≈ 12.2
+    assert est.n_clusters_scores_.shape == (11,)
+    # never more than n - 1; 6 points are too few for the k-NN graph's scales (the 7th
+    # neighbour): the eigengap of the normalized kernel (6 eigenvalues) decides
     small = KernelKMeans("auto", n_init=1, random_state=0).fit(X[:6])
-    np.testing.assert_array_equal(small.n_clusters_candidates_, np.arange(1, 6))
+    np.testing.assert_array_equal(small.n_clusters_candidates_, np.arange(2, 6))
+    assert small.model_order_.rule == "eigengap"
 
 
 def test_one_k_keeps_no_model_order(circles):
