@@ -173,3 +173,47 @@ def test_knn_graph_spectrum_sees_separated_blobs():
     lam = knn_graph_spectrum(X, 12)
     assert lam[0] == pytest.approx(1.0) and np.all(np.diff(lam) <= 1e-12)
     assert spectrum_model_order(lam, np.arange(2, 12)).n_clusters == 5
+
+
+def _auto_fit(cls, X, scheduler):
+    import dask
+    import dask.array as da
+
+    Xd = da.from_array(X, chunks=(100, -1))
+    if scheduler is None:  # the session's distributed client (two process workers)
+        return cls("auto", random_state=0).fit(Xd)
+    with dask.config.set(scheduler=scheduler):
+        return cls("auto", random_state=0).fit(Xd)
+
+
+@pytest.mark.parametrize("name", ["SpectralClustering", "KernelDecompositionClustering"])
+def test_auto_is_the_same_on_one_worker_two_threads_and_two_processes(name, client):
+    import dkernel
+
+    cls = getattr(dkernel, name)
+    X, _ = make_blobs(600, centers=[[0, 0], [10, 0], [0, 10], [10, 10]], random_state=5)
+    fits = [_auto_fit(cls, X, s) for s in ("synchronous", "threads", None)]
+    for other in fits[1:]:
+        assert other.n_clusters_ == fits[0].n_clusters_ == 4
+        np.testing.assert_array_equal(other.n_clusters_scores_, fits[0].n_clusters_scores_)
+        np.testing.assert_array_equal(other.labels_, fits[0].labels_)
+
+
+def test_stability_is_the_same_on_one_worker_two_threads_and_two_processes(client):
+    import dask
+
+    X, _ = make_blobs(150, centers=[[0, 0], [10, 0], [5, 8.66]], cluster_std=0.4, random_state=1)
+    c = np.arange(2, 5)
+    scores = []
+    for scheduler in ("synchronous", "threads"):
+        with dask.config.set(scheduler=scheduler):
+            scores.append(stability_model_order(X, _kmeans_clusterer, c, n_subsamples=3).scores)
+    scores.append(stability_model_order(X, _kmeans_clusterer, c, n_subsamples=3).scores)
+    for other in scores[1:]:
+        np.testing.assert_array_equal(other, scores[0])
+
+
+def _kmeans_clusterer(rows, candidates, seed):
+    from sklearn.cluster import KMeans
+
+    return {k: KMeans(k, n_init=3, random_state=seed).fit_predict(rows) for k in candidates}
