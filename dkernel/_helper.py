@@ -7,15 +7,19 @@ of running beside it. A process of its own runs them on a core the job leaves id
 imports matplotlib while the job computes (``dkernel run jobs/demo-landsat-mssc.yaml``, 10
 interleaved runs on 2 cores: median wall time 5.50 s with a thread, 5.06 s with this process).
 
-The helper is ``python -m dkernel._helper``, started with this interpreter and ``PYTHONPATH``
-leading to this package, not by :mod:`multiprocessing`, whose spawned children import the
-parent's ``__main__`` again (a user's script without a main guard would run twice). Calls go
-one at a time over its standard input and output as length-prefixed pickles; what the call
-prints goes to its standard error. It leaves when its input closes (this process calling
+The helper is ``python -P -m dkernel._helper``, started with this interpreter and
+``PYTHONPATH`` leading to this package, not by :mod:`multiprocessing`, whose spawned children
+import the parent's ``__main__`` again (a user's script without a main guard would run twice).
+``-P`` keeps the working directory off its ``sys.path``: a ``dkernel/`` package or a
+``numpy.py`` there (planted in a shared folder such as ``/tmp``, or a user's own script) is
+never imported; so are relative entries of ``PYTHONPATH`` dropped. Calls go one at a time
+over its standard input and output as length-prefixed pickles; what the call prints goes to
+its standard error. It leaves when its input closes (this process calling
 :meth:`HelperProcess.close`, at exit, or dying), without the interpreter's teardown.
 
-A helper that cannot be started or that dies raises :class:`HelperUnavailable` from
-:meth:`HelperProcess.call`: callers then do the work themselves.
+A helper that cannot be started, that dies, or that does not reply within the caller's
+timeout (:meth:`HelperProcess.call_within`; it is then killed: a stopped helper cannot block
+a job) raises :class:`HelperUnavailable`: callers then do the work themselves.
 """
 
 from __future__ import annotations
@@ -29,12 +33,17 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import IO, Any
 
 __all__ = ["HelperProcess", "HelperUnavailable", "shared_helper"]
 
 _LENGTH = struct.Struct("<Q")
+#: Seconds a caller waits for a reply by default (:meth:`HelperProcess.call_within`):
+#: matplotlib's import and a quick-look take about a second; a helper that has not answered
+#: in this time is stopped or stuck, and the caller does the work itself.
+REPLY_TIMEOUT_S = 60.0
 
 
 class HelperUnavailable(RuntimeError):
@@ -68,14 +77,14 @@ class HelperProcess:
 
     def __init__(self) -> None:
         package_root = str(Path(__file__).resolve().parents[1])
-        path = os.environ.get("PYTHONPATH")
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([package_root, path] if path else [package_root]),
-        }
+        # absolute entries only: an empty or relative one would name the working directory
+        inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        path = [package_root, *(p for p in inherited if p and os.path.isabs(p))]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "dkernel._helper"],
+                # -P: the working directory is not put first on sys.path (Python >= 3.11)
+                [sys.executable, "-P", "-m", "dkernel._helper"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -106,6 +115,29 @@ class HelperProcess:
         """:meth:`submit` and wait for the result."""
         return self.submit(fn, *args, **kwargs).result()
 
+    def call_within(
+        self, timeout: float | None, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """:meth:`call`, waiting at most ``timeout`` seconds (None: no limit) for the reply,
+        the calls queued before it included. A helper that has not replied by then (stopped,
+        stuck) is killed and :class:`HelperUnavailable` raised: the caller does the work."""
+        future = self.submit(fn, *args, **kwargs)
+        try:
+            return future.result(timeout=timeout)
+        except FutureTimeout:
+            pass
+        # SIGKILL ends a stopped process too; the reading thread then sees the end of its
+        # output and closes the helper
+        try:
+            self._process.kill()
+        except OSError:
+            pass
+        try:
+            future.result(timeout=10)
+        except Exception:  # noqa: BLE001  (HelperUnavailable: the helper is gone)
+            pass
+        raise HelperUnavailable(f"the helper process did not reply within {timeout:g} s")
+
     def _call(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         request = pickle.dumps((fn, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
         with self._lock:
@@ -129,11 +161,19 @@ class HelperProcess:
 
     def close(self) -> None:
         """End the helper: its input closes and it exits; waits a moment for it."""
-        for stream in (self._process.stdin, self._process.stdout):
-            try:
-                stream.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
+        # a call in flight holds the streams (closing one would wait for it): a helper that
+        # does not finish it in a moment (stopped, stuck) is killed, which ends the call
+        if not self._lock.acquire(timeout=5):
+            self._process.kill()
+            self._lock.acquire()
+        try:
+            for stream in (self._process.stdin, self._process.stdout):
+                try:
+                    stream.close()  # type: ignore[union-attr]
+                except OSError:
+                    pass
+        finally:
+            self._lock.release()
         try:
             self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -217,5 +217,6 @@ def change_maps(
         image=b.drop_vars("valid"),
         correlations=transform.correlations,
         sigma=transform.sigma,
-        attrs={**attrs, "threshold": threshold},
+        # an infinite threshold (no change) is stored as null: JSON has no infinity
+        attrs={**attrs, "threshold": float(threshold) if np.isfinite(threshold) else None},
     )

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dkernel._random import seed_from_random_state
 from dkernel.change.detect import METHODS, change_maps, fit_change, open_pair, sample_pixels
+from dkernel.change.mad import same_up_to_affine
 from dkernel.change.threshold import THRESHOLDS, change_threshold
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.widths import KERNEL_MAD_SIGMA_FRACTION
@@ -59,7 +60,11 @@ class ChangeDetection(BaseEstimator):
         The fitted MAD transformation (``variates``, ``intensity``, ``correlations``,
         ``sigma``).
     threshold_ : float
-        The intensity threshold of the change mask.
+        The intensity threshold of the change mask; infinite when ``no_change_``.
+    no_change_ : bool
+        Whether the fitted dates are the same up to an affine map of their bands
+        (:func:`dkernel.change.mad.same_up_to_affine`): no pixel is change, whatever the
+        threshold.
     correlations_ : ndarray of shape (n_components,)
         Canonical correlations of the two dates.
     n_sample_ : int
@@ -181,7 +186,12 @@ class ChangeDetection(BaseEstimator):
         self.correlations_ = np.asarray(t.correlations)
         self.n_sample_ = int(X.shape[0])
         self.n_iter_ = int(getattr(t, "n_iter", 0))
-        if self.threshold_value is not None:
+        # a test of "no change" before any threshold: the dates the same up to an affine map
+        # (which every method ignores) have no changed pixel, whatever their variates' noise
+        self.no_change_ = same_up_to_affine(X, Y)
+        if self.no_change_:
+            self.threshold_ = float("inf")
+        elif self.threshold_value is not None:
             self.threshold_ = float(self.threshold_value)
         else:
             self.threshold_ = change_threshold(t.intensity(t.variates(X, Y)), self.threshold)
@@ -193,6 +203,7 @@ class ChangeDetection(BaseEstimator):
             "threshold_method": "fixed" if self.threshold_value is not None else self.threshold,
             "n_sample": self.n_sample_,
             "n_iter": self.n_iter_,
+            "no_change": self.no_change_,
         }
 
 
@@ -252,7 +263,9 @@ def detect_change(
         Lazy (Dask) maps on the before image's grid with its CRS: ``variates`` (component,
         y, x), ``intensity``, ``labels`` (the change mask: 1, 0, -1 for no data) and
         ``valid``; ``correlations`` and ``sigma`` per component; attributes ``method``,
-        ``threshold`` (on Z), ``threshold_method``, ``n_sample``, ``n_iter``.
+        ``threshold`` (on Z; null when ``no_change``), ``threshold_method``, ``n_sample``,
+        ``n_iter``, ``no_change`` (the dates the same up to an affine map of their bands:
+        no pixel is change).
 
     Raises
     ------

@@ -29,6 +29,11 @@ from dkernel.errors import InvalidInputError
 #: Relative ridge added to the covariance diagonals: keeps the Cholesky factors of constant
 #: or collinear bands finite without moving well-conditioned solutions measurably.
 RIDGE = 1e-10
+#: Residual of one date's bands fitted as an affine function of the other's, relative to the
+#: bands' root mean square, below which the dates are "the same up to an affine map"
+#: (:func:`same_up_to_affine`): 8 float32 roundings. Identical dates leave 1e-16, a float32
+#: gain and offset of a date 3e-8; sensor noise alone is 1e-4 and more.
+AFFINE_RESOLUTION = 1e-6
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,44 @@ def check_pair(X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not (np.isfinite(X).all() and np.isfinite(Y).all()):
         raise InvalidInputError("MAD got NaN or infinite pixel values; mask them first.")
     return X, Y
+
+
+def same_up_to_affine(X: np.ndarray, Y: np.ndarray, resolution: float = AFFINE_RESOLUTION) -> bool:
+    """Whether each date's bands are an affine function of the other's, up to ``resolution``
+    (relative to each band's root mean square): a test of "no change" made on the pixels
+    before any threshold.
+
+    MAD, IR-MAD and kernel MAD ignore an affine map between the dates (a gain and an offset
+    per band, a rotation of the bands), so such a pair has no changed pixel. Their variates
+    cannot say it: every canonical correlation is 1 up to rounding, ``σ = sqrt(2 (1 - ρ))``
+    is set by the ridge (1e-5), the variates are rounding noise divided by it, and an automatic
+    threshold splits that noise (40 % of the pixels "changed").
+
+    Parameters
+    ----------
+    X, Y : ndarray (n, p), (n, q)
+        Band values of the same pixels at the two dates.
+    resolution : float
+        Largest relative residual still taken for 0.
+
+    Returns
+    -------
+    bool
+
+    Notes
+    -----
+    Two least-squares fits, O(n (p + q)²).
+    """
+    X, Y = np.asarray(X, np.float64), np.asarray(Y, np.float64)
+
+    def explains(A: np.ndarray, B: np.ndarray) -> bool:
+        design = np.c_[np.ones(A.shape[0]), A]
+        coef = np.linalg.lstsq(design, B, rcond=None)[0]
+        residual = np.sqrt(np.mean((B - design @ coef) ** 2, axis=0))
+        scale = np.sqrt(np.mean(B**2, axis=0))
+        return bool(np.all(residual <= resolution * scale))
+
+    return explains(X, Y) and explains(Y, X)
 
 
 def _whitener(C: np.ndarray) -> np.ndarray:

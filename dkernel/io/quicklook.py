@@ -119,14 +119,15 @@ def prefetch_plotting() -> bool:
 
 def draw_in_helper(path: str | os.PathLike, look: QuickLook) -> Path:
     """:func:`draw_quicklook` in the helper process that :func:`prefetch_plotting` started,
-    or in this process when there is none (or it died)."""
-    from dkernel._helper import HelperUnavailable, shared_helper
+    or in this process when there is none, it died, or it did not reply within
+    ``dkernel._helper.REPLY_TIMEOUT_S``."""
+    from dkernel import _helper
 
-    helper = shared_helper(start=False)
+    helper = _helper.shared_helper(start=False)
     if helper is not None:
-        try:
-            return helper.call(draw_quicklook, path, look)
-        except HelperUnavailable:
+        try:  # a helper that does not reply in time (stopped, stuck) is killed
+            return helper.call_within(_helper.REPLY_TIMEOUT_S, draw_quicklook, path, look)
+        except _helper.HelperUnavailable:
             pass  # drawn here
     return draw_quicklook(path, look)
 

@@ -31,7 +31,7 @@ from dkernel.jobs.spec import JobSpec, OutputPolicy
 from dkernel.runtime.threads import InProcessScheduler
 from dkernel.storage.layout import input_dataset
 from dkernel.storage.lock import RemoteStoreLease, StoreLease, acquire_lease
-from dkernel.storage.remote import Location, as_location, is_remote
+from dkernel.storage.remote import Location, as_location, check_job_store, is_remote
 from dkernel.storage.store import (
     ResultsStore,
     check_resumable,
@@ -146,9 +146,12 @@ def run_job(
     Root attributes record per-phase wall times (``timings``) and, from the scheduler, the
     number of tasks run and the peak memory of each worker (``resources``).
     """
+    if output is not None:  # the caller's store, refused before the data is read
+        output = as_location(output)
+        check_job_store(output)
     spec, data = prepare_job(spec)
     if output is not None:
-        spec = replace(spec, output=as_location(output))
+        spec = replace(spec, output=output)
     elif output_policy is not None:
         spec = replace(spec, output=output_policy.confine(spec.output))
     chosen = output is not None or output_policy is not None

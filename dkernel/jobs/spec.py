@@ -40,7 +40,7 @@ from dkernel.io.remote import redact_storage_options
 from dkernel.jobs.registry import METHODS, get_method
 from dkernel.runtime.connect import IN_PROCESS_MAX_MEMORY, IN_PROCESS_MAX_SAMPLES
 from dkernel.schema.params import REQUIRED, Param, validate_mapping
-from dkernel.storage.remote import Location, as_location, inside, is_remote
+from dkernel.storage.remote import Location, as_location, check_job_store, inside, is_remote
 
 TOP_LEVEL = (
     Param(
@@ -461,9 +461,11 @@ def _output_location(text: str) -> Path | str:
     from dkernel.errors import StoreError
 
     try:
-        return as_location(text)
+        location = as_location(text)
+        check_job_store(location)
     except StoreError as exc:
         raise SpecError(str(exc), "output") from None
+    return location
 
 
 def effective_limits(limits: Mapping[str, Any], output: Path | None) -> dict[str, Any]:
@@ -623,6 +625,7 @@ class OutputPolicy:
                 location = as_location(
                     expand_env(str(chosen), "--output-root"), what="--output-root"
                 )
+                check_job_store(location, what="--output-root")
             except SpecError:
                 raise
             except Exception as exc:  # a StoreError: bad scheme (exit 2 either way)

@@ -38,6 +38,7 @@ from dkernel.kernels.widths import (
     DEFAULT_LOCAL_SCALING_NEIGHBORS,
     DEFAULT_SIGMA_FRACTION,
     RULE_OF_THUMB_SAMPLE,
+    check_rbf_sigma,
     sigma_rule_of_thumb,
 )
 from dkernel.registry import Registry
@@ -182,11 +183,7 @@ def _rbf_factory(
         # the sample first, so that Dask input is not read whole for its median distance
         sample = _sample_rows(X, RULE_OF_THUMB_SAMPLE, seed)
         sigma = sigma_rule_of_thumb(sample, fraction=sigma_fraction, seed=seed)
-    if not (isinstance(sigma, int | float) and np.isfinite(sigma) and sigma > 0):
-        raise InvalidInputError(
-            f"The 'sigma' parameter of the rbf kernel must be a float > 0. Got {sigma!r} instead."
-        )
-    sigma = float(sigma)
+    sigma = check_rbf_sigma(sigma)
     # partials of module-level functions, so fitted models pickle (joblib, Dask workers)
     return Kernel(
         "rbf",

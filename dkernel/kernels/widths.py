@@ -51,6 +51,8 @@ and the root of the mean variance is at least the mean standard deviation).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.spatial.distance import pdist
 
@@ -66,6 +68,9 @@ __all__ = [
     "RULE_OF_THUMB_SAMPLE",
     "KERNEL_KMEANS_SIGMA_FRACTION",
     "THESIS_SIGMA_FRACTION",
+    "RBF_SIGMA_MAX",
+    "RBF_SIGMA_MIN",
+    "check_rbf_sigma",
     "median_distance",
     "sigma_rule_of_thumb",
     "silverman_normal_reference",
@@ -86,6 +91,32 @@ KERNEL_KMEANS_SIGMA_FRACTION = 0.5
 KERNEL_MAD_SIGMA_FRACTION = 2.0
 #: Rows of the uniform sample the median pairwise distance is measured on (O(sample²) pairs).
 RULE_OF_THUMB_SAMPLE = 2000
+#: The RBF widths the numerics can use: ``γ = 1 / (2σ²)`` is then a normal float32 number
+#: (Gram blocks may be float32), 5e-37 to 5e35. Beyond them σ² underflows to 0 or overflows
+#: (σ = 1e-300: division by zero; 1e300: overflow) or γ leaves float32; a width that small or
+#: that large is data in the wrong units (standardize it, or leave sigma to the rule of thumb).
+RBF_SIGMA_MIN, RBF_SIGMA_MAX = 1e-18, 1e18
+
+
+def check_rbf_sigma(sigma: Any, what: str = "The 'sigma' parameter of the rbf kernel") -> float:
+    """``sigma`` as a float when it is a width the numerics can use (:data:`RBF_SIGMA_MIN` to
+    :data:`RBF_SIGMA_MAX`).
+
+    Raises
+    ------
+    InvalidInputError
+        Naming the value, the bounds and the fix.
+    """
+    if not (isinstance(sigma, int | float) and np.isfinite(sigma) and sigma > 0):
+        raise InvalidInputError(f"{what} must be a float > 0. Got {sigma!r} instead.")
+    if not RBF_SIGMA_MIN <= sigma <= RBF_SIGMA_MAX:
+        raise InvalidInputError(
+            f"{what} must lie in [{RBF_SIGMA_MIN:g}, {RBF_SIGMA_MAX:g}] (1 / (2 sigma^2) "
+            f"must be a normal float32); got {sigma!r}. Give the width in the data's units "
+            "(standardize the data), or leave sigma unset for the rule of thumb."
+        )
+    return float(sigma)
+
 
 #: Rank of the neighbour whose distance is a point's self-tuning width (Zelnik-Manor &
 #: Perona's k = 7, [ZelnikManor2005]).

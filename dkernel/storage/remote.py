@@ -12,7 +12,8 @@ GDAL-specific) and results stores alike.
 * A results store is a local directory or an object-store URL (``s3://bucket/results/wine.zarr``;
   ``gs://``, ``az://`` when their fsspec package is installed); ``http(s)://`` stores are
   read-only (:func:`dkernel.open_results`, ``dkernel show``). Any other ``scheme://`` is refused
-  rather than taken for a local folder named ``scheme:``.
+  rather than taken for a local folder named ``scheme:``. A ``memory://`` store (this process's
+  memory) is for Python callers; a job refuses it (:func:`check_job_store`).
 
 Storage options (an S3 endpoint, ``anon``, a ``profile``, keys) come from the job spec's
 ``data.storage_options`` / ``store_options`` (:func:`storage_options` also takes the short names
@@ -37,6 +38,10 @@ from dkernel.errors import DKernelError, InvalidInputError, StoreError
 
 #: Schemes a results store may be written to (their fsspec package must be installed).
 WRITABLE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory")
+#: Schemes whose stores live in this process's memory only: a library may write one (a
+#: notebook, a test), a job may not (it would report complete and vanish at exit, and process
+#: workers cannot see it).
+TRANSIENT_SCHEMES = ("memory",)
 #: Schemes a store may be read from only.
 READ_ONLY_SCHEMES = ("http", "https")
 #: Schemes with buckets (containers): the first path component is the bucket.
@@ -168,6 +173,23 @@ def as_location(value: str | Path, *, what: str = "output", read_only: bool = Fa
     if any(p in (".", "..") for p in pieces):
         raise StoreError(f"{what} {_shown(text)}: '.' and '..' are not allowed in a store URL.")
     return "/".join([f"{scheme}://{parts.netloc}", *pieces])
+
+
+def check_job_store(location: Location, *, what: str = "output") -> None:
+    """Refuse a results store a job cannot leave behind: one in this process's memory
+    (``memory://``).
+
+    Raises
+    ------
+    StoreError
+        Naming the URL, why, and the fix (a local path or an object-store URL).
+    """
+    if isinstance(location, str) and scheme_of(location) in TRANSIENT_SCHEMES:
+        raise StoreError(
+            f"{what} {_shown(location)}: a memory:// store lives in this process's memory "
+            "only; it would vanish when the job ends (and process workers cannot see it). "
+            "Write the results to a local path or an object-store URL (s3://, gs://, az://)."
+        )
 
 
 def join(root: str, relative: str | Path) -> str:
