@@ -146,9 +146,7 @@ def run_job(
     Root attributes record per-phase wall times (``timings``) and, from the scheduler, the
     number of tasks run and the peak memory of each worker (``resources``).
     """
-    if output is not None:  # the caller's store, refused before the data is read
-        output = as_location(output)
-        check_job_store(output)
+    output = _callers_store(output)
     spec, data = prepare_job(spec)
     if output is not None:
         spec = replace(spec, output=output)
@@ -181,6 +179,16 @@ def run_job(
     finally:
         lease.release()
     return spec.output
+
+
+def _callers_store(output: str | Path | None) -> Any:
+    """The caller's ``output`` as a location, checked before the data is read (``memory://``
+    is refused: the store would vanish with the process)."""
+    if output is None:
+        return None
+    location = as_location(output)
+    check_job_store(location)
+    return location
 
 
 def _check_output(spec: JobSpec, data: LoadedData, *, replace_store: bool, chosen: bool) -> None:

@@ -44,7 +44,12 @@ from dkernel.kernels.nystrom import (
     landmark_kernel_params,
 )
 from dkernel.kernels.registry import Kernel, kernel_input_tags, make_kernel
-from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, KERNEL_KMEANS_SIGMA_FRACTION
+from dkernel.kernels.widths import (
+    DEFAULT_LOCAL_SCALING_NEIGHBORS,
+    KERNEL_KMEANS_SIGMA_FRACTION,
+    RBF_SIGMA_MAX,
+    RBF_SIGMA_MIN,
+)
 from dkernel.kmeans.features import features
 from dkernel.kmeans.lloyd import (
     INITS,
@@ -357,7 +362,7 @@ class KernelKMeans(
         # names are checked by make_kernel, whose message lists the registered ones
         "kernel": [str, callable],
         "kernel_params": [dict, None],
-        "sigma": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma": [Interval(Real, RBF_SIGMA_MIN, RBF_SIGMA_MAX, closed="both"), None],
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions(set(SOLVERS))],
         "n_landmarks": [Interval(Integral, 1, None, closed="left")],
