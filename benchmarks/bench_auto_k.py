@@ -37,6 +37,10 @@ Writes ``--out`` (``benchmarks/results/defaults_auto_k``) ``.md`` and ``.json``:
 ``--large-seeds`` replaces ``--seeds`` at 2·10⁵ points (one fit there takes 10-30 s on two
 cores).
 
+``--scenes`` instead runs ``MSSC(n_clusters='auto')`` on the whole Samson (k = 3) and Jasper Ridge
+(k = 4) scenes with the jobs' features (``bench_mssc_defaults.py``), seed 0, and MSSC at the
+chosen k, the true k and its neighbours, and writes ``--out`` ``_scenes.md``.
+
 ``bench_defaults.py --auto-k`` runs this with the same arguments.
 """
 
@@ -374,6 +378,43 @@ def _cost_table(cells: list[dict]) -> list[str]:
     return out
 
 
+def scenes() -> str:
+    """``--scenes``: MSSC's chosen k on the whole labelled scenes, and the ARI around it."""
+    from bench_mssc_defaults import _scene
+
+    from dkernel import MSSC
+
+    lines = [
+        "# MSSC `n_clusters='auto'` on the whole Samson and Jasper Ridge scenes",
+        "",
+        "`python benchmarks/bench_auto_k.py --scenes`: the jobs' features (reflectance "
+        "unscaled, pixel coordinates in [0, 0.25]), MSSC at its defaults, seed 0.",
+        "",
+        "| scene | true k | chosen k | scores (k: score) | ARI by k |",
+        "|---|---:|---:|---|---|",
+    ]
+    for name, k in (("samson", 3), ("jasper", 4)):
+        X, y = _scene(name, "none", 0.25)
+        n_bands = X.shape[1] - 2
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            auto = MSSC(n_bands=n_bands, random_state=0).fit(X)
+            order = auto.model_order_
+            ks = sorted({k - 1, k, k + 1, auto.n_clusters_})
+            aris = {
+                kk: adjusted_rand_score(y, MSSC(kk, n_bands=n_bands, random_state=0).fit(X).labels_)
+                for kk in ks
+            }
+        shown = ", ".join(
+            f"{int(c)}: {v:.2f}"
+            for c, v in zip(order.candidates[:6], order.scores[:6], strict=False)
+        )
+        by_k = ", ".join(f"{kk}: {a:.3f}" for kk, a in aris.items())
+        lines.append(f"| {name} | {k} | {auto.n_clusters_} | {shown} | {by_k} |")
+        print(lines[-1], file=sys.stderr, flush=True)
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=float, nargs="+", default=[2e3, 2e4, 2e5])
@@ -382,8 +423,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--estimators", default=",".join(ESTIMATORS), help="comma-separated")
     ap.add_argument("--only-datasets", default="", help="comma-separated dataset names")
     ap.add_argument("--no-rules", action="store_true", help="skip the per-rule hit rates")
+    ap.add_argument("--scenes", action="store_true", help="MSSC on the whole labelled scenes")
     ap.add_argument("--out", default=str(bd.RESULTS / "defaults_auto_k"))
     args = ap.parse_args(argv)
+    if args.scenes:
+        text = scenes()
+        Path(f"{args.out}_scenes.md").write_text(text)
+        print(text)
+        return
     args.sizes = [int(s) for s in args.sizes]
     result = run(args)
     text = markdown(result)
