@@ -7,7 +7,7 @@ range and the evidence (:class:`ModelOrder`: ``n_clusters_``, ``n_clusters_score
 ``'timescale-gap'`` (the default of the spectral estimators)
     The largest ratio of consecutive relaxation times of the random walk on the graph,
     ``(1 − λ_{k+1}) / (1 − λ_k)`` on a log scale: the number of metastable sets of a Markov
-    chain (the implied-timescale gap of Markov state models; Deuflhard & Weber 2005 [PCCA]).
+    chain (the implied-timescale gap of Markov state models; PCCA+, [Deuflhard2005]).
     k clusters that the walk leaves slowly give k eigenvalues near 1 whose distances to 1 are
     orders of magnitude below the next one's, however slowly the spectrum decays afterwards — the
     case where the plain eigengap fails (two moons on a k-NN graph: λ₃..λ₁₀ are all near 1 as
@@ -15,20 +15,20 @@ range and the evidence (:class:`ModelOrder`: ``n_clusters_``, ``n_clusters_score
     value at the last candidate, so exactly disconnected pieces (``1 − λ = 0``) compare by
     their floor instead of dividing by zero.
 ``'eigengap'``
-    The largest gap ``λ_k − λ_{k+1}`` (Ng, Jordan & Weiss 2002; von Luxburg 2007, §8.3).
+    The largest gap ``λ_k − λ_{k+1}`` ([Ng2002]; [vonLuxburg2007], §8.3).
 ``'rotation'``
-    Self-tuning spectral clustering's alignment quality (Zelnik-Manor & Perona 2004): the k
+    Self-tuning spectral clustering's alignment quality ([ZelnikManor2005]): the k
     leading eigenvectors are rotated to be as close as possible to one non-zero entry per row;
     the quality ``1 − (J / n − 1) / k`` of the best rotation (1: perfectly block-structured).
 ``'stability'``
     The mean adjusted Rand index between the clusterings of pairs of random subsamples, on the
-    points they share (Ben-Hur, Elisseeff & Guyon 2002; Lange et al. 2004): a k that is real is
+    points they share ([BenHur2002]; [Lange2004]): a k that is real is
     found again on other draws of the data. The subsamples run as Dask tasks.
 ``'bic'``, ``'aic'``
-    Information criteria of kernel k-means in its feature space (:mod:`dkernel.kmeans`).
+    Information criteria of kernel k-means in its feature space (``dkernel.kmeans``).
 ``'generalization-error'``
     Held-out negative log-likelihood of kernel decomposition clustering
-    (:func:`dkernel.select_kdc_model`, Szymkowiak-Have et al. 2006, Eq. 11-14).
+    (:func:`dkernel.select_kdc_model`, [SzymkowiakHave2006], Eq. 11-14).
 
 Which rule runs where, and how each scored on ``benchmarks/bench_defaults.py --auto-k``, is in
 ``docs/choosing_defaults.md``.
@@ -57,6 +57,8 @@ DEFAULT_RULE = "timescale-gap"
 #: 0.003 gave the most sets with the true k on the 23 sets of ``bench_defaults.py`` among
 #: 10⁻⁷ … 0.2 (10 of 23; 0.01: 8; 10⁻⁵: 8; 0.1: 5; ``docs/choosing_defaults.md``).
 TIMESCALE_FLOOR = 0.003
+#: Share of the rows in each subsample of the stability rule (Ben-Hur et al.'s 0.8).
+STABILITY_SUBSAMPLE = 0.8
 #: The default candidate range is k = 2 .. clip(√n, 10, 50).
 MIN_TOP_CANDIDATE = 10
 MAX_TOP_CANDIDATE = 50
@@ -68,7 +70,7 @@ def candidate_range(
     """The candidate numbers of clusters, 2 .. top, for ``n_samples`` points.
 
     ``top`` is ``max_clusters`` when given, else ``round(√n)`` clipped to
-    [:data:`MIN_TOP_CANDIDATE`, :data:`MAX_TOP_CANDIDATE`] — more points can hold more groups
+    [``MIN_TOP_CANDIDATE``, ``MAX_TOP_CANDIDATE``] — more points can hold more groups
     that stand out (D31: 31 clusters of 64 points) — and never more than ``n − 1``.
 
     Examples
@@ -365,7 +367,7 @@ def stability_model_order(
     candidates: np.ndarray,
     *,
     n_subsamples: int = 4,
-    fraction: float = 0.8,
+    subsample_fraction: float = STABILITY_SUBSAMPLE,
     seed: int | None = 0,
 ) -> ModelOrder:
     """:class:`ModelOrder` of the stability rule; the subsamples are clustered as Dask tasks
@@ -374,7 +376,7 @@ def stability_model_order(
 
     c = np.asarray(candidates, dtype=np.int64)
     X = np.asarray(X)
-    indices = subsample_indices(X.shape[0], n_subsamples, fraction, seed)
+    indices = subsample_indices(X.shape[0], n_subsamples, subsample_fraction, seed)
     tasks = [
         dask.delayed(cluster)(X[idx], c.tolist(), b)  # type: ignore[attr-defined]
         for b, idx in enumerate(indices)
@@ -386,7 +388,7 @@ def stability_model_order(
         candidates=c,
         scores=scores,
         rule="stability",
-        details={"n_subsamples": n_subsamples, "fraction": fraction},
+        details={"n_subsamples": n_subsamples, "subsample_fraction": subsample_fraction},
     )
 
 

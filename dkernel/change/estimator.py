@@ -63,7 +63,7 @@ class ChangeDetection(BaseEstimator):
         The intensity threshold of the change mask; infinite when ``no_change_``.
     no_change_ : bool
         Whether the fitted dates are the same up to an affine map of their bands
-        (:func:`dkernel.change.mad.same_up_to_affine`): no pixel is change, whatever the
+        (``dkernel.change.mad.same_up_to_affine``): no pixel is change, whatever the
         threshold.
     correlations_ : ndarray of shape (n_components,)
         Canonical correlations of the two dates.

@@ -191,7 +191,7 @@ class KernelKMeans(
         fitted. With ``kernel='precomputed'`` (no coordinates for a graph), or at most 7
         distinct points (too few for the graph's scales), the rule is the eigengap of the
         normalized kernel ``D^-1/2 K D^-1/2``. Why this rule and not the
-        criterion: see :data:`AUTO_RULE` and the Notes. None is the former spelling of 'auto'
+        criterion: see ``AUTO_RULE`` and the Notes. None is the former spelling of 'auto'
         (deprecated: a ``FutureWarning``; removed in the next release).
     kernel : str or callable
         A kernel of the registry (:func:`dkernel.kernels.registry.make_kernel`): ``'rbf'``,

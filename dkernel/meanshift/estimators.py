@@ -872,7 +872,11 @@ class MSSC(MeanShift):
         )
         self.model_order_ = None
         self.n_clusters_candidates_ = self.n_clusters_scores_ = None
-        if self.n_clusters == "auto":
+        if self.n_clusters == "auto" and spectrum.size < 3:
+            # two partitions (fit needs at least two): two clusters, nothing to compare
+            self.n_clusters_ = int(spectrum.size)
+            self.spectrum_ = spectrum
+        elif self.n_clusters == "auto":
             candidates = candidate_range(
                 spectrum.size, self.max_clusters, owner="MSSC(n_clusters='auto')"
             )

@@ -232,8 +232,8 @@ callable or transformer, default='knn_mean'
     model_order_ : dkernel.model_order.ModelOrder or None
         The whole evidence of 'auto' (rule, candidates, scores and, in ``details['spectrum']``,
         the leading eigenvalues of ``D^{-1/2} K D^{-1/2}``); None for an integer ``n_clusters``.
-    cluster_centers_ : ndarray (n_clusters_, n_components)
-    cluster_sizes_ : ndarray (n_clusters_,)
+    cluster_centers_ : ndarray (k, n_components)
+    cluster_sizes_ : ndarray (k,)
     degrees_ : ndarray (N,)
     volume_ : float
     global_rank_ : ndarray (N,)
@@ -599,10 +599,10 @@ callable or transformer, default='knn_mean'
         Returns
         -------
         names : list of str
-            ``'global'``, then ``'cluster_c'`` for c = 0 .. n_clusters_ - 1.
-        scores : ndarray (N, 1 + n_clusters_)
+            ``'global'``, then ``'cluster_c'`` for c = 0 .. k - 1, k = ``n_clusters_``.
+        scores : ndarray (N, 1 + k)
             :meth:`rank` for each seed.
-        cluster_top : ndarray of int64 (1 + n_clusters_, n_clusters_, top_k)
+        cluster_top : ndarray of int64 (1 + k, k, top_k)
             ``cluster_top[j, c]``: the ``top_k`` best-scored points of cluster c for seed j
             (score descending, then index ascending), padded with -1.
         """

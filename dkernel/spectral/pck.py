@@ -124,7 +124,7 @@ class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimat
         ``D^{-1/2} Γ``, by the same solver as the embedding (K is never formed). The evidence:
         ``n_clusters_``, ``n_clusters_candidates_``, ``n_clusters_scores_``,
         ``model_order_``. Why not the timescale gap of the graph estimators: see
-        :data:`AUTO_RULE`.
+        ``AUTO_RULE``.
     max_clusters : int, optional
         Largest k compared by ``n_clusters='auto'``. None (default): derived from the data,
         ``round(√n)`` clipped to [10, 50] and at most n − 1
@@ -168,7 +168,7 @@ class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimat
     model_order_ : dkernel.model_order.ModelOrder or None
         The whole evidence of 'auto' (rule, candidates, scores and, in ``details['spectrum']``,
         the leading eigenvalues of ``D^{-1/2} K D^{-1/2}``); None for an integer ``n_clusters``.
-    cluster_centers_ : ndarray (n_clusters_, n_components)
+    cluster_centers_ : ndarray (k, n_components)
         In the clustered space (unit-norm rows for 'normalized').
     inertia_ : float
     embedding_ : ndarray (n_samples, n_components)
