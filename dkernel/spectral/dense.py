@@ -125,22 +125,3 @@ def _entropy_candidates(K: np.ndarray, n_components: int) -> tuple[np.ndarray, n
         if min(n * float(values[-1]), rest) < kth:
             return values, vectors
         m = min(n, 4 * m)
-
-
-def eigengap_clusters(spectrum: np.ndarray, max_clusters: int) -> int:
-    """``argmax_k (λ_k − λ_{k+1})`` over ``k = 2..max_clusters`` of a descending spectrum.
-
-    At least 2 clusters (a 1-cluster answer is no clustering) and at most
-    ``min(max_clusters, len(spectrum) − 1)``.
-
-    Examples
-    --------
-    >>> eigengap_clusters(np.array([1.0, 0.99, 0.98, 0.4, 0.3]), 10)
-    3
-    """
-    lam = np.asarray(spectrum, dtype=np.float64)
-    top = min(int(max_clusters), lam.size - 1)
-    if top <= 2:
-        return max(1, min(2, lam.size))
-    gaps = lam[1:top] - lam[2 : top + 1]  # gap after k = 2..top
-    return int(np.argmax(gaps)) + 2

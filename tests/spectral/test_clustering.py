@@ -94,27 +94,6 @@ def test_errors(blobs):
         SpectralClustering(3, kernel="laplace").fit(X)
 
 
-def _eigengap_reference(spectrum, max_clusters):
-    """The k in 2..max_clusters after which the descending spectrum drops most (a plain loop)."""
-    best_k, best_gap = 2, -np.inf
-    for k in range(2, min(max_clusters, len(spectrum) - 1) + 1):
-        if spectrum[k - 1] - spectrum[k] > best_gap:
-            best_k, best_gap = k, spectrum[k - 1] - spectrum[k]
-    return best_k
-
-
-def test_eigengap_clusters_matches_a_plain_loop():
-    from dkernel.spectral.dense import eigengap_clusters
-
-    rng = np.random.default_rng(0)
-    for _ in range(50):
-        lam = np.sort(rng.uniform(0, 1, rng.integers(3, 15)))[::-1]
-        m = int(rng.integers(2, 12))
-        assert eigengap_clusters(lam, m) == _eigengap_reference(lam, m)
-    # one cluster is no answer: the gap after the first eigenvalue is never chosen
-    assert eigengap_clusters(np.array([1.0, 0.1, 0.09, 0.08]), 3) == 2
-
-
 @pytest.mark.parametrize("approximation", ["exact", "bipartite", "nystrom"])
 def test_auto_n_clusters_finds_separated_blobs(approximation):
     X, y = make_blobs(1500, centers=4, cluster_std=0.5, center_box=(-20, 20), random_state=3)
