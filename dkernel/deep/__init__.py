@@ -1,0 +1,7 @@
+"""The thesis's deep kernel models (seed 002): the deep kernelized autoencoder (Paper III) and
+deep divergence-based clustering (Paper IV), on PyTorch (the optional ``deep`` extra, imported on
+first use)."""
+
+from dkernel._lazy import attach
+
+__getattr__, __dir__, __all__ = attach(__name__, {})
