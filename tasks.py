@@ -4,6 +4,7 @@
     python3 tasks.py demo    # virtualenv + install + run the demo job
     python3 tasks.py test    # virtualenv + test extras + lint + types + the whole test suite
     python3 tasks.py docs    # the API reference from the docstrings, into docs/_build/html
+    python3 tasks.py schemas # rewrite the job schema derived from the estimators
 
 The virtualenv lives in ``.venv`` and is reused (reinstalled when pyproject.toml changes).
 """
@@ -97,6 +98,13 @@ def docs() -> None:
     print(f"open {out / 'index.html'}", flush=True)
 
 
+def schemas() -> None:
+    """Derive the job schema again from the estimators and rewrite ``dkernel/schema/derived.json``
+    (run after changing an estimator's parameters or docstrings; a test compares the two)."""
+    ensure_env("test")
+    _run(BIN / "python", "-m", "dkernel.jobs.derived", "--write", env=_env())
+
+
 def notebooks() -> None:
     """Execute every notebook against the documented stores (``results/``, made when missing)
     and save the outputs, figures included, so they render without running."""
@@ -118,7 +126,13 @@ def notebooks() -> None:
 
 
 if __name__ == "__main__":
-    commands = {"demo": demo, "test": test, "docs": docs, "notebooks": notebooks}
+    commands = {
+        "demo": demo,
+        "test": test,
+        "docs": docs,
+        "schemas": schemas,
+        "notebooks": notebooks,
+    }
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(f"usage: python3 tasks.py {{{'|'.join(commands)}}} [pytest args]")
     try:
