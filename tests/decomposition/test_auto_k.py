@@ -73,3 +73,16 @@ def test_auto_respects_max_clusters_and_refuses_bad_values(blobs):
         KernelDecompositionClustering("many").fit(X)
     with pytest.raises(ValueError, match="max_clusters"):
         KernelDecompositionClustering("auto", max_clusters=1).fit(X)
+
+
+def test_bipartite_path_chooses_k_on_the_exact_paths_graph(blobs):
+    """Up to 5 000 rows the bipartite path's sample is every row, so both paths score the
+    same nearly mutual k-NN graph: the same candidates, scores and k."""
+    X, _ = blobs
+    exact = KernelDecompositionClustering("auto", approximation="exact", random_state=3).fit(X)
+    bip = KernelDecompositionClustering(
+        "auto", approximation="bipartite", n_landmarks=100, random_state=3
+    ).fit(X)
+    assert bip.n_clusters_ == exact.n_clusters_
+    np.testing.assert_array_equal(bip.n_clusters_candidates_, exact.n_clusters_candidates_)
+    np.testing.assert_allclose(bip.n_clusters_scores_, exact.n_clusters_scores_, atol=1e-9)
