@@ -78,3 +78,25 @@ class StoreStatusWarning(DKernelWarning):
 
 class MeanShiftConvergenceWarning(DKernelWarning):
     """Mean shift stopped at ``max_iter`` with seeds still moving (``converged_`` is False)."""
+
+
+#: Packages whose frames a warning skips to reach the line that called dkernel (scikit-learn's
+#: ``_fit_context`` and ``set_output`` wrappers sit between the user's call and ours).
+_LIBRARY_PACKAGES = frozenset({"dkernel", "sklearn"})
+
+
+def warn_caller(message: str, category: type[Warning] = DKernelWarning) -> None:
+    """``warnings.warn`` attributed to the first frame outside dkernel and scikit-learn: the
+    user's line, whatever the depth of the call (a fixed ``stacklevel`` pointed at
+    ``sklearn/base.py`` when scikit-learn's wrappers were in between)."""
+    import sys
+    import warnings
+
+    frame = sys._getframe(1)
+    level = 2  # the caller of warn_caller
+    while frame.f_back is not None and (
+        str(frame.f_globals.get("__name__", "")).split(".")[0] in _LIBRARY_PACKAGES
+    ):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)

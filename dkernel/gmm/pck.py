@@ -11,7 +11,6 @@ same component; its diagonal is close to 1.
 from __future__ import annotations
 
 import numbers
-import warnings
 from numbers import Integral, Real
 from typing import Any
 
@@ -28,7 +27,13 @@ from dkernel._validation import (
     is_dask_array,
     validate_input,
 )
-from dkernel.errors import DKernelWarning, InvalidInputError, NumericalWarning, ResourceLimitError
+from dkernel.errors import (
+    DKernelWarning,
+    InvalidInputError,
+    NumericalWarning,
+    ResourceLimitError,
+    warn_caller,
+)
 from dkernel.gmm.em import DiagMixtures, MissingnessModel
 from dkernel.gmm.graph import (
     FullMixtures,
@@ -310,11 +315,10 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
                     else "the mixture weights times each component's probability of an "
                     "all-missing row"
                 )
-                warnings.warn(
+                warn_caller(
                     f"{int(empty.sum())} rows have no observed value in the used columns; their "
                     f"posteriors are {prior}.",
                     NumericalWarning,
-                    stacklevel=3,
                 )
         return X
 
@@ -338,12 +342,11 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
                 "or pass more rows."
             )
         if n_sub < G:
-            warnings.warn(
+            warn_caller(
                 f"{where}, fewer than max_components={G}: models with g = 2..{n_sub} "
                 f"components are fitted (max_components_ = {n_sub}). Lower max_components or "
                 "raise subsample to silence this.",
                 DKernelWarning,
-                stacklevel=4,  # the caller of fit (through scikit-learn's _fit_context)
             )
             G = n_sub
         self.max_components_ = G
@@ -379,12 +382,11 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
                 f"({int(all_nan.sum())} all-NaN, {int(const.sum())} constant of {p})."
             )
         if not keep.all():
-            warnings.warn(
+            warn_caller(
                 f"{_OWNER} drops {int(all_nan.sum())} all-NaN and {int(const.sum())} zero-variance "
                 f"columns (indices {np.flatnonzero(~keep).tolist()[:20]}); they carry no cluster "
                 "information and would make the covariances singular.",
                 NumericalWarning,
-                stacklevel=2,
             )
         self.feature_mask_ = keep
         self.location_ = mean[keep].astype(np.float64)
@@ -413,7 +415,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
             has_obs = ~np.isnan(Xc).all(axis=1)
         candidates = np.flatnonzero(has_obs)
         if candidates.size < n:
-            warnings.warn(
+            warn_caller(
                 f"{n - candidates.size} rows have no observed value; they are left out of "
                 "training and get the mixture weights as posteriors"
                 + (
@@ -422,7 +424,6 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
                     else "."
                 ),
                 NumericalWarning,
-                stacklevel=2,
             )
         n_sub = int(round(self.subsample * candidates.size))
         G = self._effective_max_components(n_sub, candidates.size)

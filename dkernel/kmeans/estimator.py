@@ -11,7 +11,6 @@ new points against the model (training points or landmarks), lazily per chunk fo
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 from typing import Any
 
@@ -37,7 +36,7 @@ from dkernel._validation import (
     check_is_fitted,
     validate_input,
 )
-from dkernel.errors import InvalidInputError
+from dkernel.errors import InvalidInputError, warn_caller
 from dkernel.kernels.nystrom import (
     NystromFeatureMap,  # noqa: F401  (re-exported by dkernel.kmeans)
     explicit_feature_map,
@@ -520,11 +519,10 @@ class KernelKMeans(
         self
         """
         if self.n_clusters is None:
-            warnings.warn(
+            warn_caller(
                 f"n_clusters=None of {type(self).__name__} is deprecated and will be removed in "
                 "the next release; use n_clusters='auto' (the same choice of K).",
                 FutureWarning,
-                stacklevel=3,  # fit, scikit-learn's _fit_context, the caller
             )
         X = validate_input(self, X, reset=True, min_samples=2)
         # the GEMMs here are thin (the inner or outer dimension is p, K or m): one BLAS thread
@@ -610,11 +608,10 @@ class KernelKMeans(
             self.labels_, self.inertia_ = self._assign_all(X)
         found = int(np.unique(self.labels_).size)
         if found < k:
-            warnings.warn(
+            warn_caller(
                 f"Number of distinct clusters ({found}) found smaller than n_clusters ({k}). "
                 "Possibly due to duplicate points in X, or a kernel too wide to tell them apart.",
                 ConvergenceWarning,
-                stacklevel=2,
             )
         return self
 

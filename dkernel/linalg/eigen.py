@@ -7,12 +7,10 @@ matrix) clipped to zero with a :class:`~dkernel.errors.NumericalWarning`.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from scipy import linalg
 
-from dkernel.errors import InvalidInputError, NumericalWarning
+from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
 
 #: Above this fraction of the spectrum one divide-and-conquer solve of every pair (LAPACK
 #: syevd) beats the subset solver (syevr), which slows down on the many clustered small
@@ -35,11 +33,10 @@ def clip_negative(values: np.ndarray, scale: float, *, tol: float = 1e-8) -> np.
     if neg.any():
         worst = float(values[neg].min())
         if worst < -tol * max(scale, np.finfo(float).tiny):
-            warnings.warn(
+            warn_caller(
                 f"{int(neg.sum())} negative eigenvalues (most negative {worst:.3g}) were clipped "
                 "to zero; the kernel matrix is not positive semi-definite to working precision.",
                 NumericalWarning,
-                stacklevel=3,
             )
         values = np.where(neg, 0.0, values)
     return values

@@ -11,7 +11,6 @@ and every point is then streamed through mean shift against that stored density 
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from functools import partial
 from numbers import Integral, Real
@@ -33,7 +32,12 @@ from dkernel._validation import (
     is_dask_array,
     validate_input,
 )
-from dkernel.errors import InvalidInputError, MeanShiftConvergenceWarning, ResourceLimitError
+from dkernel.errors import (
+    InvalidInputError,
+    MeanShiftConvergenceWarning,
+    ResourceLimitError,
+    warn_caller,
+)
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.kernels.widths import MSSC_SIGMA_FRACTION, silverman_thesis
 from dkernel.linalg import label_sums
@@ -319,13 +323,12 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         self.converged_ = res.converged
         if not res.converged:
             moving = int(np.count_nonzero(res.last_step >= self.tol * h))
-            warnings.warn(
+            warn_caller(
                 f"{type(self).__name__}: mean shift stopped at max_iter={self.max_iter} with "
                 f"{moving} of {seeds.shape[0]} seeds still moving (last step >= tol · h = "
                 f"{self.tol * h:.3g}); they are grouped where they stopped, which can split a "
                 "mode. Raise max_iter, or raise tol if the modes are far apart.",
                 MeanShiftConvergenceWarning,
-                stacklevel=3,
             )
         self.group_threshold_ = tau
         self.path_points_ = path_points

@@ -26,7 +26,6 @@ Out of sample, a new point's embedding is the Nyström extension of the kept eig
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 from typing import Any
 
@@ -42,7 +41,7 @@ from dkernel._validation import (
     is_dask_array,
     resolve_n_components,
 )
-from dkernel.errors import DKernelWarning, InvalidInputError, ResourceLimitError
+from dkernel.errors import DKernelWarning, InvalidInputError, ResourceLimitError, warn_caller
 from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, THESIS_SIGMA_FRACTION
 from dkernel.linalg import euclidean_kmeans
 from dkernel.linalg.eigen import fix_signs
@@ -435,12 +434,11 @@ callable or transformer, default='knn_mean'
             fix = "kernel='knn_mean' (the default), whose degrees are at least n_neighbors"
         else:
             fix = "a larger n_neighbors (the graph has a tiny, nearly separate part)"
-        warnings.warn(
+        warn_caller(
             f"{type(self).__name__}: {bad.size} of {sizes.size} clusters are empty or hold a "
             f"single point (cluster sizes {sizes.tolist()}). Use {fix}, or a smaller "
             "n_clusters.",
             DegenerateClusterWarning,
-            stacklevel=3,
         )
 
     # -- out of sample --------------------------------------------------------------------

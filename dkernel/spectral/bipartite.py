@@ -21,7 +21,6 @@ clustered by k-means without row normalisation.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +29,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from dkernel.errors import InvalidInputError, NumericalWarning
+from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
 from dkernel.graphs.bipartite import (
     SUM_ROWS,
     accumulate_landmark_sums,
@@ -146,12 +145,11 @@ def fit_bipartite_embedding(
         )
     n_pieces = connected_components(csr_matrix(W[d > 0][:, d > 0]), directed=False)[0]
     if n_clusters is not None and n_pieces > n_clusters:
-        warnings.warn(
+        warn_caller(
             f"The landmark graph falls into {n_pieces} disconnected pieces, more than the "
             f"{n_clusters} clusters asked for, so some clusters may be whole pieces and others "
             "merged. Raise landmark_neighbors (more links per point) or use fewer landmarks.",
             NumericalWarning,
-            stacklevel=3,
         )
     scale = np.sqrt(mu)
     beta = GREEN_ALPHA / (1.0 - GREEN_ALPHA)

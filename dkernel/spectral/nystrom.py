@@ -23,7 +23,6 @@ with every point as a landmark the embedding is the exact dense one.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -47,7 +46,7 @@ from dkernel._validation import (
     check_is_fitted,
     validate_input,
 )
-from dkernel.errors import InvalidInputError, NumericalWarning
+from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
 from dkernel.graphs import bipartite
 from dkernel.kernels.nystrom import fit_nystrom_landmarks
 from dkernel.kernels.nystrom import nystrom_basis as nystrom_basis
@@ -460,11 +459,10 @@ class NystromEmbedding(
             P = V
             a_model = None
         if np.any(sel <= 1e-12 * max(values[0], 1e-300)):
-            warnings.warn(
+            warn_caller(
                 f"{int(np.sum(sel <= 1e-12 * values[0]))} kept components have (near) zero "
                 "eigenvalue; their embedding coordinates are zero.",
                 NumericalWarning,
-                stacklevel=2,
             )
         self.kernel_ = kernel
         self.landmark_indices_ = idx

@@ -29,7 +29,7 @@ from sklearn.neighbors import NearestNeighbors
 
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy
-from dkernel.errors import InvalidInputError, NumericalWarning
+from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
 from dkernel.graphs.knn import build_index, knn_search
 from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance, local_scaling_weights
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
@@ -166,13 +166,12 @@ def _leading_eigenpairs(M: sp.csr_matrix, k: int, seed: int | None) -> tuple:
     gap = values[order[k - 1]] - values[order[k]] if order.size > k else np.inf
     bound = residual.max() / gap if gap > 0 else np.inf
     if bound > SUBSPACE_ANGLE_TOL:
-        warnings.warn(
+        warn_caller(
             f"The sparse eigensolver did not separate the {k} leading eigenvectors of the "
             f"{n}-point graph from the next (residual {residual.max():.1e}, eigengap "
             f"{gap:.1e}): the embedding may mix them and split or merge clusters. Use "
             "approximation='bipartite' (the default above 5 000 points) for large sets.",
             NumericalWarning,
-            stacklevel=5,
         )
     return values, vectors
 

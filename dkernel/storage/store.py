@@ -45,7 +45,7 @@ import zarr
 
 from dkernel._files import FileRefused, read_regular
 from dkernel._validation import is_dask_array
-from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning
+from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning, warn_caller
 from dkernel.runtime.progress import active_client
 from dkernel.storage import remote
 from dkernel.storage.attributes import describe_variables
@@ -1178,7 +1178,7 @@ def open_results(
         msg = f"results store {path} has status {status!r}"
         if status == "failed":
             msg += f": {group.attrs.get('error')}"
-        warnings.warn(msg + "; its arrays may be incomplete.", StoreStatusWarning, stacklevel=2)
+        warn_caller(msg + "; its arrays may be incomplete.", StoreStatusWarning)
     try:
         return xr.open_datatree(
             str(path),
