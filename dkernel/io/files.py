@@ -9,10 +9,13 @@ and a file is never read past its cap, even if it grows meanwhile.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from dkernel._files import FileRefused, file_kind, open_regular_fd, read_regular
 from dkernel.errors import InvalidInputError
@@ -104,6 +107,70 @@ def inside(path: str | os.PathLike, root: Path) -> bool:
     return Path(path).resolve().is_relative_to(root)
 
 
+#: Where a data root comes from, named in its refusals.
+DATA_ROOT_SOURCE = "DKERNEL_DATA_ROOT / runtime.data_root"
+
+
+def confine(
+    href: str | os.PathLike,
+    root: Path,
+    *,
+    via: str = "",
+    error: Callable[[str], Exception] = InvalidInputError,
+) -> Path:
+    """The local file ``href`` names, its links resolved, refused unless it lies in ``root``.
+
+    The one check of a data root (``DKERNEL_DATA_ROOT`` / ``runtime.data_root``), for every
+    file a job reads: a reader's path options, and what its ``files`` lead to (a STAC item's
+    asset hrefs, a Parquet folder's members, the links inside a Zarr store, a GeoTIFF's
+    sidecars). ``href`` is a path or a URL: a ``file://`` URL is the local path it names
+    (never a relative path), any other URL or GDAL network path is a remote input and is
+    refused, since a data root confines a job to local files.
+
+    Parameters
+    ----------
+    href : str or path-like
+    root : Path
+        The data root, resolved.
+    via : str
+        What leads to ``href``, for the message (``"reader 'stac' would read "``).
+    error : callable
+        Builds the exception raised from the message.
+
+    Returns
+    -------
+    Path
+        ``href`` resolved.
+
+    Raises
+    ------
+    error
+        Naming ``href`` (and where its links lead) and the data root.
+    """
+    from dkernel.storage.remote import is_remote, is_url, local_path
+
+    text = os.fspath(href)
+    shown = text if len(text) <= 300 else text[:297] + "..."
+    if is_remote(text):
+        raise error(
+            f"{via}{shown} is a remote input, and a data root ({root}) confines this job to "
+            f"local files below it ({DATA_ROOT_SOURCE})."
+        )
+    local = Path(local_path(text)) if is_url(text) else Path(text)
+    resolved = local.resolve()
+    if resolved.is_relative_to(root):
+        return resolved
+    if is_url(text):
+        shown += f" (the local file {resolved})"
+    elif resolved != Path(os.path.abspath(local)):
+        shown += f" (a link to {resolved})"
+    where = f"{via}{shown}, which is" if via else f"{shown} is"
+    raise error(
+        f"{where} outside the data root {root}; only files below it may be read "
+        f"({DATA_ROOT_SOURCE}). Copy the file into the data root instead of linking it."
+    )
+
+
 def load_npy(path: str | os.PathLike, key: str, *, mmap: bool = True):
     """``np.load`` of one ``.npy`` array, every failure an :class:`InvalidInputError` naming
     the file and the fix: not a regular file, empty, truncated header, pickled objects, or a
@@ -143,3 +210,129 @@ def load_npy(path: str | os.PathLike, key: str, *, mmap: bool = True):
             f"Extract it: numpy.save('x.npy', numpy.load(path)[{first}])."
         )
     return loaded
+
+
+# ---------------------------------------------------------------------------------------
+# text inputs read whole (a CSV table): compressed or remote, within a cap
+# ---------------------------------------------------------------------------------------
+
+#: Compressions of a text input, by the suffix of its name (those pandas infers).
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zip": "zip", ".zst": "zstd"}
+
+
+def compression_of(name: str) -> str | None:
+    """The compression of a file named ``name`` (its suffix, :data:`COMPRESSIONS`).
+
+    Raises
+    ------
+    InvalidInputError
+        For a tar archive (``.tar``, ``.tgz``, ``.tar.gz``, …): extract the table first.
+    """
+    lower = name.lower().split("?", 1)[0]
+    if lower.endswith((".tar", ".tgz")) or ".tar." in lower.rsplit("/", 1)[-1]:
+        raise InvalidInputError(
+            f"{name} is a tar archive; extract the table from it first (tar -xf)."
+        )
+    for suffix, kind in COMPRESSIONS.items():
+        if lower.endswith(suffix):
+            return kind
+    return None
+
+
+def _decompressing(raw: Any, kind: str, name: str) -> Any:
+    """A binary file object of the decompressed bytes of ``raw`` (compressed ``kind``)."""
+    if kind == "zstd":
+        try:
+            import zstandard
+        except ImportError:
+            raise InvalidInputError(
+                f"{name} is zstd-compressed, which needs the zstandard package "
+                "(pip install zstandard), or decompress it first (zstd -d)."
+            ) from None
+        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+    from fsspec.compression import compr
+
+    return compr[kind](raw, mode="rb")
+
+
+@dataclass(frozen=True)
+class BoundedInput:
+    """A text input read whole (a CSV table), at most :attr:`max_bytes` once decompressed.
+
+    :func:`bounded_input` checks the cap before anything parses the input: a local file's
+    size from ``fstat``, a remote object downloaded once and never past the cap (a server
+    streaming an endless body is cut off), a compressed input decompressed as a stream and
+    counted (a small gzip that inflates to gigabytes is refused after ``max_bytes``, in
+    constant memory). :meth:`open` then gives the decompressed bytes as often as needed.
+    """
+
+    name: str
+    max_bytes: int
+    local: str | None = None
+    data: bytes | None = None
+    compression: str | None = None
+
+    def open(self) -> BinaryIO:
+        """A fresh binary file object of the (decompressed) bytes; the caller closes it."""
+        raw: Any = io.BytesIO(self.data) if self.local is None else open(self.local, "rb")  # noqa: SIM115
+        if self.compression is None:
+            return raw
+        return _decompressing(raw, self.compression, self.name)
+
+
+def bounded_input(
+    path: str,
+    max_bytes: int,
+    what: str = "data.path",
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    advice: str = "",
+) -> BoundedInput:
+    """``path`` (a local file, ``file://`` or remote URL, maybe compressed) as a
+    :class:`BoundedInput` of at most ``max_bytes`` decompressed.
+
+    Raises
+    ------
+    InvalidInputError
+        Not a regular file, unreadable, a tar archive, or more than ``max_bytes`` (stored
+        or decompressed): naming the input, the cap and ``advice``.
+    """
+    from dkernel.storage.remote import is_remote, local_path
+
+    kind = compression_of(path)
+    too_big = (
+        f"{what}: {path} holds more than {max_bytes:,} bytes"
+        f"{' once decompressed' if kind else ''}; at most {max_bytes:,} are read. "
+        f"{advice}".rstrip()
+    )
+    if is_remote(path):
+        from dkernel.io.remote import read_remote_bounded
+
+        source = BoundedInput(
+            path,
+            max_bytes,
+            data=read_remote_bounded(path, max_bytes, what, storage_options, advice=advice),
+            compression=kind,
+        )
+    else:
+        local = local_path(str(path))
+        st = check_regular(local, what)
+        if st.st_size > max_bytes:
+            raise InvalidInputError(too_big)
+        source = BoundedInput(path, max_bytes, local=local, compression=kind)
+    if kind is not None:
+        total = 0
+        try:
+            with source.open() as fh:
+                while block := fh.read(1 << 20):
+                    total += len(block)
+                    if total > max_bytes:
+                        raise InvalidInputError(too_big)
+        except InvalidInputError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (gzip.BadGzipFile, lzma, zlib, zip errors)
+            raise InvalidInputError(
+                f"{what}: could not decompress {path} ({kind}): {str(exc)[:200]} "
+                f"({type(exc).__name__}). Check the file."
+            ) from None
+    return source

@@ -46,9 +46,11 @@ class Reader:
     raster : bool
         The reader returns an image (``LoadedData.raster`` set), as raster methods need.
     files : callable, optional
-        ``files(**options) -> iterable of paths``: the files ``load`` reads besides the path
-        options themselves (a dataset folder's files, a GeoTIFF's sidecars, the links inside
-        a Zarr store). When a data root confines the job, each must resolve inside it.
+        ``files(**options) -> iterable of paths or URLs``: the files ``load`` reads besides
+        the path options themselves (a dataset folder's files, a GeoTIFF's sidecars, the
+        links inside a Zarr store, a STAC item's asset hrefs, a Parquet folder's members).
+        When a data root confines the job, each must resolve inside it and none may be remote
+        (:func:`dkernel.io.files.confine`).
         Options that name a folder (``data_dir``, ``*_dir``) are confined like ``path``.
     urls : tuple of str
         The path options that may also be URLs (``s3://``, ``http(s)://``, GDAL's
@@ -61,7 +63,7 @@ class Reader:
     load: Callable[..., LoadedData]
     description: str = ""
     raster: bool = False
-    files: Callable[..., Iterable[Path]] | None = None
+    files: Callable[..., Iterable[Path | str]] | None = None
     urls: tuple[str, ...] = ()
 
 

@@ -94,6 +94,57 @@ def read_head(url: str, n: int = 64, storage_options: Mapping[str, Any] | None =
         return fh.read(n)
 
 
+def read_remote_bounded(
+    url: str,
+    max_bytes: int,
+    what: str = "data.path",
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    advice: str = "",
+) -> bytes:
+    """The bytes of the remote object ``url``, refused when more than ``max_bytes``: from
+    the size it declares when it declares one, else while reading (a server streaming an
+    endless body is cut off after ``max_bytes``, never buffered whole).
+
+    Raises
+    ------
+    InvalidInputError
+        Too large, missing or unreadable, naming the URL (never the storage options).
+    """
+    label = f"{what}: " if what else ""
+    too_big = f"{label}{url} holds more than {max_bytes:,} bytes; at most {max_bytes:,} are read."
+    too_big = f"{too_big} {advice}".rstrip()
+    fs, path = filesystem(url, storage_options, purpose="input")
+    try:
+        size = call_bounded(lambda: fs.size(path), CHECK_SECONDS)
+    except FileNotFoundError:
+        raise InvalidInputError(
+            f"{label}cannot read {url}: {describe_missing(fs, url, path)}."
+        ) from None
+    except Exception:  # noqa: BLE001  (no size declared: counted while reading)
+        size = None
+    if size is not None and size > max_bytes:
+        raise InvalidInputError(too_big)
+    blocks, total = [], 0
+    try:
+        with fs.open(path, "rb") as fh:
+            while block := fh.read(min(1 << 20, max_bytes + 1 - total)):
+                blocks.append(block)
+                total += len(block)
+                if total > max_bytes:
+                    raise InvalidInputError(too_big)
+    except InvalidInputError:
+        raise
+    except FileNotFoundError:
+        raise InvalidInputError(
+            f"{label}cannot read {url}: {describe_missing(fs, url, path)}."
+        ) from None
+    except Exception as exc:  # noqa: BLE001  (botocore, aiohttp and OSError alike)
+        reason = describe_error(exc, endpoint=endpoint_of(url, storage_options))
+        raise InvalidInputError(f"{label}cannot read {url}: {reason}.") from None
+    return b"".join(blocks)
+
+
 def check_input(
     url: str,
     what: str = "data.path",

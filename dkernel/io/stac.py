@@ -27,18 +27,19 @@ MAX_STAC_BYTES = 64 << 20
 
 
 def _read_json(source: str, storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
-    from dkernel.storage.remote import filesystem, is_remote, local_path
+    from dkernel.storage.remote import is_remote, local_path
 
     try:
         if is_remote(source):
-            fs, path = filesystem(source, storage_options, purpose="input")
-            size = fs.size(path)
-            if size is not None and size > MAX_STAC_BYTES:
-                raise InvalidInputError(
-                    f"{source} is {size:,} bytes; a STAC document of at most "
-                    f"{MAX_STAC_BYTES:,} is read."
-                )
-            text = fs.cat_file(path)
+            from dkernel.io.remote import read_remote_bounded
+
+            text = read_remote_bounded(
+                source,
+                MAX_STAC_BYTES,
+                "the STAC document",
+                storage_options,
+                advice="A STAC item is a few kB; search a catalog (pystac-client) for items.",
+            )
         else:
             from dkernel.io.files import read_bounded
 
@@ -111,13 +112,24 @@ def stac_items(source: Any, storage_options: Mapping[str, Any] | None = None) ->
 
 
 def _join(base: str, relative: str) -> str:
-    from urllib.parse import urljoin
+    """``relative`` (an asset href) against the document ``base``: a path beside a local
+    document, a URL beside a remote one (``s3://bucket/a/item.json`` + ``b.tif`` is
+    ``s3://bucket/a/b.tif``: ``urljoin`` joins only the schemes it knows, not ``s3://``);
+    ``..`` stops at the bucket (host)."""
+    import posixpath
+    from urllib.parse import urlsplit, urlunsplit
 
-    from dkernel.storage.remote import is_url
+    from dkernel.storage.remote import is_url, local_path, scheme_of, to_fsspec
 
-    if is_url(base) and "://" in base:
-        return urljoin(base, relative)
-    return os.path.normpath(os.path.join(os.path.dirname(base), relative))
+    if not is_url(base):
+        return os.path.normpath(os.path.join(os.path.dirname(base), relative))
+    if scheme_of(base) == "file":
+        return _join(local_path(base), relative)
+    parts = urlsplit(to_fsspec(base))
+    rel = urlsplit(relative)
+    # a leading '..' stops at the bucket (host): normpath of an absolute key
+    joined = posixpath.normpath(posixpath.join("/", posixpath.dirname(parts.path), rel.path))
+    return urlunsplit((parts.scheme, parts.netloc, joined, rel.query, ""))
 
 
 def open_stac(

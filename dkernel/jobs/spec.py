@@ -35,6 +35,7 @@ import yaml
 
 from dkernel.errors import SpecError
 from dkernel.io.data import DATA_HELP, data_root
+from dkernel.io.files import confine
 from dkernel.io.registry import READERS, get_reader
 from dkernel.io.remote import redact_storage_options
 from dkernel.jobs.registry import METHODS, get_method
@@ -408,12 +409,8 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
             if p.name in reader.urls and _remote_input(options, p.name, confine_to):
                 continue
             found = _existing_file(options[p.name], f"data.{p.name}")
-            if confine_to is not None and not found.is_relative_to(confine_to):
-                raise SpecError(
-                    f"{found} is outside the data root {confine_to}; only files below it may "
-                    f"be read ({DATA_ROOT_ENV} / runtime.data_root). Move the file there.",
-                    f"data.{p.name}",
-                )
+            if confine_to is not None:
+                confine(found, confine_to, error=lambda m, k=p.name: SpecError(m, f"data.{k}"))
             options[p.name] = str(found)
     if confine_to is not None and reader.files is not None:
         _confine_reader_files(reader, options, confine_to)
@@ -540,11 +537,7 @@ def _remote_input(options: dict[str, Any], name: str, confine_to: Path | None) -
         options[name] = local_path(value)
         return False
     if confine_to is not None:
-        raise SpecError(
-            f"{value} is a remote input, and a data root ({confine_to}) confines this job to "
-            f"local files below it ({DATA_ROOT_ENV} / runtime.data_root).",
-            f"data.{name}",
-        )
+        confine(value, confine_to, error=lambda m: SpecError(m, f"data.{name}"))
     storage = options.get("storage_options")
     check_input(value, "", storage, error=lambda m: SpecError(m, f"data.{name}"))
     options[name] = value
@@ -572,17 +565,16 @@ def _existing_file(value: str, key: str) -> Path:
 
 def _confine_reader_files(reader: Any, options: dict[str, Any], root: Path) -> None:
     """Refuse a reader whose files (those its path options lead to: a dataset folder's
-    files, a GeoTIFF's sidecars, the links inside a Zarr store) resolve outside ``root``."""
+    files, a GeoTIFF's sidecars, the links inside a Zarr store, a STAC item's assets, a
+    Parquet folder's members) resolve outside ``root`` or are remote: the check of
+    :func:`dkernel.io.files.confine`, as for the path options themselves."""
     for file in reader.files(**options):
-        resolved = Path(file).resolve()
-        if not resolved.is_relative_to(root):
-            shown = f"{file}" + (f" (a link to {resolved})" if resolved != Path(file) else "")
-            raise SpecError(
-                f"reader {reader.name!r} would read {shown}, which is outside the data root "
-                f"{root}; only files below it may be read ({DATA_ROOT_ENV} / "
-                "runtime.data_root). Copy the file into the data root instead of linking it.",
-                "data",
-            )
+        confine(
+            file,
+            root,
+            via=f"reader {reader.name!r} would read ",
+            error=lambda m: SpecError(m, "data"),
+        )
 
 
 def _plain(raw: Mapping) -> dict[str, Any]:

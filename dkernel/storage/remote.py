@@ -238,7 +238,8 @@ def storage_options(
 
     For ``purpose`` ``"input"`` and ``"check"``, S3 gets bounded connect/read timeouts and
     retries (unless given) and a fresh client, so an unreachable endpoint fails instead of
-    hanging.
+    hanging. HTTP(S) always gets :func:`bounded_http_client`: responses of bounded length,
+    connect and read timeouts.
     """
     opts = dict(options or {})
     scheme = scheme_of(location)
@@ -252,7 +253,97 @@ def storage_options(
         if purpose in _S3_LIMITS:
             opts["config_kwargs"] = {**_S3_LIMITS[purpose], **(opts.get("config_kwargs") or {})}
             opts.setdefault("skip_instance_cache", True)
+    elif scheme in READ_ONLY_SCHEMES:
+        opts.setdefault("get_client", bounded_http_client)
     return opts
+
+
+# ------------------------------------------------------------------------------------------
+# HTTP responses of bounded length and time
+# ------------------------------------------------------------------------------------------
+
+#: Longest HTTP response body read where no smaller cap applies: a chunk of a results store
+#: or of an input Zarr cube (at most ``dkernel.io.zarr_inputs.MAX_CHUNK_BYTES``, 1 GiB) and
+#: its codec's headers. A server streaming an endless body is cut off here.
+MAX_HTTP_BYTES = (1 << 30) + (1 << 20)
+#: Longest Zarr metadata document read over HTTP (``zarr.json``, ``.zmetadata``, …).
+MAX_HTTP_METADATA_BYTES = 64 << 20
+#: Seconds an HTTP connection may take to open, and to deliver the next bytes (a stalled
+#: server fails the read instead of hanging it).
+HTTP_CONNECT_S, HTTP_READ_S = 10.0, 60.0
+_ZARR_METADATA = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
+
+
+class ResponseTooLarge(OSError):
+    """An HTTP response longer than dkernel reads (:data:`MAX_HTTP_BYTES`)."""
+
+
+def _response_limit(response: Any) -> tuple[int, bool]:
+    """(bytes, whether a longer body is cut to them) for an aiohttp response: the length of
+    the range asked for (a server ignoring ``Range`` from 0 gives its first bytes), else the
+    cap of a metadata document or of any other response (a longer body is refused)."""
+    found = re.fullmatch(r"bytes=(\d+)-(\d+)", response.request_info.headers.get("Range", ""))
+    if found is not None:
+        start, end = int(found[1]), int(found[2])
+        if response.status == 206 or start == 0:
+            return end - start + 1, True
+    name = response.url.path.rsplit("/", 1)[-1]
+    return (MAX_HTTP_METADATA_BYTES if name in _ZARR_METADATA else MAX_HTTP_BYTES), False
+
+
+_BOUNDED_RESPONSE: Any = None
+
+
+def _bounded_response_class() -> Any:
+    """An ``aiohttp.ClientResponse`` whose ``read()`` stops at :func:`_response_limit`
+    (aiohttp's reads the whole body, however long: fsspec's ``cat_file`` does so)."""
+    global _BOUNDED_RESPONSE
+    if _BOUNDED_RESPONSE is not None:
+        return _BOUNDED_RESPONSE
+    import aiohttp
+
+    class BoundedResponse(aiohttp.ClientResponse):
+        async def read(self) -> bytes:
+            if self._body is not None:
+                return await super().read()
+            limit, cut = _response_limit(self)
+            parts, total = [], 0
+            try:
+                async for block in self.content.iter_chunked(1 << 16):
+                    parts.append(block)
+                    total += len(block)
+                    if total > limit:
+                        break
+            except BaseException:
+                self.close()
+                raise
+            if total <= limit:
+                self._body = b"".join(parts)
+                return await super().read()
+            self.close()  # the rest is never read
+            if cut:
+                return b"".join(parts)[:limit]
+            raise ResponseTooLarge(
+                f"{self.url.scheme}://{self.url.host}{self.url.path} sent more than "
+                f"{limit:,} bytes (no length declared, or a longer body than declared); "
+                f"at most {limit:,} are read from one HTTP response"
+            )
+
+    _BOUNDED_RESPONSE = BoundedResponse
+    return BoundedResponse
+
+
+async def bounded_http_client(**kwargs: Any) -> Any:
+    """fsspec's ``get_client`` for ``http(s)://``: an ``aiohttp.ClientSession`` whose
+    responses are read up to :func:`_response_limit` only, with connect and read timeouts
+    (:data:`HTTP_CONNECT_S`, :data:`HTTP_READ_S`) unless ``client_kwargs`` give one."""
+    import aiohttp
+
+    kwargs.setdefault(
+        "timeout",
+        aiohttp.ClientTimeout(total=None, sock_connect=HTTP_CONNECT_S, sock_read=HTTP_READ_S),
+    )
+    return aiohttp.ClientSession(response_class=_bounded_response_class(), **kwargs)
 
 
 def endpoint_of(location: str, options: Mapping[str, Any] | None = None) -> str:

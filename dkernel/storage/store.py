@@ -599,11 +599,13 @@ def _mark_group(path: str, group: str, _done: Any, kw: dict[str, Any] | None = N
 
 
 def _zarr_kwargs(path: Any, storage_options: Mapping[str, Any]) -> dict[str, Any]:
-    """``storage_options=`` for Zarr and xarray when ``path`` is a URL and options were given
-    (the backend reads the environment otherwise)."""
-    if not isinstance(path, str) or not storage_options:
+    """``storage_options=`` for Zarr and xarray when ``path`` is a URL and options were given,
+    or it is an HTTP(S) URL (:func:`dkernel.storage.remote.bounded_http_client`); the
+    backend reads the environment otherwise."""
+    if not isinstance(path, str):
         return {}
-    return {"storage_options": remote.storage_options(path, storage_options)}
+    options = remote.storage_options(path, storage_options)  # HTTP: bounded responses
+    return {"storage_options": options} if options else {}
 
 
 def _attrs(node: zarr.Group | zarr.Array) -> dict[str, Any]:

@@ -49,15 +49,22 @@ def zarr_raster_files(path: str, **_: Any) -> list[Path]:
     return zarr_store_links(resolve_path(path))
 
 
-def stac_files(path: str, **_: Any) -> list[Path]:
-    """The STAC document and its assets, for a data root's confinement (a remote asset is
-    not a file inside it and is refused there)."""
+def stac_files(path: str, assets: list[str] | None = None, **_: Any) -> list[Path | str]:
+    """The STAC document and the hrefs of the assets it would read (those named in
+    ``assets``, else every asset), as written: a local path, a ``file://`` URL or a remote
+    URL, each checked by the data root's confinement (:func:`dkernel.io.files.confine`)."""
     from dkernel.io.stac import stac_items
 
     if is_url(path):
         return []
-    hrefs = [a.href for item in stac_items(str(resolve_path(path))) for a in item.assets.values()]
-    return [resolve_path(path), *(Path(h) for h in hrefs)]
+    document = resolve_path(path)
+    hrefs = [
+        asset.href
+        for item in stac_items(str(document))
+        for name, asset in item.assets.items()
+        if not assets or name in assets
+    ]
+    return [document, *hrefs]
 
 
 def hyperspectral_files(scene: str, path: str | None = None) -> list[Path]:

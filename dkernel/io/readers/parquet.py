@@ -98,6 +98,35 @@ def load_parquet(
     )
 
 
+#: Most files and folders a local Parquet folder may hold (each is checked by a data root).
+MAX_PARQUET_ENTRIES = 100_000
+
+
+def parquet_files(path: str, **_: Any) -> list[str]:
+    """Every file and folder pyarrow may read of reader ``parquet``'s ``path``: the file, or
+    every entry below the folder (links listed, not followed: each is checked where it
+    leads by the data root's confinement, :func:`dkernel.io.files.confine`)."""
+    import os
+
+    from dkernel.storage.remote import is_url, local_path
+
+    if is_url(path) and not path.lower().startswith("file://"):
+        return []
+    local = local_path(str(path))
+    entries = [local]
+    if not os.path.isdir(local):
+        return entries
+    for folder, dirs, files in os.walk(local, followlinks=True):  # a cycle: the cap
+        entries.extend(os.path.join(folder, name) for name in (*dirs, *files))
+        if len(entries) > MAX_PARQUET_ENTRIES:
+            raise InvalidInputError(
+                f"{path} holds more than {MAX_PARQUET_ENTRIES:,} files and folders; a Parquet "
+                "data set of fewer, larger files is read (pyarrow: "
+                "pq.write_table(pq.read_table(folder), 'one.parquet'))."
+            )
+    return entries
+
+
 def _is_file(path: str, fs: Any) -> bool:
     if fs is None:
         import os
@@ -116,6 +145,7 @@ register_reader(
             STORAGE_OPTIONS,
         ),
         load=load_parquet,
+        files=parquet_files,
         description="A Parquet table (pyarrow); numeric or boolean feature columns, nulls "
         "become NaN.",
         urls=("path",),

@@ -99,6 +99,94 @@ def _quote_cell(value: str) -> str:
     return f"a {len(value)}-character text"
 
 
+#: Most columns a delimited table may have (each is a feature of every sample); counted in
+#: its first line before pandas parses anything.
+MAX_CSV_COLUMNS = 100_000
+#: Longest first line of a delimited table read to count its columns (bytes).
+MAX_CSV_LINE_BYTES = 16 << 20
+#: Share of the memory limit (``DKERNEL_MAX_MEMORY``, 4 GiB by default) a delimited table's
+#: text may take, decompressed: pandas parses it whole, into several times its size at worst
+#: (``0\n`` is two bytes of text, eight of float64).
+CSV_MEMORY_SHARE = 0.25
+
+
+#: The least text a table may hold whatever the memory limit (a small table's cost is the
+#: method's, which the job's budget checks name).
+CSV_MIN_BYTES = 64 << 20
+
+
+def csv_max_bytes() -> int:
+    """The most bytes of text (decompressed) reader ``csv`` reads: :data:`CSV_MEMORY_SHARE`
+    of the memory limit (:func:`dkernel._budget.memory_limit`), at least
+    :data:`CSV_MIN_BYTES`."""
+    from dkernel._budget import memory_limit
+
+    return max(CSV_MIN_BYTES, int(memory_limit() * CSV_MEMORY_SHARE))
+
+
+def csv_separator(delimiter: str | None) -> str:
+    """pandas' ``sep`` for ``data.delimiter``, always meant literally: a delimiter of several
+    characters is escaped (pandas would take it for a regular expression, and ``(a+)+b``
+    backtracks for ever); None splits on any run of white space.
+
+    Raises
+    ------
+    InvalidInputError
+        An empty delimiter, or one holding a line break or a double quote.
+    """
+    import re
+
+    if delimiter is None:
+        return r"\s+"
+    if not delimiter or any(c in delimiter for c in "\r\n\""):
+        raise InvalidInputError(
+            f"data.delimiter {delimiter!r} cannot separate fields (empty, or holding a line "
+            "break or a quote); use e.g. ',', ';', '\\t', or null for white space."
+        )
+    return delimiter if len(delimiter) == 1 else re.escape(delimiter)
+
+
+def _split_fields(line: str, delimiter: str | None) -> list[str]:
+    """The fields of one line as the table reader splits them (quotes as pandas reads them
+    for a one-character delimiter; a longer one is taken literally)."""
+    import csv
+
+    if delimiter is None:
+        return line.split()
+    if len(delimiter) > 1:
+        return line.split(delimiter)
+    return next(csv.reader([line], delimiter=delimiter), [])
+
+
+def check_columns(source: Any, path: str, delimiter: str | None, encoding: str) -> None:
+    """Refuse a table whose first line is longer than :data:`MAX_CSV_LINE_BYTES` or holds
+    more than :data:`MAX_CSV_COLUMNS` fields, before pandas parses it (a header of ten
+    million columns took the parser to ``std::bad_alloc``)."""
+    with source.open() as fh:
+        line = b""
+        while not line.strip():
+            line = fh.readline(MAX_CSV_LINE_BYTES + 1)
+            if not line:
+                return  # no data rows: pandas' message
+            if len(line) > MAX_CSV_LINE_BYTES:
+                raise InvalidInputError(
+                    f"{path}: its first line is longer than {MAX_CSV_LINE_BYTES:,} bytes; a "
+                    f"table of at most {MAX_CSV_COLUMNS:,} columns is read. Check "
+                    "data.delimiter (and that the file is a delimited text table)."
+                )
+    try:
+        text = line.decode(encoding, errors="replace")
+    except LookupError:
+        return  # an unknown encoding: pandas' message
+    n = len(_split_fields(text.rstrip("\r\n"), delimiter))
+    if n > MAX_CSV_COLUMNS:
+        raise InvalidInputError(
+            f"{path}: its first line has {n:,} fields; a table of at most "
+            f"{MAX_CSV_COLUMNS:,} columns is read (each is a feature of every sample). Check "
+            "data.delimiter, or select the columns first."
+        )
+
+
 def load_csv(
     path: str,
     delimiter: str | None = ",",
@@ -111,30 +199,54 @@ def load_csv(
 ) -> LoadedData:
     """A delimited text table read by ``pandas.read_csv``; ``missing_values`` entries become NaN.
 
-    ``delimiter: null`` splits on any whitespace. Negative column indices count from the end.
-    Fields may be quoted (``"field, north"``); ``path`` may be a URL (``s3://``,
-    ``https://``, …) read through fsspec with ``storage_options``.
+    ``delimiter: null`` splits on any whitespace; a delimiter of several characters is
+    taken literally. Negative column indices count from the end. Fields may be quoted
+    (``"field, north"``); ``path`` may be a URL (``s3://``, ``https://``, …) read through
+    fsspec with ``storage_options``, and compressed (``.gz``, ``.bz2``, ``.xz``, ``.zip``,
+    ``.zst``).
+
+    Limits, checked before pandas parses anything: the text, decompressed, at most
+    :func:`csv_max_bytes` (a quarter of the memory limit); the first line at most
+    :data:`MAX_CSV_COLUMNS` fields.
 
     Raises
     ------
     InvalidInputError
         No data rows, a column index out of range, a row with another number of fields, or a
         value that is not a number: each names the row (1-based, the header counted, blank
-        lines not) and the column.
+        lines not) and the column. A table above the limits, naming the limit.
     """
     import pandas as pd
 
+    from dkernel.io.files import bounded_input
+
     missing = list(missing_values or ["", "?", "NA", "NaN", "nan"])
-    source, options = _table_source(path, storage_options)
+    sep = csv_separator(delimiter)
+    source = bounded_input(
+        path,
+        csv_max_bytes(),
+        "data.path",
+        storage_options,
+        advice="pandas parses a table whole, so its text may take at most a quarter of the "
+        "memory limit (DKERNEL_MAX_MEMORY); convert a larger one to Parquet or .npy.",
+    )
+    check_columns(source, path, delimiter, encoding)
     common: dict[str, Any] = {
         "header": None,
-        "sep": delimiter if delimiter is not None else r"\s+",
+        "sep": sep,
         "encoding": encoding,
         "skip_blank_lines": True,
-        "storage_options": options,
+        "compression": None,  # decompressed by the source, within its cap
     }
+    if len(sep) > 1:
+        common["engine"] = "python"
+
+    def read_csv(**kwargs: Any) -> Any:
+        with source.open() as fh:
+            return pd.read_csv(fh, **common, **kwargs)
+
     try:
-        first = pd.read_csv(source, nrows=1 + int(header), dtype=str, na_filter=False, **common)
+        first = read_csv(nrows=1 + int(header), dtype=str, na_filter=False)
     except pd.errors.EmptyDataError:
         raise InvalidInputError(f"{path} holds no data rows.") from None
     except (OSError, UnicodeDecodeError, LookupError, pd.errors.ParserError) as exc:
@@ -159,12 +271,10 @@ def load_csv(
         skiprows=1 if header else None,
         na_values=missing,
         keep_default_na=False,
-        **common,
     )
     try:
         try:  # the features straight to float64; a text value sends us to the slow path
-            table = pd.read_csv(
-                source,
+            table = read_csv(
                 dtype={**dict.fromkeys(keep, np.float64), **text_columns}
                 if text_columns
                 else np.float64,
@@ -173,12 +283,12 @@ def load_csv(
         except ValueError as exc:
             if isinstance(exc, pd.errors.ParserError) or "convert" not in str(exc):
                 raise
-            table = pd.read_csv(source, dtype=text_columns or None, **read)
+            table = read_csv(dtype=text_columns or None, **read)
     except pd.errors.ParserError as exc:
         raise InvalidInputError(_field_count_message(path, str(exc), width)) from None
     except (OSError, UnicodeDecodeError, LookupError, ValueError) as exc:
         raise InvalidInputError(f"could not read {path}: {_reason(exc)}") from None
-    short = _short_row(source, options, delimiter, encoding, table, width, header)
+    short = _short_row(source, delimiter, encoding, table, width, header)
     if short is not None:
         row, n_fields = short
         raise InvalidInputError(
@@ -198,22 +308,6 @@ def load_csv(
         feature_names=[names[c] for c in keep] if names else None,
         meta={"source": str(path), "missing": int(np.isnan(X).sum())},
     )
-
-
-def _table_source(path: str, storage_options: dict[str, Any] | None) -> tuple[Any, Any]:
-    """What pandas / pyarrow open: a local path checked to be a regular file (a FIFO or a
-    device is refused before it is read), or a URL with its fsspec options."""
-    from dkernel.storage.remote import is_remote, local_path, to_fsspec
-    from dkernel.storage.remote import storage_options as resolve_options
-
-    if is_remote(path):
-        url = to_fsspec(path)
-        return url, resolve_options(url, storage_options, purpose="input")
-    from dkernel.io.files import check_regular
-
-    local = local_path(str(path))
-    check_regular(local, "data.path")
-    return local, None
 
 
 def _reason(exc: BaseException) -> str:
@@ -255,7 +349,6 @@ def _numeric_column(path: str, column: Any, c: int, header: bool, missing: list[
 
 def _short_row(
     source: Any,
-    options: Any,
     delimiter: str | None,
     encoding: str,
     table: Any,
@@ -265,17 +358,19 @@ def _short_row(
     """``(row, number of fields)`` of the first row with fewer than ``width`` fields, or None.
 
     pandas fills a short row with NaN; only when the last column holds a NaN is the file read
-    again (Python's ``csv``, quoting as pandas does) to tell a short row from an empty field.
+    again (Python's ``csv``, quoting as pandas does; a delimiter of several characters
+    literally) to tell a short row from an empty field.
     """
     import csv
+    import io
 
     if len(table) == 0 or not table[width - 1].isna().any():
         return None
-    import fsspec
-
-    with fsspec.open(source, "rt", encoding=encoding, newline="", **(options or {})) as fh:
+    with io.TextIOWrapper(source.open(), encoding=encoding, newline="") as fh:
         if delimiter is None:
-            rows = ([f for f in line.split()] for line in fh)
+            rows: Any = (line.split() for line in fh)
+        elif len(delimiter) > 1:
+            rows = (line.rstrip("\r\n").split(delimiter) for line in fh)
         else:
             rows = csv.reader(fh, delimiter=delimiter)
         n = 0
