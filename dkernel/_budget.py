@@ -232,6 +232,39 @@ def check_budget(
         )
 
 
+#: Bytes per pixel an image job holds in memory whatever its method and however its bands
+#: are streamed: the valid-pixel mask (1) and the int32 label map written back (4).
+IMAGE_PIXEL_BYTES = 5
+
+
+def check_image_size(
+    bands: int,
+    rows: int,
+    cols: int,
+    *,
+    what: str = "the image",
+    max_memory: float | str | None = None,
+    alternative: str = "crop the image or read it at a coarser resolution.",
+) -> None:
+    """Refuse an image whose declared size needs more memory than the limit, from its
+    shape alone (nothing read, no task graph built): each pixel costs at least
+    :data:`IMAGE_PIXEL_BYTES` (a STAC item declaring ``proj:shape`` [10⁵, 10⁵] over a small
+    asset would otherwise start computing a 10¹⁰-pixel cube).
+
+    Raises
+    ------
+    ResourceLimitError
+        Naming the shape, the estimate, the limit and ``alternative``.
+    """
+    pixels = float(rows) * float(cols)
+    check_budget(
+        what=f"{what} of {int(bands):,} bands × {int(rows):,} × {int(cols):,} pixels",
+        memory_bytes=pixels * IMAGE_PIXEL_BYTES,
+        max_memory=max_memory,
+        alternative=alternative,
+    )
+
+
 def dense_kernel_cost(n_samples: int, itemsize: int = 8) -> tuple[float, float]:
     """(memory, disk) bytes of a dense n×n kernel with a dense eigen-solve.
 

@@ -198,6 +198,7 @@ def open_stac(
             grid |= {"x": (xmin, xmax), "y": (ymin, ymax)}
         else:
             grid["bbox"] = (xmin, ymin, xmax, ymax)
+    _check_grid(items, assets, grid)
     try:
         ds = odc.stac.load(
             items,
@@ -228,6 +229,34 @@ def open_stac(
     if len(nodata) == 1 and None not in nodata:
         cube = cube.rio.write_nodata(nodata.pop(), encoded=False)
     return cube
+
+
+def _check_grid(items: list[Any], assets: list[str] | None, grid: dict[str, Any]) -> None:
+    """Refuse the cube odc-stac would build when its grid (from the items' ``proj:shape``
+    and ``proj:transform``, or ``crs``, ``resolution`` and ``bounds``) is larger than the
+    memory limit allows (:func:`dkernel._budget.check_image_size`), before any task graph
+    is built. A grid that cannot be worked out is left to ``odc.stac.load``'s message."""
+    import odc.stac
+
+    from dkernel._budget import check_image_size
+
+    try:
+        parsed = list(odc.stac.parse_items(items))
+        geobox = odc.stac.output_geobox(parsed, list(assets) if assets else None, **grid)
+    except Exception:  # noqa: BLE001  (odc-stac's own errors: named by the load)
+        return
+    if geobox is None:
+        return
+    rows, cols = (int(n) for n in geobox.shape)
+    bands = len(assets) if assets else max((len(p.bands) for p in parsed), default=1)
+    check_image_size(
+        bands,
+        rows,
+        cols,
+        what="the STAC items' grid",
+        alternative="check the items' proj:shape and proj:transform, or give data.bounds "
+        "(a smaller region) or a coarser data.resolution.",
+    )
 
 
 def configure_stac_reads(storage_options: Mapping[str, Any] | None = None) -> None:

@@ -20,6 +20,12 @@ from typing import Any
 import numpy as np
 
 from dkernel.errors import InvalidInputError
+from dkernel.storage.array_limits import (  # noqa: F401  (installs the bounded codecs)
+    MAX_CHUNK_BYTES,
+    ZSTD_BLOCK,
+    blosc_content_bound,
+    zstd_content_bound,
+)
 
 #: Names of Zarr metadata documents (v3 and v2).
 METADATA_FILES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -28,9 +34,6 @@ METADATA_FILES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmet
 MAX_METADATA_BYTES = 64 << 20
 #: Most files and directories an input store may hold (the check lists them all).
 MAX_STORE_ENTRIES = 2_000_000
-#: Largest chunk of an image array, decompressed (bytes): a task decodes whole chunks, so a
-#: chunk declared larger than this would need that much memory at once, whatever it holds.
-MAX_CHUNK_BYTES = 1 << 30
 #: Most values an image array may declare (bands × rows × columns): 64 times a 10 980²
 #: Sentinel-2 tile of 13 bands. Beyond, even the graph of its row strips would not fit.
 MAX_IMAGE_VALUES = 2**37
@@ -246,74 +249,6 @@ def _check_sizes(root: Path, name: str, array: Any) -> None:
 # compression bombs: the decompressed size of every chunk, bounded from its headers
 # ---------------------------------------------------------------------------------------
 
-#: A zstd block regenerates at most this many bytes (the format's Block_Maximum_Size).
-ZSTD_BLOCK = 128 * 1024
-_ZSTD_MAGIC = 0xFD2FB528
-_FCS_BYTES = {0: 0, 1: 2, 2: 4, 3: 8}
-
-
-def zstd_content_bound(fh: Any, limit: int) -> int:
-    """An upper bound of what the zstd frames read from ``fh`` decompress to, from their
-    headers only (``fh`` is seeked past each block, never read whole); stops once above
-    ``limit``.
-
-    A frame that declares its content size counts that size (a decoder allocates it and
-    refuses more); otherwise raw and RLE blocks count their stated size and a compressed
-    block :data:`ZSTD_BLOCK`. Skippable frames count nothing.
-
-    Raises
-    ------
-    ValueError
-        Not zstd frames (the caller leaves such chunks to zarr).
-    """
-    total = 0
-    while total <= limit:
-        head = fh.read(4)
-        if not head:
-            return total
-        if len(head) < 4:
-            raise ValueError("truncated frame")
-        magic = int.from_bytes(head, "little")
-        if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame
-            size = int.from_bytes(fh.read(4), "little")
-            fh.seek(size, os.SEEK_CUR)
-            continue
-        if magic != _ZSTD_MAGIC:
-            raise ValueError("not a zstd frame")
-        descriptor = fh.read(1)[0]
-        single = (descriptor >> 5) & 1
-        fcs_bytes = _FCS_BYTES[descriptor >> 6] or (1 if single else 0)
-        skip = (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3]
-        fh.seek(skip, os.SEEK_CUR)
-        declared = None
-        if fcs_bytes:
-            declared = int.from_bytes(fh.read(fcs_bytes), "little") + (256 if fcs_bytes == 2 else 0)
-        blocks = 0
-        while True:
-            raw = fh.read(3)
-            if len(raw) < 3:
-                raise ValueError("truncated block")
-            header = int.from_bytes(raw, "little")
-            last, kind, size = header & 1, (header >> 1) & 3, header >> 3
-            if kind == 3:
-                raise ValueError("reserved block type")
-            blocks += size if kind in (0, 1) else ZSTD_BLOCK
-            fh.seek(1 if kind == 1 else size, os.SEEK_CUR)
-            if last or (declared is None and total + blocks > limit):
-                break
-        if descriptor & 0b100:  # content checksum
-            fh.seek(4, os.SEEK_CUR)
-        total += declared if declared is not None else blocks
-    return total
-
-
-def blosc_content_bound(fh: Any) -> int:
-    """What a blosc chunk decompresses to, from its 16-byte header (``nbytes``)."""
-    head = fh.read(16)
-    if len(head) < 16:
-        raise ValueError("truncated blosc header")
-    return int.from_bytes(head[4:8], "little")
-
 
 def _compressor(array: Any) -> str | None:
     """'zstd' or 'blosc' when the array's chunks are that compressor's output of the raw
@@ -324,10 +259,11 @@ def _compressor(array: Any) -> str | None:
             return None
         name = type(meta.compressor).__name__.lower() if meta.compressor is not None else ""
     else:
-        codecs = [type(c).__name__.lower() for c in meta.codecs]
-        if len(codecs) != 2 or codecs[0] != "bytescodec":
+        # by the names the metadata gives (the classes may be dkernel's bounded ones)
+        codecs = [str(c.to_dict().get("name", "")) for c in meta.codecs]
+        if len(codecs) != 2 or codecs[0] != "bytes":
             return None
-        name = codecs[1].removesuffix("codec")
+        name = codecs[1]
     return name if name in ("zstd", "blosc") else None
 
 

@@ -263,7 +263,7 @@ def storage_options(
 # ------------------------------------------------------------------------------------------
 
 #: Longest HTTP response body read where no smaller cap applies: a chunk of a results store
-#: or of an input Zarr cube (at most ``dkernel.io.zarr_inputs.MAX_CHUNK_BYTES``, 1 GiB) and
+#: or of an input Zarr cube (at most ``dkernel.storage.array_limits.MAX_CHUNK_BYTES``, 1 GiB) and
 #: its codec's headers. A server streaming an endless body is cut off here.
 MAX_HTTP_BYTES = (1 << 30) + (1 << 20)
 #: Longest Zarr metadata document read over HTTP (``zarr.json``, ``.zmetadata``, …).

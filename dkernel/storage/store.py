@@ -48,6 +48,7 @@ from dkernel._validation import is_dask_array
 from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning, warn_caller
 from dkernel.runtime.progress import active_client
 from dkernel.storage import remote
+from dkernel.storage.array_limits import declared_array_problem  # installs bounded codecs
 from dkernel.storage.attributes import describe_variables
 from dkernel.storage.geo import CONVENTIONS
 from dkernel.storage.lock import LEASE_FILE, is_lease_file
@@ -946,7 +947,23 @@ def _parse_metadata(store: Path | str, file: Path | str, data: bytes) -> dict[st
         raise _damaged(store, file, "holds JSON nested too deeply") from None
     if not isinstance(meta, dict):
         raise _damaged(store, file, f"holds a JSON {type(meta).__name__}, not Zarr metadata")
+    _check_declared_sizes(store, file, meta)
     return meta
+
+
+def _check_declared_sizes(store: Path | str, file: Path | str, meta: dict[str, Any]) -> None:
+    """Refuse metadata declaring an array beyond what can be read
+    (:func:`dkernel.storage.array_limits.declared_array_problem`): the document's own array,
+    or one of the arrays of its consolidated metadata (what xarray reads instead)."""
+    problem = declared_array_problem(meta)
+    if problem is not None:
+        raise _damaged(store, file, problem)
+    consolidated = meta.get("consolidated_metadata")
+    nodes = consolidated.get("metadata") if isinstance(consolidated, dict) else None
+    for name, node in (nodes or {}).items() if isinstance(nodes, dict) else ():
+        problem = declared_array_problem(node) if isinstance(node, dict) else None
+        if problem is not None:
+            raise _damaged(store, file, f"(consolidated metadata of {name!r}) {problem}")
 
 
 def check_metadata(path: str | Path, storage_options: Mapping[str, Any] | None = None) -> None:

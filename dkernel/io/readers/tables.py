@@ -138,7 +138,7 @@ def csv_separator(delimiter: str | None) -> str:
 
     if delimiter is None:
         return r"\s+"
-    if not delimiter or any(c in delimiter for c in "\r\n\""):
+    if not delimiter or any(c in delimiter for c in '\r\n"'):
         raise InvalidInputError(
             f"data.delimiter {delimiter!r} cannot separate fields (empty, or holding a line "
             "break or a quote); use e.g. ',', ';', '\\t', or null for white space."
