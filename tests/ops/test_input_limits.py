@@ -253,6 +253,33 @@ def test_stac_asset_linked_outside_the_root(work, rooted) -> None:
     )
 
 
+def test_stac_asset_that_is_a_vrt_of_a_file_outside(work, rooted) -> None:
+    """A VRT asset inside the root is an indirection GDAL would follow: refused."""
+    root, outside = rooted
+    stac_item(outside, {})
+    (root / "red.vrt").write_text(
+        '<VRTDataset rasterXSize="80" rasterYSize="60"><VRTRasterBand dataType="UInt16" '
+        f'band="1"><SimpleSource><SourceFilename relativeToVRT="0">{outside / "red.tif"}'
+        "</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand>"
+        "</VRTDataset>"
+    )
+    stac_item(root, {"red": "red.vrt"})
+    refused(work, _image_spec({"reader": "stac", "path": "root/item.json"}), r"red\.vrt")
+
+
+def test_stac_asset_sidecar_linked_outside(work, rooted) -> None:
+    """GDAL reads ``red.tif.aux.xml`` with ``red.tif``: a link of it leads out."""
+    root, outside = rooted
+    stac_item(root, {"red": "red.tif"})
+    (outside / "red.tif.aux.xml").write_text("<PAMDataset></PAMDataset>")
+    (root / "red.tif.aux.xml").symlink_to(outside / "red.tif.aux.xml")
+    refused(
+        work,
+        _image_spec({"reader": "stac", "path": "root/item.json"}),
+        r"red\.tif\.aux\.xml|outside the data root",
+    )
+
+
 def test_stac_assets_inside_the_root_pass(work, rooted) -> None:
     root, _ = rooted
     stac_item(root, {"red": "red.tif", "nir": (root / "nir.tif").as_uri()})

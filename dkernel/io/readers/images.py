@@ -52,19 +52,26 @@ def zarr_raster_files(path: str, **_: Any) -> list[Path]:
 def stac_files(path: str, assets: list[str] | None = None, **_: Any) -> list[Path | str]:
     """The STAC document and the hrefs of the assets it would read (those named in
     ``assets``, else every asset), as written: a local path, a ``file://`` URL or a remote
-    URL, each checked by the data root's confinement (:func:`dkernel.io.files.confine`)."""
+    URL, each checked by the data root's confinement (:func:`dkernel.io.files.confine`).
+    A local asset brings the files GDAL reads with it (:func:`geotiff_files`: its sidecars;
+    a VRT or other indirection is refused), so no link leads out of the root."""
+    from dkernel.io.gdal import raster_files
     from dkernel.io.stac import stac_items
+    from dkernel.storage.remote import is_remote, local_path
 
     if is_url(path):
         return []
     document = resolve_path(path)
-    hrefs = [
-        asset.href
-        for item in stac_items(str(document))
-        for name, asset in item.assets.items()
-        if not assets or name in assets
-    ]
-    return [document, *hrefs]
+    files: list[Path | str] = [document]
+    for item in stac_items(str(document)):
+        for name, asset in item.assets.items():
+            if assets and name not in assets:
+                continue
+            files.append(asset.href)
+            local = None if is_remote(asset.href) else Path(local_path(asset.href))
+            if local is not None and local.exists():
+                files.extend(raster_files(local))
+    return files
 
 
 def hyperspectral_files(scene: str, path: str | None = None) -> list[Path]:
