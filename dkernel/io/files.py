@@ -274,7 +274,7 @@ class BoundedInput:
 
     def open(self) -> BinaryIO:
         """A fresh binary file object of the (decompressed) bytes; the caller closes it."""
-        raw: Any = io.BytesIO(self.data) if self.local is None else open(self.local, "rb")  # noqa: SIM115
+        raw: Any = open(self.local, "rb") if self.local else io.BytesIO(self.data or b"")  # noqa: SIM115
         if self.compression is None:
             return raw
         return _decompressing(raw, self.compression, self.name)

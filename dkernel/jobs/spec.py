@@ -28,6 +28,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -410,7 +411,7 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
                 continue
             found = _existing_file(options[p.name], f"data.{p.name}")
             if confine_to is not None:
-                confine(found, confine_to, error=lambda m, k=p.name: SpecError(m, f"data.{k}"))
+                confine(found, confine_to, error=partial(SpecError, key=f"data.{p.name}"))
             options[p.name] = str(found)
     if confine_to is not None and reader.files is not None:
         _confine_reader_files(reader, options, confine_to)
