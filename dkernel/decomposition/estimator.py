@@ -61,6 +61,7 @@ from dkernel.graphs.landmark import (
     default_landmark_count,
 )
 from dkernel.kernels.aliases import resolve_alias
+from dkernel.kernels.registry import check_kernel_supported
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, silverman_normal_reference
 from dkernel.linalg.threads import map_on_cores
 from dkernel.model_order import (
@@ -416,6 +417,17 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     def _kernel_name(self) -> str:
         """``kernel`` with a former name replaced (a FutureWarning, once per process)."""
         return resolve_alias(self.kernel, "kernel", _OWNER)
+
+    def _validate_params(self) -> None:
+        # the registry's other kernels (scikit-learn's among them) are refused with the reason
+        check_kernel_supported(
+            self.kernel,
+            _OWNER,
+            KERNELS,
+            "a density kernel: a log form (its rows are normalised as a softmax), a Euclidean "
+            "neighbour search and a width (chosen by held-out likelihood or self-tuned)",
+        )
+        super()._validate_params()
 
     # -- fitting -------------------------------------------------------------------------
     def training_kernel(self, X: Any) -> tuple[Any, np.ndarray, np.ndarray]:

@@ -1,7 +1,8 @@
 """Kernel registry: every kernel by name (``rbf``, ``local_scaling``, ``knn``, ``knn_mean``,
-``landmark``, ``cosine``, ``pck``, ``precomputed``), a user callable with an explicit
-``(X, Y)`` signature, or a fitted feature map (an object with ``transform``), behind one
-interface. It is the package's only kernel resolver: the spectral estimators, the ranking
+``landmark``, ``cosine``, ``pck``, ``precomputed``, and scikit-learn's ``linear``, ``poly``,
+``polynomial``, ``sigmoid``, ``laplacian``, ``chi2`` and ``additive_chi2`` with scikit-learn's
+parameters, :mod:`dkernel.kernels.pairwise`), a user callable with an explicit ``(X, Y)``
+signature, or a fitted feature map (an object with ``transform``), behind one interface. It is the package's only kernel resolver: the spectral estimators, the ranking
 estimators (through ``dkernel.ranking.kernelmap``) and the kernel decomposition (whose kernel
 names are these, and whose log-domain kernels are the entries' ``log_block``) all resolve here.
 
@@ -32,6 +33,16 @@ from dkernel.graphs.landmark import (
 )
 from dkernel.kernels.adaptive import RadiusKernelBlock, neighbor_radius, reference_neighbors
 from dkernel.kernels.cosine import cosine_block, cosine_log_block
+from dkernel.kernels.pairwise import (
+    LOG_FORM,
+    POSITIVE,
+    SKLEARN_KERNELS,
+    check_nonnegative_data,
+    kernel_params,
+    pairwise_block,
+    pairwise_log_block,
+    resolve_params,
+)
 from dkernel.kernels.rbf import rbf_block, rbf_log_block
 from dkernel.kernels.widths import (
     DEFAULT_KNN_NEIGHBORS,
@@ -148,6 +159,34 @@ def available_kernels() -> list[str]:
     return KERNELS.names()
 
 
+def check_kernel_supported(
+    kernel: Any, owner: str, accepted: tuple[str, ...] | frozenset[str], needs: str
+) -> None:
+    """Refuse a kernel of the registry (or a callable) that ``owner`` cannot use, naming what
+    the method needs of its kernel and the kernels that have it.
+
+    Names the registry does not know are left to the parameter check (it lists the valid ones).
+
+    Raises
+    ------
+    InvalidInputError
+        ``kernel`` is a registered name not in ``accepted``, or a callable.
+
+    Examples
+    --------
+    >>> check_kernel_supported("rbf", "M", ("rbf",), "a kernel with a width")
+    >>> check_kernel_supported("linear", "M", ("rbf",), "a kernel with a width")
+    Traceback (most recent call last):
+    ...
+    dkernel.errors.InvalidInputError: M needs a kernel with a width; kernel='linear' is not one. Use kernel='rbf'.
+    """
+    if isinstance(kernel, str) and (kernel in accepted or kernel not in KERNELS):
+        return
+    what = f"kernel={kernel!r}" if isinstance(kernel, str) else "a kernel callable"
+    choices = " or ".join(repr(name) for name in sorted(accepted))
+    raise InvalidInputError(f"{owner} needs {needs}; {what} is not one. Use kernel={choices}.")
+
+
 def is_precomputed(kernel: Any) -> bool:
     """Whether an estimator's ``kernel`` parameter asks for a precomputed kernel matrix."""
     return isinstance(kernel, str) and kernel == "precomputed"
@@ -171,9 +210,24 @@ def _rbf_factory(
     X: Any = None,
     *,
     sigma: float | None = None,
+    gamma: float | None = None,
     sigma_fraction: float = DEFAULT_SIGMA_FRACTION,
     seed: int | None = 0,
 ) -> Kernel:
+    if gamma is not None:
+        # scikit-learn's spelling of the same width: exp(-gamma ||x-y||^2), gamma = 1/(2 sigma^2)
+        if sigma is not None:
+            raise InvalidInputError(
+                f"The rbf kernel got both sigma={sigma!r} and gamma={gamma!r}, two spellings of "
+                "its width (gamma = 1 / (2 sigma^2)); give one."
+            )
+        ok = isinstance(gamma, int | float) and not isinstance(gamma, bool)
+        if not (ok and np.isfinite(gamma) and gamma > 0):
+            raise InvalidInputError(
+                f"The 'gamma' parameter of the rbf kernel must be a float > 0. Got {gamma!r} "
+                "instead."
+            )
+        sigma = float(np.sqrt(0.5 / gamma))
     if sigma is None:
         if X is None:
             raise InvalidInputError(
@@ -341,6 +395,36 @@ def _cosine_factory(X: Any = None) -> Kernel:
     return Kernel("cosine", cosine_block, {}, nonnegative=False, log_block=cosine_log_block)
 
 
+def _sklearn_kernel(name: str, X: Any, params: dict) -> Kernel:
+    """scikit-learn's kernel ``name`` with its parameters (defaults filled from ``X``)."""
+    given = {key: value for key, value in params.items() if value is not None}
+    resolved = resolve_params(name, None if X is None else int(X.shape[1]), **given)
+    if isinstance(X, np.ndarray):
+        check_nonnegative_data(name, X)
+    # partials of module-level functions, so fitted models pickle (joblib, Dask workers)
+    block = functools.partial(pairwise_block, name=name, params=resolved)
+    log_block = None
+    if name in LOG_FORM:
+        log_block = functools.partial(pairwise_log_block, name=name, gamma=resolved["gamma"])
+    return Kernel(name, block, resolved, nonnegative=name in POSITIVE, log_block=log_block)
+
+
+def _sklearn_factory(name: str) -> Callable[..., Kernel]:
+    """The registry factory of scikit-learn's kernel ``name``: ``factory(X=None, **params)``
+    whose signature lists scikit-learn's parameters (what :func:`make_kernel` accepts)."""
+
+    def factory(X: Any = None, **params: Any) -> Kernel:
+        return _sklearn_kernel(name, X, params)
+
+    parameters = [inspect.Parameter("X", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)]
+    parameters += [
+        inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=None)
+        for key in sorted(kernel_params(name))
+    ]
+    factory.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    return factory
+
+
 def _precomputed_factory(X: Any = None) -> Kernel:
     if X is not None and X.ndim == 2 and X.shape[0] != X.shape[1]:
         raise InvalidInputError(
@@ -464,10 +548,13 @@ def make_kernel(
     nonnegative : bool
         For callables and feature maps: whether the values are known to be >= 0.
     **params
-        Kernel parameters (``sigma``, ``sigma_fraction`` and ``seed`` for rbf;
-        ``n_neighbors``, ``n_reference`` and ``seed`` for local_scaling, knn and knn_mean;
-        ``n_landmarks``, ``n_neighbors`` and ``seed`` for landmark; ``model`` (or ``seed``, to
-        fit a default one on X) for pck). Defaults: ``dkernel.kernels.widths``.
+        Kernel parameters (``sigma`` or scikit-learn's ``gamma = 1 / (2 sigma^2)``,
+        ``sigma_fraction`` and ``seed`` for rbf; ``n_neighbors``, ``n_reference`` and ``seed``
+        for local_scaling, knn and knn_mean; ``n_landmarks``, ``n_neighbors`` and ``seed`` for
+        landmark; ``model`` (or ``seed``, to fit a default one on X) for pck; scikit-learn's
+        ``gamma``, ``degree`` and ``coef0`` for its kernels, with its defaults). Defaults:
+        ``dkernel.kernels.widths``; rbf's width is the rule of thumb when neither ``sigma``
+        nor ``gamma`` is given (scikit-learn's default is ``gamma = 1 / n_features``).
 
     Returns
     -------
@@ -543,7 +630,11 @@ def _check_data(name: str, X: Any, landmarks: Any = None) -> None:
 
 
 register_kernel(
-    KernelEntry("rbf", _rbf_factory, "exp(-||x-y||^2 / 2 sigma^2), rule-of-thumb sigma")
+    KernelEntry(
+        "rbf",
+        _rbf_factory,
+        "exp(-||x-y||^2 / 2 sigma^2) = exp(-gamma ||x-y||^2), rule-of-thumb sigma",
+    )
 )
 register_kernel(
     KernelEntry(
@@ -579,3 +670,15 @@ register_kernel(
         "probabilistic cluster kernel of a fitted model (or of a default one fitted on X)",
     )
 )
+#: scikit-learn's kernels (:mod:`dkernel.kernels.pairwise`), with scikit-learn's formulas.
+_SKLEARN_DESCRIPTIONS = {
+    "linear": "<x, y> (scikit-learn's)",
+    "poly": "(gamma <x, y> + coef0)^degree (scikit-learn's)",
+    "polynomial": "the poly kernel under scikit-learn's other name",
+    "sigmoid": "tanh(gamma <x, y> + coef0) (scikit-learn's)",
+    "laplacian": "exp(-gamma ||x-y||_1) (scikit-learn's)",
+    "chi2": "exp(-gamma sum (x-y)^2 / (x+y)), non-negative data (scikit-learn's)",
+    "additive_chi2": "-sum (x-y)^2 / (x+y), non-negative data (scikit-learn's)",
+}
+for _name in SKLEARN_KERNELS:
+    register_kernel(KernelEntry(_name, _sklearn_factory(_name), _SKLEARN_DESCRIPTIONS[_name]))

@@ -32,6 +32,7 @@ import numpy as np
 
 from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.pairwise import SKLEARN_KERNELS, kernel_params
 from dkernel.kernels.registry import Kernel, make_kernel
 
 #: Kernels given by name whose widths adapt to each point's neighbourhood.
@@ -39,13 +40,18 @@ ADAPTIVE = ("knn_mean", "knn", "local_scaling")
 #: Kernel given by name whose explicit features come from the registry (``kernel_params``
 #: ``n_landmarks`` and ``n_neighbors``, the landmarks per point).
 LANDMARK = "landmark"
-#: Every kernel name the ranking estimators accept: the registry's kernels that make a
-#: non-negative affinity (not ``cosine``), and ``precomputed`` (checked here).
-KERNEL_NAMES = ("rbf", *ADAPTIVE, LANDMARK, "precomputed", "pck")
-#: The ``kernel_params`` each named kernel takes (the others come from estimator parameters).
+#: Every kernel name the ranking estimators accept: the registry's, scikit-learn's among them;
+#: those that can take negative values (``linear``, ``poly``, ``sigmoid``, ``cosine``,
+#: ``additive_chi2``) are refused on data where they do (a random walk needs an affinity >= 0),
+#: and ``precomputed`` is checked here.
+KERNEL_NAMES = ("rbf", *ADAPTIVE, LANDMARK, "precomputed", "pck", "cosine", *SKLEARN_KERNELS)
+#: The ``kernel_params`` each named kernel takes (the others come from estimator parameters):
+#: scikit-learn's for its kernels (``gamma`` for rbf, the spelling of ``sigma`` it knows).
 _KERNEL_PARAMS = {
     **{name: ("n_reference",) for name in ADAPTIVE},
     LANDMARK: ("n_landmarks", "n_neighbors"),
+    "rbf": ("gamma",),
+    **{name: tuple(sorted(kernel_params(name))) for name in SKLEARN_KERNELS},
 }
 
 
@@ -56,14 +62,27 @@ class BlockKernel:
     fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
     X_fit: np.ndarray
     name: str = "callable"
+    #: False for the kernels that can take negative values: their blocks are checked.
+    nonnegative: bool = True
 
     is_feature_map = False
 
     def gram(self) -> np.ndarray:
-        return np.asarray(self.fn(self.X_fit, self.X_fit), dtype=np.float64)
+        return self._checked(np.asarray(self.fn(self.X_fit, self.X_fit), dtype=np.float64))
 
     def cross(self, Y: np.ndarray) -> np.ndarray:
-        return np.asarray(self.fn(np.asarray(Y), self.X_fit))
+        return self._checked(np.asarray(self.fn(np.asarray(Y), self.X_fit)))
+
+    def _checked(self, K: np.ndarray) -> np.ndarray:
+        if not self.nonnegative and K.size and np.nanmin(K) < 0:
+            raise InvalidInputError(
+                f"The {self.name} kernel takes negative values on these points (smallest "
+                f"{float(np.nanmin(K)):.6g}), but the ranking random walk needs an affinity >= 0. "
+                "Use a kernel whose values are positive (rbf, laplacian, chi2, the adaptive "
+                "ones), or data on which this one is (non-negative features for linear or "
+                "cosine)."
+            )
+        return K
 
     def weights(self, coef: np.ndarray) -> np.ndarray:
         """Coefficients applied to ``cross(Y)``: the Prop. 8 α themselves."""
@@ -190,15 +209,16 @@ def resolve_kernel(
     allowed = _KERNEL_PARAMS.get(kernel, ()) if named else ()
     if params and not allowed:
         raise InvalidInputError(
-            f"{owner}: kernel_params apply to the adaptive kernels {ADAPTIVE} and to "
-            f"'landmark'; got kernel={kernel!r} with kernel_params={kernel_params!r}."
+            f"{owner}: kernel_params apply to the adaptive kernels {ADAPTIVE}, 'landmark', "
+            f"'rbf' (gamma) and scikit-learn's kernels; got kernel={kernel!r} with "
+            f"kernel_params={kernel_params!r}."
         )
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         takes = (
             "the adaptive kernels take n_reference (set n_neighbors on the estimator)"
             if kernel in ADAPTIVE
-            else "it takes n_landmarks and n_neighbors (landmarks per point)"
+            else f"it takes {', '.join(allowed)}"
         )
         raise InvalidInputError(
             f"{owner}: unknown kernel_params {unknown} for kernel={kernel!r}; {takes}."
@@ -209,11 +229,11 @@ def resolve_kernel(
         params["n_neighbors"] = n_neighbors
     if named and kernel == "rbf":
         params.update(sigma=sigma, sigma_fraction=sigma_fraction)
-    if named:
+    if named and kernel in ("rbf", LANDMARK, "pck", *ADAPTIVE):
         params["seed"] = seed
     # the block kernels keep their training points: float64 for the named ones, as given for
     # a user callable; feature maps see X as given
-    block_data = named and (kernel == "rbf" or kernel in ADAPTIVE)
+    block_data = named and kernel not in (LANDMARK, "pck")
     Xa = np.asarray(X, dtype=np.float64) if block_data else X
     resolved = make_kernel(kernel, Xa, **params)
     if resolved.feature_map is not None:
@@ -223,7 +243,9 @@ def resolve_kernel(
     else:
         Xa = np.asarray(X)
         description = {"kernel": getattr(kernel, "__name__", "callable")}
-    return BlockKernel(RegistryBlock(resolved, dtype), Xa, name=description["kernel"]), description
+    block = RegistryBlock(resolved, dtype)
+    nonnegative = resolved.nonnegative or not named
+    return BlockKernel(block, Xa, name=description["kernel"], nonnegative=nonnegative), description
 
 
 def _precomputed(X: Any, owner: str) -> PrecomputedKernel:

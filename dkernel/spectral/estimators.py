@@ -26,12 +26,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from dkernel._budget import check_budget, dense_kernel_cost
 from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, validate_input
 from dkernel.graphs.blocked import blocked_kernel
-from dkernel.kernels.registry import make_kernel
+from dkernel.kernels.registry import ADAPTIVE_KERNELS, kernel_input_tags, make_kernel
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, DEFAULT_SIGMA_FRACTION
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
 from dkernel.spectral.dense import keca_embedding, kpca_embedding
 
-#: Kernels of the dense embeddings: one global RBF width, or the adaptive ones.
+#: Kernels of the dense embeddings named in their documentation: one global RBF width, or the
+#: adaptive ones (every kernel of the registry, or a callable, is accepted).
 DENSE_KERNELS = ("rbf", "local_scaling", "knn")
 
 
@@ -51,7 +52,8 @@ class _DenseKernelEmbedding(
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
-        "kernel": [StrOptions(set(DENSE_KERNELS))],
+        # names are checked by make_kernel, whose message lists the registered ones
+        "kernel": [str, callable],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither"), None],
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
@@ -97,7 +99,7 @@ class _DenseKernelEmbedding(
         tags = super().__sklearn_tags__()
         # a clusterer only when asked to cluster; otherwise an embedding (a transformer)
         tags.estimator_type = "clusterer" if self.n_clusters is not None else None
-        return tags
+        return kernel_input_tags(tags, self.kernel)
 
     @property
     def _n_features_out(self) -> int:
@@ -125,6 +127,9 @@ class _DenseKernelEmbedding(
 
     # -- kernel --------------------------------------------------------------------------
     def _kernel_graph(self, X: Any, Y: Any = None) -> da.Array:
+        if self.kernel_.precomputed:
+            # the rows of X are the kernel's rows already (square in fit: make_kernel's check)
+            return da.asarray(X).astype(self.dtype)
         return blocked_kernel(
             self.kernel_.block, X, Y, block_rows=self.block_rows, dtype=self.dtype
         )
@@ -166,7 +171,7 @@ class _DenseKernelEmbedding(
         )
         X_local = X.compute() if isinstance(X, da.Array) else X
         self.X_fit_ = np.asarray(X_local, dtype=np.float64)
-        if self.kernel == "rbf":
+        if isinstance(self.kernel, str) and self.kernel == "rbf":
             self.kernel_ = make_kernel(
                 "rbf",
                 self.X_fit_,
@@ -175,12 +180,15 @@ class _DenseKernelEmbedding(
                 seed=self.random_state,
             )
             self.sigma_ = self.kernel_.params["sigma"]
-        else:
+        elif isinstance(self.kernel, str) and self.kernel in ADAPTIVE_KERNELS:
             # the dense solve is O(n²) anyway: every training point is a reference point
             self.sigma_ = None
             self.kernel_ = make_kernel(
                 self.kernel, self.X_fit_, n_neighbors=self.n_neighbors, n_reference=None
             )
+        else:
+            self.sigma_ = None
+            self.kernel_ = make_kernel(self.kernel, self.X_fit_)
         return self._kernel_graph(X)
 
     def fit_kernel(self, K: np.ndarray) -> _DenseKernelEmbedding:
@@ -211,7 +219,10 @@ class _DenseKernelEmbedding(
 
     # -- out of sample -------------------------------------------------------------------
     def _transform_block(self, Xb: np.ndarray) -> np.ndarray:
-        Kx = self.kernel_(Xb, self.X_fit_)
+        if self.kernel_.precomputed:
+            Kx = self.kernel_.cross(Xb, np.arange(self.X_fit_.shape[0]))
+        else:
+            Kx = self.kernel_(Xb, self.X_fit_)
         if self._centered:
             Kx = (
                 Kx
@@ -259,9 +270,14 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         axis per cluster, as the ``rbf-spectral`` job does, was chosen on
         ``benchmarks/bench_defaults.py``: D31's 31 clusters go from ARI 0.73 to 0.95 for KPCA
         and from 0.16 to 0.86 for KECA.
-    kernel : {'rbf', 'local_scaling', 'knn'}
-        Kernel name. ``rbf`` (one width, by the rule of thumb) stays the default: the leading
-        components of KPCA / KECA summarise the data's global shape, which a single width
+    kernel : str or callable
+        A kernel of the registry (:func:`dkernel.kernels.registry.make_kernel`: ``'rbf'``,
+        ``'local_scaling'``, ``'knn'``, scikit-learn's ``'linear'``, ``'poly'``, ``'sigmoid'``,
+        ``'laplacian'``, ``'chi2'``, ``'cosine'``, ..., with their default parameters;
+        ``'precomputed'``: X is the kernel matrix in ``fit`` and kernel rows against the
+        training points in ``transform``), a function ``f(X, Y)`` or a resolved
+        ``make_kernel(name, gamma=...)``. ``rbf`` (one width, by the rule of thumb) stays the
+        default: the leading components of KPCA / KECA summarise the data's global shape, which a single width
         serves; the adaptive kernels (each point's width from its ``n_neighbors``-th
         neighbour) suit the normalized embedding of :class:`SpectralClustering` better, and
         are not positive semi-definite in general (negative eigenvalues are clipped, with a

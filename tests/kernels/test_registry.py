@@ -29,7 +29,8 @@ def test_available_names():
 def test_unknown_name_lists_valid_ones():
     with pytest.raises(
         InvalidInputError,
-        match="Valid kernels: cosine, knn, knn_mean, landmark, local_scaling, pck, precomputed, rbf",
+        match="Valid kernels: additive_chi2, chi2, cosine, knn, knn_mean, landmark, laplacian, linear, "
+        "local_scaling, pck, poly, polynomial, precomputed, rbf, sigmoid",
     ):
         make_kernel("gaussian")
 
