@@ -103,7 +103,10 @@ class KernelCCA(
     correlation over the paired training rows ([MLSlides2012], slides 12-16): the
     regularised dual problem ``max αᵀ Kx Ky β`` subject to ``αᵀ (Kx² + n κ Kx) α = 1`` (and the
     same for β), then the next pairs uncorrelated with the previous ones. Each view has its own
-    kernel from the registry. With a linear kernel and a small κ this is linear CCA.
+    kernel from the registry. ``kernel='linear'`` with ``regularization=0`` is
+    :class:`sklearn.cross_decomposition.CCA` (the same canonical correlations, and variates up
+    to sign and scale, when each view has more rows than features); κ > 0 is ridge CCA, which
+    tends to it as κ → 0 (κ is in the units of the features' variance).
 
     Parameters
     ----------
@@ -112,11 +115,14 @@ class KernelCCA(
     kernel : str or callable
         Kernel of the X view (see :func:`dkernel.kernels.registry.make_kernel`): ``'rbf'``,
         ``'local_scaling'``, ``'knn'``, ``'knn_mean'``, ``'landmark'``, ``'cosine'``,
-        ``'precomputed'`` or ``f(A, B)``; a linear kernel is ``lambda A, B: A @ B.T``.
+        ``'precomputed'``, scikit-learn's ``'linear'``, ``'poly'``, ``'sigmoid'``,
+        ``'laplacian'``, ``'chi2'``, ``'additive_chi2'`` (their parameters in
+        ``kernel_params``), or ``f(A, B)``.
     kernel_y : str or callable, optional
         Kernel of the Y view; ``kernel`` (with ``kernel_params``) when None.
     kernel_params : dict, optional
-        Parameters of the X kernel (``{'sigma': 1.5}``).
+        Parameters of the X kernel (``{'sigma': 1.5}``, ``{'gamma': 0.5}`` for scikit-learn's
+        spelling of an RBF width, ``{'degree': 2}``).
     kernel_params_y : dict, optional
         Parameters of the Y kernel; when None, ``kernel_params`` if ``kernel_y`` is None (the
         same kernel for both views), else the kernel's defaults.

@@ -46,10 +46,16 @@ def shared_signal():
     return X, Y
 
 
+@pytest.mark.parametrize("regularization", [0.0, 1e-10])
+@pytest.mark.parametrize("kernel", ["linear", linear])
 @pytest.mark.parametrize("solver", ["exact", "nystrom"])
-def test_linear_kernel_is_scikit_learn_cca(linear_views, solver):
+def test_linear_kernel_is_scikit_learn_cca(linear_views, solver, kernel, regularization):
+    """scikit-learn's kernel name and the callable alike, in the limit κ → 0 (0 itself when
+    each view has more rows than features, so that its covariance is invertible)."""
     X, Y = linear_views
-    ours = KernelCCA(3, kernel=linear, regularization=1e-10, solver=solver).fit(X, Y)
+    ours = KernelCCA(
+        3, kernel=kernel, regularization=regularization, solver=solver, n_landmarks=50
+    ).fit(X, Y)
     xs, ys = CCA(3, max_iter=5000, tol=1e-12).fit(X, Y).transform(X, Y)
     expected = [_corr(xs[:, j], ys[:, j]) for j in range(3)]
     np.testing.assert_allclose(ours.canonical_correlations_, expected, atol=1e-6)
@@ -57,6 +63,20 @@ def test_linear_kernel_is_scikit_learn_cca(linear_views, solver):
     for j in range(3):  # the same variates, up to sign and scale
         assert abs(_corr(zx[:, j], xs[:, j])) == pytest.approx(1.0, abs=1e-6)
         assert abs(_corr(zy[:, j], ys[:, j])) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_regularization_is_ridge_cca_that_tends_to_cca(linear_views):
+    """κ > 0 is ridge CCA (scikit-learn's CCA has no regularisation): its objective stays below
+    the unregularised correlations and both tend to them as κ → 0."""
+    X, Y = linear_views
+    exact = KernelCCA(3, kernel="linear", regularization=0.0).fit(X, Y).canonical_correlations_
+    fits = [KernelCCA(3, kernel="linear", regularization=k).fit(X, Y) for k in (1e-1, 1e-2, 1e-4)]
+    objective_gaps = [exact - est.regularized_correlations_ for est in fits]
+    assert all(np.all(g > 0) for g in objective_gaps)
+    assert objective_gaps[0].min() > objective_gaps[1].max() > objective_gaps[2].max()
+    correlation_gaps = [np.abs(exact - est.canonical_correlations_).max() for est in fits]
+    assert correlation_gaps[0] > correlation_gaps[1] > correlation_gaps[2]
+    assert correlation_gaps[2] < 1e-8
 
 
 def _naive_dual(Kx, Ky, kappa):
