@@ -234,6 +234,67 @@ def test_former_names_stay_valid_in_job_specs(estimator, parameter, former):
     assert aliases.RENAMED_VALUES[parameter][former] in param.choices
 
 
+#: Glossary of kernel names: one meaning each, the scikit-learn names with scikit-learn's
+#: formula and parameters (``gamma``, ``degree``, ``coef0``), dkernel's with theirs.
+KERNEL_GLOSSARY: dict[str, str] = {
+    "rbf": "exp(-||x-y||^2 / (2 sigma^2)) = exp(-gamma ||x-y||^2), gamma = 1 / (2 sigma^2); "
+    "sigma by the rule of thumb when neither is given (scikit-learn: gamma = 1 / n_features)",
+    "cosine": "<x, y> / (||x|| ||y||), 0 for a zero row (scikit-learn's)",
+    "linear": "<x, y> (scikit-learn's)",
+    "poly": "(gamma <x, y> + coef0)^degree, gamma = 1 / n_features, degree 3, coef0 1 "
+    "(scikit-learn's)",
+    "polynomial": "scikit-learn's other name of poly",
+    "sigmoid": "tanh(gamma <x, y> + coef0), gamma = 1 / n_features, coef0 1 (scikit-learn's)",
+    "laplacian": "exp(-gamma ||x-y||_1), gamma = 1 / n_features (scikit-learn's)",
+    "chi2": "exp(-gamma sum (x-y)^2 / (x+y)), gamma 1, data >= 0 (scikit-learn's)",
+    "additive_chi2": "-sum (x-y)^2 / (x+y), data >= 0 (scikit-learn's)",
+    "local_scaling": "exp(-||x-y||^2 / (s_x s_y)), s the distance to the n_neighbors-th "
+    "neighbour (self-tuning, [ZelnikManor2005])",
+    "knn": "the symmetric 0/1 n_neighbors-nearest-neighbour graph, with self-loops",
+    "knn_mean": "the half-weighted k-NN graph: 1 mutual, 1/2 one way (scikit-learn's k-NN "
+    "affinity)",
+    "landmark": "points joined through their n_neighbors nearest of n_landmarks k-means "
+    "landmarks, B D^-1 B^T (U-SPEC)",
+    "pck": "the probabilistic cluster kernel of a fitted (or default) ProbabilisticClusterKernel",
+    "precomputed": "X holds the kernel's rows (square in fit, against the training points after)",
+}
+
+
+def test_kernel_glossary_lists_every_kernel_name_once():
+    from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
+
+    from dkernel.kernels.registry import available_kernels
+
+    assert set(KERNEL_GLOSSARY) == set(available_kernels())
+    assert set(PAIRWISE_KERNEL_FUNCTIONS) <= set(KERNEL_GLOSSARY)
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("rbf", {"gamma": 0.3}),
+        ("poly", {"gamma": 0.5, "degree": 2, "coef0": 0.0}),
+        ("sigmoid", {"gamma": 0.2}),
+        ("laplacian", {"gamma": 0.7}),
+        ("chi2", {"gamma": 0.4}),
+        ("linear", {}),
+        ("cosine", {}),
+        ("additive_chi2", {}),
+    ],
+)
+def test_a_scikit_learn_kernel_name_means_scikit_learns_kernel(name, params):
+    """The names, parameters and defaults scikit-learn gives its kernels mean the same here."""
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    from dkernel.kernels.registry import make_kernel
+
+    X = np.random.default_rng(2).random((12, 3))
+    # the defaults too, but rbf's: its width is dkernel's rule of thumb unless given
+    for given in [params] + ([{}] if name != "rbf" else []):
+        ours = make_kernel(name, X, **given)(X, X)
+        np.testing.assert_allclose(ours, pairwise_kernels(X, metric=name, **given))
+
+
 if __name__ == "__main__":  # the audit, for the record
     shared, different = shared_parameters(), different_defaults()
     print(f"{len(EXPORTED)} estimators; {len(shared)} shared parameter names; ", end="")

@@ -271,7 +271,8 @@ class KernelCCA(
                 Y = np.asarray(Y, dtype=np.float64)
         if Y.ndim == 1:
             Y = Y.reshape(-1, 1)
-        Y = check_2d_array(Y, owner, min_samples=2)
+        # two rows to fit a correlation; any number to transform
+        Y = check_2d_array(Y, owner, min_samples=2 if reset else 1)
         if Y.shape[0] != X.shape[0]:
             raise InvalidInputError(
                 f"{owner} needs the two views to have the same rows; X has {X.shape[0]} and Y "

@@ -1,18 +1,26 @@
 """``ChangeDetection``: MAD, IR-MAD or kernel MAD between two co-registered rasters, fitted on a
-sample of the pixels valid at both dates and mapped strip by strip with Dask."""
+sample of the pixels valid at both dates and mapped strip by strip with Dask; or between the two
+halves of a pixel table (the before bands, then the after bands), as a scikit-learn transformer."""
 
 from __future__ import annotations
 
+import os
 from numbers import Integral, Real
 from typing import Any
 
+import dask.array as da
 import numpy as np
 import xarray as xr
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
-from dkernel._random import seed_from_random_state
+from dkernel._random import derive_rng, seed_from_random_state
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    as_numpy,
+    check_is_fitted,
+    validate_input,
+)
 from dkernel.change.detect import METHODS, change_maps, fit_change, open_pair, sample_pixels
 from dkernel.change.mad import same_up_to_affine
 from dkernel.change.threshold import THRESHOLDS, change_threshold
@@ -20,11 +28,26 @@ from dkernel.errors import InvalidInputError
 from dkernel.kernels.widths import KERNEL_MAD_SIGMA_FRACTION
 
 
-class ChangeDetection(BaseEstimator):
+def _is_image(X: Any) -> bool:
+    """A raster (a path or a (band, y, x) DataArray) rather than a pixel table."""
+    return isinstance(X, str | os.PathLike | xr.DataArray)
+
+
+class ChangeDetection(
+    ParameterConstraintsMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
     """Change between two dates: MAD variates, χ² change intensity and a change mask.
 
     Fitted on a sample of the pixels valid at both dates (one pass over the two images);
     :meth:`transform` maps any pair on the same grid lazily, one row strip per Dask task.
+
+    Two forms of data: two rasters, ``fit(before, after)`` and ``transform(before, after)``
+    (paths or (band, y, x) DataArrays, maps as an ``xarray.Dataset``); or one pixel table
+    ``X = np.hstack([before, after])``, the before date's bands in the first ``p // 2``
+    columns and the after date's in the others (one more when ``p`` is odd: MAD pairs dates
+    of different band counts), as a scikit-learn transformer: ``fit(X)``, ``transform(X)``
+    gives the MAD variates (n_pixels, n_components) and ``predict(X)`` the change mask (1
+    change, 0 no change).
 
     Parameters
     ----------
@@ -128,48 +151,159 @@ class ChangeDetection(BaseEstimator):
         self.chunk_rows = chunk_rows
         self.random_state = random_state
 
-    def fit(self, before: Any, after: Any) -> ChangeDetection:
+    @property
+    def _expected_failed_checks(self) -> dict[str, str]:
+        """scikit-learn's checks that fail by design, with the reason
+        (tests/test_estimator_checks.py)."""
+        if self.method == "irmad":
+            return {}
+        return {"check_transformer_n_iter": "n_iter_ counts IR-MAD's re-weightings: 0 here"}
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # a pixel table is split in two halves (a one-column one is refused in fit)
+        tags.input_tags.two_d_array = True
+        return tags
+
+    @property
+    def _n_features_out(self) -> int:
+        return int(self.transformation_.sigma.size)
+
+    def fit(self, X: Any, y: Any = None) -> ChangeDetection:
         """Fit the transformation and the threshold on a sample of the two dates.
 
         Parameters
         ----------
-        before, after : str, path or xarray.DataArray (band, y, x)
-            The two dates on the same grid (CRS, transform and shape).
+        X : str, path, xarray.DataArray (band, y, x), or array-like (n_pixels, p)
+            The before raster, or the pixel table of both dates: the before bands in the
+            first ``p // 2`` columns, the after bands in the others.
+        y : str, path or xarray.DataArray (band, y, x), optional
+            The after raster, on the before raster's grid (CRS, transform and shape); ignored
+            with a pixel table.
 
         Returns
         -------
         self : ChangeDetection
         """
-        self._fit(before, after)
+        if _is_image(X):
+            self._fit(X, self._after(y))
+        else:
+            self._validate_params()
+            before, after = self._halves(X, reset=True)
+            seed = seed_from_random_state(self.random_state)
+            if before.shape[0] > self.sample_size:
+                rows = np.sort(
+                    derive_rng(seed, "change-sample").choice(
+                        before.shape[0], int(self.sample_size), replace=False
+                    )
+                )
+                before, after = before[rows], after[rows]
+            self._fit_sample(before, after, seed)
         return self
 
-    def transform(self, before: Any, after: Any) -> xr.Dataset:
-        """The lazy maps of the fitted transformation on the grid of ``before``.
+    def transform(self, X: Any, y: Any = None) -> Any:
+        """The MAD variates of new data (lazy maps for rasters).
+
+        Parameters
+        ----------
+        X : str, path, xarray.DataArray (band, y, x), or array-like (n_pixels, p)
+            The before raster, or a pixel table of both dates (as in :meth:`fit`).
+        y : str, path or xarray.DataArray (band, y, x), optional
+            The after raster; ignored with a pixel table.
 
         Returns
         -------
-        xarray.Dataset
-            ``variates``, ``intensity``, ``labels`` (1 change, 0 no change, -1 no data) and
-            ``valid``, with the before image's CRS (see :func:`dkernel.detect_change`).
+        xarray.Dataset or ndarray (n_pixels, n_components)
+            Rasters: ``variates``, ``intensity``, ``labels`` (1 change, 0 no change, -1 no
+            data) and ``valid``, with the before image's CRS (see
+            :func:`dkernel.detect_change`). A pixel table: the variates (lazy, chunk by chunk,
+            for a Dask array).
         """
         check_is_fitted(self, "transformation_")
-        return change_maps(
-            *open_pair(before, after, self.chunk_rows),
-            self.transformation_,
-            self.threshold_,
-            self._attrs(),
-        )
+        if _is_image(X):
+            return change_maps(
+                *open_pair(X, self._after(y), self.chunk_rows),
+                self.transformation_,
+                self.threshold_,
+                self._attrs(),
+            )
+        return self._map_table(X, _variates_block)
 
-    def fit_transform(self, before: Any, after: Any) -> xr.Dataset:
-        """:meth:`fit`, then :meth:`transform` of the same pair (the images opened once)."""
-        b, a, valid = self._fit(before, after)
+    def predict(self, X: Any) -> Any:
+        """The change mask of a pixel table: 1 where the change intensity exceeds
+        ``threshold_``, else 0 (rasters: the ``labels`` of :meth:`transform`).
+
+        Parameters
+        ----------
+        X : array-like (n_pixels, p)
+            A pixel table of both dates (as in :meth:`fit`).
+
+        Returns
+        -------
+        ndarray of int64 (n_pixels,)
+        """
+        check_is_fitted(self, "transformation_")
+        return self._map_table(X, _labels_block)
+
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
+        """:meth:`fit`, then :meth:`transform` of the same data (rasters opened once)."""
+        if not _is_image(X):
+            return self.fit(X).transform(X)
+        b, a, valid = self._fit(X, self._after(y))
         return change_maps(b, a, valid, self.transformation_, self.threshold_, self._attrs())
+
+    # -- pixel tables ----------------------------------------------------------------------
+    def _after(self, y: Any) -> Any:
+        if y is None:
+            raise InvalidInputError(
+                f"{type(self).__name__} needs the after raster with the before one: "
+                "fit(before, after), transform(before, after)."
+            )
+        return y
+
+    def _halves(self, X: Any, *, reset: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The before and after halves of a pixel table (in memory: the fit's sample)."""
+        X = as_numpy(validate_input(self, X, reset=reset, min_samples=3, dtype=np.float64))
+        self._check_width(X.shape[1])
+        half = X.shape[1] // 2
+        return X[:, :half], X[:, half:]
+
+    def _check_width(self, width: int) -> None:
+        owner = type(self).__name__
+        if width < 2:
+            raise InvalidInputError(
+                f"{owner} reads a pixel table as the before bands then the after bands, so it "
+                f"needs at least 2 columns; got n_features = {width}. Pass "
+                "np.hstack([before, after])."
+            )
+
+    def _map_table(self, X: Any, block: Any) -> Any:
+        X = validate_input(self, X, reset=False, dtype=np.float64)
+        self._check_width(int(X.shape[1]))
+        t, threshold = self.transformation_, float(self.threshold_)
+        if isinstance(X, da.Array):
+            k = int(t.sigma.size)
+            one = block is _labels_block
+            return X.map_blocks(
+                block,
+                t,
+                threshold,
+                drop_axis=1 if one else None,
+                chunks=X.chunks[:1] if one else (X.chunks[0], (k,)),
+                dtype=np.int64 if one else np.float64,
+            )
+        return block(np.asarray(X), t, threshold)
 
     def _fit(self, before: Any, after: Any) -> tuple[Any, Any, Any]:
         self._validate_params()
         b, a, valid = open_pair(before, after, self.chunk_rows)
         seed = seed_from_random_state(self.random_state)
         X, Y = sample_pixels(b.data, a.data, valid, int(self.sample_size), seed)
+        self._fit_sample(X, Y, seed)
+        return b, a, valid
+
+    def _fit_sample(self, X: np.ndarray, Y: np.ndarray, seed: int | None) -> None:
+        """Fit the transformation and the threshold on the sampled pixels of both dates."""
         t = fit_change(
             X,
             Y,
@@ -195,7 +329,6 @@ class ChangeDetection(BaseEstimator):
             self.threshold_ = float(self.threshold_value)
         else:
             self.threshold_ = change_threshold(t.intensity(t.variates(X, Y)), self.threshold)
-        return b, a, valid
 
     def _attrs(self) -> dict[str, Any]:
         return {
@@ -205,6 +338,16 @@ class ChangeDetection(BaseEstimator):
             "n_iter": self.n_iter_,
             "no_change": self.no_change_,
         }
+
+
+def _variates_block(X: np.ndarray, transformation: Any, threshold: float) -> np.ndarray:
+    half = X.shape[1] // 2
+    return np.asarray(transformation.variates(X[:, :half], X[:, half:]), dtype=np.float64)
+
+
+def _labels_block(X: np.ndarray, transformation: Any, threshold: float) -> np.ndarray:
+    intensity = transformation.intensity(_variates_block(X, transformation, threshold))
+    return (intensity > threshold).astype(np.int64)
 
 
 # detect_change's defaults are the estimator's (its signature still shows their values)

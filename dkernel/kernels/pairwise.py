@@ -27,6 +27,7 @@ Properties a method may need (checked by the methods that need them, not here):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from numbers import Real
 from typing import Any
@@ -61,7 +62,7 @@ def kernel_params(name: str) -> frozenset[str]:
 
 
 def _check_number(name: str, key: str, value: Any, low: float, closed: bool) -> float:
-    ok = isinstance(value, Real) and not isinstance(value, bool) and np.isfinite(value)
+    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
     if ok:
         ok = value >= low if closed else value > low
     if not ok:

@@ -65,6 +65,15 @@ def test_linear_kernel_is_scikit_learn_cca(linear_views, solver, kernel, regular
         assert abs(_corr(zy[:, j], ys[:, j])) == pytest.approx(1.0, abs=1e-6)
 
 
+def test_one_row_pair_transforms(linear_views):
+    X, Y = linear_views
+    est = KernelCCA(2, kernel="linear").fit(X, Y)
+    zx, zy = est.transform(X[:1], Y[:1])
+    full_x, full_y = est.transform(X, Y)
+    np.testing.assert_allclose(zx, full_x[:1], rtol=1e-10)
+    np.testing.assert_allclose(zy, full_y[:1], rtol=1e-10)
+
+
 def test_regularization_is_ridge_cca_that_tends_to_cca(linear_views):
     """κ > 0 is ridge CCA (scikit-learn's CCA has no regularisation): its objective stays below
     the unregularised correlations and both tend to them as κ → 0."""
