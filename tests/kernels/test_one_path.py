@@ -21,6 +21,7 @@ from dkernel.decomposition.kernels import (
     knn_log_kernel,
 )
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.pairwise import SKLEARN_KERNELS
 from dkernel.kernels.registry import Kernel, available_kernels, make_kernel
 from dkernel.kernels.widths import (
     DEFAULT_SIGMA_FRACTION,
@@ -155,6 +156,9 @@ def test_pck_by_name_fits_a_default_model_on_x(rng):
 @pytest.mark.parametrize("name", [n for n in KERNEL_NAMES if n != "precomputed"])
 def test_ranking_kernels_resolve_through_the_registry(rng, name):
     X = rng.normal(size=(80, 3))  # PCK's half-subsample holds its 30 components
+    if name in SKLEARN_KERNELS or name == "cosine":
+        # non-negative data: the chi2 kernels need it, and the others are >= 0 on it
+        X = np.abs(X)
     params = {"n_neighbors": 5} if name in ADAPTIVE else {}
     kernel_params = {"n_landmarks": 8, "n_neighbors": 3} if name == "landmark" else None
     kern, description = resolve_kernel(
@@ -171,7 +175,8 @@ def test_ranking_kernels_resolve_through_the_registry(rng, name):
     reference = make_kernel(
         name,
         X,
-        seed=0,
+        # the kernels that draw a sample take the seed
+        **({"seed": 0} if name in ("rbf", "landmark", "pck", *ADAPTIVE) else {}),
         **({"sigma_fraction": 0.2} if name == "rbf" else {}),
         **params,
         **(kernel_params or {}),
@@ -179,8 +184,31 @@ def test_ranking_kernels_resolve_through_the_registry(rng, name):
     if name in ("landmark", "pck"):
         assert isinstance(kern, FeatureMapKernel)
         np.testing.assert_allclose(kern.gram(), reference(X), rtol=1e-6, atol=1e-12)
+    elif name == "additive_chi2":
+        # <= 0 everywhere: not an affinity, refused naming why
+        with pytest.raises(InvalidInputError, match="random walk needs an affinity >= 0"):
+            kern.gram()
     else:
         assert isinstance(kern, BlockKernel) and isinstance(kern.fn, RegistryBlock)
         assert isinstance(kern.fn.kernel, Kernel) and kern.fn.kernel.name == name
         np.testing.assert_array_equal(kern.gram(), reference(X))
         assert description == {"kernel": name, **reference.params}
+
+
+def test_ranking_kernels_take_scikit_learn_parameters(rng):
+    X = np.abs(rng.normal(size=(30, 3)))
+    kern, description = resolve_kernel(
+        "poly", X, sigma=None, sigma_fraction=0.2, dtype="float64", seed=0, owner="KPPR",
+        kernel_params={"degree": 2, "gamma": 0.5},
+    )  # fmt: skip
+    assert description == {"kernel": "poly", "gamma": 0.5, "degree": 2, "coef0": 1}
+    rbf, description = resolve_kernel(
+        "rbf", X, sigma=None, sigma_fraction=0.2, dtype="float64", seed=0, owner="KPPR",
+        kernel_params={"gamma": 2.0},
+    )  # fmt: skip
+    assert description["sigma"] == pytest.approx(0.5)
+    with pytest.raises(InvalidInputError, match="it takes coef0, degree, gamma"):
+        resolve_kernel(
+            "poly", X, sigma=None, sigma_fraction=0.2, dtype="float64", seed=0, owner="KPPR",
+            kernel_params={"sigma": 1.0},
+        )  # fmt: skip

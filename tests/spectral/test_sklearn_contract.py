@@ -199,7 +199,7 @@ def test_dask_input_stays_lazy(blobs):
     [
         SpectralClustering(n_clusters=0),
         NystromEmbedding(embedding="laplacian"),
-        KernelPCAEmbedding(kernel="cosine"),
+        KernelPCAEmbedding(kernel=3),
         KECA(sigma=-1.0),
     ],
 )
