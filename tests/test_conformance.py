@@ -40,6 +40,7 @@ from dkernel.errors import DKernelError, InvalidInputError
 from dkernel.io.registry import READERS
 from dkernel.jobs.registry import METHODS
 from dkernel.kernels.nystrom import explicit_feature_map
+from dkernel.kernels.pairwise import NONNEGATIVE_DATA, SKLEARN_KERNELS
 from dkernel.kernels.registry import KERNELS, MISSING_VALUE_KERNELS, make_kernel
 from dkernel.kmeans.features import features
 
@@ -87,6 +88,8 @@ KERNEL_CASES: dict[str, Callable[[np.ndarray], dict]] = {
     "pck": _pck_params,
     # the data of a precomputed kernel are kernel rows: see _kernel_data
     "precomputed": lambda X: {},
+    # scikit-learn's kernels, at scikit-learn's defaults (chi2's on non-negative data)
+    **{name: (lambda X: {}) for name in SKLEARN_KERNELS},
 }
 
 
@@ -108,6 +111,8 @@ def _kernel_data(name: str) -> tuple[np.ndarray, np.ndarray]:
     X, _ = _blobs(49, seed=1)
     X = np.c_[X, np.random.default_rng(2).normal(size=49)] + [1.0, 1.0, 0.0]
     train, new = X[:40], X[40:]
+    if name in NONNEGATIVE_DATA:
+        return np.abs(train), np.abs(new)
     if name == "precomputed":
         rbf = make_kernel("rbf", sigma=2.0)
         return rbf(train, train), rbf(new, train)
