@@ -211,11 +211,6 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         self.path_radius = path_radius
         self.random_state = random_state
 
-    #: scikit-learn's checks that fail by design, with the reason (tests/test_estimator_checks.py)
-    _expected_failed_checks = {
-        "check_estimators_nan_inf": "predict gives rows with NaN the label -1 (masked pixels)"
-    }
-
     _parameter_constraints: dict = {
         "bandwidth": [_POSITIVE, None],
         "blurring": ["boolean"],
