@@ -122,6 +122,12 @@ def _images():
     return m
 
 
+def _reservoir():
+    import dkernel.reservoir as m
+
+    return m
+
+
 def _storage():
     import dkernel.storage as m
 
@@ -150,6 +156,7 @@ _LAZY = {
     "PCKSpectralClustering": (_pck_spectral, "PCKSpectralClustering"),
     "KernelKMeans": (_kmeans, "KernelKMeans"),
     "KernelCCA": (_cca, "KernelCCA"),
+    "EchoStateNetwork": (_reservoir, "EchoStateNetwork"),
     "ChangeDetection": (_change, "ChangeDetection"),
     "detect_change": (_change, "detect_change"),
     "cluster_image": (_images, "cluster_image"),
@@ -169,6 +176,7 @@ if TYPE_CHECKING:
     from dkernel.meanshift.estimators import MSSC, MeanShift
     from dkernel.metrics import clustering_accuracy, clustering_scores
     from dkernel.ranking import JointRankingClustering, KernelPersonalizedPageRank
+    from dkernel.reservoir import EchoStateNetwork
     from dkernel.runtime import connect
     from dkernel.spectral import KECA, KernelPCAEmbedding
     from dkernel.spectral.clustering import SpectralClustering
@@ -220,6 +228,7 @@ __all__ = [
     "SpectralClustering",
     "KernelKMeans",
     "KernelCCA",
+    "EchoStateNetwork",
     "ChangeDetection",
     "detect_change",
     "MSSC",

@@ -153,6 +153,8 @@ NUMERIC = [
     "cca/dual.py",
     "change/mad.py",
     "change/threshold.py",
+    "reservoir/_reservoir.py",
+    "reservoir/series.py",
 ]
 NUMERIC += [
     str(p.relative_to(PKG))
