@@ -100,7 +100,7 @@ def draw(rng: np.random.Generator, reduction: str | None, space: str = "paper") 
         params = {
             "spectral_radius": float(rng.uniform(0.5, 1.4)),
             "input_scaling": float(rng.uniform(0.1, 0.9)),
-            "alpha": log_uniform(1e-3, 1.0),
+            "ridge": log_uniform(1e-3, 1.0),
         }
         if reduction is not None:
             params["n_components"] = max(1, round(float(rng.uniform(0.001, 1.0)) * N_RESERVOIR))
@@ -110,7 +110,7 @@ def draw(rng: np.random.Generator, reduction: str | None, space: str = "paper") 
     params = {
         "spectral_radius": float(rng.uniform(0.7, 1.3)),
         "input_scaling": log_uniform(0.1, 1.0),
-        "alpha": log_uniform(1e-6, 1.0),
+        "ridge": log_uniform(1e-6, 1.0),
     }
     if reduction is not None:
         params["n_components"] = int(rng.choice([25, 50, 100, 200, 300]))
@@ -171,7 +171,7 @@ def _reservoirpy(params: dict, train, test, seed: int) -> tuple[float, float]:
             input_connectivity=1.0,
             seed=seed,
         ),
-        readout=Ridge(ridge=params["alpha"]),
+        readout=Ridge(ridge=params["ridge"]),
         input_to_readout=True,
     )
     model.fit((Xtr - mx) / sx, (Ytr - my) / sy, warmup=WASHOUT)

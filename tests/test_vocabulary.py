@@ -57,12 +57,15 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "landmark_neighbors": "SpectralClustering's bipartite graph links 3 landmarks "
     "(bench_defaults.py), the kernel decomposition U-SPEC's 5",
     "n_clusters": "2 for the clusterers, 3 for JRC ([Lokse2014]), None where clustering is optional",
-    "n_components": "None follows n_clusters; NystromEmbedding is a transformer without it",
+    "n_components": "None follows n_clusters; NystromEmbedding is a transformer without it; "
+    "EchoStateNetwork keeps 300 components of its 400 states (bench_esn.py's search)",
     "n_density": "MSSC's density is 20 000 pre-partition seeds, MeanShift's a 5 000-point sample",
     "n_init": "k-means restarts: 100 for MSSC's small second stage ([Agersborg2012]), 3 "
     "factorisations for the kernel decomposition, 10 elsewhere",
     "n_landmarks": "None means each estimator's own default count (1000 landmarks, or min(N, "
-    "1000)); NystromEmbedding takes the count itself",
+    "1000)); NystromEmbedding and EchoStateNetwork take the count itself",
+    "landmarks": "EchoStateNetwork's states are a trajectory in time: uniform landmarks follow "
+    "its density (what bench_esn.py's search ran with); k-means++ spreads them elsewhere",
     "n_neighbors": "the neighbour rank of the adaptive kernels: 7 for local scaling "
     "(DEFAULT_LOCAL_SCALING_NEIGHBORS), 10 for the k-NN graphs of the ranking estimators "
     "(DEFAULT_KNN_NEIGHBORS); the kernel decomposition's graph size 7 (bench_defaults.py)",
@@ -73,7 +76,7 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "seeds": "MSSC's k-means pre-partition ([Agersborg2012], §7.1); MeanShift seeds at every point",
     "sigma_fraction": "the RBF rule of thumb's fraction: one constant per method in "
     "dkernel.kernels.widths, each with its source (median heuristic, PCKID 0.2, [Lokse2014] 0.15, "
-    "MSSC 0.5)",
+    "MSSC 0.5, ESN 1.4)",
     "tol": "relative objective change of the factorisation against mean shift's move length "
     "and IR-MAD's change of the canonical correlations",
     "max_iter": "IR-MAD's re-weightings converge in tens of iterations ([Nielsen2007]); the "

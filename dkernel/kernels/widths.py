@@ -27,6 +27,9 @@ on every one of them, so none can change without changing their results):
   (:func:`~dkernel.detect_change`); change detection needs a wide, nearly linear kernel whose
   canonical variates keep the radiometric no-change relation (measured on the Taizhou pair and
   the demo scene with inserted change, ``benchmarks/bench_change.py``).
+* ``ESN_SIGMA_FRACTION`` = 1.4: the kernel PCA of ``EchoStateNetwork``'s reservoir states, a
+  wide kernel: the draw the validation search of ``benchmarks/bench_esn.py`` chose on NARMA and
+  MSO (``docs/deep_models.md``).
 
 **Neighbour ranks.** ``DEFAULT_LOCAL_SCALING_NEIGHBORS`` (7, the k of Zelnik-Manor & Perona 2005
 [ZelnikManor2005]) is the rank of each point's self-tuning width wherever one is measured;
@@ -62,6 +65,7 @@ __all__ = [
     "DEFAULT_KNN_NEIGHBORS",
     "DEFAULT_LOCAL_SCALING_NEIGHBORS",
     "DEFAULT_SIGMA_FRACTION",
+    "ESN_SIGMA_FRACTION",
     "KERNEL_MAD_SIGMA_FRACTION",
     "MSSC_SIGMA_FRACTION",
     "PCKID_SIGMA_FRACTION",
@@ -89,6 +93,8 @@ MSSC_SIGMA_FRACTION = 0.5
 #: among 0.2, 0.35, 0.5 and 1/√2 on the 22 labelled sets of ``benchmarks/bench_defaults.py``.
 KERNEL_KMEANS_SIGMA_FRACTION = 0.5
 KERNEL_MAD_SIGMA_FRACTION = 2.0
+#: The echo state network's kernel PCA of its states (see the module docstring).
+ESN_SIGMA_FRACTION = 1.4
 #: Rows of the uniform sample the median pairwise distance is measured on (O(sample²) pairs).
 RULE_OF_THUMB_SAMPLE = 2000
 #: The RBF widths the numerics can use: ``γ = 1 / (2σ²)`` is then a normal float32 number

@@ -26,21 +26,19 @@ from dkernel._validation import ParameterConstraintsMixin, as_numpy, check_is_fi
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.nystrom import landmark_kernel_params
 from dkernel.kernels.registry import kernel_input_tags, make_kernel
+from dkernel.kernels.widths import ESN_SIGMA_FRACTION
 from dkernel.reservoir._reservoir import (
     EchoStateModel,
     Readout,
     harvest_states,
     make_reservoir,
-    ridge,
 )
+from dkernel.reservoir._reservoir import ridge as ridge_fit
 from dkernel.reservoir.reduction import fit_kpca, fit_pca
 
 REDUCTIONS = ("kpca", "pca")
 LANDMARK_METHODS = ("kmeans++", "uniform")
 
-#: Default RBF width of the kernel PCA, as a fraction of the median distance between states
-#: (chosen on the validation parts of the three benchmark tasks, docs/deep_models.md).
-ESN_SIGMA_FRACTION = 1.4
 
 _LAYOUT = (
     "X must be one series (n_steps, n_features) or many series of one length "
@@ -93,8 +91,9 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
         Nyström landmarks among the training states (every state when there are fewer: exact
         kernel PCA).
     landmarks : {'kmeans++', 'uniform'}
-    alpha : float
-        Ridge penalty λ of the readout.
+    ridge : float
+        Ridge penalty λ of the readout (scikit-learn's ``Ridge(alpha=...)``; ``alpha`` is the
+        restart probability elsewhere in dkernel).
     include_input : bool
         Whether the input is a readout feature besides the (reduced) state ([Lokse2020], Paper V, Eq. 2).
     random_state : int, optional
@@ -159,7 +158,7 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
         "n_landmarks": [Interval(Integral, 1, None, closed="left")],
         "landmarks": [StrOptions(set(LANDMARK_METHODS))],
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        "ridge": [Interval(Real, 0, None, closed="left")],
         "include_input": ["boolean"],
         "random_state": ["random_state", np.random.Generator],
     }
@@ -183,7 +182,7 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
         sigma_fraction: float = ESN_SIGMA_FRACTION,
         n_landmarks: int = 1000,
         landmarks: str = "uniform",
-        alpha: float = 0.01,
+        ridge: float = 0.01,
         include_input: bool = True,
         random_state: int | None = None,
     ) -> None:
@@ -203,7 +202,7 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
         self.sigma_fraction = sigma_fraction
         self.n_landmarks = n_landmarks
         self.landmarks = landmarks
-        self.alpha = alpha
+        self.ridge = ridge
         self.include_input = include_input
         self.random_state = random_state
 
@@ -327,7 +326,7 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
         reduction = self._fit_reduction(H, seed)
         scaling = self.input_scaling if self.include_input else None
         F = Readout(reduction, scaling, np.empty(0), np.empty(0)).features(H, Xt)
-        coef, intercept = ridge(F, Yt, self.alpha)
+        coef, intercept = ridge_fit(F, Yt, self.ridge)
         readout = Readout(reduction, scaling, coef, intercept)
         self.model_ = EchoStateModel(reservoir, readout, x_mean, x_scale, y_mean, y_scale)
         self.n_outputs_ = q

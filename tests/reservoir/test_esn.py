@@ -141,7 +141,7 @@ def mg():
 @pytest.mark.parametrize("reduction", [None, "pca", "kpca"])
 def test_out_of_sample_equals_in_sample_on_the_training_rows(mg, reduction):
     X, y = mg
-    esn = EchoStateNetwork(60, reduction=reduction, n_components=20, alpha=1e-4, random_state=0)
+    esn = EchoStateNetwork(60, reduction=reduction, n_components=20, ridge=1e-4, random_state=0)
     pred = esn.fit(X, y).predict(X)
     assert pred.shape == y.shape
     w = esn.washout_
@@ -184,7 +184,7 @@ def test_feedback_predicts_in_closed_loop(mg):
 def test_forecast_feeds_each_prediction_back_as_the_next_input():
     s = mso(700)[:, None]
     X, y = forecast_pairs(s, 1)
-    esn = EchoStateNetwork(80, n_components=30, alpha=1e-6, random_state=0)
+    esn = EchoStateNetwork(80, n_components=30, ridge=1e-6, random_state=0)
     esn.fit(X[:600], y[:600, 0])
     free = esn.forecast(X[:600], 3)
     assert free.shape == (3,)
