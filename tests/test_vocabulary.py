@@ -76,7 +76,7 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "seeds": "MSSC's k-means pre-partition ([Agersborg2012], §7.1); MeanShift seeds at every point",
     "sigma_fraction": "the RBF rule of thumb's fraction: one constant per method in "
     "dkernel.kernels.widths, each with its source (median heuristic, PCKID 0.2, [Lokse2014] 0.15, "
-    "MSSC 0.5, ESN 1.4)",
+    "MSSC 0.5, ESN 1.0)",
     "tol": "relative objective change of the factorisation against mean shift's move length "
     "and IR-MAD's change of the canonical correlations",
     "max_iter": "IR-MAD's re-weightings converge in tens of iterations ([Nielsen2007]); the "

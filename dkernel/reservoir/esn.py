@@ -182,7 +182,7 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
         sigma_fraction: float = ESN_SIGMA_FRACTION,
         n_landmarks: int = 1000,
         landmarks: str = "uniform",
-        ridge: float = 0.01,
+        ridge: float = 1e-3,
         include_input: bool = True,
         random_state: int | None = None,
     ) -> None:
