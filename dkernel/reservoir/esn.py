@@ -347,15 +347,22 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
             sigma_fraction=self.sigma_fraction,
             sigma=self.sigma,
         )
-        kernel = make_kernel(self.kernel, H, **params)
-        return fit_kpca(
-            H,
-            self.n_components,
-            kernel,
-            n_landmarks=self.n_landmarks,
-            landmarks=self.landmarks,
-            seed=seed,
-        )
+        try:
+            kernel = make_kernel(self.kernel, H, **params)
+            return fit_kpca(
+                H,
+                self.n_components,
+                kernel,
+                n_landmarks=self.n_landmarks,
+                landmarks=self.landmarks,
+                seed=seed,
+            )
+        except InvalidInputError as exc:
+            # the kernel sees the states, not the user's X
+            raise InvalidInputError(
+                f"The kernel PCA of {type(self).__name__} runs on the reservoir states, which lie "
+                f"in (-1, 1) (X here means them): {exc}"
+            ) from exc
 
     # -- prediction ------------------------------------------------------------------------
     def _shape_out(self, Y: np.ndarray, single: bool) -> np.ndarray:

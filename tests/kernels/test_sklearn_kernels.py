@@ -182,6 +182,11 @@ REFUSED = {
     ("KernelPersonalizedPageRank", "additive_chi2"): "The additive_chi2 kernel takes negative",
     ("JointRankingClustering", "additive_chi2"): "The additive_chi2 kernel takes negative",
     ("SpectralClustering", "additive_chi2"): "The normalized embedding needs positive degrees",
+    # its kernel PCA runs on reservoir states, tanh values in (-1, 1)
+    **{
+        ("EchoStateNetwork", name): "The kernel PCA of EchoStateNetwork runs on the reservoir"
+        for name in ("chi2", "additive_chi2")
+    },
 }
 
 
@@ -222,7 +227,8 @@ def test_every_estimator_takes_every_scikit_learn_kernel(name, kernel, data):
     X = np.random.default_rng(0).random((40, 3))
     Y = np.random.default_rng(1).random((40, 2))
     est = _estimator(name, _linear if kernel == "callable" else kernel)
-    fit_args = (X, Y) if name == "KernelCCA" else (X,)
+    # the two with a target: KernelCCA's second view, the echo state network's outputs
+    fit_args = (X, Y) if name in ("KernelCCA", "EchoStateNetwork") else (X,)
     reason = REFUSED.get((name, kernel))
     with warnings.catch_warnings():
         # kernels that are not positive semi-definite have their negative eigenvalues clipped
@@ -236,5 +242,5 @@ def test_every_estimator_takes_every_scikit_learn_kernel(name, kernel, data):
         est.fit(*fit_args)
         # Dask input goes through the same kernel, block by block
         Xd = da.from_array(X, chunks=15)
-        if name not in ("KernelCCA", "KernelDecompositionClustering"):
+        if name not in ("KernelCCA", "KernelDecompositionClustering", "EchoStateNetwork"):
             _estimator(name, est.kernel).fit(Xd)
