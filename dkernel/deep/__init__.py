@@ -1,4 +1,4 @@
-"""The thesis's deep kernel models (seed 002): the deep kernelized autoencoder (Paper III) and
+"""The thesis's deep kernel models ([Lokse2020]): the deep kernelized autoencoder (Paper III) and
 deep divergence-based clustering (Paper IV), on PyTorch (the optional ``deep`` extra, imported on
 first use)."""
 

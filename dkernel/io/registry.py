@@ -50,7 +50,7 @@ class Reader:
         the path options themselves (a dataset folder's files, a GeoTIFF's sidecars, the
         links inside a Zarr store, a STAC item's asset hrefs, a Parquet folder's members).
         When a data root confines the job, each must resolve inside it and none may be remote
-        (:func:`dkernel.io.files.confine`).
+        (``dkernel.io.files.confine``).
         Options that name a folder (``data_dir``, ``*_dir``) are confined like ``path``.
     urls : tuple of str
         The path options that may also be URLs (``s3://``, ``http(s)://``, GDAL's
