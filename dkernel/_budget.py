@@ -310,6 +310,12 @@ KERNEL_BLOCK_BYTES = 64 * 2**20
 #: A Dask chunk of a lazy output: Dask's own default chunk size (``array.chunk-size``).
 CHUNK_BYTES = 128 * 2**20
 
+#: A job's map files (label COG, class table, quick-look, segments) are made from the label
+#: map and the image read into the client's memory once when together they are at most this
+#: (the demo scene's are 4 MiB); larger ones are read strip by strip by each file, so the
+#: client's memory does not grow with the scene (``dkernel.jobs.outputs``).
+HELD_MAP_BYTES = 8 * 2**20
+
 #: Pixels of a row strip of an image (1 MiB per float32 band): the unit of work of the pixel
 #: streams, so a worker's memory does not grow with the scene's width.
 STRIP_PIXELS = 2**18

@@ -633,15 +633,22 @@ def _write_files(
 
 
 def _held_if_small(label_map: Any, image: xr.DataArray | None) -> tuple[Any, Any]:
-    """The label map and the image in memory where each fits one chunk (``CHUNK_BYTES``):
-    every file is then made from there, not read again from the store and the source (the
-    demo's files: two reads instead of ten passes of Dask, 0.12 s)."""
-    from dkernel._budget import CHUNK_BYTES
+    """The label map and the image in memory when together they are at most
+    ``HELD_MAP_BYTES`` (8 MiB): every file is then made from there, not read again from the
+    store and the source (the demo's files: two reads instead of ten passes of Dask, 0.12 s).
+    Larger ones stay lazy, and each file reads them strip by strip (the same files, byte for
+    byte), so the map files' memory does not grow with the scene."""
+    from dkernel._budget import HELD_MAP_BYTES
     from dkernel._validation import is_dask_array
 
-    if is_dask_array(label_map) and label_map.nbytes <= CHUNK_BYTES:
+    lazy_labels = is_dask_array(label_map)
+    lazy_image = image is not None and image.chunks is not None
+    held = (label_map.nbytes if lazy_labels else 0) + (image.nbytes if lazy_image else 0)
+    if held > HELD_MAP_BYTES:
+        return label_map, image
+    if lazy_labels:
         label_map = label_map.compute()
-    if image is not None and image.chunks is not None and image.nbytes <= CHUNK_BYTES:
+    if lazy_image:
         image = image.compute()
     return label_map, image
 
