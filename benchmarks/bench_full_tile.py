@@ -203,7 +203,9 @@ def run_job(tif: Path, store: Path, workers: int) -> tuple[float, dict[str, floa
     wall = time.perf_counter() - t
     peaks = memory.stop()
     if proc.returncode != 0:
-        raise RuntimeError(f"dkernel run failed:\n{out[-3000:]}")
+        # the peaks too: on a loaded machine a job can fail after its work (a worker slow to
+        # stop when the embedded cluster closes)
+        raise RuntimeError(f"dkernel run failed (peaks {json.dumps(peaks)}):\n{out[-3000:]}")
     return wall, peaks, out
 
 

@@ -116,9 +116,10 @@ def test_streamed_quicklook_is_the_whole_array_quicklook(scene, tmp_path, monkey
     assert [int(s.rsplit("(", 1)[1].split()[0].replace(",", "")) for s in held.legend[:-1]] == (
         counts.tolist()
     )
-    a = draw_quicklook(tmp_path / "streamed.png", streamed)
-    b = draw_quicklook(tmp_path / "held.png", held)
-    assert a.read_bytes() == b.read_bytes()
+    if side < ROWS:  # the PNG is drawn from the plan alone: once is enough
+        a = draw_quicklook(tmp_path / "streamed.png", streamed)
+        b = draw_quicklook(tmp_path / "held.png", held)
+        assert a.read_bytes() == b.read_bytes()
 
 
 def test_job_map_files_hold_the_arrays_only_below_the_budget(scene, monkeypatch):
