@@ -128,6 +128,12 @@ def _reservoir():
     return m
 
 
+def _deep():
+    import dkernel.deep as m
+
+    return m
+
+
 def _storage():
     import dkernel.storage as m
 
@@ -160,6 +166,7 @@ _LAZY = {
     "ChangeDetection": (_change, "ChangeDetection"),
     "detect_change": (_change, "detect_change"),
     "cluster_image": (_images, "cluster_image"),
+    "DeepDivergenceClustering": (_deep, "DeepDivergenceClustering"),
     "ResultsStore": (_storage, "ResultsStore"),
     "open_results": (_storage, "open_results"),
     "recorded_path": (_storage, "recorded_path"),
@@ -170,6 +177,7 @@ if TYPE_CHECKING:
     from dkernel.change import ChangeDetection, detect_change
     from dkernel.decomposition import KernelDecompositionClustering
     from dkernel.decomposition.selection import select_model as select_kdc_model
+    from dkernel.deep import DeepDivergenceClustering
     from dkernel.gmm.pck import ProbabilisticClusterKernel
     from dkernel.images import cluster_image
     from dkernel.kmeans import KernelKMeans
@@ -229,6 +237,7 @@ __all__ = [
     "KernelKMeans",
     "KernelCCA",
     "EchoStateNetwork",
+    "DeepDivergenceClustering",
     "ChangeDetection",
     "detect_change",
     "MSSC",

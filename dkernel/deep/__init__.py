@@ -4,4 +4,4 @@ first use)."""
 
 from dkernel._lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, {})
+__getattr__, __dir__, __all__ = attach(__name__, {"ddc": ["DeepDivergenceClustering"]})

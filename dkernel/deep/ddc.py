@@ -1,0 +1,446 @@
+"""``dkernel.DeepDivergenceClustering``: deep divergence-based clustering ([Kampffmeyer2019]).
+
+A network ending in a softmax is trained end to end, without pretraining, by the
+Cauchy–Schwarz-divergence loss of :mod:`dkernel.deep._cs_divergence`; its argmax is the
+cluster. Several restarts are trained and the one of lowest unsupervised loss kept (Section
+4.6). Training reads NumPy or Dask input chunk by chunk and can be checkpointed every epoch
+and resumed; ``predict`` of a Dask array runs per chunk with ``map_blocks``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from numbers import Integral, Real
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from dkernel._random import derive_seed, seed_from_random_state
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    check_is_fitted,
+    is_dask_array,
+    validate_input,
+)
+from dkernel.deep._cs_divergence import SIGMA_FRACTION
+from dkernel.deep._ddc_training import (
+    Architecture,
+    ChunkSource,
+    build_network,
+    cnn_feature_size,
+    epoch_rng,
+    evaluate_loss,
+    predict_proba_array,
+    train_epoch,
+)
+from dkernel.deep._torch import require_torch
+from dkernel.errors import InvalidInputError
+
+#: Section 4.6's learning rates of Adam: 1e-3 for the CNN, 1e-5 for the fully connected network
+#: (which the paper trains for 70 000 iterations).
+LEARNING_RATE_CNN = 1e-3
+LEARNING_RATE_MLP = 1e-5
+#: Checkpoint format version (a file of another version is refused, not misread).
+CHECKPOINT_VERSION = 1
+
+
+class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
+    """Deep divergence-based clustering (DDC): a network trained by a Cauchy–Schwarz loss.
+
+    The network maps each sample to a soft assignment ``α`` on the simplex (softmax) through a
+    hidden layer ``h``. Each mini-batch is scored by eq. 4 of [Kampffmeyer2019]: the
+    Cauchy–Schwarz divergence argument between the clusters' kernel means (a Gaussian kernel
+    on ``h``, σ = ``sigma_fraction`` × the batch's median distance), the mean inner product
+    of the assignment vectors of distinct samples, and the divergence argument once more with
+    the assignments' closeness to the simplex corners (see :mod:`dkernel.deep._cs_divergence`).
+    The loss favours compact, separated and balanced clusters. The cluster of a sample is the
+    argmax of its assignment.
+
+    Parameters
+    ----------
+    n_clusters : int
+        Number of clusters (the softmax width). 'auto' (choosing k from the data) is not
+        supported yet and raises :class:`~dkernel.errors.InvalidInputError`.
+    max_iter : int
+        Training epochs (passes over the data) of each restart. The paper trains for 70 000
+        iterations of 100 samples; the default of 100 epochs (5 000 iterations on 5 000 samples)
+        reaches the paper's MNIST accuracy band in ``benchmarks/bench_ddc.py``.
+    batch_size : int
+        Mini-batch size (Section 4.6: 100). The last, short remainder of an epoch joins the
+        previous batch.
+    learning_rate_init : float or 'auto'
+        Adam's learning rate. 'auto': Section 4.6's choices, 1e-3 for the CNN and 1e-5 for the
+        fully connected network.
+    sigma_fraction : float
+        The kernel width as a fraction of the batch's median pairwise distance of the hidden
+        representation (Section 4.6: 0.15).
+    n_init : int
+        Restarts with different initializations and shuffles; the one of lowest unsupervised
+        loss over the training data is kept (the paper trains 20).
+    checkpoint : str, path or None
+        File to save the training state to after every epoch (weights, Adam's state, the
+        restarts done). When it exists, ``fit`` resumes from it; a checkpoint written for other
+        data or parameters is refused. None: no checkpoint.
+    random_state : int, numpy Generator or None
+        Seed of the initializations and shuffles. An int gives identical results on identical
+        input (PyTorch's CPU kernels are deterministic for these layers).
+    verbose : int
+        0: silent; 1: one line per epoch (restart, epoch, mean batch loss).
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        Cluster of each training sample.
+    loss_ : float
+        Unsupervised loss of the kept restart over the training data.
+    losses_ : ndarray of shape (n_init,)
+        That loss for every restart.
+    loss_curve_ : list of float
+        Mean batch loss of every epoch of the kept restart.
+    network_ : torch.nn.Module
+        The trained network of the kept restart (eval mode).
+    input_shape_ : tuple of int
+        Shape of one sample as the network sees it: ``(n_features,)`` or ``(channels, height,
+        width)``.
+    n_features_in_ : int
+        Values per sample.
+
+    Notes
+    -----
+    Input: ``(n_samples, n_features)`` vectors go through fully connected layers
+    200-200-500-C; ``(n_samples, height, width)`` or ``(n_samples, channels, height, width)``
+    images (at least 16 × 16) through the paper's CNN. Scale the inputs to about unit range
+    (images: grey levels / 255). The loss's orthogonality term assumes clusters of similar
+    sizes (Section 3.1.2).
+
+    References
+    ----------
+    .. [Kampffmeyer2019] M. Kampffmeyer, S. Løkse, F. M. Bianchi, L. Livi, A.-B. Salberg and
+       R. Jenssen, "Deep divergence-based approach to clustering", Neural Networks 113,
+       91-101, 2019.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dkernel import DeepDivergenceClustering
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(-3, 1, (100, 4)), rng.normal(3, 1, (100, 4))])
+    >>> ddc = DeepDivergenceClustering(
+    ...     n_clusters=2, max_iter=20, learning_rate_init=1e-3, random_state=0
+    ... ).fit(X)
+    >>> ddc.labels_.shape
+    (200,)
+    """
+
+    _parameter_constraints: dict = {
+        "n_clusters": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 2, None, closed="left")],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "checkpoint": [str, os.PathLike, None],
+        "random_state": ["random_state", np.random.Generator],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_clusters: int | str = 8,
+        *,
+        max_iter: int = 100,
+        batch_size: int = 100,
+        learning_rate_init: float | str = "auto",
+        sigma_fraction: float = SIGMA_FRACTION,
+        n_init: int = 1,
+        checkpoint: str | os.PathLike | None = None,
+        random_state: int | np.random.Generator | None = None,
+        verbose: int = 0,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate_init = learning_rate_init
+        self.sigma_fraction = sigma_fraction
+        self.n_init = n_init
+        self.checkpoint = checkpoint
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ input
+
+    def _check_X(self, X: Any, *, reset: bool) -> tuple[Any, tuple[int, ...]]:
+        """``X`` validated, and the per-sample shape the network takes."""
+        owner = type(self).__name__
+        ndim = getattr(X, "ndim", None)
+        if ndim is None:
+            X = np.asarray(X)
+            ndim = X.ndim
+        if ndim not in (2, 3, 4):
+            raise InvalidInputError(
+                f"{owner} takes vectors of shape (n_samples, n_features) or images of shape "
+                f"(n_samples, height, width) or (n_samples, channels, height, width); got a "
+                f"{ndim}-D array of shape {tuple(X.shape)}."
+            )
+        if ndim == 2:
+            X = validate_input(self, X, reset=reset, min_samples=2 if reset else 1)
+            return X, (int(X.shape[1]),)
+        X = _check_images(X, owner, min_samples=2 if reset else 1)
+        shape = (1, *X.shape[1:]) if ndim == 3 else tuple(X.shape[1:])
+        if cnn_feature_size(shape[1], shape[2]) == 0:
+            raise InvalidInputError(
+                f"{owner}'s CNN needs images of at least 16 x 16 pixels (two 5 x 5 convolutions "
+                f"and 2 x 2 poolings); got {shape[1]} x {shape[2]}. Pass the pixels as vectors, "
+                f"X.reshape(len(X), -1), for the fully connected network."
+            )
+        if reset:
+            self.n_features_in_ = int(np.prod(shape))
+        elif tuple(shape) != tuple(self.input_shape_):
+            raise InvalidInputError(
+                f"X has samples of shape {tuple(X.shape[1:])}, but {owner} was fitted on "
+                f"samples of shape {self.input_shape_}."
+            )
+        return X, tuple(int(s) for s in shape)
+
+    # ------------------------------------------------------------------ fit
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: Any, y: Any = None) -> DeepDivergenceClustering:
+        """Train ``n_init`` networks on ``X`` and keep the one of lowest loss.
+
+        Parameters
+        ----------
+        X : array-like or Dask array of shape (n_samples, n_features), (n_samples, height,
+            width) or (n_samples, channels, height, width)
+            Training data; a Dask array is read one chunk (along the first axis) at a time.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : DeepDivergenceClustering
+        """
+        torch = require_torch(type(self).__name__)
+        if self.n_clusters == "auto":
+            raise InvalidInputError(
+                "DeepDivergenceClustering does not support n_clusters='auto' yet: the network's "
+                "softmax width is the number of clusters. Pass an integer n_clusters."
+            )
+        X, shape = self._check_X(X, reset=True)
+        n = int(X.shape[0])
+        k = int(self.n_clusters)
+        if n < k:
+            raise InvalidInputError(
+                f"DeepDivergenceClustering needs at least n_clusters={k} samples; got {n}."
+            )
+        arch = Architecture(shape, k)
+        lr = self.learning_rate_init
+        if lr == "auto":
+            lr = LEARNING_RATE_CNN if arch.is_image else LEARNING_RATE_MLP
+        seed = seed_from_random_state(self.random_state)
+        if seed is None:
+            seed = int(np.random.default_rng().integers(0, 2**31 - 1))
+        source = ChunkSource(X, shape)
+        batch_size = min(int(self.batch_size), n)
+        store = _Checkpoint(self.checkpoint, self._fingerprint(X, shape, float(lr), seed))
+        state = store.load(torch)
+
+        runs: list[dict[str, Any]] = state["runs"] if state else []
+        for run in range(len(runs), self.n_init):
+            net = build_network(arch, torch.Generator().manual_seed(derive_seed(seed, "ddc", run)))
+            optimizer = torch.optim.Adam(net.parameters(), lr=float(lr))
+            curve: list[float] = []
+            if state and state.get("current") is not None:
+                net.load_state_dict(state["current"]["network"])
+                optimizer.load_state_dict(state["current"]["optimizer"])
+                curve = list(state["current"]["curve"])
+                state = None
+            for epoch in range(len(curve), self.max_iter):
+                loss = train_epoch(
+                    net, optimizer, source, batch_size, epoch_rng(seed, run, epoch),
+                    self.sigma_fraction,
+                )  # fmt: skip
+                curve.append(loss)
+                current = {
+                    "network": net.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "curve": curve,
+                }
+                store.save(torch, runs, current)
+                self._progress(run, epoch, loss)
+            final = evaluate_loss(net, source, batch_size, seed, self.sigma_fraction)
+            runs.append({"network": net.state_dict(), "curve": curve, "loss": final})
+            store.save(torch, runs, None)
+
+        losses = np.array([r["loss"] for r in runs], dtype=np.float64)
+        best = int(np.argmin(losses))
+        net = build_network(arch, torch.Generator().manual_seed(0))
+        net.load_state_dict(runs[best]["network"])
+        net.eval()
+        self.network_ = net
+        self.input_shape_ = shape
+        self.losses_ = losses
+        self.loss_ = float(losses[best])
+        self.loss_curve_ = list(runs[best]["curve"])
+        self.n_iter_ = len(self.loss_curve_)
+        self.labels_ = np.argmax(_proba_of(net, source), axis=1)
+        return self
+
+    def _fingerprint(self, X: Any, shape: tuple[int, ...], lr: float, seed: int) -> str:
+        """What a checkpoint must have been written for: the data's shape and chunks, a sample
+        of its values, the architecture and every training parameter."""
+        chunks = tuple(int(c) for c in X.chunks[0]) if is_dask_array(X) else (int(X.shape[0]),)
+        head = np.asarray(X[: min(8, X.shape[0])], dtype=np.float32)
+        parts = {
+            "version": CHECKPOINT_VERSION,
+            "n": int(X.shape[0]),
+            "shape": list(shape),
+            "chunks": list(chunks),
+            "head": hashlib.sha256(head.tobytes()).hexdigest(),
+            "n_clusters": int(self.n_clusters),
+            "max_iter": int(self.max_iter),
+            "batch_size": int(self.batch_size),
+            "lr": lr,
+            "sigma_fraction": float(self.sigma_fraction),
+            "n_init": int(self.n_init),
+            "seed": seed,
+        }
+        return json.dumps(parts, sort_keys=True)
+
+    def _progress(self, run: int, epoch: int, loss: float) -> None:
+        """Called after every epoch (the terminal progress of ``verbose=1``)."""
+        if self.verbose:
+            print(
+                f"DeepDivergenceClustering: restart {run + 1}/{self.n_init}, "
+                f"epoch {epoch + 1}/{self.max_iter}, loss {loss:.4f}",
+                flush=True,
+            )
+
+    # ------------------------------------------------------------------ predict
+
+    def predict_proba(self, X: Any) -> Any:
+        """Soft assignments (the network's softmax output) of the rows of ``X``.
+
+        Parameters
+        ----------
+        X : array-like or Dask array
+            Samples shaped like the training data.
+
+        Returns
+        -------
+        proba : ndarray or Dask array of shape (n_samples, n_clusters)
+            Lazy (one task per chunk) for Dask input.
+        """
+        check_is_fitted(self, "network_")
+        X, shape = self._check_X(X, reset=False)
+        if is_dask_array(X):
+            X = X.rechunk({i: -1 for i in range(1, X.ndim)})
+            k = int(self.n_clusters)
+            return X.map_blocks(
+                _proba_block,
+                self.network_,
+                shape,
+                dtype=np.float64,
+                chunks=(X.chunks[0], (k,)),
+                drop_axis=list(range(2, X.ndim)) if X.ndim > 2 else None,
+                meta=np.empty((0, k), dtype=np.float64),
+            )
+        return _proba_of(self.network_, ChunkSource(X, shape))
+
+    def predict(self, X: Any) -> Any:
+        """Cluster of each row of ``X``: the argmax of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like or Dask array
+            Samples shaped like the training data.
+
+        Returns
+        -------
+        labels : ndarray or Dask array of shape (n_samples,)
+        """
+        proba = self.predict_proba(X)
+        return proba.argmax(axis=1)
+
+    def fit_predict(self, X: Any, y: Any = None, **kwargs: Any) -> np.ndarray:
+        """Fit and return ``labels_``."""
+        return self.fit(X, y, **kwargs).labels_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = self.random_state is None
+        return tags
+
+
+def _check_images(X: Any, owner: str, *, min_samples: int) -> Any:
+    """A 3-D or 4-D numeric NumPy or Dask array of images, float32."""
+    if not is_dask_array(X):
+        X = np.asarray(X)
+    dtype = X.dtype
+    if not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)) or np.issubdtype(
+        dtype, np.complexfloating
+    ):
+        raise InvalidInputError(f"{owner} needs real numeric images; got dtype {dtype}.")
+    if any(np.isnan(c) for c in X.shape):
+        raise InvalidInputError(
+            f"{owner} needs a Dask array with known chunk sizes; call X.compute_chunk_sizes() first."
+        )
+    if X.shape[0] < min_samples:
+        raise InvalidInputError(f"{owner} needs at least {min_samples} samples; got {X.shape[0]}.")
+    if X.ndim == 4 and X.shape[1] > 16 and X.shape[3] <= 4:
+        raise InvalidInputError(
+            f"{owner} takes images as (n_samples, channels, height, width); got shape {X.shape}, "
+            "which looks channels-last. Use X.transpose(0, 3, 1, 2)."
+        )
+    X = X.astype(np.float32)
+    if not is_dask_array(X) and not np.isfinite(X).all():
+        raise InvalidInputError(f"{owner} got NaN or infinite values in X; replace them.")
+    return X
+
+
+def _proba_of(net: Any, source: ChunkSource) -> np.ndarray:
+    parts = [predict_proba_array(net, block) for block in source.ordered(len(source.X) or 1)]
+    return np.concatenate(parts) if parts else np.zeros((0, net.output[0].out_features))
+
+
+def _proba_block(block: np.ndarray, net: Any, shape: tuple[int, ...]) -> np.ndarray:
+    rows = np.asarray(block, dtype=np.float32).reshape((-1, *shape))
+    return predict_proba_array(net, rows)
+
+
+class _Checkpoint:
+    """The training state in one file, written atomically (a temporary file, then a rename)."""
+
+    def __init__(self, path: str | os.PathLike | None, fingerprint: str) -> None:
+        self.path = None if path is None else Path(path)
+        self.fingerprint = fingerprint
+
+    def load(self, torch: Any) -> dict[str, Any] | None:
+        if self.path is None or not self.path.exists():
+            return None
+        try:
+            state = torch.load(self.path, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise InvalidInputError(
+                f"{self.path}: not a readable DeepDivergenceClustering checkpoint ({exc}); "
+                "delete it or pass another checkpoint path."
+            ) from None
+        if not isinstance(state, dict) or state.get("fingerprint") != self.fingerprint:
+            raise InvalidInputError(
+                f"{self.path}: this checkpoint was written for other data or parameters; "
+                "delete it or pass another checkpoint path to start afresh."
+            )
+        return state
+
+    def save(self, torch: Any, runs: list[dict[str, Any]], current: dict[str, Any] | None) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        torch.save({"fingerprint": self.fingerprint, "runs": runs, "current": current}, tmp)
+        os.replace(tmp, self.path)

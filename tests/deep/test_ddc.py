@@ -1,0 +1,314 @@
+"""Deep divergence-based clustering (Paper IV of seed 002, [Kampffmeyer2019]): the three loss
+terms against literal NumPy transcriptions of eq. 3-4, their gradients by finite differences,
+and the estimator's contracts (out-of-sample on training rows, determinism, Dask input, resume
+after an interruption, the missing extra, bad input)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from itertools import combinations
+
+import dask.array as da
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dkernel import DeepDivergenceClustering  # noqa: E402
+from dkernel.deep._cs_divergence import (  # noqa: E402
+    cs_divergence_term,
+    ddc_loss,
+    gaussian_kernel,
+    orthogonality_term,
+    simplex_corner_similarity,
+)
+from dkernel.deep._ddc_training import batch_plan  # noqa: E402
+from dkernel.errors import InvalidInputError  # noqa: E402
+from dkernel.metrics import clustering_accuracy  # noqa: E402
+
+# ---------------------------------------------------------------- NumPy references of the paper
+
+
+def _softmax_rows(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    z = rng.normal(size=(n, k)) * 2.0
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _ref_kernel(H: np.ndarray, fraction: float) -> np.ndarray:
+    """k_{q,l} = exp(-d(h_q, h_l)² / (2σ²)), σ = fraction × median pairwise distance (Sec. 4.6)."""
+    n = len(H)
+    d = np.array([[np.linalg.norm(H[q] - H[l]) for l in range(n)] for q in range(n)])
+    sigma = fraction * np.median([d[q, l] for q, l in combinations(range(n), 2)])
+    return np.exp(-(d**2) / (2 * sigma**2))
+
+
+def _ref_d(A: np.ndarray, K: np.ndarray) -> float:
+    """Eq. 3 as printed: 1/k Σ_{i<j} α_iᵀKα_j / sqrt(α_iᵀKα_i α_jᵀKα_j)."""
+    k = A.shape[1]
+    total = 0.0
+    for i in range(k - 1):
+        for j in range(i + 1, k):
+            a_i, a_j = A[:, i], A[:, j]
+            total += (a_i @ K @ a_j) / np.sqrt((a_i @ K @ a_i) * (a_j @ K @ a_j))
+    return total / k
+
+
+def _ref_triu(A: np.ndarray) -> float:
+    """triu(AAᵀ): the sum of the strictly upper triangular elements of A Aᵀ (Sec. 3.1.2)."""
+    n = len(A)
+    return sum(float(A[q] @ A[l]) for q in range(n) for l in range(q + 1, n))
+
+
+def _ref_m(A: np.ndarray) -> np.ndarray:
+    """m_{q,i} = exp(-||α_q - e_i||²)."""
+    n, k = A.shape
+    E = np.eye(k)
+    return np.array([[np.exp(-np.sum((A[q] - E[i]) ** 2)) for i in range(k)] for q in range(n)])
+
+
+@pytest.mark.parametrize(("n", "k"), [(12, 2), (30, 4), (25, 7)])
+def test_loss_terms_match_the_papers_equations(n: int, k: int) -> None:
+    rng = np.random.default_rng(n + k)
+    H = rng.normal(size=(n, 5))
+    A = _softmax_rows(rng, n, k)
+    K = _ref_kernel(H, 0.15)
+    Ht, At = torch.from_numpy(H), torch.from_numpy(A)
+    np.testing.assert_allclose(gaussian_kernel(Ht, 0.15).numpy(), K, rtol=1e-10, atol=1e-14)
+    Kt = torch.from_numpy(K)
+    # the implementation's terms are means: eq. 3 × 2/(k-1), triu × 2/(n(n-1))
+    d_alpha = _ref_d(A, K) * 2 / (k - 1)
+    np.testing.assert_allclose(float(cs_divergence_term(At, Kt)), d_alpha, rtol=1e-10)
+    triu = _ref_triu(A) * 2 / (n * (n - 1))
+    np.testing.assert_allclose(float(orthogonality_term(At)), triu, rtol=1e-10)
+    M = _ref_m(A)
+    np.testing.assert_allclose(simplex_corner_similarity(At).numpy(), M, rtol=1e-12)
+    d_m = _ref_d(M, K) * 2 / (k - 1)
+    loss = ddc_loss(Ht, At, 0.15)
+    np.testing.assert_allclose(float(loss.divergence), d_alpha, rtol=1e-9)
+    np.testing.assert_allclose(float(loss.orthogonality), triu, rtol=1e-10)
+    np.testing.assert_allclose(float(loss.simplex), d_m, rtol=1e-9)
+    np.testing.assert_allclose(float(loss.total), d_alpha + triu + d_m, rtol=1e-9)
+
+
+def test_loss_rewards_separated_crisp_balanced_clusters() -> None:
+    """The paper's reading of each term: crisp assignments that follow well separated groups
+    score lower than the same assignments shuffled, and than uniform assignments."""
+    rng = np.random.default_rng(0)
+    k, per = 3, 10
+    H = np.vstack([rng.normal(10 * c, 0.3, size=(per, 4)) for c in range(k)])
+    good = np.repeat(np.eye(k), per, axis=0)
+    shuffled = good[rng.permutation(len(good))]
+    uniform = np.full_like(good, 1 / k)
+    Ht = torch.from_numpy(H)
+    scores = [float(ddc_loss(Ht, torch.from_numpy(a)).total) for a in (good, shuffled, uniform)]
+    assert scores[0] < scores[1] and scores[0] < scores[2]
+    # crisp, balanced: the orthogonality term is the share of same-cluster pairs
+    orth = float(orthogonality_term(torch.from_numpy(good)))
+    assert orth == pytest.approx(k * per * (per - 1) / (k * per * (k * per - 1)))
+
+
+def loss_rule(h, z):
+    return ddc_loss(h, torch.softmax(z, dim=1), 0.15).total
+
+
+def test_gradients_by_finite_differences() -> None:
+    rng = np.random.default_rng(1)
+    n, k = 9, 3
+    H = torch.tensor(rng.normal(size=(n, 4)), requires_grad=True)
+    Z = torch.tensor(rng.normal(size=(n, k)), requires_grad=True)
+
+    def loss(h, z):
+        return ddc_loss(h, torch.softmax(z, dim=1), sigma=1.3).total
+
+    assert torch.autograd.gradcheck(loss, (H, Z), eps=1e-6, atol=1e-6)
+    # with the width rule, σ is held constant for the gradient (re-estimated per batch, not
+    # optimized): the assignments' gradient is exact
+    H.requires_grad_(False)
+    assert torch.autograd.gradcheck(lambda z: loss_rule(H, z), (Z,), eps=1e-6, atol=1e-6)
+    A = torch.tensor(_softmax_rows(rng, n, k), requires_grad=True)
+    K = torch.tensor(_ref_kernel(rng.normal(size=(n, 4)), 0.3), requires_grad=True)
+    assert torch.autograd.gradcheck(cs_divergence_term, (A, K), eps=1e-6, atol=1e-6)
+    assert torch.autograd.gradcheck(orthogonality_term, (A,), eps=1e-6, atol=1e-6)
+    assert torch.autograd.gradcheck(simplex_corner_similarity, (A,), eps=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------- batches
+
+
+def test_batch_plan_visits_every_row_once_in_full_batches() -> None:
+    rng = np.random.default_rng(0)
+    sizes = (37, 50, 13)
+    plan = batch_plan(sizes, 20, rng)
+    seen = sorted((c, int(r)) for batch in plan for c, rows in batch for r in rows)
+    assert seen == [(c, r) for c, s in enumerate(sizes) for r in range(s)]
+    lengths = [sum(len(rows) for _, rows in batch) for batch in plan]
+    assert lengths[:-1] == [20] * (len(plan) - 1) and 20 <= lengths[-1] < 40
+
+
+# ---------------------------------------------------------------- the estimator
+
+
+def _blobs(n_per: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = np.array([[-4.0, 0.0, 0.0], [4.0, 0.0, 0.0], [0.0, 6.0, 0.0]])
+    X = np.vstack([rng.normal(c, 0.7, size=(n_per, 3)) for c in centres])
+    return X.astype(np.float32), np.repeat(np.arange(3), n_per)
+
+
+def _fast(**params) -> DeepDivergenceClustering:
+    base = dict(n_clusters=3, max_iter=15, batch_size=60, learning_rate_init=1e-3, random_state=0)
+    return DeepDivergenceClustering(**{**base, **params})
+
+
+def test_separated_blobs_are_found() -> None:
+    X, y = _blobs()
+    model = _fast(max_iter=40).fit(X)
+    assert clustering_accuracy(y, model.labels_) >= 0.95
+    assert len(model.loss_curve_) == 40 and model.loss_curve_[-1] < model.loss_curve_[0]
+
+
+def test_predict_on_training_rows_equals_labels() -> None:
+    X, _ = _blobs()
+    model = _fast().fit(X)
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+    proba = model.predict_proba(X)
+    assert proba.shape == (len(X), 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_same_seed_same_labels_and_restarts_ranked_by_loss() -> None:
+    X, _ = _blobs()
+    a = _fast(n_init=2).fit(X)
+    b = _fast(n_init=2).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.losses_, b.losses_)
+    assert a.loss_ == a.losses_.min() and a.losses_[0] != a.losses_[1]
+
+
+def test_dask_input_trains_and_predicts_chunk_by_chunk() -> None:
+    X, _ = _blobs()
+    one = _fast().fit(da.from_array(X, chunks=len(X)))
+    np.testing.assert_array_equal(one.labels_, _fast().fit(X).labels_)
+    two = _fast().fit(da.from_array(X, chunks=70))  # other chunks: other shuffles, still fits
+    assert two.labels_.shape == (len(X),)
+    p1 = one.predict(da.from_array(X, chunks=len(X)))
+    p2 = one.predict(da.from_array(X, chunks=(45, 3)))
+    assert isinstance(p2, da.Array) and p2.numblocks == (4,)
+    np.testing.assert_array_equal(p1.compute(), p2.compute())
+    np.testing.assert_array_equal(p2.compute(), one.labels_)
+    np.testing.assert_allclose(
+        one.predict_proba(da.from_array(X, chunks=50)).compute(), one.predict_proba(X), atol=1e-6
+    )
+
+
+def test_images_go_through_the_cnn() -> None:
+    rng = np.random.default_rng(0)
+    imgs = np.zeros((40, 16, 16), dtype=np.float32)
+    imgs[:20, :8] = 1.0  # top half lit
+    imgs[20:, 8:] = 1.0  # bottom half lit
+    imgs += rng.normal(0, 0.05, imgs.shape).astype(np.float32)
+    model = DeepDivergenceClustering(n_clusters=2, max_iter=10, batch_size=20, random_state=0)
+    model.fit(imgs)
+    assert model.input_shape_ == (1, 16, 16) and model.n_features_in_ == 256
+    assert clustering_accuracy(np.repeat([0, 1], 20), model.labels_) == 1.0
+    np.testing.assert_array_equal(model.predict(imgs[:, None]), model.labels_)
+    lazy = model.predict(da.from_array(imgs, chunks=(15, 16, 16)))
+    np.testing.assert_array_equal(lazy.compute(), model.labels_)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+class _StopsAfter(DeepDivergenceClustering):
+    """Raises after ``stop_after`` epochs: a training killed mid-way (the checkpoint stays)."""
+
+    stop_after = 0
+
+    def _progress(self, run: int, epoch: int, loss: float) -> None:
+        type(self).seen.append((run, epoch))
+        if len(type(self).seen) == type(self).stop_after:
+            raise _Interrupted
+
+
+def test_resume_after_interruption_gives_the_uninterrupted_result(tmp_path) -> None:
+    X, _ = _blobs()
+    params = dict(n_clusters=3, max_iter=6, batch_size=60, learning_rate_init=1e-3, n_init=2)
+    reference = DeepDivergenceClustering(random_state=3, **params).fit(X)
+    path = tmp_path / "ddc.pt"
+    _StopsAfter.seen, _StopsAfter.stop_after = [], 8  # the second restart's 2nd epoch
+    with pytest.raises(_Interrupted):
+        _StopsAfter(random_state=3, checkpoint=path, **params).fit(X)
+    assert path.exists()
+    _StopsAfter.seen, _StopsAfter.stop_after = [], -1
+    resumed = _StopsAfter(random_state=3, checkpoint=path, **params).fit(X)
+    assert _StopsAfter.seen == [(1, e) for e in range(2, 6)]  # only what was left
+    np.testing.assert_array_equal(resumed.labels_, reference.labels_)
+    np.testing.assert_allclose(resumed.losses_, reference.losses_, rtol=1e-12)
+    np.testing.assert_allclose(resumed.loss_curve_, reference.loss_curve_, rtol=1e-12)
+    with pytest.raises(InvalidInputError, match="other data or parameters"):
+        DeepDivergenceClustering(random_state=4, checkpoint=path, **params).fit(X)
+
+
+def test_missing_torch_names_the_extra() -> None:
+    # a finder that refuses torch (sys.modules['torch'] = None would break SciPy's array-API
+    # probe, which looks torch up in sys.modules)
+    code = (
+        "import sys, importlib.abc\n"
+        "class NoTorch(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] == 'torch':\n"
+        "            raise ImportError(f'No module named {name!r}')\n"
+        "sys.meta_path.insert(0, NoTorch())\n"
+        "import numpy as np\n"
+        "from dkernel import DeepDivergenceClustering\n"
+        "from dkernel.errors import InvalidInputError\n"
+        "try:\n"
+        "    DeepDivergenceClustering(n_clusters=2).fit(np.zeros((4, 2)))\n"
+        "except InvalidInputError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "dkernel[deep]" in out.stdout and "PyTorch" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("X", "params", "match"),
+    [
+        (np.zeros((10, 2, 2, 2, 2)), {}, "got a 5-D array"),
+        (np.zeros((10, 8, 8)), {}, "at least 16 x 16"),
+        (np.zeros((10, 28, 28, 3)), {}, "channels-last"),
+        (np.array([[1.0, np.nan]] * 10), {}, "NaN"),
+        (np.zeros((1, 3)), {}, "minimum of 2"),
+        (np.zeros((5, 3)), {"n_clusters": 8}, "at least n_clusters=8"),
+        (np.zeros((10, 3)), {"n_clusters": "auto"}, "not support n_clusters='auto'"),
+        (np.zeros((10, 3)), {"n_clusters": 1}, "n_clusters"),
+        (np.zeros((10, 3)), {"batch_size": 1}, "batch_size"),
+        (np.zeros((10, 3)), {"sigma_fraction": 0}, "sigma_fraction"),
+    ],
+)
+def test_bad_input_raises_a_clear_error(X, params, match) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        DeepDivergenceClustering(**params).fit(X)
+
+
+def test_predict_refuses_other_shapes() -> None:
+    X, _ = _blobs(10)
+    model = _fast(max_iter=1).fit(X)
+    with pytest.raises(InvalidInputError, match="3 features"):
+        model.predict(np.zeros((4, 5)))
+    imgs = np.zeros((12, 16, 16), dtype=np.float32)
+    imgs[::2] = 1
+    cnn = DeepDivergenceClustering(n_clusters=2, max_iter=1, random_state=0).fit(imgs)
+    with pytest.raises(InvalidInputError, match="shape"):
+        cnn.predict(np.zeros((3, 20, 20)))
+
+
+def test_corrupt_checkpoint_is_refused(tmp_path) -> None:
+    path = tmp_path / "ddc.pt"
+    path.write_bytes(b"not a checkpoint")
+    X, _ = _blobs(10)
+    with pytest.raises(InvalidInputError, match="not a readable"):
+        _fast(checkpoint=path).fit(X)
