@@ -1,6 +1,6 @@
-"""The thesis's deep kernel models ([Lokse2020]): the deep kernelized autoencoder (Paper III) and
-deep divergence-based clustering (Paper IV), on PyTorch (the optional ``deep`` extra, imported on
-first use)."""
+"""The deep kernel models of [Lokse2020]: the deep kernelized autoencoder (Paper III) and deep
+divergence-based clustering (Paper IV, [Kampffmeyer2019]), on PyTorch (the optional ``deep``
+extra, imported on first use)."""
 
 from dkernel._lazy import attach
 

@@ -28,8 +28,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-#: Section 4.6: σ is 15 % of the median pairwise distance of the hidden representation.
+#: Section 4.6's text: σ is 15 % of the median pairwise distance of the hidden representation.
 SIGMA_FRACTION = 0.15
+#: The authors' group's PyTorch code: σ² is 15 % of the median *squared* distance, so σ is
+#: √0.15 ≈ 0.387 of the median distance (up to the median of squares vs the square of medians,
+#: equal for an odd count of pairs).
+REFERENCE_SIGMA_FRACTION = 0.15**0.5
 #: Floor on the kernel sums before the division and square root (all-zero columns of ``A`` in a
 #: batch would give 0/0): far below any value a batch of ≥ 2 rows reaches otherwise.
 EPSILON = 1e-9

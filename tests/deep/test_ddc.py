@@ -1,4 +1,4 @@
-"""Deep divergence-based clustering (Paper IV of seed 002, [Kampffmeyer2019]): the three loss
+"""Deep divergence-based clustering ([Kampffmeyer2019], Paper IV of [Lokse2020]): the three loss
 terms against literal NumPy transcriptions of eq. 3-4, their gradients by finite differences,
 and the estimator's contracts (out-of-sample on training rows, determinism, Dask input, resume
 after an interruption, the missing extra, bad input)."""
@@ -284,7 +284,7 @@ def test_missing_torch_names_the_extra() -> None:
         (np.zeros((1, 3)), {}, "minimum of 2"),
         (np.zeros((5, 3)), {"n_clusters": 8}, "at least n_clusters=8"),
         (np.zeros((10, 3)), {"n_clusters": "auto"}, "not support n_clusters='auto'"),
-        (np.zeros((10, 3)), {"n_clusters": 1}, "n_clusters"),
+        (np.zeros((10, 3)), {"n_clusters": 0}, "n_clusters"),
         (np.zeros((10, 3)), {"batch_size": 1}, "batch_size"),
         (np.zeros((10, 3)), {"sigma_fraction": 0}, "sigma_fraction"),
     ],
