@@ -61,7 +61,8 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "EchoStateNetwork keeps 300 components of its 400 states (bench_esn.py's search)",
     "n_density": "MSSC's density is 20 000 pre-partition seeds, MeanShift's a 5 000-point sample",
     "n_init": "k-means restarts: 100 for MSSC's small second stage ([Agersborg2012]), 3 "
-    "factorisations for the kernel decomposition, 10 elsewhere",
+    "factorisations for the kernel decomposition, 10 elsewhere; one trained network for "
+    "DeepDivergenceClustering (each restart is a full training)",
     "n_landmarks": "None means each estimator's own default count (1000 landmarks, or min(N, "
     "1000)); NystromEmbedding and EchoStateNetwork take the count itself",
     "landmarks": "EchoStateNetwork's states are a trajectory in time: uniform landmarks follow "
@@ -80,7 +81,8 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "tol": "relative objective change of the factorisation against mean shift's move length "
     "and IR-MAD's change of the canonical correlations",
     "max_iter": "IR-MAD's re-weightings converge in tens of iterations ([Nielsen2007]); the "
-    "iterative clusterers' 300",
+    "iterative clusterers' 300; DeepDivergenceClustering's are training epochs "
+    "(benchmarks/bench_ddc.py)",
 }
 
 

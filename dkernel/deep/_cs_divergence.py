@@ -21,19 +21,16 @@ of them; the tests check each term against a literal NumPy transcription of the 
 times that constant factor (``2 / (k - 1)`` and ``2 / (n (n - 1))``).
 
 The kernel width: σ = ``sigma_fraction`` × the median pairwise Euclidean distance of ``H`` in
-the batch, recomputed every batch and held constant for the gradient (Section 4.6: 15 %).
+the batch, recomputed every batch and held constant for the gradient. Section 4.6's text says
+15 %; the default is √0.15, the authors' group's code (``dkernel.kernels.widths``).
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-#: Section 4.6's text: σ is 15 % of the median pairwise distance of the hidden representation.
-SIGMA_FRACTION = 0.15
-#: The authors' group's PyTorch code: σ² is 15 % of the median *squared* distance, so σ is
-#: √0.15 ≈ 0.387 of the median distance (up to the median of squares vs the square of medians,
-#: equal for an odd count of pairs).
-REFERENCE_SIGMA_FRACTION = 0.15**0.5
+from dkernel.kernels.widths import DDC_SIGMA_FRACTION
+
 #: Floor on the kernel sums before the division and square root (all-zero columns of ``A`` in a
 #: batch would give 0/0): far below any value a batch of ≥ 2 rows reaches otherwise.
 EPSILON = 1e-9
@@ -55,7 +52,7 @@ def pairwise_sq_distances(H: Any) -> Any:
     return D2.clamp_min(0.0)
 
 
-def bandwidth(D2: Any, sigma_fraction: float = SIGMA_FRACTION) -> Any:
+def bandwidth(D2: Any, sigma_fraction: float = DDC_SIGMA_FRACTION) -> Any:
     """σ = ``sigma_fraction`` × the median of the off-diagonal pairwise distances, detached
     (the mean of the two middle values for an even count, as NumPy's median).
 
@@ -70,7 +67,7 @@ def bandwidth(D2: Any, sigma_fraction: float = SIGMA_FRACTION) -> Any:
     return (sigma_fraction * distances.quantile(0.5)).clamp_min(EPSILON)
 
 
-def gaussian_kernel(H: Any, sigma_fraction: float = SIGMA_FRACTION, sigma: Any = None) -> Any:
+def gaussian_kernel(H: Any, sigma_fraction: float = DDC_SIGMA_FRACTION, sigma: Any = None) -> Any:
     """``K_hid``: ``exp(-||h_q - h_l||² / (2σ²))``, σ from :func:`bandwidth` unless given."""
     D2 = pairwise_sq_distances(H)
     if sigma is None:
@@ -112,7 +109,7 @@ def simplex_corner_similarity(A: Any) -> Any:
 
 
 def ddc_loss(
-    H: Any, A: Any, sigma_fraction: float = SIGMA_FRACTION, sigma: float | None = None
+    H: Any, A: Any, sigma_fraction: float = DDC_SIGMA_FRACTION, sigma: float | None = None
 ) -> DDCLoss:
     """Eq. 4 on one batch: ``d_hid,α + triu(A Aᵀ) + d_hid,m`` (each term a mean, see above).
 

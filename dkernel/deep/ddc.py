@@ -28,7 +28,6 @@ from dkernel._validation import (
     is_dask_array,
     validate_input,
 )
-from dkernel.deep._cs_divergence import REFERENCE_SIGMA_FRACTION
 from dkernel.deep._ddc_training import (
     Architecture,
     ChunkSource,
@@ -41,6 +40,7 @@ from dkernel.deep._ddc_training import (
 )
 from dkernel.deep._torch import require_torch
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.widths import DDC_SIGMA_FRACTION
 
 #: Section 4.6's learning rates of Adam: 1e-3 for the CNN, 1e-5 for the fully connected network
 #: (which the paper trains for 70 000 iterations).
@@ -161,12 +161,12 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
 
     def __init__(
         self,
-        n_clusters: int | str = 8,
+        n_clusters: int | str = 2,
         *,
         max_iter: int = 50,
         batch_size: int = 100,
         learning_rate_init: float | str = "auto",
-        sigma_fraction: float = REFERENCE_SIGMA_FRACTION,
+        sigma_fraction: float = DDC_SIGMA_FRACTION,
         n_init: int = 1,
         checkpoint: str | os.PathLike | None = None,
         random_state: int | np.random.Generator | None = None,

@@ -31,6 +31,13 @@ on every one of them, so none can change without changing their results):
   wide kernel: the best of 0.7, 1.0 and 1.4 for the default network on the validation parts of
   ``benchmarks/bench_esn.py``'s three tasks (``docs/deep_models.md``).
 
+* ``DDC_SIGMA_FRACTION`` = √0.15 ≈ 0.387: the kernel on the hidden layer of
+  ``DeepDivergenceClustering``, re-estimated on every mini-batch. The rule of the authors'
+  group's PyTorch code for [Kampffmeyer2019], σ² = 0.15 × the median squared distance; the
+  paper's text says σ = 0.15 × the median distance (``THESIS_SIGMA_FRACTION``), a kernel so
+  narrow on 100 batch-normalized hidden units that most pairs weigh about e^-20; on the MNIST
+  subset it trained to ACC 0.55 where √0.15 gave 0.59 (``benchmarks/results/ddc.md``).
+
 **Neighbour ranks.** ``DEFAULT_LOCAL_SCALING_NEIGHBORS`` (7, the k of Zelnik-Manor & Perona 2005
 [ZelnikManor2005]) is the rank of each point's self-tuning width wherever one is measured;
 ``DEFAULT_KNN_NEIGHBORS`` (10, the k of scikit-learn's k-NN affinity) is the size of a k-NN graph's
@@ -64,6 +71,7 @@ from dkernel.errors import InvalidInputError
 __all__ = [
     "DEFAULT_KNN_NEIGHBORS",
     "DEFAULT_LOCAL_SCALING_NEIGHBORS",
+    "DDC_SIGMA_FRACTION",
     "DEFAULT_SIGMA_FRACTION",
     "ESN_SIGMA_FRACTION",
     "KERNEL_MAD_SIGMA_FRACTION",
@@ -95,6 +103,8 @@ KERNEL_KMEANS_SIGMA_FRACTION = 0.5
 KERNEL_MAD_SIGMA_FRACTION = 2.0
 #: The echo state network's kernel PCA of its states (see the module docstring).
 ESN_SIGMA_FRACTION = 1.0
+#: Deep divergence-based clustering: σ² = 0.15 × the median squared distance (see above).
+DDC_SIGMA_FRACTION = float(np.sqrt(0.15))
 #: Rows of the uniform sample the median pairwise distance is measured on (O(sample²) pairs).
 RULE_OF_THUMB_SAMPLE = 2000
 #: The RBF widths the numerics can use: ``γ = 1 / (2σ²)`` is then a normal float32 number
