@@ -1,10 +1,11 @@
 """Deep divergence-based clustering on the shipped MNIST subset against its peers, in one run.
 
-Issue 55's Paper IV acceptance: one ``DeepDivergenceClustering`` run at its defaults (the CNN on
-the 5 000 images, grey levels / 255) reaches ACC >= 0.80 and NMI >= 0.75 within 30 minutes on
-the 2-core machine; in the same run scikit-learn's ``KMeans``, dkernel's ``SpectralClustering``
-(defaults, k = 10) on the pixels as vectors, and DEC / IDEC from ClustPy at their defaults when
-ClustPy imports (it needs torchvision, whose CPU build must match the installed PyTorch).
+Issue 55's acceptance for Paper IV of [Lokse2020] ([Kampffmeyer2019]): one
+``DeepDivergenceClustering`` run at its defaults (the CNN on the 5 000 images, grey levels / 255)
+reaches ACC >= 0.80 and NMI >= 0.75 within 30 minutes on the 2-core machine; against it
+scikit-learn's ``KMeans`` and dkernel's ``SpectralClustering`` (defaults, k = 10) on the pixels
+as vectors, and DEC / IDEC from ClustPy at their defaults when ClustPy imports (it needs
+torchvision, whose CPU build must match the installed PyTorch).
 Paper Table 1 (all of MNIST, best of 20 by the unsupervised loss): DDC 86.58 % / 0.83,
 DEC 84.31 % / 0.81, k-means 53.33 % / 0.50.
 

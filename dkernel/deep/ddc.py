@@ -58,7 +58,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
     Cauchy–Schwarz divergence argument between the clusters' kernel means (a Gaussian kernel
     on ``h``, σ = ``sigma_fraction`` × the batch's median distance), the mean inner product
     of the assignment vectors of distinct samples, and the divergence argument once more with
-    the assignments' closeness to the simplex corners (see :mod:`dkernel.deep._cs_divergence`).
+    the assignments' closeness to the simplex corners (see ``dkernel.deep._cs_divergence``).
     The loss favours compact, separated and balanced clusters. The cluster of a sample is the
     argmax of its assignment.
 
@@ -130,9 +130,9 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
 
     References
     ----------
-    .. [Kampffmeyer2019] M. Kampffmeyer, S. Løkse, F. M. Bianchi, L. Livi, A.-B. Salberg and
-       R. Jenssen, "Deep divergence-based approach to clustering", Neural Networks 113,
-       91-101, 2019.
+    - Kampffmeyer, Løkse, Bianchi, Livi, Salberg & Jenssen (2019), "Deep divergence-based
+      approach to clustering", Neural Networks 113, 91-101 [Kampffmeyer2019]; Paper IV of
+      [Lokse2020].
 
     Examples
     --------
