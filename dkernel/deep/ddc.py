@@ -254,13 +254,19 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         lr = self.learning_rate_init
         if lr == "auto":
             lr = LEARNING_RATE_CNN if arch.is_image else LEARNING_RATE_MLP
-        seed = seed_from_random_state(self.random_state)
-        if seed is None:
-            seed = int(np.random.default_rng().integers(0, 2**31 - 1))
+        fixed = seed_from_random_state(self.random_state)
         source = ChunkSource(X, shape)
         batch_size = min(int(self.batch_size), n)
-        store = _Checkpoint(self.checkpoint, self._fingerprint(X, shape, float(lr), seed))
+        # random_state=None: a resumed fit continues with the seed the checkpoint recorded
+        store = _Checkpoint(self.checkpoint, self._fingerprint(X, shape, float(lr), fixed))
         state = store.load(torch)
+        if state is not None:
+            seed = int(state["seed"])
+        elif fixed is not None:
+            seed = fixed
+        else:
+            seed = int(np.random.default_rng().integers(0, 2**31 - 1))
+        store.seed = seed
 
         runs: list[dict[str, Any]] = state["runs"] if state else []
         for run in range(len(runs), self.n_init):
@@ -303,7 +309,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         self.labels_ = np.argmax(_proba_of(net, source), axis=1)
         return self
 
-    def _fingerprint(self, X: Any, shape: tuple[int, ...], lr: float, seed: int) -> str:
+    def _fingerprint(self, X: Any, shape: tuple[int, ...], lr: float, seed: int | None) -> str:
         """What a checkpoint must have been written for: the data's shape and chunks, a sample
         of its values, the architecture and every training parameter."""
         chunks = tuple(int(c) for c in X.chunks[0]) if is_dask_array(X) else (int(X.shape[0]),)
@@ -431,6 +437,7 @@ class _Checkpoint:
     def __init__(self, path: str | os.PathLike | None, fingerprint: str) -> None:
         self.path = None if path is None else Path(path)
         self.fingerprint = fingerprint
+        self.seed: int | None = None
 
     def load(self, torch: Any) -> dict[str, Any] | None:
         if self.path is None or not self.path.exists():
@@ -454,5 +461,6 @@ class _Checkpoint:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        torch.save({"fingerprint": self.fingerprint, "runs": runs, "current": current}, tmp)
+        state = {"fingerprint": self.fingerprint, "seed": self.seed, "runs": runs}
+        torch.save({**state, "current": current}, tmp)
         os.replace(tmp, self.path)

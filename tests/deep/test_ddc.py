@@ -252,6 +252,21 @@ def test_resume_after_interruption_gives_the_uninterrupted_result(tmp_path) -> N
         DeepDivergenceClustering(random_state=4, checkpoint=path, **params).fit(X)
 
 
+def test_resume_without_a_seed_continues_with_the_recorded_one(tmp_path) -> None:
+    X, _ = _blobs()
+    params = dict(n_clusters=3, max_iter=3, batch_size=60, learning_rate_init=1e-3)
+    path = tmp_path / "ddc.pt"
+    _StopsAfter.seen, _StopsAfter.stop_after = [], 1
+    with pytest.raises(_Interrupted):
+        _StopsAfter(checkpoint=path, **params).fit(X)
+    seed = torch.load(path, weights_only=True)["seed"]
+    _StopsAfter.seen, _StopsAfter.stop_after = [], -1
+    resumed = _StopsAfter(checkpoint=path, **params).fit(X)
+    assert _StopsAfter.seen == [(0, 1), (0, 2)]
+    reference = DeepDivergenceClustering(random_state=seed, **params).fit(X)
+    np.testing.assert_array_equal(resumed.labels_, reference.labels_)
+
+
 def test_missing_torch_names_the_extra() -> None:
     # a finder that refuses torch (sys.modules['torch'] = None would break SciPy's array-API
     # probe, which looks torch up in sys.modules)
