@@ -74,6 +74,10 @@ RULE_ROWS = 5_000
 STABILITY_ROWS = 2_000
 
 
+#: The peers every set is run with (``--no-peers``: none, for a rerun of dkernel's side only).
+PEERS: tuple[str, ...] = ("HDBSCAN", "KMeans-silhouette")
+
+
 def _ari(ys: list[np.ndarray], labels: np.ndarray) -> float:
     return float(np.mean([adjusted_rand_score(y, labels) for y in ys]))
 
@@ -208,8 +212,10 @@ def run(args) -> dict:
                     "auto": _estimator(short, X, ys, "auto", seed),
                     "true": _estimator(short, X, ys, k, seed),
                 }
-            cell["HDBSCAN"] = _hdbscan(X, ys, seed)
-            cell["KMeans-silhouette"] = _kmeans_silhouette(X, ys, candidates, seed)
+            if "HDBSCAN" in PEERS:
+                cell["HDBSCAN"] = _hdbscan(X, ys, seed)
+            if "KMeans-silhouette" in PEERS:
+                cell["KMeans-silhouette"] = _kmeans_silhouette(X, ys, candidates, seed)
             if not args.no_rules:
                 cell["rules"] = _rules(X, candidates, seed, graph_rules=seed == seeds[0])
             cells.append(cell)
@@ -223,7 +229,7 @@ def _cell_line(c: dict) -> str:
         if short in c:
             a, t = c[short]["auto"], c[short]["true"]
             parts.append(f"{short} {a['k']} ({a['ari']:.3f}/{t['ari']:.3f})")
-    for peer in ("HDBSCAN", "KMeans-silhouette"):
+    for peer in PEERS:
         parts.append(f"{peer} {c[peer]['k']} ({c[peer]['ari']:.3f})")
     if "rules" in c:
         parts.append("rules " + " ".join(f"{r}={k}" for r, k in c["rules"].items()))
@@ -283,7 +289,7 @@ def _per_set_table(cells: list[dict]) -> list[str]:
                 f"{ks} / {np.mean([g['auto']['ari'] for g in got]):.3f} / "
                 f"{np.mean([g['true']['ari'] for g in got]):.3f}"
             )
-        for peer in ("HDBSCAN", "KMeans-silhouette"):
+        for peer in PEERS:
             ks = ",".join(str(c[peer]["k"]) for c in rows)
             parts.append(f"{ks} / {np.mean([c[peer]['ari'] for c in rows]):.3f}")
         out.append(f"| {name} | {rows[0]['n']} | {rows[0]['k']} | " + " | ".join(parts) + " |")
@@ -316,12 +322,12 @@ def _summary_table(cells: list[dict]) -> list[str]:
         hits, err = _hits(got, lambda c, s=s: c[s]["auto"]["k"])
         auto = _set_mean(got, lambda c, s=s: c[s]["auto"]["ari"])
         true = _set_mean(got, lambda c, s=s: c[s]["true"]["ari"])
-        hdb = _set_mean(got, lambda c: c["HDBSCAN"]["ari"])
+        hdb = _set_mean(got, lambda c: c["HDBSCAN"]["ari"]) if "HDBSCAN" in PEERS else np.nan
         out.append(
             f"| {s} | {len(_names(got))} | {hits:.2f} | {err:.2f} | {auto:.3f} | {true:.3f} | "
             f"{auto / true:.3f} | {auto / hdb:.3f} |"
         )
-    for peer in ("HDBSCAN", "KMeans-silhouette"):
+    for peer in PEERS:
         hits, err = _hits(cells, lambda c, p=peer: c[p]["k"])
         ari = _set_mean(cells, lambda c, p=peer: c[p]["ari"])
         out.append(
@@ -423,9 +429,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--estimators", default=",".join(ESTIMATORS), help="comma-separated")
     ap.add_argument("--only-datasets", default="", help="comma-separated dataset names")
     ap.add_argument("--no-rules", action="store_true", help="skip the per-rule hit rates")
+    ap.add_argument(
+        "--no-peers", action="store_true", help="skip HDBSCAN and k-means by silhouette"
+    )
     ap.add_argument("--scenes", action="store_true", help="MSSC on the whole labelled scenes")
     ap.add_argument("--out", default=str(bd.RESULTS / "defaults_auto_k"))
     args = ap.parse_args(argv)
+    global PEERS
+    if args.no_peers:
+        PEERS = ()
     if args.scenes:
         text = scenes()
         Path(f"{args.out}_scenes.md").write_text(text)
