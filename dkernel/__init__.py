@@ -116,6 +116,12 @@ def _change():
     return m
 
 
+def _deep():
+    import dkernel.deep as m
+
+    return m
+
+
 def _images():
     import dkernel.images as m
 
@@ -167,6 +173,7 @@ _LAZY = {
     "detect_change": (_change, "detect_change"),
     "cluster_image": (_images, "cluster_image"),
     "DeepDivergenceClustering": (_deep, "DeepDivergenceClustering"),
+    "DeepKernelizedAutoencoder": (_deep, "DeepKernelizedAutoencoder"),
     "ResultsStore": (_storage, "ResultsStore"),
     "open_results": (_storage, "open_results"),
     "recorded_path": (_storage, "recorded_path"),
@@ -178,6 +185,7 @@ if TYPE_CHECKING:
     from dkernel.decomposition import KernelDecompositionClustering
     from dkernel.decomposition.selection import select_model as select_kdc_model
     from dkernel.deep import DeepDivergenceClustering
+    from dkernel.deep import DeepKernelizedAutoencoder
     from dkernel.gmm.pck import ProbabilisticClusterKernel
     from dkernel.images import cluster_image
     from dkernel.kmeans import KernelKMeans
@@ -238,6 +246,7 @@ __all__ = [
     "KernelCCA",
     "EchoStateNetwork",
     "DeepDivergenceClustering",
+    "DeepKernelizedAutoencoder",
     "ChangeDetection",
     "detect_change",
     "MSSC",

@@ -1,0 +1,289 @@
+"""DeepKernelizedAutoencoder ([Kampffmeyer2018]): the losses against NumPy references of the
+paper's equations, gradients by finite differences, out-of-sample = in-sample, determinism
+(one seed; Dask chunkings), resume after an interrupted fit, missing PyTorch, bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import dask.array as da
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dkernel import DeepKernelizedAutoencoder  # noqa: E402
+from dkernel.deep import _training  # noqa: E402
+from dkernel.deep._alignment import (  # noqa: E402
+    alignment_loss,
+    code_kernel,
+    dkae_loss,
+    reconstruction_loss,
+)
+from dkernel.deep._prior import PriorBlocks, fit_prior  # noqa: E402
+from dkernel.errors import InvalidInputError, NotFittedError  # noqa: E402
+
+
+def _data(n: int = 120, p: int = 8, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0, 3, size=(3, p))
+    return (centres[rng.integers(0, 3, n)] + rng.normal(size=(n, p))).astype(np.float32)
+
+
+def _model(**kw) -> DeepKernelizedAutoencoder:
+    params = dict(
+        n_components=4,
+        hidden_layer_sizes=(16,),
+        prior="rbf",
+        prior_samples=50,
+        batch_size=32,
+        max_iter=3,
+        random_state=0,
+    )
+    params.update(kw)
+    return DeepKernelizedAutoencoder(**params)
+
+
+# -- losses -----------------------------------------------------------------------------------
+def _np_alignment(Z: np.ndarray, P: np.ndarray) -> float:
+    """Eq. 5 written out: C_ij = E(x_i)·E(x_j), Frobenius norms by sums of squares."""
+    C = np.array([[Z[i] @ Z[j] for j in range(len(Z))] for i in range(len(Z))])
+    fro = lambda A: np.sqrt((A**2).sum())  # noqa: E731
+    return float(fro(C / fro(C) - P / fro(P)))
+
+
+def test_alignment_loss_matches_equation_5_and_6():
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(7, 3))
+    G = rng.normal(size=(7, 5))
+    P = G @ G.T
+    got = alignment_loss(code_kernel(torch.tensor(Z)), torch.tensor(P)).item()
+    assert got == pytest.approx(_np_alignment(Z, P), rel=1e-12)
+    C = Z @ Z.T
+    A = (C * P).sum() / (np.linalg.norm(C) * np.linalg.norm(P))  # kernel alignment (Eq. 6)
+    assert got == pytest.approx(np.sqrt(2 - 2 * A), rel=1e-10)
+    # a positive multiple of the prior is perfectly aligned
+    assert alignment_loss(torch.tensor(3.0 * P), torch.tensor(P)).item() == pytest.approx(
+        0, abs=1e-7
+    )
+
+
+def test_batch_loss_matches_equation_7():
+    rng = np.random.default_rng(2)
+    X, R = rng.normal(size=(6, 4)), rng.normal(size=(6, 4))
+    Z, P = rng.normal(size=(6, 3)), np.abs(rng.normal(size=(6, 6)))
+    P = P + P.T
+    lam = 0.3
+    total, lr, lc = dkae_loss(*(torch.tensor(a) for a in (X, R, Z, P)), lam)
+    expected_lr = sum(((X[i] - R[i]) ** 2).sum() for i in range(6)) / (6 * 4)
+    assert lr.item() == pytest.approx(expected_lr, rel=1e-12)
+    assert lc.item() == pytest.approx(_np_alignment(Z, P), rel=1e-12)
+    assert total.item() == pytest.approx((1 - lam) * expected_lr + lam * lc.item(), rel=1e-12)
+    # no prior: the plain autoencoder's loss
+    total0, _, lc0 = dkae_loss(*(torch.tensor(a) for a in (X, R, Z)), None, 0.0)
+    assert lc0.item() == 0 and total0.item() == pytest.approx(expected_lr)
+    assert reconstruction_loss(torch.tensor(X), torch.tensor(X)).item() == 0
+
+
+def test_loss_gradients_by_finite_differences():
+    rng = np.random.default_rng(3)
+    Z = torch.tensor(rng.normal(size=(5, 3)), requires_grad=True)
+    G = rng.normal(size=(5, 4))
+    P = torch.tensor(G @ G.T)
+    assert torch.autograd.gradcheck(lambda z: alignment_loss(code_kernel(z), P), (Z,))
+    X = torch.tensor(rng.normal(size=(5, 2)))
+    R = torch.tensor(rng.normal(size=(5, 2)), requires_grad=True)
+    assert torch.autograd.gradcheck(lambda r, z: dkae_loss(X, r, z, P, 0.4)[0], (R, Z))
+
+
+# -- the model -------------------------------------------------------------------------------
+def test_tied_network_matches_a_numpy_forward_pass():
+    X = _data()
+    m = _model().fit(X)
+    relu = lambda a: np.maximum(a, 0)  # noqa: E731
+    W, b, c = m.coefs_, m.intercepts_, m.decoder_intercepts_
+    Z = relu(X @ W[0] + b[0]) @ W[1] + b[1]
+    np.testing.assert_allclose(m.transform(X), Z, rtol=1e-5, atol=1e-5)
+    R = relu(Z @ W[1].T + c[1]) @ W[0].T + c[0]  # the same weights, transposed
+    np.testing.assert_allclose(m.inverse_transform(Z), R, rtol=1e-4, atol=1e-4)
+    assert [w.shape for w in W] == [(8, 16), (16, 4)]
+    assert len(m.loss_curve_) == m.n_iter_ == 3
+
+
+def test_out_of_sample_equals_in_sample():
+    X = _data()
+    m = _model()
+    Z = m.fit_transform(X)
+    np.testing.assert_array_equal(Z, m.transform(X))
+    # a row's code does not depend on the other rows of the call
+    np.testing.assert_array_equal(m.transform(X[17:40]), Z[17:40])
+    np.testing.assert_array_equal(m.transform(X[5:6]), Z[5:6])
+
+
+def test_dask_transform_equals_numpy_for_any_chunking():
+    X = _data()
+    m = _model().fit(X)
+    Z = m.transform(X)
+    one = m.transform(da.from_array(X, chunks=(120, 8)))
+    two = m.transform(da.from_array(X, chunks=(50, 8)))
+    assert isinstance(two, da.Array) and two.numblocks == (3, 1)
+    np.testing.assert_array_equal(one.compute(), Z)
+    np.testing.assert_array_equal(two.compute(), Z)
+    back = m.inverse_transform(da.from_array(Z, chunks=(40, 4))).compute()
+    np.testing.assert_array_equal(back, m.inverse_transform(Z))
+
+
+def test_one_seed_one_model():
+    X = _data()
+    a, b = _model().fit(X), _model().fit(X)
+    np.testing.assert_array_equal(a.transform(X), b.transform(X))
+    assert a.loss_curve_ == b.loss_curve_
+    c = _model(random_state=1).fit(X)
+    assert not np.array_equal(a.transform(X), c.transform(X))
+
+
+def test_dask_training_reads_chunks_and_is_deterministic():
+    X = _data()
+    Xd = da.from_array(X, chunks=(45, 8))
+    a, b = _model().fit(Xd), _model().fit(Xd)
+    np.testing.assert_array_equal(a.transform(X), b.transform(X))
+    seen = []
+    for idx, rows in _training.mini_batches(Xd, 32, np.random.default_rng(0)):
+        np.testing.assert_array_equal(rows, X[idx])
+        seen.append(idx)
+    assert sorted(np.concatenate(seen)) == list(range(120))
+    assert [len(s) for s in seen[:-1]] == [32] * (len(seen) - 1)
+
+
+def test_alignment_term_pulls_the_codes_towards_the_prior():
+    X = _data(200)
+    dkae = _model(kernel_weight=0.5, max_iter=15).fit(X)
+    ae = _model(kernel_weight=0.0, max_iter=15).fit(X)
+    assert ae.prior_kernel_ is None and ae.alignment_curve_ == [0.0] * 15
+    assert dkae.alignment_curve_[-1] < dkae.alignment_curve_[0]
+    P = torch.tensor(dkae.prior_kernel_(X.astype(np.float64)))
+
+    def lc(model):
+        Z = torch.tensor(model.transform(X), dtype=torch.float64)
+        return alignment_loss(code_kernel(Z), P).item()
+
+    assert lc(dkae) < lc(ae)
+
+
+def test_pck_prior_blocks_cached_equal_evaluated():
+    X = _data(80).astype(np.float64)
+    kernel = fit_prior("pck", {"n_inits": 3, "max_components": 4}, X[:40], 0)
+    cached = PriorBlocks(kernel, X)
+    assert cached.features is not None
+    direct = PriorBlocks(kernel, X, max_memory=1)  # no room: evaluated per batch
+    assert direct.features is None
+    idx = np.array([3, 70, 11, 42])
+    np.testing.assert_allclose(cached.block(idx, X[idx]), direct.block(idx, X[idx]), atol=1e-5)
+
+
+def test_fit_with_the_default_pck_prior():
+    X = _data(90)
+    m = _model(prior="pck", prior_params={"n_inits": 3, "max_components": 4}).fit(X)
+    assert m.prior_kernel_.name == "pck" and len(m.prior_indices_) == 50
+    assert np.isfinite(m.loss_curve_).all()
+
+
+# -- resume -----------------------------------------------------------------------------------
+def test_resume_continues_an_interrupted_fit(tmp_path, monkeypatch):
+    X = _data()
+    path = tmp_path / "dkae.pt"
+    full = _model(max_iter=4).fit(X)
+
+    real = _training.epoch_rng
+
+    def killed_in_epoch_3(seed, what, epoch):
+        if epoch == 2:
+            raise KeyboardInterrupt
+        return real(seed, what, epoch)
+
+    monkeypatch.setattr("dkernel.deep.dkae.epoch_rng", killed_in_epoch_3)
+    with pytest.raises(KeyboardInterrupt):
+        _model(max_iter=4, checkpoint=path).fit(X)
+    monkeypatch.setattr("dkernel.deep.dkae.epoch_rng", real)
+    assert torch.load(path, weights_only=True)["epoch"] == 2
+
+    resumed = _model(max_iter=4, checkpoint=path).fit(X)
+    np.testing.assert_array_equal(resumed.transform(X), full.transform(X))
+    assert resumed.loss_curve_ == full.loss_curve_ and resumed.n_iter_ == 4
+    # 2 epochs, then 2 more from the checkpoint == 4 epochs
+    path2 = tmp_path / "again.pt"
+    _model(max_iter=2, checkpoint=path2).fit(X)
+    again = _model(max_iter=4, checkpoint=path2).fit(X)
+    np.testing.assert_array_equal(again.transform(X), full.transform(X))
+
+
+def test_a_checkpoint_of_another_training_is_refused(tmp_path):
+    X = _data()
+    path = tmp_path / "dkae.pt"
+    _model(max_iter=1, checkpoint=path).fit(X)
+    with pytest.raises(InvalidInputError, match="kernel_weight.*delete it"):
+        _model(max_iter=2, kernel_weight=0.5, checkpoint=path).fit(X)
+    with pytest.raises(InvalidInputError, match="n_samples"):
+        _model(max_iter=2, checkpoint=path).fit(X[:100])
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(InvalidInputError, match="cannot read the checkpoint"):
+        _model(max_iter=2, checkpoint=path).fit(X)
+
+
+# -- errors -----------------------------------------------------------------------------------
+def test_missing_torch_is_a_clear_error():
+    code = textwrap.dedent(
+        """
+        import sys
+
+        class NoTorch:  # torch not installed (sys.modules["torch"] = None trips SciPy)
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "torch":
+                    raise ModuleNotFoundError("No module named 'torch'")
+
+        sys.meta_path.insert(0, NoTorch())
+        import numpy as np
+        from dkernel import DeepKernelizedAutoencoder
+        from dkernel.errors import InvalidInputError
+        m = DeepKernelizedAutoencoder(2, hidden_layer_sizes=(4,), prior="rbf")
+        try:
+            m.fit(np.random.default_rng(0).normal(size=(20, 3)))
+        except InvalidInputError as exc:
+            print("ERROR:", exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "ERROR: DeepKernelizedAutoencoder needs PyTorch" in out.stdout
+    assert 'pip install "dkernel[deep]"' in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"hidden_layer_sizes": (16, 0)}, "hidden_layer_sizes"),
+        ({"hidden_layer_sizes": "16"}, "hidden_layer_sizes"),
+        ({"kernel_weight": 1.5}, "kernel_weight"),
+        ({"batch_size": 1}, "batch_size"),
+        ({"n_components": 0}, "n_components"),
+        ({"prior": "no-such-kernel"}, "no-such-kernel"),
+        ({"activation": "gelu"}, "activation"),
+    ],
+)
+def test_bad_parameters_are_clear_errors(params, match):
+    with pytest.raises(InvalidInputError, match=match):
+        _model(**params).fit(_data())
+
+
+def test_bad_shapes_are_clear_errors():
+    X = _data()
+    with pytest.raises(InvalidInputError, match="2-D array"):
+        _model().fit(X.reshape(120, 2, 4))
+    m = _model(max_iter=1).fit(X)
+    with pytest.raises(InvalidInputError, match="8 features"):
+        m.transform(X[:, :5])
+    with pytest.raises(InvalidInputError, match="n_components = 4"):
+        m.inverse_transform(np.zeros((3, 5)))
+    with pytest.raises(NotFittedError, match="not fitted"):
+        _model().transform(X)
