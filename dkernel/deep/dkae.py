@@ -453,7 +453,7 @@ class DeepKernelizedAutoencoder(
 
         Returns
         -------
-        ndarray (n_samples, n_features_in_), float32, or a lazy dask array for Dask input
+        ndarray (n_samples, ``n_features_in_``), float32, or a lazy dask array for Dask input
         """
         check_is_fitted(self, "coefs_")
         Z = check_2d_array(X, _OWNER, min_samples=0)
