@@ -184,8 +184,7 @@ if TYPE_CHECKING:
     from dkernel.change import ChangeDetection, detect_change
     from dkernel.decomposition import KernelDecompositionClustering
     from dkernel.decomposition.selection import select_model as select_kdc_model
-    from dkernel.deep import DeepDivergenceClustering
-    from dkernel.deep import DeepKernelizedAutoencoder
+    from dkernel.deep import DeepDivergenceClustering, DeepKernelizedAutoencoder
     from dkernel.gmm.pck import ProbabilisticClusterKernel
     from dkernel.images import cluster_image
     from dkernel.kmeans import KernelKMeans
