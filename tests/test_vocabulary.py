@@ -58,7 +58,12 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "(bench_defaults.py), the kernel decomposition U-SPEC's 5",
     "n_clusters": "2 for the clusterers, 3 for JRC ([Lokse2014]), None where clustering is optional",
     "n_components": "None follows n_clusters; NystromEmbedding is a transformer without it; "
-    "EchoStateNetwork keeps 300 components of its 400 states (bench_esn.py's search)",
+    "EchoStateNetwork keeps 300 components of its 400 states (bench_esn.py's search); "
+    "DeepKernelizedAutoencoder's code size, 2000 ([Kampffmeyer2018], §4.2)",
+    "batch_size": "each deep model's paper: DeepDivergenceClustering's 100 ([Kampffmeyer2019]), "
+    "DeepKernelizedAutoencoder's 200 ([Kampffmeyer2018], §4.1)",
+    "learning_rate_init": "DeepDivergenceClustering's 'auto' (bench_ddc.py); "
+    "DeepKernelizedAutoencoder's Adam step 1e-3 (scikit-learn's MLP default; the paper gives none)",
     "n_density": "MSSC's density is 20 000 pre-partition seeds, MeanShift's a 5 000-point sample",
     "n_init": "k-means restarts: 100 for MSSC's small second stage ([Agersborg2012]), 3 "
     "factorisations for the kernel decomposition, 10 elsewhere; one trained network for "
@@ -81,8 +86,8 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "tol": "relative objective change of the factorisation against mean shift's move length "
     "and IR-MAD's change of the canonical correlations",
     "max_iter": "IR-MAD's re-weightings converge in tens of iterations ([Nielsen2007]); the "
-    "iterative clusterers' 300; DeepDivergenceClustering's are training epochs "
-    "(benchmarks/bench_ddc.py)",
+    "iterative clusterers' 300; DeepDivergenceClustering's and DeepKernelizedAutoencoder's "
+    "are training epochs (benchmarks/bench_ddc.py, benchmarks/bench_dkae.py)",
 }
 
 
