@@ -186,6 +186,7 @@ def connect(
             security = _embedded_security(scheduler)
         registered = _registered_clients()
         try:
+            _probe_scheduler(scheduler, security, timeout)
             client = Client(scheduler, timeout=timeout, security=security)
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
             _forget_clients_since(registered)
@@ -366,6 +367,37 @@ def _require_cryptography() -> None:
             "install it (pip install cryptography) or connect to a scheduler of your own "
             "(--scheduler)."
         ) from None
+
+
+def _probe_scheduler(address: str, security: Any, timeout: float) -> None:
+    """Open one connection to ``address`` and read the scheduler's handshake within ``timeout``
+    seconds, then close it.
+
+    distributed bounds the TCP connect by the client's timeout but reads the handshake without
+    one: a port that accepts and never speaks held ``Client(..., timeout=5)`` for as long as
+    the peer stayed silent (issue 54). Runs its own event loop on a short-lived thread so that
+    it works whether or not the caller already runs one.
+    """
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm import connect as comm_connect
+    from distributed.security import Security
+
+    args = (security if security is not None else Security()).get_connection_args("client")
+
+    async def probe() -> None:
+        try:
+            comm = await asyncio.wait_for(comm_connect(address, timeout=timeout, **args), timeout)
+        except TimeoutError:
+            raise TimeoutError("no Dask scheduler answered there") from None
+        await comm.close()
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="dkernel-probe")
+    try:
+        pool.submit(asyncio.run, probe()).result()
+    finally:  # not waited for: SIGTERM or Ctrl-C during the probe ends the job at once
+        pool.shutdown(wait=False)
 
 
 def _embedded_security(address: str) -> Any:
