@@ -767,8 +767,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     except DKernelError as exc:
         _report(args, "error", f"dkernel: failed: {exc}")
         return EXIT_FAILED
-    except Terminated:
-        _report(args, "error", "dkernel: terminated (SIGTERM); the store is marked failed")
+    except Terminated as exc:
+        # the runner notes what became of the store; before it exists there is none to mark
+        notes = getattr(exc, "__notes__", None) or ["no results store was written yet"]
+        _report(args, "error", f"dkernel: terminated (SIGTERM); {notes[-1]}")
         return 128 + 15
     except KeyboardInterrupt:
         _report(args, "error", "dkernel: interrupted")

@@ -558,11 +558,13 @@ def _record_failure(
     """
     if _gone(spec.output, identity):
         lease.free_reserve()
+        _tell_interrupt(exc, "the results store was removed while the job ran")
         return _removed_message(spec.output, identity)
     cause = _describe_failure(exc, spec, needed)  # the free space before the reserve is freed
     lease.free_reserve()
     try:
         store.mark_failed(exc, cause=cause)
+        _tell_interrupt(exc, "the store is marked failed")
         return cause
     except Exception:  # noqa: BLE001  (retried below, smaller)
         pass
@@ -570,13 +572,23 @@ def _record_failure(
         store.mark_failed(exc, cause=cause, with_traceback=False)
     except Exception as write_error:  # noqa: BLE001
         if _gone(spec.output, identity):
+            _tell_interrupt(exc, "the results store was removed while the job ran")
             return _removed_message(spec.output, identity)
+        _tell_interrupt(exc, "the store could not be marked failed; --resume continues it")
         return (
             f"{cause} The store could not be marked failed either "
             f"({_describe_failure(write_error, spec, None, advice=False)}), so it still reads "
             "'running': --resume continues it."
         )
+    _tell_interrupt(exc, "the store is marked failed")
     return cause
+
+
+def _tell_interrupt(exc: BaseException, what: str) -> None:
+    """What became of the store, as a note on an interrupt (Ctrl-C, SIGTERM) for the command
+    to print: an interrupt before the store exists carries none."""
+    if isinstance(exc, KeyboardInterrupt):
+        exc.add_note(what)
 
 
 _DISK_FULL = {errno.ENOSPC: "disk full (ENOSPC)", errno.EDQUOT: "disk quota exceeded (EDQUOT)"}
