@@ -313,6 +313,29 @@ def _download(url: str, target: Path, limit: int) -> None:
             out.write(block)
 
 
+def _temporary_beside(target: Path, root: Path) -> Path:
+    """An empty temporary file in the folder of ``target`` (made if missing), for a download
+    to be checked before it takes the target's name.
+
+    Raises
+    ------
+    InvalidInputError
+        When the data folder ``root`` cannot hold it: a regular file, a folder such as
+        ``/proc/self`` where nothing can be made, no permission, a read-only filesystem.
+    """
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as exc:
+        what = "is not a folder" if root.exists() and not root.is_dir() else "cannot be written"
+        raise InvalidInputError(
+            f"the data folder {root} {what} ({exc.strerror or exc}: {exc.filename or target}). "
+            "Pass `--to DIR` with a folder you can write (or set DKERNEL_DATA to one)."
+        ) from None
+    os.close(fd)
+    return Path(name)
+
+
 def fetch(
     name: str,
     to: str | os.PathLike,
@@ -360,10 +383,7 @@ def fetch(
                 )
             say(f"{entry.path}: present, checksum ok")
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        os.close(fd)
-        tmp = Path(tmp_name)
+        tmp = _temporary_beside(target, root)
         try:
             try:
                 _download(entry.url, tmp, entry.size)
