@@ -6,8 +6,32 @@ Used by the job runner; the summary lands in the results store's root attribute
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from typing import Any
+
+from dkernel.errors import DKernelError
+
+#: Seconds a job waits with no worker on its cluster before it fails (every worker killed or
+#: gone: the scheduler would hold the tasks forever, issue 54). ``DKERNEL_NO_WORKERS_TIMEOUT``
+#: overrides it: a new worker may take longer to join on a slow batch system.
+NO_WORKERS_TIMEOUT_S = 60.0
+_NO_WORKERS_ENV = "DKERNEL_NO_WORKERS_TIMEOUT"
+
+
+class WorkersLostError(DKernelError):
+    """The job's cluster had no worker for longer than the job waits for one."""
+
+
+def no_workers_timeout() -> float:
+    """:data:`NO_WORKERS_TIMEOUT_S`, or ``$DKERNEL_NO_WORKERS_TIMEOUT`` when that is a positive
+    number of seconds."""
+    try:
+        value = float(os.environ.get(_NO_WORKERS_ENV, ""))
+    except ValueError:
+        return NO_WORKERS_TIMEOUT_S
+    return value if 0 < value < float("inf") else NO_WORKERS_TIMEOUT_S
 
 
 def _peak_rss() -> int:
@@ -49,11 +73,17 @@ class ResourceMonitor:
     -----
     Cost: one ``client.run`` round trip at entry and exit and one ``scheduler_info`` call per
     interval; nothing on the workers' task path.
+
+    The samples also watch for a cluster left without workers: after
+    :func:`no_workers_timeout` seconds with none, the client's futures are cancelled (so the
+    job's wait ends) and the ``with`` block raises :class:`WorkersLostError`.
     """
 
     def __init__(self, client: Any, interval: float = 0.5) -> None:
         self.client = client
         self.interval = interval
+        self.lost: str | None = None
+        self._no_workers_since: float | None = None
         self._start: dict[str, dict[str, Any]] = {}
         self._end: dict[str, dict[str, Any]] = {}
         self._peak: dict[str, int] = {}
@@ -77,6 +107,40 @@ class ResourceMonitor:
             for addr, w in workers.items():
                 mem = int(w.get("metrics", {}).get("memory", 0) or 0)
                 self._peak[addr] = max(self._peak.get(addr, 0), mem)
+            if self._watch_workers(len(workers)):
+                return
+
+    def _watch_workers(self, n_workers: int) -> bool:
+        """Whether the cluster has been without workers for too long; if so the job's futures
+        are cancelled with the reason."""
+        now = time.monotonic()
+        if n_workers:
+            self._no_workers_since = None
+            return False
+        if self._no_workers_since is None:
+            self._no_workers_since = now
+        waited = now - self._no_workers_since
+        if waited < no_workers_timeout():
+            return False
+        self.lost = (
+            f"the Dask cluster has had no worker for {waited:.0f} s: every worker was lost "
+            "(killed, out of memory, or its machine gone) and none joined again. Start "
+            f"workers (or raise {_NO_WORKERS_ENV}), then run the job again with --resume: "
+            "the finished groups are kept."
+        )
+        futures = self._futures()
+        if futures:
+            try:
+                self.client.cancel(futures, reason="workers-lost", msg=self.lost)
+            except Exception:  # noqa: BLE001  (the client may be closing; __exit__ still raises)
+                pass
+        return True
+
+    def _futures(self) -> list:
+        """The client's pending futures (the job's computations)."""
+        from distributed import Future
+
+        return [Future(key, self.client) for key in list(self.client.futures)]
 
     def __enter__(self) -> ResourceMonitor:
         self._start = self._snapshot()
@@ -88,6 +152,8 @@ class ResourceMonitor:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self.lost is not None:
+            raise WorkersLostError(self.lost) from exc[1]
         self._end = self._snapshot()
 
     def summary(self) -> dict[str, Any]:
