@@ -54,12 +54,15 @@ import json
 import logging
 import math
 import os
+import re
 import shlex
 import socket
 import stat
 import threading
 import time
 import uuid
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +79,16 @@ def is_lease_file(name: str) -> bool:
     reserve, a temporary, a conditional-write probe: ``.dkernel.lease.*``), none of which is
     results data."""
     return name == LEASE_FILE or name.startswith(f".{LEASE_FILE}.")
+
+
+@contextlib.contextmanager
+def lease_objects_unlisted() -> Iterator[None]:
+    """Zarr's warning about an object it does not know, silenced for the lease objects (ours,
+    not results data) while a store that is not consolidated is listed."""
+    with warnings.catch_warnings():
+        pattern = rf"Object at (\S*/)?\.?{re.escape(LEASE_FILE)}\S* is not recognized"
+        warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
+        yield
 
 
 logger = logging.getLogger(__name__)
@@ -641,6 +654,23 @@ def acquire_lease(
     return StoreLease.acquire(store, command=command)
 
 
+#: Longest one call on the lease object may take (seconds): an object store that stalls
+#: (stops answering without closing) fails the call, it does not hold the heartbeat or the
+#: job's release (botocore's read timeout does not bound a PUT waiting for its answer).
+LEASE_CALL_S = 20.0
+
+
+def _call(fs: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+    """``fs.method(*args, **kwargs)``, given up after :data:`LEASE_CALL_S` seconds
+    (``TimeoutError``) on an asynchronous file system (s3fs, gcsfs, adlfs)."""
+    coroutine = getattr(fs, f"_{method}", None)
+    if not getattr(fs, "async_impl", False) or coroutine is None:
+        return getattr(fs, method)(*args, **kwargs)
+    from fsspec.asyn import sync
+
+    return sync(fs.loop, coroutine, *args, timeout=LEASE_CALL_S, **kwargs)
+
+
 class _Precondition(Exception):
     """The object store refused a conditional write: the condition does not hold."""
 
@@ -717,7 +747,8 @@ class RemoteStoreLease(_Heartbeat):
         """
         from dkernel.storage.remote import describe_error, filesystem
 
-        fs, root = filesystem(store, options)
+        # bounded connect and read: a stalled endpoint fails a heartbeat, it does not hold it
+        fs, root = filesystem(store, options, purpose="lease")
         key = f"{root}/{LEASE_FILE}"
         info = _holder_info(command)
         try:
@@ -746,7 +777,7 @@ class RemoteStoreLease(_Heartbeat):
         when it vanished or changed meanwhile. Raises when a live writer holds it."""
         bucket, path = key.split("/", 1)
         try:
-            got = fs.call_s3("get_object", Bucket=bucket, Key=path)
+            got = _call(fs, "call_s3", "get_object", Bucket=bucket, Key=path)
         except FileNotFoundError:
             return None
         etag = got["ETag"]
@@ -755,7 +786,7 @@ class RemoteStoreLease(_Heartbeat):
         # the body and its ETag come from one response: what is judged is what is replaced
         body = got["Body"]
         try:
-            data = sync(fs.loop, body.read, MAX_LEASE_BYTES + 1)
+            data = sync(fs.loop, body.read, MAX_LEASE_BYTES + 1, timeout=LEASE_CALL_S)
         finally:
             body.close()
         try:
@@ -785,9 +816,9 @@ class RemoteStoreLease(_Heartbeat):
         cls, store: str, fs: Any, key: str, info: dict[str, Any]
     ) -> RemoteStoreLease:
         """No conditional writes: take the lease only when there is none."""
-        if fs.exists(key):
+        if _call(fs, "exists", key):
             try:
-                previous: dict[str, Any] | None = _parse(fs.cat_file(key))
+                previous: dict[str, Any] | None = _parse(_call(fs, "cat_file", key))
             except _Unusable:
                 previous = None
             raise StoreError(
@@ -796,9 +827,9 @@ class RemoteStoreLease(_Heartbeat):
                 f"lives or not. If no dkernel job is writing the store, remove {store}/"
                 f"{LEASE_FILE} and run again (--resume continues the store)."
             )
-        fs.pipe_file(key, _encode(info))
+        _call(fs, "pipe_file", key, _encode(info))
         time.sleep(0.2)  # a writer that raced us: the last write wins, and we re-read it
-        if _parse(fs.cat_file(key)).get("token") != info["token"]:
+        if _parse(_call(fs, "cat_file", key)).get("token") != info["token"]:
             raise _held(store, read_remote_lease(fs, key))
         return cls(store, fs, key, info, None, atomic=False)
 
@@ -807,7 +838,7 @@ class RemoteStoreLease(_Heartbeat):
             if self._released or self.lost:
                 return
             if self._etag is None:
-                self._fs.pipe_file(self._key, _encode(self.info))
+                _call(self._fs, "pipe_file", self._key, _encode(self.info))
                 return
             try:
                 self._etag = _put(self._fs, self._key, _encode(self.info), IfMatch=self._etag)
@@ -834,29 +865,50 @@ class RemoteStoreLease(_Heartbeat):
         """Nothing was set aside (see :meth:`reserve`)."""
 
     def release(self) -> None:
-        """Give the lease up: delete the lease object while it is still ours."""
+        """Give the lease up: delete the lease object while it is still ours.
+
+        A heartbeat under way is waited for at most one bounded call; when the object store
+        stalls the lease is left to expire (a later job takes it over) rather than the job
+        waiting on it."""
         self._stop.set()
-        with self._lock:
-            if self._released:
-                return
+        if not self._lock.acquire(timeout=LEASE_CALL_S):
             self._released = True
-            if self.lost:
-                return
-            bucket, path = self._key.split("/", 1)
-            with contextlib.suppress(Exception):
-                if self._etag is not None:
-                    try:
-                        self._fs.call_s3(
-                            "delete_object", Bucket=bucket, Key=path, IfMatch=self._etag
-                        )
-                        self._fs.invalidate_cache(self._key)
-                        return
-                    except Exception as exc:  # noqa: BLE001
-                        if isinstance(_classify(exc), _Precondition):
-                            return  # not ours any more
-                current = read_remote_lease(self._fs, self._key)
-                if current is not None and current.get("token") == self.info["token"]:
-                    self._fs.rm_file(self._key)
+            logger.warning(
+                f"could not release the lease of {self.store}: its object store did not answer "
+                f"within {LEASE_CALL_S} s; the lease expires after {stale_after():.0f} s"
+            )
+            return
+        try:
+            self._release_locked()
+        finally:
+            self._lock.release()
+
+    def _release_locked(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        if self.lost:
+            return
+        bucket, path = self._key.split("/", 1)
+        with contextlib.suppress(Exception):
+            if self._etag is not None:
+                try:
+                    _call(
+                        self._fs,
+                        "call_s3",
+                        "delete_object",
+                        Bucket=bucket,
+                        Key=path,
+                        IfMatch=self._etag,
+                    )
+                    self._fs.invalidate_cache(self._key)
+                    return
+                except Exception as exc:  # noqa: BLE001
+                    if isinstance(_classify(exc), _Precondition | TimeoutError):
+                        return  # not ours any more, or the store stalls: it expires
+            current = read_remote_lease(self._fs, self._key)
+            if current is not None and current.get("token") == self.info["token"]:
+                _call(self._fs, "rm_file", self._key)
 
     def __enter__(self) -> RemoteStoreLease:
         return self
@@ -868,7 +920,7 @@ class RemoteStoreLease(_Heartbeat):
 def read_remote_lease(fs: Any, key: str) -> dict[str, Any] | None:
     """The lease object at ``key`` of ``fs`` (None when there is none or it is unusable)."""
     try:
-        return _parse(fs.cat_file(key, start=0, end=MAX_LEASE_BYTES))
+        return _parse(_call(fs, "cat_file", key, start=0, end=MAX_LEASE_BYTES))
     except Exception:  # noqa: BLE001
         return None
 
@@ -893,7 +945,7 @@ def _honours_conditions(fs: Any, root: str) -> bool:
         return False
     finally:
         with contextlib.suppress(Exception):
-            fs.rm_file(probe)
+            _call(fs, "rm_file", probe)
 
 
 def _put(fs: Any, key: str, data: bytes, **condition: str) -> str:
@@ -901,7 +953,9 @@ def _put(fs: Any, key: str, data: bytes, **condition: str) -> str:
     :class:`_NoConditions`."""
     bucket, path = key.split("/", 1)
     try:
-        response = fs.call_s3("put_object", Bucket=bucket, Key=path, Body=data, **condition)
+        response = _call(
+            fs, "call_s3", "put_object", Bucket=bucket, Key=path, Body=data, **condition
+        )
     except Exception as exc:  # noqa: BLE001
         raise _classify(exc) from exc
     fs.invalidate_cache(key)

@@ -58,7 +58,7 @@ CHECK_TIMEOUT_S = 10.0
 
 #: What a file system is for (:func:`filesystem`): writing or reading a results store,
 #: reading an input, or a bounded pre-cluster check of a store.
-Purpose = Literal["store", "input", "check"]
+Purpose = Literal["store", "input", "check", "lease"]
 #: S3 client settings per purpose, so an unreachable endpoint fails instead of hanging (an
 #: option the user gave wins); stores keep the backend's defaults (long uploads).
 _S3_LIMITS: dict[str, dict[str, Any]] = {
@@ -72,7 +72,17 @@ _S3_LIMITS: dict[str, dict[str, Any]] = {
         "read_timeout": CHECK_TIMEOUT_S,
         "retries": {"max_attempts": 1, "mode": "standard"},
     },
+    # a lease object is a few hundred bytes: an answer takes well under LEASE_CALL_S, and a
+    # stalled endpoint must not hold the heartbeat (nor the release after it) for longer
+    "lease": {
+        "connect_timeout": 5,
+        "read_timeout": 10,
+        "retries": {"max_attempts": 1, "mode": "standard"},
+    },
 }
+#: Times s3fs tries a lease call that timed out (its default is 5); each call is also bounded
+#: as a whole (``dkernel.storage.lock.LEASE_CALL_S``).
+LEASE_RETRIES = 2
 
 
 def to_fsspec(location: str) -> str:
@@ -396,6 +406,8 @@ def filesystem(
         raise error(
             f"the storage options for {scheme}:// are not understood by its backend ({exc})."
         ) from None
+    if purpose == "lease" and hasattr(fs, "retries"):
+        fs.retries = LEASE_RETRIES  # s3fs's own retries of a timed-out call (5 by default)
     return fs, path
 
 
