@@ -51,7 +51,8 @@ from dkernel.storage import remote
 from dkernel.storage.array_limits import declared_array_problem  # installs bounded codecs
 from dkernel.storage.attributes import describe_variables
 from dkernel.storage.geo import CONVENTIONS
-from dkernel.storage.lock import LEASE_FILE, is_lease_file
+from dkernel.storage.lock import LEASE_FILE, is_lease_file, lease_objects_unlisted
+from dkernel.storage.manifest import MANIFEST_ATTR, check_manifest, manifest_of
 from dkernel.storage.paths import check_writable  # noqa: F401  (where it was)
 from dkernel.storage.remote import as_location
 from dkernel.storage.side_files import (
@@ -263,7 +264,8 @@ class ResultsStore:
                 f"cannot mark {self.path} complete: groups {unfinished} are missing or "
                 "their write did not finish."
             )
-        root.attrs.update({"status": "complete", "finished": _now()})
+        written = manifest_of(self.path, self.storage_options)  # what a reader checks
+        root.attrs.update({"status": "complete", "finished": _now(), MANIFEST_ATTR: written})
         _consolidate(self.path, self.storage_options)
         self.clear_scratch(strict=False)
 
@@ -1193,21 +1195,24 @@ def open_results(
             f"expected {STORE_FORMAT!r})."
         )
     status = group.attrs.get("status")
+    if status == "complete":  # a chunk lost since would read as fill values
+        check_manifest(path, group.attrs.get(MANIFEST_ATTR), storage_options)
     if warn and status != "complete":
         msg = f"results store {path} has status {status!r}"
         if status == "failed":
             msg += f": {group.attrs.get('error')}"
         warn_caller(msg + "; its arrays may be incomplete.", StoreStatusWarning)
     try:
-        return xr.open_datatree(
-            str(path),
-            engine="zarr",
-            chunks={},
-            consolidated=status == "complete",
-            # integer label maps stay integers; their nodata is labels.rio.nodata (-1)
-            mask_and_scale=False,
-            **kw,
-        )
+        with lease_objects_unlisted():
+            return xr.open_datatree(
+                str(path),
+                engine="zarr",
+                chunks={},
+                consolidated=status == "complete",
+                # integer label maps stay integers; their nodata is labels.rio.nodata (-1)
+                mask_and_scale=False,
+                **kw,
+            )
     except Exception as exc:
         raise StoreError(f"{path} could not be opened as a results store: {exc}") from exc
 
