@@ -23,6 +23,20 @@ class GDALCacheLimit(WorkerPlugin):
         limit_gdal_cache(self.megabytes)
 
 
+class BoundedZarrCodecs(WorkerPlugin):
+    """Decode Zarr chunks on every worker through dkernel's bounded codecs
+    (:func:`dkernel.storage.array_limits.install_bounded_codecs`): a task reading a results
+    store or an input cube refuses a chunk that would inflate past its declared size, as this
+    process does, on workers that join later too."""
+
+    name = "dkernel-bounded-zarr-codecs"
+
+    def setup(self, worker: Any) -> None:
+        from dkernel.storage.array_limits import install_bounded_codecs
+
+        install_bounded_codecs()
+
+
 class _DropComputeFailed(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith("Compute Failed")
@@ -48,9 +62,11 @@ def register_job_plugins(client: Any, *, embedded: bool = False) -> None:
     :class:`QuietTaskFailures` only on a cluster the job started (``embedded``).
 
     Thread workers of this process (an in-process cluster) share its GDAL cache, which
-    ``prepare_job`` bounded already for an image job: :class:`GDALCacheLimit` is left out
-    there (it would import rasterio for a table job too)."""
+    ``prepare_job`` bounded already for an image job, and its Zarr codecs:
+    :class:`GDALCacheLimit` and :class:`BoundedZarrCodecs` are left out there (the first
+    would import rasterio for a table job too)."""
     if getattr(getattr(client, "cluster", None), "processes", True) is not False:
         client.register_plugin(GDALCacheLimit())
+        client.register_plugin(BoundedZarrCodecs())
     if embedded:
         client.register_plugin(QuietTaskFailures())

@@ -59,3 +59,28 @@ def test_an_in_process_cluster_gets_no_gdal_plugin():
     (plugins,) = names.values()
     assert GDALCacheLimit.name not in plugins
     assert "dkernel-quiet-task-failures" in plugins
+
+
+def _worker_zstd_codec() -> str:
+    import zarr
+
+    return str(zarr.config.get("codecs.zstd"))
+
+
+def test_process_workers_decode_zarr_chunks_with_the_bounded_codecs():
+    """A task on a worker process reads Zarr chunks through the bounded codecs, as the
+    client does (a chunk that would inflate past its declared size is refused there too)."""
+    from dkernel.runtime.connect import connect
+    from dkernel.runtime.plugins import BoundedZarrCodecs, register_job_plugins
+
+    client = connect(n_workers=1, threads_per_worker=1, quiet=True, dashboard=False)
+    try:
+        register_job_plugins(client)
+        names = client.run(lambda dask_worker: sorted(dask_worker.plugins))
+        codecs = client.run(_worker_zstd_codec)
+    finally:
+        client.close()
+    (plugins,) = names.values()
+    assert BoundedZarrCodecs.name in plugins
+    (codec,) = codecs.values()
+    assert codec == "dkernel.storage.array_limits.BoundedZstdCodec"
