@@ -1,0 +1,342 @@
+"""Reliability, round four (issue 54), the rest: a scheduler port that never speaks, a cluster
+that loses every worker, SIGTERM before the store exists, a data folder that cannot hold a
+download, a lease object beside a store being read, and the lease on a stalled object store.
+Jobs run through ``dkernel.cli.main``; each case asserts the exit code, the message, no
+traceback and bounded time.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import threading
+import time
+import warnings
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+import zarr
+
+from dkernel.cli import main
+
+#: Seconds a refusal may take and a whole tiny job.
+REFUSAL_S, JOB_S = 30.0, 180.0
+
+
+def _run(args: list[str], *, limit: float = JOB_S) -> tuple[int, str]:
+    """``dkernel ARGS`` in this process: exit code and everything printed; no traceback, and
+    within ``limit`` seconds."""
+    err, out = io.StringIO(), io.StringIO()
+    t = time.perf_counter()
+    with redirect_stderr(err), redirect_stdout(out):
+        code = main(args)
+    elapsed = time.perf_counter() - t
+    text = err.getvalue() + out.getvalue()
+    assert "Traceback" not in text, text
+    assert elapsed < limit, f"{elapsed:.1f} s:\n{text}"
+    return code, text
+
+
+@pytest.fixture()
+def table_job(tmp_path, monkeypatch):
+    """A small rbf-spectral job on a CSV table, run from ``tmp_path``."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DKERNEL_OUTPUT_ROOT", raising=False)
+    rng = np.random.default_rng(0)
+    np.savetxt(tmp_path / "data.csv", rng.normal(size=(30, 3)), delimiter=",", fmt="%.4f")
+
+    def spec(output: str = "out.zarr", rows: int = 30) -> Path:
+        if rows != 30:
+            data = rng.normal(size=(rows, 3))
+            np.savetxt(tmp_path / "data.csv", data, delimiter=",", fmt="%.4f")
+        body = {"name": "signals", "seed": 0, "method": "rbf-spectral"}
+        body |= {"data": {"reader": "csv", "path": "data.csv"}, "params": {"n_clusters": 2}}
+        body |= {"output": output}
+        path = tmp_path / "job.yaml"
+        path.write_text(yaml.safe_dump(body, sort_keys=False))
+        return path
+
+    return spec
+
+
+@pytest.fixture()
+def silent_port():
+    """A TCP port on 127.0.0.1 that accepts connections and never sends a byte."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join(timeout=5)
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+# ------------------------------------------------------------------------------------------
+# a scheduler port that accepts and never speaks
+# ------------------------------------------------------------------------------------------
+
+
+def test_submit_to_a_port_that_never_speaks_fails_within_its_timeout(table_job, silent_port):
+    spec = table_job()
+    address = f"tcp://127.0.0.1:{silent_port}"
+    t = time.perf_counter()
+    code, text = _run(["submit", str(spec), "--scheduler", address, "--timeout", "3"])
+    waited = time.perf_counter() - t
+    assert code == 2, text
+    assert f"could not reach the Dask scheduler at {address} within 3 s" in text, text
+    assert "no Dask scheduler answered there" in text
+    assert "`dask scheduler` is running there" in text
+    assert waited < REFUSAL_S, waited
+
+
+def test_connect_to_a_port_that_never_speaks_raises_within_its_timeout(silent_port):
+    from dkernel.errors import RuntimeConnectionError
+    from dkernel.runtime.connect import connect
+
+    t = time.perf_counter()
+    with pytest.raises(RuntimeConnectionError, match="no Dask scheduler answered there"):
+        connect(scheduler=f"tcp://127.0.0.1:{silent_port}", timeout=2, quiet=True)
+    assert time.perf_counter() - t < 15
+
+
+# ------------------------------------------------------------------------------------------
+# SIGTERM before the store exists
+# ------------------------------------------------------------------------------------------
+
+
+def test_sigterm_before_the_store_exists_does_not_claim_it_is_marked_failed(
+    table_job, silent_port, tmp_path
+):
+    """SIGTERM while the job still waits for its cluster (the data read, no store yet)."""
+    spec = table_job()
+    address = f"tcp://127.0.0.1:{silent_port}"
+    timer = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        code, text = _run(["submit", str(spec), "--scheduler", address, "--timeout", "60"])
+    finally:
+        timer.cancel()
+    assert code == 128 + signal.SIGTERM, text
+    last = text.strip().splitlines()[-1]
+    assert last == "dkernel: terminated (SIGTERM); no results store was written yet", text
+    assert "marked failed" not in text
+    assert not (tmp_path / "out.zarr" / "zarr.json").exists()
+
+
+# ------------------------------------------------------------------------------------------
+# every worker lost
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_job_whose_workers_are_all_killed_fails_with_a_message(
+    table_job, tmp_path, ops, monkeypatch
+):
+    """SIGKILL of every worker of a `dask scheduler` mid-job: the job fails after
+    DKERNEL_NO_WORKERS_TIMEOUT seconds without workers, says so, and marks the store failed."""
+    monkeypatch.setenv("DKERNEL_NO_WORKERS_TIMEOUT", "3")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    cluster = ops.start_loopback_cluster(logs)
+    try:
+        spec = table_job(rows=2000)
+        out = tmp_path / "out.zarr"
+        result: dict = {}
+
+        def job() -> None:
+            args = ["submit", str(spec), "--scheduler", cluster.address, "--no-progress"]
+            result["code"], result["text"] = _run(args)
+
+        thread = threading.Thread(target=job, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + JOB_S
+        while not (out / "zarr.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for worker in cluster.workers:
+            os.killpg(worker.pid, signal.SIGKILL)
+        thread.join(timeout=JOB_S)
+        assert not thread.is_alive(), "the job kept waiting without workers"
+    finally:
+        cluster.stop()
+    code, text = result["code"], result["text"]
+    assert code == 1, text
+    assert "the Dask cluster has had no worker for" in text, text
+    assert "every worker was lost" in text and "--resume" in text
+    assert "AllExit" not in text and "CancelledError" not in text, text
+    root = zarr.open_group(str(out), mode="r")
+    assert root.attrs["status"] == "failed"
+    assert "WorkersLostError" in root.attrs["error"]
+
+
+# ------------------------------------------------------------------------------------------
+# `dkernel data fetch` into something that is not a folder
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["file", "file-child", "proc"])
+def test_data_fetch_into_what_cannot_hold_a_folder_is_refused(tmp_path, monkeypatch, where):
+    (tmp_path / "plain").write_text("a file\n")
+    to = {
+        "file": str(tmp_path / "plain"),
+        "file-child": str(tmp_path / "plain" / "sub"),
+        "proc": "/proc/self",
+    }[where]
+    code, text = _run(["data", "fetch", "shapes", "--to", to], limit=REFUSAL_S)
+    assert code == 2, text
+    assert f"the data folder {to}" in text, text
+    assert "Pass `--to DIR` with a folder you can write" in text
+    assert "unexpected error" not in text
+    assert (tmp_path / "plain").read_text() == "a file\n"
+
+
+def test_data_fetch_with_dkernel_data_naming_a_file_is_refused(tmp_path, monkeypatch):
+    plain = tmp_path / "plain"
+    plain.write_text("a file\n")
+    monkeypatch.setenv("DKERNEL_DATA", str(plain))
+    code, text = _run(["data", "fetch", "shapes"], limit=REFUSAL_S)
+    assert code == 2, text
+    assert f"the data folder {plain} is not a folder" in text, text
+    assert "set DKERNEL_DATA to one" in text
+
+
+# ------------------------------------------------------------------------------------------
+# a lease object beside the arrays of a store being read
+# ------------------------------------------------------------------------------------------
+
+
+def _unfinished_with_lease(store: Path) -> None:
+    """``store`` as a job still writing it leaves it: not consolidated, ``running``, with a
+    lease file among its groups."""
+    meta_path = store / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta.pop("consolidated_metadata", None)
+    meta["attributes"]["status"] = "running"
+    meta_path.write_text(json.dumps(meta))
+    (store / "dkernel.lease").write_text(json.dumps({"pid": 1, "host": "elsewhere"}))
+    (store / ".dkernel.lease.reserve").write_bytes(b"\0" * 64)
+
+
+def test_show_of_a_store_holding_a_lease_object_prints_no_zarr_warning(table_job, tmp_path):
+    code, text = _run(["run", str(table_job()), "--no-progress"])
+    assert code == 0, text
+    store = tmp_path / "out.zarr"
+    _unfinished_with_lease(store)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, text = _run(["show", str(store)], limit=REFUSAL_S)
+    assert code == 0, text
+    assert "status:   running" in text, text
+    assert "/kernel/kernel" in text
+    shown = [str(w.message) for w in caught if "not recognized" in str(w.message)]
+    assert shown == [], shown
+    assert "site-packages" not in text
+
+
+# ------------------------------------------------------------------------------------------
+# the lease on an object store that stalls
+# ------------------------------------------------------------------------------------------
+
+
+class StallingProxy:
+    """A TCP proxy to ``target`` that relays until :meth:`stall`, then holds every
+    connection open without relaying a byte (an endpoint that stops answering)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.stalled = threading.Event()
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.port = self.server.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            self.sockets.append(client)
+            if self.stalled.is_set():
+                continue
+            upstream = socket.create_connection(self.target)
+            self.sockets.append(upstream)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                while self.stalled.is_set():
+                    time.sleep(0.1)  # hold the bytes: the peer waits for an answer
+                dst.sendall(data)
+        except OSError:
+            return
+
+    def stall(self) -> None:
+        self.stalled.set()
+
+    def close(self) -> None:
+        self.server.close()
+        for sock in self.sockets:
+            sock.close()
+
+
+def test_a_stalled_object_store_does_not_hold_the_lease_release(s3_server, s3_bucket):
+    """The endpoint stops answering while the lease is held: a heartbeat under way and the
+    release each give up within their bound (the lease is left to expire), instead of
+    waiting for as long as the endpoint stalls."""
+    from urllib.parse import urlparse
+
+    from dkernel.storage import lock
+    from dkernel.storage.lock import LEASE_CALL_S
+
+    target = urlparse(s3_server)
+    proxy = StallingProxy((target.hostname, target.port))
+    try:
+        options = {"endpoint": f"http://127.0.0.1:{proxy.port}"}
+        lease = lock.RemoteStoreLease.acquire(
+            f"s3://{s3_bucket}/stall.zarr", command="test", options=options
+        )
+        proxy.stall()
+        failed: list[BaseException] = []
+
+        def heartbeat() -> None:  # a heartbeat under way when the endpoint stalls
+            try:
+                lease._write()
+            except Exception as exc:  # noqa: BLE001  (the heartbeat thread suppresses it)
+                failed.append(exc)
+
+        beat = threading.Thread(target=heartbeat, daemon=True)
+        beat.start()
+        time.sleep(0.5)
+        t = time.perf_counter()
+        lease.release()
+        released_in = time.perf_counter() - t
+        beat.join(timeout=2 * LEASE_CALL_S)
+        assert not beat.is_alive(), "the heartbeat kept waiting on the stalled endpoint"
+        assert [type(e) for e in failed if isinstance(e, TimeoutError)] == [type(failed[0])]
+    finally:
+        proxy.close()
+    assert released_in <= 2 * LEASE_CALL_S + 5, released_in
