@@ -643,12 +643,13 @@ def _held_if_small(label_map: Any, image: xr.DataArray | None) -> tuple[Any, Any
 
     lazy_labels = is_dask_array(label_map)
     lazy_image = image is not None and image.chunks is not None
-    held = (label_map.nbytes if lazy_labels else 0) + (image.nbytes if lazy_image else 0)
+    image_bytes = image.nbytes if image is not None and lazy_image else 0
+    held = (label_map.nbytes if lazy_labels else 0) + image_bytes
     if held > HELD_MAP_BYTES:
         return label_map, image
     if lazy_labels:
         label_map = label_map.compute()
-    if lazy_image:
+    if image is not None and lazy_image:
         image = image.compute()
     return label_map, image
 

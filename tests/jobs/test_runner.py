@@ -135,3 +135,17 @@ def test_prepare_job_bounds_the_gdal_cache_before_reading(monkeypatch):
     finally:
         set_gdal_config("GDAL_CACHEMAX", before)
     assert seen == [GDAL_CACHE_MB]
+
+
+def test_a_cluster_slow_to_stop_is_logged_not_a_failed_job(caplog):
+    """Closing the job's own cluster after the store is finished: a worker slow to stop (seen
+    on a loaded machine as ``TimeoutError`` from ``Client.close``) is a warning, not an error."""
+    from dkernel.jobs import runner
+
+    class SlowToStop:
+        def close(self):
+            raise TimeoutError
+
+    with caplog.at_level("WARNING", logger="dkernel.jobs.runner"):
+        runner._close_quietly(SlowToStop())
+    assert "took too long to stop" in caplog.text
