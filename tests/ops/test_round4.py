@@ -151,6 +151,73 @@ def test_a_package_planted_in_the_working_directory_never_runs_in_the_helper(
     assert not marker.exists()
 
 
+def _plant_as_nobody(folder: Path, marker: Path) -> None:
+    """Another local user (uid 65534) plants ``dkernel/`` and ``numpy.py`` in ``folder``."""
+    import shutil
+    import subprocess
+    import sys
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv is not installed (util-linux): cannot act as another user")
+    if os.geteuid() != 0:
+        pytest.skip("acting as another uid needs root")
+    payload = (
+        "import os\n"
+        f"open({str(marker)!r}, 'a').write(__name__ + ' ran as ' + str(os.getuid()) + '\\n')\n"
+    )
+    plant = (
+        "import os, sys\n"
+        "folder, payload = sys.argv[1], sys.argv[2]\n"
+        "os.mkdir(os.path.join(folder, 'dkernel'))\n"
+        "for name in ('dkernel/__init__.py', 'dkernel/_helper.py', 'numpy.py'):\n"
+        "    with open(os.path.join(folder, name), 'w') as f:\n"
+        "        f.write(payload)\n"
+        "print('planted as', os.getuid())\n"
+    )
+    proc = subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c"]
+        + [plant, str(folder), payload],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp"},
+    )
+    assert "planted as 65534" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_package_another_user_plants_in_a_shared_folder_never_runs(image_job, monkeypatch):
+    """Two real users: uid 65534 plants ``dkernel/`` and ``numpy.py`` in a world-writable
+    folder (as /tmp is); this user runs an image job from there. The control proves the plant
+    is live (a plain ``python -c 'import dkernel'`` there runs it); the job never does."""
+    import subprocess
+    import sys
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="dkernel-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o1777)
+        marker = shared / "planted-code-ran"
+        _plant_as_nobody(shared, marker)
+        control = subprocess.run(
+            [sys.executable, "-c", "import dkernel"], cwd=shared, timeout=120, check=False
+        )
+        assert control.returncode == 0 and "dkernel ran as 0" in marker.read_text()
+        marker.unlink()
+        monkeypatch.chdir(shared)
+        _fresh_helper()
+        code, text = _run(image_job["args"])
+        assert code == 0, text
+        assert not marker.exists(), marker.read_text()
+        assert _status(image_job["root"] / "job.zarr") == "complete"
+        assert (image_job["root"] / "job.quicklook.png").stat().st_size > 0
+    finally:
+        import shutil
+
+        shutil.rmtree(shared, ignore_errors=True)
+
+
 def test_a_stopped_helper_does_not_block_the_job(image_job, monkeypatch):
     """A helper stopped with SIGSTOP: the job waits REPLY_TIMEOUT_S for it, kills it, draws
     the quick-look itself and completes."""
