@@ -86,10 +86,10 @@ APPROXIMATIONS = ("auto", "exact", "bipartite")
 #: ``approximation='auto'`` with the default kernel: the exact k-NN kernel up to this many
 #: points, the landmark bipartite graph above (see ``docs/choosing_defaults.md``).
 EXACT_MAX_SAMPLES = 5_000
-#: Rows whose nearly mutual k-NN graph chooses k on the bipartite path: 3 000 found the true k
-#: of the seven families at 2·10^5 with two draws each in 3-4 s; 2 000 missed rings3 once
-#: (4 of 3), 5 000 took 5-11 s, more than the landmark fit at the true k.
-MODEL_ORDER_ROWS = 3_000
+#: Rows whose nearly mutual k-NN graph chooses k on the bipartite path, as many as the exact
+#: path takes: at 2·10^5 the seven families' true k with every draw tried (5-11 s for 51
+#: eigenpairs); 3 000 rows chose 4 for rings3 and 2 for varied with one draw of three.
+MODEL_ORDER_ROWS = EXACT_MAX_SAMPLES
 
 
 def _oos_block_rows(n_train: int, block_rows: int | None, n_neighbors: int | None) -> int:
@@ -129,7 +129,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         relaxation times of a walk — over k = 2..``max_clusters``; the model is then fitted at
         the chosen k. The walk: with the default self-tuning kernel, the nearly mutual k-NN
         graph of :func:`dkernel.model_order.knn_graph_spectrum` (on every training point on
-        the exact path, on 3 000 of them drawn with the seed on the bipartite path); with
+        the exact path, on 5 000 of them drawn with the seed on the bipartite path); with
         another kernel, the normalised affinity whose eigenvectors start the factorisation. The evidence:
         ``n_clusters_``, ``n_clusters_candidates_``, ``n_clusters_scores_`` and
         ``model_order_``; measured in ``docs/choosing_defaults.md``. The held-out

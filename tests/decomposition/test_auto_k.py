@@ -76,7 +76,7 @@ def test_auto_respects_max_clusters_and_refuses_bad_values(blobs):
 
 
 def test_bipartite_path_chooses_k_on_the_exact_paths_graph(blobs):
-    """Up to 3 000 rows the bipartite path's sample is every row, so both paths score the
+    """Up to 5 000 rows the bipartite path's sample is every row, so both paths score the
     same nearly mutual k-NN graph: the same candidates, scores and k."""
     X, _ = blobs
     exact = KernelDecompositionClustering("auto", approximation="exact", random_state=3).fit(X)
