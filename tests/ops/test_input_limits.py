@@ -791,6 +791,18 @@ def _results(path: Path, *, shape=(10, 2), chunks=None, compressors="auto", stat
     return path
 
 
+def _replace_chunk(path: Path, chunk: Path, payload: bytes) -> None:
+    """Replace a chunk object of a complete store and record the new sizes in its manifest,
+    as someone who can write the store can: the codec's bound, not the manifest, must stop
+    the bomb."""
+    import zarr
+
+    from dkernel.storage.manifest import MANIFEST_ATTR, manifest_of
+
+    chunk.write_bytes(payload)
+    zarr.open_group(str(path), mode="a").attrs[MANIFEST_ATTR] = manifest_of(path, None)
+
+
 def _declare(path: Path, **fields) -> None:
     """Edit the array's metadata (and its consolidated copy) as a hand edit would."""
     meta = path / "embedding" / "embedding" / "zarr.json"
@@ -865,7 +877,7 @@ def test_zstd_chunk_of_a_results_array_inflating_to_two_gib(work, declare) -> No
 
     path = _results(work / "r.zarr", shape=(100, 4))
     chunk = path / "embedding" / "embedding" / "c" / "0" / "0"
-    chunk.write_bytes(_zstd_bomb(2 << 30, declare=declare))
+    _replace_chunk(path, chunk, _zstd_bomb(2 << 30, declare=declare))
     assert chunk.stat().st_size < 80 << 10
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tree = open_results(path)
@@ -897,7 +909,7 @@ def test_gzip_chunk_inflating_beyond_its_shape(work) -> None:
 
     path = _results(work / "r.zarr", shape=(100, 4), compressors=[GzipCodec()])
     chunk = path / "embedding" / "embedding" / "c" / "0" / "0"
-    chunk.write_bytes(gzip.compress(bytes(256 << 20), compresslevel=1))
+    _replace_chunk(path, chunk, gzip.compress(bytes(256 << 20), compresslevel=1))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(ValueError, match=r"a gzip chunk would decode to more than 3,200 bytes"):
         open_results(path)["embedding"]["embedding"].values  # noqa: B018
