@@ -75,8 +75,8 @@ class ResourceMonitor:
     interval; nothing on the workers' task path.
 
     The samples also watch for a cluster left without workers: after
-    :func:`no_workers_timeout` seconds with none, the client's futures are cancelled (so the
-    job's wait ends) and the ``with`` block raises :class:`WorkersLostError`.
+    ``no_workers_timeout()`` seconds with none, the client's futures are cancelled (so the
+    job's wait ends) and the ``with`` block raises ``WorkersLostError``.
     """
 
     def __init__(self, client: Any, interval: float = 0.5) -> None:
