@@ -209,4 +209,6 @@ def test_provenance_has_no_secrets_or_environment(tmp_path, monkeypatch, client)
         "traceback",
         # the files beside the store its jobs wrote (paths relative to the output root)
         "side_files",
+        # chunk counts and bytes per array (dkernel.storage.manifest): no paths, no values
+        "manifest",
     }
