@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy, is_dask_array
 from dkernel.errors import InvalidInputError
-from dkernel.runtime.progress import LINE_INTERVAL, TextBar, _in_notebook, _is_terminal
+from dkernel.runtime.progress import LINE_INTERVAL, PartsProgress
 
 logger = logging.getLogger(__name__)
 
@@ -125,18 +124,10 @@ def check_fingerprint(
 
 
 # -- progress ---------------------------------------------------------------------------------
-class EpochProgress:
+class EpochProgress(PartsProgress):
     """Epochs done, for people: a bar with the last loss on a terminal or in Jupyter, a plain
     line per epoch (at most every ``LINE_INTERVAL`` seconds, and the last) in a log; nothing
     unless ``show``. Every epoch is also logged at DEBUG level."""
-
-    def __init__(self, what: str, total: int, done: int, *, show: bool) -> None:
-        self.what, self.total, self.done, self.show = what, total, done, show
-        self.stream = sys.stderr
-        self.start = self.last = time.monotonic()
-        notebook = show and _in_notebook()
-        drawn = notebook or (show and _is_terminal(self.stream))
-        self.bar = TextBar(self.stream, what, total, done, ansi=not notebook) if drawn else None
 
     def epoch_done(self, loss: float) -> None:
         self.done += 1

@@ -270,7 +270,7 @@ def compute_parts(
     # as_completed waits on the default client's event loop unless told: that of ``client``
     pending = as_completed(futures, loop=client.loop, with_results=True)
     del futures, future  # the loop below holds each future only until its value is in
-    report = _PartsProgress(what, len(values), len(values) - len(lazy), show=show)
+    report = PartsProgress(what, len(values), len(values) - len(lazy), show=show)
     for future, value in pending:
         for i in slots.pop(future.key, ()):
             values[i] = value
@@ -289,7 +289,7 @@ def _compute_parts_locally(values: list, lazy: list[int], *, show: bool, what: s
     else:
         from dask.core import flatten
 
-        report = _PartsProgress(what, len(values), len(values) - len(lazy), show=True)
+        report = PartsProgress(what, len(values), len(values) - len(lazy), show=True)
         parts_of: dict[Any, list[int]] = {}
         keys_left: list[int] = []
         for n, i in enumerate(lazy):
@@ -317,7 +317,7 @@ def _compute_parts_locally(values: list, lazy: list[int], *, show: bool, what: s
     return values
 
 
-class _PartsProgress:
+class PartsProgress:
     """Parts of a pass done, for people: a ``TextBar`` when stderr is a terminal or a
     notebook's output (without ANSI codes there), else a line
     every ``LINE_INTERVAL`` seconds and one at the end; nothing unless ``show``."""
