@@ -864,7 +864,7 @@ def test_open_results_names_the_declared_shape(work) -> None:
 
 
 def _zstd_bomb(total: int, *, declare: bool) -> bytes:
-    from tests.ops.test_reads_round3 import zstd_bomb
+    from tests.ops.test_bounded_confined_reads import zstd_bomb
 
     return zstd_bomb(total, declare=declare)
 

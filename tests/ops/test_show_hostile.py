@@ -359,7 +359,7 @@ def test_a_small_array_whose_chunk_inflates_is_shown_without_its_values(tmp_path
 
     import zarr
 
-    from tests.ops.test_reads_round3 import zstd_bomb
+    from tests.ops.test_bounded_confined_reads import zstd_bomb
 
     path = _store(tmp_path / "bomb.zarr")
     group = zarr.open_group(str(path), mode="a").require_group("metrics")

@@ -1,4 +1,4 @@
-"""Reliability and security, round four (issue 54): the quick-look helper process, transient
+"""Reliability and security (issue 54): the quick-look helper process, transient
 results stores, change detection of a scene against itself, and RBF widths beyond what the
 numerics can do. Jobs run through ``dkernel.cli.main``; each case asserts the exit code, the
 message, no traceback and bounded time.
