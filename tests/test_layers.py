@@ -70,6 +70,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dkernel.runtime.progress",
             "dkernel.gmm.em",
             "dkernel.meanshift.kernels",
+            "dkernel.meanshift.stage_two",
             "dkernel.decomposition.nmf",
             "dkernel.decomposition.kernels",
             "dkernel.spectral.dense",
@@ -155,6 +156,7 @@ NUMERIC = [
     "change/threshold.py",
     "reservoir/_reservoir.py",
     "reservoir/series.py",
+    "meanshift/stage_two.py",
 ]
 NUMERIC += [
     str(p.relative_to(PKG))

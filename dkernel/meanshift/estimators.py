@@ -1,384 +1,81 @@
 """Scikit-learn-style estimators: :class:`MeanShift` and :class:`MSSC`.
 
 MSSC (Agersborg 2012, ch. 5 [Agersborg2012]): mean shift splits the data into m partitions (stage
-one); the Cauchy–Schwarz affinity between partitions (Eq. 5.3) with its own, larger bandwidth is
-embedded with KECA or KPCA and clustered with angular or Euclidean k-means (stage two); partition
-labels flow back to the points. For large inputs the first stage runs on seeds (grid bins or a
-k-means pre-partition weighted by counts, [Agersborg2012], §7.1) against a density from a sample,
-and every point is then streamed through mean shift against that stored density to a stored mode;
-``predict`` does the same for new points.
+one, :mod:`dkernel.meanshift.mean_shift`); the Cauchy–Schwarz affinity between partitions
+(Eq. 5.3) with its own, larger bandwidth is embedded with KECA or KPCA and clustered with angular
+or Euclidean k-means (stage two, NumPy, :mod:`dkernel.meanshift.stage_two`); partition labels flow
+back to the points. For large inputs the first stage runs on seeds (grid bins or a k-means
+pre-partition weighted by counts, [Agersborg2012], §7.1) against a density from a sample, and
+every point is then streamed through mean shift against that stored density to a stored mode;
+``predict`` does the same for new points. This module keeps the public import paths of both
+stages.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import derive_rng, derive_seed, seed_from_random_state
 from dkernel._validation import (
-    ParameterConstraintsMixin,
     aligned,
     as_numpy,
     check_2d_array,
     check_is_fitted,
-    check_options,
     is_dask_array,
     validate_input,
 )
-from dkernel.errors import (
-    InvalidInputError,
-    MeanShiftConvergenceWarning,
-    ResourceLimitError,
-    warn_caller,
-)
+from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.kernels.aliases import resolve_alias
-from dkernel.kernels.widths import MSSC_SIGMA_FRACTION, silverman_thesis
+from dkernel.kernels.widths import MSSC_SIGMA_FRACTION
 from dkernel.linalg import label_sums
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.bands import apply_band_norm, resolve_band_norm
 from dkernel.meanshift.graph import (
-    AssignModel,
-    stream_assign,
     stream_feature_sums,
     stream_partition_sizes,
     stream_stratified_sample,
 )
+from dkernel.meanshift.mean_shift import _NON_NEGATIVE, _POSITIVE, MeanShift
 from dkernel.meanshift.sampling import sample_sizes, stratified_sample
+from dkernel.meanshift.stage_two import (
+    WideLimitAxes,
+    _eigengap_ratio,
+    _lookup,
+    _means,
+    _sampled_pair_sums,
+    normalized_spectrum,
+    second_stage,
+    wide_limit_axes,
+    wide_limit_stage,
+)
+from dkernel.meanshift.stage_two import (
+    _normalized_graph as _normalized_graph,  # re-exported: tests reach it by this path
+)
 from dkernel.model_order import candidate_range, spectrum_model_order
-from dkernel.rows import take_rows
 from dkernel.runtime.progress import compute_with_progress
+
+__all__ = [
+    "MSSC",
+    "MeanShift",
+    "WideLimitAxes",
+    "normalized_spectrum",
+    "second_stage",
+    "wide_limit_axes",
+    "wide_limit_stage",
+]
 
 #: ``spectrum_`` keeps ``max_clusters + 1`` eigenvalues, 11 when max_clusters is None and
 #: n_clusters an integer.
 DEFAULT_MAX_CLUSTERS = 10
 #: Largest number of points for which the exact (O(N²) work) CS affinity is used by 'auto'.
 EXACT_AFFINITY_MAX = 20000
-
-
-_POSITIVE = Interval(Real, 0, None, closed="neither")
-_NON_NEGATIVE = Interval(Real, 0, None, closed="left")
-_RANDOM_STATE = ["random_state", np.random.Generator]
-
-
-def _systematic(n: int, m: int) -> np.ndarray:
-    """``m`` evenly spaced row indices of ``n`` (a systematic sample).
-
-    The first stage is mean shift, a deterministic mode search; drawing its density sample and
-    its pre-partition's starting centres at random made the partitions, and through them the
-    final clusters, depend on ``random_state`` (on the demo scene five seeds agreed to a
-    pairwise ARI of 0.51). Evenly spaced rows cover an image's raster order uniformly in space.
-    """
-    return np.unique(np.linspace(0, n - 1, m).round().astype(np.int64))
-
-
-def _path_schedule(n_iter: int) -> list[int]:
-    """Iterates kept in the trajectory cache: 0, 1, 2, 4, 8, ... and the last."""
-    keep = [0]
-    k = 1
-    while k < n_iter:
-        keep.append(k)
-        k *= 2
-    keep.append(n_iter)
-    return sorted(set(keep))
-
-
-class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
-    """Gaussian mean shift with seeds, a density sample and streaming assignment.
-
-    Parameters
-    ----------
-    bandwidth : float, optional
-        Kernel width h, the standard deviation of the Gaussian kernel; Silverman's rule
-        ([Agersborg2012], Eq. 5.1) on the density points when None. scikit-learn's ``MeanShift``
-        uses a flat kernel, a ball of *radius* h: at the same number the Gaussian is wider (mean
-        squared radius d h² against d h² / (d + 2) in d dimensions), smooths more and finds fewer
-        modes. For the modes of a flat kernel of radius r, pass ``bandwidth = r / sqrt(d + 2)``
-        (same second moment): on the 10⁶-pixel scene of ``benchmarks/bench_meanshift_scale.py``
-        (d = 8) that finds the 6 generating classes (ARI 1.000), where h = r finds 4 (ARI 0.87). The
-        modes need not coincide exactly: the two kernels weigh the points differently.
-    blurring : bool
-        Blurring mean shift (the density points move too; [Agersborg2012], §2.4.2).
-    seeds : {'all', 'grid', 'kmeans'}
-        Mode-finding vectors: every density point, the means of occupied grid bins of width
-        ``bin_size`` (weighted by counts), or a k-means pre-partition with ``n_seeds``
-        centres weighted by counts ([Agersborg2012], §7.1, "three-stage").
-    n_seeds : int
-        Number of k-means centres for ``seeds='kmeans'`` (started from evenly spaced sample
-        points: no randomness in the first stage).
-    bin_size : float, optional
-        Grid bin width for ``seeds='grid'`` (default: the bandwidth).
-    density : {'sample', 'seeds'}
-        Density estimate from a uniform sample of the points, or from the weighted seeds
-        (cheapest; good when the seeds are much denser than h).
-    n_density : int
-        Size of the density sample (all points when there are fewer): evenly spaced rows, so
-        the first stage is a function of the data alone, as mean shift itself is.
-    max_iter : int
-        Iteration cap.
-    tol : float
-        Convergence tolerance relative to h.
-    group_factor : float
-        End points closer than ``group_factor · median(move)`` (clipped to
-        [1e-3 h, h/2]) are one mode.
-    path_radius : float
-        Streaming assignment stops a point within ``path_radius · h`` of a stored seed
-        trajectory (0: run every point to convergence).
-    bandwidth_factor : float
-        Multiplies Silverman's bandwidth when ``bandwidth`` is None (a first stage that
-        over-partitions wants h below the rule of thumb, [Agersborg2012], §6.1.2).
-    random_state : int, optional
-        Unused by mean shift, which is deterministic; MSSC's second stage uses it.
-
-    Attributes
-    ----------
-    bandwidth_ : float
-    density_ : ndarray (m, d)
-    density_weights_ : ndarray (m,) or None
-    seeds_ : ndarray (s, d)
-    seed_weights_ : ndarray (s,) or None
-    seed_labels_ : ndarray (s,)
-    modes_ : ndarray (n_partitions, d)
-    n_partitions_ : int
-    labels_ : ndarray (N,) or dask array
-        Partition of every training point; -1 for rows with NaN (nodata: no part of the
-        density, as in :meth:`predict`). Infinite values are refused.
-    n_iter_ : int
-    converged_ : bool
-        Every seed's last step was below ``tol · h``; when not, fit warns
-        (:class:`~dkernel.errors.MeanShiftConvergenceWarning`).
-    group_threshold_ : float
-    path_points_, path_labels_ : ndarray
-        Trajectory cache used by streaming assignment and :meth:`predict`.
-    n_features_in_ : int
-        Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of str
-        Column names of a DataFrame passed to ``fit`` (absent for other input).
-
-    See Also
-    --------
-    dkernel.MSSC : Mean shift partitions clustered spectrally (stage two).
-    sklearn.cluster.MeanShift : scikit-learn's mean shift (flat kernel, in memory).
-
-    References
-    ----------
-    - Fukunaga & Hostetler (1975), "The estimation of the gradient of a density function, with
-      applications in pattern recognition", *IEEE Transactions on Information Theory* 21(1)
-      [Fukunaga1975]; Cheng (1995), "Mean shift, mode seeking, and clustering", *IEEE TPAMI*
-      17(8) [Cheng1995]: mean shift and its blurring variant.
-    - Comaniciu & Meer (2002), "Mean shift: a robust approach toward feature space analysis",
-      *IEEE TPAMI* 24(5) [Comaniciu2002]: stopping on a known trajectory (``path_radius``).
-    - Agersborg (2012), *Mean Shift Spectral Clustering Using Kernel Entropy Component
-      Analysis*, MSc thesis [Agersborg2012]: §2.4 (Eq. 2.57, the Gaussian step; §2.4.2,
-      blurring), Eq. 5.1 (the bandwidth rule), §6.1.2 (grouping end points relative to their
-      moves), §7.1 (seeds from a pre-partition, new points against the stored density).
-    """
-
-    def __init__(
-        self,
-        bandwidth: float | None = None,
-        *,
-        blurring: bool = False,
-        seeds: str = "all",
-        n_seeds: int = 1000,
-        bin_size: float | None = None,
-        density: str = "sample",
-        n_density: int = 5000,
-        max_iter: int = 300,
-        tol: float = 1e-3,
-        group_factor: float = 0.25,
-        path_radius: float = 0.2,
-        bandwidth_factor: float = 1.0,
-        random_state: int | None = None,
-    ) -> None:
-        self.bandwidth = bandwidth
-        self.bandwidth_factor = bandwidth_factor
-        self.blurring = blurring
-        self.seeds = seeds
-        self.n_seeds = n_seeds
-        self.bin_size = bin_size
-        self.density = density
-        self.n_density = n_density
-        self.max_iter = max_iter
-        self.tol = tol
-        self.group_factor = group_factor
-        self.path_radius = path_radius
-        self.random_state = random_state
-
-    _parameter_constraints: dict = {
-        "bandwidth": [_POSITIVE, None],
-        "blurring": ["boolean"],
-        "seeds": [StrOptions({"all", "grid", "kmeans"})],
-        "n_seeds": [Interval(Integral, 1, None, closed="left")],
-        "bin_size": [_POSITIVE, None],
-        "density": [StrOptions({"sample", "seeds"})],
-        "n_density": [Interval(Integral, 2, None, closed="left")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [_NON_NEGATIVE],
-        "group_factor": [_NON_NEGATIVE],
-        "path_radius": [Interval(Real, 0, 1, closed="both")],
-        "bandwidth_factor": [_POSITIVE],
-        "random_state": _RANDOM_STATE,
-    }
-
-    # -- fitting ------------------------------------------------------------------------------
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: Any, y: Any = None) -> MeanShift:
-        """Find the modes and the partition of every point.
-
-        Notes
-        -----
-        With S seeds, M density points and T iterations: O(T · S · M · d) for the modes plus
-        O(N · t · M · d) to stream N points (t = mean steps per point, small with the
-        trajectory cache). Memory O(M · block + S · d · log T); never O(N²).
-        """
-        return self._fit_modes(validate_input(self, X, reset=True, allow_nan=True, min_samples=2))
-
-    def _fit_modes(self, X: Any) -> MeanShift:
-        """:meth:`fit` on validated ``X`` (NumPy, or Dask kept lazy)."""
-        n = int(X.shape[0])
-        dense_all = n <= self.n_density
-        if dense_all:
-            sample = as_numpy(X, np.float64)
-        else:
-            sample = take_rows(X, _systematic(n, self.n_density), np.float64)
-        # NaN rows are nodata: no part of the density, label -1 (as in predict)
-        valid = ~np.isnan(sample).any(axis=1)
-        has_nan = not bool(valid.all())
-        if has_nan:
-            sample = sample[valid]
-        if sample.shape[0] < 2:
-            raise InvalidInputError(
-                f"{type(self).__name__} needs at least 2 rows without NaN (nodata) in its "
-                f"density sample; got {sample.shape[0]}."
-            )
-
-        # seeds
-        if self.seeds == "all":
-            seeds, seed_w = sample, None
-        elif self.seeds == "grid":
-            h0 = self.bandwidth or self.bandwidth_factor * silverman_thesis(sample)
-            seeds, counts = K.grid_seeds(sample, self.bin_size or h0)
-            seed_w = counts.astype(np.float64)
-        else:
-            from sklearn.cluster import KMeans
-
-            k = min(self.n_seeds, sample.shape[0])
-            # a pre-partition needs no k-means++ quality: started from every (M/k)-th sample
-            # point it is O(k) and a function of the data alone, like the sample itself
-            km = KMeans(
-                n_clusters=k,
-                init=sample[_systematic(sample.shape[0], k)],
-                n_init=1,
-                max_iter=10,
-            ).fit(sample)
-            seeds = km.cluster_centers_
-            seed_w = np.bincount(km.labels_, minlength=k).astype(np.float64)
-            keep = seed_w > 0
-            seeds, seed_w = seeds[keep], seed_w[keep]
-
-        if self.density == "seeds":
-            density, dens_w = seeds, seed_w
-        else:
-            density, dens_w = sample, None
-        h = (
-            float(self.bandwidth)
-            if self.bandwidth is not None
-            else self.bandwidth_factor * silverman_thesis(sample)
-        )
-
-        res = K.mean_shift(
-            seeds,
-            density,
-            h,
-            weights=dens_w,
-            blurring=self.blurring,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            return_paths=True,
-        )
-        tau = K.group_threshold(res.moves, h, group_factor=self.group_factor)
-        seed_labels, modes = K.group_modes(res.ends, tau, seed_w)
-        keep_it = _path_schedule(res.n_iter)
-        path_points = res.paths[keep_it].reshape(-1, seeds.shape[1])
-        path_labels = np.tile(seed_labels, len(keep_it))
-
-        self.bandwidth_ = h
-        self._fit_sample_ = sample
-        self.density_ = density
-        self.density_weights_ = dens_w
-        self.seeds_ = seeds
-        self.seed_weights_ = seed_w
-        self.seed_labels_ = seed_labels
-        self.seed_ends_ = res.ends
-        self.modes_ = modes
-        self.n_partitions_ = int(modes.shape[0])
-        self.n_iter_ = res.n_iter
-        self.converged_ = res.converged
-        if not res.converged:
-            moving = int(np.count_nonzero(res.last_step >= self.tol * h))
-            warn_caller(
-                f"{type(self).__name__}: mean shift stopped at max_iter={self.max_iter} with "
-                f"{moving} of {seeds.shape[0]} seeds still moving (last step >= tol · h = "
-                f"{self.tol * h:.3g}); they are grouped where they stopped, which can split a "
-                "mode. Raise max_iter, or raise tol if the modes are far apart.",
-                MeanShiftConvergenceWarning,
-            )
-        self.group_threshold_ = tau
-        self.path_points_ = path_points
-        self.path_labels_ = path_labels
-
-        if self.seeds == "all" and dense_all and not has_nan:
-            self.labels_ = seed_labels.copy()
-        else:
-            self.labels_ = self._assign(X)
-        return self
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = True  # NaN rows are nodata: label -1 in fit and predict
-        return tags
-
-    def assign_model(self, *, dtype: Any = np.float32) -> AssignModel:
-        """The stored density and trajectory cache as a picklable :class:`~dkernel.meanshift.graph.AssignModel`."""
-        check_is_fitted(self, "modes_")
-        return AssignModel(
-            density=self.density_,
-            weights=self.density_weights_,
-            bandwidth=self.bandwidth_,
-            path_points=self.path_points_,
-            path_labels=self.path_labels_,
-            path_radius=self.path_radius,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            dtype=dtype,
-        )
-
-    def predict(self, X: Any) -> Any:
-        """Partition of new points: mean shift against the stored density to a stored mode.
-
-        NumPy input gives a NumPy array; Dask input a lazy Dask array (one task per row chunk).
-        Rows with NaN get -1, as in :meth:`fit`.
-
-        Notes
-        -----
-        O(N · t · M · d) time, O(block · M) memory per chunk.
-        """
-        check_is_fitted(self, "modes_")
-        return self._assign(validate_input(self, X, reset=False, allow_nan=True, min_samples=1))
-
-    def _assign(self, X: Any) -> Any:
-        """Partition of validated ``X`` (lazy for Dask input)."""
-        model = self.assign_model()
-        if is_dask_array(X):
-            return stream_assign(X, model)
-        return model.assign(X)
 
 
 class MSSC(MeanShift):
@@ -968,284 +665,3 @@ class MSSC(MeanShift):
     def predict_partition(self, X: Any) -> Any:
         """Mean-shift partition of new points (stage one only; bands scaled as in fit)."""
         return self._assign(self._scaled_for_predict(X))
-
-
-def second_stage(
-    A: np.ndarray,
-    n_clusters: int,
-    embedding: str,
-    *,
-    n_init: int = 100,
-    seed: int | None = None,
-    sizes: np.ndarray | None = None,
-    regularization: float = 0.0,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """MSSC stage two on an m × m partition affinity.
-
-    KECA (uncentered, entropy-ordered axes) + angular k-means, centered KPCA + Euclidean
-    k-means, or normalized spectral clustering ('normalized', formerly 'njw'), with
-    ``n_clusters`` dimensions; best
-    of ``n_init`` k-means runs by cost.
-
-    With ``sizes`` (n_i points per partition), ``A`` must be the size-normalised sums
-    ``B_ij = S_ij / sqrt(n_i n_j)``: B is the point-level kernel matrix restricted to
-    functions constant on partitions, written in the orthonormal basis ``1_{C_i}/sqrt(n_i)``.
-    Its eigenvectors give the point-level KPCA/KECA axes (centering and the entropy terms
-    ``ψ_j = λ_j (e_j·sqrt(n))²`` use the point counts), each partition is embedded at
-    ``e_j,i sqrt(λ_j / n_i)`` and k-means (Euclidean) weights partitions by their size. Without
-    ``sizes`` every partition counts once ([Agersborg2012], ch. 5).
-
-    'normalized' (Ng, Jordan & Weiss 2002 [Ng2002]) is the normalized-cut relaxation of the same
-    point-level graph: with ``sizes`` the pair sums ``S_ij = B_ij sqrt(n_i n_j)`` give the degrees
-    ``d_i = Σ_j S_ij`` (the point degrees summed over C_i), the leading eigenvectors of
-    ``D^-1/2 S D^-1/2`` are the point-level ones restricted to partition-constant functions
-    (``u_i / sqrt(n_i)`` at each point of C_i), every row is scaled to unit length and k-means
-    weights partitions by ``n_i``. Without ``sizes``, ``A`` is the graph and every partition counts
-    once. Unlike KPCA it divides out each partition's degree, so a large, spread-out cluster does
-    not dominate the leading axes. ``regularization`` = r > 0 adds ``τ = r · mean point degree`` to
-    every point's degree (``d_i + τ n_i``; regularized spectral clustering, Qin & Rohe 2013
-    [Qin2013]; Amini et al. 2013 [Amini2013]): a small, weakly linked group of partitions (an
-    outlier colour, a cloud edge) no longer has an eigenvalue near 1 of its own, so the leading axes
-    and the k-means on them do not depend on which outliers a seed happened to isolate.
-
-    Returns
-    -------
-    labels : ndarray (m,) int64
-    embedding : ndarray (m, n_clusters)
-    eigenvalues : ndarray (n_clusters,)
-    cost : float
-
-    Notes
-    -----
-    O(m³) for the eigendecomposition, O(n_init · m · k²) for k-means.
-    """
-    from sklearn.cluster import KMeans
-
-    from dkernel.linalg import angular_kmeans, dense_eigh, euclidean_kmeans
-    from dkernel.spectral.dense import keca_embedding, kpca_embedding
-
-    embedding = resolve_alias(embedding, "embedding", "second_stage")
-    check_options(embedding, "embedding", "MSSC", ("keca", "kpca", "normalized"))
-    rs = derive_seed(seed, "kmeans2")
-    if embedding == "normalized":
-        return _njw_stage(
-            A,
-            n_clusters,
-            n_init=n_init,
-            random_state=rs,
-            sizes=sizes,
-            regularization=regularization,
-        )
-    if sizes is None:
-        if embedding == "keca":
-            emb = keca_embedding(A, n_clusters)
-            labels, _, cost = angular_kmeans(
-                emb.embedding, n_clusters, n_init=n_init, random_state=rs
-            )
-        else:
-            emb = kpca_embedding(A, n_clusters)
-            labels, _, cost = euclidean_kmeans(
-                emb.embedding, n_clusters, n_init=n_init, random_state=rs
-            )
-        return np.asarray(labels, dtype=np.int64), emb.embedding, emb.eigenvalues, float(cost)
-
-    n = np.maximum(np.asarray(sizes, dtype=np.float64), 1.0)
-    sw = np.sqrt(n)
-    total = n.sum()
-    if embedding == "kpca":
-        Bs = A @ sw
-        Bc = A - np.outer(sw, Bs) / total - np.outer(Bs, sw) / total
-        Bc += np.outer(sw, sw) * (sw @ Bs) / total**2
-        values, vectors = dense_eigh(Bc, n_clusters)
-    else:
-        all_values, all_vectors = dense_eigh(A, None)
-        psi = all_values * (all_vectors.T @ sw) ** 2
-        order = np.argsort(-psi, kind="stable")[:n_clusters]
-        values, vectors = all_values[order], all_vectors[:, order]
-    Z = vectors / sw[:, None] * np.sqrt(values)[None, :]
-    if embedding == "kpca":
-        km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=rs).fit(Z, sample_weight=n)
-        labels, cost = km.labels_, float(km.inertia_)
-    else:
-        labels, _, cost = angular_kmeans(Z, n_clusters, n_init=n_init, random_state=rs)
-    return np.asarray(labels, dtype=np.int64), Z, values, float(cost)
-
-
-def _njw_stage(
-    A: np.ndarray,
-    n_clusters: int,
-    *,
-    n_init: int,
-    random_state: int,
-    sizes: np.ndarray | None,
-    regularization: float = 0.0,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Normalized spectral clustering of the partition graph (see :func:`second_stage`)."""
-    from sklearn.cluster import KMeans
-
-    from dkernel.linalg import dense_eigh
-    from dkernel.linalg.kmeans import normalize_rows
-
-    M, n = _normalized_graph(A, sizes, regularization)
-    values, vectors = dense_eigh(M, n_clusters)
-    Z = normalize_rows(vectors)
-    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state).fit(
-        Z, sample_weight=n
-    )
-    return np.asarray(km.labels_, dtype=np.int64), Z, values, float(km.inertia_)
-
-
-@dataclass(frozen=True)
-class WideLimitAxes:
-    """The wide limit of the partition graph: axes, spectrum and partition weights.
-
-    ``vectors`` are the left singular vectors of the weighted, centred partition means, with
-    the trivial axis ``sqrt(n_i / N)`` first; ``spectrum`` is ``(∞, s_1², s_2², …)``: the
-    limit's eigenvalues up to one factor, the trivial one infinitely far above the others.
-    """
-
-    vectors: np.ndarray
-    spectrum: np.ndarray
-    weights: np.ndarray
-
-    @property
-    def n_axes(self) -> int:
-        """Non-trivial axes with a positive singular value."""
-        return int(np.count_nonzero(self.spectrum[1:] > 0))
-
-
-def wide_limit_axes(means: np.ndarray, sizes: np.ndarray | None) -> WideLimitAxes:
-    """The σ → ∞ limit of the 'normalized' stage two on partitions with these means.
-
-    With ``1 − K(x, y) ≈ |x − y|² / 2σ²`` the pair sums are ``S = n nᵀ − ε B`` (ε = 1 / 2σ²,
-    B the sums of squared distances), and to first order in ε the leading eigenvector of
-    ``D^-1/2 S D^-1/2`` is ``sqrt(n / N)`` while the others are those of ``P G P`` with
-    ``G_ij = T_i · T_j / sqrt(n_i n_j)`` (``T_i`` the partition sums, P the projection off the
-    leading one), whatever the regularization: the left singular vectors of the rows
-    ``sqrt(n_i) (μ_i − x̄)``. This is a size-weighted PCA of the partition means, the linear
-    geometry of the bands: when a scene is a linear mixture of k materials, its pixels lie near
-    a (k − 1)-dimensional simplex and the k-th singular value drops. Without ``sizes`` every
-    partition weighs 1 (the 'cs' normalization).
-
-    Notes
-    -----
-    O(m d min(m, d)) for m partitions and d columns.
-    """
-    means = np.asarray(means, dtype=np.float64)
-    if sizes is None:
-        n = np.ones(means.shape[0])
-    else:
-        n = np.maximum(np.asarray(sizes, dtype=np.float64), 1.0)
-    centre = n @ means / n.sum()
-    U, sv, _ = np.linalg.svd(np.sqrt(n)[:, None] * (means - centre), full_matrices=False)
-    return WideLimitAxes(
-        vectors=np.column_stack([np.sqrt(n / n.sum()), U]),
-        spectrum=np.r_[np.inf, sv**2],
-        weights=n,
-    )
-
-
-def wide_limit_stage(
-    axes: WideLimitAxes, n_clusters: int, *, n_init: int, random_state: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Stage two in the wide limit: the first ``n_clusters`` axes, rows to unit length, then
-    k-means weighting partitions by size (as :func:`second_stage`'s 'normalized').
-
-    Returns ``(labels, embedding, eigenvalues, cost)``; ``eigenvalues`` are 1 for the
-    trivial axis, then each axis's share of the partition means' weighted variance.
-    """
-    from sklearn.cluster import KMeans
-
-    from dkernel.linalg.kmeans import normalize_rows
-
-    Z = normalize_rows(axes.vectors[:, :n_clusters])
-    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state).fit(
-        Z, sample_weight=axes.weights
-    )
-    variance = axes.spectrum[1:]
-    shares = variance[: n_clusters - 1] / max(float(variance.sum()), np.finfo(float).tiny)
-    values = np.r_[1.0, shares]
-    return np.asarray(km.labels_, dtype=np.int64), Z, values, float(km.inertia_)
-
-
-def _eigengap_ratio(spectrum: np.ndarray, k: int) -> float:
-    """``λ_{k+1} / λ_k`` of a descending spectrum (smaller: k groups stand out more); NaN when
-    undefined (k < 2, too short a spectrum, λ_k <= 0)."""
-    if k < 2 or spectrum.size <= k or not spectrum[k - 1] > 0:
-        return float("nan")
-    return float(spectrum[k] / spectrum[k - 1])
-
-
-def _means(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    return sums / np.maximum(np.asarray(counts, dtype=np.float64), 1.0)[:, None]
-
-
-def _normalized_graph(
-    A: np.ndarray, sizes: np.ndarray | None, regularization: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """``D^-1/2 S D^-1/2`` of the partition graph (symmetric) and the partition weights n_i."""
-    if sizes is None:
-        n = np.ones(A.shape[0])
-        S = A
-    else:
-        n = np.maximum(np.asarray(sizes, dtype=np.float64), 1.0)
-        sw = np.sqrt(n)
-        S = A * np.outer(sw, sw)
-    deg = S.sum(axis=1)
-    if regularization > 0:
-        # regularized spectral clustering ([Qin2013]): every point's degree + tau, the
-        # mean point degree times `regularization`; n_i points give n_i tau to partition i
-        deg = deg + regularization * float(deg.sum()) / float(n.sum()) * n
-    # an isolated (or, with random features, slightly negative) degree: no edges, own row
-    deg = np.maximum(deg, 1e-12 * float(np.abs(deg).max(initial=1.0)))
-    isd = 1.0 / np.sqrt(deg)
-    M = S * np.outer(isd, isd)
-    return 0.5 * (M + M.T), n
-
-
-def normalized_spectrum(
-    A: np.ndarray, *, sizes: np.ndarray | None = None, regularization: float = 0.0
-) -> np.ndarray:
-    """Eigenvalues, descending, of the normalized partition graph of :func:`second_stage`.
-
-    The graph of the 'normalized' embedding (with ``sizes``, the point-level graph restricted
-    to partition-constant functions; ``regularization`` as there), whatever the embedding:
-    k well-separated groups of partitions give k eigenvalues near 1 and a gap after them.
-
-    Notes
-    -----
-    O(m³) for m partitions.
-    """
-    M, _ = _normalized_graph(A, sizes, regularization)
-    return np.sort(np.linalg.eigvalsh(M))[::-1]
-
-
-def _sampled_pair_sums(
-    Xs: np.ndarray, ls: np.ndarray, sizes: np.ndarray, taken: np.ndarray, h: float
-) -> np.ndarray:
-    """Unbiased estimate of ``S_ij = Σ_{k∈C_i, l∈C_j} K(x_k, x_l)`` from a stratified sample.
-
-    Off the diagonal the sample sums are scaled by ``(n_i / s_i)(n_j / s_j)``; on it the s_i
-    self-pairs (K = 1) are counted exactly and the others scaled by
-    ``n_i (n_i − 1) / (s_i (s_i − 1))``. Exact kernel values: two far-apart partitions get
-    (almost) 0, not the ±1/sqrt(D) noise of random Fourier features that lets normalized
-    spectral clustering isolate a different small partition for every seed.
-    """
-    m = sizes.size
-    S = K.cs_pair_sums(Xs, ls, m, h)
-    n = sizes.astype(np.float64)
-    t = np.maximum(taken.astype(np.float64), 1.0)
-    w = n / t
-    diag = np.diag(S).copy()
-    S = S * np.outer(w, w)
-    pairs = np.where(t > 1, n * (n - 1) / np.maximum(t * (t - 1), 1.0), 0.0)
-    np.fill_diagonal(S, n + pairs * (diag - t))
-    return S
-
-
-def _lookup(part: np.ndarray, table: np.ndarray) -> np.ndarray:
-    part = np.asarray(part)
-    out = np.full(part.shape, -1, dtype=np.int64)
-    ok = part >= 0
-    out[ok] = table[part[ok]]
-    return out
