@@ -49,3 +49,43 @@ def test_delayed_array_joins_the_blocks_and_leaves_numpy_alone():
     assert isinstance(d, Delayed)
     np.testing.assert_array_equal(dask.compute(d, scheduler="sync")[0], x)
     assert delayed_array(x) is x
+
+
+def test_chunk_tasks_are_one_layer_with_shared_objects_sent_once():
+    import dask
+    import dask.array as da
+
+    from dkernel.rows import chunk_tasks
+
+    X = da.from_array(np.arange(60.0).reshape(30, 2), chunks=(7, 1))
+    scale = np.array([10.0])
+    parts = chunk_tasks(X, lambda b, k, s: b[:k] * s, [4, 0, 2], [(1,), (2,), (3,)], (scale,))
+    graph = parts[0].__dask_graph__()
+    # the rechunk and the source are X's; one layer of picks, whatever the number of chunks
+    assert len(graph.layers) == len(X.rechunk({1: -1}).__dask_graph__().layers) + 1
+    shared = [k for k in dict(graph) if isinstance(k, tuple) and str(k[0]).startswith("shared-")]
+    assert len(shared) == 1
+    got = dask.compute(*parts, scheduler="sync")
+    full = np.arange(60.0).reshape(30, 2)
+    np.testing.assert_array_equal(got[0], full[28:29] * 10)
+    np.testing.assert_array_equal(got[1], full[0:2] * 10)
+    np.testing.assert_array_equal(got[2], full[14:17] * 10)
+
+
+def test_tree_sum_adds_pairwise_in_a_fixed_order():
+    import dask
+
+    from dkernel.rows import tree_sum
+
+    def add(a, b):
+        return f"({a}+{b})"
+
+    for n in (1, 2, 5, 8):
+        parts = [dask.delayed(str)(i) for i in range(n)]
+        # the reference: the obvious loop over levels
+        expected = [str(i) for i in range(n)]
+        while len(expected) > 1:
+            nxt = [add(expected[i], expected[i + 1]) for i in range(0, len(expected) - 1, 2)]
+            expected = nxt + ([expected[-1]] if len(expected) % 2 else [])
+        got = dask.compute(tree_sum(parts, add), scheduler="sync")[0]
+        assert got == expected[0], n

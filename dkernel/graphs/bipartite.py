@@ -33,7 +33,7 @@ from dkernel.graphs.landmark import (
     landmark_graph,
 )
 from dkernel.linalg.threads import map_on_cores
-from dkernel.rows import take_rows
+from dkernel.rows import chunk_tasks, take_rows, tree_sum
 
 #: Rows per task of the passes over NumPy input (the Dask input keeps its own chunks).
 SUM_ROWS = 65_536
@@ -211,6 +211,10 @@ def landmark_sums(graph: LandmarkGraph, X: np.ndarray) -> tuple[np.ndarray, np.n
     return W, d
 
 
+def _sums_of_block(X: np.ndarray, graph: LandmarkGraph) -> tuple[np.ndarray, np.ndarray]:
+    return landmark_sums(graph, X)
+
+
 def _add(a: tuple, b: tuple) -> tuple:
     return a[0] + b[0], a[1] + b[1]
 
@@ -222,15 +226,8 @@ def row_blocks(n: int, rows: int) -> list[slice]:
 def accumulate_landmark_sums(graph: LandmarkGraph, X: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(W_Y, D_Y)`` over every row of ``X``: Dask chunks as tasks, NumPy blocks on the cores."""
     if isinstance(X, da.Array):
-        X = X.rechunk({1: -1})
-        fn = dask.delayed(landmark_sums, pure=True)
-        g = dask.delayed(graph, pure=True)
-        parts = [fn(g, block) for block in X.to_delayed().ravel()]
-        add = dask.delayed(_add, pure=True)
-        while len(parts) > 1:  # pairwise, in a fixed order
-            nxt = [add(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-            parts = nxt + ([parts[-1]] if len(parts) % 2 else [])
-        return dask.compute(parts[0])[0]
+        parts = chunk_tasks(X, _sums_of_block, range(X.numblocks[0]), shared=(graph,))
+        return dask.compute(tree_sum(parts, _add))[0]
     X = np.asarray(X, dtype=np.float64)
     parts = map_on_cores(lambda s: landmark_sums(graph, X[s]), row_blocks(len(X), SUM_ROWS))
     W, d = parts[0]
