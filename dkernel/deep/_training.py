@@ -48,7 +48,12 @@ def read_rows(X: Any, start: int, stop: int, dtype: Any = np.float32) -> np.ndar
 
 
 def mini_batches(
-    X: Any, batch_size: int, rng: np.random.Generator, dtype: Any = np.float32
+    X: Any,
+    batch_size: int,
+    rng: np.random.Generator,
+    dtype: Any = np.float32,
+    *,
+    merge_tail: bool = False,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """One epoch of shuffled mini-batches ``(row indices, rows)``.
 
@@ -56,8 +61,31 @@ def mini_batches(
     rows shuffled; rows left over at the end of a block open the next batch. Only one block
     (and one batch's carry) is in memory at a time. For a NumPy array this is a shuffle of
     all rows (the paper's independently drawn batches, without replacement). The last batch
-    of the epoch may be smaller.
+    of the epoch may be smaller; with ``merge_tail`` it joins the batch before it instead (no
+    batch of one row for batch normalization or a batch's median distance).
     """
+    batches = _shuffled_batches(X, batch_size, rng, dtype)
+    if not merge_tail:
+        yield from batches
+        return
+    previous = None
+    for batch in batches:
+        if previous is not None:
+            if batch[0].size < batch_size:  # only the last batch can be short
+                batch = (
+                    np.concatenate([previous[0], batch[0]]),
+                    np.concatenate([previous[1], batch[1]]),
+                )
+            else:
+                yield previous
+        previous = batch
+    if previous is not None:
+        yield previous
+
+
+def _shuffled_batches(
+    X: Any, batch_size: int, rng: np.random.Generator, dtype: Any
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     blocks = row_blocks(X)
     carry_idx = np.empty(0, dtype=np.int64)
     carry = None

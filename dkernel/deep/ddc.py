@@ -11,10 +11,8 @@ and resumed; ``predict`` of a Dask array runs per chunk with ``map_blocks``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from numbers import Integral, Real
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +28,7 @@ from dkernel._validation import (
 )
 from dkernel.deep._ddc_training import (
     Architecture,
-    ChunkSource,
+    all_rows,
     build_network,
     cnn_feature_size,
     epoch_rng,
@@ -39,6 +37,7 @@ from dkernel.deep._ddc_training import (
     train_epoch,
 )
 from dkernel.deep._torch import require_torch
+from dkernel.deep._training import check_fingerprint, load_checkpoint, save_checkpoint
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.widths import DDC_SIGMA_FRACTION
 
@@ -46,8 +45,6 @@ from dkernel.kernels.widths import DDC_SIGMA_FRACTION
 #: (which the paper trains for 70 000 iterations).
 LEARNING_RATE_CNN = 1e-3
 LEARNING_RATE_MLP = 1e-5
-#: Checkpoint format version (a file of another version is refused, not misread).
-CHECKPOINT_VERSION = 1
 
 
 class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
@@ -255,18 +252,30 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         if lr == "auto":
             lr = LEARNING_RATE_CNN if arch.is_image else LEARNING_RATE_MLP
         fixed = seed_from_random_state(self.random_state)
-        source = ChunkSource(X, shape)
         batch_size = min(int(self.batch_size), n)
         # random_state=None: a resumed fit continues with the seed the checkpoint recorded
-        store = _Checkpoint(self.checkpoint, self._fingerprint(X, shape, float(lr), fixed))
-        state = store.load(torch)
+        fingerprint = self._fingerprint(X, shape, float(lr), fixed)
+        state = None
+        if self.checkpoint is not None:
+            state = load_checkpoint(torch, self.checkpoint, type(self).__name__)
+            if state is not None:
+                check_fingerprint(
+                    state["fingerprint"], fingerprint, self.checkpoint, type(self).__name__
+                )
         if state is not None:
             seed = int(state["seed"])
         elif fixed is not None:
             seed = fixed
         else:
             seed = int(np.random.default_rng().integers(0, 2**31 - 1))
-        store.seed = seed
+
+        def save(runs: list[dict[str, Any]], current: dict[str, Any] | None) -> None:
+            if self.checkpoint is not None:
+                save_checkpoint(
+                    torch,
+                    self.checkpoint,
+                    {"fingerprint": fingerprint, "seed": seed, "runs": runs, "current": current},
+                )
 
         runs: list[dict[str, Any]] = state["runs"] if state else []
         for run in range(len(runs), self.n_init):
@@ -280,7 +289,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 state = None
             for epoch in range(len(curve), self.max_iter):
                 loss = train_epoch(
-                    net, optimizer, source, batch_size, epoch_rng(seed, run, epoch),
+                    net, optimizer, X, shape, batch_size, epoch_rng(seed, run, epoch),
                     self.sigma_fraction,
                 )  # fmt: skip
                 curve.append(loss)
@@ -289,11 +298,11 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                     "optimizer": optimizer.state_dict(),
                     "curve": curve,
                 }
-                store.save(torch, runs, current)
+                save(runs, current)
                 self._progress(run, epoch, loss)
-            final = evaluate_loss(net, source, batch_size, seed, self.sigma_fraction)
+            final = evaluate_loss(net, X, shape, batch_size, seed, self.sigma_fraction)
             runs.append({"network": net.state_dict(), "curve": curve, "loss": final})
-            store.save(torch, runs, None)
+            save(runs, None)
 
         losses = np.array([r["loss"] for r in runs], dtype=np.float64)
         best = int(np.argmin(losses))
@@ -306,16 +315,17 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         self.loss_ = float(losses[best])
         self.loss_curve_ = list(runs[best]["curve"])
         self.n_iter_ = len(self.loss_curve_)
-        self.labels_ = np.argmax(_proba_of(net, source), axis=1)
+        self.labels_ = np.argmax(_proba_of(net, X, shape), axis=1)
         return self
 
-    def _fingerprint(self, X: Any, shape: tuple[int, ...], lr: float, seed: int | None) -> str:
+    def _fingerprint(
+        self, X: Any, shape: tuple[int, ...], lr: float, seed: int | None
+    ) -> dict[str, Any]:
         """What a checkpoint must have been written for: the data's shape and chunks, a sample
         of its values, the architecture and every training parameter."""
         chunks = tuple(int(c) for c in X.chunks[0]) if is_dask_array(X) else (int(X.shape[0]),)
         head = np.asarray(X[: min(8, X.shape[0])], dtype=np.float32)
-        parts = {
-            "version": CHECKPOINT_VERSION,
+        return {
             "n": int(X.shape[0]),
             "shape": list(shape),
             "chunks": list(chunks),
@@ -328,7 +338,6 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
             "n_init": int(self.n_init),
             "seed": seed,
         }
-        return json.dumps(parts, sort_keys=True)
 
     def _progress(self, run: int, epoch: int, loss: float) -> None:
         """Called after every epoch (the terminal progress of ``verbose=1``)."""
@@ -368,7 +377,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 drop_axis=list(range(2, X.ndim)) if X.ndim > 2 else None,
                 meta=np.empty((0, k), dtype=np.float64),
             )
-        return _proba_of(self.network_, ChunkSource(X, shape))
+        return _proba_of(self.network_, X, shape)
 
     def predict(self, X: Any) -> Any:
         """Cluster of each row of ``X``: the argmax of :meth:`predict_proba`.
@@ -421,46 +430,11 @@ def _check_images(X: Any, owner: str, *, min_samples: int) -> Any:
     return X
 
 
-def _proba_of(net: Any, source: ChunkSource) -> np.ndarray:
-    parts = [predict_proba_array(net, block) for block in source.ordered(len(source.X) or 1)]
+def _proba_of(net: Any, X: Any, shape: tuple[int, ...]) -> np.ndarray:
+    parts = [predict_proba_array(net, block) for block in all_rows(X, shape)]
     return np.concatenate(parts) if parts else np.zeros((0, net.output[0].out_features))
 
 
 def _proba_block(block: np.ndarray, net: Any, shape: tuple[int, ...]) -> np.ndarray:
     rows = np.asarray(block, dtype=np.float32).reshape((-1, *shape))
     return predict_proba_array(net, rows)
-
-
-class _Checkpoint:
-    """The training state in one file, written atomically (a temporary file, then a rename)."""
-
-    def __init__(self, path: str | os.PathLike | None, fingerprint: str) -> None:
-        self.path = None if path is None else Path(path)
-        self.fingerprint = fingerprint
-        self.seed: int | None = None
-
-    def load(self, torch: Any) -> dict[str, Any] | None:
-        if self.path is None or not self.path.exists():
-            return None
-        try:
-            state = torch.load(self.path, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise InvalidInputError(
-                f"{self.path}: not a readable DeepDivergenceClustering checkpoint ({exc}); "
-                "delete it or pass another checkpoint path."
-            ) from None
-        if not isinstance(state, dict) or state.get("fingerprint") != self.fingerprint:
-            raise InvalidInputError(
-                f"{self.path}: this checkpoint was written for other data or parameters; "
-                "delete it or pass another checkpoint path to start afresh."
-            )
-        return state
-
-    def save(self, torch: Any, runs: list[dict[str, Any]], current: dict[str, Any] | None) -> None:
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        state = {"fingerprint": self.fingerprint, "seed": self.seed, "runs": runs}
-        torch.save({**state, "current": current}, tmp)
-        os.replace(tmp, self.path)

@@ -23,7 +23,7 @@ from dkernel.deep._cs_divergence import (  # noqa: E402
     orthogonality_term,
     simplex_corner_similarity,
 )
-from dkernel.deep._ddc_training import batch_plan  # noqa: E402
+from dkernel.deep._training import mini_batches  # noqa: E402
 from dkernel.errors import InvalidInputError  # noqa: E402
 from dkernel.metrics import clustering_accuracy  # noqa: E402
 
@@ -137,14 +137,20 @@ def test_gradients_by_finite_differences() -> None:
 # ---------------------------------------------------------------- batches
 
 
-def test_batch_plan_visits_every_row_once_in_full_batches() -> None:
-    rng = np.random.default_rng(0)
-    sizes = (37, 50, 13)
-    plan = batch_plan(sizes, 20, rng)
-    seen = sorted((c, int(r)) for batch in plan for c, rows in batch for r in rows)
-    assert seen == [(c, r) for c, s in enumerate(sizes) for r in range(s)]
-    lengths = [sum(len(rows) for _, rows in batch) for batch in plan]
-    assert lengths[:-1] == [20] * (len(plan) - 1) and 20 <= lengths[-1] < 40
+def test_batches_visit_every_row_once_and_the_short_tail_joins_the_last() -> None:
+    X = np.arange(100, dtype=np.float32)[:, None]
+    Xd = da.from_array(X, chunks=((37, 50, 13), 1))
+    batches = list(mini_batches(Xd, 20, np.random.default_rng(0), merge_tail=True))
+    seen = np.concatenate([idx for idx, _ in batches])
+    assert sorted(seen.tolist()) == list(range(100))
+    for idx, rows in batches:
+        np.testing.assert_array_equal(rows[:, 0], X[idx, 0])
+    lengths = [len(idx) for idx, _ in batches]
+    assert lengths == [20] * 5  # 100 rows: no tail
+    lengths = [
+        len(i) for i, _ in mini_batches(Xd[:90], 20, np.random.default_rng(0), merge_tail=True)
+    ]
+    assert lengths == [20, 20, 20, 30]
 
 
 # ---------------------------------------------------------------- the estimator
@@ -248,7 +254,7 @@ def test_resume_after_interruption_gives_the_uninterrupted_result(tmp_path) -> N
     np.testing.assert_array_equal(resumed.labels_, reference.labels_)
     np.testing.assert_allclose(resumed.losses_, reference.losses_, rtol=1e-12)
     np.testing.assert_allclose(resumed.loss_curve_, reference.loss_curve_, rtol=1e-12)
-    with pytest.raises(InvalidInputError, match="other data or parameters"):
+    with pytest.raises(InvalidInputError, match="belongs to another training"):
         DeepDivergenceClustering(random_state=4, checkpoint=path, **params).fit(X)
 
 
@@ -325,5 +331,5 @@ def test_corrupt_checkpoint_is_refused(tmp_path) -> None:
     path = tmp_path / "ddc.pt"
     path.write_bytes(b"not a checkpoint")
     X, _ = _blobs(10)
-    with pytest.raises(InvalidInputError, match="not a readable"):
+    with pytest.raises(InvalidInputError, match="cannot read the checkpoint"):
         _fast(checkpoint=path).fit(X)
