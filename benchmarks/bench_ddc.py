@@ -22,6 +22,7 @@ import argparse
 import platform
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +41,11 @@ def _timed(fit: Callable[[], np.ndarray]) -> tuple[np.ndarray, float, float]:
     return labels, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def _ddc(images: np.ndarray, seed: int, verbose: int) -> np.ndarray:
+def _ddc(images: np.ndarray, seed: int, verbose: int, **params: Any) -> np.ndarray:
     from dkernel import DeepDivergenceClustering
 
-    return (
-        DeepDivergenceClustering(n_clusters=10, random_state=seed, verbose=verbose)
-        .fit(images)
-        .labels_
-    )
+    model = DeepDivergenceClustering(n_clusters=10, random_state=seed, verbose=verbose, **params)
+    return model.fit(images).labels_
 
 
 def _kmeans(vectors: np.ndarray, seed: int, verbose: int) -> np.ndarray:
@@ -83,17 +81,31 @@ RUNNERS: dict[str, tuple[str, str, Callable[[np.ndarray, int, int], np.ndarray]]
 
 
 def ddc_rows(
-    methods: tuple[str, ...] = METHODS, seed: int = 0, verbose: int = 0
+    methods: tuple[str, ...] = METHODS,
+    seed: int = 0,
+    verbose: int = 0,
+    *,
+    n_images: int | None = None,
+    ddc_params: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One run of each method on the MNIST subset: a dict per method with ``method``, ``acc``,
     ``nmi``, ``wall_s``, ``cpu_s`` and ``note`` (why a method did not run); for
-    ``benchmarks/bench_deep.py``."""
+    ``benchmarks/bench_deep.py``. ``n_images`` (the first ``n_images / 10`` images of each
+    digit) and ``ddc_params`` (parameters other than the defaults) are for a quick
+    check only: the acceptance is all 5 000 images at the defaults."""
     images, labels = load_mnist_5k()
+    if n_images is not None:
+        keep = np.sort(
+            np.concatenate([np.flatnonzero(labels == d)[: n_images // 10] for d in range(10)])
+        )
+        images, labels = images[keep], labels[keep]
     data = {"images": (images / 255.0).astype(np.float32)}
     data["vectors"] = data["images"].reshape(len(images), -1)
     rows = []
     for key in methods:
         name, kind, fit = RUNNERS[key]
+        if key == "ddc" and ddc_params:
+            fit = partial(_ddc, **ddc_params)
         try:
             pred, wall, cpu = _timed(lambda fit=fit, kind=kind: fit(data[kind], seed, verbose))
         except ImportError as exc:
