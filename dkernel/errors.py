@@ -80,6 +80,11 @@ class MeanShiftConvergenceWarning(DKernelWarning):
     """Mean shift stopped at ``max_iter`` with seeds still moving (``converged_`` is False)."""
 
 
+class DegenerateClusteringWarning(DKernelWarning):
+    """A clustering that is no clustering: nearly every point its own cluster (the message names
+    the parameter to change)."""
+
+
 #: Packages whose frames a warning skips to reach the line that called dkernel (scikit-learn's
 #: ``_fit_context`` and ``set_output`` wrappers sit between the user's call and ours).
 _LIBRARY_PACKAGES = frozenset({"dkernel", "sklearn"})

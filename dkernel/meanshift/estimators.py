@@ -33,7 +33,7 @@ from dkernel._validation import (
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
 from dkernel.kernels.aliases import resolve_alias
-from dkernel.kernels.widths import MSSC_SIGMA_FRACTION
+from dkernel.kernels.widths import MSSC_SIGMA_FRACTION, silverman_thesis
 from dkernel.linalg import label_sums
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.bands import apply_band_norm, resolve_band_norm
@@ -505,6 +505,11 @@ class MSSC(MeanShift):
         self.pixel_partitions_ = labels
         self.labels_ = self.cluster_of_partitions(labels)
         return self
+
+    def _rule_bandwidth(self, sample: np.ndarray) -> float:
+        """h_ms when ``bandwidth`` is None: ``bandwidth_factor`` × Silverman's rule alone (a
+        first stage that over-partitions on purpose; stage two merges)."""
+        return self.bandwidth_factor * silverman_thesis(sample)
 
     def _affinity_columns(self, n_features: int) -> int:
         """Leading columns of X the partition affinity sees (the bands, or every column)."""

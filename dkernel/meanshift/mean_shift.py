@@ -21,11 +21,21 @@ from dkernel._validation import (
     is_dask_array,
     validate_input,
 )
-from dkernel.errors import InvalidInputError, MeanShiftConvergenceWarning, warn_caller
-from dkernel.kernels.widths import silverman_thesis
+from dkernel.errors import (
+    DegenerateClusteringWarning,
+    InvalidInputError,
+    MeanShiftConvergenceWarning,
+    warn_caller,
+)
+from dkernel.kernels.widths import neighbour_bandwidth, silverman_thesis
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.graph import AssignModel, stream_assign
 from dkernel.rows import take_rows
+
+#: ``MeanShift.fit`` warns when it finds more modes than this fraction of its seeds (and more
+#: than ``DEGENERATE_MIN_MODES``): a small fraction of N modes is a clustering, a large one is not.
+DEGENERATE_MODE_FRACTION = 0.05
+DEGENERATE_MIN_MODES = 20
 
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 _NON_NEGATIVE = Interval(Real, 0, None, closed="left")
@@ -60,8 +70,15 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     Parameters
     ----------
     bandwidth : float, optional
-        Kernel width h, the standard deviation of the Gaussian kernel; Silverman's rule
-        ([Agersborg2012], Eq. 5.1) on the density points when None. scikit-learn's ``MeanShift``
+        Kernel width h, the standard deviation of the Gaussian kernel. None: ``bandwidth_factor``
+        × the larger of Silverman's rule ([Agersborg2012], Eq. 5.1) and half the median
+        distance from a density point to its nearest neighbour
+        (:func:`~dkernel.kernels.widths.neighbour_bandwidth`). Silverman's rule alone is a
+        fraction of the per-feature spread, which in 64 or more dimensions is a small fraction
+        of the distance between neighbours: on the 64-D digits (standardised) it gave 1 774
+        modes for 1 797 points; the neighbour floor gives ~200 (ARI 0.55) and takes over only
+        where the rule is that narrow (on 7- and 36-feature tables Silverman's rule is the
+        larger). scikit-learn's ``MeanShift``
         uses a flat kernel, a ball of *radius* h: at the same number the Gaussian is wider (mean
         squared radius d h² against d h² / (d + 2) in d dimensions), smooths more and finds fewer
         modes. For the modes of a flat kernel of radius r, pass ``bandwidth = r / sqrt(d + 2)``
@@ -96,7 +113,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         Streaming assignment stops a point within ``path_radius · h`` of a stored seed
         trajectory (0: run every point to convergence).
     bandwidth_factor : float
-        Multiplies Silverman's bandwidth when ``bandwidth`` is None (a first stage that
+        Multiplies the rule's bandwidth when ``bandwidth`` is None (a first stage that
         over-partitions wants h below the rule of thumb, [Agersborg2012], §6.1.2).
     random_state : int, optional
         Unused by mean shift, which is deterministic; MSSC's second stage uses it.
@@ -125,6 +142,13 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of str
         Column names of a DataFrame passed to ``fit`` (absent for other input).
+
+    Warns
+    -----
+    DegenerateClusteringWarning
+        When :meth:`fit` finds more modes than 5 % of its seeds (and more than 20): nearly every
+        point its own cluster. The message names the fix (a larger ``bandwidth``, or fewer
+        dimensions).
 
     See Also
     --------
@@ -203,7 +227,32 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         O(N · t · M · d) to stream N points (t = mean steps per point, small with the
         trajectory cache). Memory O(M · block + S · d · log T); never O(N²).
         """
-        return self._fit_modes(validate_input(self, X, reset=True, allow_nan=True, min_samples=2))
+        self._fit_modes(validate_input(self, X, reset=True, allow_nan=True, min_samples=2))
+        self._check_degenerate()
+        return self
+
+    def _rule_bandwidth(self, sample: np.ndarray) -> float:
+        """The bandwidth when ``bandwidth`` is None: ``bandwidth_factor`` × the larger of
+        Silverman's rule and half the median nearest-neighbour distance of the density sample
+        (:func:`~dkernel.kernels.widths.neighbour_bandwidth`)."""
+        return self.bandwidth_factor * max(silverman_thesis(sample), neighbour_bandwidth(sample))
+
+    def _check_degenerate(self) -> None:
+        """Warn when the modes are more than ``DEGENERATE_MODE_FRACTION`` of the seeds."""
+        n_seeds = int(self.seeds_.shape[0])
+        m = self.n_partitions_
+        if m > max(DEGENERATE_MIN_MODES, DEGENERATE_MODE_FRACTION * n_seeds):
+            sizes = np.bincount(self.seed_labels_, minlength=m)
+            single = int(np.count_nonzero(sizes == 1))
+            warn_caller(
+                f"{type(self).__name__}: mean shift found {m} modes for {n_seeds} seeds "
+                f"({m / n_seeds:.0%}; {single} hold a single seed) at bandwidth "
+                f"{self.bandwidth_:.4g}: nearly every point is its own cluster, which in many "
+                "dimensions means the kernel is narrow against the distances between "
+                "neighbours. Pass a larger bandwidth (or bandwidth_factor), or reduce the "
+                "dimension first (for example PCA to 10-20 components).",
+                DegenerateClusteringWarning,
+            )
 
     def _fit_modes(self, X: Any) -> MeanShift:
         """:meth:`fit` on validated ``X`` (NumPy, or Dask kept lazy)."""
@@ -228,7 +277,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         if self.seeds == "all":
             seeds, seed_w = sample, None
         elif self.seeds == "grid":
-            h0 = self.bandwidth or self.bandwidth_factor * silverman_thesis(sample)
+            h0 = self.bandwidth or self._rule_bandwidth(sample)
             seeds, counts = K.grid_seeds(sample, self.bin_size or h0)
             seed_w = counts.astype(np.float64)
         else:
@@ -252,11 +301,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             density, dens_w = seeds, seed_w
         else:
             density, dens_w = sample, None
-        h = (
-            float(self.bandwidth)
-            if self.bandwidth is not None
-            else self.bandwidth_factor * silverman_thesis(sample)
-        )
+        h = float(self.bandwidth) if self.bandwidth is not None else self._rule_bandwidth(sample)
 
         res = K.mean_shift(
             seeds,

@@ -536,3 +536,66 @@ def test_wide_limit_from_streamed_partition_sums(rng, array_kind):
     est = MSSC(3, **kw).fit(as_kind(X, array_kind))
     np.testing.assert_allclose(est.embedding_, ref.embedding_, atol=1e-10)
     np.testing.assert_array_equal(est.partition_labels_, ref.partition_labels_)
+
+
+def test_neighbour_bandwidth_matches_a_double_loop(rng):
+    from dkernel.kernels.widths import neighbour_bandwidth
+
+    X = rng.normal(size=(40, 5))
+    X = np.vstack([X, X[:3]])  # duplicates: the nearest *distinct* row counts
+    rows = np.unique(X, axis=0)
+    nearest = [
+        min(np.sqrt(((a - b) ** 2).sum()) for j, b in enumerate(rows) if j != i)
+        for i, a in enumerate(rows)
+    ]
+    assert neighbour_bandwidth(X) == pytest.approx(0.5 * np.median(nearest), rel=1e-12)
+    assert neighbour_bandwidth(X, 1.0) == pytest.approx(np.median(nearest), rel=1e-12)
+    assert neighbour_bandwidth(np.ones((5, 3))) == 0.0
+
+
+def _digits(n=300):
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = X[:n]
+    X = X[:, X.std(axis=0) > 0]
+    return (X - X.mean(axis=0)) / X.std(axis=0), y[:n]
+
+
+def test_meanshift_default_bandwidth_is_not_one_mode_per_point_in_64_dimensions():
+    """Issue 57: Silverman's rule alone gave one mode per digit (64-D); the neighbour floor does
+    not, and a fit that still finds many modes says so."""
+    import warnings
+
+    from dkernel.errors import DegenerateClusteringWarning
+
+    X, y = _digits()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ms = MeanShift().fit(X)
+    warned = any(issubclass(w.category, DegenerateClusteringWarning) for w in seen)
+    assert silverman_thesis(X) < 0.5 * ms.bandwidth_  # the neighbour floor took over
+    assert ms.n_partitions_ < len(X) // 2
+    assert ms.n_partitions_ <= 3 * 10 or warned
+    assert adjusted_rand_score(y, ms.labels_) > 0.2
+
+
+def test_meanshift_warns_on_one_mode_per_point_and_names_the_fix():
+    import warnings
+
+    from dkernel.errors import DegenerateClusteringWarning
+
+    X, _ = _digits(200)
+    with pytest.warns(DegenerateClusteringWarning, match="larger bandwidth") as seen:
+        MeanShift(bandwidth=0.3).fit(X)
+    assert seen[0].filename == __file__
+    # MSSC over-partitions on purpose (stage two merges): no such warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateClusteringWarning)
+        MSSC(2, bandwidth=0.3, n_seeds=60, random_state=0).fit_partitions(X)
+
+
+def test_mssc_keeps_silverman_rule_for_its_first_stage():
+    X, _ = _digits(200)
+    mssc = MSSC(2, n_seeds=60, random_state=0).fit_partitions(X)
+    assert mssc.bandwidth_ == pytest.approx(0.4 * silverman_thesis(X))
