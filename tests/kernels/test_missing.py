@@ -1,0 +1,114 @@
+"""Expected squared distances under missing entries, against a slow obvious reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dkernel.errors import InvalidInputError
+from dkernel.kernels.missing import (
+    column_moments,
+    expected_rbf,
+    expected_sq_distances,
+    partial_sq_distances,
+)
+
+
+def _slow(X, Y, mean, var, same):
+    """Entry by entry: both observed (x − y)², one missing (μ − other)² + σ², both 2σ²."""
+    out = np.zeros((len(X), len(Y)))
+    for i, x in enumerate(X):
+        for k, y in enumerate(Y):
+            if same and i == k:
+                continue
+            total = 0.0
+            for j in range(len(mean)):
+                a, b = np.isnan(x[j]), np.isnan(y[j])
+                if not a and not b:
+                    total += (x[j] - y[j]) ** 2
+                elif a and b:
+                    total += 2 * var[j]
+                else:
+                    total += (mean[j] - (x[j] if b else y[j])) ** 2 + var[j]
+            out[i, k] = total
+    return out
+
+
+def _holes(rng, n, p, rate):
+    X = rng.normal(size=(n, p)) * rng.uniform(0.5, 3, p) + rng.normal(size=p)
+    X[rng.random((n, p)) < rate] = np.nan
+    return X
+
+
+def test_column_moments_are_those_of_the_observed_values(rng):
+    X = _holes(rng, 30, 4, 0.3)
+    mean, var = column_moments(X)
+    np.testing.assert_allclose(mean, np.nanmean(X, axis=0))
+    np.testing.assert_allclose(var, np.nanvar(X, axis=0))
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.25, 0.6])
+def test_expected_sq_distances_match_the_entrywise_expectation(rng, rate):
+    X, Y = _holes(rng, 25, 6, rate), _holes(rng, 9, 6, rate)
+    mean, var = column_moments(X)
+    np.testing.assert_allclose(
+        expected_sq_distances(X), _slow(X, X, mean, var, True), rtol=1e-10, atol=1e-10
+    )
+    np.testing.assert_allclose(
+        expected_sq_distances(X, Y, mean=mean, var=var),
+        _slow(X, Y, mean, var, False),
+        rtol=1e-10,
+        atol=1e-10,
+    )
+
+
+def test_expected_sq_distances_is_a_monte_carlo_average(rng):
+    """The expectation over Gaussian draws of the missing entries (independent per row)."""
+    X = _holes(rng, 4, 3, 0.4)
+    X[0, 0] = X[1, 0] = np.nan
+    mean, var = column_moments(X)
+    draws = 200_000
+    total = np.zeros((4, 4))
+    filled = np.repeat(X[None], draws, axis=0)
+    noise = mean + np.sqrt(var) * rng.standard_normal(filled.shape)
+    filled = np.where(np.isnan(filled), noise, filled)
+    total = ((filled[:, :, None, :] - filled[:, None, :, :]) ** 2).sum(-1).mean(0)
+    np.fill_diagonal(total, 0)
+    np.testing.assert_allclose(expected_sq_distances(X), total, rtol=0.02, atol=0.02)
+
+
+def test_expected_rbf_and_errors(rng):
+    X = _holes(rng, 10, 3, 0.3)
+    np.testing.assert_allclose(expected_rbf(X, sigma=2.0), np.exp(-expected_sq_distances(X) / 8))
+    with pytest.raises(InvalidInputError, match="sigma"):
+        expected_rbf(X, sigma=0.0)
+    with pytest.raises(InvalidInputError, match="columns"):
+        expected_sq_distances(X, X[:, :2])
+
+
+def test_partial_sq_distances_match_a_double_loop(rng):
+    X, Y = _holes(rng, 20, 5, 0.35), _holes(rng, 7, 5, 0.35)
+    X[0] = np.nan
+    X[0, 0] = 1.0  # shares column 0 only, or nothing, with the others
+    Y[1, 0] = np.nan
+
+    def slow(A, B):
+        out = np.empty((len(A), len(B)))
+        for i, a in enumerate(A):
+            for k, b in enumerate(B):
+                both = ~np.isnan(a) & ~np.isnan(b)
+                out[i, k] = (
+                    5 / both.sum() * ((a[both] - b[both]) ** 2).sum() if both.any() else np.inf
+                )
+        return out
+
+    np.testing.assert_allclose(partial_sq_distances(X, Y), slow(X, Y), rtol=1e-10, atol=1e-10)
+    ref = slow(X, X)
+    np.fill_diagonal(ref, 0.0)
+    np.testing.assert_allclose(partial_sq_distances(X), ref, rtol=1e-10, atol=1e-10)
+    full = rng.normal(size=(6, 5))
+    np.testing.assert_allclose(
+        partial_sq_distances(full), ((full[:, None] - full[None]) ** 2).sum(-1), atol=1e-10
+    )
+    with pytest.raises(InvalidInputError, match="same number of columns"):
+        partial_sq_distances(X, Y[:, :3])
