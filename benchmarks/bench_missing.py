@@ -13,16 +13,18 @@ missing entries and seeds the estimators):
 * the baseline, scikit-learn ``KMeans(k)`` on the mean-imputed data;
 * every dkernel clusterer **given the NaN** (``nan``: its ARI, or ``refuses`` when it raises),
   and **given the mean-imputed data** (``imputed``, what a user does when it refuses);
-* ``SpectralClustering`` on two candidate shared defaults for the clusterers that refuse NaN:
-  the kernel of the expected squared distances (:func:`dkernel.kernels.missing.expected_rbf`,
-  σ = 20 % of their median, ``expected``), and a self-tuning 10-NN graph on partial distances
-  (:func:`dkernel.kernels.missing.partial_sq_distances`, ``partial``).
+* ``SpectralClustering`` of one self-tuning 10-NN graph (given as a precomputed kernel) on three
+  distances: the expected squared distances
+  (:func:`dkernel.kernels.missing.expected_sq_distances`, ``expected``) and the partial distances
+  (:func:`dkernel.kernels.missing.partial_sq_distances`, ``partial``), the two candidate shared
+  defaults for the clusterers that refuse NaN, and the distances of the mean-imputed rows
+  (``imputed, same graph``), the control.
 
 MeanShift counts rows with a NaN as nodata (label −1): on these sets every image has a missing
 block, so it is reported as given.
 
 Run:  python benchmarks/bench_missing.py [--seeds 0 1 2] [--sets digits ecoli] [--max-n 1797]
-      [--timeout 600]
+      [--timeout 600] [--methods SpectralClustering ...]  (``--methods`` alone: the graphs only)
 Prints one table per set (mean ARI over seeds, and the ratio to mean-imputed k-means) and writes
 ``benchmarks/results/missing.md``.
 """
@@ -103,32 +105,41 @@ def _dk(name: str) -> Callable[[np.ndarray, int, int], np.ndarray]:
     return run
 
 
-def _expected_spectral(X: np.ndarray, k: int, seed: int) -> np.ndarray:
+def _self_tuning_spectral(D: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """SpectralClustering of a self-tuning 10-NN graph (σ_i: the distance to the 7th
+    neighbour, [ZelnikManor2005]) on squared distances ``D``, given as a precomputed kernel
+    (every point a landmark: the exact kernel)."""
     from dkernel import SpectralClustering
-    from dkernel.kernels.missing import expected_rbf, expected_sq_distances
 
-    D = expected_sq_distances(X)
-    sigma = 0.2 * float(np.median(np.sqrt(D[np.triu_indices(len(X), 1)])))
-    K = expected_rbf(X, sigma=sigma)
-    return np.asarray(SpectralClustering(k, kernel="precomputed", random_state=seed).fit(K).labels_)
-
-
-def _partial_spectral(X: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """Self-tuning 10-NN graph (σ_i: the 7th neighbour, [ZelnikManor2005]) on partial distances."""
-    from dkernel import SpectralClustering
-    from dkernel.kernels.missing import partial_sq_distances
-
-    D = partial_sq_distances(X)
     d = np.sqrt(D)
     order = np.argsort(d, axis=1, kind="stable")
     s = np.maximum(np.take_along_axis(d, order[:, 7:8], axis=1)[:, 0], 1e-12)
     K = np.exp(-D / np.outer(s, s))
-    rows = np.arange(len(X))[:, None]
+    rows = np.arange(len(D))[:, None]
     W = np.zeros_like(K)
     W[rows, order[:, 1:11]] = K[rows, order[:, 1:11]]
     W = np.maximum(W, W.T)
     np.fill_diagonal(W, 1.0)
-    return np.asarray(SpectralClustering(k, kernel="precomputed", random_state=seed).fit(W).labels_)
+    est = SpectralClustering(k, kernel="precomputed", n_landmarks=len(D), random_state=seed)
+    return np.asarray(est.fit(W).labels_)
+
+
+def _expected_spectral(X: np.ndarray, k: int, seed: int) -> np.ndarray:
+    from dkernel.kernels.missing import expected_sq_distances
+
+    return _self_tuning_spectral(expected_sq_distances(X), k, seed)
+
+
+def _partial_spectral(X: np.ndarray, k: int, seed: int) -> np.ndarray:
+    from dkernel.kernels.missing import partial_sq_distances
+
+    return _self_tuning_spectral(partial_sq_distances(X), k, seed)
+
+
+def _imputed_graph_spectral(X: np.ndarray, k: int, seed: int) -> np.ndarray:
+    from dkernel.kernels.missing import partial_sq_distances
+
+    return _self_tuning_spectral(partial_sq_distances(mean_impute(X)), k, seed)
 
 
 DK_METHODS = {
@@ -186,9 +197,12 @@ def main() -> None:
     ap.add_argument("--sets", nargs="+", default=list(SETS))
     ap.add_argument("--max-n", type=int, default=1797)
     ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--methods", nargs="+", default=None, help="subset of the dkernel methods")
+    ap.add_argument(
+        "--methods", nargs="*", default=None, help="subset of the dkernel methods (none: graphs)"
+    )
+    ap.add_argument("--out", type=Path, default=RESULTS / "missing.md")
     args = ap.parse_args()
-    methods = {m: DK_METHODS[m] for m in (args.methods or DK_METHODS)}
+    methods = {m: DK_METHODS[m] for m in (DK_METHODS if args.methods is None else args.methods)}
     lines = ["# Clustering with missing values (`benchmarks/bench_missing.py`)", ""]
     for name in args.sets:
         cells: dict[tuple[str, str], list[str]] = {}
@@ -206,6 +220,7 @@ def main() -> None:
             todo += [(m, "imputed", fn, Xi) for m, fn in methods.items() if m != "MeanShift"]
             todo.append(("SpectralClustering", "expected", _expected_spectral, X))
             todo.append(("SpectralClustering", "partial", _partial_spectral, X))
+            todo.append(("SpectralClustering", "imputed, same graph", _imputed_graph_spectral, X))
             for method, how, fn, data in todo:
                 value, sec = run_cell(fn, data, y, k, seed, args.timeout)
                 cells.setdefault((method, how), []).append(value)
@@ -226,8 +241,8 @@ def main() -> None:
             rows.append(f"| {method} | {how} | {mean} | {ratio} | {secs[(method, how)] / n:.1f} |")
         print("\n".join(rows), flush=True)
         lines += rows + [""]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "missing.md").write_text("\n".join(lines))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines))
 
 
 if __name__ == "__main__":
