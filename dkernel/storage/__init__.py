@@ -1,7 +1,8 @@
 """The results store (the only code that knows the Zarr layout).
 
-:mod:`dkernel.storage.store` writes and opens stores, :mod:`dkernel.storage.layout` builds the
-dataset of every group, :mod:`dkernel.storage.query` answers ranking queries from a store.
+:mod:`dkernel.storage.store` writes stores and :mod:`dkernel.storage.reader` opens them,
+:mod:`dkernel.storage.layout` builds the dataset of every group, :mod:`dkernel.storage.query`
+answers ranking queries from a store.
 The names below are imported on first use (``dkernel._lazy``): the store's light modules
 (side files, leases, path checks) load without xarray and Zarr.
 """

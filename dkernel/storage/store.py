@@ -5,7 +5,10 @@ Layout: root attributes hold the provenance (``job`` spec, ``versions``,
 ``/embedding``, ``/labels``, ``/metrics``, ``/gmm``, ``/features``, ``/ranking``, ``/mssc``
 hold the arrays, each built by its builder in :mod:`dkernel.storage.layout`. ``status`` goes
 ``running`` → ``complete`` (written last, only after every array is written) or ``failed``
-(with the error). This is the only module that touches Zarr.
+(with the error). This module writes stores; :mod:`dkernel.storage.reader` opens them,
+:mod:`dkernel.storage.targets` checks a target before a job starts and
+:mod:`dkernel.storage.metadata` reads their metadata safely. The names of those modules are
+importable from here as well.
 
 One writer per store: ``dkernel run``/``submit`` hold the store's lease
 (:mod:`dkernel.storage.lock`, the file ``dkernel.lease`` in the store) from before the cluster
@@ -25,17 +28,12 @@ A store may live on an object store: every function here takes an fsspec URL
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
-import json
 import logging
 import os
-import platform
 import shutil
-import stat
-import subprocess
 import traceback
 import warnings
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,80 +41,52 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from dkernel._files import FileRefused, read_regular
 from dkernel._validation import is_dask_array
-from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning, warn_caller
+from dkernel.errors import StoreError
 from dkernel.runtime.progress import active_client
 from dkernel.storage import remote
-from dkernel.storage.array_limits import declared_array_problem  # installs bounded codecs
 from dkernel.storage.attributes import describe_variables
 from dkernel.storage.geo import CONVENTIONS
-from dkernel.storage.lock import LEASE_FILE, is_lease_file, lease_objects_unlisted
-from dkernel.storage.manifest import MANIFEST_ATTR, check_manifest, manifest_of
+from dkernel.storage.lock import LEASE_FILE, is_lease_file
+from dkernel.storage.manifest import MANIFEST_ATTR, manifest_of
+from dkernel.storage.metadata import (  # noqa: F401  (where they were)
+    MAX_METADATA_BYTES,
+    STATUSES,
+    STORE_FORMAT,
+    _read_remote_metadata,
+    _remote_call,
+    _zarr_kwargs,
+    check_metadata,
+)
 from dkernel.storage.paths import check_writable  # noqa: F401  (where it was)
+from dkernel.storage.provenance import (  # noqa: F401  (where they were)
+    _jsonable,
+    _now,
+    failure_cause,
+    git_revision,
+    one_line,
+    package_versions,
+    relative_paths,
+)
+from dkernel.storage.reader import (  # noqa: F401  (where they were)
+    SHOW_CANDIDATES_MAX,
+    SHOW_CHUNK_SLACK,
+    SHOW_VALUES_MAX,
+    describe_store,
+    open_results,
+    recorded_path,
+)
 from dkernel.storage.remote import as_location
 from dkernel.storage.side_files import (
     SIDE_FILES_ATTR,
-    check_scratch_dir,
     recorded_side_files,
     remove_scratch_dir,
     scratch_entry,
     side_file_record,
 )
+from dkernel.storage.targets import check_resumable, check_target
 
 logger = logging.getLogger(__name__)
-
-STORE_FORMAT = "dkernel-results/1"
-STATUSES = ("running", "complete", "failed")
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-def package_versions() -> dict[str, str]:
-    """Versions of the packages that determine results."""
-    import importlib.metadata as md
-
-    names = ["dkernel", "numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "xarray"]
-    out = {"python": platform.python_version()}
-    for name in names:
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            continue
-    return out
-
-
-def git_revision() -> str | None:
-    """The git revision of the dkernel checkout, when it is one."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / ".git").exists():
-        return None
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
-def _jsonable(value: Any) -> Any:
-    """Round-trip through JSON so attributes never hold NumPy scalars or paths."""
-    return json.loads(json.dumps(value, default=_json_default))
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "item"):
-        return obj.item()
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    return str(obj)
 
 
 class ResultsStore:
@@ -601,16 +571,6 @@ def _mark_group(path: str, group: str, _done: Any, kw: dict[str, Any] | None = N
     node.attrs[GROUP_MARKER] = "complete"
 
 
-def _zarr_kwargs(path: Any, storage_options: Mapping[str, Any]) -> dict[str, Any]:
-    """``storage_options=`` for Zarr and xarray when ``path`` is a URL and options were given,
-    or it is an HTTP(S) URL (:func:`dkernel.storage.remote.bounded_http_client`); the
-    backend reads the environment otherwise."""
-    if not isinstance(path, str):
-        return {}
-    options = remote.storage_options(path, storage_options)  # HTTP: bounded responses
-    return {"storage_options": options} if options else {}
-
-
 def _attrs(node: zarr.Group | zarr.Array) -> dict[str, Any]:
     """A node's attributes (a copy); their values are dkernel's JSON layout, not typed by zarr."""
     return node.attrs.asdict()
@@ -683,202 +643,8 @@ def _put_block(
     arr[region] = block
 
 
-def check_target(
-    path: str | Path,
-    *,
-    overwrite: bool = False,
-    storage_options: Mapping[str, Any] | None = None,
-) -> str | None:
-    """Check that a store may be created at ``path``; return the existing store's status.
-
-    Called before any cluster starts, so a wrong output fails fast.
-
-    Raises
-    ------
-    StoreError
-        ``path`` is a file, a directory that is not a dkernel store, or a complete store
-        while ``overwrite`` is False; or the scratch path beside it is not the store's
-        (:func:`dkernel.storage.side_files.check_scratch_dir`). On an object store: the
-        same, read through ``storage_options``.
-    """
-    location = as_location(path)
-    if isinstance(location, str):
-        return _check_remote_target(location, overwrite, storage_options)
-    path = location
-    check_scratch_dir(path.parent / f".{path.name}.scratch", path.name)
-    if not path.exists():
-        return None
-    if not path.is_dir():
-        raise StoreError(
-            f"{path} exists and is not a dkernel results store (it is a file); refusing to "
-            "replace it. Choose another output path."
-        )
-    status = _existing_status(path)
-    if status == "complete" and not overwrite:
-        raise StoreError(
-            f"{path} already holds a complete results store; pass --overwrite to replace "
-            "it or choose another --output."
-        )
-    if status is not None and status not in STATUSES and not overwrite:
-        raise StoreError(
-            f"{path} holds a dkernel results store whose status is {status}, not one of "
-            f"{', '.join(STATUSES)}: its metadata {path / 'zarr.json'} was edited or damaged. "
-            "Pass --overwrite to replace it, or choose another --output."
-        )
-    if status is None and any(not is_lease_file(p.name) for p in path.iterdir()):
-        if not (path / "zarr.json").exists() and any(path.glob("*/zarr.json")):
-            raise StoreError(
-                f"{path} looks like a results store whose metadata {path / 'zarr.json'} is "
-                "missing; refusing to replace it. Restore that file, or remove the store and "
-                "run the job again."
-            )
-        raise StoreError(
-            f"{path} exists and is not a dkernel results store; refusing to replace it. "
-            "Choose another output path or remove it."
-        )
-    return status
-
-
-def check_resumable(
-    path: str | Path,
-    *,
-    job: Mapping[str, Any],
-    seed: int | None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> str:
-    """Check that ``--resume`` may continue the store at ``path``; return its status.
-
-    Reads only metadata (the root attributes and every group's and array's ``zarr.json``),
-    so the runner calls it before any cluster starts.
-
-    Raises
-    ------
-    StoreError
-        When ``path`` holds no dkernel store, a complete one, one whose status is not
-        ``running`` or ``failed``, one written by a different spec or seed, or one whose
-        metadata is damaged (naming the file).
-    """
-    path = as_location(path)
-    status = check_target(path, overwrite=True, storage_options=storage_options)
-    if status is None:
-        raise StoreError(
-            f"cannot resume: {path} holds no dkernel results store; run without --resume."
-        )
-    if status == "complete":
-        raise StoreError(
-            f"cannot resume: {path} is already complete; pass --overwrite to recompute it."
-        )
-    if status not in ("running", "failed"):
-        raise StoreError(
-            f"cannot resume {path}: its status is {status}, not running or failed (its "
-            f"metadata {_key(path, 'zarr.json')} was edited or damaged). Pass --overwrite to "
-            "start it over, or choose another --output."
-        )
-    if isinstance(path, str):
-        meta = _read_remote_metadata(path, "zarr.json", storage_options)
-    else:
-        meta = _read_metadata(path, path / "zarr.json")
-    attrs = (meta or {}).get("attributes") or {}
-    if attrs.get("job") != _jsonable(dict(job)) or attrs.get("seed") != seed:
-        raise StoreError(
-            f"cannot resume {path}: it was written by a different job spec or seed. Pass "
-            "--overwrite to start it over, or choose another --output."
-        )
-    check_metadata(path, storage_options)
-    return status
-
-
 def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-
-def _key(store: Path | str, name: str) -> Path | str:
-    """The file ``name`` of a store, as a path or a URL (for messages)."""
-    return f"{store}/{name}" if isinstance(store, str) else store / name
-
-
-def _status_of(meta: dict[str, Any] | None) -> str | None:
-    """The status recorded in a root ``zarr.json`` (see :func:`_existing_status`)."""
-    attrs = (meta or {}).get("attributes")
-    if not isinstance(attrs, dict) or attrs.get("format") != STORE_FORMAT:
-        return None
-    status = attrs.get("status")
-    if not isinstance(status, str):
-        return f"<{'missing' if status is None else type(status).__name__}>"
-    return status if status in STATUSES else ascii(one_line(status, 80))
-
-
-def _remote_call(url: str, what: str, func: Any) -> Any:
-    """``func()`` talking to the object store of ``url``; its failures as one-line
-    :class:`StoreError` naming the URL (never the options)."""
-    try:
-        return func()
-    except (StoreError, FileNotFoundError):
-        raise
-    except Exception as exc:  # noqa: BLE001  (botocore, aiohttp: one line)
-        raise StoreError(f"cannot {what} {url}: {remote.describe_error(exc)}.") from None
-
-
-def _read_remote_metadata(
-    url: str, rel: str, storage_options: Mapping[str, Any] | None
-) -> dict[str, Any] | None:
-    """One ``zarr.json`` of the store at ``url`` (``rel`` below it), at most
-    :data:`MAX_METADATA_BYTES`; None when there is none. Checked as :func:`_read_metadata`."""
-    fs, root = remote.filesystem(url, storage_options)
-    key = f"{root}/{rel}"
-    shown = f"{url}/{rel}"
-    try:
-        data = _remote_call(
-            url, "read", lambda: fs.cat_file(key, start=0, end=MAX_METADATA_BYTES + 1)
-        )
-    except FileNotFoundError:
-        return None
-    if len(data) > MAX_METADATA_BYTES:
-        raise StoreError(
-            f"{url} is not a readable Zarr store: its metadata file {shown} is more than "
-            f"{MAX_METADATA_BYTES:,} bytes."
-        )
-    return _parse_metadata(url, shown, data)
-
-
-def _check_remote_target(
-    url: str, overwrite: bool, storage_options: Mapping[str, Any] | None
-) -> str | None:
-    """:func:`check_target` for a store on an object store."""
-    meta = _read_remote_metadata(url, "zarr.json", storage_options)
-    status = _status_of(meta)
-    if meta is None or status is None:
-        fs, root = remote.filesystem(url, storage_options)
-        try:
-            names = _remote_call(url, "list", lambda: fs.ls(root, detail=False))
-        except FileNotFoundError:
-            names = []
-        # a writer's lease and the probe it writes before taking it are not results data
-        # (seen by a second writer, whom the lease then names its holder)
-        others = [n for n in names if not is_lease_file(n.rstrip("/").rsplit("/", 1)[-1])]
-        if not others:
-            return None
-        raise StoreError(
-            f"{url} exists and is not a dkernel results store (it holds "
-            f"{len(others)} other object(s)); refusing to replace it. Choose another output "
-            "URL or remove it."
-        )
-    _refuse_status(url, status, overwrite)
-    return status
-
-
-def _refuse_status(path: Path | str, status: str, overwrite: bool) -> None:
-    if status == "complete" and not overwrite:
-        raise StoreError(
-            f"{path} already holds a complete results store; pass --overwrite to replace "
-            "it or choose another --output."
-        )
-    if status not in STATUSES and not overwrite:
-        raise StoreError(
-            f"{path} holds a dkernel results store whose status is {status}, not one of "
-            f"{', '.join(STATUSES)}: its metadata {_key(path, 'zarr.json')} was edited or "
-            "damaged. Pass --overwrite to replace it, or choose another --output."
-        )
 
 
 def _clear_remote(url: str, storage_options: Mapping[str, Any] | None) -> None:
@@ -893,144 +659,6 @@ def _clear_remote(url: str, storage_options: Mapping[str, Any] | None) -> None:
         _remote_call(url, "clear", lambda: fs.rm(doomed))
 
 
-#: Largest ``zarr.json`` read (bytes): a results store's root, with the job spec and, once
-#: complete, the consolidated metadata of every array, is well under a megabyte.
-MAX_METADATA_BYTES = 16 << 20
-#: Most metadata files :func:`check_metadata` reads (groups and arrays, not chunks).
-_MAX_NODES = 10_000
-
-
-def _damaged(store: Path | str, file: Path | str, problem: str) -> StoreError:
-    return StoreError(
-        f"{store} is not a readable Zarr store: its metadata file {file} {problem}. Restore "
-        "that file, or remove the store and run the job again."
-    )
-
-
-def _read_metadata(store: Path, file: Path) -> dict[str, Any] | None:
-    """One ``zarr.json``, read without following a link, blocking on a FIFO or reading more
-    than :data:`MAX_METADATA_BYTES`; None when there is none.
-
-    Raises
-    ------
-    StoreError
-        Naming the file when it is not a regular file, too long, not UTF-8 JSON, or not a
-        JSON object.
-    """
-    try:
-        data = read_regular(file, MAX_METADATA_BYTES, follow_links=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except FileRefused as exc:
-        if exc.mode is None:
-            raise _damaged(
-                store, file, f"is {exc.size:,} bytes, more than {MAX_METADATA_BYTES:,}"
-            ) from None
-        kind = "a symbolic link" if stat.S_ISLNK(exc.mode) else "not a regular file"
-        raise _damaged(store, file, f"is {kind}") from None
-    except OSError as exc:
-        raise _damaged(store, file, f"cannot be read ({exc.strerror or exc})") from None
-    return _parse_metadata(store, file, data)
-
-
-def _parse_metadata(store: Path | str, file: Path | str, data: bytes) -> dict[str, Any]:
-    """The JSON object in ``data`` (the metadata file ``file`` of ``store``)."""
-    if not data.strip():
-        raise _damaged(store, file, "is empty")
-    try:
-        meta = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise _damaged(store, file, f"holds bytes that are not UTF-8 (byte {exc.start})") from None
-    except ValueError as exc:
-        raise _damaged(
-            store, file, f"is truncated or not valid JSON ({len(data):,} bytes; {exc})"
-        ) from None
-    except RecursionError:
-        raise _damaged(store, file, "holds JSON nested too deeply") from None
-    if not isinstance(meta, dict):
-        raise _damaged(store, file, f"holds a JSON {type(meta).__name__}, not Zarr metadata")
-    _check_declared_sizes(store, file, meta)
-    return meta
-
-
-def _check_declared_sizes(store: Path | str, file: Path | str, meta: dict[str, Any]) -> None:
-    """Refuse metadata declaring an array beyond what can be read
-    (:func:`dkernel.storage.array_limits.declared_array_problem`): the document's own array,
-    or one of the arrays of its consolidated metadata (what xarray reads instead)."""
-    problem = declared_array_problem(meta)
-    if problem is not None:
-        raise _damaged(store, file, problem)
-    consolidated = meta.get("consolidated_metadata")
-    nodes = consolidated.get("metadata") if isinstance(consolidated, dict) else None
-    for name, node in (nodes or {}).items() if isinstance(nodes, dict) else ():
-        problem = declared_array_problem(node) if isinstance(node, dict) else None
-        if problem is not None:
-            raise _damaged(store, file, f"(consolidated metadata of {name!r}) {problem}")
-
-
-def check_metadata(path: str | Path, storage_options: Mapping[str, Any] | None = None) -> None:
-    """Check that every ``zarr.json`` of the store at ``path`` (its root, groups and arrays;
-    not the chunks) is a regular file holding a JSON object.
-
-    Raises
-    ------
-    StoreError
-        Naming the first damaged file (see :func:`_read_metadata`).
-    """
-    location = as_location(path, read_only=True)
-    if isinstance(location, str):
-        _check_remote_metadata(location, storage_options)
-        return
-    path = location
-    todo, n_read = [path], 0
-    while todo and n_read < _MAX_NODES:
-        node = todo.pop()
-        meta = _read_metadata(path, node / "zarr.json")
-        n_read += 1
-        if meta is None or meta.get("node_type") != "group":
-            continue  # an array's folder holds its chunks: not walked
-        with os.scandir(node) as entries:
-            todo.extend(
-                Path(e.path)
-                for e in entries
-                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-            )
-
-
-def _check_remote_metadata(url: str, storage_options: Mapping[str, Any] | None) -> None:
-    """:func:`check_metadata` for a store on an object store (listed group by group)."""
-    fs, root = remote.filesystem(url, storage_options)
-    todo, n_read = [""], 0
-    while todo and n_read < _MAX_NODES:
-        rel = todo.pop()
-        meta = _read_remote_metadata(
-            url, f"{rel}/zarr.json" if rel else "zarr.json", storage_options
-        )
-        n_read += 1
-        if meta is None or meta.get("node_type") != "group" or url.startswith("http"):
-            continue  # an array's folder holds its chunks: not walked
-        node = f"{root}/{rel}" if rel else root
-        entries = _remote_call(url, "list", lambda node=node: fs.ls(node, detail=True))
-        for entry in entries:
-            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
-            if entry.get("type") == "directory" and not name.startswith("."):
-                todo.append(f"{rel}/{name}" if rel else name)
-
-
-def one_line(text: str, limit: int = 500) -> str:
-    """``text`` on one line (runs of white space as one space), cut to ``limit`` characters."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def failure_cause(error: BaseException) -> str:
-    """``Type: message`` of ``error``, on one line (a store's ``error`` attribute)."""
-    message = one_line(str(error))
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
-
-
-#: Groups of dense floating-point matrices stored without compression: their values hardly
-#: compress, compressing costs as much as computing a block, and matrix-free solvers re-read them.
 UNCOMPRESSED_GROUPS = ("kernel",)
 
 
@@ -1062,35 +690,6 @@ def _variable_length_strings(dataset: xr.Dataset) -> xr.Dataset:
     ).assign({n: dataset[n].astype(object) for n in fixed if n in dataset.data_vars})
 
 
-def relative_paths(text: str) -> str:
-    """``text`` (a traceback) with install and home paths shortened: the dkernel checkout,
-    the Python installation and site-packages, the working directory and the home
-    directory become relative (``dkernel/…``, ``<python>/…``, ``./…``, ``~/…``)."""
-    import site
-    import sys
-    import sysconfig
-
-    prefixes: list[tuple[str, str]] = []
-    package_parent = str(Path(__file__).resolve().parents[2])
-    prefixes.append((package_parent + os.sep, ""))
-    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
-        with contextlib.suppress(KeyError):
-            prefixes.append((sysconfig.get_paths()[key] + os.sep, "<python>/"))
-    with contextlib.suppress(AttributeError):
-        for sp in site.getsitepackages():
-            prefixes.append((sp + os.sep, "<python>/"))
-    for pre in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
-        prefixes.append((pre + os.sep, "<python>/"))
-    with contextlib.suppress(OSError):
-        prefixes.append((os.getcwd() + os.sep, "./"))
-    prefixes.append((os.path.expanduser("~") + os.sep, "~/"))
-    # longest first, so site-packages wins over the prefix that contains it
-    for pre, repl in sorted(set(prefixes), key=lambda p: -len(p[0])):
-        if len(pre) > 1:
-            text = text.replace(pre, repl)
-    return text
-
-
 def _clear_keeping_lease(path: Path) -> None:
     """Empty a store directory but keep the writer's lease file."""
     for child in path.iterdir():
@@ -1100,224 +699,6 @@ def _clear_keeping_lease(path: Path) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
-
-
-def _existing_status(path: Path) -> str | None:
-    """The status of the dkernel store at ``path``: None when there is none (no root
-    metadata, or a foreign one); a status that is not text, or missing, as ``<dict>`` or
-    ``<missing>``; raises :class:`StoreError` when the root metadata is damaged."""
-    return _status_of(_read_metadata(path, path / "zarr.json"))
-
-
-def recorded_path(store: str | Path, recorded: str | Path) -> Path:
-    """A file path recorded in a store's attributes (label GeoTIFF, quick-look PNG), resolved.
-
-    Stores record such paths relative to the store directory (for a store on an object store,
-    the result is a URL string beside it), so a store and its files can be moved together and opened from any working directory. Absolute paths are returned as they
-    are; a path written by an older version relative to the job's working directory is used
-    when it exists and the store-relative one does not.
-
-    Examples
-    --------
-    >>> recorded_path("results/demo.zarr", "../demo.labels.tif").as_posix()
-    'results/demo.labels.tif'
-    """
-    if remote.is_remote(store) and not Path(recorded).is_absolute():
-        # beside a store on an object store: a URL (``s3://bucket/x.labels.tif``)
-        parts = [*str(store).rstrip("/").split("/"), *str(recorded).split("/")]
-        out: list[str] = []
-        for part in parts:
-            if part == ".." and out and out[-1] and not out[-1].endswith(":"):
-                out.pop()
-            elif part not in (".", ".."):
-                out.append(part)
-        return "/".join(out)  # type: ignore[return-value]  # a URL, documented
-    recorded = Path(recorded)
-    if recorded.is_absolute():
-        return recorded
-    resolved = Path(os.path.normpath(Path(store) / recorded))
-    if not resolved.exists() and recorded.exists():
-        return recorded
-    return resolved
-
-
-def open_results(
-    path: str | Path,
-    *,
-    warn: bool = True,
-    storage_options: Mapping[str, Any] | None = None,
-) -> xr.DataTree:
-    """Open a results store lazily (no cluster needed) as an :class:`xarray.DataTree`.
-
-    Arrays are Dask-backed and read only when used.
-
-    Parameters
-    ----------
-    path : str or Path
-        The store written by ``dkernel run``: a path, or a URL (``s3://bucket/x.zarr``,
-        ``gs://``, ``az://``, ``https://`` read-only).
-    warn : bool
-        Emit :class:`~dkernel.errors.StoreStatusWarning` when the store is not complete.
-    storage_options : mapping, optional
-        fsspec options of a URL (``endpoint``, ``anon``, ``profile``); by default the
-        backend reads the environment.
-
-    Raises
-    ------
-    StoreNotFoundError
-        When nothing exists at ``path``.
-    StoreError
-        When ``path`` is not a dkernel results store (corrupt or foreign).
-
-    Examples
-    --------
-    >>> tree = open_results("results/wine-rbf-kpca.zarr")  # doctest: +SKIP
-    >>> tree["embedding"]["embedding"]  # doctest: +SKIP
-    """
-    path = as_location(path, what="store", read_only=True)
-    kw = _zarr_kwargs(path, storage_options or {})
-    if isinstance(path, str):
-        if not remote.check_remote_readable(path, storage_options):
-            raise StoreNotFoundError(f"no results store at {path}.")
-        check_metadata(path, storage_options)
-    elif not path.exists():
-        raise StoreNotFoundError(f"no results store at {path}.")
-    elif path.is_dir():
-        check_metadata(path)
-    try:
-        group = zarr.open_group(str(path), mode="r", **kw)
-        fmt = group.attrs.get("format")
-    except Exception as exc:
-        raise StoreError(f"{path} is not a readable Zarr store: {exc}") from exc
-    if fmt != STORE_FORMAT:
-        raise StoreError(
-            f"{path} is a Zarr store but not a dkernel results store (format {fmt!r}, "
-            f"expected {STORE_FORMAT!r})."
-        )
-    status = group.attrs.get("status")
-    if status == "complete":  # a chunk lost since would read as fill values
-        check_manifest(path, group.attrs.get(MANIFEST_ATTR), storage_options)
-    if warn and status != "complete":
-        msg = f"results store {path} has status {status!r}"
-        if status == "failed":
-            msg += f": {group.attrs.get('error')}"
-        warn_caller(msg + "; its arrays may be incomplete.", StoreStatusWarning)
-    try:
-        with lease_objects_unlisted():
-            return xr.open_datatree(
-                str(path),
-                engine="zarr",
-                chunks={},
-                consolidated=status == "complete",
-                # integer label maps stay integers; their nodata is labels.rio.nodata (-1)
-                mask_and_scale=False,
-                **kw,
-            )
-    except Exception as exc:
-        raise StoreError(f"{path} could not be opened as a results store: {exc}") from exc
-
-
-#: Arrays with at most this many elements are shown with their values (metrics, scalars).
-SHOW_VALUES_MAX = 10
-
-
-def _chunks_fit(array_dir: Path, nbytes: int) -> bool:
-    """Whether the chunk files of a small array are no larger than its values could need.
-
-    A compressed chunk far larger than its declared values is damaged or crafted to inflate
-    (a 2 MiB zstd chunk of a 10-value array decompresses to gigabytes before Zarr checks its
-    shape); its values are then not shown. Links are not followed."""
-    budget = int(nbytes) + SHOW_CHUNK_SLACK
-    total = 0
-    for root, dirs, files in os.walk(array_dir / "c"):
-        for name in files:
-            total += os.lstat(os.path.join(root, name)).st_size
-            if total > budget:
-                return False
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
-    return True
-
-
-def _remote_chunks_fit(
-    url: str, array: str, nbytes: int, storage_options: Mapping[str, Any] | None
-) -> bool:
-    """:func:`_chunks_fit` for a store on an object store (sizes from one listing)."""
-    if url.startswith("http"):
-        return False  # no listing over HTTP: the values of small arrays are not shown
-    fs, root = remote.filesystem(url, storage_options)
-    try:
-        sizes = _remote_call(url, "list", lambda: fs.find(f"{root}/{array}/c", detail=True))
-    except FileNotFoundError:
-        return True
-    return sum(int(e.get("size") or 0) for e in sizes.values()) <= nbytes + SHOW_CHUNK_SLACK
-
-
-#: Bytes a small array's chunks may hold beyond its raw values (codec headers, checksums).
-SHOW_CHUNK_SLACK = 4096
-
-
-def describe_store(
-    path: str | Path, storage_options: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """Summary used by ``dkernel show``: status, provenance, timings, each array's shape, and
-    the values of the small ones (metrics and other scalars); ``path`` may be a URL."""
-    path = as_location(path, what="store", read_only=True)
-    tree = open_results(path, warn=False, storage_options=storage_options)
-
-    def fits(node: str, name: str, nbytes: int) -> bool:
-        if isinstance(path, str):
-            return _remote_chunks_fit(path, f"{node}/{name}".strip("/"), nbytes, storage_options)
-        return _chunks_fit(Path(path) / node / name, nbytes)
-
-    attrs = dict(tree.attrs)
-    arrays = []
-    for node in tree.subtree:
-        for name, var in node.data_vars.items():
-            chunks = var.chunks
-            arrays.append(
-                {
-                    "group": node.path,
-                    "name": name,
-                    "dims": list(var.dims),
-                    "shape": list(var.shape),
-                    "dtype": str(var.dtype),
-                    "chunks": [max(c) for c in chunks] if chunks else None,
-                    "values": (
-                        np.asarray(var.values).tolist()
-                        if var.size <= SHOW_VALUES_MAX
-                        and fits(node.path.strip("/"), str(name), var.nbytes)
-                        else None
-                    ),
-                }
-            )
-    info: dict[str, Any] = {"path": str(path), "attrs": attrs, "arrays": arrays}
-    if "model_order" in tree.children:
-        info["model_order"] = _model_order_summary(tree["model_order"].to_dataset(), fits)
-    return info
-
-
-#: Most candidates of ``/model_order`` whose scores :func:`describe_store` reads.
-SHOW_CANDIDATES_MAX = 200
-
-
-def _model_order_summary(ds: xr.Dataset, fits: Callable[[str, str, int], bool]) -> dict:
-    """The ``/model_order`` evidence for ``dkernel show``: the rule, the chosen k, and every
-    candidate with its score (None where the arrays are missing, too long or damaged)."""
-    out: dict[str, Any] = {
-        key: ds.attrs.get(key) for key in ("rule", "n_clusters_chosen", "higher_is_better")
-    }
-    for name in ("n_clusters", "score"):
-        var = ds.get(name)
-        if (
-            var is None
-            or var.ndim != 1
-            or var.size > SHOW_CANDIDATES_MAX
-            or not fits("model_order", name, var.nbytes)
-        ):
-            out[name] = None
-            continue
-        out[name] = np.asarray(var.values).tolist()
-    return out
 
 
 def _write_scratch_row(
