@@ -30,7 +30,7 @@ from dkernel.jobs.registry import JobContext, StoreView, get_method, persist, wi
 from dkernel.jobs.spec import JobSpec, OutputPolicy
 from dkernel.runtime.threads import InProcessScheduler
 from dkernel.storage.layout import input_dataset
-from dkernel.storage.lock import RemoteStoreLease, StoreLease, acquire_lease
+from dkernel.storage.lock import Lease, acquire_lease
 from dkernel.storage.remote import Location, as_location, check_job_store, is_remote
 from dkernel.storage.store import (
     ResultsStore,
@@ -212,7 +212,7 @@ def _run_leased(
     spec: JobSpec,
     data: LoadedData,
     *,
-    lease: StoreLease | RemoteStoreLease,
+    lease: Lease,
     scheduler: str | None,
     n_workers: int | None,
     threads_per_worker: int | None,
@@ -419,7 +419,7 @@ def _run_in_store(
     data: LoadedData,
     store: ResultsStore,
     *,
-    lease: StoreLease | RemoteStoreLease,
+    lease: Lease,
     method: Any,
     client: Any,
     threads: InProcessScheduler | None,
@@ -472,8 +472,7 @@ def _run_in_store(
         store.record_timing("total", time.perf_counter() - t_start)
         lease.free_reserve(keep=reserve // 2)  # the other half for a `failed` write
         _check_in_place(spec.output, identity)  # never mark a replaced directory complete
-        if isinstance(lease, RemoteStoreLease):
-            lease.check_held()
+        lease.check_held()
         store.mark_complete()
     except BaseException as exc:
         cause = _record_failure(
@@ -559,7 +558,7 @@ def _record_failure(
     exc: BaseException,
     *,
     spec: JobSpec,
-    lease: StoreLease | RemoteStoreLease,
+    lease: Lease,
     identity: tuple[int, int] | None,
     needed: float | None,
 ) -> str:

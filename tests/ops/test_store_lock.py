@@ -219,6 +219,21 @@ def test_a_held_lease_refuses_a_second_taker(tmp_path) -> None:
     assert not store.exists()  # created by the lease, nothing written: removed again
 
 
+def test_both_kinds_of_lease_are_one_interface(tmp_path) -> None:
+    """The runner holds either kind through ``Lease`` alone (no ``isinstance``): a local
+    lease taken through acquire_lease is one, checks as held, and releases."""
+    from dkernel.storage.lock import Lease, RemoteStoreLease, acquire_lease
+
+    assert issubclass(RemoteStoreLease, Lease) and issubclass(StoreLease, Lease)
+    store = tmp_path / "s.zarr"
+    with acquire_lease(store, command="test") as lease:
+        assert isinstance(lease, StoreLease)
+        lease.check_held()  # a local lease held with flock: nothing to raise
+        assert lease.reserve(4096) and lease.path == store / LEASE_FILE
+        lease.free_reserve()
+    assert not store.exists()
+
+
 def test_a_dead_pid_on_this_host_is_stale(tmp_path) -> None:
     store = tmp_path / "s.zarr"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
