@@ -1,4 +1,5 @@
-"""Drawing the quick-look PNG from what :func:`dkernel.io.raster.quicklook_plan` prepared.
+"""Drawing the quick-look PNG from what :func:`dkernel.io.quicklook_plan.quicklook_plan`
+prepared.
 
 NumPy and matplotlib only, so that the helper process (:mod:`dkernel._helper`) can draw it
 after importing little more than matplotlib: a job's map files hand it a

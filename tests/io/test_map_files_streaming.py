@@ -16,7 +16,7 @@ import rasterio.shutil
 import xarray as xr
 from affine import Affine
 
-from dkernel.io import cog
+from dkernel.io import cog, quicklook_plan
 from dkernel.io import raster as R
 from dkernel.io.palette import class_colors
 from dkernel.io.quicklook import draw_quicklook
@@ -103,7 +103,7 @@ def test_streamed_class_table_is_the_whole_array_table(scene, tmp_path):
 
 @pytest.mark.parametrize("side", [300, 2000])  # strided reads, and the whole scene
 def test_streamed_quicklook_is_the_whole_array_quicklook(scene, tmp_path, monkeypatch, side):
-    monkeypatch.setattr(R, "QUICKLOOK_PIXELS", side)
+    monkeypatch.setattr(quicklook_plan, "QUICKLOOK_PIXELS", side)  # read where it lives
     streamed = R.quicklook_plan(scene["image"], scene["labels"], title="t")
     held = R.quicklook_plan(scene["held_image"], scene["held"], title="t")
     step = -(-ROWS // side) if side < ROWS else 1
