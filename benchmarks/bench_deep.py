@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     makers = {"esn": esn_table, "dkae": dkae_table, "ddc": ddc_table}
     titles = {
-        "esn": "ESN (Paper V): test NRMSE",
-        "dkae": "dkAE (Paper III): Tables 1-3 of [Kampffmeyer2018]",
-        "ddc": "DDC (Paper IV): MNIST subset, ACC / NMI and times",
+        "esn": "ESN (Paper V of [Lokse2020]): test NRMSE",
+        "dkae": "dkAE (Paper III of [Lokse2020]): Tables 1-3 of [Kampffmeyer2018]",
+        "ddc": "DDC (Paper IV of [Lokse2020]): MNIST subset, ACC / NMI and times",
     }
     parts = [
         f"# Issue 55's acceptance tables{' (--quick: not the acceptance numbers)' * args.quick}",
