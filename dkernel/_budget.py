@@ -307,6 +307,12 @@ SCRATCH_BLOCK_BYTES = 32 * 2**20
 #: enough that the per-block overhead is small next to its GEMM.
 KERNEL_BLOCK_BYTES = 64 * 2**20
 
+#: Most row chunks a job cuts its data into where its tasks bound their own memory (the
+#: landmark graphs search landmarks in blocks): beyond it the chunks grow instead. Each pass has
+#: one to four tasks per chunk and a scheduler holds a few KiB per task; at 10¹⁰ rows the
+#: kernel-block rule alone made 1.2 million chunks (``docs/scaling.md``).
+MAX_ROW_CHUNKS = 20_000
+
 #: A Dask chunk of a lazy output: Dask's own default chunk size (``array.chunk-size``).
 CHUNK_BYTES = 128 * 2**20
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
+from dkernel._budget import KERNEL_BLOCK_BYTES, MAX_ROW_CHUNKS, rows_for_budget
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
@@ -43,6 +43,7 @@ else:
 # (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
 # without Dask or scikit-learn (tests/test_cli_imports.py)
 DEFAULT_LANDMARKS = constants("dkernel.spectral.clustering", "DEFAULT_LANDMARKS")
+SEARCH_ROWS = constants("dkernel.graphs.landmark", "SEARCH_ROWS")
 embedding_dataset, labels_dataset, landmarks_dataset = deferred(
     "dkernel.storage.layout", "embedding_dataset", "labels_dataset", "landmarks_dataset"
 )
@@ -96,11 +97,15 @@ def _landmarks(params: dict, n: int) -> int:
 
 def _chunk_rows(params: dict, n: int) -> int:
     """Rows per Dask chunk: ``chunk_rows``, or about ``KERNEL_BLOCK_BYTES`` of float64 kernel
-    rows against the landmarks (at least 1000)."""
+    rows against the landmarks (at least 1000); on the bipartite path, whose tasks search the
+    landmarks block by block, at most ``MAX_ROW_CHUNKS`` chunks."""
     if params["chunk_rows"]:
         return int(params["chunk_rows"])
     m = min(_landmarks(params, n), DEFAULT_LANDMARKS)
-    return rows_for_budget(KERNEL_BLOCK_BYTES, m, 8, low=1000, high=n)
+    rows = rows_for_budget(KERNEL_BLOCK_BYTES, m, 8, low=1000, high=n)
+    if _approximation(params, n) == "bipartite":
+        rows = max(rows, -(-n // MAX_ROW_CHUNKS))
+    return rows
 
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
@@ -116,8 +121,11 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
         what = f"exact spectral clustering on the {params['n_neighbors']}-NN self-tuning graph"
     elif path == "bipartite":
         m, kl = _landmarks(params, n_samples), params["landmark_neighbors"]
-        # per task: a chunk's distances to the landmarks and its pair sums; the p × p problem
-        memory = 8.0 * (rows * (m + n_features + 4 * kl * kl) + 6 * m * m) + 8.0 * n_samples * k
+        # per task: a chunk, a block of its distances to the landmarks (SEARCH_ROWS rows) and
+        # its pair sums; the p × p problem
+        search = min(rows, SEARCH_ROWS) * m
+        memory = 8.0 * (rows * (n_features + 4 * kl * kl) + search + 6 * m * m)
+        memory += 8.0 * n_samples * k
         what = f"spectral clustering on a {m}-landmark bipartite graph"
     else:
         m = _landmarks(params, n_samples)
