@@ -829,9 +829,17 @@ def script() -> None:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if code == 1:
             print(exc.code, file=sys.stderr)
-    # what the interpreter does first at exit: join the threads that are not daemons
-    threading._shutdown()  # type: ignore[attr-defined]
-    atexit._run_exitfuncs()
+    if code not in (130, 128 + 15):
+        # what the interpreter does first at exit: join the threads that are not daemons
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()
+    else:
+        # after Ctrl-C or SIGTERM a task thread may still wait on a stalled object store (a
+        # call gives up after minutes; the store's status is written already): not joined,
+        # and the exit handlers (which join Dask's thread pool) get a few seconds
+        handlers = threading.Thread(target=atexit._run_exitfuncs, daemon=True)
+        handlers.start()
+        handlers.join(5.0)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

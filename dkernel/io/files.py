@@ -12,7 +12,8 @@ from __future__ import annotations
 import io
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -46,6 +47,7 @@ def check_regular(
     error
         Naming the path and what it is (FIFO, device, socket, directory).
     """
+    path = at_open(path, what, error=error)
     try:
         st = os.stat(path)
     except OSError as exc:
@@ -65,7 +67,7 @@ def open_regular(
     (:func:`dkernel._files.open_regular_fd`: the open never blocks, the check is made on the
     descriptor). The caller closes the descriptor."""
     try:
-        return open_regular_fd(path)
+        return open_regular_fd(at_open(path, what, error=error))
     except FileRefused as exc:
         raise error(not_regular_message(path, exc.mode, what)) from None
     except OSError as exc:
@@ -90,7 +92,7 @@ def read_bounded(
     """
     label = f"{what} " if what else ""
     try:
-        return read_regular(path, max_bytes)
+        return read_regular(at_open(path, what, error=error), max_bytes)
     except FileRefused as exc:
         if exc.mode is not None:
             raise error(not_regular_message(path, exc.mode, what)) from None
@@ -171,6 +173,59 @@ def confine(
     )
 
 
+#: The data root in force while a job reads its data (:func:`data_root_in_force`); where
+#: none is set (a Dask worker process), ``$DKERNEL_DATA_ROOT``.
+_IN_FORCE: list[Path] = []
+
+
+@contextmanager
+def data_root_in_force(root: Path | None) -> Iterator[None]:
+    """While open, :func:`at_open` confines what is opened to ``root`` (the job's data root,
+    resolved; None: none but ``$DKERNEL_DATA_ROOT``)."""
+    if root is None:
+        yield
+        return
+    _IN_FORCE.append(root)
+    try:
+        yield
+    finally:
+        _IN_FORCE.remove(root)
+
+
+def data_root_now() -> Path | None:
+    """The data root opens are checked against now: the job's (:func:`data_root_in_force`),
+    else ``$DKERNEL_DATA_ROOT`` (resolved), else None."""
+    if _IN_FORCE:
+        return _IN_FORCE[-1]
+    env = os.environ.get("DKERNEL_DATA_ROOT")
+    return Path(os.path.expandvars(os.path.expanduser(env))).resolve() if env else None
+
+
+def at_open(
+    path: str | os.PathLike,
+    what: str = "",
+    *,
+    error: Callable[[str], Exception] = InvalidInputError,
+) -> str:
+    """The local ``path`` to open now: with a data root in force (:func:`data_root_now`),
+    resolved again and checked by :func:`confine` at the point of opening, so that a file
+    swapped for a link to outside the root after the spec was validated is refused rather
+    than read. Returns the resolved path, which the caller opens (no link is then followed
+    between this check and the open but one swapped in that instant); ``path`` itself when
+    no data root is in force.
+
+    Raises
+    ------
+    error
+        Naming the path, where it leads and the data root.
+    """
+    root = data_root_now()
+    if root is None:
+        return os.fspath(path)
+    via = f"{what}: " if what else ""
+    return str(confine(path, root, via=f"{via}at the time of reading, ", error=error))
+
+
 def load_npy(path: str | os.PathLike, key: str, *, mmap: bool = True):
     """``np.load`` of one ``.npy`` array, every failure an :class:`InvalidInputError` naming
     the file and the fix: not a regular file, empty, truncated header, pickled objects, or a
@@ -185,6 +240,7 @@ def load_npy(path: str | os.PathLike, key: str, *, mmap: bool = True):
 
     from dkernel.schema.params import show_value
 
+    path = at_open(path, key)
     st = check_regular(path, key)
     if st.st_size == 0:
         raise InvalidInputError(
@@ -274,7 +330,10 @@ class BoundedInput:
 
     def open(self) -> BinaryIO:
         """A fresh binary file object of the (decompressed) bytes; the caller closes it."""
-        raw: Any = open(self.local, "rb") if self.local else io.BytesIO(self.data or b"")  # noqa: SIM115
+        if self.local:
+            raw: Any = open(at_open(self.local, self.name), "rb")  # noqa: SIM115
+        else:
+            raw = io.BytesIO(self.data or b"")
         if self.compression is None:
             return raw
         return _decompressing(raw, self.compression, self.name)

@@ -188,6 +188,12 @@ def _open_strips(
     import rasterio
 
     open_kwargs.setdefault("driver", RASTER_DRIVER)
+    from dkernel.storage.remote import is_remote
+
+    if not is_remote(path):
+        from dkernel.io.files import at_open
+
+        path = at_open(path, "data.path")  # the data root, at the point of opening
     with raster_env(path, storage_options):
         image = rioxarray.open_rasterio(path, **open_kwargs)  # lazy: coordinates and metadata
     if bands:
@@ -301,6 +307,9 @@ def _read_rows(
 
 
 def _npy_strip(path: str, start: int, stop: int) -> np.ndarray:
+    from dkernel.io.files import at_open
+
+    path = at_open(path, "data.path")  # in a worker: $DKERNEL_DATA_ROOT, at the open
     return np.asarray(np.load(path, mmap_mode="r", allow_pickle=False)[start:stop])
 
 

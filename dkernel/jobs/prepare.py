@@ -24,7 +24,7 @@ from dkernel.io.preprocess import standardize
 from dkernel.io.registry import get_reader
 from dkernel.jobs.outputs import check_raster_outputs
 from dkernel.jobs.registry import get_method
-from dkernel.jobs.spec import JobSpec, load_spec
+from dkernel.jobs.spec import JobSpec, data_root_confinement, load_spec
 from dkernel.runtime.memory import limit_freed_memory, reuse_freed_memory
 from dkernel.runtime.progress import without_client
 
@@ -43,9 +43,14 @@ def load_data(spec: JobSpec) -> LoadedData:
         When the reader fails, or the data is not a non-empty 2-D numeric array, or every
         sample is identical (nothing to cluster).
     """
+    from dkernel.io.files import data_root_in_force
+
     reader = get_reader(spec.reader)
     try:
-        data = reader.load(**spec.data)
+        # the files are checked against the data root again where they are opened: one may
+        # have been swapped for a link to outside it since the spec was validated
+        with data_root_in_force(data_root_confinement(spec.runtime.get("data_root"))):
+            data = reader.load(**spec.data)
     except InvalidInputError as exc:
         from dkernel.data.registry import fetch_hint
 

@@ -475,12 +475,13 @@ def _run_in_store(
         lease.check_held()
         store.mark_complete()
     except BaseException as exc:
-        cause = _record_failure(
+        cause, marked = _record_failure(
             store, exc, spec=spec, lease=lease, identity=identity, needed=_disk_needed(spec, data)
         )
-        if monitor is not None and not _gone(spec.output, identity):
+        if monitor is not None and marked:
             try:
-                store.update_attrs(resources=monitor.summary())
+                summary = monitor.summary()
+                _status_write(store, lambda: store.update_attrs(resources=summary))
             except Exception:  # noqa: BLE001  (best effort: the scheduler may be gone)
                 pass
         # bad input found while running keeps its own type (exit code 2 in the CLI)
@@ -561,8 +562,9 @@ def _record_failure(
     lease: Lease,
     identity: tuple[int, int] | None,
     needed: float | None,
-) -> str:
-    """Mark ``store`` failed with a one-line cause of ``exc``; return that cause.
+) -> tuple[str, bool]:
+    """Mark ``store`` failed with a one-line cause of ``exc``; return that cause and whether
+    the store was marked.
 
     The space set aside is given back first. When the store directory is gone nothing is
     written; when the status cannot be written (the disk still full), the cause says so.
@@ -570,29 +572,56 @@ def _record_failure(
     if _gone(spec.output, identity):
         lease.free_reserve()
         _tell_interrupt(exc, "the results store was removed while the job ran")
-        return _removed_message(spec.output, identity)
+        return _removed_message(spec.output, identity), False
     cause = _describe_failure(exc, spec, needed)  # the free space before the reserve is freed
     lease.free_reserve()
     try:
-        store.mark_failed(exc, cause=cause)
+        _status_write(store, lambda: store.mark_failed(exc, cause=cause))
         _tell_interrupt(exc, "the store is marked failed")
-        return cause
-    except Exception:  # noqa: BLE001  (retried below, smaller)
-        pass
+        return cause, True
+    except Exception as error:  # noqa: BLE001  (retried below, smaller)
+        first = error
     try:
-        store.mark_failed(exc, cause=cause, with_traceback=False)
+        if isinstance(first, TimeoutError):
+            raise first  # an object store that stalls: not waited for twice
+        _status_write(store, lambda: store.mark_failed(exc, cause=cause, with_traceback=False))
     except Exception as write_error:  # noqa: BLE001
         if _gone(spec.output, identity):
             _tell_interrupt(exc, "the results store was removed while the job ran")
-            return _removed_message(spec.output, identity)
+            return _removed_message(spec.output, identity), False
         _tell_interrupt(exc, "the store could not be marked failed; --resume continues it")
         return (
-            f"{cause} The store could not be marked failed either "
+            f"{cause.rstrip('.')}. The store could not be marked failed either "
             f"({_describe_failure(write_error, spec, None, advice=False)}), so it still reads "
             "'running': --resume continues it."
-        )
+        ), False
     _tell_interrupt(exc, "the store is marked failed")
-    return cause
+    return cause, True
+
+
+#: Seconds the status write of a failed job on an object store may take: the endpoint that
+#: made the job fail may be the one that stalls, and SIGTERM must end the job promptly.
+STATUS_WRITE_S = 10.0
+
+
+def _status_write(store: ResultsStore, write: Callable[[], None]) -> None:
+    """``write()``, bounded by :data:`STATUS_WRITE_S` on an object store (a local write is
+    made as it is).
+
+    Raises
+    ------
+    TimeoutError
+        When the object store did not finish the write in time (it may still land).
+    """
+    if not store.remote:
+        write()
+        return
+    from dkernel.storage.remote import call_bounded
+
+    try:
+        call_bounded(write, STATUS_WRITE_S)
+    except TimeoutError:
+        raise TimeoutError(f"the object store did not answer within {STATUS_WRITE_S:g} s") from None
 
 
 def _tell_interrupt(exc: BaseException, what: str) -> None:

@@ -107,6 +107,39 @@ def declared_array_problem(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: Room a stored chunk may take beyond its decoded size: headers, checksums, a shard's index.
+STORED_CHUNK_SLACK = 64 * 1024
+#: Bytes allowed per value of a variable-length type (strings), whose size no metadata tells.
+VARIABLE_ITEM_BYTES = 4096
+
+
+def stored_chunk_limit(meta: Mapping[str, Any]) -> int | None:
+    """The most bytes one stored chunk of the array whose metadata is ``meta`` (a v3
+    ``zarr.json`` or v2 ``.zarray``) may take: twice its decoded size (data that does not
+    compress grows a little under every codec) plus :data:`STORED_CHUNK_SLACK`, at most
+    twice :data:`MAX_CHUNK_BYTES`. None when ``meta`` is not an array or its chunk grid is
+    not regular.
+
+    Examples
+    --------
+    >>> stored_chunk_limit({"node_type": "array", "shape": [10, 2], "data_type": "float64",
+    ...     "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [5, 2]}}})
+    65696
+    """
+    if meta.get("node_type", "array") != "array" or "shape" not in meta:
+        return None
+    grid = meta.get("chunk_grid")
+    if isinstance(grid, Mapping):
+        chunks = _ints((grid.get("configuration") or {}).get("chunk_shape"))
+    else:
+        chunks = _ints(meta.get("chunks"))  # v2
+    if chunks is None or any(c < 1 for c in chunks):
+        return None
+    itemsize = _itemsize(meta.get("data_type", meta.get("dtype"))) or VARIABLE_ITEM_BYTES
+    decoded = min(float(np.prod(chunks, dtype=float)) * itemsize, MAX_CHUNK_BYTES)
+    return int(2 * decoded) + STORED_CHUNK_SLACK
+
+
 # ---------------------------------------------------------------------------------------
 # decoded sizes bounded from the chunks' headers
 # ---------------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ Light on purpose (fsspec only, imported on first use): ``dkernel validate`` runs
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import re
 import threading
@@ -59,9 +61,21 @@ CHECK_TIMEOUT_S = 10.0
 #: What a file system is for (:func:`filesystem`): writing or reading a results store,
 #: reading an input, or a bounded pre-cluster check of a store.
 Purpose = Literal["store", "input", "check", "lease"]
-#: S3 client settings per purpose, so an unreachable endpoint fails instead of hanging (an
-#: option the user gave wins); stores keep the backend's defaults (long uploads).
+#: S3 client settings per purpose, so an unreachable or stalled endpoint fails instead of
+#: hanging (an option the user gave wins). A call is tried by s3fs up to five times (its
+#: ``retries``), each try made by botocore up to ``total_max_attempts`` times (``max_attempts``
+#: counts botocore's retries only), and each request is bounded as a whole
+#: (:mod:`dkernel.storage.s3_session`).
 _S3_LIMITS: dict[str, dict[str, Any]] = {
+    # results stores, written and read by the job's Dask workers too (the options travel with
+    # the Zarr arrays the tasks hold): botocore's default timeouts, no botocore retries under
+    # s3fs's own; a stalled endpoint fails a chunk write after 5 tries of 70 s plus the body's
+    # time at MIN_UPLOAD_RATE each, where it held it for as long as it stalled
+    "store": {
+        "connect_timeout": 10,
+        "read_timeout": 60,
+        "retries": {"total_max_attempts": 1, "mode": "standard"},
+    },
     "input": {
         "connect_timeout": 5,
         "read_timeout": 30,
@@ -246,9 +260,9 @@ def storage_options(
     backend expects them; the rest (``anon``, ``profile``, fsspec's own keys) passed as they
     are. Empty: the backend reads the environment.
 
-    For ``purpose`` ``"input"`` and ``"check"``, S3 gets bounded connect/read timeouts and
-    retries (unless given) and a fresh client, so an unreachable endpoint fails instead of
-    hanging. HTTP(S) always gets :func:`bounded_http_client`: responses of bounded length,
+    S3 gets bounded connect/read timeouts and retries for every ``purpose``
+    (:data:`_S3_LIMITS`, unless given), and a fresh client for all but ``"store"``, so an
+    unreachable or stalled endpoint fails instead of hanging. HTTP(S) always gets :func:`bounded_http_client`: responses of bounded length,
     connect and read timeouts.
     """
     opts = dict(options or {})
@@ -261,11 +275,26 @@ def storage_options(
         if client:
             opts["client_kwargs"] = client
         if purpose in _S3_LIMITS:
-            opts["config_kwargs"] = {**_S3_LIMITS[purpose], **(opts.get("config_kwargs") or {})}
-            opts.setdefault("skip_instance_cache", True)
+            opts["config_kwargs"] = {
+                **copy.deepcopy(_S3_LIMITS[purpose]),  # botocore edits its retries in place
+                **_bounded_session(),
+                **(opts.get("config_kwargs") or {}),
+            }
+            if purpose != "store":  # a store's file systems are many: one client for them
+                opts.setdefault("skip_instance_cache", True)
     elif scheme in READ_ONLY_SCHEMES:
         opts.setdefault("get_client", bounded_http_client)
     return opts
+
+
+def _bounded_session() -> dict[str, Any]:
+    """``http_session_cls``: S3 requests bounded as a whole
+    (:class:`dkernel.storage.s3_session.BoundedSession`); nothing without aiobotocore."""
+    try:
+        from dkernel.storage.s3_session import BoundedSession
+    except ImportError:
+        return {}
+    return {"http_session_cls": BoundedSession}
 
 
 # ------------------------------------------------------------------------------------------
@@ -286,6 +315,58 @@ _ZARR_METADATA = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
 
 class ResponseTooLarge(OSError):
     """An HTTP response longer than dkernel reads (:data:`MAX_HTTP_BYTES`)."""
+
+
+#: The end of a Zarr chunk's URL below its array: ``c/0/1`` (v3), ``0.1`` or ``0/1`` (v2).
+_CHUNK_KEY = re.compile(r"(?:c(?:[./]\d+)*|\d+(?:[./]\d+)*)")
+#: Per array URL read over HTTP in this process: the most bytes one of its stored chunks may
+#: take (``dkernel.storage.array_limits.stored_chunk_limit``), None where no array is.
+_CHUNK_LIMITS: dict[str, int | None] = {}
+_CHUNK_LIMITS_MAX = 4096
+
+
+async def _array_chunk_limit(session: Any, base: Any) -> int | None:
+    """The stored-chunk cap of the array at the URL ``base``, from its metadata (``zarr.json``,
+    else ``.zarray``) read with ``session``; None when there is no array there."""
+    from dkernel.storage.array_limits import stored_chunk_limit
+
+    for doc in ("zarr.json", ".zarray"):
+        try:
+            async with session.get(base / doc) as response:
+                if response.status != 200:
+                    continue
+                meta = json.loads(await response.read())
+        except Exception:  # noqa: BLE001  (no readable metadata: not an array)
+            continue
+        if isinstance(meta, dict) and (doc == ".zarray" or meta.get("node_type") == "array"):
+            return stored_chunk_limit(meta) or MAX_HTTP_BYTES
+        return None
+    return None
+
+
+async def _chunk_limit(response: Any) -> tuple[int, str | None]:
+    """``(bytes, array URL)`` for a response read whole (no range asked) whose URL ends like
+    a Zarr chunk key: the most bytes a stored chunk of that array may take, from the array's
+    own metadata (fetched once per array and process, workers included), so that a server
+    streaming an endless chunk body is cut off there and not at :data:`MAX_HTTP_BYTES`.
+    ``(MAX_HTTP_BYTES, None)`` for any other response."""
+    session = getattr(response, "_session", None)
+    parts = response.url.path.split("/")
+    # the longest chunk-key ending first: its array is the nearest to the root
+    starts = [i for i in range(1, len(parts)) if _CHUNK_KEY.fullmatch("/".join(parts[i:]))]
+    if session is None or not starts:
+        return MAX_HTTP_BYTES, None
+    for i in starts[:4]:
+        base = response.url.with_path("/".join(parts[:i]) or "/").with_query(None)
+        key = str(base)
+        if key not in _CHUNK_LIMITS:
+            if len(_CHUNK_LIMITS) >= _CHUNK_LIMITS_MAX:
+                _CHUNK_LIMITS.clear()
+            _CHUNK_LIMITS[key] = await _array_chunk_limit(session, base)
+        limit = _CHUNK_LIMITS[key]
+        if limit is not None:
+            return min(limit, MAX_HTTP_BYTES), key
+    return MAX_HTTP_BYTES, None
 
 
 def _response_limit(response: Any) -> tuple[int, bool]:
@@ -317,6 +398,9 @@ def _bounded_response_class() -> Any:
             if self._body is not None:
                 return await super().read()
             limit, cut = _response_limit(self)
+            array = None
+            if not cut and limit == MAX_HTTP_BYTES:  # a Zarr chunk: what its array allows
+                limit, array = await _chunk_limit(self)
             parts, total = [], 0
             try:
                 async for block in self.content.iter_chunked(1 << 16):
@@ -333,6 +417,13 @@ def _bounded_response_class() -> Any:
             self.close()  # the rest is never read
             if cut:
                 return b"".join(parts)[:limit]
+            if array is not None:
+                raise ResponseTooLarge(
+                    f"{self.url.with_query(None)} sent more than "
+                    f"{limit:,} bytes, more than one stored chunk of the array {array} may "
+                    "take (its metadata's chunk shape and data type, with room for its "
+                    "codecs): the server sends a damaged or endless chunk"
+                )
             raise ResponseTooLarge(
                 f"{self.url.scheme}://{self.url.host}{self.url.path} sent more than "
                 f"{limit:,} bytes (no length declared, or a longer body than declared); "

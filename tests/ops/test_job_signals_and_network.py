@@ -261,8 +261,9 @@ class StallingProxy:
     """A TCP proxy to ``target`` that relays until :meth:`stall`, then holds every
     connection open without relaying a byte (an endpoint that stops answering)."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int], *, stall_on: bytes | None = None) -> None:
         self.target = target
+        self.stall_on = stall_on  # stall when a request line holds this (a chunk's PUT)
         self.stalled = threading.Event()
         self.server = socket.socket()
         self.server.bind(("127.0.0.1", 0))
@@ -288,6 +289,9 @@ class StallingProxy:
     def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
+                line = data.split(b"\r\n", 1)[0]
+                if self.stall_on and line.startswith(b"PUT ") and self.stall_on in line:
+                    self.stalled.set()
                 while self.stalled.is_set():
                     time.sleep(0.1)  # hold the bytes: the peer waits for an answer
                 dst.sendall(data)
@@ -340,3 +344,100 @@ def test_a_stalled_object_store_does_not_hold_the_lease_release(s3_server, s3_bu
     finally:
         proxy.close()
     assert released_in <= 2 * LEASE_CALL_S + 5, released_in
+
+
+# ------------------------------------------------------------------------------------------
+# a whole job writing to an object store that stalls during its chunk writes
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def stalling_store(s3_server, s3_bucket, table_job):
+    """A job spec writing ``s3://BUCKET/stall.zarr`` through a proxy that stalls at the first
+    chunk write (``PUT .../c/...``): every connection then hangs, none is closed."""
+    from urllib.parse import urlparse
+
+    target = urlparse(s3_server)
+    proxy = StallingProxy((target.hostname, target.port), stall_on=b"/stall.zarr/kernel/kernel/c/")
+    spec = table_job(f"s3://{s3_bucket}/stall.zarr")
+    body = yaml.safe_load(spec.read_text())
+    body["store_options"] = {"endpoint": f"http://127.0.0.1:{proxy.port}"}
+    spec.write_text(yaml.safe_dump(body, sort_keys=False))
+    yield spec, proxy, f"{s3_bucket}/stall.zarr"
+    proxy.stalled.clear()
+    proxy.close()
+
+
+def _status(key: str) -> str | None:
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    return json.loads(fs.cat_file(f"{key}/zarr.json"))["attributes"].get("status")
+
+
+def test_a_job_whose_object_store_stalls_fails_in_bounded_time(stalling_store, monkeypatch):
+    """The endpoint stops answering at the first chunk write: each S3 request is bounded as a
+    whole (BoundedSession; here its connect and read timeouts are 2 s), so the write fails,
+    the job exits 1 naming the stalled request, and the store is not marked complete."""
+    from dkernel.storage import remote
+
+    limits = {**remote._S3_LIMITS["store"], "connect_timeout": 2, "read_timeout": 2}
+    monkeypatch.setitem(remote._S3_LIMITS, "store", limits)
+    spec, proxy, key = stalling_store
+    code, text = _run(["run", str(spec), "--no-progress"], limit=JOB_S)
+    assert proxy.stalled.is_set(), text
+    assert code == 1, text
+    assert "the S3 endpoint did not answer PUT" in text and "within 4 s" in text, text
+    assert "stall.zarr/kernel/kernel/c/" in text
+    proxy.stalled.clear()
+    assert _status(key) != "complete"
+
+
+def test_sigterm_ends_a_job_stalled_on_its_object_store(stalling_store):
+    """SIGTERM while a chunk write waits on the stalled endpoint (the default limits, minutes
+    per request): the job ends within a minute, exit 143, saying what became of the store."""
+    spec, proxy, key = stalling_store
+    sent: list[float] = []
+
+    def terminate() -> None:
+        if proxy.stalled.wait(JOB_S):
+            time.sleep(2.0)
+            sent.append(time.perf_counter())
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate, daemon=True).start()
+    code, text = _run(["run", str(spec), "--no-progress"], limit=JOB_S)
+    ended_in = time.perf_counter() - sent[0]
+    assert code == 128 + signal.SIGTERM, text
+    assert "dkernel: terminated (SIGTERM); the store" in text, text
+    assert ended_in < 90, ended_in  # status write <= 10 s, lease release <= 2 x 20 s
+    proxy.stalled.clear()
+    assert _status(key) != "complete"
+
+
+def test_the_store_limits_reach_the_workers_file_systems(s3_server, s3_bucket):
+    """The Zarr arrays a job's tasks write carry the bounded S3 settings: rebuilt from a
+    pickle (as a process worker does), their file system has the timeouts, no botocore
+    retries, and the whole-request bound (BoundedSession)."""
+    import pickle
+
+    import dask.array as da
+    import xarray as xr
+
+    from dkernel.storage.s3_session import BoundedSession
+    from dkernel.storage.store import ResultsStore
+
+    store = ResultsStore.create(f"s3://{s3_bucket}/limits.zarr", job={"name": "t"}, seed=0)
+    dataset = xr.Dataset({"x": (("a",), da.zeros(4, chunks=2))})
+    delayed = dataset.to_zarr(
+        str(store.path), group="g", mode="w", zarr_format=3, compute=False, **store._zarr
+    )
+    arrays = [v for v in delayed.dask.values() if hasattr(v, "store_path")] or [
+        zarr.open_array(str(store.path), path="g/x", mode="r", **store._zarr)
+    ]
+    for array in arrays:
+        fs = pickle.loads(pickle.dumps(array)).store.fs
+        config = fs.config_kwargs
+        assert config["read_timeout"] == 60 and config["connect_timeout"] == 10, config
+        assert config["retries"]["total_max_attempts"] == 1, config  # no botocore retries
+        assert config["http_session_cls"] is BoundedSession
