@@ -126,17 +126,20 @@ def test_one_options_resolver_for_fsspec_and_gdal(monkeypatch) -> None:
     monkeypatch.delenv("AWS_S3_ENDPOINT", raising=False)
     given = {"endpoint": "http://127.0.0.1:9", "region": "eu-west-1", "anon": True}
     store = remote.storage_options("s3://b/x", given)
+    config = store.pop("config_kwargs")
     assert store == {
         "anon": True,
         "client_kwargs": {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1"},
     }
+    # a store's requests are bounded too (a stalled endpoint), its file systems shared
+    assert config["connect_timeout"] == 10 and config["retries"]["total_max_attempts"] == 1
     with_config = {**given, "config_kwargs": {"read_timeout": 99}}
     inputs = remote.storage_options("s3://b/x", with_config, purpose="input")
     assert inputs["client_kwargs"] == store["client_kwargs"]
     assert inputs["config_kwargs"]["read_timeout"] == 99  # the user's option wins
     assert inputs["config_kwargs"]["connect_timeout"] == 5 and inputs["skip_instance_cache"]
     check = remote.storage_options("s3://b/x", given, purpose="check")["config_kwargs"]
-    assert check["retries"]["max_attempts"] == 1  # stores keep the backend's own defaults
+    assert check["retries"]["max_attempts"] == 1
     gdal = gdal_options(given)  # the short names reach GDAL too
     assert gdal["AWS_S3_ENDPOINT"] == "127.0.0.1:9" and gdal["AWS_HTTPS"] == "NO"
     assert gdal["AWS_REGION"] == "eu-west-1" and gdal["AWS_NO_SIGN_REQUEST"] == "YES"
