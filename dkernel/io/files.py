@@ -192,12 +192,14 @@ def data_root_in_force(root: Path | None) -> Iterator[None]:
         _IN_FORCE.remove(root)
 
 
-def data_root_now() -> Path | None:
-    """The data root opens are checked against now: the job's (:func:`data_root_in_force`),
-    else ``$DKERNEL_DATA_ROOT`` (resolved), else None."""
+def data_root_now(*, task: bool = False) -> Path | None:
+    """The data root opens are checked against now: the job's (:func:`data_root_in_force`);
+    for a ``task`` (a Dask task reading a part of the data, maybe in a worker process where no
+    job set one) else ``$DKERNEL_DATA_ROOT`` (resolved); else None. Files that are not data
+    (the job spec) are read with no root in force."""
     if _IN_FORCE:
         return _IN_FORCE[-1]
-    env = os.environ.get("DKERNEL_DATA_ROOT")
+    env = os.environ.get("DKERNEL_DATA_ROOT") if task else None
     return Path(os.path.expandvars(os.path.expanduser(env))).resolve() if env else None
 
 
@@ -205,6 +207,7 @@ def at_open(
     path: str | os.PathLike,
     what: str = "",
     *,
+    task: bool = False,
     error: Callable[[str], Exception] = InvalidInputError,
 ) -> str:
     """The local ``path`` to open now: with a data root in force (:func:`data_root_now`),
@@ -219,7 +222,7 @@ def at_open(
     error
         Naming the path, where it leads and the data root.
     """
-    root = data_root_now()
+    root = data_root_now(task=task)
     if root is None:
         return os.fspath(path)
     via = f"{what}: " if what else ""

@@ -309,7 +309,7 @@ def _read_rows(
 def _npy_strip(path: str, start: int, stop: int) -> np.ndarray:
     from dkernel.io.files import at_open
 
-    path = at_open(path, "data.path")  # in a worker: $DKERNEL_DATA_ROOT, at the open
+    path = at_open(path, "data.path", task=True)  # in a worker: $DKERNEL_DATA_ROOT
     return np.asarray(np.load(path, mmap_mode="r", allow_pickle=False)[start:stop])
 
 

@@ -103,7 +103,17 @@ def stac_items(source: Any, storage_options: Mapping[str, Any] | None = None) ->
 
     base = href if is_url(href) else os.path.abspath(href)
     for item in items:
-        for asset in item.assets.values():
+        if not item.assets:
+            raise InvalidInputError(
+                f"{href}: the STAC item {item.id!r} has no assets, so there is nothing to "
+                "read. Give an item whose assets are the bands to cluster."
+            )
+        for name, asset in item.assets.items():
+            if not isinstance(asset.href, str) or not asset.href.strip():
+                raise InvalidInputError(
+                    f"{href}: asset {name!r} of the STAC item {item.id!r} has an empty href; "
+                    "each asset read needs the path or URL of its file."
+                )
             if not is_url(asset.href) and not os.path.isabs(asset.href):
                 asset.href = _join(base, asset.href)
     if not items:

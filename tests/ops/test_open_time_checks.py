@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import http.server
 import io
+import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -136,10 +138,11 @@ def test_at_open_follows_dkernel_data_root_in_a_worker(tmp_path, monkeypatch):
     (tmp_path / "secret").write_text("x")
     (root / "link").symlink_to(tmp_path / "secret")
     monkeypatch.delenv("DKERNEL_DATA_ROOT", raising=False)
-    assert at_open(root / "link") == str(root / "link")  # no root: as it is
+    assert at_open(root / "link", task=True) == str(root / "link")  # no root: as it is
     monkeypatch.setenv("DKERNEL_DATA_ROOT", str(root))
+    assert at_open(root / "link") == str(root / "link")  # not a task's data: the job spec
     with pytest.raises(InvalidInputError, match="at the time of reading"):
-        at_open(root / "link", "data.path")
+        at_open(root / "link", "data.path", task=True)
 
 
 # ------------------------------------------------------------------------------------------
@@ -267,3 +270,164 @@ def test_a_results_array_chunk_streaming_an_endless_body(endless_chunk_server, t
     assert "ERR ResponseTooLarge" in text and "/res.zarr/kernel/kernel/c/0/0/0" in text, text
     assert "sent more than 66,688 bytes" in text, text  # 2 x (72 float64 values) + 64 KiB
     assert rss < ENDLESS_RSS_MIB, rss
+
+
+# ------------------------------------------------------------------------------------------
+# a fresh probe of the round's surfaces: tables, STAC, object stores, clusters, data roots
+# ------------------------------------------------------------------------------------------
+
+
+def _csv_text(rows: int = 30) -> str:
+    rng = np.random.default_rng(0)
+    return "\n".join(",".join(map(str, r)) for r in rng.normal(size=(rows, 3)).round(3)) + "\n"
+
+
+def _parquet(path: Path, **columns) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table(columns), path)
+
+
+def _stac(path: Path, assets: dict) -> None:
+    doc = {"type": "Feature", "stac_version": "1.0.0", "id": "x", "geometry": None}
+    doc |= {"properties": {"datetime": "2020-01-01T00:00:00Z"}, "links": [], "assets": assets}
+    path.write_text(json.dumps(doc))
+
+
+def _build(case: str, work: Path) -> tuple[str, dict, dict]:
+    """(command, data, spec top-level extras) of a probe case, its files written in ``work``."""
+    rng = np.random.default_rng(0)
+    good = _csv_text()
+    (work / "good.csv").write_text(good)
+    image = {"method": "mssc", "params": {"n_clusters": 2, "write_geotiff": False}}
+    image["params"]["write_png"] = False
+    if case == "csv_nul_byte":
+        (work / "t.csv").write_text(good.replace("0.", "0\x00.", 1))
+    elif case == "csv_utf16":
+        (work / "t.csv").write_bytes(good.encode("utf-16"))
+    elif case == "csv_200k_empty_header_fields":
+        (work / "t.csv").write_text("," * 200_000 + "\n" + good)
+    elif case == "csv_path_is_a_directory":
+        (work / "t.csv").mkdir()
+    elif case == "csv_truncated_gzip":
+        import gzip
+
+        (work / "t.csv.gz").write_bytes(gzip.compress(good.encode() * 50)[:200])
+        return "run", {"reader": "csv", "path": "t.csv.gz"}, {}
+    elif case == "csv_newline_delimiter":
+        return "run", {"reader": "csv", "path": "good.csv", "delimiter": "\n"}, {}
+    if case.startswith("csv_"):
+        return "run", {"reader": "csv", "path": "t.csv"}, {}
+    if case == "parquet_that_is_a_csv":
+        (work / "t.parquet").write_text(good)
+    elif case == "parquet_of_zero_rows":
+        _parquet(work / "t.parquet", a=np.zeros(0), b=np.zeros(0))
+    elif case == "parquet_empty_folder":
+        (work / "t.parquet").mkdir()
+    elif case == "parquet_list_column":
+        _parquet(work / "t.parquet", a=[[1.0, 2.0]] * 20, b=list(rng.normal(size=20)))
+    elif case == "parquet_text_columns":
+        _parquet(work / "t.parquet", a=["x"] * 20, b=["y"] * 20)
+    if case.startswith("parquet_"):
+        return "run", {"reader": "parquet", "path": "t.parquet"}, {}
+    if case == "stac_json_array":
+        (work / "item.json").write_text("[1, 2, 3]")
+    elif case == "stac_nested_100k_deep":
+        (work / "item.json").write_text("[" * 100_000 + "]" * 100_000)
+    elif case == "stac_asset_with_empty_href":
+        _stac(work / "item.json", {"b1": {"href": ""}})
+    elif case == "stac_item_without_assets":
+        _stac(work / "item.json", {})
+    if case.startswith("stac_"):
+        return "run", {"reader": "stac", "path": "item.json"}, image
+    if case == "npy_complex_values":
+        np.save(work / "t.npy", rng.normal(size=(30, 3)) + 1j)
+    elif case == "npy_header_declaring_a_trillion_values":
+        with open(work / "t.npy", "wb") as fh:
+            header = {"descr": "<f8", "fortran_order": False, "shape": (10**6, 10**6)}
+            np.lib.format.write_array_header_1_0(fh, header)
+            fh.write(b"\0" * 800)
+    if case.startswith("npy_"):
+        return "run", {"reader": "npy", "path": "t.npy"}, {}
+    if case == "store_endpoint_a_file_url":
+        extras = {"output": "s3://bkt/x.zarr", "store_options": {"endpoint": "file:///etc"}}
+        return "run", {"reader": "csv", "path": "good.csv"}, extras
+    if case in ("scheduler_http_scheme", "scheduler_port_out_of_range", "output_root_memory"):
+        return "run", {"reader": "csv", "path": "good.csv"}, {}
+    raise AssertionError(case)
+
+
+#: case: (exit code, a pattern of the message). Each was tried against this tree (issue 54's
+#: fresh probe); none printed a traceback or ran unbounded.
+PROBE = {
+    "csv_nul_byte": (2, r"row 1, column 0 holds a 6-character text, which is not a number"),
+    "csv_utf16": (2, r"'utf-8' codec can't decode.*Check the file and data\.encoding"),
+    "csv_200k_empty_header_fields": (2, r"its first line has 200,001 fields; a table of at most"),
+    "csv_path_is_a_directory": (2, r"it is a directory, and dkernel reads regular files only"),
+    "csv_truncated_gzip": (2, r"could not decompress .*t\.csv\.gz \(gzip\).*EOFError"),
+    "csv_newline_delimiter": (2, r"data\.delimiter '\\n' cannot separate fields"),
+    "parquet_that_is_a_csv": (2, r"could not read .*t\.parquet as Parquet: Parquet magic bytes"),
+    "parquet_of_zero_rows": (2, r"t\.parquet is empty \(shape \(0, 2\)\)"),
+    "parquet_empty_folder": (2, r"t\.parquet is empty \(shape \(0, 0\)\)"),
+    "parquet_list_column": (2, r"column 'a' holds list<element: double>, not numbers"),
+    "parquet_text_columns": (2, r"column 'a' holds string, not numbers; list the feature"),
+    "stac_json_array": (2, r"is not a STAC item or item collection"),
+    "stac_nested_100k_deep": (2, r"could not read the STAC document .*RecursionError"),
+    "stac_asset_with_empty_href": (2, r"asset 'b1' of the STAC item 'x' has an empty href"),
+    "stac_item_without_assets": (2, r"the STAC item 'x' has no assets, so there is nothing"),
+    "npy_complex_values": (2, r"holds <c16 \(complex128\) values; dkernel needs a numeric"),
+    "npy_header_declaring_a_trillion_values": (2, r"could not read .*t\.npy as a \.npy array"),
+    "store_endpoint_a_file_url": (2, r"cannot write the results store s3://bkt/x\.zarr .*"),
+    "scheduler_http_scheme": (2, r"could not reach the Dask scheduler at http://127\.0\.0\.1:1"),
+    "scheduler_port_out_of_range": (2, r"could not reach the Dask scheduler at tcp://:99999"),
+    "output_root_memory": (2, r"a memory:// store lives in this process's memory only"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROBE))
+def test_probe_case(case, tmp_path, monkeypatch):
+    for var in ("DKERNEL_OUTPUT_ROOT", "DKERNEL_DATA_ROOT", "DKERNEL_MAX_MEMORY"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in (("AWS_ACCESS_KEY_ID", "x"), ("AWS_SECRET_ACCESS_KEY", "x")):
+        monkeypatch.setenv(var, os.environ.get(var, value))
+    monkeypatch.chdir(tmp_path)
+    command, data, extras = _build(case, tmp_path)
+    body = {"name": "probe", "seed": 0, "method": "rbf-spectral", "data": data}
+    body |= {"params": {"n_clusters": 2}, "output": str(tmp_path / "out.zarr")} | extras
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump(body, sort_keys=False))
+    args = [command, str(spec), "--no-progress"]
+    if case == "scheduler_http_scheme":
+        args = ["submit", str(spec), "--scheduler", "http://127.0.0.1:1", "--timeout", "3"]
+    elif case == "scheduler_port_out_of_range":
+        args = ["submit", str(spec), "--scheduler", "tcp://:99999", "--timeout", "3"]
+    elif case == "output_root_memory":
+        args += ["--output-root", "memory://x"]
+    code, text = _run(args)
+    expected, pattern = PROBE[case]
+    assert code == expected, text
+    assert re.search(pattern, text, re.S), text
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_the_job_spec_is_not_data_under_a_data_root(tmp_path, monkeypatch):
+    """The spec itself may lie outside the data root (only the data it names is confined),
+    and a data root that is itself a link confines to where it leads."""
+    real, spec_dir = tmp_path / "real", tmp_path / "specs"
+    real.mkdir()
+    spec_dir.mkdir()
+    (real / "d.csv").write_text(_csv_text())
+    (tmp_path / "root").symlink_to(real)
+    monkeypatch.setenv("DKERNEL_DATA_ROOT", str(tmp_path / "root"))
+    monkeypatch.delenv("DKERNEL_OUTPUT_ROOT", raising=False)
+    body = {"name": "p", "seed": 0, "method": "rbf-spectral", "params": {"n_clusters": 2}}
+    body |= {"data": {"reader": "csv", "path": str(tmp_path / "root" / "d.csv")}}
+    body |= {"output": str(spec_dir / "out.zarr")}
+    (spec_dir / "job.yaml").write_text(yaml.safe_dump(body))
+    code, text = _run(["validate", str(spec_dir / "job.yaml")])
+    assert code == 0, text
+    body["data"]["path"] = str(real / ".." / "specs" / "job.yaml")
+    (spec_dir / "job.yaml").write_text(yaml.safe_dump(body))
+    code, text = _run(["validate", str(spec_dir / "job.yaml")])
+    assert code == 2 and f"outside the data root {real}" in text, text
