@@ -515,7 +515,15 @@ def data_root_confinement(spec_root: str | None = None) -> Path | None:
                 "runtime.data_root",
             )
         return spec_path
-    return env_root if env_root is not None else spec_path
+    root = env_root if env_root is not None else spec_path
+    if root is not None and not root.is_dir():
+        source = DATA_ROOT_ENV if root is env_root else "runtime.data_root"
+        raise SpecError(
+            f"the data root {root} ({source}) is not an existing folder, so no file can lie "
+            "below it. Point it at the folder that holds the job's data.",
+            "runtime.data_root",
+        )
+    return root
 
 
 def is_path_option(name: str) -> bool:

@@ -353,7 +353,12 @@ def _build(case: str, work: Path) -> tuple[str, dict, dict]:
     if case == "store_endpoint_a_file_url":
         extras = {"output": "s3://bkt/x.zarr", "store_options": {"endpoint": "file:///etc"}}
         return "run", {"reader": "csv", "path": "good.csv"}, extras
-    if case in ("scheduler_http_scheme", "scheduler_port_out_of_range", "output_root_memory"):
+    if case in (
+        "scheduler_http_scheme",
+        "scheduler_port_out_of_range",
+        "output_root_memory",
+        "data_root_that_does_not_exist",
+    ):
         return "run", {"reader": "csv", "path": "good.csv"}, {}
     raise AssertionError(case)
 
@@ -382,6 +387,7 @@ PROBE = {
     "scheduler_http_scheme": (2, r"could not reach the Dask scheduler at http://127\.0\.0\.1:1"),
     "scheduler_port_out_of_range": (2, r"could not reach the Dask scheduler at tcp://:99999"),
     "output_root_memory": (2, r"a memory:// store lives in this process's memory only"),
+    "data_root_that_does_not_exist": (2, r"the data root /nonexistent/dk-root \(DKERNEL_DATA_"),
 }
 
 
@@ -392,6 +398,8 @@ def test_probe_case(case, tmp_path, monkeypatch):
     for var, value in (("AWS_ACCESS_KEY_ID", "x"), ("AWS_SECRET_ACCESS_KEY", "x")):
         monkeypatch.setenv(var, os.environ.get(var, value))
     monkeypatch.chdir(tmp_path)
+    if case == "data_root_that_does_not_exist":
+        monkeypatch.setenv("DKERNEL_DATA_ROOT", "/nonexistent/dk-root")
     command, data, extras = _build(case, tmp_path)
     body = {"name": "probe", "seed": 0, "method": "rbf-spectral", "data": data}
     body |= {"params": {"n_clusters": 2}, "output": str(tmp_path / "out.zarr")} | extras
