@@ -295,6 +295,11 @@ def _read_rows(
     import rasterio
     from rasterio.windows import Window
 
+    from dkernel.io.files import at_open
+    from dkernel.storage.remote import is_remote
+
+    if not is_remote(path) and not str(path).startswith("/vsi"):  # in a worker: the env root
+        path = at_open(path, "data.path", task=True)
     strips = [np.empty((len(indexes), r, n_cols), dtype=dtype) for r in parts]
     edges = np.cumsum((0, *parts))
     with raster_env(path, storage_options), rasterio.open(path, **open_kwargs) as src:
