@@ -20,9 +20,7 @@ import yaml
 import zarr
 
 from dkernel.cli import main
-
-#: Seconds a refusal may take and a whole tiny job.
-REFUSAL_S, JOB_S = 20.0, 120.0
+from tests.limits import JOB_S, REFUSAL_S
 
 # ------------------------------------------------------------------------------------------
 # helpers

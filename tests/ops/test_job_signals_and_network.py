@@ -24,9 +24,9 @@ import yaml
 import zarr
 
 from dkernel.cli import main
+from tests.limits import JOB_S, REFUSAL_S
 
 #: Seconds a refusal may take and a whole tiny job.
-REFUSAL_S, JOB_S = 30.0, 180.0
 
 
 def _run(args: list[str], *, limit: float = JOB_S) -> tuple[int, str]:

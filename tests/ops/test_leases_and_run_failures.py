@@ -31,13 +31,7 @@ import dkernel.runtime
 from dkernel.cli import main
 from dkernel.storage.lock import LEASE_FILE, MAX_LEASE_BYTES, RESERVE_FILE
 from dkernel.storage.store import ResultsStore
-
-#: Longest a refusal may take (seconds; the issue's bound for hostile cases).
-REFUSAL_S = 20.0
-#: Longest a resume refusal may take: it needs only the spec, the data and the store's metadata.
-RESUME_REFUSAL_S = 2.0
-#: Longest a whole small job may take here (2 shared cores).
-JOB_S = 240.0
+from tests.limits import JOB_S, REFUSAL_S
 
 SPEC = {
     "name": "leases",
@@ -202,7 +196,7 @@ def test_resume_with_a_changed_spec_is_refused_before_any_cluster(work, spy) -> 
         "job.yaml",
         "--resume",
         pattern="written by a different job spec or seed",
-        limit=RESUME_REFUSAL_S,
+        limit=REFUSAL_S,
     )
     assert spy.calls == [], "a cluster was asked for"
     assert status(store) == "running" and not (store / LEASE_FILE).exists()
@@ -215,7 +209,7 @@ def test_resume_with_a_changed_seed_is_refused_before_any_cluster(work, spy) -> 
         "job.yaml",
         "--resume",
         pattern="written by a different job spec or seed",
-        limit=RESUME_REFUSAL_S,
+        limit=REFUSAL_S,
     )
     assert spy.calls == []
     assert status(store) == "running"

@@ -27,9 +27,11 @@ from dkernel.cli import main
 from dkernel.errors import StoreError
 from dkernel.jobs.demo import LANDSAT_DEMO, demo_may_replace
 from dkernel.storage.store import ResultsStore
+from tests.limits import REFUSAL_S
 
-#: A refusal's or a ``show``'s time limit (seconds) and the longest output of a ``show``.
-MAX_SECONDS, MAX_OUTPUT = 5.0, 20_000
+#: A refusal's or a ``show``'s time limit (a hang guard: tests/limits.py) and the longest
+#: output of a ``show``.
+MAX_SECONDS, MAX_OUTPUT = REFUSAL_S, 20_000
 #: What no line of ``show`` may hold: C0 controls but newline, DEL, C1 controls, bidi
 #: controls, lone surrogates.
 RAW = re.compile(
