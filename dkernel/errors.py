@@ -85,6 +85,11 @@ class DegenerateClusteringWarning(DKernelWarning):
     the parameter to change)."""
 
 
+class DKernelDeprecationWarning(DKernelWarning, FutureWarning):
+    """A former parameter name or value, still accepted for one release: a ``FutureWarning`` (so
+    it is shown by default and caught by ``FutureWarning`` filters) that is dkernel's own."""
+
+
 #: Packages whose frames a warning skips to reach the line that called dkernel (scikit-learn's
 #: ``_fit_context`` and ``set_output`` wrappers sit between the user's call and ours).
 _LIBRARY_PACKAGES = frozenset({"dkernel", "sklearn"})

@@ -3,9 +3,9 @@
 The estimators once spelled some ideas two ways (``'njw'`` and ``'normalized'`` for the
 Ng–Jordan–Weiss embedding, ``'gaussian'`` and ``'rbf'`` for the Gaussian kernel). Each idea now
 has one name; the old one still works, in Python and in job specs, and warns once per process
-with a ``FutureWarning`` that names the replacement. An estimator resolves such a parameter
-with :func:`resolve_alias` when it fits (never in ``__init__``: ``get_params`` returns what
-the user passed). CHANGELOG.md lists every rename.
+with a ``FutureWarning`` (dkernel.errors.DKernelDeprecationWarning) naming the replacement.
+An estimator resolves such a parameter with :func:`resolve_alias` when it fits (never in
+``__init__``: ``get_params`` returns what the user passed). CHANGELOG.md lists every rename.
 
 NumPy-free and Dask-free: estimators and job steps alike may import it.
 """
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+
+from dkernel.errors import DKernelDeprecationWarning
 
 __all__ = ["RENAMED_VALUES", "resolve_alias"]
 
@@ -49,7 +51,7 @@ def resolve_alias(value: object, parameter: str, owner: str) -> object:
 
     Warns
     -----
-    FutureWarning
+    DKernelDeprecationWarning
         The first time in the process that a given former value is used.
 
     Examples
@@ -67,7 +69,7 @@ def resolve_alias(value: object, parameter: str, owner: str) -> object:
         warnings.warn(
             f"{owner}: {parameter}={value!r} is a deprecated name and will be removed in a "
             f"future release; use {parameter}={new!r} (the same {parameter}).",
-            FutureWarning,
+            DKernelDeprecationWarning,
             stacklevel=3,
         )
     return new

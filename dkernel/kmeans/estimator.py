@@ -36,7 +36,7 @@ from dkernel._validation import (
     check_is_fitted,
     validate_input,
 )
-from dkernel.errors import InvalidInputError, warn_caller
+from dkernel.errors import DKernelDeprecationWarning, InvalidInputError, warn_caller
 from dkernel.kernels.nystrom import (
     NystromFeatureMap,  # noqa: F401  (re-exported by dkernel.kmeans)
     explicit_feature_map,
@@ -522,7 +522,7 @@ class KernelKMeans(
             warn_caller(
                 f"n_clusters=None of {type(self).__name__} is deprecated and will be removed in "
                 "the next release; use n_clusters='auto' (the same choice of K).",
-                FutureWarning,
+                DKernelDeprecationWarning,
             )
         X = validate_input(self, X, reset=True, min_samples=2)
         # the GEMMs here are thin (the inner or outer dimension is p, K or m): one BLAS thread
