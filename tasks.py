@@ -3,6 +3,7 @@
 
     python3 tasks.py demo    # virtualenv + install + run the demo job
     python3 tasks.py test    # virtualenv + test extras + lint + types + the whole test suite
+    python3 tasks.py test --fast  # the same without the tests marked slow (what CI still runs)
     python3 tasks.py docs    # the API reference from the docstrings, into docs/_build/html
     python3 tasks.py schemas # rewrite the job schema derived from the estimators
 
@@ -80,6 +81,25 @@ def demo() -> None:
     _run(BIN / "dkernel", "demo", env=_env())
 
 
+#: pytest-xdist workers of ``tasks.py test`` (CI's machine has 2 cores); ``-n 0`` runs serially.
+#: ``loadscope`` keeps a module on one worker: its module-scoped clusters start once.
+WORKERS = ["-n", "2", "--dist", "loadscope"]
+
+
+def pytest_args(args: list[str]) -> list[str]:
+    """The pytest command line of ``tasks.py test ARGS``: the 20 slowest tests reported, two
+    workers unless ``-n`` is given, and ``--fast`` for ``-m "not slow"``."""
+    fast = "--fast" in args
+    args = [a for a in args if a != "--fast"]
+    given = any(a.startswith(("-n", "--numprocesses", "--dist")) for a in args)
+    return [
+        "--durations=20",
+        *([] if given else WORKERS),
+        *(["-m", "not slow"] if fast else []),
+        *args,
+    ]
+
+
 def test() -> None:
     ensure_env("test")
     ensure_azurite()
@@ -87,7 +107,7 @@ def test() -> None:
     _run(BIN / "ruff", "check", "dkernel", "tests", "benchmarks", env=env)
     _run(BIN / "ruff", "format", "--check", "dkernel", "tests", "benchmarks", env=env)
     _run(BIN / "python", "-m", "mypy", *TYPED, env=env)
-    _run(BIN / "python", "-m", "pytest", *sys.argv[2:], env=env)
+    _run(BIN / "python", "-m", "pytest", *pytest_args(sys.argv[2:]), env=env)
 
 
 def docs() -> None:

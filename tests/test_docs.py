@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import dkernel
 
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_api_reference_builds_without_warnings(tmp_path):
     out = tmp_path / "html"
     result = subprocess.run(

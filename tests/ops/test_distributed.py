@@ -18,6 +18,9 @@ from dkernel.jobs.registry import METHODS as REGISTRY
 from dkernel.jobs.runner import run_job
 from dkernel.storage import open_results
 
+#: end to end (every method on a loopback cluster of dask processes): tasks.py test --fast skips it
+pytestmark = pytest.mark.slow
+
 #: Every registered method (a new one needs a small spec in ``ops.method_specs``).
 METHODS = REGISTRY.names()
 

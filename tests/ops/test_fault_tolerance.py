@@ -20,6 +20,9 @@ import pytest
 from dkernel.cli import main
 from dkernel.storage import open_results
 
+#: end to end (workers and the runner killed mid-job): tasks.py test --fast skips it
+pytestmark = pytest.mark.slow
+
 JOB_TIMEOUT = 240.0
 
 # the scheduler cannot import this test module: ship _task_states by value

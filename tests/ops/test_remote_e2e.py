@@ -18,6 +18,9 @@ import numpy as np
 import pytest
 import yaml
 
+#: end to end (dkernel run subprocesses against an S3 server): tasks.py test --fast skips it
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("s3fs", reason="needs the cloud extra: pip install -e '.[cloud]'")
 
 REPO = Path(__file__).resolve().parents[2]
