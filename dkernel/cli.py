@@ -233,26 +233,25 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    # light imports only: validating starts without Dask, scikit-learn or SciPy
-    # (tests/test_cli_imports.py)
-    from dkernel.jobs.prepare import prepare_job
-    from dkernel.jobs.spec import OutputPolicy, load_spec
-    from dkernel.storage.paths import check_writable
+    # the stages before the lease (dkernel.jobs.stages.VALIDATE): nothing is written and no
+    # cluster starts; light imports only, without Dask, scikit-learn or SciPy
+    # (tests/test_cli_imports.py). An existing store is not refused here: `run` says whether
+    # it may be replaced (--overwrite, --resume).
+    from dkernel.jobs.spec import OutputPolicy
+    from dkernel.jobs.stages import VALIDATE, Plan, RunOptions, run_stages
 
-    spec = load_spec(args.job)
-    output = OutputPolicy.default(args.job, args.output_root).confine(spec.output)
-    check_writable(output, spec.store_options)
-    if not args.no_data:
-        spec, data = prepare_job(spec)
-        from dkernel.jobs.outputs import check_side_outputs
-
-        check_side_outputs(output, spec.params, data, spec.store_options)
-        print(
-            f"{args.job}: valid ({spec.method} on {data.n_samples} × {data.n_features}, "
-            f"output {output})"
-        )
+    options = RunOptions(
+        output_policy=OutputPolicy.default(args.job, args.output_root),
+        with_data=not args.no_data,
+        writes=False,
+    )
+    plan = run_stages(Plan(args.job, options), VALIDATE)
+    spec, data = plan.job, plan.data
+    if data is not None:
+        shape = f"{spec.method} on {data.n_samples} × {data.n_features}"
+        print(f"{args.job}: valid ({shape}, output {plan.output})")
     else:
-        print(f"{args.job}: valid ({spec.method}, output {output})")
+        print(f"{args.job}: valid ({spec.method}, output {plan.output})")
     return EXIT_OK
 
 
@@ -264,9 +263,12 @@ def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
         n_workers, threads = _cluster_options(args)
         cluster = {"n_workers": n_workers, "threads_per_worker": threads}
     jobs = args.job if isinstance(args.job, list) else [args.job]
-    _prefetch_map_writers(jobs[0])
+    from dkernel.jobs.spec import OutputPolicy, load_spec
+
+    # each spec is read once, here; the runner takes it as it is
+    specs = [load_spec(job) for job in jobs]
+    _prefetch_map_writers(specs[0])
     run_job = _import_runner()
-    from dkernel.jobs.spec import OutputPolicy
 
     kwargs: dict[str, Any] = dict(
         scheduler=args.scheduler,
@@ -286,18 +288,20 @@ def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
             key=args.tls_key,
         )
     if len(jobs) == 1:
-        run_job(jobs[0], output_policy=OutputPolicy.default(jobs[0], args.output_root), **kwargs)
+        run_job(specs[0], output_policy=OutputPolicy.default(jobs[0], args.output_root), **kwargs)
         return EXIT_OK
-    _run_jobs(jobs, args, kwargs)
+    _run_jobs(jobs, specs, args, kwargs)
     return EXIT_OK
 
 
-def _run_jobs(jobs: list[Path], args: argparse.Namespace, kwargs: dict[str, Any]) -> None:
+def _run_jobs(
+    jobs: list[Path], specs: list[Any], args: argparse.Namespace, kwargs: dict[str, Any]
+) -> None:
     """Several jobs in turn: every spec and output checked first; then a small job runs in
     process, and the jobs that need process workers share one embedded cluster, started by the
     first of them (its dashboard link logged), unless ``--scheduler`` names one."""
     from dkernel.jobs.runner import run_job
-    from dkernel.jobs.spec import OutputPolicy, load_spec
+    from dkernel.jobs.spec import OutputPolicy
 
     if args.output is not None:
         raise SpecError(
@@ -306,8 +310,7 @@ def _run_jobs(jobs: list[Path], args: argparse.Namespace, kwargs: dict[str, Any]
             "--output",
         )
     outputs: dict[str, Path] = {}
-    for job in jobs:
-        spec = load_spec(job)
+    for job, spec in zip(jobs, specs, strict=True):
         output = str(OutputPolicy.default(job, args.output_root).confine(spec.output))
         if output in outputs:
             raise SpecError(
@@ -321,9 +324,9 @@ def _run_jobs(jobs: list[Path], args: argparse.Namespace, kwargs: dict[str, Any]
     # a small job runs in process; the first that needs process workers starts the cluster
     # the later ones share (none with --scheduler: every job goes there)
     with SharedCluster(kwargs["n_workers"], kwargs["threads_per_worker"]) as cluster:
-        for job in jobs:
+        for job, spec in zip(jobs, specs, strict=True):
             run_job(
-                job,
+                spec,
                 output_policy=OutputPolicy.default(job, args.output_root),
                 **{**kwargs, "cluster": cluster},
             )
@@ -708,20 +711,14 @@ def _import_runner() -> Any:
     return run_job
 
 
-def _prefetch_map_writers(job: Any) -> None:
-    """When the job (a spec or its path) draws a quick-look, start the helper process that
+def _prefetch_map_writers(spec: Any) -> None:
+    """When the job (a validated spec) draws a quick-look, start the helper process that
     draws it now, so that it imports the plotting library while this process imports the
     job's (:func:`dkernel.io.quicklook.prefetch_plotting`; 0.6 s of CPU on a core otherwise
-    idle). A spec that does not load is left to the job to report."""
+    idle)."""
     from dkernel.io.registry import get_reader
-    from dkernel.jobs.spec import JobSpec, load_spec
 
-    try:
-        spec = job if isinstance(job, JobSpec) else load_spec(job)
-        draws = bool(spec.params.get("write_png")) and get_reader(spec.reader).raster
-    except DKernelError:
-        return
-    if draws:
+    if bool(spec.params.get("write_png")) and get_reader(spec.reader).raster:
         from dkernel.io.quicklook import prefetch_plotting
 
         prefetch_plotting()

@@ -619,19 +619,6 @@ def test_method_estimator_out_of_sample_and_determinism(method, name):
 
 #: Method -> (``params`` on 30 rows of 3 columns or a 6 x 7 image, whether NaN is a missing
 #: value it models).
-METHOD_CASES: dict[str, tuple[dict, bool]] = {
-    "rbf-spectral": ({"n_clusters": 2}, False),
-    "pck-spectral": ({"n_clusters": 2, "n_inits": 3, "max_components": 3}, True),
-    "spectral-clustering": ({"n_clusters": 2}, False),
-    "kernel-kmeans": ({"n_clusters": 2}, False),
-    "kernel-decomposition": ({"n_clusters": [2]}, False),
-    "jrc": ({"n_clusters": 2}, False),
-    "kppr": ({}, False),
-    "mssc": ({"n_clusters": 2}, False),
-    "change-detection": ({"write_geotiff": False, "write_png": False}, False),
-}
-
-
 def _change_pair(tmp: Path, problem: str) -> dict:
     size = 1 if problem == "one-row" else 5
     before, after = _geotiff(tmp / "b.tif", size, size), _geotiff(tmp / "a.tif", size, size, 1)
@@ -658,10 +645,9 @@ def _run_cli(tmp: Path, spec: dict) -> tuple[int, str]:
 @pytest.mark.parametrize("method", METHODS.names())
 @pytest.mark.parametrize("problem", ["nan", "inf", "one-row"])
 def test_method_refuses_bad_data(method, problem, tmp_path, monkeypatch):
-    if method not in METHOD_CASES:
-        _missing_case("method", method, "METHOD_CASES")
-    params, models_nan = METHOD_CASES[method]
-    if problem == "nan" and models_nan:
+    # the case is the method's own (Method.bad_data, Method.handles_missing)
+    params = dict(METHODS[method].bad_data)
+    if problem == "nan" and METHODS[method].allows_missing(params):
         pytest.skip(f"{method} models NaN as a missing value")
     if problem != "one-row" and METHODS[method].needs_raster:
         pytest.skip("image readers mask non-finite pixels as nodata (test_raster_reader_masks_*)")

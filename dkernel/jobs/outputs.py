@@ -1,9 +1,9 @@
 """What a job step yields, and the one writer of it: groups, maps beside the store, metrics.
 
-A step's ``compute(ctx)`` (:class:`dkernel.jobs.registry.Method`) is a generator of the typed
-outputs below; :func:`write_outputs` (called by the runner) writes each as it comes, so a step
+A step's ``compute(ctx)`` (:class:`dkernel.jobs.types.Method`) is a generator of the typed
+outputs (:data:`dkernel.jobs.types.Output`, re-exported here); :func:`write_outputs` (called by the runner) writes each as it comes, so a step
 that continues from what it wrote (the stored kernel, the scores) reads it back through
-``ctx.store`` (:class:`~dkernel.jobs.registry.StoreView`). A resumed store keeps the groups
+``ctx.store`` (:class:`~dkernel.jobs.types.StoreView`). A resumed store keeps the groups
 already written (:meth:`~dkernel.storage.store.ResultsStore.write`).
 
 Every method run on an image reader (geotiff, zarr-raster, demo-landsat, npy-raster,
@@ -39,6 +39,17 @@ import numpy as np
 
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
+from dkernel.jobs.types import (  # noqa: F401  (re-exported: the step modules' imports)
+    Group,
+    JobContext,
+    LabelMap,
+    MapFiles,
+    Metrics,
+    Output,
+    ScoreMap,
+    Scratch,
+    Timing,
+)
 from dkernel.schema.params import Param
 from dkernel.storage.side_files import (
     SIDE_FILES_ATTR,
@@ -55,7 +66,6 @@ from dkernel.storage.side_files import (
 if TYPE_CHECKING:
     import xarray as xr
 
-    from dkernel.jobs.registry import JobContext
     from dkernel.storage.store import ResultsStore
 
 # imported when outputs are written: the job steps and `dkernel validate` import this module
@@ -68,100 +78,6 @@ metrics_dataset, model_order_dataset = deferred(
 )
 
 logger = logging.getLogger(__name__)
-
-
-# ------------------------------------------------------------------------------------------
-# what a step yields
-# ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Group:
-    """A store group: ``dataset`` (built by ``dkernel.storage.layout``) written to ``/name``.
-
-    ``lazy``: the dataset holds Dask arrays that the job's workers compute and write chunk by
-    chunk, with progress (a resumed store writes only the chunks it misses); otherwise it is
-    written at once from memory.
-    """
-
-    name: str
-    dataset: xr.Dataset
-    lazy: bool = False
-
-
-@dataclass(frozen=True)
-class LabelMap:
-    """One label per sample (NumPy or Dask), put back on the image grid for image readers:
-    ``/map`` and the map files beside the store; ignored for table readers.
-
-    ``title`` names the method in the quick-look's title (``<title>: <k> clusters``).
-    """
-
-    labels: Any
-    title: str
-
-
-@dataclass(frozen=True)
-class MapFiles:
-    """The map files beside the store from a ``(y, x)`` label map the step stored itself
-    (variable ``labels`` of ``/group``); their paths go to that group's attributes.
-
-    ``values``: float variables of the group, ``(y, x)`` or ``(component, y, x)``, also
-    written as one float32 COG ``<stem>.values.tif`` (a band per map, named in its
-    description) when ``write_geotiff`` is on. ``panels`` and ``class_names``: the
-    quick-look's image panels and legend (``dkernel.io.raster.write_quicklook``).
-    """
-
-    group: str
-    title: str
-    values: tuple[str, ...] = ()
-    panels: tuple[tuple[str, Any], ...] = ()
-    class_names: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ScoreMap:
-    """Ranking scores ``(n_samples, n_seeds)``, one column per seed named in ``seeds``, put on
-    the image grid (``/map``) for image readers; ignored for table readers."""
-
-    scores: Any
-    seeds: list[str]
-
-
-@dataclass(frozen=True)
-class Metrics:
-    """Clustering labels scored against the reader's ground truth (``/metrics``: ACC, NMI,
-    ARI), when the reader gives one."""
-
-    labels: Any
-
-
-@dataclass(frozen=True)
-class Scratch:
-    """A 1-D Dask array written to the scratch array ``name`` beside the store, one task per
-    chunk (``what`` names the pass in progress lines); read it back with
-    ``ctx.store.read_scratch(name)``. The scratch arrays go when the step ends."""
-
-    name: str
-    array: Any
-    what: str
-
-
-@dataclass(frozen=True)
-class Timing:
-    """The wall time of one phase (root attribute ``timings``)."""
-
-    phase: str
-    seconds: float
-
-    @classmethod
-    def since(cls, phase: str, start: float) -> Timing:
-        """The phase that began at ``start`` (a ``time.perf_counter()`` value) ends now."""
-        return cls(phase, time.perf_counter() - start)
-
-
-#: Anything a step's ``compute`` may yield.
-Output = Group | LabelMap | MapFiles | ScoreMap | Metrics | Scratch | Timing
 
 
 def model_order_outputs(estimator: Any) -> list[Output]:
@@ -338,7 +254,7 @@ def write_outputs(outputs: Iterable[Output], store: ResultsStore, ctx: JobContex
         write = _WRITERS.get(type(output))
         if write is None:
             raise TypeError(
-                f"method {ctx.spec.method!r} yielded a {type(output).__name__}; a step yields "
+                f"method {ctx.method!r} yielded a {type(output).__name__}; a step yields "
                 "Group, LabelMap, MapFiles, ScoreMap, Metrics, Scratch or Timing "
                 "(dkernel.jobs.outputs)."
             )

@@ -1,6 +1,6 @@
 """Everything before a job's cluster starts: read and check the data, check the method's cost.
 
-What ``dkernel validate`` runs, and the first thing ``dkernel run`` does. Light by design: it
+The work of the stages "open and check data" and "estimate cost" (:mod:`dkernel.jobs.stages`). Light by design: it
 imports no Dask, scikit-learn or SciPy (readers and job steps import what they need when they
 load data or run), so validating a table job starts in well under a second
 (``tests/test_cli_imports.py``).
@@ -23,8 +23,9 @@ from dkernel.io.gdal import limit_gdal_cache
 from dkernel.io.preprocess import standardize
 from dkernel.io.registry import get_reader
 from dkernel.jobs.outputs import check_raster_outputs
-from dkernel.jobs.registry import get_method
+from dkernel.jobs.registry import METHODS, get_method
 from dkernel.jobs.spec import JobSpec, data_root_confinement, load_spec
+from dkernel.jobs.types import Cost
 from dkernel.runtime.memory import limit_freed_memory, reuse_freed_memory
 from dkernel.runtime.progress import without_client
 
@@ -113,13 +114,21 @@ def load_data(spec: JobSpec) -> LoadedData:
     return data
 
 
-#: Methods that handle missing values (NaN) themselves; with the ``kernel`` named, only then.
-HANDLES_MISSING = {
-    "pck-spectral": None,
-    "mssc": None,  # pixels with a NaN band are nodata
-    "kppr": "pck",
-    "jrc": "pck",
-}
+def handles_missing() -> dict[str, str | None]:
+    """The methods that handle missing values (NaN) themselves, each with the kernel it needs
+    for it (None: any), from the methods' registry entries (``Method.handles_missing``)."""
+    found = {}
+    for name in METHODS.names():
+        needs = METHODS[name].handles_missing
+        if needs:
+            found[name] = None if needs is True else str(needs)
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    if name == "HANDLES_MISSING":  # its former spelling: a dict built when read
+        return handles_missing()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_finite(spec: JobSpec, data: LoadedData) -> None:
@@ -134,8 +143,9 @@ def check_finite(spec: JobSpec, data: LoadedData) -> None:
     InvalidInputError
         Naming the counts, the first row and column, and what to do.
     """
-    needs = HANDLES_MISSING.get(spec.method, False)
-    allow_nan = needs is None or (needs and spec.params.get("kernel") == needs)
+    method = get_method(spec.method)
+    needs = method.handles_missing
+    allow_nan = method.allows_missing(spec.params)
     X = data.X
     if hasattr(X, "dask") and allow_nan:
         return  # lazily read rasters: their reader masks nodata; no extra pass over the scene
@@ -205,6 +215,20 @@ def _lower_counts(method: Any, params: dict[str, Any]) -> str:
 def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     """Validate the spec, read the data and check the cost: everything before a cluster starts.
 
+    The stages parse, validate, open and check data and estimate cost of
+    :mod:`dkernel.jobs.stages`, for a caller that wants the data (a notebook, a test).
+    """
+    if not isinstance(spec, JobSpec):
+        spec = load_spec(spec)
+    data = open_data(spec)
+    check_cost(spec, data, estimate_cost(spec, data))
+    return spec, data
+
+
+def open_data(spec: JobSpec) -> LoadedData:
+    """Read the spec's data and check it: finite (:func:`check_finite`), the method's own rules
+    (``check_data``: ``n_clusters`` against the samples) and the image outputs asked for.
+
     For an image reader, this process's GDAL block cache is bounded first
     (``dkernel.io.gdal.limit_gdal_cache``): a raster reader's statistics pass decodes every
     tile here, on the local threads, and GDAL's default cache (5 % of the RAM) kept up to the
@@ -216,8 +240,6 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     import ``distributed`` to look for a client (0.1–0.2 s), which a small job never needs.
     A table reader uses no GDAL (and validating its job does not load it, nor Dask).
     """
-    if not isinstance(spec, JobSpec):
-        spec = load_spec(spec)
     method = get_method(spec.method)
     reading = contextlib.ExitStack()
     if get_reader(spec.reader).raster:
@@ -231,23 +253,30 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     if method.check_data is not None:
         method.check_data(spec.params, data)
     check_raster_outputs(spec.params, data)
-    check_cost(spec, data)
-    return spec, data
+    return data
 
 
-def check_cost(spec: JobSpec, data: LoadedData, output: Path | str | None = None) -> None:
-    """The method's cost estimate against the spec's limits (the disk limit capped by the
-    free space where ``output`` goes, when given)."""
+def estimate_cost(spec: JobSpec, data: LoadedData) -> Cost | None:
+    """The method's cost estimate on ``data`` (None when the method has none)."""
     method = get_method(spec.method)
     if method.estimate is None:
+        return None
+    return method.estimate(spec.params, data.n_samples, data.n_features)
+
+
+def check_cost(
+    spec: JobSpec, data: LoadedData, cost: Cost | None, output: Path | str | None = None
+) -> None:
+    """``cost`` (:func:`estimate_cost`) against the spec's limits (the disk limit capped by the
+    free space where ``output`` goes, when given)."""
+    if cost is None:
         return
-    cost = method.estimate(spec.params, data.n_samples, data.n_features)
     check_budget(
         what=cost.what or f"method {spec.method!r} on {data.n_samples} samples",
         memory_bytes=cost.memory_bytes,
         disk_bytes=cost.disk_bytes,
         max_memory=spec.limits.get("max_memory"),
         max_disk=spec.limits.get("max_disk"),
-        alternative=cost.alternative or _lower_counts(method, spec.params),
+        alternative=cost.alternative or _lower_counts(get_method(spec.method), spec.params),
         output=output,
     )

@@ -186,75 +186,27 @@ def synthetic_pair(tmp: Path, rows: int = 36, cols: int = 40) -> tuple[Path, Pat
 
 
 def method_specs(tmp: Path) -> dict[str, dict]:
-    """A small, quick spec per job method (outputs filled in by the caller); fails naming any
-    registered method without one, so that no method escapes the suites that run them all."""
+    """A small, quick spec per job method (outputs filled in by the caller): each method's own
+    example (``Method.example`` on its registry entry), a reader without a file given the
+    synthetic image (``npy-raster``) or pair of dates (``geotiff-pair``) here."""
     from dkernel.jobs.registry import METHODS
 
-    specs = _method_specs(tmp)
-    missing = sorted(set(METHODS.names()) - set(specs))
-    assert not missing, (
-        f"methods {missing} have no small spec in tests/ops/conftest.py (_method_specs): add "
-        "one, so that the distributed suite (test_distributed.py) runs it"
-    )
-    return specs
-
-
-def _method_specs(tmp: Path) -> dict[str, dict]:
-    image = synthetic_image(tmp / "image.npy")
-    before, after = synthetic_pair(tmp)
-    wine = {"reader": "sklearn", "name": "wine", "standardize": True}
-    iris = {"reader": "sklearn", "name": "iris", "standardize": True}
-    return {
-        "rbf-spectral": {"data": wine, "params": {"n_clusters": 3, "n_init": 5}},
-        "pck-spectral": {
-            "data": iris,
-            "params": {"n_clusters": 3, "n_inits": 6, "max_components": 6, "n_init": 5},
-        },
-        "mssc": {
-            "data": {"reader": "npy-raster", "path": str(image), "coord_scale": 0.25},
-            "params": {
-                "n_clusters": 4,
-                "n_seeds": 60,
-                "n_density": 600,
-                "n_rff": 200,
-                "n_init": 5,
-                "write_geotiff": False,
-                "write_png": False,
-            },
-        },
-        "spectral-clustering": {
-            "data": iris,
-            "params": {"n_clusters": 3, "n_landmarks": 40, "n_init": 5},
-        },
-        "kppr": {
-            "data": wine,
-            "params": {"n_fit": 60, "seeds": {"global": None, "row_0": 0}, "top_k": 10},
-        },
-        "jrc": {"data": iris, "params": {"n_clusters": 3, "n_init": 5, "top_k": 5}},
-        "kernel-kmeans": {  # the large-N path: Lloyd on a sample, every row assigned after
-            "data": iris,
-            "params": {
-                "n_clusters": 3,
-                "solver": "nystrom",
-                "n_landmarks": 40,
-                "n_init": 5,
-                "kmeans_sample": 100,
-            },
-        },
-        "change-detection": {
-            "data": {"reader": "geotiff-pair", "path": str(before), "after_path": str(after)},
-            "params": {"method": "kernel", "n_landmarks": 60, "sample_size": 800},
-        },
-        "kernel-decomposition": {
-            "data": iris,
-            "params": {
-                "kernel": "rbf",  # held-out selection over widths: the paper's kernel
-                "n_clusters": [2, 3],
-                "sigmas": [0.1, 0.2],
-                "n_repeats": 2,
-            },
-        },
+    METHODS.load()
+    files = {
+        "npy-raster": lambda: {"path": str(synthetic_image(tmp / "image.npy"))},
+        "geotiff-pair": lambda: dict(
+            zip(("path", "after_path"), map(str, synthetic_pair(tmp)), strict=True)
+        ),
     }
+    specs = {}
+    for name in METHODS.names():
+        example = METHODS[name].example
+        assert example, f"method {name!r} declares no example (Method.example): add one"
+        data = dict(example["data"])
+        if "path" not in data and data["reader"] in files:
+            data.update(files[data["reader"]]())
+        specs[name] = {"data": data, "params": dict(example.get("params", {}))}
+    return specs
 
 
 def write_spec(path: Path, method: str, body: dict, output: Path, seed: int = 0) -> Path:

@@ -87,5 +87,10 @@ register_method(
         needs_raster=True,
         estimators=(CHANGE_SCHEMA,),
         description="Two dates → (kernel) MAD variates, chi-squared intensity, change mask.",
+        example={
+            "data": {"reader": "geotiff-pair"},
+            "params": {"method": "kernel", "n_landmarks": 60, "sample_size": 800},
+        },
+        bad_data={"write_geotiff": False, "write_png": False},
     )
 )

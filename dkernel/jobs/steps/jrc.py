@@ -163,5 +163,11 @@ register_method(
         description="Joint ranking and clustering: Green's-kernel embedding, k-means, PPR "
         "scores for the global seed and each cluster seed.",
         estimators=(JRC_SCHEMA, PCK_KERNEL_SCHEMA),
+        example={
+            "data": {"reader": "sklearn", "name": "iris", "standardize": True},
+            "params": {"n_clusters": 3, "n_init": 5, "top_k": 5},
+        },
+        bad_data={"n_clusters": 2},
+        handles_missing="pck",
     )
 )

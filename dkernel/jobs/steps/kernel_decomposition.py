@@ -276,7 +276,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         sigma=h,
         n_neighbors=k,
         random_state=ctx.seed,
-        max_memory=ctx.spec.limits.get("max_memory"),
+        max_memory=ctx.limits.get("max_memory"),
     )
     Xd = da.from_array(X, chunks=(p["block_rows"] or max(1000, -(-X.shape[0] // 16)), -1))
     model.fit(Xd)
@@ -402,5 +402,15 @@ register_method(
         description="Aggregate Markov model (NMF/PLSA of the row-normalised density kernel) with "
         "held-out likelihood selection of width, k-NN graph and number of clusters.",
         estimators=(KDC_SCHEMA,),
+        example={
+            "data": {"reader": "sklearn", "name": "iris", "standardize": True},
+            "params": {
+                "kernel": "rbf",  # held-out selection over widths: the paper's kernel
+                "n_clusters": [2, 3],
+                "sigmas": [0.1, 0.2],
+                "n_repeats": 2,
+            },
+        },
+        bad_data={"n_clusters": [2]},
     )
 )

@@ -146,9 +146,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     n = int(ctx.data.X.shape[0])
     Xd = ctx.persisted_rows(_chunk_rows(p, n))
-    est = KMEANS_SCHEMA.build(
-        p, random_state=ctx.seed, max_memory=ctx.spec.limits.get("max_memory")
-    )
+    est = KMEANS_SCHEMA.build(p, random_state=ctx.seed, max_memory=ctx.limits.get("max_memory"))
     t = time.perf_counter()
     est.fit(Xd)
     yield Timing.since("fit", t)
@@ -207,5 +205,16 @@ register_method(
         description="Kernel k-means (any registered kernel; exact, or a Nyström feature map "
         "for large N); K chosen by AIC/BIC with n_clusters: auto; predicts new points.",
         estimators=(KMEANS_SCHEMA,),
+        example={  # the large-N path: Lloyd on a sample, every row assigned after
+            "data": {"reader": "sklearn", "name": "iris", "standardize": True},
+            "params": {
+                "n_clusters": 3,
+                "solver": "nystrom",
+                "n_landmarks": 40,
+                "n_init": 5,
+                "kmeans_sample": 100,
+            },
+        },
+        bad_data={"n_clusters": 2},
     )
 )

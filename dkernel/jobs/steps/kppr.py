@@ -394,5 +394,11 @@ register_method(
         description="Kernel Personalized PageRank: in-sample eigenpairs, every row scored out of "
         "sample through Dask, named seeds written to /ranking.",
         estimators=(KPPR_SCHEMA, PCK_KERNEL_SCHEMA),
+        example={
+            "data": {"reader": "sklearn", "name": "wine", "standardize": True},
+            "params": {"n_fit": 60, "seeds": {"global": None, "row_0": 0}, "top_k": 10},
+        },
+        bad_data={},
+        handles_missing="pck",
     )
 )

@@ -202,5 +202,19 @@ register_method(
         needs_raster=True,
         description="Mean-shift partitions → Cauchy–Schwarz affinity → NJW/KPCA/KECA → label map.",
         estimators=(MSSC_SCHEMA,),
+        example={
+            "data": {"reader": "npy-raster", "coord_scale": 0.25},
+            "params": {
+                "n_clusters": 4,
+                "n_seeds": 60,
+                "n_density": 600,
+                "n_rff": 200,
+                "n_init": 5,
+                "write_geotiff": False,
+                "write_png": False,
+            },
+        },
+        bad_data={"n_clusters": 2},
+        handles_missing=True,  # pixels with a NaN band are nodata,
     )
 )

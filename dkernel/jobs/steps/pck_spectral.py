@@ -385,5 +385,11 @@ register_method(
         description="Probabilistic cluster kernel (PCKID with missing values): GMM ensemble "
         "across workers → KPCA / normalized embedding from Γ (K never formed) → k-means.",
         estimators=(PCK_SCHEMA,),
+        example={
+            "data": {"reader": "sklearn", "name": "iris", "standardize": True},
+            "params": {"n_clusters": 3, "n_inits": 6, "max_components": 6, "n_init": 5},
+        },
+        bad_data={"n_clusters": 2, "n_inits": 3, "max_components": 3},
+        handles_missing=True,  # a PCK models NaN as missing,
     )
 )

@@ -112,7 +112,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     fixed: dict = dict(
         n_components=_n_components(p),
         random_state=ctx.seed,
-        max_memory=ctx.spec.limits.get("max_memory"),
+        max_memory=ctx.limits.get("max_memory"),
     )
     if not keca:
         fixed["centered"] = embedding == "kpca"
@@ -171,5 +171,10 @@ register_method(
         estimate=estimate,
         description="RBF kernel (blocked, stored) → KPCA or KECA embedding → (angular) k-means.",
         estimators=(KPCA_SCHEMA, KECA_SCHEMA),
+        example={
+            "data": {"reader": "sklearn", "name": "wine", "standardize": True},
+            "params": {"n_clusters": 3, "n_init": 5},
+        },
+        bad_data={"n_clusters": 2},
     )
 )

@@ -274,5 +274,10 @@ register_method(
         description="Spectral embedding (self-tuning k-NN graph, landmark bipartite graph or "
         "Nyström kernel) → k-means; scales to millions of rows and predicts new points.",
         estimators=(SPECTRAL_SCHEMA,),
+        example={
+            "data": {"reader": "sklearn", "name": "iris", "standardize": True},
+            "params": {"n_clusters": 3, "n_landmarks": 40, "n_init": 5},
+        },
+        bad_data={"n_clusters": 2},
     )
 )
