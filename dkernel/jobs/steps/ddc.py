@@ -1,0 +1,108 @@
+"""``method: ddc`` — :class:`~dkernel.DeepDivergenceClustering`: a network whose softmax output
+is the clusters, trained by the Cauchy–Schwarz divergence losses on the job's rows.
+
+Writes ``/assignments``: every row's soft assignment (``proba``, ``(sample, cluster)``) and
+cluster (``labels``), both computed chunk by chunk on the job's workers, with the kept restart's
+loss per epoch (``loss_curve``) and every restart's loss (``losses``); ``/metrics`` when the
+reader gives the true classes. PyTorch is the ``deep`` extra. The parameters are the
+estimator's, derived from it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from dkernel._lazy import deferred
+from dkernel.errors import InvalidInputError
+from dkernel.io.data import LoadedData
+from dkernel.jobs.outputs import Group, Metrics, Output, Timing
+from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
+from dkernel.schema.estimator import EstimatorSchema
+
+xr = deferred("xarray")
+
+#: DeepDivergenceClustering's parameters, derived from the estimator.
+DDC_SCHEMA = EstimatorSchema(
+    "dkernel.deep.ddc:DeepDivergenceClustering",
+    exclude={
+        "checkpoint": "a file of the caller's, not of the job",
+        "verbose": "the job logs its progress itself",
+    },
+)
+
+PARAMS = (
+    *DDC_SCHEMA.params,
+    chunk_rows_param("Rows per Dask chunk of the assignments (default: about 64 MiB of rows)."),
+)
+
+#: Units of the fully connected network for vectors (200-200-500-C, the paper's).
+_UNITS = (200, 200, 500)
+
+
+def check_data(params: dict, data: LoadedData) -> None:
+    k = params["n_clusters"]
+    if isinstance(k, int) and k > data.n_samples:
+        raise InvalidInputError(
+            f"params.n_clusters ({k}) exceeds the number of samples ({data.n_samples}); "
+            "lower n_clusters."
+        )
+
+
+def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
+    sizes = [n_features, *_UNITS, int(params["n_clusters"])]
+    weights = sum(a * b for a, b in zip(sizes, sizes[1:], strict=False))
+    batch = min(params["batch_size"], n_samples)
+    return Cost(
+        # the data, the weights with Adam's moments and gradients, one batch's kernel and layers
+        memory_bytes=float(
+            n_samples * n_features * 8 + 4 * weights * 4 + batch * (batch + sum(sizes)) * 8
+        ),
+        disk_bytes=float(n_samples * (int(params["n_clusters"]) + 1) * 8),
+        what=f"deep divergence-based clustering ({weights:,} weights) on {n_samples} samples",
+    )
+
+
+def compute(ctx: JobContext) -> Iterator[Output]:
+    p = ctx.params
+    rows = p["chunk_rows"] or max(16, (64 << 20) // (8 * max(ctx.data.n_features, 1)))
+    X = ctx.persisted_rows(rows)
+    t = time.perf_counter()
+    model = DDC_SCHEMA.build(p, random_state=ctx.seed).fit(X)
+    yield Timing.since("ddc_fit", t)
+    t = time.perf_counter()
+    proba = model.predict_proba(X)  # one task per chunk of rows (map_blocks)
+    yield Group(
+        "assignments",
+        xr.Dataset(
+            {
+                "proba": (("sample", "cluster"), proba),
+                "labels": ("sample", proba.argmax(axis=1).astype("int32")),
+                "loss_curve": ("epoch", list(model.loss_curve_)),
+                "losses": ("restart", [float(v) for v in model.losses_]),
+            },
+            coords={"epoch": list(range(1, len(model.loss_curve_) + 1))},
+            attrs={"loss": float(model.loss_)},
+        ),
+        lazy=True,
+    )
+    yield Timing.since("ddc_assign", t)
+    yield Metrics(ctx.store.read_array("assignments", "labels"))
+
+
+register_method(
+    Method(
+        name="ddc",
+        params=PARAMS,
+        compute=compute,
+        check_data=check_data,
+        estimate=estimate,
+        description="Deep divergence-based clustering: a network trained by CS-divergence losses.",
+        estimators=(DDC_SCHEMA,),
+        example={
+            "data": {"reader": "sklearn", "name": "iris", "standardize": True},
+            "params": {"n_clusters": 3, "max_iter": 2, "batch_size": 50},
+        },
+        bad_data={"n_clusters": 2, "max_iter": 1},
+    )
+)
