@@ -263,6 +263,12 @@ def _cmd_run(args: argparse.Namespace, *, submit: bool = False) -> int:
         n_workers, threads = _cluster_options(args)
         cluster = {"n_workers": n_workers, "threads_per_worker": threads}
     jobs = args.job if isinstance(args.job, list) else [args.job]
+    if args.output is not None and len(jobs) > 1:
+        raise SpecError(
+            "names the store of one job; with several jobs each writes its spec's output "
+            "(confine them with --output-root).",
+            "--output",
+        )
     from dkernel.jobs.spec import OutputPolicy, load_spec
 
     # each spec is read once, here; the runner takes it as it is
@@ -303,12 +309,6 @@ def _run_jobs(
     from dkernel.jobs.runner import run_job
     from dkernel.jobs.spec import OutputPolicy
 
-    if args.output is not None:
-        raise SpecError(
-            "names the store of one job; with several jobs each writes its spec's output "
-            "(confine them with --output-root).",
-            "--output",
-        )
     outputs: dict[str, Path] = {}
     for job, spec in zip(jobs, specs, strict=True):
         output = str(OutputPolicy.default(job, args.output_root).confine(spec.output))
