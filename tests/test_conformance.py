@@ -559,6 +559,21 @@ ESTIMATOR_CASES: dict[str, EstimatorCase] = {
         why_none="no labels; its out-of-sample scores are the k-component form (Prop. 8) of "
         "the exact in-sample rank",
     ),
+    "DeepKernelizedAutoencoder": EstimatorCase(
+        {
+            "n_components": 2,
+            "hidden_layer_sizes": (8,),
+            "prior": "rbf",
+            "max_iter": 2,
+            "batch_size": 20,
+            "random_state": 0,
+        },
+        why_none="a feature map: no fitted output of the training rows to compare with",
+    ),
+    "DeepDivergenceClustering": EstimatorCase(
+        {"n_clusters": 3, "max_iter": 2, "batch_size": 20, "random_state": 0},
+        [("predict", "labels_", True)],
+    ),
 }
 
 
