@@ -13,12 +13,22 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples
 
 from dkernel._budget import SCRATCH_BLOCK_BYTES, check_budget, rows_for_budget
-from dkernel._random import derive_rng, derive_seed, seed_from_random_state
+from dkernel._random import derive_seed, seed_from_random_state
 from dkernel._validation import (
     ParameterConstraintsMixin,
     check_is_fitted,
     check_scalar,
     validate_input,
+)
+from dkernel.decomposition._bipartite_fit import (
+    EXACT_MAX_SAMPLES as EXACT_MAX_SAMPLES,
+)
+from dkernel.decomposition._bipartite_fit import (
+    MODEL_ORDER_ROWS as MODEL_ORDER_ROWS,
+)
+from dkernel.decomposition._bipartite_fit import (
+    fit_bipartite,
+    landmark_out_of_sample,
 )
 from dkernel.decomposition.graph import knn_log_kernel_graph, out_of_sample_graph
 from dkernel.decomposition.kernels import (
@@ -36,11 +46,6 @@ from dkernel.decomposition.kernels import (
     threaded_kneighbors,
     use_approximate,
 )
-from dkernel.decomposition.landmark import (
-    fit_landmark_markov,
-    landmark_point_weights,
-    landmark_rows,
-)
 from dkernel.decomposition.nmf import (
     LOSSES,
     fit_aggregate_markov,
@@ -50,16 +55,8 @@ from dkernel.decomposition.nmf import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
-from dkernel.graphs.bipartite import (
-    SUM_ROWS,
-    accumulate_landmark_sums,
-    sample_landmark_graph,
-)
 from dkernel.graphs.knn import knn_search
-from dkernel.graphs.landmark import (
-    DEFAULT_LANDMARK_NEIGHBORS,
-    default_landmark_count,
-)
+from dkernel.graphs.landmark import DEFAULT_LANDMARK_NEIGHBORS
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.kernels.registry import check_kernel_supported
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, silverman_normal_reference
@@ -70,7 +67,6 @@ from dkernel.model_order import (
     knn_graph_spectrum,
     spectrum_model_order,
 )
-from dkernel.rows import take_rows
 
 _OWNER = "KernelDecompositionClustering"
 #: Default size of the k-NN graph, chosen on ``bench_defaults.py`` (see the class docstring;
@@ -83,13 +79,6 @@ DEFAULT_SCALE_NEIGHBORS = DEFAULT_LOCAL_SCALING_NEIGHBORS
 DEFAULT_MAX_CLUSTERS = 10
 #: How the model is fitted (see the ``approximation`` parameter).
 APPROXIMATIONS = ("auto", "exact", "bipartite")
-#: ``approximation='auto'`` with the default kernel: the exact k-NN kernel up to this many
-#: points, the landmark bipartite graph above (see ``docs/choosing_defaults.md``).
-EXACT_MAX_SAMPLES = 5_000
-#: Rows whose nearly mutual k-NN graph chooses k on the bipartite path, as many as the exact
-#: path takes: at 2·10^5 the seven families' true k with every draw tried (5-11 s for 51
-#: eigenpairs); 3 000 rows chose 4 for rings3 and 2 for varied with one draw of three.
-MODEL_ORDER_ROWS = EXACT_MAX_SAMPLES
 
 
 def _oos_block_rows(n_train: int, block_rows: int | None, n_neighbors: int | None) -> int:
@@ -574,70 +563,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         return self.fit_kernel(Kc, log_norm, Xn)
 
     def _fit_bipartite(self, X: Any) -> KernelDecompositionClustering:
-        """The landmark path (``dkernel.decomposition.landmark``): landmarks from a sample,
-        one pass of sums, the p x p factorisation, one pass of posteriors."""
-        if self.sigma is not None:
-            raise InvalidInputError(
-                f"The 'sigma' parameter of {_OWNER} is a Gaussian width; the landmark graph of "
-                "approximation='bipartite' is self-tuning. Leave sigma=None, or pass "
-                "kernel='rbf' with approximation='exact'."
-            )
-        Xv = validate_input(self, X, reset=True, min_samples=2, dtype=np.float64)
-        n = int(Xv.shape[0])
-        is_dask = isinstance(Xv, da.Array)
-        if not is_dask and not np.all(np.isfinite(Xv)):
-            raise InvalidInputError(f"{_OWNER} does not accept NaN or infinite values in X.")
-        p = int(self.n_landmarks or default_landmark_count(n))
-        if self.n_clusters != "auto":
-            check_scalar(self.n_clusters, "n_clusters", _OWNER, kind=Integral, low=1, high=p)
-        seed = seed_from_random_state(self.random_state)
-        graph = sample_landmark_graph(Xv, p, self.landmark_neighbors, seed)
-        W_Y, d_Y = accumulate_landmark_sums(graph, Xv)
-        if not (np.all(np.isfinite(W_Y)) and np.all(np.isfinite(d_Y))):
-            raise InvalidInputError(f"{_OWNER} does not accept NaN or infinite values in X.")
-        spectrum = None
-        self._set_model_order(None)
-        if self.n_clusters == "auto":
-            candidates = self._candidates(n)
-            candidates = candidates[candidates < p]  # the factorisation has p landmarks
-            # k on the nearly mutual graph of MODEL_ORDER_ROWS rows, as the exact path
-            # chooses it: the landmark walk's spectrum blurs unequal groups (varied at 2·10^5
-            # gave 2 of 3, docs/choosing_defaults.md)
-            rows = derive_rng(seed, "model-order-rows").choice(
-                n, min(n, MODEL_ORDER_ROWS), replace=False
-            )
-            sample = take_rows(Xv, np.sort(rows), dtype=np.float64)
-            top = min(int(candidates[-1]) + 1, sample.shape[0] - 1)
-            self._choose_order(knn_graph_spectrum(sample, top, seed=seed), candidates)
-        else:
-            self.n_clusters_ = int(self.n_clusters)
-        result = fit_landmark_markov(
-            W_Y,
-            d_Y,
-            self.n_clusters_,
-            loss=self.loss,
-            n_init=self.n_init,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            seed=seed,
-        )
-        self.approximation_ = "bipartite"
-        self.graph_model_ = graph
-        self._set_spectrum(spectrum if spectrum is not None else result.spectrum)
-        self.W_ = result.W
-        self.H_ = result.H
-        self.objective_ = result.objective
-        self.objectives_ = np.asarray(result.objectives)
-        self.n_iter_ = result.n_iter
-        self.sigma_ = graph.scales
-        self.X_fit_ = None
-        self._index = None
-        post = self._landmark_out_of_sample(Xv, "posteriors")
-        self.posteriors_ = np.asarray(post.compute() if is_dask else post)
-        self.priors_ = self.posteriors_.mean(axis=0)
-        self._log_m = landmark_point_weights(self.W_, self.priors_)
-        self.labels_ = np.argmax(self.posteriors_, axis=1).astype(np.int64)
-        return self
+        """The landmark path (``dkernel.decomposition._bipartite_fit``)."""
+        return fit_bipartite(self, X)
 
     def fit_kernel(
         self,
@@ -741,30 +668,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         )
 
     def _landmark_out_of_sample(self, Xv: Any, what: str) -> Any:
-        """Bipartite path: posteriors or log-densities through each row's landmark links
-        (Dask: lazily, chunk by chunk; NumPy: blocks on the cores)."""
-        graph, H, C = self.graph_model_, self.H_, self.H_.shape[0]
-        log_m = getattr(self, "_log_m", None)
-
-        def block(Xb: np.ndarray) -> np.ndarray:
-            return landmark_rows(Xb, graph, H, log_m, what=what)
-
-        if isinstance(Xv, da.Array):
-            Xv = Xv.rechunk({1: -1})
-            if what == "loglik":
-                return Xv.map_blocks(
-                    block, drop_axis=1, dtype=np.float64, meta=np.empty((0,), dtype=np.float64)
-                )
-            return Xv.map_blocks(
-                block,
-                chunks=(Xv.chunks[0], (C,)),
-                dtype=np.float64,
-                meta=np.empty((0, C), dtype=np.float64),
-            )
-        Xv = np.asarray(Xv, dtype=np.float64)
-        starts = range(0, Xv.shape[0], SUM_ROWS)
-        parts = map_on_cores(lambda s: block(Xv[s : s + SUM_ROWS]), starts)
-        return np.concatenate(parts, axis=0) if parts else block(Xv)
+        """Bipartite path: posteriors or log-densities through the landmark links."""
+        return landmark_out_of_sample(self, Xv, what)
 
     def _out_of_sample(self, X: Any, what: str) -> Any:
         check_is_fitted(self, "H_")
