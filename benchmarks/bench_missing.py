@@ -89,7 +89,7 @@ def mean_impute(X: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(X), np.nanmean(X, axis=0)[None, :], X)
 
 
-def _dk(name: str) -> Callable[[np.ndarray, int, int], np.ndarray]:
+def _dk(name: str, **params: object) -> Callable[[np.ndarray, int, int], np.ndarray]:
     def run(X: np.ndarray, k: int, seed: int) -> np.ndarray:
         import dkernel
 
@@ -99,7 +99,7 @@ def _dk(name: str) -> Callable[[np.ndarray, int, int], np.ndarray]:
         elif name in ("KernelPCAEmbedding", "KECA", "JointRankingClustering"):
             est = cls(n_clusters=k, random_state=seed)
         else:
-            est = cls(k, random_state=seed)
+            est = cls(k, random_state=seed, **params)
         return np.asarray(est.fit(X).labels_)
 
     return run
@@ -146,6 +146,8 @@ DK_METHODS = {
     "SpectralClustering": _dk("SpectralClustering"),
     "KernelDecompositionClustering": _dk("KernelDecompositionClustering"),
     "KernelKMeans": _dk("KernelKMeans"),
+    "SpectralClustering(kernel='pck')": _dk("SpectralClustering", kernel="pck"),
+    "KernelKMeans(kernel='pck')": _dk("KernelKMeans", kernel="pck"),
     "JointRankingClustering": _dk("JointRankingClustering"),
     "PCKSpectralClustering": _dk("PCKSpectralClustering"),
     "KPCA + k-means": _dk("KernelPCAEmbedding"),

@@ -73,6 +73,7 @@ def validate_input(
     allow_nan: bool = False,
     min_samples: int = 1,
     dtype: Any = None,
+    nan_fix: str | None = None,
 ) -> Any:
     """Validate ``X`` for ``fit`` (``reset=True``) or ``predict`` / ``transform``.
 
@@ -81,13 +82,16 @@ def validate_input(
     then through :func:`check_2d_array` for dkernel's own dtype rule (float32 stays float32,
     integers up to 16 bits become float32, others float64) and messages. Dask arrays are
     checked from metadata only and stay lazy: ``validate_data`` would convert them to NumPy.
-    ``dtype`` overrides the working dtype (see :func:`check_2d_array`).
+    ``dtype`` overrides the working dtype and ``nan_fix`` the fix a NaN error names (see
+    :func:`check_2d_array`).
     """
     owner = type(estimator).__name__
     if is_dask_array(X):
         if np.issubdtype(X.dtype, np.complexfloating):
             raise InvalidInputError(f"{owner} does not accept complex data.")
-        X = check_2d_array(X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype)
+        X = check_2d_array(
+            X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype, nan_fix=nan_fix
+        )
         try:
             validate_data(estimator, X, reset=reset, skip_check_array=True)
         except ValueError as exc:
@@ -107,7 +111,9 @@ def validate_input(
             raise
         # scikit-learn's message, as dkernel's exception (still a ValueError)
         raise InvalidInputError(str(exc)) from exc
-    return check_2d_array(X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype)
+    return check_2d_array(
+        X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype, nan_fix=nan_fix
+    )
 
 
 def check_scalar(
@@ -195,11 +201,13 @@ def check_2d_array(
     allow_nan: bool = False,
     min_samples: int = 2,
     dtype: Any = None,
+    nan_fix: str | None = None,
 ) -> Any:
     """Validate a 2-D numeric NumPy or Dask array from metadata, without computing.
 
     NaN/inf are checked only for NumPy input (checking Dask input would need a pass over the
-    data; the graph builders check per chunk where it matters).
+    data; the graph builders check per chunk where it matters). ``nan_fix``: the fix a NaN
+    error names (default: impute, or a method that handles missing values).
     """
     if is_dask_array(X):
         if X.ndim != 2:
@@ -235,7 +243,7 @@ def check_2d_array(
     if not allow_nan and np.isnan(arr).any():
         raise InvalidInputError(
             f"{owner} does not accept missing values (NaN); {int(np.isnan(arr).sum())} found. "
-            "Impute them first or use a method that handles them (pck-spectral)."
+            + (nan_fix or "Impute them first or use a method that handles them (pck-spectral).")
         )
     return arr
 

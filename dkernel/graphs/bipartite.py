@@ -140,6 +140,18 @@ def select_landmarks(
     return Landmarks(take_rows(X, idx), idx)
 
 
+def _fill_missing(P: np.ndarray) -> np.ndarray:
+    """``P`` with NaN (missing values, of a kernel that models them: pck) replaced by the column
+    means of the observed entries (0 where none is), for the D² seeding only: the landmarks
+    stay training rows, NaN and all, for the kernel."""
+    missing = np.isnan(P)
+    if not missing.any():
+        return P
+    observed = ~missing
+    means = np.where(observed, P, 0.0).sum(axis=0) / np.maximum(observed.sum(axis=0), 1)
+    return np.where(missing, means[None, :], P)
+
+
 def _landmark_rows(
     X: Any,
     n: int,
@@ -161,7 +173,9 @@ def _landmark_rows(
     if not precomputed:
         # Euclidean D² sampling in input space (scikit-learn's k-means++ seeding)
         _, chosen = kmeans_plusplus(
-            np.asarray(P, dtype=np.float64), m, random_state=int(rng.integers(2**31 - 1))
+            _fill_missing(np.asarray(P, dtype=np.float64)),
+            m,
+            random_state=int(rng.integers(2**31 - 1)),
         )
         return np.sort(pool[np.asarray(chosen)])
     # precomputed: D² sampling with the kernel-induced distance k(x,x) + k(c,c) - 2 k(x,c)

@@ -192,9 +192,34 @@ def is_precomputed(kernel: Any) -> bool:
     return isinstance(kernel, str) and kernel == "precomputed"
 
 
-def kernel_input_tags(tags: Any, kernel: Any) -> Any:
-    """An estimator's scikit-learn ``tags`` with ``input_tags.pairwise`` set from its ``kernel``."""
+def kernel_allows_nan(kernel: Any) -> bool:
+    """Whether an estimator's ``kernel`` takes NaN (missing values) in X: the kernels of
+    ``MISSING_VALUE_KERNELS`` (PCK's missingness, PCKID) and fitted feature maps (a PCK)."""
+    return (isinstance(kernel, str) and kernel in MISSING_VALUE_KERNELS) or hasattr(
+        kernel, "transform"
+    )
+
+
+#: The fix a NaN error names for an estimator whose ``kernel`` could take missing values.
+NAN_FIX = (
+    "Impute them first (e.g. sklearn.impute.SimpleImputer) or use kernel='pck', which models "
+    "missing values (PCKID)."
+)
+
+
+def kernel_nan_args(kernel: Any) -> dict[str, Any]:
+    """``validate_input`` arguments of an estimator whose ``kernel`` decides whether X may hold
+    NaN: allowed with :func:`kernel_allows_nan`, otherwise refused naming :data:`NAN_FIX`."""
+    return {"allow_nan": kernel_allows_nan(kernel), "nan_fix": NAN_FIX}
+
+
+def kernel_input_tags(tags: Any, kernel: Any, *, nan: bool = False) -> Any:
+    """An estimator's scikit-learn ``tags`` with ``input_tags.pairwise`` set from its ``kernel``;
+    with ``nan``, also ``input_tags.allow_nan`` (:func:`kernel_allows_nan`), for the estimators
+    that pass X to the kernel as it is (:func:`kernel_nan_args`)."""
     tags.input_tags.pairwise = is_precomputed(kernel)
+    if nan:
+        tags.input_tags.allow_nan = kernel_allows_nan(kernel)
     return tags
 
 

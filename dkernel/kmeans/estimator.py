@@ -42,14 +42,14 @@ from dkernel.kernels.nystrom import (
     explicit_feature_map,
     landmark_kernel_params,
 )
-from dkernel.kernels.registry import Kernel, kernel_input_tags, make_kernel
+from dkernel.kernels.registry import Kernel, kernel_input_tags, kernel_nan_args, make_kernel
 from dkernel.kernels.widths import (
     DEFAULT_LOCAL_SCALING_NEIGHBORS,
     KERNEL_KMEANS_SIGMA_FRACTION,
     RBF_SIGMA_MAX,
     RBF_SIGMA_MIN,
 )
-from dkernel.kmeans.features import features
+from dkernel.kmeans.features import features, n_features
 from dkernel.kmeans.lloyd import (
     INITS,
     FeatureSpace,
@@ -418,7 +418,7 @@ class KernelKMeans(
         self.random_state = random_state
 
     def __sklearn_tags__(self):
-        return kernel_input_tags(super().__sklearn_tags__(), self.kernel)
+        return kernel_input_tags(super().__sklearn_tags__(), self.kernel, nan=True)
 
     @property
     def _n_features_out(self) -> int:
@@ -485,7 +485,7 @@ class KernelKMeans(
             else:
                 m = min(n, self.n_landmarks)
                 if kernel.feature_map is not None:
-                    m = int(kernel.feature_map.n_features)
+                    m = n_features(kernel.feature_map)
                 s = min(n, self.kmeans_sample)
                 steps = self.n_init * EXACT_FULL_STEPS
                 exact = n * n * (p + steps * k)
@@ -524,7 +524,7 @@ class KernelKMeans(
                 "the next release; use n_clusters='auto' (the same choice of K).",
                 DKernelDeprecationWarning,
             )
-        X = validate_input(self, X, reset=True, min_samples=2)
+        X = validate_input(self, X, reset=True, min_samples=2, **kernel_nan_args(self.kernel))
         # the GEMMs here are thin (the inner or outer dimension is p, K or m): one BLAS thread
         # each, the cores used by blocks of rows (dkernel.linalg.threads)
         with one_blas_thread():
@@ -685,7 +685,7 @@ class KernelKMeans(
 
     def _distances(self, X: Any, *, point_norms: bool) -> Any:
         check_is_fitted(self, "model_")
-        X = validate_input(self, X, reset=False)
+        X = validate_input(self, X, reset=False, **kernel_nan_args(self.kernel))
         if point_norms and self.kernel_.precomputed:
             raise InvalidInputError(
                 f"{type(self).__name__} with kernel='precomputed' knows no k(x, x) of new points, "

@@ -37,8 +37,11 @@ def features(feature_map: Any, X: Any) -> np.ndarray | sp.csr_matrix:
 
 
 def n_features(feature_map: Any) -> int:
-    """The dimension of ``φ``."""
-    return int(feature_map.n_features)
+    """The dimension of ``φ``: ``n_features`` of the landmark map, else a fitted transformer's
+    ``n_features_out_`` (a PCK's)."""
+    if hasattr(feature_map, "n_features"):
+        return int(feature_map.n_features)
+    return int(feature_map.n_features_out_)
 
 
 def squared_norms(Phi: np.ndarray | sp.spmatrix) -> np.ndarray:

@@ -42,7 +42,7 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
-from dkernel.kernels.registry import is_precomputed, kernel_input_tags
+from dkernel.kernels.registry import is_precomputed, kernel_input_tags, kernel_nan_args
 from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, PCKID_SIGMA_FRACTION
 from dkernel.linalg.eigen import dense_eigh, fix_signs
 from dkernel.ranking.kernelmap import ADAPTIVE, KERNEL_NAMES, resolve_kernel
@@ -63,18 +63,13 @@ KERNEL_CONSTRAINT = [StrOptions(set(KERNEL_NAMES)), callable, HasMethods(["trans
 COMPONENTS = ("score", "base", "restart")
 
 
-def kernel_allows_nan(kernel: Any) -> bool:
-    """Whether a ranking ``kernel`` takes NaN in X: PCK and feature maps (PCK's missingness)."""
-    return (isinstance(kernel, str) and kernel == "pck") or hasattr(kernel, "transform")
-
-
 def validate_fit_X(estimator: Any, X: Any) -> np.ndarray:
     """Training input of KPPR and JRC, in memory: features, or the N × N affinity matrix."""
     if is_precomputed(estimator.kernel):
         X = validate_input(estimator, X, reset=True, min_samples=1, dtype=np.float64)
     else:
         X = validate_input(
-            estimator, X, reset=True, min_samples=2, allow_nan=kernel_allows_nan(estimator.kernel)
+            estimator, X, reset=True, min_samples=2, **kernel_nan_args(estimator.kernel)
         )
     return X.compute() if is_dask_array(X) else X
 
@@ -94,7 +89,7 @@ def validate_new_X(estimator: Any, X: Any) -> Any:
     if is_precomputed(estimator.kernel):
         return X.compute() if is_dask_array(X) else X
     X = validate_input(
-        estimator, X, reset=False, allow_nan=kernel_allows_nan(estimator.kernel), min_samples=1
+        estimator, X, reset=False, min_samples=1, **kernel_nan_args(estimator.kernel)
     )
     return X.compute() if is_dask_array(X) else X
 
@@ -110,7 +105,7 @@ def validate_new_lazy(estimator: Any, X: Any) -> Any:
             )
         return X
     return validate_input(
-        estimator, X, reset=False, allow_nan=kernel_allows_nan(estimator.kernel), min_samples=1
+        estimator, X, reset=False, min_samples=1, **kernel_nan_args(estimator.kernel)
     )
 
 
@@ -128,9 +123,7 @@ def scoring_chunk_rows(model: Any, n_samples: int) -> int:
 
 def ranking_tags(estimator: Any, tags: Any) -> Any:
     """Input tags of a ranking estimator: pairwise for a precomputed kernel, NaN with PCK."""
-    tags = kernel_input_tags(tags, estimator.kernel)
-    tags.input_tags.allow_nan = kernel_allows_nan(estimator.kernel)
-    return tags
+    return kernel_input_tags(tags, estimator.kernel, nan=True)
 
 
 def normalized_eigenpairs(

@@ -37,7 +37,7 @@ from dkernel._validation import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import DEFAULT_N_LANDMARKS, default_landmark_count
-from dkernel.kernels.registry import kernel_input_tags
+from dkernel.kernels.registry import kernel_input_tags, kernel_nan_args
 from dkernel.kernels.widths import (
     DEFAULT_LOCAL_SCALING_NEIGHBORS,
     PCKID_SIGMA_FRACTION,
@@ -329,7 +329,7 @@ class SpectralClustering(
         return "angular" if self.embedding == "keca" else "kmeans"
 
     def __sklearn_tags__(self):
-        return kernel_input_tags(super().__sklearn_tags__(), self.kernel)
+        return kernel_input_tags(super().__sklearn_tags__(), self.kernel, nan=True)
 
     @property
     def _n_features_out(self) -> int:
@@ -346,7 +346,7 @@ class SpectralClustering(
         y : ignored
         """
         owner = type(self).__name__
-        X = validate_input(self, X, reset=True, min_samples=2)
+        X = validate_input(self, X, reset=True, min_samples=2, **kernel_nan_args(self.kernel))
         n = int(X.shape[0])
         if self.n_clusters != "auto" and self.n_clusters > n:
             raise InvalidInputError(
@@ -532,7 +532,7 @@ class SpectralClustering(
     def transform(self, X: Any) -> Any:
         """Out-of-sample spectral embedding of new points (lazy for Dask input)."""
         check_is_fitted(self, "embedding_")
-        return self._embed(validate_input(self, X, reset=False))
+        return self._embed(validate_input(self, X, reset=False, **kernel_nan_args(self.kernel)))
 
     def _embed(self, X: Any) -> Any:
         """Out-of-sample embedding of validated input."""

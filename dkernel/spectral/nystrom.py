@@ -50,7 +50,13 @@ from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
 from dkernel.graphs import bipartite
 from dkernel.kernels.nystrom import fit_nystrom_landmarks
 from dkernel.kernels.nystrom import nystrom_basis as nystrom_basis
-from dkernel.kernels.registry import ADAPTIVE_KERNELS, Kernel, kernel_input_tags, make_kernel
+from dkernel.kernels.registry import (
+    ADAPTIVE_KERNELS,
+    Kernel,
+    kernel_input_tags,
+    kernel_nan_args,
+    make_kernel,
+)
 from dkernel.kernels.widths import PCKID_SIGMA_FRACTION
 from dkernel.linalg.eigen import dense_eigh
 from dkernel.spectral.normalized import check_degrees, eigengap_hint
@@ -358,7 +364,7 @@ class NystromEmbedding(
         self.random_state = random_state
 
     def __sklearn_tags__(self):
-        return kernel_input_tags(super().__sklearn_tags__(), self.kernel)
+        return kernel_input_tags(super().__sklearn_tags__(), self.kernel, nan=True)
 
     @property
     def _n_features_out(self) -> int:
@@ -394,7 +400,7 @@ class NystromEmbedding(
             Data (or the square kernel matrix for ``kernel='precomputed'``).
         y : ignored
         """
-        X = validate_input(self, X, reset=True, min_samples=2)
+        X = validate_input(self, X, reset=True, min_samples=2, **kernel_nan_args(self.kernel))
         self._check_components_fit_landmarks(int(X.shape[0]))
         seed = seed_from_random_state(self.random_state)
         n = int(X.shape[0])
@@ -509,7 +515,7 @@ class NystromEmbedding(
         ndarray or dask array (n_new, n_components)
         """
         check_is_fitted(self, "model_")
-        X = validate_input(self, X, reset=False)
+        X = validate_input(self, X, reset=False, **kernel_nan_args(self.kernel))
         return self._embed(X)
 
     def _embed(self, X: Any) -> Any:
@@ -534,7 +540,7 @@ class NystromEmbedding(
         Lazy, chunk by chunk, for Dask input.
         """
         check_is_fitted(self, "model_")
-        X = validate_input(self, X, reset=False)
+        X = validate_input(self, X, reset=False, **kernel_nan_args(self.kernel))
         model = self.model_
         r = model.W0.shape[1]
         if isinstance(X, da.Array):

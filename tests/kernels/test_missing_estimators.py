@@ -1,0 +1,72 @@
+"""Estimators whose ``kernel`` decides whether X may hold NaN (``kernel_allows_nan``):
+``kernel='pck'`` models missing values (PCKID), every other kernel refuses them naming the fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans
+from sklearn.datasets import load_digits
+from sklearn.metrics import adjusted_rand_score
+
+from dkernel import JointRankingClustering, KernelKMeans, NystromEmbedding, SpectralClustering
+from dkernel.errors import InvalidInputError
+from dkernel.kernels.registry import kernel_allows_nan
+
+ESTIMATORS = [SpectralClustering, KernelKMeans]
+
+
+@pytest.fixture(scope="module")
+def digits_missing() -> tuple[np.ndarray, np.ndarray]:
+    """400 digits (classes 0-4), a quarter of the entries missing completely at random,
+    standardised on the observed values."""
+    X, y = load_digits(n_class=5, return_X_y=True)
+    rng = np.random.default_rng(0)
+    keep = np.sort(rng.choice(len(X), 400, replace=False))
+    X, y = X[keep].astype(np.float64), y[keep]
+    X[rng.random(X.shape) < 0.25] = np.nan
+    sd = np.nanstd(X, axis=0)
+    X = X[:, sd > 0]  # constant border pixels (PCK drops them with a warning)
+    return (X - np.nanmean(X, axis=0)) / sd[sd > 0], y
+
+
+def test_kernel_allows_nan_is_the_one_rule() -> None:
+    assert kernel_allows_nan("pck")
+    assert not kernel_allows_nan("rbf")
+    assert not kernel_allows_nan(None)
+    assert not kernel_allows_nan(lambda X, Y: X @ Y.T)
+    for cls in [*ESTIMATORS, NystromEmbedding, JointRankingClustering]:
+        assert cls(kernel="pck").__sklearn_tags__().input_tags.allow_nan
+        assert not cls(kernel="rbf").__sklearn_tags__().input_tags.allow_nan
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_pck_clusters_incomplete_digits(cls, digits_missing) -> None:
+    """Given the NaN, ``kernel='pck'`` beats k-means on the mean-imputed data."""
+    X, y = digits_missing
+    imputed = np.where(np.isnan(X), np.nanmean(X, axis=0), X)
+    baseline = adjusted_rand_score(y, KMeans(5, n_init=10, random_state=0).fit_predict(imputed))
+    est = cls(5, kernel="pck", random_state=0).fit(X)
+    ari = adjusted_rand_score(y, est.labels_)
+    assert ari >= baseline, (ari, baseline)
+    # new points with missing entries: the training rows get their own labels back
+    assert np.mean(est.predict(X[:50]) == est.labels_[:50]) >= 0.9
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("kernel", [None, "rbf"])
+def test_other_kernels_refuse_nan_naming_the_fix(cls, kernel, digits_missing) -> None:
+    X, _ = digits_missing
+    est = cls(5) if kernel is None else cls(5, kernel=kernel)
+    with pytest.raises(InvalidInputError, match=r"missing values \(NaN\).*impute.*kernel='pck'"):
+        est.fit(X)
+
+
+def test_nystrom_landmarks_of_incomplete_rows(digits_missing) -> None:
+    """k-means++ landmark seeding (fewer landmarks than rows) runs on rows with NaN; the
+    landmarks stay training rows, and the embedding is finite."""
+    X, _ = digits_missing
+    est = NystromEmbedding(5, kernel="pck", n_landmarks=60, random_state=0).fit(X)
+    assert est.landmark_indices_.size == 60
+    assert np.isfinite(est.embedding_).all()
+    assert np.isfinite(est.transform(X[:20])).all()
