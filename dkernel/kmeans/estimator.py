@@ -195,9 +195,10 @@ class KernelKMeans(
     kernel : str or callable
         A kernel of the registry (:func:`dkernel.kernels.registry.make_kernel`): ``'rbf'``,
         ``'local_scaling'``, ``'knn'``, ``'knn_mean'``, ``'landmark'``, ``'cosine'``, ``'pck'``
-        (with ``kernel_params={'model': fitted_pck}``), ``'precomputed'`` (X is the kernel
-        matrix in ``fit``, kernel rows against the training points in ``predict``) or
-        ``f(X, Y)``.
+        (fitted on X, or ``kernel_params={'model': fitted_pck}``), ``'precomputed'`` (X is the
+        kernel matrix in ``fit``, kernel rows against the training points in ``predict``) or
+        ``f(X, Y)``. ``'pck'`` takes X with NaN (missing values); every other kernel refuses
+        them.
     kernel_params : dict, optional
         Parameters of the kernel (``{'n_neighbors': 7}``, ``{'n_landmarks': 500}``, ...).
     sigma : float, optional

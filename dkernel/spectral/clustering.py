@@ -119,7 +119,8 @@ class SpectralClustering(
         ``benchmarks/bench_defaults.py``, see ``docs/choosing_defaults.md``) and ``'rbf'`` for KPCA
         / KECA, whose leading components need one global width, when ``sigma`` is given, and on the
         Nyström path: the self-tuning kernel is not positive semi-definite, and its Nyström degree
-        estimates can turn negative with few landmarks.
+        estimates can turn negative with few landmarks. ``'pck'`` takes X with NaN (missing
+        values); every other kernel refuses them.
     kernel_params : dict, optional
     n_neighbors : int
         Neighbour rank of the adaptive kernels (``local_scaling``, ``knn``); 7 is the
