@@ -316,6 +316,13 @@ def _reader_cases(tmp: Path) -> dict[str, ReaderCase]:
                 ),
             ],
         ),
+        "series": ReaderCase(
+            {"reader": "series", "name": "mso", "n_samples": 50},
+            [
+                ({"reader": "series", "name": "mso", "n_samples": 5}, "n_samples"),
+                ({"reader": "series", "name": "lorenz"}, "name"),
+            ],
+        ),
         "npy": ReaderCase(
             {"reader": "npy", "path": str(tmp / "x.npy")},
             [
@@ -581,6 +588,8 @@ ESTIMATOR_CASES: dict[str, EstimatorCase] = {
 #: consistency and determinism are tested instead.
 NOT_ARRAY_ESTIMATORS = {
     "ChangeDetection": "fits two rasters; tests/change/test_detect.py refits it and compares",
+    "EchoStateNetwork": "fits a series and its targets (fit(X, y)); tests/reservoir/test_esn.py "
+    "tests its predictions on the training steps and its determinism",
 }
 
 
