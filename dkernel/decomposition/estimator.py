@@ -56,7 +56,7 @@ from dkernel.decomposition.nmf import (
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
 from dkernel.graphs.knn import knn_search
-from dkernel.graphs.landmark import DEFAULT_LANDMARK_NEIGHBORS
+from dkernel.graphs.landmark import DEFAULT_LANDMARK_NEIGHBORS, LandmarkGraph
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.kernels.registry import check_kernel_supported
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, silverman_normal_reference
@@ -584,7 +584,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         self._validate_params()
         self._check_sizes(Kcheck.shape[0])
         self.approximation_ = "exact"
-        self.graph_model_ = None
+        self.graph_model_: LandmarkGraph | None = None
         n = Kcheck.shape[0]
         spectrum = None
         self._set_model_order(None)

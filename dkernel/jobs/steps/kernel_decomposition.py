@@ -383,7 +383,9 @@ def _model_attrs(model: KernelDecompositionClustering, p: dict, k: int | None) -
     }
     if model.approximation_ == "bipartite":  # W and H are over the landmarks, not the samples
         attrs["n_landmarks"] = int(model.W_.shape[0])
-        attrs["landmark_neighbors"] = int(model.graph_model_.n_neighbors)
+        graph = model.graph_model_
+        assert graph is not None  # what the bipartite fit sets
+        attrs["landmark_neighbors"] = int(graph.n_neighbors)
     if p["kernel"] != "local_scaling":  # "bandwidth": the key before sigma, kept for readers
         attrs["bandwidth"] = attrs["sigma"] = float(model.sigma_)
     else:  # self-tuning widths: one per point
