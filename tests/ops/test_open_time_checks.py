@@ -55,21 +55,21 @@ def rooted(tmp_path, monkeypatch):
 
 
 def _swap_after_validation(monkeypatch, path: Path, target: Path) -> list[str]:
-    """Replace ``path`` by a link to ``target`` right after the spec is validated (as another
-    user could, between the check and the read); returns a list that records the swap."""
-    import dkernel.jobs.prepare as prepare
+    """Replace ``path`` by a link to ``target`` once the spec is validated, just before the
+    stage that opens the data (as another user could, between the check and the read);
+    returns a list that records the swap."""
+    import dkernel.jobs.stages as stages
 
     swapped: list[str] = []
-    validate = prepare.load_spec
+    open_data = stages.open_data
 
-    def load_then_swap(spec):
-        loaded = validate(spec)
+    def swap_then_open(spec):
         path.unlink()
         path.symlink_to(target)
         swapped.append(str(path))
-        return loaded
+        return open_data(spec)
 
-    monkeypatch.setattr(prepare, "load_spec", load_then_swap)
+    monkeypatch.setattr(stages, "open_data", swap_then_open)
     return swapped
 
 
@@ -100,7 +100,16 @@ def _geotiff(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("kind", ["csv", "npy", "geotiff"])
+def _parquet_table(path: Path, rows: int = 30) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    pq.write_table(pa.table({f"f{j}": rng.normal(size=rows) for j in range(3)}), path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["csv", "npy", "geotiff", "parquet-folder"])
 def test_a_file_swapped_for_a_link_after_validation_is_not_read(rooted, monkeypatch, kind):
     root, outside = rooted
     if kind == "csv":
@@ -113,15 +122,27 @@ def test_a_file_swapped_for_a_link_after_validation_is_not_read(rooted, monkeypa
         np.save(root / "data.npy", rng.normal(size=(30, 3)))
         secret, data = outside / "secret.npy", {"reader": "npy", "path": "data.npy"}
         job = _write_job(root, data)
+    elif kind == "parquet-folder":
+        secret = _parquet_table(outside / "secret.parquet")
+        (root / "table").mkdir()
+        _parquet_table(root / "table" / "part-0.parquet")
+        job = _write_job(root, {"reader": "parquet", "path": "table"})
     else:
         secret = _geotiff(outside / "secret.tif")
         _geotiff(root / "data.tif")
         params = {"n_clusters": 2, "write_geotiff": False, "write_png": False}
         job = _write_job(root, {"reader": "geotiff", "path": "data.tif"}, "mssc", params)
-    name = {"csv": "data.csv", "npy": "data.npy", "geotiff": "data.tif"}[kind]
+    name = {
+        "csv": "data.csv",
+        "npy": "data.npy",
+        "geotiff": "data.tif",
+        "parquet-folder": "table/part-0.parquet",
+    }[kind]
     swapped = _swap_after_validation(monkeypatch, root / name, secret)
     code, text = _run(["run", str(job), "--no-progress"])
-    assert swapped, "the spec was not validated through prepare_job"
+    assert swapped, (
+        f"the data were not opened by the stages (dkernel.jobs.stages.open_data): {text}"
+    )
     assert code == 2, text
     assert "at the time of reading" in text and f"(a link to {secret})" in text, text
     assert f"outside the data root {root}" in text, text

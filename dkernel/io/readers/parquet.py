@@ -42,13 +42,17 @@ def load_parquet(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from dkernel.io.files import at_open
     from dkernel.storage.remote import filesystem, is_remote, local_path
 
     if is_remote(path):
         fs, inner = filesystem(path, storage_options, purpose="input")
         filesystem_arg: Any = fs
     else:
-        inner, filesystem_arg = local_path(str(path)), None
+        # the data root again at the point of reading: the path and every member pyarrow opens
+        inner, filesystem_arg = at_open(local_path(str(path)), "data.path"), None
+        for member in parquet_files(inner)[1:]:
+            at_open(member, "data.path")
     try:
         schema = (
             pq.read_schema(inner, filesystem=filesystem_arg)
