@@ -2,13 +2,15 @@
 fitting the aggregate Markov model of the landmark walk (``approximation='bipartite'``) and the
 posteriors and log-densities through each point's landmark links, in ``fit`` and out of sample.
 
-The estimator's ``_fit_bipartite`` and ``_landmark_out_of_sample`` delegate here; the numerics
-are :mod:`dkernel.decomposition.landmark` and :mod:`dkernel.graphs.bipartite`."""
+The estimator's ``_fit_bipartite`` and ``_landmark_out_of_sample`` delegate here, handing
+themselves as ``model`` (typed ``Any``: importing the estimator's module here, even for type
+checking only, would make an import circle); the numerics are
+:mod:`dkernel.decomposition.landmark` and :mod:`dkernel.graphs.bipartite`."""
 
 from __future__ import annotations
 
 from numbers import Integral
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -31,9 +33,6 @@ from dkernel.linalg.threads import map_on_cores
 from dkernel.model_order import knn_graph_spectrum
 from dkernel.rows import take_rows
 
-if TYPE_CHECKING:
-    from dkernel.decomposition.estimator import KernelDecompositionClustering
-
 _OWNER = "KernelDecompositionClustering"
 #: ``approximation='auto'`` with the default kernel: the exact k-NN kernel up to this many
 #: points, the landmark bipartite graph above (see ``docs/choosing_defaults.md``).
@@ -44,7 +43,7 @@ EXACT_MAX_SAMPLES = 5_000
 MODEL_ORDER_ROWS = EXACT_MAX_SAMPLES
 
 
-def fit_bipartite(model: KernelDecompositionClustering, X: Any) -> KernelDecompositionClustering:
+def fit_bipartite(model: Any, X: Any) -> Any:
     """The landmark path (``dkernel.decomposition.landmark``): landmarks from a sample,
     one pass of sums, the p x p factorisation, one pass of posteriors."""
     if model.sigma is not None:
@@ -111,7 +110,7 @@ def fit_bipartite(model: KernelDecompositionClustering, X: Any) -> KernelDecompo
     return model
 
 
-def landmark_out_of_sample(model: KernelDecompositionClustering, Xv: Any, what: str) -> Any:
+def landmark_out_of_sample(model: Any, Xv: Any, what: str) -> Any:
     """Bipartite path: posteriors or log-densities through each row's landmark links
     (Dask: lazily, chunk by chunk; NumPy: blocks on the cores)."""
     graph, H, C = model.graph_model_, model.H_, model.H_.shape[0]

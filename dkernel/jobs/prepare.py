@@ -1,6 +1,6 @@
 """Everything before a job's cluster starts: read and check the data, check the method's cost.
 
-The work of the stages "open and check data" and "estimate cost" (:mod:`dkernel.jobs.stages`). Light by design: it
+The work of the stages "open and check data" and "estimate cost" (``dkernel.jobs.stages``). Light by design: it
 imports no Dask, scikit-learn or SciPy (readers and job steps import what they need when they
 load data or run), so validating a table job starts in well under a second
 (``tests/test_cli_imports.py``).
@@ -216,7 +216,7 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     """Validate the spec, read the data and check the cost: everything before a cluster starts.
 
     The stages parse, validate, open and check data and estimate cost of
-    :mod:`dkernel.jobs.stages`, for a caller that wants the data (a notebook, a test).
+    ``dkernel.jobs.stages``, for a caller that wants the data (a notebook, a test).
     """
     if not isinstance(spec, JobSpec):
         spec = load_spec(spec)

@@ -214,7 +214,13 @@ def endless_chunk_server(tmp_path):
 def _child(code: str, cwd: Path) -> tuple[int, str, float]:
     """``code`` run in a fresh interpreter (prints its peak RSS last): its exit code, its
     output and that peak in MiB."""
-    tail = "\nimport resource; print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    # VmHWM is this process's own peak: ru_maxrss keeps the peak of the process it was
+    # spawned from (a pytest worker of a gigabyte) across the exec
+    tail = (
+        "\nfrom pathlib import Path\n"
+        "hwm = [l for l in Path('/proc/self/status').read_text().splitlines() if "
+        "l.startswith('VmHWM')]\nprint('RSS', hwm[0].split()[1])"
+    )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.run(
         [sys.executable, "-c", code + tail],
