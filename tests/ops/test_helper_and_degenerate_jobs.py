@@ -6,12 +6,10 @@ message, no traceback and bounded time.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import signal
 import time
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,7 @@ import pytest
 import yaml
 import zarr
 
-from dkernel.cli import main
+from tests.cli_run import run_cli
 from tests.limits import JOB_S, REFUSAL_S
 
 # ------------------------------------------------------------------------------------------
@@ -48,18 +46,7 @@ def _scene(rows: int = 24, cols: int = 28) -> np.ndarray:
     return centres[region].transpose(2, 0, 1) + rng.normal(scale=0.03, size=(3, rows, cols))
 
 
-def _run(args: list[str], *, limit: float = JOB_S) -> tuple[int, str]:
-    """``dkernel ARGS`` in this process: exit code and everything printed; no traceback, and
-    within ``limit`` seconds."""
-    err, out = io.StringIO(), io.StringIO()
-    t = time.perf_counter()
-    with redirect_stderr(err), redirect_stdout(out):
-        code = main(args)
-    elapsed = time.perf_counter() - t
-    text = err.getvalue() + out.getvalue()
-    assert "Traceback" not in text, text
-    assert elapsed < limit, f"{elapsed:.1f} s:\n{text}"
-    return code, text
+_run = run_cli
 
 
 def _write_spec(path: Path, method: str, data: dict, params: dict, output: str) -> Path:

@@ -7,7 +7,6 @@ traceback and bounded time.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -15,7 +14,6 @@ import socket
 import threading
 import time
 import warnings
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import numpy as np
@@ -23,24 +21,13 @@ import pytest
 import yaml
 import zarr
 
-from dkernel.cli import main
+from tests.cli_run import run_cli
 from tests.limits import JOB_S, REFUSAL_S
 
 #: Seconds a refusal may take and a whole tiny job.
 
 
-def _run(args: list[str], *, limit: float = JOB_S) -> tuple[int, str]:
-    """``dkernel ARGS`` in this process: exit code and everything printed; no traceback, and
-    within ``limit`` seconds."""
-    err, out = io.StringIO(), io.StringIO()
-    t = time.perf_counter()
-    with redirect_stderr(err), redirect_stdout(out):
-        code = main(args)
-    elapsed = time.perf_counter() - t
-    text = err.getvalue() + out.getvalue()
-    assert "Traceback" not in text, text
-    assert elapsed < limit, f"{elapsed:.1f} s:\n{text}"
-    return code, text
+_run = run_cli
 
 
 @pytest.fixture()
