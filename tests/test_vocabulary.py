@@ -38,57 +38,111 @@ EXPORTED = sorted(
     key=lambda cls: cls.__name__,
 )
 
-#: Shared parameter names whose defaults differ between estimators, each with the reason.
-DIFFERENT_DEFAULTS: dict[str, str] = {
-    "alpha": "restart probability: [Lokse2020] Paper II uses 0.1 for KPPR, [Lokse2014] 0.15 for JRC",
-    "bandwidth_factor": "MSSC's first stage over-partitions (0.4 × Silverman's rule); MeanShift "
-    "is the plain mean shift",
-    "density": "MSSC's three-stage default (k-means seeds as the density); MeanShift samples",
-    "dtype": "PCK's features are float32 (memory of the N x F map); the kernel estimators' "
-    "blocks float64",
-    "embedding": "each estimator offers its own set of embeddings (JRC: normalized or "
-    "laplacian; Nyström: kpca...; SpectralClustering: chosen by the path; MSSC: normalized)",
-    "kernel": "each family's best default on bench_defaults.py (self-tuning graphs for "
-    "clustering, rbf for KPCA / KECA / KPPR, knn_mean for JRC), None where chosen by the path",
-    "kmeans_sample": "KernelKMeans's Lloyd steps run on m = 300 Nyström features (S·m·K per step), "
-    "SpectralClustering's on k embedding columns: half the rows keep its k-means cheap",
-    "regularization": "two quantities: KernelCCA's ridge term on each view's covariance, MSSC's "
-    "degree regularisation of the partition affinity",
-    "landmark_neighbors": "SpectralClustering's bipartite graph links 3 landmarks "
-    "(bench_defaults.py), the kernel decomposition U-SPEC's 5",
-    "n_clusters": "2 for the clusterers, 3 for JRC ([Lokse2014]), None where clustering is optional",
-    "n_components": "None follows n_clusters; NystromEmbedding is a transformer without it; "
-    "EchoStateNetwork keeps 300 components of its 400 states (bench_esn.py's search); "
-    "DeepKernelizedAutoencoder's code size, 2000 ([Kampffmeyer2018], §4.2)",
-    "batch_size": "each deep model's paper: DeepDivergenceClustering's 100 ([Kampffmeyer2019]), "
-    "DeepKernelizedAutoencoder's 200 ([Kampffmeyer2018], §4.1)",
-    "learning_rate_init": "DeepDivergenceClustering's 'auto' (bench_ddc.py); "
-    "DeepKernelizedAutoencoder's Adam step 1e-3 (scikit-learn's MLP default; the paper gives none)",
-    "n_density": "MSSC's density is 20 000 pre-partition seeds, MeanShift's a 5 000-point sample",
-    "n_init": "k-means restarts: 100 for MSSC's small second stage ([Agersborg2012]), 3 "
-    "factorisations for the kernel decomposition, 10 elsewhere; one trained network for "
-    "DeepDivergenceClustering (each restart is a full training)",
-    "n_landmarks": "None means each estimator's own default count (1000 landmarks, or min(N, "
-    "1000)); NystromEmbedding and EchoStateNetwork take the count itself",
-    "landmarks": "EchoStateNetwork's states are a trajectory in time: uniform landmarks follow "
-    "its density (what bench_esn.py's search ran with); k-means++ spreads them elsewhere",
-    "n_neighbors": "the neighbour rank of the adaptive kernels: 7 for local scaling "
-    "(DEFAULT_LOCAL_SCALING_NEIGHBORS), 10 for the k-NN graphs of the ranking estimators "
-    "(DEFAULT_KNN_NEIGHBORS); the kernel decomposition's graph size 7 (bench_defaults.py)",
-    "n_seeds": "MSSC seeds mean shift with 500 k-means centres, MeanShift with 1000 points",
-    "path_radius": "MSSC's pixels stop within h/2 of a stored trajectory, a quarter less "
-    "assignment time at the same scores (bench_mssc_defaults.py); MeanShift keeps h/5, the "
-    "thesis protocol's",
-    "seeds": "MSSC's k-means pre-partition ([Agersborg2012], §7.1); MeanShift seeds at every point",
-    "sigma_fraction": "the RBF rule of thumb's fraction: one constant per method in "
-    "dkernel.kernels.widths, each with its source (median heuristic, PCKID 0.2, [Lokse2014] 0.15, "
-    "MSSC 0.5, ESN 1.0)",
-    "tol": "relative objective change of the factorisation against mean shift's move length "
-    "and IR-MAD's change of the canonical correlations",
-    "max_iter": "IR-MAD's re-weightings converge in tens of iterations ([Nielsen2007]); the "
-    "iterative clusterers' 300; DeepDivergenceClustering's and DeepKernelizedAutoencoder's "
-    "are training epochs (benchmarks/bench_ddc.py, benchmarks/bench_dkae.py)",
+#: The glossary: every parameter name two or more exported estimators share, with its one
+#: meaning (one line). A new shared name needs its entry; a name no longer shared must go.
+#: Former names (``dkernel.kernels.aliases.RENAMED_PARAMETERS``) are not vocabulary.
+GLOSSARY: dict[str, str] = {
+    "alpha": "restart probability of the (personalised PageRank) random walk",
+    "approximation": "how the graph model is computed: 'exact', 'bipartite' (landmarks), "
+    "'nystrom', 'auto' by size",
+    "bandwidth": "h, the width of the mean-shift kernel; None: bandwidth_factor x the rule",
+    "bandwidth_factor": "multiplier of the mean-shift bandwidth rule when bandwidth is None",
+    "batch_size": "rows per training mini-batch",
+    "bin_size": "grid bin width of seeds='grid'",
+    "block_rows": "rows of a kernel block computed at once (bounds the memory of a kernel pass)",
+    "blurring": "blurring mean shift: the density points move too",
+    "checkpoint": "file the training state is saved to after each epoch, and resumed from",
+    "chunk_rows": "rows per chunk of data held or read lazily (a Dask chunk, a raster strip)",
+    "degrees": "degree estimate of the Nyström normalized embedding: 'nystrom' or 'landmarks'",
+    "density": "the points mean shift's density estimate is built on",
+    "dtype": "floating-point precision of the computed blocks (kernel rows, features)",
+    "embedding": "which spectral embedding is computed and clustered",
+    "group_factor": "end points closer than group_factor x the median move are one mode",
+    "kernel": "a name of KERNEL_GLOSSARY (dkernel.kernels.registry), a callable or "
+    "'precomputed'; None: chosen by the path",
+    "kernel_params": "keyword arguments of the named kernel (make_kernel)",
+    "kmeans_sample": "k-means is fitted on a uniform sample of at most this many rows, "
+    "then every row is assigned",
+    "landmark_neighbors": "bipartite path: landmarks linked to each point (and the rank of "
+    "the widths there)",
+    "landmarks": "how Nyström landmarks are drawn: 'kmeans++' or 'uniform'",
+    "learning_rate_init": "Adam's initial step size",
+    "max_clusters": "largest k compared by n_clusters='auto'; None: candidate_range of the data",
+    "max_iter": "iteration cap of the fit's loop (the deep models': training epochs)",
+    "max_memory": "memory limit of a dense solve (default DKERNEL_MAX_MEMORY or 4 GiB)",
+    "n_clusters": "number of clusters; 'auto' chooses it (dkernel.model_order); None: embed "
+    "only (where clustering is optional)",
+    "n_components": "dimension of the embedding (components kept)",
+    "n_density": "size of the sample mean shift's density is estimated on",
+    "n_init": "restarts (k-means, factorisations, trainings), the best kept",
+    "n_landmarks": "number of landmarks (Nyström features or bipartite graph)",
+    "n_neighbors": "the k of a k-NN graph: neighbours joined to each point (scikit-learn's "
+    "meaning)",
+    "n_seeds": "k-means centres that seed mean shift (seeds='kmeans')",
+    "path_radius": "streaming assignment stops a point within path_radius x h of a stored "
+    "trajectory",
+    "progress": "show progress (a bar on a terminal, lines in a log)",
+    "random_state": "seed of every random choice (int, None or a Generator)",
+    "regularization": "the ridge term κ added to each view's covariance in kernel CCA; MSSC: "
+    "degree regularisation of the partition affinity (left: renaming it is its own change)",
+    "scale_neighbors": "rank of the self-tuning width: each point's σ is the distance to its "
+    "scale_neighbors-th neighbour",
+    "seeds": "the starting points of mean shift",
+    "sigma": "the RBF (Gaussian) width σ; None: sigma_fraction x the median distance (or "
+    "the estimator's rule)",
+    "sigma_fraction": "the RBF rule of thumb: σ = this fraction x the median pairwise distance",
+    "solver": "how the fit is computed: 'exact', 'nystrom' or 'auto' by cost",
+    "tol": "convergence tolerance of the fit's iterations",
 }
+
+#: Shared parameter names whose defaults differ between estimators, each with its reason in
+#: one line (at most :data:`MAX_REASON` characters; the sources are in the docstrings).
+DIFFERENT_DEFAULTS: dict[str, str] = {
+    "alpha": "the papers' restart probabilities: KPPR 0.1 ([Lokse2020] II), JRC 0.15 ([Lokse2014])",
+    "bandwidth_factor": "MSSC's first stage over-partitions (0.4 x Silverman's rule); "
+    "MeanShift is plain mean shift",
+    "batch_size": "each deep model's paper: DDC 100 ([Kampffmeyer2019]), DKAE 200 "
+    "([Kampffmeyer2018])",
+    "density": "MSSC's three stages estimate the density on the k-means seeds; MeanShift on "
+    "a sample",
+    "dtype": "PCK's N x F feature map is float32 (memory); kernel blocks are float64",
+    "embedding": "each estimator's best embedding (bench_defaults.py); None where the path "
+    "chooses it",
+    "kernel": "each family's best on bench_defaults.py (self-tuning graphs for clustering); "
+    "None: by the path",
+    "kmeans_sample": "KernelKMeans's Lloyd steps cost S·m·K on m = 300 features, "
+    "SpectralClustering's S·k·K",
+    "landmark_neighbors": "SpectralClustering's bipartite graph links 3 landmarks "
+    "(bench_defaults.py), KDC U-SPEC's 5",
+    "landmarks": "EchoStateNetwork's states are a trajectory: uniform follows its density "
+    "(bench_esn.py)",
+    "learning_rate_init": "DDC's 'auto' by network (bench_ddc.py); DKAE's 1e-3 (the paper "
+    "gives none)",
+    "max_iter": "each loop's cost: 50 IR-MAD re-weightings or deep-model epochs, 300 "
+    "iterations of the clusterers",
+    "n_clusters": "2 for the clusterers, 3 for JRC ([Lokse2014]), 8 scikit-learn's KMeans', "
+    "'auto' MSSC's, None: embed",
+    "n_components": "None follows n_clusters; the deep models', ESN's and CCA's sizes are "
+    "their own (docstrings)",
+    "n_density": "MSSC's density is 20 000 pre-partition seeds, MeanShift's a 5 000-point sample",
+    "n_init": "100 for MSSC's small 2nd stage, 3 factorisations for KDC, 1 DDC training "
+    "(each a full fit), else 10",
+    "n_landmarks": "None: the estimator's own count (min(N, 1000)); the feature maps take "
+    "the count itself",
+    "n_neighbors": "k-NN graph sizes: 10 for the ranking estimators (scikit-learn's), 7 for "
+    "KDC (bench_defaults.py)",
+    "n_seeds": "MSSC seeds mean shift with 500 k-means centres, MeanShift with 1000 points",
+    "path_radius": "MSSC stops pixels within h/2 (a quarter faster, same scores); MeanShift "
+    "keeps the thesis' h/5",
+    "regularization": "KernelCCA's and ChangeDetection's ridge 0.01; MSSC's degree "
+    "regularisation 1.0 (another quantity)",
+    "seeds": "MSSC's k-means pre-partition ([Agersborg2012], §7.1); MeanShift seeds at every point",
+    "sigma_fraction": "one constant per method in dkernel.kernels.widths, each with its source",
+    "tol": "each loop's own stopping quantity (objective change, move length, correlation change)",
+}
+
+#: The longest reason of :data:`DIFFERENT_DEFAULTS` (one line).
+MAX_REASON = 110
 
 
 def _defaults(cls: type) -> dict[str, object]:
@@ -97,11 +151,14 @@ def _defaults(cls: type) -> dict[str, object]:
 
 
 def shared_parameters() -> dict[str, dict[str, object]]:
-    """``{name: {estimator: default}}`` for names used by two or more exported estimators."""
+    """``{name: {estimator: default}}`` for names used by two or more exported estimators
+    (former names, kept for one release, left out)."""
     where: dict[str, dict[str, object]] = defaultdict(dict)
     for cls in EXPORTED:
+        former = aliases.renamed_parameters(cls)
         for name, default in _defaults(cls).items():
-            where[name][cls.__name__] = default
+            if name not in former:
+                where[name][cls.__name__] = default
     return {name: uses for name, uses in sorted(where.items()) if len(uses) > 1}
 
 
@@ -111,6 +168,22 @@ def different_defaults() -> dict[str, dict[str, object]]:
         for name, uses in shared_parameters().items()
         if len({repr(v) for v in uses.values()}) > 1
     }
+
+
+def test_the_glossary_gives_every_shared_name_one_meaning():
+    shared = shared_parameters()
+    missing = sorted(set(shared) - set(GLOSSARY))
+    assert not missing, f"shared parameter names without a meaning in GLOSSARY: {missing}"
+    stale = sorted(set(GLOSSARY) - set(shared))
+    assert not stale, f"{stale} are no longer shared: remove them from GLOSSARY"
+    for name, meaning in GLOSSARY.items():
+        assert meaning.strip() and "\n" not in meaning, name
+
+
+def test_each_different_default_has_a_one_line_reason():
+    for name, reason in DIFFERENT_DEFAULTS.items():
+        assert reason.strip() and "\n" not in reason, name
+        assert len(reason) <= MAX_REASON, (name, len(reason))
 
 
 def test_shared_parameters_with_different_defaults_are_explained():
@@ -242,6 +315,64 @@ def test_former_names_stay_valid_in_job_specs(estimator, parameter, former):
     param = derive_param(getattr(dkernel, estimator), parameter)
     assert former in param.choices
     assert aliases.RENAMED_VALUES[parameter][former] in param.choices
+
+
+#: (estimator, a construction reaching the code that reads the renamed parameter)
+FORMER_PARAMETER_CASES = [
+    ("SpectralClustering", {"n_clusters": 2, "approximation": "exact", "random_state": 0}),
+    ("SpectralClustering", {"n_clusters": 2, "approximation": "nystrom", "random_state": 0,
+                            "kernel": "local_scaling", "n_landmarks": 40}),
+    ("KernelPCAEmbedding", {"n_components": 2, "kernel": "local_scaling"}),
+    ("KECA", {"n_components": 2, "kernel": "knn"}),
+]  # fmt: skip
+
+
+def test_every_former_parameter_name_is_case_tested():
+    renamed = {(cls, old) for cls, names in aliases.RENAMED_PARAMETERS.items() for old in names}
+    cased = {(cls, old) for cls, _ in FORMER_PARAMETER_CASES for old in
+             aliases.RENAMED_PARAMETERS[cls]}  # fmt: skip
+    assert renamed == cased
+
+
+@pytest.mark.parametrize(("estimator", "params"), FORMER_PARAMETER_CASES)
+@pytest.mark.filterwarnings("ignore::dkernel.errors.NumericalWarning")  # the k-NN kernels' clip
+def test_former_parameter_names_still_fit_and_give_the_same_model(
+    fresh_warnings, estimator, params
+):
+    """A former parameter name (``n_neighbors`` for the self-tuning widths' rank, now
+    ``scale_neighbors``) still works for one release: the same model, a FutureWarning once per
+    process, ``get_params`` returning what was passed; both names at once with different
+    values are refused."""
+    cls = getattr(dkernel, estimator)
+    X = np.vstack([np.random.default_rng(3).normal(c, 0.2, size=(40, 2)) for c in ((0, 0), (2, 2))])
+    for former, current in aliases.RENAMED_PARAMETERS[estimator].items():
+        assert _defaults(cls)[former] is None  # "not given"
+        new = cls(**params, **{current: 5}).fit(X)
+        with pytest.warns(FutureWarning, match=f"{former} is deprecated.*{current}=5"):
+            old = cls(**params, **{former: 5}).fit(X)
+        assert old.get_params()[former] == 5
+        np.testing.assert_array_equal(old.embedding_, new.embedding_)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)  # once per process
+            cls(**params, **{former: 5}).fit(X)
+        with pytest.raises(ValueError, match=f"give {current} only"):
+            cls(**params, **{former: 5, current: 6}).fit(X)
+
+
+def test_former_parameter_names_stay_valid_in_job_specs(fresh_warnings):
+    """The spectral-clustering job's parameters derive from the estimator's signature: a spec
+    that still writes ``n_neighbors`` validates and builds the estimator it meant."""
+    from dkernel.jobs.steps import spectral_clustering as step
+    from dkernel.schema.params import validate_mapping
+
+    params = validate_mapping({"n_clusters": 2, "n_neighbors": 9}, step.PARAMS, "params")
+    assert step._graph_size(params) == 9  # graph_neighbors 8, raised to the rank 9
+    est = step.SPECTRAL_SCHEMA.build(params, random_state=0)
+    assert est.n_neighbors == 9
+    with pytest.warns(FutureWarning, match="scale_neighbors=9"):
+        assert est._scale_neighbors() == 9
+    default = validate_mapping({"n_clusters": 2}, step.PARAMS, "params")
+    assert step.SPECTRAL_SCHEMA.build(default)._scale_neighbors() == 7
 
 
 #: Glossary of kernel names: one meaning each, the scikit-learn names with scikit-learn's

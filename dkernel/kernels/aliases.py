@@ -7,6 +7,12 @@ with a ``FutureWarning`` (dkernel.errors.DKernelDeprecationWarning) naming the r
 An estimator resolves such a parameter with :func:`resolve_alias` when it fits (never in
 ``__init__``: ``get_params`` returns what the user passed). CHANGELOG.md lists every rename.
 
+Parameter *names* are renamed the same way (:data:`RENAMED_PARAMETERS`): the estimator keeps
+the former name in its signature for one release, with the default ``None`` (not given), and
+reads the current one through :func:`resolve_renamed` when it fits, which takes the former
+name's value (warning once per process) when it was given. A job spec may still write the
+former name: the job's schema is derived from the signature.
+
 NumPy-free and Dask-free: estimators and job steps alike may import it.
 """
 
@@ -15,9 +21,9 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 
-from dkernel.errors import DKernelDeprecationWarning
+from dkernel.errors import DKernelDeprecationWarning, warn_caller
 
-__all__ = ["RENAMED_VALUES", "resolve_alias"]
+__all__ = ["RENAMED_PARAMETERS", "RENAMED_VALUES", "resolve_alias", "resolve_renamed"]
 
 #: Parameter name -> {former value: current value}.
 RENAMED_VALUES: Mapping[str, Mapping[str, str]] = {
@@ -28,7 +34,19 @@ RENAMED_VALUES: Mapping[str, Mapping[str, str]] = {
     "embedding": {"njw": "normalized", "kpca-uncentered": "uncentered"},
 }
 
-#: (parameter, former value) pairs already warned about in this process.
+#: Estimator -> {former parameter name: current name}: one name per meaning (issue 53).
+#: ``n_neighbors`` is the size of a k-NN graph (scikit-learn's meaning, and
+#: KernelDecompositionClustering's, KernelPersonalizedPageRank's, JointRankingClustering's);
+#: these estimators called the rank of the self-tuning width (the neighbour whose distance is
+#: each point's σ) ``n_neighbors``, which KernelDecompositionClustering calls ``scale_neighbors``.
+RENAMED_PARAMETERS: Mapping[str, Mapping[str, str]] = {
+    "SpectralClustering": {"n_neighbors": "scale_neighbors"},
+    "KernelPCAEmbedding": {"n_neighbors": "scale_neighbors"},
+    "KECA": {"n_neighbors": "scale_neighbors"},
+}
+
+#: (parameter, former value) pairs already warned about in this process; former parameter
+#: names as (owner, former name).
 _WARNED: set[tuple[str, str]] = set()
 
 
@@ -73,3 +91,67 @@ def resolve_alias(value: object, parameter: str, owner: str) -> object:
             stacklevel=3,
         )
     return new
+
+
+def renamed_parameters(owner: type | object) -> Mapping[str, str]:
+    """``{former name: current name}`` of an estimator class or instance (empty if none)."""
+    cls = owner if isinstance(owner, type) else type(owner)
+    return RENAMED_PARAMETERS.get(cls.__name__, {})
+
+
+def resolve_renamed(estimator: object, current: str) -> object:
+    """The value of parameter ``current`` of ``estimator``, or of its former name when that
+    was given (not None), warning once per process.
+
+    Parameters
+    ----------
+    estimator : object
+        The estimator (its class name keys :data:`RENAMED_PARAMETERS`).
+    current : str
+        The parameter's current name.
+
+    Returns
+    -------
+    object
+        ``getattr(estimator, former)`` when the former name was given, else
+        ``getattr(estimator, current)``.
+
+    Raises
+    ------
+    ValueError
+        Both names were given, with different values.
+
+    Warns
+    -----
+    DKernelDeprecationWarning
+        The first time in the process that the former name of this estimator is used.
+    """
+    owner = type(estimator).__name__
+    value = getattr(estimator, current)
+    for former, new in renamed_parameters(estimator).items():
+        old = getattr(estimator, former, None)
+        if new != current or old is None:
+            continue
+        default = _init_default(type(estimator), current)
+        if value != default and value != old:
+            raise ValueError(
+                f"{owner}: {former}={old!r} is the former name of {current}, which is "
+                f"{value!r}; give {current} only."
+            )
+        if (owner, former) not in _WARNED:
+            _WARNED.add((owner, former))
+            # attributed to the user's line, past scikit-learn's fit wrappers
+            warn_caller(
+                f"{owner}: the parameter {former} is deprecated here and will be removed in a "
+                f"future release; use {current}={old!r} (the same parameter; CHANGELOG.md says "
+                "why it was renamed).",
+                DKernelDeprecationWarning,
+            )
+        return old
+    return value
+
+
+def _init_default(cls: type, name: str) -> object:
+    import inspect
+
+    return inspect.signature(cls).parameters[name].default

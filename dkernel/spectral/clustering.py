@@ -37,6 +37,7 @@ from dkernel._validation import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import DEFAULT_N_LANDMARKS, default_landmark_count
+from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.registry import kernel_input_tags, kernel_nan_args
 from dkernel.kernels.widths import (
     DEFAULT_LOCAL_SCALING_NEIGHBORS,
@@ -115,20 +116,22 @@ class SpectralClustering(
         rbf for kpca/keca or when sigma is given). ``'local_scaling'``, ``'knn'``, ``'rbf'``,
         ``'cosine'``, ``'pck'``, ``'precomputed'`` or ``f(X, Y)``. None (default):
         ``'local_scaling'`` for the normalized embedding (self-tuning widths, each point's σ the
-        distance to its ``n_neighbors``-th neighbour; best mean ARI in
+        distance to its ``scale_neighbors``-th neighbour; best mean ARI in
         ``benchmarks/bench_defaults.py``, see ``docs/choosing_defaults.md``) and ``'rbf'`` for KPCA
         / KECA, whose leading components need one global width, when ``sigma`` is given, and on the
         Nyström path: the self-tuning kernel is not positive semi-definite, and its Nyström degree
         estimates can turn negative with few landmarks. ``'pck'`` takes X with NaN (missing
         values); every other kernel refuses them.
     kernel_params : dict, optional
-    n_neighbors : int
-        Neighbour rank of the adaptive kernels (``local_scaling``, ``knn``); 7 is the
-        self-tuning paper's choice.
+    scale_neighbors : int
+        Rank of the self-tuning widths: each point's σ is the distance to its
+        ``scale_neighbors``-th neighbour (the exact path's graph, the ``local_scaling`` kernel;
+        the ``knn`` kernel's k unless ``kernel_params`` gives ``n_neighbors``); 7 is the
+        self-tuning paper's choice. Formerly ``n_neighbors``.
     graph_neighbors : int
-        Exact sparse path: distinct neighbours listed per point in the self-tuning graph,
-        raised to ``n_neighbors`` when smaller (so a search over ``n_neighbors`` alone never
-        fails). An edge only one end point lists keeps 5 % of its weight
+        Exact sparse path: distinct neighbours listed per point in the self-tuning graph
+        (the graph's size), raised to ``scale_neighbors`` when smaller (so a search over
+        ``scale_neighbors`` alone never fails). An edge only one end point lists keeps 5 % of its weight
         (``dkernel.spectral.sparse.ONE_SIDED_WEIGHT``), so the graph is nearly the mutual
         k-NN graph: edges through noise dimensions and hubs, which join clusters, are
         one-sided. 8 gave the best mean ARI on the 23 sets of ``bench_defaults.py`` (0.822;
@@ -181,6 +184,9 @@ class SpectralClustering(
     block_rows : int, optional
         Rows per kernel sub-block.
     random_state : int, optional
+    n_neighbors : int, optional
+        Deprecated: the former name of ``scale_neighbors`` (a ``FutureWarning``), kept for one
+        release; ``n_neighbors`` is the size of a k-NN graph elsewhere (scikit-learn's meaning).
 
     Attributes
     ----------
@@ -263,7 +269,7 @@ class SpectralClustering(
         # names are checked by make_kernel, whose message lists the registered ones
         "kernel": [str, callable, None],
         "kernel_params": [dict, None],
-        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "scale_neighbors": [Interval(Integral, 1, None, closed="left")],
         "graph_neighbors": [Interval(Integral, 1, None, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither"), None],
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
@@ -277,6 +283,8 @@ class SpectralClustering(
         "kmeans_sample": [Interval(Integral, 2, None, closed="left")],
         "block_rows": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state", np.random.Generator],
+        # the former name of scale_neighbors (dkernel.kernels.aliases.RENAMED_PARAMETERS)
+        "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -288,7 +296,7 @@ class SpectralClustering(
         n_components: int | None = None,
         kernel: Any = None,
         kernel_params: dict | None = None,
-        n_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
+        scale_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
         graph_neighbors: int = GRAPH_NEIGHBORS,
         sigma: float | None = None,
         sigma_fraction: float = PCKID_SIGMA_FRACTION,
@@ -302,6 +310,7 @@ class SpectralClustering(
         kmeans_sample: int = 100_000,
         block_rows: int | None = None,
         random_state: int | None = None,
+        n_neighbors: int | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.max_clusters = max_clusters
@@ -309,7 +318,7 @@ class SpectralClustering(
         self.n_components = n_components
         self.kernel = kernel
         self.kernel_params = kernel_params
-        self.n_neighbors = n_neighbors
+        self.scale_neighbors = scale_neighbors
         self.graph_neighbors = graph_neighbors
         self.sigma = sigma
         self.sigma_fraction = sigma_fraction
@@ -323,6 +332,11 @@ class SpectralClustering(
         self.kmeans_sample = kmeans_sample
         self.block_rows = block_rows
         self.random_state = random_state
+        self.n_neighbors = n_neighbors
+
+    def _scale_neighbors(self) -> int:
+        """``scale_neighbors``, or its former name ``n_neighbors`` when given (warns)."""
+        return int(resolve_renamed(self, "scale_neighbors"))
 
     def _assign_mode(self) -> str:
         if self.assign is not None:
@@ -406,17 +420,18 @@ class SpectralClustering(
         self.nystrom_ = None
         self.sigma_ = None
         if self.approximation_ == "exact":
-            if self.n_neighbors >= n:
+            k = self._scale_neighbors()
+            if k >= n:
                 raise InvalidInputError(
-                    f"The 'n_neighbors' parameter of {owner} must be < n_samples ({n}). "
-                    f"Got {self.n_neighbors} instead."
+                    f"The 'scale_neighbors' parameter of {owner} must be < n_samples ({n}). "
+                    f"Got {k} instead."
                 )
             self.embedding_method_ = self.embedding or "green"
             Z, self.graph_model_ = fit_sparse_embedding(
                 X,
                 n_components,
-                n_neighbors=self.n_neighbors,
-                graph_neighbors=min(max(self.graph_neighbors, self.n_neighbors), n - 1),
+                n_neighbors=k,
+                graph_neighbors=min(max(self.graph_neighbors, k), n - 1),
                 seed=seed,
                 coordinates="green" if self.embedding_method_ == "green" else "njw",
                 one_sided_weight=ONE_SIDED_WEIGHT,
@@ -513,7 +528,7 @@ class SpectralClustering(
 
     def _kernel_params(self, n: int) -> dict | None:
         if self._resolved_kernel(n) in ("local_scaling", "knn"):
-            return {"n_neighbors": self.n_neighbors, **(self.kernel_params or {})}
+            return {"n_neighbors": self._scale_neighbors(), **(self.kernel_params or {})}
         return self.kernel_params
 
     def _assign(self, Z: Any) -> Any:

@@ -26,6 +26,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from dkernel._budget import check_budget, dense_kernel_cost
 from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, validate_input
 from dkernel.graphs.blocked import blocked_kernel
+from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.registry import ADAPTIVE_KERNELS, kernel_input_tags, make_kernel
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, DEFAULT_SIGMA_FRACTION
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
@@ -54,7 +55,7 @@ class _DenseKernelEmbedding(
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         # names are checked by make_kernel, whose message lists the registered ones
         "kernel": [str, callable],
-        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "scale_neighbors": [Interval(Integral, 1, None, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither"), None],
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
@@ -65,6 +66,8 @@ class _DenseKernelEmbedding(
         # a size such as "4GB" or bytes; parsed and checked by dkernel._budget
         "max_memory": [str, Interval(Real, 0, None, closed="neither"), None],
         "random_state": ["random_state", np.random.Generator],
+        # the former name of scale_neighbors (dkernel.kernels.aliases.RENAMED_PARAMETERS)
+        "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -72,7 +75,7 @@ class _DenseKernelEmbedding(
         n_components: int | None = None,
         *,
         kernel: str = "rbf",
-        n_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
+        scale_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
         sigma: float | None = None,
         sigma_fraction: float = DEFAULT_SIGMA_FRACTION,
         n_clusters: int | None = None,
@@ -81,10 +84,11 @@ class _DenseKernelEmbedding(
         dtype: str = "float64",
         max_memory: str | float | None = None,
         random_state: int | None = None,
+        n_neighbors: int | None = None,
     ) -> None:
         self.n_components = n_components
         self.kernel = kernel
-        self.n_neighbors = n_neighbors
+        self.scale_neighbors = scale_neighbors
         self.sigma = sigma
         self.sigma_fraction = sigma_fraction
         self.n_clusters = n_clusters
@@ -93,6 +97,7 @@ class _DenseKernelEmbedding(
         self.dtype = dtype
         self.max_memory = max_memory
         self.random_state = random_state
+        self.n_neighbors = n_neighbors
 
     # -- validation ----------------------------------------------------------------------
     def __sklearn_tags__(self):
@@ -184,7 +189,10 @@ class _DenseKernelEmbedding(
             # the dense solve is O(n²) anyway: every training point is a reference point
             self.sigma_ = None
             self.kernel_ = make_kernel(
-                self.kernel, self.X_fit_, n_neighbors=self.n_neighbors, n_reference=None
+                self.kernel,
+                self.X_fit_,
+                n_neighbors=int(resolve_renamed(self, "scale_neighbors")),
+                n_reference=None,
             )
         else:
             self.sigma_ = None
@@ -278,12 +286,14 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         training points in ``transform``), a function ``f(X, Y)`` or a resolved
         ``make_kernel(name, gamma=...)``. ``rbf`` (one width, by the rule of thumb) stays the
         default: the leading components of KPCA / KECA summarise the data's global shape, which a single width
-        serves; the adaptive kernels (each point's width from its ``n_neighbors``-th
+        serves; the adaptive kernels (each point's width from its ``scale_neighbors``-th
         neighbour) suit the normalized embedding of :class:`SpectralClustering` better, and
         are not positive semi-definite in general (negative eigenvalues are clipped, with a
         ``NumericalWarning``).
-    n_neighbors : int
-        Neighbour rank of the adaptive kernels.
+    scale_neighbors : int
+        Rank of the self-tuning widths of ``kernel='local_scaling'`` (each point's σ the
+        distance to its ``scale_neighbors``-th neighbour; also the k of the ``knn`` kernels).
+        Formerly ``n_neighbors``.
     sigma : float, optional
         RBF width; by default ``sigma_fraction`` × the median pairwise distance (on a sample).
     sigma_fraction : float
@@ -304,6 +314,9 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     max_memory : str or float, optional
         Refuse when the dense solve would need more (default ``DKERNEL_MAX_MEMORY`` or 4 GiB).
     random_state : int, optional
+    n_neighbors : int, optional
+        Deprecated: the former name of ``scale_neighbors`` (a ``FutureWarning``), kept for one
+        release; ``n_neighbors`` is the size of a k-NN graph elsewhere (scikit-learn's meaning).
 
     Attributes
     ----------
@@ -356,7 +369,7 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         n_components: int | None = None,
         *,
         kernel: str = "rbf",
-        n_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
+        scale_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
         sigma: float | None = None,
         sigma_fraction: float = DEFAULT_SIGMA_FRACTION,
         centered: bool = True,
@@ -366,11 +379,12 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         dtype: str = "float64",
         max_memory: str | float | None = None,
         random_state: int | None = None,
+        n_neighbors: int | None = None,
     ) -> None:
         super().__init__(
             n_components,
             kernel=kernel,
-            n_neighbors=n_neighbors,
+            scale_neighbors=scale_neighbors,
             sigma=sigma,
             sigma_fraction=sigma_fraction,
             n_clusters=n_clusters,
@@ -379,6 +393,7 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
             dtype=dtype,
             max_memory=max_memory,
             random_state=random_state,
+            n_neighbors=n_neighbors,
         )
         self.centered = centered
 

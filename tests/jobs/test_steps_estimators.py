@@ -140,6 +140,31 @@ def test_rbf_spectral_former_embedding_name_warns_and_gives_the_same_result(
     )
 
 
+def test_spectral_clustering_former_n_neighbors_warns_and_gives_the_same_store(
+    tmp_path, client, fresh_warnings
+):
+    """``n_neighbors``, the former name of the self-tuning widths' rank ``scale_neighbors``
+    (issue 53: ``n_neighbors`` is a k-NN graph's size), still runs: the same arrays."""
+    params = {"n_clusters": 3, "approximation": "exact"}
+    new = run_job(
+        _spec("spectral-clustering", {**params, "scale_neighbors": 9}),
+        output=tmp_path / "new.zarr",
+        client=client,
+        progress=False,
+    )
+    with pytest.warns(FutureWarning, match="n_neighbors is deprecated.*scale_neighbors=9"):
+        old = run_job(
+            _spec("spectral-clustering", {**params, "n_neighbors": 9}),
+            output=tmp_path / "old.zarr",
+            client=client,
+            progress=False,
+        )
+    a, b = open_results(new), open_results(old)
+    assert a["embedding"].attrs["scale_neighbors"] == b["embedding"].attrs["scale_neighbors"] == 9
+    for group, name in (("embedding", "embedding"), ("labels", "labels")):
+        np.testing.assert_array_equal(a[group][name].values, b[group][name].values)
+
+
 def test_kernel_decomposition_job_resolves_the_former_kernel_name(fresh_warnings):
     from dkernel.jobs.steps import kernel_decomposition
 

@@ -119,18 +119,19 @@ def test_auto_n_clusters_finds_separated_blobs(approximation):
     np.testing.assert_array_equal(fixed.labels_, sc.labels_)
 
 
-def test_a_search_over_n_neighbors_alone_never_fails():
-    """graph_neighbors (10) follows n_neighbors up: a grid over n_neighbors = 20 runs."""
+def test_a_search_over_scale_neighbors_alone_never_fails():
+    """graph_neighbors (the graph's size) follows the widths' rank scale_neighbors up: a grid
+    over scale_neighbors = 20 runs."""
     from sklearn.model_selection import GridSearchCV
 
     X, y = make_blobs(300, centers=3, random_state=0)
     gs = GridSearchCV(
         SpectralClustering(3, random_state=0),
-        {"n_neighbors": [5, 20, 40]},
+        {"scale_neighbors": [5, 20, 40]},
         scoring="adjusted_rand_score",
         cv=2,
         error_score="raise",
     ).fit(X, y)
-    assert gs.best_params_["n_neighbors"] in (5, 20, 40)
-    sc = SpectralClustering(3, n_neighbors=20, random_state=0).fit(X)
+    assert gs.best_params_["scale_neighbors"] in (5, 20, 40)
+    sc = SpectralClustering(3, scale_neighbors=20, random_state=0).fit(X)
     assert sc.graph_model_.graph_neighbors == 21  # max(10, 20) neighbours + the point itself

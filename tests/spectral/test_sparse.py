@@ -82,8 +82,8 @@ def test_explicit_landmarks_use_nystrom():
 
 def test_bad_neighbours_and_features():
     X, _ = make_moons(50, random_state=0)
-    with pytest.raises(Exception, match="n_neighbors"):
-        SpectralClustering(2, n_neighbors=50).fit(X)
+    with pytest.raises(Exception, match="scale_neighbors"):
+        SpectralClustering(2, scale_neighbors=50).fit(X)
     sc = SpectralClustering(2, random_state=0).fit(X)
     with pytest.raises(Exception, match="expecting 2 features"):
         sc.predict(np.zeros((3, 3)))

@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 
 _EXCLUDE = {
     "kernel": "the job's kernel is rbf",
-    "n_neighbors": "adaptive kernels only",
+    "scale_neighbors": "adaptive kernels only",
+    "n_neighbors": "the former name of scale_neighbors",
     "max_memory": "the job's limits.max_memory",
 }
 #: The job always clusters: n_clusters is required (the estimators' None embeds only).

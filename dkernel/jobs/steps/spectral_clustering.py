@@ -113,12 +113,12 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     k = params["n_components"] or _largest_k(params, n_samples)
     path = _approximation(params, n_samples)
     if path == "exact":
-        g = params["graph_neighbors"] + 1
+        g = _graph_size(params) + 1
         # the data, the (n, g) neighbour lists and the sparse graph (three copies while
         # symmetrising), the dense eigenproblem below 2 500 points, the embedding
         dense = 2 * 8.0 * n_samples**2 if n_samples <= 2500 else 0.0
         memory = 8.0 * n_samples * (n_features + 8 * g + 2 * k) + dense
-        what = f"exact spectral clustering on the {params['n_neighbors']}-NN self-tuning graph"
+        what = f"exact spectral clustering on the {g - 1}-NN self-tuning graph"
     elif path == "bipartite":
         m, kl = _landmarks(params, n_samples), params["landmark_neighbors"]
         # per task: a chunk, a block of its distances to the landmarks (SEARCH_ROWS rows) and
@@ -138,6 +138,14 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
         what=what,
         alternative="set n_landmarks (Nyström), fewer n_landmarks or smaller chunk_rows.",
     )
+
+
+def _graph_size(params: dict) -> int:
+    """Neighbours listed per point in the exact path's graph: ``graph_neighbors``, raised to
+    the self-tuning widths' rank (``scale_neighbors``, or its former name ``n_neighbors``
+    when the spec still writes it)."""
+    scale = params.get("n_neighbors") or params["scale_neighbors"]
+    return max(int(params["graph_neighbors"]), int(scale))
 
 
 def _largest_k(params: dict, n: int) -> int:
@@ -226,7 +234,7 @@ def _solver_results(est: SpectralClustering, p: dict) -> tuple[Any, Any, Any, di
         )
     if est.approximation_ == "exact":
         logger.info(
-            f"exact {est.embedding_method_} embedding of the {p['n_neighbors']}-NN self-tuning "
+            f"exact {est.embedding_method_} embedding of the {_graph_size(p)}-NN self-tuning "
             f"graph; eigenvalues {eigenvalues}"
         )
         sm = est.graph_model_
@@ -239,7 +247,7 @@ def _solver_results(est: SpectralClustering, p: dict) -> tuple[Any, Any, Any, di
             {
                 "solver": "knn-graph",
                 "kernel": "local_scaling",
-                "n_neighbors": sm.n_neighbors,
+                "scale_neighbors": sm.n_neighbors,
                 "graph_neighbors": sm.graph_neighbors,
             },
         )
