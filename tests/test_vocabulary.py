@@ -136,6 +136,8 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "keeps the thesis' h/5",
     "regularization": "KernelCCA's and ChangeDetection's ridge 0.01; MSSC's degree "
     "regularisation 1.0 (another quantity)",
+    "scale_neighbors": "7 ([ZelnikManor2005]); KPPR and JRC keep 10, the rank their "
+    "local_scaling kernel had as n_neighbors",
     "seeds": "MSSC's k-means pre-partition ([Agersborg2012], §7.1); MeanShift seeds at every point",
     "sigma_fraction": "one constant per method in dkernel.kernels.widths, each with its source",
     "tol": "each loop's own stopping quantity (objective change, move length, correlation change)",
@@ -357,6 +359,26 @@ def test_former_parameter_names_still_fit_and_give_the_same_model(
             cls(**params, **{former: 5}).fit(X)
         with pytest.raises(ValueError, match=f"give {current} only"):
             cls(**params, **{former: 5, current: 6}).fit(X)
+
+
+@pytest.mark.parametrize("estimator", sorted(aliases.FORMER_MEANINGS))
+def test_n_neighbors_former_meaning_still_works_for_one_release(fresh_warnings, estimator):
+    """KPPR and JRC passed ``n_neighbors`` to every adaptive kernel; with 'local_scaling' it was
+    the widths' rank, now ``scale_neighbors``. A non-default ``n_neighbors`` there still sets
+    the rank (warning once), the k-NN kernels take it silently as their graph's size."""
+    cls = getattr(dkernel, estimator)
+    X = np.random.default_rng(4).normal(size=(60, 3))
+    extra = {"n_clusters": 2, "random_state": 0} if "n_clusters" in _defaults(cls) else {}
+    new = cls(kernel="local_scaling", scale_neighbors=5, **extra).fit(X)
+    with pytest.warns(FutureWarning, match="n_neighbors=5 with kernel='local_scaling'"):
+        old = cls(kernel="local_scaling", n_neighbors=5, **extra).fit(X)
+    np.testing.assert_array_equal(old.kernel_.gram(), new.kernel_.gram())
+    with pytest.raises(ValueError, match="give scale_neighbors only"):
+        cls(kernel="local_scaling", n_neighbors=5, scale_neighbors=6, **extra).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        knn = cls(kernel="knn", n_neighbors=5, **extra).fit(X)
+    assert knn.kernel_params_["n_neighbors"] == 5
 
 
 def test_former_parameter_names_stay_valid_in_job_specs(fresh_warnings):

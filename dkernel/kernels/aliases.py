@@ -23,7 +23,14 @@ from collections.abc import Mapping
 
 from dkernel.errors import DKernelDeprecationWarning, warn_caller
 
-__all__ = ["RENAMED_PARAMETERS", "RENAMED_VALUES", "resolve_alias", "resolve_renamed"]
+__all__ = [
+    "FORMER_MEANINGS",
+    "RENAMED_PARAMETERS",
+    "RENAMED_VALUES",
+    "resolve_alias",
+    "resolve_former_meaning",
+    "resolve_renamed",
+]
 
 #: Parameter name -> {former value: current value}.
 RENAMED_VALUES: Mapping[str, Mapping[str, str]] = {
@@ -43,6 +50,17 @@ RENAMED_PARAMETERS: Mapping[str, Mapping[str, str]] = {
     "SpectralClustering": {"n_neighbors": "scale_neighbors"},
     "KernelPCAEmbedding": {"n_neighbors": "scale_neighbors"},
     "KECA": {"n_neighbors": "scale_neighbors"},
+}
+
+#: Estimator -> {parameter: (the parameter that took over one of its meanings, when)}:
+#: KernelPersonalizedPageRank and JointRankingClustering passed ``n_neighbors`` to every
+#: adaptive kernel, so with ``kernel='local_scaling'`` it was the widths' rank; that is
+#: ``scale_neighbors`` now, and ``n_neighbors`` only the k-NN graph's size. For one release a
+#: non-default ``n_neighbors`` still sets the rank there, with a warning
+#: (:func:`resolve_former_meaning`).
+FORMER_MEANINGS: Mapping[str, Mapping[str, tuple[str, str]]] = {
+    "KernelPersonalizedPageRank": {"n_neighbors": ("scale_neighbors", "kernel='local_scaling'")},
+    "JointRankingClustering": {"n_neighbors": ("scale_neighbors", "kernel='local_scaling'")},
 }
 
 #: (parameter, former value) pairs already warned about in this process; former parameter
@@ -155,3 +173,34 @@ def _init_default(cls: type, name: str) -> object:
     import inspect
 
     return inspect.signature(cls).parameters[name].default
+
+
+def resolve_former_meaning(estimator: object, former: str) -> object:
+    """The value of the parameter that took over a meaning of ``former``
+    (:data:`FORMER_MEANINGS`): ``former``'s own value when it was given (differs from its
+    default), warning once per process; otherwise the current parameter's.
+
+    Raises
+    ------
+    ValueError
+        Both were given, with different values.
+    """
+    owner = type(estimator).__name__
+    current, where = FORMER_MEANINGS[owner][former]
+    value, old = getattr(estimator, current), getattr(estimator, former)
+    if old == _init_default(type(estimator), former):
+        return value
+    if value != _init_default(type(estimator), current) and value != old:
+        raise ValueError(
+            f"{owner}: with {where}, {former}={old!r} is the former spelling of "
+            f"{current}, which is {value!r}; give {current} only."
+        )
+    if (owner, f"{former}@{where}") not in _WARNED:
+        _WARNED.add((owner, f"{former}@{where}"))
+        warn_caller(
+            f"{owner}: {former}={old!r} with {where} set what {current} sets now ({former} is "
+            f"the size of a k-NN graph); this is deprecated and will stop in a future release: "
+            f"use {current}={old!r}.",
+            DKernelDeprecationWarning,
+        )
+    return old

@@ -51,6 +51,7 @@ from dkernel.ranking.kppr import (
     DENSE_LIMIT_BYTES,
     KERNEL_CONSTRAINT,
     check_n_neighbors,
+    kernel_neighbors,
     ranking_tags,
     top_normalized_eigenpairs,
     validate_fit_X,
@@ -171,8 +172,12 @@ callable or transformer, default='knn_mean'
         :class:`~dkernel.KernelPersonalizedPageRank`; the thesis ([Lokse2014], §10.2) uses 'pck' or
         'rbf' with ``embedding='laplacian'`` and ``n_components=3``.
     n_neighbors : int, default=10
-        Neighbour rank k of the adaptive kernels (scikit-learn's k-NN spectral clustering uses
-        10 counting the point itself; 'local_scaling' is usually run with 7).
+        k of the k-NN graph kernels ('knn_mean', 'knn'): the neighbours joined to each point
+        (scikit-learn's k-NN spectral clustering uses 10 counting the point itself).
+    scale_neighbors : int, default=10
+        Rank of the self-tuning widths of ``kernel='local_scaling'`` (each point's σ the
+        distance to its ``scale_neighbors``-th neighbour). 10, the rank this kernel had here
+        when ``n_neighbors`` set it (formerly ``n_neighbors`` with 'local_scaling').
     kernel_params : dict, optional
         ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii);
         ``n_landmarks`` and ``n_neighbors`` for 'landmark' (as for
@@ -287,6 +292,7 @@ callable or transformer, default='knn_mean'
         kernel: Any = "knn_mean",
         *,
         n_neighbors: int = DEFAULT_KNN_NEIGHBORS,
+        scale_neighbors: int = DEFAULT_KNN_NEIGHBORS,
         kernel_params: dict | None = None,
         alpha: float = 0.15,
         embedding: str = "normalized",
@@ -300,6 +306,7 @@ callable or transformer, default='knn_mean'
     ) -> None:
         self.kernel = kernel
         self.n_neighbors = n_neighbors
+        self.scale_neighbors = scale_neighbors
         self.kernel_params = kernel_params
         self.alpha = alpha
         self.embedding = embedding
@@ -320,6 +327,7 @@ callable or transformer, default='knn_mean'
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINT,
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "scale_neighbors": [Interval(Integral, 1, None, closed="left")],
         "kernel_params": [dict, None],
         "alpha": [Interval(Real, 0, 1, closed="neither")],
         "embedding": [StrOptions(set(EMBEDDINGS))],
@@ -377,7 +385,7 @@ callable or transformer, default='knn_mean'
             dtype="float64",
             seed=seed,
             owner=owner,
-            n_neighbors=self.n_neighbors,
+            n_neighbors=kernel_neighbors(self)[1],
             kernel_params=self.kernel_params,
         )
         K = self.kernel_.gram()

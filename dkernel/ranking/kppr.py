@@ -42,6 +42,7 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
+from dkernel.kernels.aliases import resolve_former_meaning
 from dkernel.kernels.registry import is_precomputed, kernel_input_tags, kernel_nan_args
 from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, PCKID_SIGMA_FRACTION
 from dkernel.linalg.eigen import dense_eigh, fix_signs
@@ -74,13 +75,27 @@ def validate_fit_X(estimator: Any, X: Any) -> np.ndarray:
     return X.compute() if is_dask_array(X) else X
 
 
+def kernel_neighbors(estimator: Any) -> tuple[str, Any]:
+    """The neighbour count an adaptive kernel of KPPR or JRC takes, and its parameter's name:
+    ``n_neighbors``, the k-NN graph's size, for 'knn_mean' and 'knn'; ``scale_neighbors``,
+    the self-tuning widths' rank, for 'local_scaling' (where a non-default ``n_neighbors``,
+    its former spelling, still counts for one release, with a warning)."""
+    # as given: the kernel refuses a bool or a float with its own message
+    if isinstance(estimator.kernel, str) and estimator.kernel == "local_scaling":
+        return "scale_neighbors", resolve_former_meaning(estimator, "n_neighbors")
+    return "n_neighbors", estimator.n_neighbors
+
+
 def check_n_neighbors(estimator: Any, n: int) -> None:
-    """Refuse an adaptive kernel of KPPR or JRC with ``n_neighbors`` not below ``n`` samples."""
+    """Refuse an adaptive kernel of KPPR or JRC whose neighbour count is not below ``n``."""
     kernel = estimator.kernel
-    if isinstance(kernel, str) and kernel in ADAPTIVE and estimator.n_neighbors >= n:
+    if not (isinstance(kernel, str) and kernel in ADAPTIVE):
+        return
+    name, k = kernel_neighbors(estimator)
+    if k >= n:
         raise InvalidInputError(
-            f"The 'n_neighbors' parameter of {type(estimator).__name__} must be < n_samples "
-            f"({n}). Got {estimator.n_neighbors} instead; use a smaller n_neighbors."
+            f"The {name!r} parameter of {type(estimator).__name__} must be < n_samples "
+            f"({n}). Got {k} instead; use a smaller {name}."
         )
 
 
@@ -284,7 +299,11 @@ callable or transformer, default='rbf'
         RBF rule of thumb: this fraction of the median pairwise distance (the PCKID
         baselines' 0.2, ``dkernel.kernels.widths.PCKID_SIGMA_FRACTION``).
     n_neighbors : int, default=10
-        Neighbour rank k of the adaptive kernels ('knn_mean', 'knn', 'local_scaling').
+        k of the k-NN graph kernels ('knn_mean', 'knn'): the neighbours joined to each point.
+    scale_neighbors : int, default=10
+        Rank of the self-tuning widths of ``kernel='local_scaling'`` (each point's σ the
+        distance to its ``scale_neighbors``-th neighbour). 10, the rank this kernel had here
+        when ``n_neighbors`` set it (formerly ``n_neighbors`` with 'local_scaling').
     kernel_params : dict, optional
         ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii);
         ``n_landmarks`` (p, default ``min(N, 1000)``) and ``n_neighbors`` (landmarks per
@@ -370,6 +389,7 @@ callable or transformer, default='rbf'
         sigma: float | None = None,
         sigma_fraction: float = PCKID_SIGMA_FRACTION,
         n_neighbors: int = DEFAULT_KNN_NEIGHBORS,
+        scale_neighbors: int = DEFAULT_KNN_NEIGHBORS,
         kernel_params: dict | None = None,
         dtype: str = "float64",
         random_state: int | None = None,
@@ -382,6 +402,7 @@ callable or transformer, default='rbf'
         self.sigma = sigma
         self.sigma_fraction = sigma_fraction
         self.n_neighbors = n_neighbors
+        self.scale_neighbors = scale_neighbors
         self.kernel_params = kernel_params
         self.dtype = dtype
         self.random_state = random_state
@@ -395,6 +416,7 @@ callable or transformer, default='rbf'
         "sigma": [_POSITIVE, None],
         "sigma_fraction": [_POSITIVE],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "scale_neighbors": [Interval(Integral, 1, None, closed="left")],
         "kernel_params": [dict, None],
         "dtype": [StrOptions({"float64", "float32"})],
         "random_state": ["random_state", np.random.Generator],
@@ -435,7 +457,7 @@ callable or transformer, default='rbf'
             dtype=self.dtype,
             seed=seed,
             owner=owner,
-            n_neighbors=self.n_neighbors,
+            n_neighbors=kernel_neighbors(self)[1],
             kernel_params=self.kernel_params,
         )
         if self.kernel_.is_feature_map:

@@ -64,11 +64,17 @@ def blobs():
     return StandardScaler().fit_transform(X), y
 
 
+def neighbors(name):
+    """K_NEIGHBORS as the adaptive kernel's parameter: the k-NN graphs' size n_neighbors, the
+    self-tuning widths' rank scale_neighbors of local_scaling."""
+    return {"scale_neighbors" if name == "local_scaling" else "n_neighbors": K_NEIGHBORS}
+
+
 # -- brute-force references ---------------------------------------------------------------
 @pytest.mark.parametrize("name", ADAPTIVE)
 def test_kernel_rows_match_brute_force(small, name):
     X, Y = small
-    kppr = KernelPersonalizedPageRank(kernel=name, n_neighbors=K_NEIGHBORS).fit(X)
+    kppr = KernelPersonalizedPageRank(kernel=name, **neighbors(name)).fit(X)
     K_ref = brute_kernel(name, X, X, X, K_NEIGHBORS)
     np.testing.assert_allclose(kppr.kernel_.gram(), K_ref, rtol=0, atol=1e-10)
     np.testing.assert_allclose(
@@ -89,9 +95,7 @@ def test_knn_mean_is_sklearn_nearest_neighbors_affinity(blobs):
 def test_kppr_all_components_equal_exact_ppr(small, name):
     X, _ = small
     K_ref = brute_kernel(name, X, X, X, K_NEIGHBORS)
-    kppr = KernelPersonalizedPageRank(
-        kernel=name, n_neighbors=K_NEIGHBORS, min_eigenvalue=None
-    ).fit(X)
+    kppr = KernelPersonalizedPageRank(kernel=name, **neighbors(name), min_eigenvalue=None).fit(X)
     for seed in (3, [0, 25, 59], None):
         exact = ppr_exact(K_ref, seed_vector(seed, X.shape[0]), 0.1)
         assert np.max(np.abs(kppr.rank(seed) - exact)) < 1e-10
@@ -107,7 +111,7 @@ def test_jrc_full_embedding_equals_exact_ppr(small, name, embedding):
     K_ref = brute_kernel(name, X, X, X, K_NEIGHBORS)
     jrc = JointRankingClustering(
         kernel=name,
-        n_neighbors=K_NEIGHBORS,
+        **neighbors(name),
         embedding=embedding,
         n_components=n,
         n_clusters=3,
@@ -128,7 +132,7 @@ def test_jrc_out_of_sample_matches_nystrom_reference(small, name, embedding):
     if embedding == "laplacian":  # its Nyström denominator (1+β) d̂(x) − λ needs d̂(x) not tiny
         Y = X[::7] + np.random.default_rng(3).normal(0, 0.2, size=X[::7].shape)
     jrc = JointRankingClustering(
-        kernel=name, n_neighbors=K_NEIGHBORS, embedding=embedding, n_clusters=3, random_state=0
+        kernel=name, **neighbors(name), embedding=embedding, n_clusters=3, random_state=0
     ).fit(X)
     Ky = brute_kernel(name, Y, X, X, K_NEIGHBORS)
     dh = Ky.sum(axis=1)
@@ -147,7 +151,7 @@ def test_jrc_out_of_sample_matches_nystrom_reference(small, name, embedding):
 def test_laplacian_out_of_sample_refuses_isolated_points(small):
     X, Y = small
     jrc = JointRankingClustering(
-        kernel="local_scaling", n_neighbors=K_NEIGHBORS, embedding="laplacian", random_state=0
+        kernel="local_scaling", scale_neighbors=K_NEIGHBORS, embedding="laplacian", random_state=0
     ).fit(X)
     with pytest.raises(InvalidInputError, match="embedding='normalized'"):
         jrc.transform(Y)
@@ -271,7 +275,8 @@ def test_jrc_bad_parameters(blobs, params, match):
     ("params", "match"),
     [
         ({"kernel": "knn", "n_neighbors": 0}, "n_neighbors"),
-        ({"kernel": "local_scaling", "n_neighbors": 300}, "n_neighbors.*< n_samples"),
+        ({"kernel": "local_scaling", "scale_neighbors": 300}, "scale_neighbors.*< n_samples"),
+        ({"kernel": "local_scaling", "scale_neighbors": 0}, "scale_neighbors"),
         ({"kernel": "knn_mean", "sigma": 0.5}, "sigma"),
     ],
 )

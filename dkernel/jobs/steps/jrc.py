@@ -77,9 +77,11 @@ def check_data(params: dict, data: LoadedData) -> None:
         )
     kernel = params["kernel"]
     refuse_missing_values("jrc", kernel, data.X)
-    if kernel in ADAPTIVE and params["n_neighbors"] >= n:
+    # the k-NN graphs' size, or local_scaling's rank (the estimator checks a former spelling)
+    name = "scale_neighbors" if kernel == "local_scaling" else "n_neighbors"
+    if kernel in ADAPTIVE and params[name] >= n:
         raise InvalidInputError(
-            f"params.n_neighbors ({params['n_neighbors']}) must be < the number of samples ({n})."
+            f"params.{name} ({params[name]}) must be < the number of samples ({n})."
         )
 
 

@@ -168,11 +168,13 @@ def check_data(params: dict, data: LoadedData) -> None:
     kernel = params["kernel"]
     if not hasattr(data.X, "dask"):  # a Dask X is not computed here
         refuse_missing_values("kppr", kernel, data.X)
-    if kernel in ADAPTIVE and params["n_neighbors"] >= _n_fit(params, n):
+    # the k-NN graphs' size, or local_scaling's rank (the estimator checks a former spelling)
+    name = "scale_neighbors" if kernel == "local_scaling" else "n_neighbors"
+    if kernel in ADAPTIVE and params[name] >= _n_fit(params, n):
         raise SpecError(
-            f"n_neighbors ({params['n_neighbors']}) must be < the in-sample rows "
-            f"({_n_fit(params, n)}); lower n_neighbors or raise n_fit.",
-            "params.n_neighbors",
+            f"{name} ({params[name]}) must be < the in-sample rows "
+            f"({_n_fit(params, n)}); lower {name} or raise n_fit.",
+            f"params.{name}",
         )
 
 
