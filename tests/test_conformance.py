@@ -276,6 +276,15 @@ def _zarr_cube(path: Path) -> Path:
     return path
 
 
+def _zarr_table(path: Path, rows: np.ndarray) -> Path:
+    import zarr
+
+    root = zarr.open_group(str(path), mode="w")
+    root.create_array("X", shape=rows.shape, dtype="float64", chunks=(8, rows.shape[1]))[...] = rows
+    root.create_array("cube", shape=(2, 3, 4), dtype="float64")[...] = 1.0
+    return path
+
+
 def _dataset(name: str, tmp: Path, options: dict, empty_dir_option: str) -> ReaderCase:
     """A reader of a data set under ``DKERNEL_DATA``: the real files when they are here, and
     an empty folder refused."""
@@ -351,6 +360,13 @@ def _reader_cases(tmp: Path) -> dict[str, ReaderCase]:
                     {"reader": "zarr-raster", "path": str(tmp / "cube.zarr"), "variable": "nope"},
                     "nope",
                 )
+            ],
+        ),
+        "zarr": ReaderCase(
+            {"reader": "zarr", "path": str(_zarr_table(tmp / "table.zarr", rows)), "array": "X"},
+            [
+                ({"reader": "zarr", "path": str(tmp / "table.zarr")}, "set data.array"),
+                ({"reader": "zarr", "path": str(tmp / "table.zarr"), "array": "cube"}, "2-D"),
             ],
         ),
         "geotiff": ReaderCase(

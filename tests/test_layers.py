@@ -510,6 +510,8 @@ ZARR_ACCESS = {
     # the zarr-raster reader opens *input* cubes (a user's Zarr, not a results store)
     "io/cube.py",
     "io/raster.py",
+    # the zarr table reader opens *input* tables (a 2-D array of rows × features)
+    "io/readers/zarr_table.py",
 }
 
 #: Calls that open, write or read a Zarr store (module-level functions and methods).

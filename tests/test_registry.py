@@ -49,8 +49,8 @@ def test_discovery_finds_every_reader_module():
 
     folder = REPO / "dkernel" / "io" / "readers"
     modules = {p.stem for p in folder.glob("[!_]*.py")}
-    assert modules == {"tables", "images", "pairs", "parquet", "series"}
-    assert len(READERS) == 18 and {"sklearn", "csv", "npy", "geotiff", "samson"} <= set(READERS)
+    assert modules == {"tables", "images", "pairs", "parquet", "series", "zarr_table"}
+    assert len(READERS) == 19 and {"sklearn", "csv", "npy", "geotiff", "samson"} <= set(READERS)
     raster = {name for name in READERS if READERS[name].raster}
     assert raster == {
         "geotiff",
