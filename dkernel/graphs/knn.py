@@ -3,6 +3,16 @@
 The index (a :class:`sklearn.neighbors.NearestNeighbors` on the training points) travels to each
 task once; every row chunk of the query array is searched independently, so memory per task is
 O(chunk · k) plus the index, and the result is the (n, k) neighbour lists, never n × n.
+
+Training points with missing entries (NaN) get a :class:`MissingValueIndex`: neighbours by the
+expected squared distance ``E‖x − y‖² = ‖x̃ − ỹ‖² + r_x + r_y`` of
+:mod:`dkernel.kernels.missing` (``x̃`` the mean-imputed row, ``r_x`` the variance of the
+columns ``x`` misses), found by an ordinary tree: the training rows are indexed as
+``[ỹ, √r_y]`` and a query as ``[q̃, 0]``, so the tree's squared distance is
+``‖q̃ − ỹ‖² + r_y`` and adding ``r_q`` (the same for every candidate) gives the expectation
+exactly, in the same order. No n × n matrix is formed. A training point is at distance 0 from
+itself (:func:`training_neighbors` lists it first), a new point at the expected distance from
+every training point, with the training columns' moments.
 """
 
 from __future__ import annotations
@@ -14,10 +24,111 @@ import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
 
-def build_index(X: np.ndarray) -> NearestNeighbors:
+class MissingValueIndex:
+    """Nearest training points by the expected squared distance, for training data with NaN.
+
+    The call pattern of :class:`sklearn.neighbors.NearestNeighbors` (``fit``, ``kneighbors``,
+    ``n_features_in_``, ``n_samples_fit_``); distances are ``sqrt(E‖q − y‖²)`` with the training
+    columns' moments (:func:`dkernel.kernels.missing.column_moments`), whatever the query's own
+    missing entries. ``kneighbors`` treats every query as a new point (a training row queried
+    again is at ``sqrt(2 r)`` from itself, two independent draws of its missing entries); for
+    the training graph use :func:`training_neighbors`.
+
+    Parameters
+    ----------
+    algorithm : str
+        scikit-learn's ``algorithm`` for the tree on the augmented rows.
+
+    Attributes
+    ----------
+    mean_, var_ : ndarray (p,)
+        The training columns' mean and variance of their observed values.
+    extra_ : ndarray (n_train,)
+        Each training row's ``r = Σ_{j missing} σ_j²``.
+    """
+
+    def __init__(self, algorithm: str = "auto") -> None:
+        self.algorithm = algorithm
+
+    def fit(self, X: np.ndarray) -> MissingValueIndex:
+        from dkernel.kernels.missing import column_moments
+
+        X = np.asarray(X, dtype=np.float64)
+        self.mean_, self.var_ = column_moments(X)
+        filled, self.extra_ = self.fill(X)
+        augmented = np.concatenate([filled, np.sqrt(self.extra_)[:, None]], axis=1)
+        self._tree = NearestNeighbors(algorithm=self.algorithm).fit(augmented)
+        self.n_features_in_ = int(X.shape[1])
+        self.n_samples_fit_ = int(X.shape[0])
+        return self
+
+    def fill(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean-imputed rows (training means) and each row's ``r`` (training variances)."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.mean_.size:
+            from dkernel.errors import InvalidInputError
+
+            raise InvalidInputError(
+                f"expected rows with {self.mean_.size} columns (those the index was fitted "
+                f"on); got shape {X.shape}."
+            )
+        missing = np.isnan(X)
+        return np.where(missing, self.mean_[None, :], X), missing.astype(np.float64) @ self.var_
+
+    def kneighbors(self, X: np.ndarray, n_neighbors: int = 5, return_distance: bool = True) -> Any:
+        """The ``n_neighbors`` training points of least expected distance to each row of X,
+        nearest first (distances are square roots of the expectations)."""
+        filled, extra = self.fill(X)
+        query = np.concatenate([filled, np.zeros((filled.shape[0], 1))], axis=1)
+        dist, ind = self._tree.kneighbors(query, n_neighbors=int(n_neighbors))
+        if not return_distance:
+            return ind
+        return np.sqrt(dist * dist + extra[:, None]), ind
+
+
+def build_index(X: np.ndarray) -> NearestNeighbors | MissingValueIndex:
     """A neighbour index on the training points (k-d / ball tree in low dimension, brute
-    force above, as scikit-learn's ``algorithm='auto'`` chooses)."""
-    return NearestNeighbors().fit(np.asarray(X, dtype=np.float64))
+    force above, as scikit-learn's ``algorithm='auto'`` chooses); a
+    :class:`MissingValueIndex` (expected distances) when X has NaN."""
+    X = np.asarray(X, dtype=np.float64)
+    if np.isnan(X).any():
+        return MissingValueIndex().fit(X)
+    return NearestNeighbors().fit(X)
+
+
+def training_neighbors(
+    index: Any, X: np.ndarray, n_neighbors: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each training point's ``n_neighbors`` nearest training points, itself first at distance
+    0 (``X`` the rows ``index`` was fitted on, in the same order).
+
+    For an ordinary index this is ``index.kneighbors(X)``, where each point finds itself first
+    (but for exact duplicates, which are interchangeable). A :class:`MissingValueIndex` puts a
+    row with missing entries at ``sqrt(2 r)`` from itself (or beyond its neighbours); here it
+    is moved to the front at 0 and the others follow by expected distance.
+
+    Notes
+    -----
+    One query of ``n_neighbors`` per row; O(n k) memory.
+    """
+    k = int(n_neighbors)
+    X = np.asarray(X, dtype=np.float64)
+    if not isinstance(index, MissingValueIndex):
+        dist, ind = index.kneighbors(X, n_neighbors=k, return_distance=True)
+        return dist, ind.astype(np.int64)
+    n = X.shape[0]
+    dist, ind = index.kneighbors(X, n_neighbors=k, return_distance=True)
+    own = np.arange(n)[:, None]
+    is_self = ind == own
+    # keep the k - 1 nearest others: drop the point itself where listed, else the farthest
+    drop = np.where(is_self.any(axis=1), np.argmax(is_self, axis=1), k - 1)
+    keep = np.ones((n, k), dtype=bool)
+    keep[np.arange(n), drop] = False
+    others_d = dist[keep].reshape(n, k - 1)
+    others_i = ind[keep].reshape(n, k - 1)
+    dist = np.concatenate([np.zeros((n, 1)), others_d], axis=1)
+    ind = np.concatenate([own, others_i], axis=1)
+    return dist, ind.astype(np.int64)
 
 
 def _query_block(block: np.ndarray, index: NearestNeighbors, n_neighbors: int) -> np.ndarray:

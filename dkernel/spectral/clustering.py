@@ -32,13 +32,15 @@ from dkernel._random import derive_rng, derive_seed, seed_from_random_state
 from dkernel._validation import (
     ParameterConstraintsMixin,
     as_numpy,
+    check_2d_array,
     check_is_fitted,
     validate_input,
 )
 from dkernel.errors import InvalidInputError
+from dkernel.graphs.knn import MissingValueIndex
 from dkernel.graphs.landmark import DEFAULT_N_LANDMARKS, default_landmark_count
 from dkernel.kernels.aliases import resolve_renamed
-from dkernel.kernels.registry import kernel_input_tags, kernel_nan_args
+from dkernel.kernels.registry import NAN_FIX, kernel_allows_nan, kernel_input_tags
 from dkernel.kernels.widths import (
     DEFAULT_LOCAL_SCALING_NEIGHBORS,
     PCKID_SIGMA_FRACTION,
@@ -120,8 +122,12 @@ class SpectralClustering(
         ``benchmarks/bench_defaults.py``, see ``docs/choosing_defaults.md``) and ``'rbf'`` for KPCA
         / KECA, whose leading components need one global width, when ``sigma`` is given, and on the
         Nyström path: the self-tuning kernel is not positive semi-definite, and its Nyström degree
-        estimates can turn negative with few landmarks. ``'pck'`` takes X with NaN (missing
-        values); every other kernel refuses them.
+        estimates can turn negative with few landmarks. X with NaN (missing values): ``'pck'``
+        models them (PCKID); the default exact graph path (up to ``EXACT_MAX_SAMPLES`` points)
+        compares rows by the expected squared distance ``‖x̃ − ỹ‖² + r_x + r_y``
+        (mean-imputed rows plus the variances of the columns each misses,
+        :mod:`dkernel.kernels.missing`, :class:`dkernel.graphs.knn.MissingValueIndex`); the
+        bipartite and Nyström paths with any other kernel refuse them, naming the fixes.
     kernel_params : dict, optional
     scale_neighbors : int
         Rank of the self-tuning widths: each point's σ is the distance to its
@@ -176,7 +182,11 @@ class SpectralClustering(
     degrees : {'nystrom', 'landmarks'}
         Degree estimate of the normalized embedding (see :class:`NystromEmbedding`).
     assign : {'kmeans', 'angular'}, optional
-        Clustering of the embedding; 'angular' for KECA and 'kmeans' otherwise by default.
+        Clustering of the embedding; by default 'angular' for KECA and for training data with
+        NaN on the exact path (rows missing many entries are weakly attached and their long
+        random-walk coordinates drew k-means centres of their own: digits with a 4×4 hole
+        0.21 mean ARI with 'kmeans', 0.46 with 'angular', ``benchmarks/bench_missing.py``),
+        'kmeans' otherwise.
     n_init : int
         k-means restarts (best by cost).
     kmeans_sample : int
@@ -196,6 +206,8 @@ class SpectralClustering(
     embedding_ : ndarray or dask array (n, n_components)
     embedding_method_ : str
         The embedding used (``embedding`` with its default resolved).
+    assign_ : str
+        The clustering of the embedding (``assign`` with its default resolved).
     eigenvalues_ : ndarray
     eigengap_hint_ : int or None
         Number of clusters suggested by the eigengap (normalized embedding).
@@ -339,12 +351,44 @@ class SpectralClustering(
         return int(resolve_renamed(self, "scale_neighbors"))
 
     def _assign_mode(self) -> str:
+        """``assign`` resolved: 'angular' for KECA and for a graph of rows with NaN, whose
+        weakly attached rows (many entries missing) have long random-walk coordinates that
+        plain k-means gives clusters of their own; 'kmeans' otherwise."""
         if self.assign is not None:
             return self.assign
-        return "angular" if self.embedding == "keca" else "kmeans"
+        model = getattr(self, "graph_model_", None)
+        incomplete = model is not None and isinstance(
+            getattr(model, "index", None), MissingValueIndex
+        )
+        return "angular" if self.embedding == "keca" or incomplete else "kmeans"
 
     def __sklearn_tags__(self):
-        return kernel_input_tags(super().__sklearn_tags__(), self.kernel, nan=True)
+        tags = kernel_input_tags(super().__sklearn_tags__(), self.kernel, nan=True)
+        tags.input_tags.allow_nan = self._takes_nan()
+        return tags
+
+    def _takes_nan(self) -> bool:
+        """Whether X may hold NaN: a kernel that models them ('pck'), or the exact graph path
+        (expected squared distances, :class:`dkernel.graphs.knn.MissingValueIndex`), which the
+        default runs up to ``EXACT_MAX_SAMPLES`` points."""
+        if kernel_allows_nan(self.kernel):
+            return True
+        graph = not self._kernel_requested() and self.n_landmarks is None
+        return graph and self.approximation in ("auto", "exact")
+
+    def _refuse_nan(self, X: Any) -> None:
+        """After the path is chosen: a path other than the exact graph refuses NaN (in-memory
+        input; Dask input is checked by shape only), naming the fixes, before any work."""
+        if self.approximation_ == "exact" or kernel_allows_nan(self.kernel):
+            return
+        if isinstance(X, da.Array):
+            return
+        fix = (
+            f"Only the exact k-NN graph path takes them (expected distances), which "
+            f"approximation='auto' runs up to {EXACT_MAX_SAMPLES} points; this fit runs "
+            f"approximation={self.approximation_!r}. " + NAN_FIX
+        )
+        check_2d_array(X, type(self).__name__, allow_nan=False, nan_fix=fix)
 
     @property
     def _n_features_out(self) -> int:
@@ -361,7 +405,9 @@ class SpectralClustering(
         y : ignored
         """
         owner = type(self).__name__
-        X = validate_input(self, X, reset=True, min_samples=2, **kernel_nan_args(self.kernel))
+        X = validate_input(
+            self, X, reset=True, min_samples=2, allow_nan=self._takes_nan(), nan_fix=NAN_FIX
+        )
         n = int(X.shape[0])
         if self.n_clusters != "auto" and self.n_clusters > n:
             raise InvalidInputError(
@@ -370,6 +416,7 @@ class SpectralClustering(
             )
         seed = seed_from_random_state(self.random_state)
         self.approximation_ = self._approximation(n)
+        self._refuse_nan(X)
         self.model_order_ = None
         self.n_clusters_candidates_ = self.n_clusters_scores_ = None
         if self.n_clusters == "auto":
@@ -393,7 +440,8 @@ class SpectralClustering(
             Zs = as_numpy(Z)
         Zs = _prepare(Zs, self.embedding_method_)
         km_seed = derive_seed(seed, "kmeans")
-        if self._assign_mode() == "angular":
+        self.assign_ = self._assign_mode()
+        if self.assign_ == "angular":
             _, centers, _ = angular_kmeans(
                 Zs, self.n_clusters_, n_init=self.n_init, random_state=km_seed
             )
@@ -532,7 +580,7 @@ class SpectralClustering(
         return self.kernel_params
 
     def _assign(self, Z: Any) -> Any:
-        mode = self._assign_mode()
+        mode = self.assign_
         if isinstance(Z, da.Array):
             return Z.map_blocks(
                 _assign_block,
@@ -548,7 +596,10 @@ class SpectralClustering(
     def transform(self, X: Any) -> Any:
         """Out-of-sample spectral embedding of new points (lazy for Dask input)."""
         check_is_fitted(self, "embedding_")
-        return self._embed(validate_input(self, X, reset=False, **kernel_nan_args(self.kernel)))
+        takes_nan = self.approximation_ == "exact" or kernel_allows_nan(self.kernel)
+        return self._embed(
+            validate_input(self, X, reset=False, allow_nan=takes_nan, nan_fix=NAN_FIX)
+        )
 
     def _embed(self, X: Any) -> Any:
         """Out-of-sample embedding of validated input."""

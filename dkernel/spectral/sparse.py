@@ -13,6 +13,13 @@ neighbours: ``z(x) = Σ_j w_j u_j / (λ √(d_x d_j))`` with ``w_j`` its local-s
 nearest training points and ``d_x = Σ_j w_j``. A training point queried again finds itself (weight
 1) among the same neighbours, so ``transform`` on training points reproduces the embedding up to the
 edges that the symmetrisation added.
+
+Rows with missing entries (NaN) are compared by the expected squared distance
+``E‖x − y‖² = ‖x̃ − ỹ‖² + r_x + r_y`` (:mod:`dkernel.kernels.missing`, found by the tree of
+:class:`dkernel.graphs.knn.MissingValueIndex`, never n × n): the graph and the widths are those of
+these distances, and a new point with NaN is compared with the training columns' moments. A
+training row with NaN queried again is a new draw of its missing entries, so it does not find
+itself at distance 0.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from sklearn.neighbors import NearestNeighbors
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
-from dkernel.graphs.knn import build_index, knn_search
+from dkernel.graphs.knn import MissingValueIndex, build_index, knn_search, training_neighbors
 from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance, local_scaling_weights
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
 from dkernel.linalg.eigen import dense_eigh, fix_signs
@@ -68,7 +75,7 @@ class SparseSpectralModel:
     """What out-of-sample extension needs: the index of the distinct training points, their
     multiplicities, σ, degrees, neighbour radii and eigenvector rows."""
 
-    index: NearestNeighbors
+    index: NearestNeighbors | MissingValueIndex
     sigma: np.ndarray
     degrees: np.ndarray
     vectors: np.ndarray
@@ -215,6 +222,8 @@ def fit_sparse_embedding(
 
     Notes
     -----
+    X may hold NaN (missing entries): neighbours and weights then come from the expected squared
+    distances of :class:`dkernel.graphs.knn.MissingValueIndex`.
     Repeated rows (integer-valued tables) are one node of the graph with their multiplicity
     as its mass, so neighbour lists hold distinct points: the graph is that of all rows, where
     copies are joined with weight 1, restricted to vectors equal on copies (the leading
@@ -240,8 +249,10 @@ def fit_sparse_embedding(
             f"n_neighbors ({n_neighbors}) must be <= the neighbours kept per point ({g}); "
             "raise graph_neighbors or lower n_neighbors."
         )
+    # rows with NaN: the expected squared distances (dkernel.graphs.knn.MissingValueIndex),
+    # each point first in its own list at distance 0
     index = build_index(points)
-    dist, ind = knn_search(index, points, g + 1)
+    dist, ind = training_neighbors(index, points, g + 1)
     W, sigma = _affinity(dist, ind, n_neighbors, one_sided_weight=one_sided_weight)
     mass = counts.astype(np.float64)
     degrees = W @ mass

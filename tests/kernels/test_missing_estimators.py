@@ -1,5 +1,7 @@
 """Estimators whose ``kernel`` decides whether X may hold NaN (``kernel_allows_nan``):
-``kernel='pck'`` models missing values (PCKID), every other kernel refuses them naming the fix."""
+``kernel='pck'`` models missing values (PCKID); SpectralClustering's default exact graph path
+compares rows by their expected squared distances; every other kernel or path refuses them
+naming the fix."""
 
 from __future__ import annotations
 
@@ -53,13 +55,36 @@ def test_pck_clusters_incomplete_digits(cls, digits_missing) -> None:
     assert np.mean(est.predict(X[:50]) == est.labels_[:50]) >= 0.9
 
 
-@pytest.mark.parametrize("cls", ESTIMATORS)
-@pytest.mark.parametrize("kernel", [None, "rbf"])
-def test_other_kernels_refuse_nan_naming_the_fix(cls, kernel, digits_missing) -> None:
+REFUSING = [
+    SpectralClustering(5, kernel="rbf"),
+    SpectralClustering(5, approximation="bipartite", n_landmarks=50),
+    SpectralClustering(5, approximation="nystrom"),
+    KernelKMeans(5, kernel="linear"),
+]
+
+
+@pytest.mark.parametrize("est", REFUSING, ids=repr)
+def test_other_kernels_refuse_nan_naming_the_fix(est, digits_missing) -> None:
     X, _ = digits_missing
-    est = cls(5) if kernel is None else cls(5, kernel=kernel)
     with pytest.raises(InvalidInputError, match=r"missing values \(NaN\).*impute.*kernel='pck'"):
         est.fit(X)
+
+
+def test_spectral_default_graph_takes_nan(digits_missing) -> None:
+    """The default exact graph path: expected squared distances, at least mean-imputed k-means;
+    new rows with NaN are embedded with the training moments; the tags say so."""
+    X, y = digits_missing
+    assert SpectralClustering().__sklearn_tags__().input_tags.allow_nan
+    assert not SpectralClustering(approximation="bipartite").__sklearn_tags__().input_tags.allow_nan
+    imputed = np.where(np.isnan(X), np.nanmean(X, axis=0), X)
+    baseline = adjusted_rand_score(y, KMeans(5, n_init=10, random_state=0).fit_predict(imputed))
+    est = SpectralClustering(5, random_state=0).fit(X)
+    assert est.approximation_ == "exact" and est.assign_ == "angular"
+    ari = adjusted_rand_score(y, est.labels_)
+    assert ari >= baseline, (ari, baseline)
+    assert np.mean(est.predict(X[:50]) == est.labels_[:50]) >= 0.9
+    # complete data: unchanged defaults
+    assert SpectralClustering(5, random_state=0).fit(imputed).assign_ == "kmeans"
 
 
 def test_nystrom_landmarks_of_incomplete_rows(digits_missing) -> None:
