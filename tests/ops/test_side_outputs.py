@@ -172,6 +172,52 @@ def test_a_job_writes_its_side_files_and_records_them(job):
     _no_temporaries(job.root)
 
 
+def _write_label_counts(file):
+    """A small real writer: pixels per class, one ``class,pixels`` line each."""
+    labels = np.asarray(file.labels)
+    counts = np.bincount(labels[labels >= 0])
+    with file.writing() as out:
+        out.write_text("".join(f"{k},{n}\n" for k, n in enumerate(counts)))
+    return {"label_counts_classes": int(counts.size)}
+
+
+@pytest.fixture()
+def label_counts():
+    """A kind registered as a plugin would: one entry and its writer, nothing else."""
+    from dkernel.jobs.map_files import SIDE_FILES, SideFile, register_side_file
+
+    entry = SideFile(
+        "label_counts", "labels.counts.txt", "write_geotiff", "label counts", _write_label_counts
+    )
+    register_side_file(entry)
+    yield entry
+    del SIDE_FILES[entry.kind]
+
+
+def test_a_registered_kind_is_checked_before_the_run_and_written(job, label_counts):
+    """One registry entry: refused before any cluster starts where a link stands, written,
+    claimed in ``side_files`` and recorded in the group's attributes once the link is gone."""
+    counts = job.root / "job.labels.counts.txt"
+    counts.symlink_to(job.precious)
+    text = job.refused(r"job\.labels\.counts\.txt is a symbolic link .*precious\.txt")
+    assert "label counts" in text and job.precious.read_text() == "precious\n"
+    counts.unlink()
+
+    code, text = job.run()
+    assert code == 0, text
+    assert "job.labels.counts.txt" in text  # the map files' log line lists it
+    tree = zarr.open_group(str(job.store), mode="r")
+    assert "../job.labels.counts.txt" in tree.attrs["side_files"]
+    group = dict(tree["mssc"].attrs)
+    assert group["label_counts"] == "../job.labels.counts.txt"
+    labels = np.asarray(tree["mssc"]["labels"][:])
+    expected = np.bincount(labels[labels >= 0])
+    assert group["label_counts_classes"] == expected.size
+    lines = counts.read_text().splitlines()
+    assert lines == [f"{k},{n}" for k, n in enumerate(expected)]
+    _no_temporaries(job.root)
+
+
 def test_the_quicklook_is_drawn_in_the_job_process_when_the_helper_is_gone(job, monkeypatch):
     """The quick-look is drawn by the helper process; when it died, by the job's own."""
     from dkernel import _helper
