@@ -1,4 +1,6 @@
-"""The ``dkernel`` command: validate, run, submit, show, methods, schema, demo.
+"""The ``dkernel`` command: validate, run, submit, show, methods, schema, demo: its parser
+and its commands. ``dkernel show``'s rendering is :mod:`dkernel.cli_show`, the process
+handling (log lines, signals, exit codes, the exit) :mod:`dkernel.cli_process`.
 
 Exit codes: 0 success, 2 invalid input or spec, 1 failure while running.
 """
@@ -14,6 +16,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dkernel.cli_process import (  # noqa: F401  (re-exported: the process handling)
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EXIT_OK,
+    INVALID,
+    LOG_LEVELS,
+    JsonFormatter,
+    Terminated,
+    TextFormatter,
+    _resume_gc,
+    exit_code,
+    run_script,
+    setup_logging,
+    sigterm_as_interrupt,
+)
 from dkernel.cli_show import (  # noqa: F401  (re-exported: dkernel show's rendering)
     SHOW_ENTRIES_MAX,
     SHOW_FIELD_MAX,
@@ -22,80 +39,9 @@ from dkernel.cli_show import (  # noqa: F401  (re-exported: dkernel show's rende
     _safe,
     _shown,
 )
-from dkernel.errors import (
-    DKernelError,
-    InvalidInputError,
-    ResourceLimitError,
-    RuntimeConnectionError,
-    SpecError,
-    StoreError,
-)
+from dkernel.errors import InvalidInputError, SpecError
 
 logger = logging.getLogger("dkernel.cli")  # also when run as python -m dkernel.cli
-EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-INVALID = (SpecError, InvalidInputError, ResourceLimitError, StoreError, RuntimeConnectionError)
-
-
-LOG_LEVELS = ("debug", "info", "warning", "error")
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message (and the exception, if any)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-class TextFormatter(logging.Formatter):
-    """``[dkernel] message`` per line; a level other than info is named after the prefix
-    (``[dkernel] warning: ...``). Unprintable characters but newlines are escaped: a job name
-    or path may hold terminal escape codes."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = _escape(super().format(record), keep="\n")
-        if record.levelno == logging.INFO:
-            return f"[dkernel] {text}"
-        return f"[dkernel] {record.levelname.lower()}: {text}"
-
-
-def setup_logging(level: str = "info", json_lines: bool = False) -> logging.Logger:
-    """Configure the ``dkernel`` logger (stderr) for the command line.
-
-    The modules log to ``logging.getLogger(__name__)``, children of ``dkernel``; this adds one
-    handler to ``dkernel`` (replacing one added by an earlier call) that writes plain
-    ``[dkernel] ...`` lines, or one JSON object per line with ``json_lines``.
-
-    Parameters
-    ----------
-    level : {'debug', 'info', 'warning', 'error'}
-        The lowest level shown.
-    json_lines : bool
-        Write :class:`JsonFormatter` lines instead of :class:`TextFormatter` ones.
-
-    Returns
-    -------
-    logging.Logger
-        The ``dkernel`` logger.
-    """
-    logger = logging.getLogger("dkernel")
-    for handler in list(logger.handlers):
-        if getattr(handler, "_dkernel_cli", False):
-            logger.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
-    handler._dkernel_cli = True  # type: ignore[attr-defined]
-    handler.setFormatter(JsonFormatter() if json_lines else TextFormatter())
-    logger.addHandler(handler)
-    logger.setLevel(level.upper())
-    logger.propagate = False
-    return logger
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -465,44 +411,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``timeout``, a batch system, Kubernetes): handled like Ctrl-C, so the job's
-    store is marked ``failed`` and ``--resume`` continues it."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()
-
-
-def _install_sigterm() -> Any:
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        return signal.signal(signal.SIGTERM, _on_sigterm)
-    except (ValueError, OSError):  # pragma: no cover
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dkernel`` command; returns the exit code."""
     args = _parser().parse_args(argv)
     setup_logging(args.log_level, args.log_json)
-    previous = _install_sigterm() if args.command in ("run", "submit", "demo") else None
-    try:
+    with sigterm_as_interrupt(args.command in ("run", "submit", "demo")):
         return _dispatch(args)
-    finally:
-        if previous is not None:
-            import signal
-
-            signal.signal(signal.SIGTERM, previous)
 
 
-#: Whether :func:`script` paused the cyclic garbage collector for the imports (see
-#: :func:`_resume_gc`).
-_GC_PAUSED = False
+def script() -> None:
+    """The ``dkernel`` console script: :func:`main`, then exit without the interpreter's
+    teardown (:func:`dkernel.cli_process.run_script`)."""
+    run_script(main)
 
 
 def _import_runner() -> Any:
@@ -526,23 +446,6 @@ def _prefetch_map_writers(spec: Any) -> None:
         prefetch_plotting()
 
 
-def _resume_gc() -> None:
-    """Turn the cyclic garbage collector back on after the imports a command needs, with what
-    they made frozen out of its collections (``gc.freeze``) when :func:`script` paused it.
-
-    Imports make objects, not garbage, yet set off collections that go over every object made
-    so far: the imports of ``dkernel run`` took 2.7 instead of 3.3 CPU s with it paused. Once
-    frozen, the modules' objects are not gone over again by the collections of the job (the
-    label map's segments: 0.33 instead of 0.45-0.53 s)."""
-    global _GC_PAUSED
-    if _GC_PAUSED:
-        import gc
-
-        _GC_PAUSED = False
-        gc.freeze()
-        gc.enable()
-
-
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command not in ("run", "submit", "demo"):  # these resume it after their imports
         _resume_gc()
@@ -556,95 +459,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "demo": _cmd_demo,
         "data": _cmd_data,
     }
-    try:
-        code = handlers[args.command](args)
-        sys.stdout.flush()  # inside the try: a closed pipe is reported here, not at exit
-        return code
-    except INVALID as exc:
-        _report(args, "error", f"dkernel: error: {exc}")
-        return EXIT_INVALID
-    except DKernelError as exc:
-        _report(args, "error", f"dkernel: failed: {exc}")
-        return EXIT_FAILED
-    except Terminated as exc:
-        # the runner notes what became of the store; before it exists there is none to mark
-        notes = getattr(exc, "__notes__", None) or ["no results store was written yet"]
-        _report(args, "error", f"dkernel: terminated (SIGTERM); {notes[-1]}")
-        return 128 + 15
-    except KeyboardInterrupt:
-        _report(args, "error", "dkernel: interrupted")
-        return 130
-    except BrokenPipeError:
-        # the reader of our output went away (`dkernel show STORE | head`): not an error;
-        # point stdout at devnull so the interpreter's final flush stays quiet
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    except Exception as exc:  # noqa: BLE001  (an unexpected error: no traceback unless debug)
-        if args.log_level == "debug":
-            raise
-        from dkernel.storage.store import relative_paths
-
-        text = relative_paths(f"{type(exc).__name__}: {exc}")
-        if len(text) > 500:
-            text = text[:500] + "…"
-        _report(
-            args,
-            "error",
-            f"dkernel: failed: unexpected error {text}. Run again with --log-level debug "
-            "for the traceback, and please report it.",
-        )
-        return EXIT_FAILED
-
-
-def _report(args: argparse.Namespace, level: str, message: str) -> None:
-    """Errors always reach stderr: as a JSON line with --log-json, as plain text otherwise."""
-    if args.log_json:
-        entry = {"level": level, "logger": "dkernel", "message": message}
-        print(json.dumps(entry), file=sys.stderr, flush=True)
-    else:  # a message may quote a path or value holding terminal escapes: never raw
-        print(_escape(message, keep="\n"), file=sys.stderr, flush=True)
-
-
-def script() -> None:
-    """The ``dkernel`` console script: :func:`main`, then exit without the interpreter's
-    teardown.
-
-    Once a command has returned, everything it wrote is closed and flushed; the exit handlers
-    (``atexit``: logging, temporary folders, Dask and Zarr threads) still run, but the
-    module-by-module teardown that follows them is skipped: after a job it took 0.3-0.7 s of
-    the 3.6 s of ``dkernel run jobs/wine-rbf-kpca.yaml``. ``python -m dkernel.cli`` runs it too;
-    tests in this process call :func:`main`.
-    """
-    import atexit
-    import gc
-    import threading
-
-    global _GC_PAUSED
-    gc.disable()  # until the command's imports are done (_resume_gc)
-    _GC_PAUSED = True
-    try:
-        code = main()
-    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if code == 1:
-            print(exc.code, file=sys.stderr)
-    if code not in (130, 128 + 15):
-        # what the interpreter does first at exit: join the threads that are not daemons
-        threading._shutdown()  # type: ignore[attr-defined]
-        atexit._run_exitfuncs()
-    else:
-        # after Ctrl-C or SIGTERM a task thread may still wait on a stalled object store (a
-        # call gives up after minutes; the store's status is written already): not joined,
-        # and the exit handlers (which join Dask's thread pool) get a few seconds
-        handlers = threading.Thread(target=atexit._run_exitfuncs, daemon=True)
-        handlers.start()
-        handlers.join(5.0)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (BrokenPipeError, ValueError):
-            pass
-    os._exit(code)
+    return exit_code(args, handlers[args.command])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -268,6 +268,7 @@ def test_the_script_pauses_the_garbage_collector_only_for_the_imports(monkeypatc
     import gc
 
     import dkernel.cli as cli
+    import dkernel.cli_process as process
 
     try:
         for resume in (
@@ -275,9 +276,9 @@ def test_the_script_pauses_the_garbage_collector_only_for_the_imports(monkeypatc
             lambda: cli._dispatch(cli._parser().parse_args(["methods"])),
         ):
             gc.disable()
-            monkeypatch.setattr(cli, "_GC_PAUSED", True)
+            monkeypatch.setattr(process, "_GC_PAUSED", True)
             resume()
-            assert gc.isenabled() and gc.get_freeze_count() > 0 and not cli._GC_PAUSED
+            assert gc.isenabled() and gc.get_freeze_count() > 0 and not process._GC_PAUSED
             gc.unfreeze()
         # not paused (main() in this process): nothing is frozen
         cli._import_runner()
