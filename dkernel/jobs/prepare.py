@@ -22,7 +22,7 @@ from dkernel.io.data import LoadedData
 from dkernel.io.gdal import limit_gdal_cache
 from dkernel.io.preprocess import standardize
 from dkernel.io.registry import get_reader
-from dkernel.jobs.outputs import check_raster_outputs
+from dkernel.jobs.map_files import check_raster_outputs
 from dkernel.jobs.registry import METHODS, get_method
 from dkernel.jobs.spec import JobSpec, data_root_confinement, load_spec
 from dkernel.jobs.types import Cost

@@ -404,6 +404,7 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
     options_raw = {k: v for k, v in data_raw.items() if k not in ("reader", "standardize")}
     options = validate_mapping(options_raw, reader.params, "data")
     runtime = validate_mapping(top["runtime"], RUNTIME, "runtime")
+    limits = validate_mapping(top["limits"], LIMITS, "limits")
     confine_to = data_root_confinement(runtime.get("data_root"))
     for p in reader.params:
         if p.kind == "str" and is_path_option(p.name) and options[p.name]:
@@ -426,7 +427,6 @@ def validate_spec(raw: Any, *, path: Path | None = None) -> JobSpec:
 
     output = _output_location(expand_env(top["output"], "output"))
     base = os.environ.get(OUTPUT_ROOT_ENV) or "."  # where the CLI puts a relative output
-    limits = validate_mapping(top["limits"], LIMITS, "limits")
     local = not isinstance(output, str) and not is_remote(base)
     limits = effective_limits(limits, Path(base).expanduser() / output if local else None)
     return JobSpec(

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from dkernel._budget import SizeLimit, format_size, memory_limit
 from dkernel.errors import DKernelError
-from dkernel.jobs.outputs import check_side_outputs, prefetch_map_writers, write_outputs
+from dkernel.jobs.map_files import check_side_outputs, prefetch_map_writers
+from dkernel.jobs.outputs import write_outputs
 from dkernel.jobs.prepare import check_cost, estimate_cost, open_data
 from dkernel.jobs.registry import get_method
 from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
