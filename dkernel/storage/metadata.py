@@ -47,17 +47,6 @@ def _status_of(meta: dict[str, Any] | None) -> str | None:
     return status if status in STATUSES else ascii(one_line(status, 80))
 
 
-def _remote_call(url: str, what: str, func: Any) -> Any:
-    """``func()`` talking to the object store of ``url``; its failures as one-line
-    :class:`StoreError` naming the URL (never the options)."""
-    try:
-        return func()
-    except (StoreError, FileNotFoundError):
-        raise
-    except Exception as exc:  # noqa: BLE001  (botocore, aiohttp: one line)
-        raise StoreError(f"cannot {what} {url}: {remote.describe_error(exc)}.") from None
-
-
 def _read_remote_metadata(
     url: str, rel: str, storage_options: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
@@ -67,7 +56,7 @@ def _read_remote_metadata(
     key = f"{root}/{rel}"
     shown = f"{url}/{rel}"
     try:
-        data = _remote_call(
+        data = remote.call(
             url, "read", lambda: fs.cat_file(key, start=0, end=MAX_METADATA_BYTES + 1)
         )
     except FileNotFoundError:
@@ -197,7 +186,7 @@ def _check_remote_metadata(url: str, storage_options: Mapping[str, Any] | None) 
         if meta is None or meta.get("node_type") != "group" or url.startswith("http"):
             continue  # an array's folder holds its chunks: not walked
         node = f"{root}/{rel}" if rel else root
-        entries = _remote_call(url, "list", lambda node=node: fs.ls(node, detail=True))
+        entries = remote.call(url, "list", lambda node=node: fs.ls(node, detail=True))
         for entry in entries:
             name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
             if entry.get("type") == "directory" and not name.startswith("."):

@@ -17,7 +17,7 @@ from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning, w
 from dkernel.storage import remote
 from dkernel.storage.lock import lease_objects_unlisted
 from dkernel.storage.manifest import MANIFEST_ATTR, check_manifest
-from dkernel.storage.metadata import STORE_FORMAT, _remote_call, _zarr_kwargs, check_metadata
+from dkernel.storage.metadata import STORE_FORMAT, _zarr_kwargs, check_metadata
 from dkernel.storage.remote import as_location
 
 
@@ -158,7 +158,7 @@ def _remote_chunks_fit(
         return False  # no listing over HTTP: the values of small arrays are not shown
     fs, root = remote.filesystem(url, storage_options)
     try:
-        sizes = _remote_call(url, "list", lambda: fs.find(f"{root}/{array}/c", detail=True))
+        sizes = remote.call(url, "list", lambda: fs.find(f"{root}/{array}/c", detail=True))
     except FileNotFoundError:
         return True
     return sum(int(e.get("size") or 0) for e in sizes.values()) <= nbytes + SHOW_CHUNK_SLACK

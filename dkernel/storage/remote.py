@@ -519,6 +519,17 @@ _UNREACHABLE = frozenset(
 )
 
 
+def call(url: str, what: str, func: Callable[[], Any]) -> Any:
+    """``func()`` talking to the object store of ``url``; its failures as one-line
+    :class:`StoreError` naming the URL (never the options): ``cannot <what> <url>: ...``."""
+    try:
+        return func()
+    except (StoreError, FileNotFoundError):
+        raise
+    except Exception as exc:  # noqa: BLE001  (botocore, aiohttp: one line)
+        raise StoreError(f"cannot {what} {url}: {describe_error(exc)}.") from None
+
+
 def describe_error(exc: BaseException, *, endpoint: str | None = None) -> str:
     """What went wrong talking to an object store, in one line without option values:
     an unreachable endpoint (named when ``endpoint`` is given), one that did not answer in

@@ -191,7 +191,7 @@ class RemoteStoreLease(Lease):
         """No conditional writes: take the lease only when there is none."""
         if _call(fs, "exists", key):
             try:
-                previous: dict[str, Any] | None = _parse(_call(fs, "cat_file", key))
+                previous: dict[str, Any] | None = _load(fs, key)
             except _Unusable:
                 previous = None
             raise StoreError(
@@ -202,8 +202,9 @@ class RemoteStoreLease(Lease):
             )
         _call(fs, "pipe_file", key, _encode(info))
         time.sleep(0.2)  # a writer that raced us: the last write wins, and we re-read it
-        if _parse(_call(fs, "cat_file", key)).get("token") != info["token"]:
-            raise _held(store, read_remote_lease(fs, key))
+        if _load(fs, key).get("token") != info["token"]:
+            current = read_remote_lease(fs, key)
+            raise _held(store, current)
         return cls(store, fs, key, info, None, atomic=False)
 
     def _write(self) -> None:
@@ -287,9 +288,17 @@ class RemoteStoreLease(Lease):
 def read_remote_lease(fs: Any, key: str) -> dict[str, Any] | None:
     """The lease object at ``key`` of ``fs`` (None when there is none or it is unusable)."""
     try:
-        return _parse(_call(fs, "cat_file", key, start=0, end=MAX_LEASE_BYTES))
+        return _load(fs, key, start=0, end=MAX_LEASE_BYTES)
     except Exception:  # noqa: BLE001
         return None
+
+
+def _load(fs: Any, key: str, **window: int) -> dict[str, Any]:
+    """The lease object at ``key`` of ``fs``, read (``window``: its first bytes) and parsed.
+
+    Raises :class:`~dkernel.storage.lease._Unusable` when it is not a lease."""
+    data = _call(fs, "cat_file", key, **window)
+    return _parse(data)
 
 
 def _honours_conditions(fs: Any, root: str) -> bool:

@@ -54,7 +54,6 @@ from dkernel.storage.metadata import (  # noqa: F401  (where they were)
     STATUSES,
     STORE_FORMAT,
     _read_remote_metadata,
-    _remote_call,
     _zarr_kwargs,
     check_metadata,
 )
@@ -651,12 +650,12 @@ def _clear_remote(url: str, storage_options: Mapping[str, Any] | None) -> None:
     """Empty a store on an object store but keep the writer's lease object."""
     fs, root = remote.filesystem(url, storage_options)
     try:
-        keys = _remote_call(url, "list", lambda: fs.find(root))
+        keys = remote.call(url, "list", lambda: fs.find(root))
     except FileNotFoundError:
         return
     doomed = [k for k in keys if not is_lease_file(k.rsplit("/", 1)[-1])]
     if doomed:
-        _remote_call(url, "clear", lambda: fs.rm(doomed))
+        remote.call(url, "clear", lambda: fs.rm(doomed))
 
 
 UNCOMPRESSED_GROUPS = ("kernel",)

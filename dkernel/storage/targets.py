@@ -17,7 +17,6 @@ from dkernel.storage.metadata import (
     _key,
     _read_metadata,
     _read_remote_metadata,
-    _remote_call,
     _status_of,
     check_metadata,
 )
@@ -140,7 +139,7 @@ def _check_remote_target(
     if meta is None or status is None:
         fs, root = remote.filesystem(url, storage_options)
         try:
-            names = _remote_call(url, "list", lambda: fs.ls(root, detail=False))
+            names = remote.call(url, "list", lambda: fs.ls(root, detail=False))
         except FileNotFoundError:
             names = []
         # a writer's lease and the probe it writes before taking it are not results data
