@@ -120,10 +120,11 @@ class SideFile:
         parameter's value
     parameter : the job parameter that asks for it (a true value)
     what : what it is, for messages
-    write : its writer (:data:`SideFileWriter`)
-    params : the job parameters this kind brings (:data:`RASTER_OUTPUT_PARAMS`): the one that
+    write : its writer (``SideFileWriter``: see :class:`SideFileTarget`)
+    params : the job parameters this kind brings (``RASTER_OUTPUT_PARAMS``): the one that
         asks for it and the writer's options; () when another kind declares them
-    values : written only when the step has float maps (:class:`MapFiles` ``values``)
+    values : written only when the step has float maps (``values`` of
+        :class:`~dkernel.jobs.outputs.MapFiles`)
     background : started first, finished on a thread while the other files are written
     check : ``check(data)`` refuses, before any cluster starts, data this file cannot be made
         from (an :class:`~dkernel.errors.InvalidInputError`)
@@ -164,7 +165,7 @@ def requested_side_paths(
     store_path: Path, params: dict[str, Any], *, values: bool = False
 ) -> dict[str, Path]:
     """The files beside the store that ``params`` ask for (each kind's ``parameter``);
-    ``values``: the step has float maps (:class:`MapFiles`)."""
+    ``values``: the step has float maps (:class:`~dkernel.jobs.outputs.MapFiles`)."""
     wanted = [
         kind
         for kind, entry in SIDE_FILES.items()
@@ -249,10 +250,11 @@ def write_map_files(
 
     ``n_classes`` (largest label + 1), when known, saves the COG writer a pass over the map.
     ``look``: the quick-look's panels and class names; ``values``: float ``(y, x)`` maps by
-    band name for ``<stem>.values.tif`` (see :class:`MapFiles`); ``model_order``: the
-    ``/model_order`` dataset, drawn in the quick-look as score against k (None: no panel).
+    band name for ``<stem>.values.tif`` (see :class:`~dkernel.jobs.outputs.MapFiles`);
+    ``model_order``: the ``/model_order`` dataset, drawn in the quick-look as score against
+    k (None: no panel).
 
-    Every file is checked first (:func:`check_side_outputs`'s rules; the temporaries of a
+    Every file is checked first (``check_side_outputs``' rules; the temporaries of a
     killed run removed), then claimed in the store's ``side_files`` attribute, then written
     by its kind's writer (:data:`SIDE_FILES`).
 
