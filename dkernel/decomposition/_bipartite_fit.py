@@ -17,6 +17,7 @@ import numpy as np
 
 from dkernel._random import derive_rng, seed_from_random_state
 from dkernel._validation import check_scalar, validate_input
+from dkernel.decomposition.kernels import NAN_FIX
 from dkernel.decomposition.landmark import (
     fit_landmark_markov,
     landmark_point_weights,
@@ -52,7 +53,16 @@ def fit_bipartite(model: Any, X: Any) -> Any:
             "approximation='bipartite' is self-tuning. Leave sigma=None, or pass "
             "kernel='rbf' with approximation='exact'."
         )
-    Xv = validate_input(model, X, reset=True, min_samples=2, dtype=np.float64)
+    Xv = validate_input(
+        model,
+        X,
+        reset=True,
+        min_samples=2,
+        dtype=np.float64,
+        nan_fix="The bipartite path "
+        "(approximation='bipartite', the default above 5 000 points) does not take them. "
+        + NAN_FIX,
+    )
     n = int(Xv.shape[0])
     is_dask = isinstance(Xv, da.Array)
     if not is_dask and not np.all(np.isfinite(Xv)):

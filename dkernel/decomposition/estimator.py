@@ -34,6 +34,7 @@ from dkernel.decomposition.graph import knn_log_kernel_graph, out_of_sample_grap
 from dkernel.decomposition.kernels import (
     KERNEL_ALIASES,
     KERNELS,
+    NAN_FIX,
     NEIGHBOR_SEARCHES,
     density_log_kernel,
     fit_local_scales,
@@ -55,7 +56,7 @@ from dkernel.decomposition.nmf import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
-from dkernel.graphs.knn import knn_search
+from dkernel.graphs.knn import MissingValueIndex, build_index, knn_search, training_neighbors
 from dkernel.graphs.landmark import DEFAULT_LANDMARK_NEIGHBORS, LandmarkGraph
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.kernels.registry import check_kernel_supported
@@ -407,6 +408,23 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
                         f"with kernel='local_scaling'. Got {k} instead."
                     )
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = self._takes_nan()
+        return tags
+
+    def _takes_nan(self) -> bool:
+        """Whether X may hold NaN: the self-tuning k-NN kernel on the exact path, whose
+        neighbours and widths come from the expected squared distances
+        (:class:`dkernel.graphs.knn.MissingValueIndex`), which the default runs up to 5 000
+        points."""
+        return (
+            self.kernel == "local_scaling"
+            and self.n_neighbors is not None
+            and self.approximation in ("auto", "exact")
+            and self.n_landmarks is None
+        )
+
     def _kernel_name(self) -> str:
         """``kernel`` with a former name replaced (a FutureWarning, once per process)."""
         return resolve_alias(self.kernel, "kernel", _OWNER)
@@ -431,13 +449,25 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         """
         self._validate_params()
         kernel = self._kernel_name()
-        Xv = validate_input(self, X, reset=True, min_samples=2, dtype=np.float64)
+        takes_nan = self._takes_nan()
+        Xv = validate_input(
+            self,
+            X,
+            reset=True,
+            min_samples=2,
+            dtype=np.float64,
+            allow_nan=takes_nan,
+            nan_fix=NAN_FIX,
+        )
         n = int(Xv.shape[0])
         self._check_sizes(n)
         is_dask = isinstance(Xv, da.Array)
         Xn = np.asarray(Xv.compute() if is_dask else Xv, dtype=np.float64)
-        if not np.all(np.isfinite(Xn)):
-            raise InvalidInputError(f"{_OWNER} does not accept NaN or infinite values in X.")
+        if np.isinf(Xn).any() or (not takes_nan and np.isnan(Xn).any()):
+            raise InvalidInputError(
+                f"{_OWNER} does not accept infinite values in X, nor NaN but with the default "
+                "kernel (kernel='local_scaling' with n_neighbors, exact path). " + NAN_FIX
+            )
         if self.kernel == "cosine" and np.any(Xn < 0):
             raise InvalidInputError(
                 f"{_OWNER} with kernel='cosine' expects non-negative data (counts, histograms); "
@@ -485,6 +515,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     def _fit_index(self, Xn: np.ndarray) -> Any:
         """The neighbour index over the training points, exact or approximate as
         ``neighbor_search`` says; the approximate one is seeded from ``random_state``."""
+        if self.kernel == "local_scaling" and np.isnan(Xn).any():
+            # expected squared distances of rows with NaN (exact: a tree on augmented rows)
+            self._index_seed = None
+            return build_index(Xn)
         approximate = use_approximate(Xn.shape[0], self.neighbor_search)
         self._index_seed = (
             derive_seed(seed_from_random_state(self.random_state), "neighbor_index")
@@ -510,7 +544,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         k = self.n_neighbors
         g = min(max(int(k or 0), int(self.scale_neighbors) + 1), n)
         self._index = self._fit_index(Xn)
-        if is_dask:
+        if isinstance(self._index, MissingValueIndex):
+            # each point first at distance 0 (a new point would be a new draw of its holes)
+            dist, ind = training_neighbors(self._index, Xn, g)
+        elif is_dask:
             dist, ind = da.compute(*knn_search(self._index, Xv, g))
         else:
             dist, ind = threaded_kneighbors(self._index, Xn, g, order=spatial_order(Xn))
@@ -677,7 +714,16 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             Xv = validate_input(self, X, reset=False, min_samples=1, dtype=np.float64)
             return self._landmark_out_of_sample(Xv, what)
         model = self._model()
-        Xv = validate_input(self, X, reset=False, min_samples=1, dtype=np.float64)
+        incomplete = isinstance(model[-1], MissingValueIndex)
+        Xv = validate_input(
+            self,
+            X,
+            reset=False,
+            min_samples=1,
+            dtype=np.float64,
+            allow_nan=incomplete,
+            nan_fix=NAN_FIX,
+        )
         bs = _oos_block_rows(self.X_fit_.shape[0], self.block_rows, self.n_neighbors)
         if isinstance(Xv, da.Array):
             return out_of_sample_graph(
@@ -692,7 +738,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         # releases the GIL); every row's result is independent of its block. The cell index
         # groups each block's rows by cell and runs on threads itself.
         approximate = isinstance(model[-1], CellIndex)
-        order = np.arange(n) if approximate else spatial_order(Xv)
+        if approximate:
+            order = np.arange(n)
+        else:  # rows with NaN: ordered by their mean-imputed values (any order is exact)
+            order = spatial_order(model[-1].fill(Xv)[0] if incomplete else Xv)
         out = np.empty((n,) if what == "loglik" else (n, self.H_.shape[0]))
 
         def rows(s: int) -> None:

@@ -49,6 +49,13 @@ from dkernel.linalg.threads import map_on_cores
 KERNELS = ("local_scaling", "rbf", "cosine")
 #: Former kernel names, still accepted (the estimators warn once; see ``dkernel.kernels.aliases``).
 KERNEL_ALIASES = {"gaussian": "rbf"}
+#: The fix a NaN error of KernelDecompositionClustering names.
+NAN_FIX = (
+    "Impute them first (e.g. sklearn.impute.SimpleImputer), or keep the default self-tuning "
+    "k-NN kernel (kernel='local_scaling' with n_neighbors) on the exact path "
+    "(approximation='auto' up to 5 000 points, or 'exact'), which compares rows with NaN by "
+    "their expected squared distance."
+)
 NEIGHBOR_SEARCHES = ("auto", "exact", "approximate")
 #: ``neighbor_search='auto'`` searches training sets of at least this many points
 #: approximately (:class:`~dkernel.graphs.approximate_knn.CellIndex`), smaller ones exactly:

@@ -125,7 +125,10 @@ def test_errors(blobs):
     with pytest.raises(InvalidInputError, match="loss"):
         KernelDecompositionClustering(2, loss="l1").fit(X)
     with pytest.raises(InvalidInputError, match="NaN"):
-        KernelDecompositionClustering(2).fit(np.where(X > 0.9, np.nan, X))
+        # the default k-NN kernel takes NaN (expected distances); the paper's dense one does not
+        KernelDecompositionClustering(2, **PAPER).fit(np.where(X > 0.9, np.nan, X))
+    with pytest.raises(InvalidInputError, match="infinite"):
+        KernelDecompositionClustering(2).fit(np.where(X > 0.9, np.inf, X))
     with pytest.raises(ResourceLimitError, match="n_neighbors"):
         KernelDecompositionClustering(2, **PAPER, max_memory="1MB").fit(X)
     model = KernelDecompositionClustering(2, **PAPER, sigma=0.1).fit(X)

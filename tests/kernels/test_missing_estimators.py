@@ -11,7 +11,13 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score
 
-from dkernel import JointRankingClustering, KernelKMeans, NystromEmbedding, SpectralClustering
+from dkernel import (
+    JointRankingClustering,
+    KernelDecompositionClustering,
+    KernelKMeans,
+    NystromEmbedding,
+    SpectralClustering,
+)
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.registry import kernel_allows_nan
 
@@ -95,3 +101,25 @@ def test_nystrom_landmarks_of_incomplete_rows(digits_missing) -> None:
     assert est.landmark_indices_.size == 60
     assert np.isfinite(est.embedding_).all()
     assert np.isfinite(est.transform(X[:20])).all()
+
+
+def test_kernel_decomposition_default_takes_nan(digits_missing) -> None:
+    """KernelDecompositionClustering's default self-tuning k-NN kernel: expected squared
+    distances, at least mean-imputed k-means; other kernels and the bipartite path refuse."""
+    X, y = digits_missing
+    assert KernelDecompositionClustering().__sklearn_tags__().input_tags.allow_nan
+    assert not KernelDecompositionClustering(kernel="rbf").__sklearn_tags__().input_tags.allow_nan
+    imputed = np.where(np.isnan(X), np.nanmean(X, axis=0), X)
+    baseline = adjusted_rand_score(y, KMeans(5, n_init=10, random_state=0).fit_predict(imputed))
+    est = KernelDecompositionClustering(5, random_state=0).fit(X)
+    ari = adjusted_rand_score(y, est.labels_)
+    assert ari >= baseline, (ari, baseline)
+    assert np.mean(est.predict(X[:50]) == est.labels_[:50]) >= 0.9
+    assert np.isfinite(est.score_samples(X[:20])).all()
+    for bad in (
+        KernelDecompositionClustering(5, kernel="rbf"),
+        KernelDecompositionClustering(5, n_neighbors=None),
+        KernelDecompositionClustering(5, approximation="bipartite", n_landmarks=40),
+    ):
+        with pytest.raises(InvalidInputError, match=r"NaN.*[Ii]mpute"):
+            bad.fit(X)
