@@ -17,7 +17,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import venv
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -36,13 +38,23 @@ def _run(*cmd: str | Path, env: dict | None = None) -> None:
     subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True, env=env)
 
 
-def ensure_env(extras: str) -> None:
-    """Create ``.venv`` and install dkernel with ``extras`` unless already up to date."""
+def ensure_venv() -> None:
+    """Create ``.venv`` unless it exists."""
     if sys.version_info < (3, 11):  # noqa: UP036  (tasks.py may be run by an older python3)
         sys.exit(f"dkernel needs Python >= 3.11; this is {sys.version.split()[0]}.")
     if not (BIN / "python").exists():
         print(f"creating virtualenv {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
+
+
+def ensure_env(extras: str) -> None:
+    """Create ``.venv`` and install dkernel with ``extras`` unless already up to date.
+
+    pip byte-compiles what it installs (a minute of CPU for the test extras). Keep it: where
+    ``PYTHONDONTWRITEBYTECODE`` is set (as in this machine's shells) those caches are the
+    only ones, and without them every process of the suite would compile torch and the
+    rest again."""
+    ensure_venv()
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
     stamp = VENV / f".installed-{extras or 'base'}-{digest}"
     if not stamp.exists():
@@ -52,18 +64,32 @@ def ensure_env(extras: str) -> None:
         stamp.touch()
 
 
-def ensure_azurite() -> None:
-    """Install :data:`AZURITE` into ``.venv/node`` unless it is there or npm is missing."""
+def start_azurite() -> Callable[[], None]:
+    """Start installing :data:`AZURITE` into ``.venv/node`` (unless it is there or npm is
+    missing) in the background, so that it runs beside pip; the function returned waits for
+    it and says how it went. npm prefers its cache (``--prefer-offline``): a fresh clone on a
+    machine that installed Azurite before asks the registry nothing."""
     if (VENV / "node" / "node_modules" / ".bin" / "azurite-blob").exists():
-        return
+        return lambda: None
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         print("node/npm not found: the az:// tests will be skipped", flush=True)
-        return
-    try:
-        _run(npm, "install", "--prefix", VENV / "node", AZURITE, "--no-audit", "--no-fund")
-    except subprocess.CalledProcessError:
-        print(f"npm install {AZURITE} failed: the az:// tests will be skipped", flush=True)
+        return lambda: None
+    cmd = [npm, "install", "--prefix", str(VENV / "node"), AZURITE]
+    cmd += ["--no-audit", "--no-fund", "--prefer-offline"]
+    print("+", " ".join(cmd), "(in the background)", flush=True)
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+    def wait() -> None:
+        code = proc.wait()
+        log.seek(0)
+        sys.stdout.write(log.read().decode(errors="replace"))
+        log.close()
+        if code != 0:
+            print(f"npm install {AZURITE} failed: the az:// tests will be skipped", flush=True)
+
+    return wait
 
 
 def _env() -> dict:
@@ -101,13 +127,40 @@ def pytest_args(args: list[str]) -> list[str]:
 
 
 def test() -> None:
-    ensure_env("test")
-    ensure_azurite()
+    """Set up (npm installs Azurite beside pip), lint (ruff), then the type check (mypy) and
+    the suite (pytest) side by side: on a fresh clone (no mypy cache yet) mypy takes most of
+    a minute, which it spends mostly while the suite's workers wait on subprocesses and
+    servers. Fails when either fails; mypy's report is printed after the suite's."""
+    ensure_venv()
+    azurite = start_azurite()
+    try:
+        ensure_env("test")
+    finally:
+        azurite()
     env = _env()
     _run(BIN / "ruff", "check", "dkernel", "tests", "benchmarks", env=env)
     _run(BIN / "ruff", "format", "--check", "dkernel", "tests", "benchmarks", env=env)
-    _run(BIN / "python", "-m", "mypy", *TYPED, env=env)
-    _run(BIN / "python", "-m", "pytest", *pytest_args(sys.argv[2:]), env=env)
+    mypy = [str(BIN / "python"), "-m", "mypy", *TYPED]
+    print("+", " ".join(mypy), "(beside pytest)", flush=True)
+    with tempfile.TemporaryFile() as log:
+        types = subprocess.Popen(mypy, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            tests = subprocess.run(
+                [str(BIN / "python"), "-m", "pytest", *pytest_args(sys.argv[2:])],
+                cwd=ROOT,
+                env=env,
+            ).returncode
+        except BaseException:  # Ctrl-C: mypy's report is not wanted any more
+            types.kill()
+            types.wait()
+            raise
+        typed = types.wait()
+        log.seek(0)
+        print("mypy:", flush=True)
+        sys.stdout.write(log.read().decode(errors="replace"))
+    if typed or tests:
+        print(f"mypy exited {typed}, pytest exited {tests}", flush=True)
+        sys.exit(tests or typed)
 
 
 def docs() -> None:

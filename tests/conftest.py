@@ -137,7 +137,7 @@ def s3_bucket(s3_server):
 # Google Cloud Storage and Azure Blob emulators (gs://, az://)
 # ------------------------------------------------------------------------------------------
 
-#: Where ``python3 tasks.py test`` installs Azurite (its ``ensure_azurite``) when npm is there.
+#: Where ``python3 tasks.py test`` installs Azurite (its ``start_azurite``) when npm is there.
 AZURITE_BIN = Path(sys.prefix) / "node" / "node_modules" / ".bin" / "azurite-blob"
 #: Azurite's development account and its key, both published in Azurite's documentation.
 AZURITE_ACCOUNT = "devstoreaccount1"
