@@ -81,7 +81,7 @@ def _pck_params(X: np.ndarray) -> dict:
 KERNEL_CASES: dict[str, Callable[[np.ndarray], dict]] = {
     "rbf": lambda X: {"seed": 0},
     "cosine": lambda X: {},
-    "local_scaling": lambda X: {"n_neighbors": 5, "n_reference": 30, "seed": 0},
+    "local_scaling": lambda X: {"scale_neighbors": 5, "n_reference": 30, "seed": 0},
     "knn": lambda X: {"n_neighbors": 5, "n_reference": 30, "seed": 0},
     "knn_mean": lambda X: {"n_neighbors": 5, "n_reference": 30, "seed": 0},
     "landmark": lambda X: {"n_landmarks": 12, "n_neighbors": 3, "seed": 0},

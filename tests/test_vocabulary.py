@@ -381,6 +381,26 @@ def test_n_neighbors_former_meaning_still_works_for_one_release(fresh_warnings, 
     assert knn.kernel_params_["n_neighbors"] == 5
 
 
+def test_local_scaling_kernel_former_n_neighbors(fresh_warnings):
+    """The registry's local_scaling kernel takes its widths' rank as scale_neighbors; its former
+    name n_neighbors (the k-NN kernels' graph size) gives the same kernel, warning once."""
+    from dkernel.kernels.registry import make_kernel, neighbor_count
+
+    X = np.random.default_rng(5).normal(size=(40, 2))
+    new = make_kernel("local_scaling", X, scale_neighbors=5)
+    with pytest.warns(FutureWarning, match="n_neighbors is deprecated.*scale_neighbors=5"):
+        old = make_kernel("local_scaling", X, n_neighbors=5)
+    assert old.params == new.params and neighbor_count(old) == 5
+    np.testing.assert_array_equal(old(X), new(X))
+    # SpectralClustering's kernel_params of the Nyström path still reach it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # once per process: seen above
+        sc = dkernel.SpectralClustering(
+            2, kernel="local_scaling", kernel_params={"n_neighbors": 4}, n_landmarks=20
+        ).fit(X)
+    assert sc.nystrom_.kernel_.params["scale_neighbors"] == 4
+
+
 def test_former_parameter_names_stay_valid_in_job_specs(fresh_warnings):
     """The spectral-clustering job's parameters derive from the estimator's signature: a spec
     that still writes ``n_neighbors`` validates and builds the estimator it meant."""
@@ -411,7 +431,7 @@ KERNEL_GLOSSARY: dict[str, str] = {
     "laplacian": "exp(-gamma ||x-y||_1), gamma = 1 / n_features (scikit-learn's)",
     "chi2": "exp(-gamma sum (x-y)^2 / (x+y)), gamma 1, data >= 0 (scikit-learn's)",
     "additive_chi2": "-sum (x-y)^2 / (x+y), data >= 0 (scikit-learn's)",
-    "local_scaling": "exp(-||x-y||^2 / (s_x s_y)), s the distance to the n_neighbors-th "
+    "local_scaling": "exp(-||x-y||^2 / (s_x s_y)), s the distance to the scale_neighbors-th "
     "neighbour (self-tuning, [ZelnikManor2005])",
     "knn": "the symmetric 0/1 n_neighbors-nearest-neighbour graph, with self-loops",
     "knn_mean": "the half-weighted k-NN graph: 1 mutual, 1/2 one way (scikit-learn's k-NN "

@@ -30,6 +30,7 @@ __all__ = [
     "resolve_alias",
     "resolve_former_meaning",
     "resolve_renamed",
+    "warn_former_name",
 ]
 
 #: Parameter name -> {former value: current value}.
@@ -156,17 +157,23 @@ def resolve_renamed(estimator: object, current: str) -> object:
                 f"{owner}: {former}={old!r} is the former name of {current}, which is "
                 f"{value!r}; give {current} only."
             )
-        if (owner, former) not in _WARNED:
-            _WARNED.add((owner, former))
-            # attributed to the user's line, past scikit-learn's fit wrappers
-            warn_caller(
-                f"{owner}: the parameter {former} is deprecated here and will be removed in a "
-                f"future release; use {current}={old!r} (the same parameter; CHANGELOG.md says "
-                "why it was renamed).",
-                DKernelDeprecationWarning,
-            )
+        warn_former_name(owner, former, current, old)
         return old
     return value
+
+
+def warn_former_name(owner: str, former: str, current: str, value: object) -> None:
+    """Warn, once per process and ``owner``, that ``former`` is the deprecated name of
+    ``current`` (attributed to the user's line, past scikit-learn's fit wrappers)."""
+    if (owner, former) in _WARNED:
+        return
+    _WARNED.add((owner, former))
+    warn_caller(
+        f"{owner}: the parameter {former} is deprecated here and will be removed in a "
+        f"future release; use {current}={value!r} (the same parameter; CHANGELOG.md says "
+        "why it was renamed).",
+        DKernelDeprecationWarning,
+    )
 
 
 def _init_default(cls: type, name: str) -> object:

@@ -32,6 +32,7 @@ from dkernel.graphs.landmark import (
     landmark_kernel_block,
 )
 from dkernel.kernels.adaptive import RadiusKernelBlock, neighbor_radius, reference_neighbors
+from dkernel.kernels.aliases import warn_former_name
 from dkernel.kernels.cosine import cosine_block, cosine_log_block
 from dkernel.kernels.pairwise import (
     LOG_FORM,
@@ -279,8 +280,16 @@ ADAPTIVE_KERNELS = ("local_scaling", "knn", "knn_mean")
 
 
 def _radius_kernel(
-    kind: str, X: Any, n_neighbors: int, n_reference: int | None, seed: int | None
+    kind: str,
+    X: Any,
+    n_neighbors: int,
+    n_reference: int | None,
+    seed: int | None,
+    *,
+    parameter: str = "n_neighbors",
 ) -> Kernel:
+    """An adaptive kernel; ``n_neighbors`` is the k-NN graphs' size or, for local_scaling, the
+    widths' rank, given as ``parameter`` (``'n_neighbors'`` or ``'scale_neighbors'``)."""
     label = kind
     if (
         not isinstance(n_neighbors, int | np.integer)
@@ -288,7 +297,7 @@ def _radius_kernel(
         or (n_neighbors < 1)
     ):
         raise InvalidInputError(
-            f"The 'n_neighbors' parameter of the {label} kernel must be an int >= 1. "
+            f"The {parameter!r} parameter of the {label} kernel must be an int >= 1. "
             f"Got {n_neighbors!r} instead."
         )
     if n_reference is not None and (
@@ -308,8 +317,8 @@ def _radius_kernel(
     n = int(X.shape[0])
     if n_neighbors >= n:
         raise InvalidInputError(
-            f"The 'n_neighbors' parameter of the {label} kernel must be < the number of training "
-            f"points ({n}). Got {n_neighbors} instead; use a smaller n_neighbors."
+            f"The {parameter!r} parameter of the {label} kernel must be < the number of training "
+            f"points ({n}). Got {n_neighbors} instead; use a smaller {parameter}."
         )
     size = n if n_reference is None else min(n, int(n_reference))
     reference = _sample_rows(X, size, seed)
@@ -326,8 +335,20 @@ def _radius_kernel(
             "distance is 0; remove duplicates or use kernel='rbf' with an explicit sigma."
         )
     block = RadiusKernelBlock(kind, reference, k_ref)
-    params = {"n_neighbors": int(n_neighbors), "n_reference": size, "reference_neighbors": k_ref}
+    params = {parameter: int(n_neighbors), "n_reference": size, "reference_neighbors": k_ref}
     return _radius_kernel_of(label, block, params)
+
+
+def neighbor_parameter(name: str) -> str:
+    """The name of an adaptive kernel's neighbour count: ``'scale_neighbors'``, the widths'
+    rank, for local_scaling; ``'n_neighbors'``, the graph's size, for knn and knn_mean."""
+    return "scale_neighbors" if name == "local_scaling" else "n_neighbors"
+
+
+def neighbor_count(kernel: Kernel) -> int:
+    """An adaptive kernel's neighbour count: local_scaling's ``scale_neighbors`` (the widths'
+    rank), the k-NN kernels' ``n_neighbors`` (the graph's size)."""
+    return int(kernel.params.get("scale_neighbors", kernel.params.get("n_neighbors")))
 
 
 def _radius_kernel_of(name: str, block: RadiusKernelBlock, params: dict) -> Kernel:
@@ -348,7 +369,7 @@ def with_landmark_reference(kernel: Kernel, landmarks: np.ndarray, n_train: int)
     if kernel.name not in ADAPTIVE_KERNELS or not isinstance(kernel.block, RadiusKernelBlock):
         return kernel
     m = int(landmarks.shape[0])
-    k_ref = min(int(kernel.params["n_neighbors"]), m - 1)
+    k_ref = min(neighbor_count(kernel), m - 1)
     reference = np.asarray(landmarks, dtype=np.float64)
     block = RadiusKernelBlock(kernel.block.kind, reference, k_ref)
     params = {**kernel.params, "n_reference": m, "reference_neighbors": k_ref}
@@ -359,11 +380,19 @@ def with_landmark_reference(kernel: Kernel, landmarks: np.ndarray, n_train: int)
 def _local_scaling_factory(
     X: Any = None,
     *,
-    n_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
+    scale_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
     n_reference: int | None = DEFAULT_N_REFERENCE,
     seed: int | None = 0,
+    n_neighbors: int | None = None,
 ) -> Kernel:
-    return _radius_kernel("local_scaling", X, n_neighbors, n_reference, seed)
+    # n_neighbors: the former name of the widths' rank (a k-NN graph's size elsewhere), kept
+    # for one release; it wins when given, as a kernel_params entry overrode the default
+    if n_neighbors is not None:
+        scale_neighbors = n_neighbors
+        warn_former_name("the local_scaling kernel", "n_neighbors", "scale_neighbors", n_neighbors)
+    return _radius_kernel(
+        "local_scaling", X, scale_neighbors, n_reference, seed, parameter="scale_neighbors"
+    )
 
 
 def _knn_mean_factory(
@@ -574,8 +603,10 @@ def make_kernel(
         For callables and feature maps: whether the values are known to be >= 0.
     **params
         Kernel parameters (``sigma`` or scikit-learn's ``gamma = 1 / (2 sigma^2)``,
-        ``sigma_fraction`` and ``seed`` for rbf; ``n_neighbors``, ``n_reference`` and ``seed``
-        for local_scaling, knn and knn_mean; ``n_landmarks``, ``n_neighbors`` and ``seed`` for
+        ``sigma_fraction`` and ``seed`` for rbf; ``scale_neighbors`` (the widths' rank;
+        formerly ``n_neighbors``), ``n_reference`` and ``seed`` for local_scaling;
+        ``n_neighbors`` (the graph's size), ``n_reference`` and ``seed`` for knn and knn_mean;
+        ``n_landmarks``, ``n_neighbors`` and ``seed`` for
         landmark; ``model`` (or ``seed``, to fit a default one on X) for pck; scikit-learn's
         ``gamma``, ``degree`` and ``coef0`` for its kernels, with its defaults). Defaults:
         ``dkernel.kernels.widths``; rbf's width is the rule of thumb when neither ``sigma``

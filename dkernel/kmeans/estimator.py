@@ -200,7 +200,8 @@ class KernelKMeans(
         ``f(X, Y)``. ``'pck'`` takes X with NaN (missing values); every other kernel refuses
         them.
     kernel_params : dict, optional
-        Parameters of the kernel (``{'n_neighbors': 7}``, ``{'n_landmarks': 500}``, ...).
+        Parameters of the kernel (``{'scale_neighbors': 7}`` for 'local_scaling',
+        ``{'n_neighbors': 10}`` for 'knn', ``{'n_landmarks': 500}``, ...).
     sigma : float, optional
         RBF width; ``sigma_fraction`` × the median pairwise distance (on a sample) when None.
     sigma_fraction : float

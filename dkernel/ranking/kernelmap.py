@@ -33,7 +33,7 @@ import numpy as np
 from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.pairwise import SKLEARN_KERNELS, kernel_params
-from dkernel.kernels.registry import Kernel, make_kernel
+from dkernel.kernels.registry import Kernel, make_kernel, neighbor_parameter
 
 #: Kernels given by name whose widths adapt to each point's neighbourhood.
 ADAPTIVE = ("knn_mean", "knn", "local_scaling")
@@ -188,8 +188,9 @@ def resolve_kernel(
     """Resolve an estimator's ``kernel`` parameter against the training data.
 
     The kernel comes from :func:`~dkernel.kernels.registry.make_kernel`: ``sigma`` and
-    ``sigma_fraction`` go to ``rbf``, ``n_neighbors`` and ``kernel_params`` (``n_reference``)
-    to the adaptive kernels (``knn_mean``, ``knn``, ``local_scaling``), ``kernel_params``
+    ``sigma_fraction`` go to ``rbf``, ``n_neighbors`` (local_scaling's ``scale_neighbors``)
+    and ``kernel_params`` (``n_reference``) to the adaptive kernels (``knn_mean``, ``knn``,
+    ``local_scaling``), ``kernel_params``
     (``n_landmarks``, ``n_neighbors``) to ``landmark``, and ``seed`` to every kernel that
     samples. Returns the kernel object and a JSON-able description (kind, sigma,
     n_neighbors, ...).
@@ -226,7 +227,8 @@ def resolve_kernel(
     if named and kernel == "precomputed":
         return _precomputed(X, owner), {"kernel": "precomputed"}
     if named and kernel in ADAPTIVE and n_neighbors is not None:
-        params["n_neighbors"] = n_neighbors
+        # the k-NN graphs' size, or the widths' rank of local_scaling
+        params[neighbor_parameter(kernel)] = n_neighbors
     if named and kernel == "rbf":
         params.update(sigma=sigma, sigma_fraction=sigma_fraction)
     if named and kernel in ("rbf", LANDMARK, "pck", *ADAPTIVE):

@@ -40,7 +40,12 @@ from dkernel.errors import InvalidInputError
 from dkernel.graphs.knn import MissingValueIndex
 from dkernel.graphs.landmark import DEFAULT_N_LANDMARKS, default_landmark_count
 from dkernel.kernels.aliases import resolve_renamed
-from dkernel.kernels.registry import NAN_FIX, kernel_allows_nan, kernel_input_tags
+from dkernel.kernels.registry import (
+    NAN_FIX,
+    kernel_allows_nan,
+    kernel_input_tags,
+    neighbor_parameter,
+)
 from dkernel.kernels.widths import (
     DEFAULT_LOCAL_SCALING_NEIGHBORS,
     PCKID_SIGMA_FRACTION,
@@ -575,8 +580,13 @@ class SpectralClustering(
         return chosen
 
     def _kernel_params(self, n: int) -> dict | None:
-        if self._resolved_kernel(n) in ("local_scaling", "knn"):
-            return {"n_neighbors": self._scale_neighbors(), **(self.kernel_params or {})}
+        kernel = self._resolved_kernel(n)
+        if kernel in ("local_scaling", "knn"):
+            # the widths' rank; the knn kernel's graph size unless kernel_params give one
+            given = self.kernel_params or {}
+            if kernel == "local_scaling" and "n_neighbors" in given:
+                return dict(given)  # the kernel's former name wins (it warns)
+            return {neighbor_parameter(kernel): self._scale_neighbors(), **given}
         return self.kernel_params
 
     def _assign(self, Z: Any) -> Any:

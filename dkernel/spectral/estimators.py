@@ -27,7 +27,12 @@ from dkernel._budget import check_budget, dense_kernel_cost
 from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, validate_input
 from dkernel.graphs.blocked import blocked_kernel
 from dkernel.kernels.aliases import resolve_renamed
-from dkernel.kernels.registry import ADAPTIVE_KERNELS, kernel_input_tags, make_kernel
+from dkernel.kernels.registry import (
+    ADAPTIVE_KERNELS,
+    kernel_input_tags,
+    make_kernel,
+    neighbor_parameter,
+)
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, DEFAULT_SIGMA_FRACTION
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
 from dkernel.spectral.dense import keca_embedding, kpca_embedding
@@ -191,7 +196,8 @@ class _DenseKernelEmbedding(
             self.kernel_ = make_kernel(
                 self.kernel,
                 self.X_fit_,
-                n_neighbors=int(resolve_renamed(self, "scale_neighbors")),
+                # the widths' rank of local_scaling, the size of the k-NN graphs
+                **{neighbor_parameter(self.kernel): int(resolve_renamed(self, "scale_neighbors"))},
                 n_reference=None,
             )
         else:

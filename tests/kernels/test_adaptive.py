@@ -9,7 +9,7 @@ import pytest
 
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.adaptive import kth_distinct_distance, neighbor_radius
-from dkernel.kernels.registry import make_kernel
+from dkernel.kernels.registry import make_kernel, neighbor_parameter
 
 
 def _naive_radius(X, R, k):
@@ -66,7 +66,7 @@ def test_kth_distinct_distance_matches_radius(rng):
 def test_kernel_against_brute_force(rng, name, naive):
     X = rng.normal(size=(50, 3))
     Y = rng.normal(size=(9, 3))
-    k = make_kernel(name, X, n_neighbors=6)
+    k = make_kernel(name, X, **{neighbor_parameter(name): 6})
     np.testing.assert_allclose(k(X, Y), naive(X, Y, X, 6), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(k(X), naive(X, X, X, 6), rtol=1e-10, atol=1e-12)
 
@@ -101,14 +101,16 @@ def test_reference_sample_is_deterministic_and_scales_the_rank(rng):
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"n_neighbors": 0}, "must be an int >= 1"),
-        ({"n_neighbors": 2.5}, "must be an int >= 1"),
-        ({"n_neighbors": 30}, "must be < the number of training points"),
+        ({"k": 0}, "must be an int >= 1"),
+        ({"k": 2.5}, "must be an int >= 1"),
+        ({"k": 30}, "must be < the number of training points"),
         ({"n_reference": 1}, "must be an int >= 2 or None"),
     ],
 )
 @pytest.mark.parametrize("name", ["local_scaling", "knn"])
 def test_bad_parameters(rng, name, params, match):
+    """k: the neighbour count, local_scaling's scale_neighbors or knn's n_neighbors."""
+    params = {neighbor_parameter(name) if key == "k" else key: v for key, v in params.items()}
     with pytest.raises(InvalidInputError, match=match):
         make_kernel(name, rng.normal(size=(30, 2)), **params)
 
@@ -130,7 +132,7 @@ def test_landmark_reference_fast_path_equals_the_general_formula(rng, name):
 
     X = rng.normal(size=(300, 3))
     L = X[:40].copy()
-    k = with_landmark_reference(make_kernel(name, X, n_neighbors=7), L, 300)
+    k = with_landmark_reference(make_kernel(name, X, **{neighbor_parameter(name): 7}), L, 300)
     assert k.params["reference"] == "landmarks" and k.params["reference_neighbors"] == 7
     fast = k(X[40:90], L)
     general = k(X[40:90], L.copy())

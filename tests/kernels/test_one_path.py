@@ -22,7 +22,7 @@ from dkernel.decomposition.kernels import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.pairwise import SKLEARN_KERNELS
-from dkernel.kernels.registry import Kernel, available_kernels, make_kernel
+from dkernel.kernels.registry import Kernel, available_kernels, make_kernel, neighbor_parameter
 from dkernel.kernels.widths import (
     DEFAULT_SIGMA_FRACTION,
     RULE_OF_THUMB_SAMPLE,
@@ -77,7 +77,7 @@ def test_log_forms_against_the_log_of_the_kernel(rng):
     X, Y = rng.normal(size=(30, 3)), rng.normal(size=(11, 3))
     for name, params in [
         ("rbf", {"sigma": 0.9}),
-        ("local_scaling", {"n_neighbors": 4, "n_reference": None}),
+        ("local_scaling", {"scale_neighbors": 4, "n_reference": None}),
         ("cosine", {}),
     ]:
         k = make_kernel(name, X, **params)
@@ -107,7 +107,7 @@ def test_decomposition_kernels_are_registered_log_forms(rng):
     k = 5
     d = np.sort(np.sqrt(((Xt[:, None] - Xt[None]) ** 2).sum(-1)), axis=1)
     scales = fit_local_scales(d[:, : k + 1], k)
-    local = make_kernel("local_scaling", Xt, n_neighbors=k, n_reference=None)
+    local = make_kernel("local_scaling", Xt, scale_neighbors=k, n_reference=None)
     np.testing.assert_allclose(
         density_log_kernel(Xq, Xt, kernel="local_scaling", sigma=scales),
         local.log(Xq, Xt),
@@ -178,7 +178,8 @@ def test_ranking_kernels_resolve_through_the_registry(rng, name):
         # the kernels that draw a sample take the seed
         **({"seed": 0} if name in ("rbf", "landmark", "pck", *ADAPTIVE) else {}),
         **({"sigma_fraction": 0.2} if name == "rbf" else {}),
-        **params,
+        # resolve_kernel's n_neighbors is local_scaling's scale_neighbors
+        **({neighbor_parameter(name): 5} if name in ADAPTIVE else {}),
         **(kernel_params or {}),
     )
     if name in ("landmark", "pck"):

@@ -11,6 +11,7 @@ from sklearn.neighbors import kneighbors_graph
 from sklearn.preprocessing import StandardScaler
 
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.registry import neighbor_parameter
 from dkernel.ranking import (
     DegenerateClusterWarning,
     JointRankingClustering,
@@ -67,7 +68,7 @@ def blobs():
 def neighbors(name):
     """K_NEIGHBORS as the adaptive kernel's parameter: the k-NN graphs' size n_neighbors, the
     self-tuning widths' rank scale_neighbors of local_scaling."""
-    return {"scale_neighbors" if name == "local_scaling" else "n_neighbors": K_NEIGHBORS}
+    return {neighbor_parameter(name): K_NEIGHBORS}
 
 
 # -- brute-force references ---------------------------------------------------------------
@@ -81,7 +82,7 @@ def test_kernel_rows_match_brute_force(small, name):
         kppr.kernel_.cross(Y), brute_kernel(name, Y, X, X, K_NEIGHBORS), rtol=0, atol=1e-10
     )
     assert kppr.kernel_params_["kernel"] == name
-    assert kppr.kernel_params_["n_neighbors"] == K_NEIGHBORS
+    assert kppr.kernel_params_[neighbor_parameter(name)] == K_NEIGHBORS
 
 
 def test_knn_mean_is_sklearn_nearest_neighbors_affinity(blobs):

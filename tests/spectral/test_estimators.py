@@ -99,11 +99,11 @@ def test_adaptive_kernels_and_out_of_sample(cls, kernel):
 
     from sklearn.datasets import make_circles
 
-    from dkernel.kernels.registry import make_kernel
+    from dkernel.kernels.registry import make_kernel, neighbor_parameter
 
     X, _ = make_circles(300, factor=0.5, noise=0.05, random_state=0)
     est = cls(n_components=3, kernel=kernel, scale_neighbors=8).fit(X)
-    K = make_kernel(kernel, X, n_neighbors=8, n_reference=None)(X)
+    K = make_kernel(kernel, X, **{neighbor_parameter(kernel): 8}, n_reference=None)(X)
     np.testing.assert_allclose(est.kernel_matrix(X).compute(), K, rtol=1e-12)
     np.testing.assert_allclose(np.abs(est.transform(X)), np.abs(est.embedding_), atol=1e-8)
     again = pickle.loads(pickle.dumps(est))

@@ -45,7 +45,7 @@ def test_precomputed_and_adaptive_kernels(X):
     stage = fit_nystrom_landmarks(K, make_kernel("precomputed", K), 30, random_state=1)
     assert stage.reference.dtype == np.int64
     np.testing.assert_array_equal(stage.reference, stage.indices)
-    adaptive = make_kernel("local_scaling", X, n_neighbors=7)
+    adaptive = make_kernel("local_scaling", X, scale_neighbors=7)
     stage = fit_nystrom_landmarks(X, adaptive, 50, random_state=1)
     assert stage.kernel.params["reference"] == "landmarks"
     assert stage.kernel.params["n_reference"] == 50
