@@ -75,7 +75,7 @@ class MissingValueIndex:
         missing = np.isnan(X)
         return np.where(missing, self.mean_[None, :], X), missing.astype(np.float64) @ self.var_
 
-    def kneighbors(self, X: np.ndarray, n_neighbors: int = 5, return_distance: bool = True) -> Any:
+    def kneighbors(self, X: np.ndarray, n_neighbors: int, return_distance: bool = True) -> Any:
         """The ``n_neighbors`` training points of least expected distance to each row of X,
         nearest first (distances are square roots of the expectations)."""
         filled, extra = self.fill(X)
