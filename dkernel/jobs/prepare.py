@@ -216,18 +216,21 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
     """Validate the spec, read the data and check the cost: everything before a cluster starts.
 
     The stages parse, validate, open and check data and estimate cost of
-    ``dkernel.jobs.stages``, for a caller that wants the data (a notebook, a test).
+    ``dkernel.jobs.stages``, and check outputs' refusal of image outputs the data cannot give
+    (:func:`~dkernel.jobs.map_files.check_raster_outputs`), for a caller that wants the data
+    (a notebook, a test).
     """
     if not isinstance(spec, JobSpec):
         spec = load_spec(spec)
     data = open_data(spec)
     check_cost(spec, data, estimate_cost(spec, data))
+    check_raster_outputs(spec.params, data)
     return spec, data
 
 
 def open_data(spec: JobSpec) -> LoadedData:
-    """Read the spec's data and check it: finite (:func:`check_finite`), the method's own rules
-    (``check_data``: ``n_clusters`` against the samples) and the image outputs asked for.
+    """Read the spec's data and check it: finite (:func:`check_finite`) and the method's own
+    rules (``check_data``: ``n_clusters`` against the samples).
 
     For an image reader, this process's GDAL block cache is bounded first
     (``dkernel.io.gdal.limit_gdal_cache``): a raster reader's statistics pass decodes every
@@ -252,7 +255,6 @@ def open_data(spec: JobSpec) -> LoadedData:
     reuse_freed_memory()  # the reading pass is over: the numerics reuse their blocks
     if method.check_data is not None:
         method.check_data(spec.params, data)
-    check_raster_outputs(spec.params, data)
     return data
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from dkernel._budget import SizeLimit, format_size, memory_limit
 from dkernel.errors import DKernelError
-from dkernel.jobs.map_files import check_side_outputs, prefetch_map_writers
+from dkernel.jobs.map_files import check_raster_outputs, check_side_outputs, prefetch_map_writers
 from dkernel.jobs.outputs import write_outputs
 from dkernel.jobs.prepare import check_cost, estimate_cost, open_data
 from dkernel.jobs.registry import get_method
@@ -141,7 +141,7 @@ def resolve_paths(plan: Plan) -> None:
 
 
 def open_and_check_data(plan: Plan) -> None:
-    """Read the data, check it (finite, the method's shape rules, the image outputs)."""
+    """Read the data, check it (finite, the method's shape rules)."""
     if plan.options.with_data:
         plan.data = open_data(plan.job)
 
@@ -157,7 +157,8 @@ def estimate(plan: Plan) -> None:
 
 def check_outputs(plan: Plan) -> None:
     """The store's target and the files beside it, before any lease or cluster: an object
-    store is reached (bounded time) before anything else reads or writes it."""
+    store is reached (bounded time) before anything else reads or writes it; the image
+    outputs asked for must be ones the data can give (segments need a georeferenced image)."""
     spec, output, options = plan.job, plan.output, plan.job.store_options
     assert output is not None
     remote = is_remote(output)
@@ -171,6 +172,7 @@ def check_outputs(plan: Plan) -> None:
     if not remote:
         check_writable(output)
     if plan.data is not None:
+        check_raster_outputs(spec.params, plan.data)
         check_side_outputs(output, spec.params, plan.data, options)
 
 
