@@ -108,8 +108,10 @@ def demo() -> None:
 
 
 #: pytest-xdist workers of ``tasks.py test`` (CI's machine has 2 cores); ``-n 0`` runs serially.
-#: ``loadscope`` keeps a module on one worker: its module-scoped clusters start once.
-WORKERS = ["-n", "2", "--dist", "loadscope"]
+#: ``loadscope`` keeps a module on one worker: its module-scoped clusters start once. The
+#: modules are handed out in the order tests/conftest.py gives them (the slow end-to-end ones
+#: first, so that both workers finish together), not by number of tests.
+WORKERS = ["-n", "2", "--dist", "loadscope", "--no-loadscope-reorder"]
 
 
 def pytest_args(args: list[str]) -> list[str]:

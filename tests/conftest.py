@@ -29,13 +29,38 @@ NO_DATA_REASON = (
 
 def pytest_collection_modifyitems(config, items):
     """Every test that reads the real datasets carries the ``data`` marker (explicitly, or by
-    using the ``data_dir`` fixture) and is skipped, with one reason, when they are absent."""
+    using the ``data_dir`` fixture) and is skipped, with one reason, when they are absent.
+
+    On pytest-xdist workers the modules are also put in the order they are handed out in
+    (:func:`_slow_modules_first`)."""
     missing = _data_dir() is None or not _data_dir().exists()
     for item in items:
         if "data_dir" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.data)
         if missing and item.get_closest_marker("data") is not None:
             item.add_marker(pytest.mark.skip(reason=NO_DATA_REASON))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker (each sorts alike)
+        items[:] = _slow_modules_first(items)
+
+
+def _slow_modules_first(items: list) -> list:
+    """``items`` module by module: first the modules holding a test marked ``slow`` (end to
+    end, a minute or more), then the others, each group by number of tests, most first.
+
+    ``--dist loadscope`` hands a module out whole, and by itself in order of number of tests,
+    most first (``tasks.py`` turns that off with ``--no-loadscope-reorder`` and takes this
+    order instead): the slow modules hold few tests, so they came last, and the run ended
+    with one worker busy on the README's tour or the fault-tolerance jobs while the other
+    had nothing left. Longest first lets the two workers finish together."""
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def key(group: list) -> tuple[bool, int]:
+        slow = any(item.get_closest_marker("slow") is not None for item in group)
+        return (not slow, -len(group))
+
+    return [item for group in sorted(modules.values(), key=key) for item in group]
 
 
 @pytest.fixture(autouse=True)

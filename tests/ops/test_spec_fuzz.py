@@ -9,7 +9,9 @@ Random YAML documents, and random mutations (text and structure) of every spec u
 
 Only validation runs: no data is read beyond the spec, no cluster starts, no store is written.
 ``DKERNEL_FUZZ_EXAMPLES`` sets the number of examples per test (CI default 1100, so ≥ 2,000
-cases across the two tests; derandomized, so every run tries the same cases).
+cases across the two tests; derandomized, so every run tries the same cases). The two fuzz
+tests take a minute or more together: marked ``slow`` (``tasks.py test --fast`` skips them,
+and CI's workers take this module early).
 """
 
 from __future__ import annotations
@@ -133,6 +135,7 @@ def _spec_like(draw_values: dict) -> dict:
     return base
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     st.one_of(
@@ -229,6 +232,7 @@ def test_every_job_file_is_valid_unmutated(sandbox) -> None:
         assert check_case(sandbox, job.read_text()) in (0, 2)  # 2 only without the datasets
 
 
+@pytest.mark.slow
 @FUZZ
 @given(mutated_job())
 def test_mutated_job_files(sandbox, text) -> None:
