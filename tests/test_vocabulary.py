@@ -83,8 +83,7 @@ GLOSSARY: dict[str, str] = {
     "trajectory",
     "progress": "show progress (a bar on a terminal, lines in a log)",
     "random_state": "seed of every random choice (int, None or a Generator)",
-    "regularization": "the ridge term κ added to each view's covariance in kernel CCA; MSSC: "
-    "degree regularisation of the partition affinity (left: renaming it is its own change)",
+    "regularization": "kernel CCA's ridge term κ, added to each view's covariance",
     "scale_neighbors": "rank of the self-tuning width: each point's σ is the distance to its "
     "scale_neighbors-th neighbour",
     "seeds": "the starting points of mean shift",
@@ -134,8 +133,6 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "n_seeds": "MSSC seeds mean shift with 500 k-means centres, MeanShift with 1000 points",
     "path_radius": "MSSC stops pixels within h/2 (a quarter faster, same scores); MeanShift "
     "keeps the thesis' h/5",
-    "regularization": "KernelCCA's and ChangeDetection's ridge 0.01; MSSC's degree "
-    "regularisation 1.0 (another quantity)",
     "scale_neighbors": "7 ([ZelnikManor2005]); KPPR and JRC keep 10, the rank their "
     "local_scaling kernel had as n_neighbors",
     "seeds": "MSSC's k-means pre-partition ([Agersborg2012], §7.1); MeanShift seeds at every point",
@@ -326,6 +323,7 @@ FORMER_PARAMETER_CASES = [
                             "kernel": "local_scaling", "n_landmarks": 40}),
     ("KernelPCAEmbedding", {"n_components": 2, "kernel": "local_scaling"}),
     ("KECA", {"n_components": 2, "kernel": "knn"}),
+    ("MSSC", {"n_clusters": 2, "n_init": 2, "random_state": 0}),
 ]  # fmt: skip
 
 

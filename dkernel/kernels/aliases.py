@@ -51,6 +51,9 @@ RENAMED_PARAMETERS: Mapping[str, Mapping[str, str]] = {
     "SpectralClustering": {"n_neighbors": "scale_neighbors"},
     "KernelPCAEmbedding": {"n_neighbors": "scale_neighbors"},
     "KECA": {"n_neighbors": "scale_neighbors"},
+    # regularization is kernel CCA's ridge term (KernelCCA, ChangeDetection); MSSC's is the
+    # degree regularisation of its partition graph
+    "MSSC": {"regularization": "degree_regularization"},
 }
 
 #: Estimator -> {parameter: (the parameter that took over one of its meanings, when)}:

@@ -32,7 +32,7 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import InvalidInputError, ResourceLimitError
-from dkernel.kernels.aliases import resolve_alias
+from dkernel.kernels.aliases import resolve_alias, resolve_renamed
 from dkernel.kernels.widths import MSSC_SIGMA_FRACTION, silverman_thesis
 from dkernel.linalg import label_sums
 from dkernel.meanshift import kernels as K
@@ -149,9 +149,10 @@ class MSSC(MeanShift):
         ``S_ij / sqrt(n_i n_j)``, the point-level kernel on partition-constant functions, so an
         over-partitioning first stage cannot outvote the pixels; 'cs' is the Cauchy–Schwarz
         affinity of Eq. 5.4 (see :func:`~dkernel.meanshift.second_stage`).
-    regularization : float
-        'normalized' only: every point's degree is raised by ``regularization`` × the mean point
-        degree before the normalization (regularized spectral clustering; 0: plain NJW).
+    degree_regularization : float
+        'normalized' only: every point's degree is raised by ``degree_regularization`` × the
+        mean point degree before the normalization (regularized spectral clustering; 0: plain
+        NJW). Formerly ``regularization``, which elsewhere is kernel CCA's ridge term.
         Default 1.0: plain NJW isolates a few small outlier partitions, different ones for
         different seeds (min pairwise ARI of the demo's label maps over 5 seeds ≈ 0).
     wide_limit : {'auto', 'always', 'never'}
@@ -197,6 +198,9 @@ class MSSC(MeanShift):
     progress : bool
         Show the progress of the pass over Dask input (partition sums) on the active
         ``distributed`` client: a bar on a terminal or in Jupyter, plain lines in a log.
+    regularization : float, optional
+        Deprecated: the former name of ``degree_regularization`` (a ``FutureWarning``), kept
+        for one release; ``regularization`` is kernel CCA's ridge term elsewhere.
     seeds, n_seeds, density, n_density : see :class:`MeanShift`
         Defaults 'kmeans', 500, 'seeds', 20000: mean shift runs on a count-weighted k-means
         pre-partition of up to 20000 sampled points ([Agersborg2012], §7.1), O(500²) per iteration
@@ -292,7 +296,7 @@ class MSSC(MeanShift):
         n_rff: int = 1000,
         n_init: int = 100,
         normalization: str = "size",
-        regularization: float = 1.0,
+        degree_regularization: float = 1.0,
         wide_limit: str = "auto",
         band_norm: str = "auto",
         n_bands: int | None = None,
@@ -310,6 +314,7 @@ class MSSC(MeanShift):
         bandwidth_factor: float = 0.4,
         random_state: int | None = None,
         progress: bool = False,
+        regularization: float | None = None,
     ) -> None:
         super().__init__(
             bandwidth,
@@ -335,12 +340,13 @@ class MSSC(MeanShift):
         self.n_rff = n_rff
         self.n_init = n_init
         self.normalization = normalization
-        self.regularization = regularization
+        self.degree_regularization = degree_regularization
         self.wide_limit = wide_limit
         self.band_norm = band_norm
         self.n_bands = n_bands
         self.coordinates = coordinates
         self.progress = progress
+        self.regularization = regularization
 
     _parameter_constraints: dict = {
         **MeanShift._parameter_constraints,
@@ -354,7 +360,9 @@ class MSSC(MeanShift):
         "n_rff": [Interval(Integral, 1, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "normalization": [StrOptions({"cs", "size"})],
-        "regularization": [_NON_NEGATIVE],
+        "degree_regularization": [_NON_NEGATIVE],
+        # the former name of degree_regularization (dkernel.kernels.aliases.RENAMED_PARAMETERS)
+        "regularization": [_NON_NEGATIVE, None],
         "wide_limit": [StrOptions({"auto", "always", "never"})],
         "band_norm": [StrOptions({"auto", "unit", "none"})],
         "n_bands": [Interval(Integral, 1, None, closed="left"), None],
@@ -570,10 +578,14 @@ class MSSC(MeanShift):
                 "embedding='normalized', or wide_limit='never'."
             )
 
+    def _degree_regularization(self) -> float:
+        """``degree_regularization``, or its former name ``regularization`` when given."""
+        return float(resolve_renamed(self, "degree_regularization"))
+
     def _second_stage(self, seed: int | None, means: np.ndarray | None = None) -> None:
         sizes = self.partition_sizes_ if self.normalization == "size" else None
         spectrum = normalized_spectrum(
-            self.affinity_, sizes=sizes, regularization=self.regularization
+            self.affinity_, sizes=sizes, regularization=self._degree_regularization()
         )
         self.model_order_ = None
         self.n_clusters_candidates_ = self.n_clusters_scores_ = None
@@ -629,7 +641,7 @@ class MSSC(MeanShift):
                 n_init=self.n_init,
                 seed=seed,
                 sizes=sizes,
-                regularization=self.regularization,
+                regularization=self._degree_regularization(),
             )
         self.embedding_ = emb
         self.eigenvalues_ = values

@@ -434,7 +434,7 @@ def test_mssc_auto_n_clusters_from_the_normalized_spectrum(rng):
     m = MSSC("auto", bandwidth=0.25, n_init=10, random_state=0).fit(X)  # 7 partitions
     assert m.n_clusters_ == 4 and adjusted_rand_score(y, m.labels_) == 1.0
     S, n = m.pair_sums_, m.partition_sizes_.astype(float)
-    deg = S.sum(axis=1) + m.regularization * S.sum() / n.sum() * n
+    deg = S.sum(axis=1) + m.degree_regularization * S.sum() / n.sum() * n
     ref = np.sort(np.linalg.eigvalsh(S / np.sqrt(np.outer(deg, deg))))[::-1]
     top = int(m.n_clusters_candidates_[-1])
     assert m.model_order_.rule == "timescale-gap" and top == min(10, ref.size - 1)
@@ -513,7 +513,7 @@ def test_wide_limit_never_and_always(rng):
         "normalized",
         seed=0,
         sizes=never.partition_sizes_,
-        regularization=never.regularization,
+        regularization=never.degree_regularization,
     )[0]
     np.testing.assert_array_equal(never.partition_labels_, labels)
     always = MSSC(3, random_state=0, wide_limit="always").fit(X)

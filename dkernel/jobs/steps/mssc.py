@@ -154,7 +154,8 @@ def _attrs(ctx: JobContext, est: Any) -> dict[str, Any]:
         "n_clusters_chosen": int(est.n_clusters_),
         "embedding": p["embedding"],
         "normalization": p["normalization"],
-        "regularization": p["regularization"],
+        "degree_regularization": est._degree_regularization(),
+        "regularization": est._degree_regularization(),  # the key before: kept for readers
         "wide_limit": p["wide_limit"],
         "wide_limit_chosen": bool(est.wide_limit_),
         # lambda_{k+1} / lambda_k at sigma and in the wide limit (None: undefined)
