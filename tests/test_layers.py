@@ -507,9 +507,11 @@ DATASET_BUILDERS = {
 ZARR_ACCESS = {
     # the results store: writer, reader, lease, ranking queries
     "storage/",
-    # the zarr-raster reader opens *input* cubes (a user's Zarr, not a results store)
+    # the zarr-raster reader opens *input* cubes (a user's Zarr, not a results store),
+    # through the store that checks each of their files where it is opened (zarr_inputs)
     "io/cube.py",
     "io/raster.py",
+    "io/zarr_inputs.py",
     # the zarr table reader opens *input* tables (a 2-D array of rows × features)
     "io/readers/zarr_table.py",
 }

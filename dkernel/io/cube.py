@@ -213,13 +213,18 @@ def open_zarr_cube(
     from dkernel.storage.remote import is_remote, to_fsspec
     from dkernel.storage.remote import storage_options as resolve_options
 
-    remote = {}
+    remote: dict[str, Any] = {}
+    store: Any = path
     if is_remote(path):
-        path = to_fsspec(path)
-        remote = {"storage_options": resolve_options(path, storage_options, purpose="input")}
+        store = to_fsspec(path)
+        remote = {"storage_options": resolve_options(store, storage_options, purpose="input")}
+    else:
+        from dkernel.io.zarr_inputs import confined_store
+
+        store = confined_store(path)  # every file checked where it is opened, tasks included
     try:
         ds = xr.open_zarr(
-            path,
+            store,
             chunks={},
             consolidated=None,
             decode_coords="all",
@@ -243,15 +248,15 @@ def open_zarr_cube(
 
 
 def zarr_arrays(path: str) -> list[tuple[str, Any]]:
-    """Every array of the Zarr store ``path`` as (name, array), each read from its own
+    """Every array of the local Zarr store ``path`` as (name, array), each read from its own
     metadata (not the consolidated copy, which may disagree with it); a plain array store
-    is one array named ``''``."""
+    is one array named ``''``. Read through :func:`dkernel.io.zarr_inputs.confined_store`."""
     import zarr
 
-    from dkernel.io.zarr_inputs import store_error
+    from dkernel.io.zarr_inputs import confined_store, store_error
 
     try:
-        node = zarr.open(str(path), mode="r", use_consolidated=False)
+        node = zarr.open(confined_store(path), mode="r", use_consolidated=False)
     except Exception as exc:  # noqa: BLE001  (zarr raises many types for a broken store)
         raise store_error(str(path), f"{type(exc).__name__}: {str(exc)[:300]}.") from exc
     if isinstance(node, zarr.Group):

@@ -208,21 +208,24 @@ def at_open(
     what: str = "",
     *,
     task: bool = False,
+    root: Path | None = None,
     error: Callable[[str], Exception] = InvalidInputError,
 ) -> str:
-    """The local ``path`` to open now: with a data root in force (:func:`data_root_now`),
-    resolved again and checked by :func:`confine` at the point of opening, so that a file
-    swapped for a link to outside the root after the spec was validated is refused rather
-    than read. Returns the resolved path, which the caller opens (no link is then followed
-    between this check and the open but one swapped in that instant); ``path`` itself when
-    no data root is in force.
+    """The local ``path`` to open now: with a data root in force (``root`` when given: the
+    one a task carries from the job that built it; else :func:`data_root_now`), resolved
+    again and checked by :func:`confine` at the point of opening, so that a file swapped for
+    a link to outside the root after the spec was validated is refused rather than read.
+    Returns the resolved path, which the caller opens (no link is then followed between this
+    check and the open but one swapped in that instant); ``path`` itself when no data root
+    is in force.
 
     Raises
     ------
     error
         Naming the path, where it leads and the data root.
     """
-    root = data_root_now(task=task)
+    if root is None:
+        root = data_root_now(task=task)
     if root is None:
         return os.fspath(path)
     via = f"{what}: " if what else ""

@@ -10,7 +10,8 @@ any local file (a ``VRTRawRasterBand`` over ``/etc/passwd`` reads as an image) o
 (``/vsicurl/http://…``, fetched at open or read time). A ``.tif`` name says nothing about what
 a file holds, so every raster a job reads is opened with the GTiff driver only
 (:func:`open_local_raster`): a VRT, a WMS description or a tile index is refused, naming what it
-is, and GDAL's network access is switched off while it is open (:data:`NETWORK_OFF`).
+is, and GDAL's network access and its lookup of sidecar files are switched off while it is
+open (:data:`NETWORK_OFF`).
 """
 
 from __future__ import annotations
@@ -40,13 +41,19 @@ RASTER_DRIVER = "GTiff"
 
 #: GDAL configuration while a local raster is open: ``/vsicurl/`` and the other network file
 #: systems only open names ending in an extension no file has (so no request is ever sent),
-#: no retries, and no directory listing on open (sidecar files such as ``.aux.xml`` are still
-#: found, by name, and checked against the data root by :func:`raster_files`).
+#: no retries, and no sibling file at all: with ``GDAL_DISABLE_READDIR_ON_OPEN=EMPTY_DIR``
+#: GDAL takes the folder for empty, so it opens the one file it is given (the path
+#: :func:`dkernel.io.files.at_open` checked against the data root where it is opened) and no
+#: sidecar (``.aux.xml``, ``.ovr``, ``.msk``, world files, ``.IMD``/``.RPB`` metadata), as
+#: remote rasters are read already (``dkernel.io.remote.GDAL_REMOTE``). A sidecar checked
+#: when the spec was validated could be swapped for a link out of the root before GDAL looks
+#: it up by name; one GDAL never opens cannot. A GeoTIFF carries its georeferencing, nodata
+#: and pixels itself; a job reads full-resolution pixels, so no overview is needed.
 NETWORK_OFF = {
     "CPL_VSIL_CURL_ALLOWED_EXTENSIONS": ".dkernel-network-access-is-off",
     "GDAL_HTTP_MAX_RETRY": "0",
     "GDAL_HTTP_TIMEOUT": "1",
-    "GDAL_DISABLE_READDIR_ON_OPEN": "TRUE",
+    "GDAL_DISABLE_READDIR_ON_OPEN": "EMPTY_DIR",
 }
 
 
@@ -155,9 +162,9 @@ def check_sidecars(path: Path, files: list[str]) -> None:
     """Refuse a GeoTIFF whose file list (``dataset.files``: the sidecars GDAL reads with it,
     and what they point at) holds anything but regular local files beside it.
 
-    GDAL opens an external overview (``scene.tif.ovr``) with every driver, so a VRT saved
-    under that name brings its own sources (a URL, ``/etc/passwd``) into the GeoTIFF's
-    file list.
+    Under :data:`NETWORK_OFF` GDAL opens no sidecar, so the list holds the GeoTIFF alone;
+    this stays as a guard should GDAL list one anyway (an external overview, opened with
+    every driver, would bring a VRT's sources: a URL, ``/etc/passwd``).
 
     Raises
     ------
@@ -191,8 +198,8 @@ def check_sidecars(path: Path, files: list[str]) -> None:
 
 
 def raster_files(path: str | os.PathLike) -> list[Path]:
-    """The files GDAL reads for the GeoTIFF ``path``: itself and its sidecars (``.aux.xml``,
-    ``.ovr``, ``.msk``, world files), links not resolved."""
+    """The files GDAL reads for the GeoTIFF ``path``, links not resolved: the file itself
+    (no sidecar is opened, :data:`NETWORK_OFF`), or whatever GDAL reports with it."""
     with open_local_raster(path) as src:
         return [Path(f) for f in src.files]
 

@@ -557,8 +557,10 @@ def load_zarr_raster(
     (:func:`dkernel.io.zarr_inputs.scan_zarr_store`: regular files, metadata that is valid
     JSON), and image arrays too large, with chunks too large, or with missing chunks are refused
     (:func:`dkernel.io.zarr_inputs.check_zarr_chunks`; missing chunks are read as nodata with
-    ``missing_chunks='nodata'`` when their fill value is nodata). A remote store has no local
-    files to check: its chunks are read as the object store serves them.
+    ``missing_chunks='nodata'`` when their fill value is nodata). Every file is then read
+    through :class:`dkernel.io.zarr_inputs.ConfinedStore`, checked against the data root
+    again where it is opened, in the workers too. A remote store has no local files to
+    check: its chunks are read as the object store serves them.
     """
     import zarr
 
@@ -566,6 +568,7 @@ def load_zarr_raster(
     from dkernel.io.zarr_inputs import (
         check_missing_reads_as_nodata,
         check_zarr_chunks,
+        confined_store,
         scan_zarr_store,
     )
     from dkernel.storage.remote import is_remote, to_fsspec
@@ -575,14 +578,16 @@ def load_zarr_raster(
     if remote:
         resolved = to_fsspec(path)
         gaps: list = []
-        open_options = {
+        open_options: dict[str, Any] = {
             "storage_options": resolve_options(resolved, storage_options, purpose="input")
         }
+        store: Any = resolved
     else:
         resolved = str(resolve_path(path))
         scan_zarr_store(resolved)
         gaps = check_zarr_chunks(resolved, zarr_arrays(resolved), missing_chunks=missing_chunks)
         open_options = {}
+        store = confined_store(resolved)  # every file checked again where it is opened
     cube = open_zarr_cube(resolved, variable=variable, storage_options=storage_options)
     if cube is not None:
         image = image_from_xarray(cube, variable=None, nodata=nodata, require_crs=False)
@@ -591,7 +596,7 @@ def load_zarr_raster(
         nodata = image.rio.nodata
     else:
         try:
-            node = zarr.open(resolved, mode="r", **open_options)
+            node = zarr.open(store, mode="r", **open_options)
         except Exception as exc:  # noqa: BLE001  (zarr raises many types for a broken store)
             raise InvalidInputError(
                 f"could not open {path} as a Zarr store: {str(exc)[:200]} ({type(exc).__name__})."

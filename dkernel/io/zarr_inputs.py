@@ -282,11 +282,14 @@ def check_chunk_files(root: Path, name: str, array: Any, files: dict[str, Path])
     """
     if getattr(array, "shards", None) is not None or array.dtype.kind in "OUSV":
         return
+    from dkernel.io.files import at_open
+
     chunk = int(np.prod(array.chunks, dtype=np.int64)) * np.dtype(array.dtype).itemsize
     most_file = int(chunk * 1.05) + (64 << 10)
     most_content = chunk + ZSTD_BLOCK
     compressor = _compressor(array)
-    for path in files.values():
+    for found in files.values():
+        path = Path(at_open(found, "data.path"))  # the data root, where it is opened
         size = path.stat().st_size
         if size > most_file:
             raise store_error(
@@ -339,3 +342,107 @@ def check_missing_reads_as_nodata(
 def zarr_store_links(path: str | os.PathLike, **_: Any) -> list[Path]:
     """The links inside a Zarr store (each must resolve inside the data root)."""
     return scan_zarr_store(path)
+
+
+# ---------------------------------------------------------------------------------------
+# every file of a local input store checked where it is opened
+# ---------------------------------------------------------------------------------------
+
+
+def _read_checked(store: ConfinedStore, key: str, prototype: Any, byte_range: Any) -> Any | None:
+    """The bytes of ``key`` in ``store`` (``byte_range`` of them), the file checked where it
+    is opened: against the data root (:func:`dkernel.io.files.at_open`, the check of every
+    single-file reader) and as a regular file (from ``fstat`` of the opened descriptor: a
+    FIFO chunk would block a worker). None where there is no such file (a missing chunk,
+    which :func:`check_zarr_chunks` judged already)."""
+    import io
+
+    from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+
+    from dkernel._files import FileRefused, open_regular_fd
+    from dkernel.io.files import at_open, not_regular_message
+
+    opened = at_open(store.root / key, "data.path", task=True, root=store.data_root)
+    try:
+        fd, _ = open_regular_fd(opened)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except FileRefused as exc:
+        if exc.mode is not None and stat.S_ISDIR(exc.mode):
+            return None  # a folder of the store, no key's bytes (as zarr's LocalStore)
+        raise store_error(str(store.root), not_regular_message(opened, exc.mode or 0)) from None
+    with os.fdopen(fd, "rb") as fh:
+        if byte_range is None:
+            return prototype.buffer.from_bytes(fh.read())
+        size = fh.seek(0, io.SEEK_END)
+        if isinstance(byte_range, RangeByteRequest):
+            fh.seek(byte_range.start)
+            return prototype.buffer.from_bytes(fh.read(byte_range.end - byte_range.start))
+        if isinstance(byte_range, OffsetByteRequest):
+            fh.seek(byte_range.offset)
+        elif isinstance(byte_range, SuffixByteRequest):
+            fh.seek(max(0, size - byte_range.suffix))
+        else:
+            raise TypeError(f"Unexpected byte_range, got {byte_range}.")
+        return prototype.buffer.from_bytes(fh.read())
+
+
+def _local_store_class() -> type:
+    from zarr.storage import LocalStore
+
+    return LocalStore
+
+
+class ConfinedStore(_local_store_class()):  # type: ignore[misc]
+    """A local input Zarr store, read only, whose every file (metadata and chunks) is checked
+    where it is opened (:func:`_read_checked`), in this process and in the job's workers:
+    a chunk swapped for a link to outside the data root after the store was checked is
+    refused, not read. ``data_root`` is the root in force when the store was opened
+    (:func:`dkernel.io.files.data_root_now`), carried with the store into the tasks that
+    read its chunks; None: a task's ``$DKERNEL_DATA_ROOT``."""
+
+    def __init__(
+        self, root: Path | str, *, read_only: bool = True, data_root: Path | None = None
+    ) -> None:
+        super().__init__(root, read_only=True)
+        self.data_root = data_root
+
+    def with_read_only(self, read_only: bool = True) -> ConfinedStore:
+        return type(self)(self.root, data_root=self.data_root)
+
+    async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+        import asyncio
+
+        from zarr.core.buffer import default_buffer_prototype
+
+        if not self._is_open:
+            await self._open()
+        prototype = prototype or default_buffer_prototype()
+        return await asyncio.to_thread(_read_checked, self, key, prototype, byte_range)
+
+    def get_sync(self, key: str, *, prototype: Any = None, byte_range: Any = None) -> Any:
+        from zarr.core.buffer import default_buffer_prototype
+
+        self._ensure_open_sync()
+        prototype = prototype or default_buffer_prototype()
+        return _read_checked(self, key, prototype, byte_range)
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[Any]:
+        import asyncio
+
+        return list(
+            await asyncio.gather(
+                *(
+                    asyncio.to_thread(_read_checked, self, key, prototype, byte_range)
+                    for key, byte_range in key_ranges
+                )
+            )
+        )
+
+
+def confined_store(path: str | os.PathLike) -> ConfinedStore:
+    """The local Zarr store ``path`` as a :class:`ConfinedStore` checked against the data
+    root in force now (the job's, else ``$DKERNEL_DATA_ROOT``)."""
+    from dkernel.io.files import data_root_now
+
+    return ConfinedStore(Path(path), data_root=data_root_now(task=True))

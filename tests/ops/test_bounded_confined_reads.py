@@ -374,42 +374,54 @@ def test_png_named_tif_is_named_for_what_it_is(work) -> None:
     refused(work, _image_spec({"reader": "geotiff", "path": "scene.tif"}), r"is a PNG image")
 
 
-def test_geotiff_sidecar_linked_outside_the_data_root(work, rooted) -> None:
+def test_geotiff_sidecar_linked_outside_the_data_root_is_not_read(work, rooted) -> None:
+    """GDAL opens no sidecar of a local GeoTIFF (``GDAL_DISABLE_READDIR_ON_OPEN=EMPTY_DIR``,
+    ``dkernel.io.gdal.NETWORK_OFF``): a ``.aux.xml`` linked out of the root is never read,
+    so it is not among the files confined; the GeoTIFF alone is. Planted after validation:
+    tests/ops/test_open_time_sidecars.py."""
+    from dkernel.io.gdal import raster_files
+
     root, outside = rooted
     geotiff(root / "scene.tif", scene())
     (outside / "scene.tif.aux.xml").write_text("<PAMDataset></PAMDataset>")
     (root / "scene.tif.aux.xml").symlink_to(outside / "scene.tif.aux.xml")
-    refused(
-        work,
-        _image_spec({"reader": "geotiff", "path": "root/scene.tif"}),
-        r"would read .*scene\.tif\.aux\.xml \(a link to .*outside.*\), which is outside the "
-        r"data root",
-    )
+    accepted(work, _image_spec({"reader": "geotiff", "path": "root/scene.tif"}))
+    assert raster_files(root / "scene.tif") == [root / "scene.tif"]
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
-def test_overview_sidecar_that_is_a_vrt_to_a_url(work, listener, command) -> None:
-    """GDAL opens ``scene.tif.ovr`` with every driver: a VRT there brings its sources."""
+def test_overview_sidecar_that_is_a_vrt_to_a_url_is_not_opened(work, listener) -> None:
+    """GDAL would open ``scene.tif.ovr`` with every driver, and a VRT there brings its
+    sources; with the sidecar lookup off it is never opened: nothing is requested."""
+    from dkernel.io.gdal import raster_files
+
     geotiff(work / "scene.tif", scene())
     url = f"/vsicurl/http://127.0.0.1:{listener.port}/x.tif"
     (work / "scene.tif.ovr").write_text(vrt_simple(url, size=(10, 12)))
-    refused(
-        work,
-        _image_spec({"reader": "geotiff", "path": "scene.tif"}),
-        r"scene\.tif brings /vsicurl/\S+ with it .* a GDAL virtual path",
-        command,
-    )
+    accepted(work, _image_spec({"reader": "geotiff", "path": "scene.tif"}))
+    assert raster_files(work / "scene.tif") == [work / "scene.tif"]
     assert listener.close() == []
 
 
-def test_overview_sidecar_that_is_a_raw_vrt_over_etc_passwd(work) -> None:
+def test_check_sidecars_refuses_a_file_list_beyond_the_geotiff(work) -> None:
+    """The guard kept for a file list GDAL would report anyway (none under NETWORK_OFF): a
+    virtual path, or a file not beside the GeoTIFF, is refused by name."""
+    from dkernel.errors import InvalidInputError
+    from dkernel.io.gdal import check_sidecars
+
+    tif = work / "scene.tif"
+    with pytest.raises(InvalidInputError, match=r"brings /vsicurl/\S+ with it .* virtual path"):
+        check_sidecars(tif, [str(tif), "/vsicurl/http://127.0.0.1:9/x.tif"])
+    with pytest.raises(InvalidInputError, match=r"brings /etc/passwd with it .* not beside it"):
+        check_sidecars(tif, [str(tif), "/etc/passwd"])
+
+
+def test_overview_sidecar_that_is_a_raw_vrt_over_etc_passwd_is_not_read(work) -> None:
+    from dkernel.io.gdal import raster_files
+
     geotiff(work / "scene.tif", scene())
     (work / "scene.tif.ovr").write_text(vrt_raw("/etc/passwd", cols=10, rows=12))
-    err = refused(
-        work,
-        _image_spec({"reader": "geotiff", "path": "scene.tif"}),
-        r"brings /etc/passwd with it .* not beside it",
-    )
+    err = accepted(work, _image_spec({"reader": "geotiff", "path": "scene.tif"}))
+    assert raster_files(work / "scene.tif") == [work / "scene.tif"]
     assert "root:" not in err
 
 

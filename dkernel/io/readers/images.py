@@ -29,8 +29,8 @@ load_stac = deferred("dkernel.io.stac", "load_stac")
 
 
 def geotiff_files(path: str, **_: Any) -> list[Path]:
-    """The files GDAL reads for reader ``geotiff`` (:func:`dkernel.io.gdal.raster_files`;
-    a VRT or other indirection is refused here already)."""
+    """The files GDAL reads for reader ``geotiff`` (:func:`dkernel.io.gdal.raster_files`: the
+    file alone, GDAL opens no sidecar; a VRT or other indirection is refused here already)."""
     from dkernel.io.gdal import raster_files
     from dkernel.io.raster import zarr_store_refusal
 
@@ -53,8 +53,9 @@ def stac_files(path: str, assets: list[str] | None = None, **_: Any) -> list[Pat
     """The STAC document and the hrefs of the assets it would read (those named in
     ``assets``, else every asset), as written: a local path, a ``file://`` URL or a remote
     URL, each checked by the data root's confinement (:func:`dkernel.io.files.confine`).
-    A local asset brings the files GDAL reads with it (:func:`geotiff_files`: its sidecars;
-    a VRT or other indirection is refused), so no link leads out of the root."""
+    A local asset brings the files GDAL reads with it (:func:`geotiff_files`: none but itself,
+    no sidecar is opened; a VRT or other indirection is refused), so no link leads out of
+    the root."""
     from dkernel.io.gdal import raster_files
     from dkernel.io.stac import stac_items
     from dkernel.storage.remote import is_remote, local_path
