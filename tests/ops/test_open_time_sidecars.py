@@ -127,6 +127,30 @@ def test_a_zarr_chunk_swapped_for_a_link_out_of_the_root_is_not_read(
     assert f"outside the data root {root}" in text, text
 
 
+def test_a_zarr_table_chunk_swapped_for_a_link_out_of_the_root_is_not_read(rooted, monkeypatch):
+    """Reader ``zarr`` (a table of rows × features) reads its chunks in the job's tasks too:
+    a chunk swapped once the data were opened is refused where it is opened."""
+    import zarr
+
+    root, outside = rooted
+    rng = np.random.default_rng(0)
+    for folder in (root, outside):
+        table = zarr.create_array(
+            str(folder / "table.zarr"), shape=(40, 3), chunks=(10, 3), dtype="float64"
+        )
+        table[...] = rng.normal(size=(40, 3))
+    secret = outside / "table.zarr" / "c" / "1" / "0"
+    body = {"name": "swap", "seed": 0, "method": "rbf-spectral", "params": {"n_clusters": 2}}
+    body |= {"data": {"reader": "zarr", "path": "table.zarr"}, "output": str(root / "out.zarr")}
+    job = root / "job.yaml"
+    job.write_text(yaml.safe_dump(body, sort_keys=False))
+    swapped = _swap_in(monkeypatch, root / "table.zarr" / "c" / "1" / "0", secret, when="after")
+    code, text = run_cli(["run", str(job), "--no-progress"], limit=REFUSAL_S)
+    assert swapped, text
+    assert code == 2, text
+    assert "at the time of reading" in text and f"(a link to {secret})" in text, text
+
+
 def test_a_zarr_metadata_file_swapped_for_a_link_out_of_the_root_is_not_read(rooted, monkeypatch):
     root, outside = rooted
     _cube(root / "cube.zarr", seed=0)

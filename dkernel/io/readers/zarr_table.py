@@ -59,7 +59,7 @@ def load_zarr_table(
 
     from dkernel.io.cube import zarr_arrays
     from dkernel.io.files import at_open
-    from dkernel.io.zarr_inputs import check_zarr_chunks, scan_zarr_store
+    from dkernel.io.zarr_inputs import check_zarr_chunks, confined_store, scan_zarr_store
     from dkernel.storage.remote import is_remote, to_fsspec
     from dkernel.storage.remote import storage_options as resolve_options
 
@@ -73,8 +73,11 @@ def load_zarr_table(
         except InvalidInputError as exc:
             raise _as_table_error(exc) from None
         options = {}
+    # a local store through the store that checks each file where it is opened (its chunks
+    # are read by the job's tasks, maybe in process workers, long after the checks here)
+    store: Any = location if is_remote(path) else confined_store(location)
     try:
-        node = zarr.open(location, mode="r", **options)
+        node = zarr.open(store, mode="r", **options)
     except Exception as exc:  # noqa: BLE001  (zarr raises many types for a broken store)
         raise InvalidInputError(
             f"could not open {path} as a Zarr store: {str(exc)[:200]} ({type(exc).__name__})."
