@@ -1,14 +1,20 @@
-"""One vocabulary for the estimators' parameters (issue 33, item 3).
+"""One vocabulary for the estimators' parameters (issue 33 item 3, issue 53 item 3): a glossary.
 
-* A parameter name that several exported estimators share means one thing, and has one
-  default unless :data:`DIFFERENT_DEFAULTS` says why not (the list can only shrink: an entry
-  whose defaults have become equal fails too).
+* :data:`GLOSSARY`: every parameter name that two or more exported estimators share, with its
+  one meaning (``n_neighbors`` the k of a k-NN graph, ``scale_neighbors`` the rank of a
+  self-tuning width, ``regularization`` kernel CCA's ridge term, ...). A new shared name needs
+  its line; a name no longer shared must go.
+* One default per shared name unless :data:`DIFFERENT_DEFAULTS` says why not, in one line (the
+  list can only shrink: an entry whose defaults have become equal fails too).
+* ``'auto'`` is the one spelling of "choose the number of clusters".
 * The rule-of-thumb widths and neighbour ranks are declared once, in
   ``dkernel.kernels.widths``: no function of the package writes them as literals.
-* Former names (``dkernel.kernels.aliases``) still work, warn once per process, and stay
+* Former names (``dkernel.kernels.aliases``: values, parameter names, a parameter's former
+  meaning) still work for one release, warn once per process, give the same model, and stay
   writable in job specs.
+* :data:`KERNEL_GLOSSARY`: every kernel name, scikit-learn's with scikit-learn's meaning.
 
-``python tests/test_vocabulary.py`` prints the shared names and their defaults.
+``python tests/test_vocabulary.py`` prints the shared names, their meanings and defaults.
 """
 
 from __future__ import annotations
@@ -316,6 +322,32 @@ def test_former_names_stay_valid_in_job_specs(estimator, parameter, former):
     assert aliases.RENAMED_VALUES[parameter][former] in param.choices
 
 
+#: Estimators that accept n_clusters=None as the deprecated spelling of 'auto'.
+N_CLUSTERS_NONE_DEPRECATED = {"KernelKMeans"}
+
+
+def test_auto_is_the_one_spelling_of_choose_the_number_of_clusters():
+    """Where an estimator chooses k, ``n_clusters='auto'`` asks for it; None means "embed only"
+    (KernelPCAEmbedding, KECA) or is the deprecated spelling of 'auto' (warns)."""
+    from sklearn.utils._param_validation import StrOptions
+
+    choosers, embedders = set(), set()
+    for cls in EXPORTED:
+        constraints = getattr(cls, "_parameter_constraints", {}).get("n_clusters", [])
+        auto = any(isinstance(c, StrOptions) and "auto" in c.options for c in constraints)
+        if auto:
+            choosers.add(cls.__name__)
+        if None in constraints:
+            (embedders if not auto else set()).add(cls.__name__)
+            if auto:
+                assert cls.__name__ in N_CLUSTERS_NONE_DEPRECATED, cls.__name__
+    assert embedders == {"KECA", "KernelPCAEmbedding"}
+    assert N_CLUSTERS_NONE_DEPRECATED <= choosers
+    X = np.random.default_rng(6).normal(size=(40, 2))
+    with pytest.warns(FutureWarning, match="n_clusters='auto'"):
+        dkernel.KernelKMeans(None, max_clusters=3, random_state=0).fit(X)
+
+
 #: (estimator, a construction reaching the code that reads the renamed parameter)
 FORMER_PARAMETER_CASES = [
     ("SpectralClustering", {"n_clusters": 2, "approximation": "exact", "random_state": 0}),
@@ -476,9 +508,11 @@ def test_a_scikit_learn_kernel_name_means_scikit_learns_kernel(name, params):
         np.testing.assert_allclose(ours, pairwise_kernels(X, metric=name, **given))
 
 
-if __name__ == "__main__":  # the audit, for the record
+if __name__ == "__main__":  # the glossary and the audit, for the record
     shared, different = shared_parameters(), different_defaults()
     print(f"{len(EXPORTED)} estimators; {len(shared)} shared parameter names; ", end="")
     print(f"{len(different)} with different defaults")
-    for name, uses in different.items():
-        print(f"  {name}: {uses}")
+    for name, uses in shared.items():
+        print(f"{name}: {GLOSSARY.get(name, '(no meaning given)')}")
+        if name in different:
+            print(f"    defaults {uses}: {DIFFERENT_DEFAULTS.get(name, '(no reason given)')}")
