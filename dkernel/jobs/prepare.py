@@ -217,7 +217,7 @@ def prepare_job(spec: JobSpec | str | Path) -> tuple[JobSpec, LoadedData]:
 
     The stages parse, validate, open and check data and estimate cost of
     ``dkernel.jobs.stages``, and check outputs' refusal of image outputs the data cannot give
-    (:func:`~dkernel.jobs.map_files.check_raster_outputs`), for a caller that wants the data
+    (``dkernel.jobs.map_files.check_raster_outputs``), for a caller that wants the data
     (a notebook, a test).
     """
     if not isinstance(spec, JobSpec):

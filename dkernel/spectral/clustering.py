@@ -131,7 +131,7 @@ class SpectralClustering(
         models them (PCKID); the default exact graph path (up to ``EXACT_MAX_SAMPLES`` points)
         compares rows by the expected squared distance ``‖x̃ − ỹ‖² + r_x + r_y``
         (mean-imputed rows plus the variances of the columns each misses,
-        :mod:`dkernel.kernels.missing`, :class:`dkernel.graphs.knn.MissingValueIndex`); the
+        :mod:`dkernel.kernels.missing`, ``dkernel.graphs.knn.MissingValueIndex``); the
         bipartite and Nyström paths with any other kernel refuse them, naming the fixes.
     kernel_params : dict, optional
     scale_neighbors : int
