@@ -398,6 +398,88 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         """Fit and return ``labels_``."""
         return self.fit(X, y, **kwargs).labels_
 
+    # ------------------------------------------------------------------ weights
+
+    def network_weights(self) -> dict[str, np.ndarray]:
+        """The trained network's parameters and batch-normalization statistics as NumPy
+        arrays, named as in its ``state_dict`` (what a ``ddc`` job writes to ``/network``).
+
+        Returns
+        -------
+        weights : dict of str to ndarray
+        """
+        check_is_fitted(self, "network_")
+        return {
+            name: tensor.detach().cpu().numpy().copy()
+            for name, tensor in self.network_.state_dict().items()
+        }
+
+    @classmethod
+    def from_weights(
+        cls,
+        weights: dict[str, Any],
+        input_shape: tuple[int, ...],
+        n_clusters: int,
+        **params: Any,
+    ) -> DeepDivergenceClustering:
+        """A fitted estimator from :meth:`network_weights`: it predicts as the one that wrote
+        them (``labels_`` and the training curves are not restored).
+
+        Parameters
+        ----------
+        weights : dict of str to array
+            The network's ``state_dict`` as arrays.
+        input_shape : tuple of int
+            The per-sample shape the network takes (``input_shape_`` of the fitted estimator).
+        n_clusters : int
+        **params
+            Other constructor parameters (for the record; prediction does not use them).
+
+        Raises
+        ------
+        InvalidInputError
+            Weights that do not fit the network of ``input_shape`` and ``n_clusters``.
+        """
+        torch = require_torch(cls.__name__)
+        est = cls(n_clusters=int(n_clusters), **params)
+        shape = tuple(int(s) for s in input_shape)
+        net = build_network(Architecture(shape, int(n_clusters)), torch.Generator().manual_seed(0))
+        try:
+            net.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()})
+        except (RuntimeError, KeyError) as exc:
+            raise InvalidInputError(
+                f"the weights do not fit a {cls.__name__} network for samples of shape {shape} "
+                f"and {n_clusters} clusters: {str(exc)[:300]}"
+            ) from None
+        net.eval()
+        est.network_, est.input_shape_ = net, shape
+        est.n_features_in_ = int(np.prod(shape))
+        return est
+
+    @classmethod
+    def from_results(cls, store: Any) -> DeepDivergenceClustering:
+        """The network a ``ddc`` job trained, from its results store (a path, URL or the tree
+        :func:`dkernel.open_results` returns), ready to predict new samples.
+
+        Raises
+        ------
+        InvalidInputError
+            A store without a ``/network`` group (not a ``ddc`` job's).
+        """
+        from dkernel.storage import open_results
+
+        tree = store if hasattr(store, "children") else open_results(store)
+        if "network" not in tree.children:
+            raise InvalidInputError(
+                "the results store has no /network group: it was not written by a ddc job "
+                "(or by one older than the weights in the store); rerun the job."
+            )
+        ds = tree["network"].to_dataset()
+        weights = {ds[v].attrs["parameter"]: ds[v].values for v in ds.data_vars}
+        est = cls.from_weights(weights, tuple(ds.attrs["input_shape"]), ds.attrs["n_clusters"])
+        est.loss_ = float(ds.attrs["loss"])
+        return est
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = self.random_state is None

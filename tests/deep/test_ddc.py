@@ -193,6 +193,48 @@ def test_same_seed_same_labels_and_restarts_ranked_by_loss() -> None:
     assert a.loss_ == a.losses_.min() and a.losses_[0] != a.losses_[1]
 
 
+def test_weights_round_trip_to_an_estimator_that_predicts_the_same() -> None:
+    X, _ = _blobs()
+    model = _fast().fit(X)
+    weights = model.network_weights()
+    assert "output.0.weight" in weights and weights["output.0.weight"].shape == (3, 500)
+    copy = DeepDivergenceClustering.from_weights(weights, model.input_shape_, 3)
+    np.testing.assert_array_equal(copy.predict_proba(X), model.predict_proba(X))
+    with pytest.raises(InvalidInputError, match=r"do not fit a DeepDivergenceClustering network"):
+        DeepDivergenceClustering.from_weights(weights, model.input_shape_, 4)
+
+
+def test_a_ddc_job_stores_its_network_and_from_results_predicts_with_it(tmp_path) -> None:
+    import yaml
+
+    from dkernel.jobs.runner import run_job
+    from dkernel.storage import open_results
+
+    X, _ = _blobs()
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",")
+    spec = tmp_path / "ddc.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "ddc",
+                "seed": 0,
+                "data": {"reader": "csv", "path": str(tmp_path / "x.csv")},
+                "method": "ddc",
+                "params": {"n_clusters": 3, "max_iter": 3, "batch_size": 60},
+                "output": str(tmp_path / "ddc.zarr"),
+            }
+        )
+    )
+    tree = open_results(run_job(spec, progress=False, quiet=True))
+    model = DeepDivergenceClustering.from_results(tree)
+    assert model.input_shape_ == (3,) and model.loss_ == tree["network"].attrs["loss"]
+    np.testing.assert_allclose(
+        model.predict_proba(X), tree["assignments"]["proba"].values, rtol=1e-6, atol=1e-7
+    )
+    with pytest.raises(InvalidInputError, match=r"no /network group"):
+        DeepDivergenceClustering.from_results(tree["assignments"])
+
+
 def test_dask_input_trains_and_predicts_chunk_by_chunk() -> None:
     X, _ = _blobs()
     one = _fast().fit(da.from_array(X, chunks=len(X)))

@@ -3,8 +3,9 @@ is the clusters, trained by the Cauchy–Schwarz divergence losses on the job's 
 
 Writes ``/assignments``: every row's soft assignment (``proba``, ``(sample, cluster)``) and
 cluster (``labels``), both computed chunk by chunk on the job's workers, with the kept restart's
-loss per epoch (``loss_curve``) and every restart's loss (``losses``); ``/metrics`` when the
-reader gives the true classes. PyTorch is the ``deep`` extra. The parameters are the
+loss per epoch (``loss_curve``) and every restart's loss (``losses``); ``/network``: the trained
+network's weights (``DeepDivergenceClustering.from_results(store)`` predicts new samples with
+them); ``/metrics`` when the reader gives the true classes. PyTorch is the ``deep`` extra. The parameters are the
 estimator's, derived from it.
 """
 
@@ -87,7 +88,26 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         lazy=True,
     )
     yield Timing.since("ddc_assign", t)
+    yield Group("network", _network_dataset(model))
     yield Metrics(ctx.store.read_array("assignments", "labels"))
+
+
+def _network_dataset(model) -> xr.Dataset:
+    """The trained network's weights, one variable per ``state_dict`` entry (its name in the
+    ``parameter`` attribute), read back by ``DeepDivergenceClustering.from_results``."""
+    variables = {}
+    for name, value in model.network_weights().items():
+        key = name.replace(".", "_")
+        dims = tuple(f"{key}_{axis}" for axis in range(value.ndim))
+        variables[key] = xr.Variable(dims, value, attrs={"parameter": name})
+    return xr.Dataset(
+        variables,
+        attrs={
+            "input_shape": list(model.input_shape_),
+            "n_clusters": int(model.n_clusters),
+            "loss": float(model.loss_),
+        },
+    )
 
 
 register_method(
