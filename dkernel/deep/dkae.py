@@ -406,6 +406,42 @@ class DeepKernelizedAutoencoder(
         return self
 
     # -- out of sample ---------------------------------------------------------------------
+    @classmethod
+    def from_results(cls, store: Any) -> DeepKernelizedAutoencoder:
+        """The autoencoder a ``dkae`` job trained, from its results store (a path, URL or the
+        tree :func:`dkernel.open_results` returns): ``transform`` gives new samples their codes
+        and ``inverse_transform`` decodes codes, as the job's network did (the prior and the
+        training curves are not restored).
+
+        Raises
+        ------
+        InvalidInputError
+            A store without a ``/network`` group (not a ``dkae`` job's).
+        """
+        from dkernel.storage import open_results
+
+        tree = store if hasattr(store, "children") else open_results(store)
+        if "network" not in tree.children:
+            raise InvalidInputError(
+                "the results store has no /network group: it was not written by a dkae job "
+                "(or by one older than the weights in the store); rerun the job."
+            )
+        ds = tree["network"].to_dataset()
+        depth = int(ds.attrs["n_layers"])
+        coefs = [np.asarray(ds[f"coef_{i}"].values, dtype=np.float32) for i in range(depth)]
+        est = cls(
+            n_components=int(coefs[-1].shape[1]),
+            hidden_layer_sizes=tuple(int(c.shape[1]) for c in coefs[:-1]),
+            activation=str(ds.attrs["activation"]),
+        )
+        est.coefs_ = coefs
+        est.intercepts_ = [np.asarray(ds[f"intercept_{i}"].values) for i in range(depth)]
+        est.decoder_intercepts_ = [
+            np.asarray(ds[f"decoder_intercept_{i}"].values) for i in range(depth)
+        ]
+        est.n_features_in_ = int(coefs[0].shape[0])
+        return est
+
     def _params(self) -> dict[str, list[np.ndarray]]:
         return {
             "weights": [W.T for W in self.coefs_],

@@ -122,6 +122,38 @@ def test_out_of_sample_equals_in_sample():
     np.testing.assert_array_equal(m.transform(X[5:6]), Z[5:6])
 
 
+def test_a_dkae_job_stores_its_network_and_from_results_encodes_and_decodes(tmp_path):
+    import yaml
+
+    from dkernel.jobs.runner import run_job
+    from dkernel.storage import open_results
+
+    X = _data()
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",")
+    spec = tmp_path / "dkae.yaml"
+    params = {"n_components": 4, "hidden_layer_sizes": [16], "prior": "rbf", "max_iter": 2}
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "dkae",
+                "seed": 0,
+                "data": {"reader": "csv", "path": str(tmp_path / "x.csv")},
+                "method": "dkae",
+                "params": {**params, "batch_size": 32},
+                "output": str(tmp_path / "dkae.zarr"),
+            }
+        )
+    )
+    tree = open_results(run_job(spec, progress=False, quiet=True))
+    model = DeepKernelizedAutoencoder.from_results(tree)
+    assert model.hidden_layer_sizes == (16,) and model.n_components == 4
+    codes = model.transform(X)
+    np.testing.assert_allclose(codes, tree["codes"]["codes"].values, rtol=1e-5, atol=1e-6)
+    assert model.inverse_transform(codes).shape == X.shape
+    with pytest.raises(InvalidInputError, match=r"no /network group"):
+        DeepKernelizedAutoencoder.from_results(tree["codes"])
+
+
 def test_dask_transform_equals_numpy_for_any_chunking():
     X = _data()
     m = _model().fit(X)

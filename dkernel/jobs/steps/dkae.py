@@ -3,7 +3,8 @@ follow a prior kernel (the PCK by default), trained by Adam on the job's rows.
 
 Writes ``/codes``: the code of every row (``codes``, ``(sample, code)``, encoded chunk by chunk
 on the job's workers) and the training curves per epoch (``loss``, ``reconstruction``,
-``alignment``). PyTorch is the ``deep`` extra; a job without it is refused with the extra's name
+``alignment``); ``/network``: the trained weights (``DeepKernelizedAutoencoder.from_results(store)``
+encodes new samples and decodes codes with them). PyTorch is the ``deep`` extra; a job without it is refused with the extra's name
 when it runs. The parameters are the estimator's, derived from it.
 """
 
@@ -96,6 +97,24 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         lazy=True,
     )
     yield Timing.since("dkae_codes", t)
+    yield Group("network", _network_dataset(model))
+
+
+def _network_dataset(model) -> xr.Dataset:
+    """The encoder's weights and both sides' biases (tied weights: the decoder's are their
+    transposes), read back by ``DeepKernelizedAutoencoder.from_results``."""
+    variables = {}
+    for name, arrays in (
+        ("coef", model.coefs_),
+        ("intercept", model.intercepts_),
+        ("decoder_intercept", model.decoder_intercepts_),
+    ):
+        for i, value in enumerate(arrays):
+            key = f"{name}_{i}"
+            variables[key] = xr.Variable(tuple(f"{key}_{a}" for a in range(value.ndim)), value)
+    return xr.Dataset(
+        variables, attrs={"n_layers": len(model.coefs_), "activation": str(model.activation)}
+    )
 
 
 register_method(
