@@ -193,8 +193,17 @@ def test_kernel_refuses_bad_input(name):
     params = KERNEL_CASES[name](fit_on)
     ref = k.landmark_data(train, np.arange(0, train.shape[0], 3))
     if name in MISSING_VALUE_KERNELS:
-        # NaN is a missing value: the kernel of such rows is still finite
-        assert np.isfinite(k.cross(_with(new, np.nan), ref)).all()
+        # NaN is a missing value: the kernel of such rows is still finite (distance kernels:
+        # fitted on rows with NaN, whose columns' moments give expected distances; fitted on
+        # complete rows they refuse)
+        distance = name != "pck"
+        fitted = make_kernel(name, _with(train, np.nan), **params) if distance else k
+        assert np.isfinite(fitted.cross(_with(new, np.nan), ref)).all()
+        if distance:
+            with pytest.raises(InvalidInputError, match=r"non-finite values \(NaN or inf\)"):
+                k.cross(_with(new, np.nan), ref)
+            with pytest.raises(InvalidInputError, match="infinite"):
+                make_kernel(name, _with(train, np.inf), **params)
     else:
         for bad in (np.nan, np.inf):
             with pytest.raises(InvalidInputError, match=r"non-finite values \(NaN or inf\)"):

@@ -101,6 +101,8 @@ class Kernel:
                     "A precomputed kernel has no (X, Y) form; pass the kernel rows as X."
                 )
             return X
+        if self.name in _EXPECTED_DISTANCE_KERNELS and not self.takes_nan:
+            _refuse_new_nan(self.name, X, Y)
         return self.block(X, X if Y is None else Y, dtype=dtype)
 
     def log(self, X: Any, Y: Any = None) -> np.ndarray:
@@ -111,6 +113,12 @@ class Kernel:
                 "local_scaling and cosine."
             )
         return self.log_block(X, X if Y is None else Y)
+
+    @property
+    def takes_nan(self) -> bool:
+        """Whether rows with NaN may be evaluated: PCK, and the rbf and radius kernels fitted
+        on data with NaN (:mod:`dkernel.kernels.missing`: expected squared distances)."""
+        return self.name == "pck" or self.params.get("missing_values") == "expected"
 
     def landmark_data(self, X: np.ndarray, indices: np.ndarray) -> np.ndarray:
         """What :meth:`cross` needs to know about landmarks ``indices`` of the training data."""
@@ -129,10 +137,28 @@ class Kernel:
                 )
             _check_data(self.name, X, landmarks)
             return X[:, landmarks]
-        if self.name in KERNELS and self.name not in MISSING_VALUE_KERNELS:
-            _check_data(self.name, X, landmarks)
+        if self.name in KERNELS and self.name != "pck":
+            # the rbf kernel of training data with NaN takes them in new rows too (training
+            # moments); one fitted on complete data has no moments to marginalise with
+            _check_data(self.name, X, landmarks, allow_nan=self.takes_nan)
         out = self.block(X, landmarks, dtype=dtype)
         return out
+
+
+#: Kernels of distances that take NaN through expected squared distances when fitted on data
+#: with NaN (whose columns' moments they keep).
+_EXPECTED_DISTANCE_KERNELS = frozenset({"rbf", "local_scaling", "knn", "knn_mean"})
+
+
+def _refuse_new_nan(name: str, *arrays: Any) -> None:
+    """A distance kernel fitted on complete rows has no column moments for NaN in new rows."""
+    for A in arrays:
+        if isinstance(A, np.ndarray) and A.dtype.kind == "f" and np.isnan(A).any():
+            raise InvalidInputError(
+                f"The {name} kernel got non-finite values (NaN or inf) in X: it was fitted on "
+                "complete rows, so it has no column moments to take the expectation of missing "
+                "entries over; impute them, or fit on data with NaN."
+            )
 
 
 @dataclass(frozen=True)
@@ -195,7 +221,9 @@ def is_precomputed(kernel: Any) -> bool:
 
 def kernel_allows_nan(kernel: Any) -> bool:
     """Whether an estimator's ``kernel`` takes NaN (missing values) in X: the kernels of
-    ``MISSING_VALUE_KERNELS`` (PCK's missingness, PCKID) and fitted feature maps (a PCK)."""
+    ``MISSING_VALUE_KERNELS`` (PCK's missingness, PCKID; the rbf kernel of the expected
+    squared distances, :class:`dkernel.kernels.missing.MissingValueRBF`) and fitted feature
+    maps (a PCK)."""
     return (isinstance(kernel, str) and kernel in MISSING_VALUE_KERNELS) or hasattr(
         kernel, "transform"
     )
@@ -204,7 +232,7 @@ def kernel_allows_nan(kernel: Any) -> bool:
 #: The fix a NaN error names for an estimator whose ``kernel`` could take missing values.
 NAN_FIX = (
     "Impute them first (e.g. sklearn.impute.SimpleImputer) or use kernel='pck', which models "
-    "missing values (PCKID)."
+    "missing values (PCKID), or kernel='rbf' (expected squared distances)."
 )
 
 
@@ -262,7 +290,11 @@ def _rbf_factory(
             )
         # the sample first, so that Dask input is not read whole for its median distance
         sample = _sample_rows(X, RULE_OF_THUMB_SAMPLE, seed)
+        if np.isnan(sample).any():
+            return _missing_value_rbf(X, sample, None, sigma_fraction)
         sigma = sigma_rule_of_thumb(sample, fraction=sigma_fraction, seed=seed)
+    elif isinstance(X, np.ndarray) and np.isnan(X).any():
+        return _missing_value_rbf(X, None, sigma, sigma_fraction)
     sigma = check_rbf_sigma(sigma)
     # partials of module-level functions, so fitted models pickle (joblib, Dask workers)
     return Kernel(
@@ -271,6 +303,27 @@ def _rbf_factory(
         {"sigma": sigma},
         log_block=functools.partial(rbf_log_block, sigma=sigma),
     )
+
+
+def _missing_value_rbf(
+    X: Any, sample: np.ndarray | None, sigma: float | None, fraction: float
+) -> Kernel:
+    """The rbf kernel of training data with NaN: expected squared distances with the training
+    columns' moments (:class:`dkernel.kernels.missing.MissingValueRBF`); the rule-of-thumb
+    width is ``fraction`` × the median expected distance of the sample."""
+    from dkernel.kernels.missing import MissingValueRBF, expected_median_distance
+
+    mean, var = _column_moments_of(X)
+    if sigma is None:
+        med = expected_median_distance(sample, mean=mean, var=var)
+        if not med > 0:
+            raise InvalidInputError(
+                "The rbf kernel's rule of thumb found a median distance of 0; pass sigma."
+            )
+        sigma = fraction * med
+    sigma = check_rbf_sigma(sigma)
+    block = MissingValueRBF(sigma, mean, var)
+    return Kernel("rbf", block, {"sigma": sigma, "missing_values": "expected"}, log_block=block.log)
 
 
 #: Reference points for the neighbour radii: all points up to this size, a uniform sample above.
@@ -322,20 +375,34 @@ def _radius_kernel(
         )
     size = n if n_reference is None else min(n, int(n_reference))
     reference = _sample_rows(X, size, seed)
-    if not np.all(np.isfinite(reference)):
+    if np.isinf(reference).any():
         raise InvalidInputError(
-            f"The {label} kernel got non-finite values (NaN or inf) in X; remove or impute them."
+            f"The {label} kernel got infinite values in X (NaN is a missing value); remove or "
+            "impute them."
         )
     k_ref = reference_neighbors(int(n_neighbors), size, n)
-    radii = neighbor_radius(reference, reference, k_ref)
+    missing = np.isnan(reference).any() or (isinstance(X, np.ndarray) and np.isnan(X).any())
+    if missing:
+        # rows with NaN: expected squared distances with the training columns' moments
+        from dkernel.kernels.missing import MissingValueRadiusBlock
+
+        mean, var = _column_moments_of(X)
+        block_nan = MissingValueRadiusBlock(kind, reference, k_ref, mean, var)
+        radii = block_nan.radius(reference)
+    else:
+        radii = neighbor_radius(reference, reference, k_ref)
     if not np.all(radii > 0):
         raise InvalidInputError(
             f"The {label} kernel found {int(np.sum(radii <= 0))} points whose every reference "
             "neighbour coincides with them (all points identical?), so their neighbour "
             "distance is 0; remove duplicates or use kernel='rbf' with an explicit sigma."
         )
-    block = RadiusKernelBlock(kind, reference, k_ref)
     params = {parameter: int(n_neighbors), "n_reference": size, "reference_neighbors": k_ref}
+    if missing:
+        params["missing_values"] = "expected"
+        log_block = block_nan.log_block if kind == "local_scaling" else None
+        return Kernel(label, block_nan, params, log_block=log_block)
+    block = RadiusKernelBlock(kind, reference, k_ref)
     return _radius_kernel_of(label, block, params)
 
 
@@ -349,6 +416,21 @@ def neighbor_count(kernel: Kernel) -> int:
     """An adaptive kernel's neighbour count: local_scaling's ``scale_neighbors`` (the widths'
     rank), the k-NN kernels' ``n_neighbors`` (the graph's size)."""
     return int(kernel.params.get("scale_neighbors", kernel.params.get("n_neighbors")))
+
+
+def _column_moments_of(X: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of each column's observed values (NumPy, or one pass over Dask)."""
+    from dkernel.kernels.missing import column_moments
+
+    if isinstance(X, np.ndarray):
+        return column_moments(X)
+    import dask.array as da
+
+    mean, var = da.compute(da.nanmean(X, axis=0), da.nanvar(X, axis=0))
+    return (
+        np.nan_to_num(np.asarray(mean, dtype=np.float64)),
+        np.nan_to_num(np.asarray(var, dtype=np.float64)),
+    )
 
 
 def _radius_kernel_of(name: str, block: RadiusKernelBlock, params: dict) -> Kernel:
@@ -654,18 +736,21 @@ def make_kernel(
             f"unknown parameters {unknown} for the {kernel!r} kernel. Valid parameters: "
             f"{', '.join(sorted(allowed)) or '(none)'}."
         )
-    if X is not None and entry.name not in MISSING_VALUE_KERNELS:
-        _check_data(entry.name, X)
+    if X is not None:
+        _check_data(entry.name, X, allow_nan=entry.name in MISSING_VALUE_KERNELS)
     return factory(X, **params)
 
 
-#: Kernels whose data may hold NaN (missing values): the PCK models them (PCKID).
-MISSING_VALUE_KERNELS = frozenset({"pck"})
+#: Kernels whose data may hold NaN (missing values): the PCK models them (PCKID); the rbf and
+#: radius kernels of data with NaN are those of the expected squared distances
+#: (:class:`dkernel.kernels.missing.MissingValueRBF`, ``MissingValueRadiusBlock``).
+MISSING_VALUE_KERNELS = frozenset({"pck", "rbf", "local_scaling", "knn", "knn_mean"})
 
 
-def _check_data(name: str, X: Any, landmarks: Any = None) -> None:
+def _check_data(name: str, X: Any, landmarks: Any = None, *, allow_nan: bool = False) -> None:
     """Refuse data a kernel cannot evaluate: not 2-D, no rows, a feature count other than the
-    landmarks', or (in memory) NaN or inf. Dask input is checked by shape only."""
+    landmarks', or (in memory) NaN (unless ``allow_nan``) or inf. Dask input is checked by
+    shape only."""
     shape = getattr(X, "shape", None)
     if shape is None or len(shape) != 2:
         raise InvalidInputError(
@@ -679,7 +764,13 @@ def _check_data(name: str, X: Any, landmarks: Any = None) -> None:
         raise InvalidInputError(
             f"X has {shape[1]} features, but the {name} kernel's points have {width[1]}."
         )
-    if isinstance(X, np.ndarray) and X.dtype.kind in "fc" and not np.isfinite(X).all():
+    if isinstance(X, np.ndarray) and X.dtype.kind in "fc" and allow_nan:
+        if np.isinf(X).any():
+            raise InvalidInputError(
+                f"The {name} kernel got infinite values in X (NaN is a missing value); remove "
+                "or impute them."
+            )
+    elif isinstance(X, np.ndarray) and X.dtype.kind in "fc" and not np.isfinite(X).all():
         raise InvalidInputError(
             f"The {name} kernel got non-finite values (NaN or inf) in X; remove or impute them."
         )

@@ -320,7 +320,6 @@ callable or transformer, default='knn_mean'
 
     #: scikit-learn's checks that fail by design, with the reason (tests/test_estimator_checks.py)
     _expected_failed_checks = {
-        "check_estimators_nan_inf": "the default 10-NN graph needs more than the check's 10 rows",
         "check_fit2d_1feature": "the default 10-NN graph needs more than the check's 10 rows",
     }
 

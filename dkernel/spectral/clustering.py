@@ -373,23 +373,27 @@ class SpectralClustering(
         return tags
 
     def _takes_nan(self) -> bool:
-        """Whether X may hold NaN: a kernel that models them ('pck'), or the exact graph path
-        (expected squared distances, :class:`dkernel.graphs.knn.MissingValueIndex`), which the
-        default runs up to ``EXACT_MAX_SAMPLES`` points."""
-        if kernel_allows_nan(self.kernel):
-            return True
-        graph = not self._kernel_requested() and self.n_landmarks is None
-        return graph and self.approximation in ("auto", "exact")
+        """Whether X may hold NaN: the exact graph path (expected squared distances,
+        :class:`dkernel.graphs.knn.MissingValueIndex`), which the default runs up to
+        ``EXACT_MAX_SAMPLES`` points, and the Nyström path with a kernel that takes them
+        (``'pck'``, the distance kernels of :mod:`dkernel.kernels.missing`); not the bipartite
+        path."""
+        if self.kernel is not None:
+            return kernel_allows_nan(self.kernel)
+        return self.approximation != "bipartite"
 
-    def _refuse_nan(self, X: Any) -> None:
-        """After the path is chosen: a path other than the exact graph refuses NaN (in-memory
-        input; Dask input is checked by shape only), naming the fixes, before any work."""
-        if self.approximation_ == "exact" or kernel_allows_nan(self.kernel):
+    def _refuse_nan(self, X: Any, n: int) -> None:
+        """After the path is chosen: the bipartite path, or a kernel that cannot take NaN,
+        refuses them (in-memory input; Dask input is checked by shape only), naming the
+        fixes, before any work."""
+        if self.approximation_ == "exact":
+            return
+        if self.approximation_ == "nystrom" and kernel_allows_nan(self._resolved_kernel(n)):
             return
         if isinstance(X, da.Array):
             return
         fix = (
-            f"Only the exact k-NN graph path takes them (expected distances), which "
+            f"The exact k-NN graph path takes them (expected distances), which "
             f"approximation='auto' runs up to {EXACT_MAX_SAMPLES} points; this fit runs "
             f"approximation={self.approximation_!r}. " + NAN_FIX
         )
@@ -421,7 +425,7 @@ class SpectralClustering(
             )
         seed = seed_from_random_state(self.random_state)
         self.approximation_ = self._approximation(n)
-        self._refuse_nan(X)
+        self._refuse_nan(X, n)
         self.model_order_ = None
         self.n_clusters_candidates_ = self.n_clusters_scores_ = None
         if self.n_clusters == "auto":
@@ -606,7 +610,12 @@ class SpectralClustering(
     def transform(self, X: Any) -> Any:
         """Out-of-sample spectral embedding of new points (lazy for Dask input)."""
         check_is_fitted(self, "embedding_")
-        takes_nan = self.approximation_ == "exact" or kernel_allows_nan(self.kernel)
+        # the fitted kernel or graph refuses NaN it has no column moments for
+        takes_nan = self.approximation_ != "bipartite" and (
+            self.approximation_ == "exact"
+            or kernel_allows_nan(self.kernel)
+            or kernel_allows_nan(self.nystrom_.kernel_.name)
+        )
         return self._embed(
             validate_input(self, X, reset=False, allow_nan=takes_nan, nan_fix=NAN_FIX)
         )

@@ -30,6 +30,7 @@ from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.registry import (
     ADAPTIVE_KERNELS,
     kernel_input_tags,
+    kernel_nan_args,
     make_kernel,
     neighbor_parameter,
 )
@@ -109,7 +110,7 @@ class _DenseKernelEmbedding(
         tags = super().__sklearn_tags__()
         # a clusterer only when asked to cluster; otherwise an embedding (a transformer)
         tags.estimator_type = "clusterer" if self.n_clusters is not None else None
-        return kernel_input_tags(tags, self.kernel)
+        return kernel_input_tags(tags, self.kernel, nan=True)
 
     @property
     def _n_features_out(self) -> int:
@@ -169,7 +170,7 @@ class _DenseKernelEmbedding(
         Together with :meth:`fit_kernel` this splits :meth:`fit` so a job can write the kernel
         to its store and solve from there.
         """
-        X = validate_input(self, X, reset=True, min_samples=2)
+        X = validate_input(self, X, reset=True, min_samples=2, **kernel_nan_args(self.kernel))
         n = int(X.shape[0])
         self._resolve_n_components(n)
         memory, _ = dense_kernel_cost(n)
@@ -255,7 +256,7 @@ class _DenseKernelEmbedding(
         Lazy (chunk by chunk) for Dask input; training points map to their embedding.
         """
         check_is_fitted(self, "embedding_")
-        X = validate_input(self, X, reset=False)
+        X = validate_input(self, X, reset=False, **kernel_nan_args(self.kernel))
         k = self.eigenvalues_.size
         if isinstance(X, da.Array):
             return X.map_blocks(self._transform_block, chunks=(X.chunks[0], (k,)), dtype=np.float64)

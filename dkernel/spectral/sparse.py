@@ -102,6 +102,12 @@ class SparseSpectralModel:
         return U / np.sqrt(degrees)[:, None] / np.sqrt(1.0 + beta - self.eigenvalues)[None, :]
 
     def _embed_block(self, block: np.ndarray) -> np.ndarray:
+        if not isinstance(self.index, MissingValueIndex) and np.isnan(block).any():
+            raise InvalidInputError(
+                "New rows hold NaN, but the graph was built on complete rows, so it has no "
+                "column moments to take the expected distances with; impute them, or fit on "
+                "data with NaN."
+            )
         dist, ind = knn_search(self.index, block, self.graph_neighbors)
         sigma_x = kth_distinct_distance(dist, self.n_neighbors)
         # a copy of a training point takes its scale, as in training

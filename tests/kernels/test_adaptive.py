@@ -117,9 +117,11 @@ def test_bad_parameters(rng, name, params, match):
 
 def test_non_finite_and_identical_points(rng):
     X = rng.normal(size=(30, 2))
-    X[3, 1] = np.nan
-    with pytest.raises(InvalidInputError, match="non-finite"):
+    X[3, 1] = np.inf
+    with pytest.raises(InvalidInputError, match="infinite"):
         make_kernel("local_scaling", X)
+    X[3, 1] = np.nan  # a missing value: expected squared distances (kernels/missing.py)
+    assert make_kernel("local_scaling", X).params["missing_values"] == "expected"
     with pytest.raises(InvalidInputError, match="coincides"):
         make_kernel("local_scaling", np.ones((30, 2)))
     with pytest.raises(InvalidInputError, match="pass the training data"):

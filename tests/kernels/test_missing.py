@@ -112,3 +112,62 @@ def test_partial_sq_distances_match_a_double_loop(rng):
     )
     with pytest.raises(InvalidInputError, match="same number of columns"):
         partial_sq_distances(X, Y[:, :3])
+
+
+def _incomplete(n: int, p: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.5, 2.0, p)
+    holes = rng.random((n, p)) < 0.3
+    holes[holes.all(axis=1), 0] = False
+    X[holes] = np.nan
+    return X
+
+
+def test_registry_rbf_of_rows_with_nan_is_the_expected_rbf():
+    from dkernel.kernels.missing import column_moments, expected_rbf, expected_sq_distances
+    from dkernel.kernels.registry import make_kernel
+
+    X, Q = _incomplete(80, 4, 0), _incomplete(10, 4, 1)
+    k = make_kernel("rbf", X, sigma=1.3)
+    assert k.params["missing_values"] == "expected"
+    mean, var = column_moments(X)
+    np.testing.assert_allclose(k(Q, X), expected_rbf(Q, X, sigma=1.3, mean=mean, var=var))
+    np.testing.assert_allclose(np.exp(k.log(Q, X)), k(Q, X), rtol=1e-12)
+    # the same formula on the diagonal (two draws): a_x², every block of a blocked kernel agrees
+    D = expected_sq_distances(X, X[:], mean=mean, var=var)
+    np.testing.assert_allclose(k(X, X[:].copy()), np.exp(-D / (2 * 1.3**2)), rtol=1e-12)
+    # the rule-of-thumb width: a fraction of the median expected distance
+    auto = make_kernel("rbf", X, sigma_fraction=0.5)
+    DX = expected_sq_distances(X)
+    med = np.sqrt(np.median(DX[np.triu_indices(80, 1)]))
+    assert auto.params["sigma"] == pytest.approx(0.5 * med)
+
+
+@pytest.mark.parametrize("kind", ["knn", "knn_mean", "local_scaling"])
+def test_registry_radius_kernels_of_rows_with_nan_match_brute_force(kind):
+    from dkernel.kernels.missing import column_moments
+    from dkernel.kernels.registry import make_kernel, neighbor_parameter
+
+    X, Q = _incomplete(60, 3, 2), _incomplete(7, 3, 3)
+    k = make_kernel(kind, X, n_reference=None, **{neighbor_parameter(kind): 5})
+    mean, var = column_moments(X)
+
+    def expected(A, B):  # E‖a − b‖² for distinct draws, the obvious way
+        fa, fb = (np.where(np.isnan(M), mean, M) for M in (A, B))
+        ra, rb = (np.isnan(M) @ var for M in (A, B))
+        return ((fa[:, None, :] - fb[None, :, :]) ** 2).sum(-1) + ra[:, None] + rb[None, :]
+
+    def radius(A):  # 5th nearest reference row, complete copies (distance 0) skipped
+        D = expected(A, X)
+        D = np.where(D <= 1e-12, np.inf, D)
+        return np.sqrt(np.sort(D, axis=1)[:, 4])
+
+    D, ra, rb = expected(Q, X), radius(Q), radius(X)
+    if kind == "local_scaling":
+        want = np.exp(-D / np.outer(ra, rb))
+    else:
+        wx, wy = D <= ra[:, None] ** 2 * (1 + 1e-9), D <= rb[None, :] ** 2 * (1 + 1e-9)
+        want = (wx | wy).astype(float) if kind == "knn" else 0.5 * wx + 0.5 * wy
+    np.testing.assert_allclose(k(Q, X), want, rtol=1e-9, atol=1e-12)
+    G = k(X, X)
+    np.testing.assert_array_equal(np.diag(G), 1.0)  # a row with itself: coinciding points

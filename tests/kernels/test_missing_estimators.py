@@ -12,9 +12,11 @@ from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score
 
 from dkernel import (
+    KECA,
     JointRankingClustering,
     KernelDecompositionClustering,
     KernelKMeans,
+    KernelPCAEmbedding,
     NystromEmbedding,
     SpectralClustering,
 )
@@ -39,13 +41,15 @@ def digits_missing() -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_kernel_allows_nan_is_the_one_rule() -> None:
-    assert kernel_allows_nan("pck")
-    assert not kernel_allows_nan("rbf")
+    for name in ("pck", "rbf", "local_scaling", "knn", "knn_mean"):
+        assert kernel_allows_nan(name)
+    assert not kernel_allows_nan("linear")
     assert not kernel_allows_nan(None)
     assert not kernel_allows_nan(lambda X, Y: X @ Y.T)
-    for cls in [*ESTIMATORS, NystromEmbedding, JointRankingClustering]:
+    for cls in [*ESTIMATORS, NystromEmbedding, JointRankingClustering, KernelPCAEmbedding, KECA]:
         assert cls(kernel="pck").__sklearn_tags__().input_tags.allow_nan
-        assert not cls(kernel="rbf").__sklearn_tags__().input_tags.allow_nan
+        assert cls(kernel="rbf").__sklearn_tags__().input_tags.allow_nan
+        assert not cls(kernel="linear").__sklearn_tags__().input_tags.allow_nan
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
@@ -62,9 +66,8 @@ def test_pck_clusters_incomplete_digits(cls, digits_missing) -> None:
 
 
 REFUSING = [
-    SpectralClustering(5, kernel="rbf"),
+    SpectralClustering(5, kernel="linear"),
     SpectralClustering(5, approximation="bipartite", n_landmarks=50),
-    SpectralClustering(5, approximation="nystrom"),
     KernelKMeans(5, kernel="linear"),
 ]
 
@@ -123,3 +126,33 @@ def test_kernel_decomposition_default_takes_nan(digits_missing) -> None:
     ):
         with pytest.raises(InvalidInputError, match=r"NaN.*[Ii]mpute"):
             bad.fit(X)
+
+
+DEFAULTS = [
+    KernelKMeans(5, random_state=0),  # rbf
+    JointRankingClustering(n_clusters=5, random_state=0),  # knn_mean
+    KernelPCAEmbedding(n_clusters=5, random_state=0),  # rbf
+]
+
+
+@pytest.mark.parametrize("est", DEFAULTS, ids=lambda e: type(e).__name__)
+def test_distance_kernels_take_nan_at_defaults(est, digits_missing) -> None:
+    """The rbf and radius kernels of data with NaN use the expected squared distances: at
+    least mean-imputed k-means on these digits, and new rows with NaN are predicted."""
+    X, y = digits_missing
+    imputed = np.where(np.isnan(X), np.nanmean(X, axis=0), X)
+    baseline = adjusted_rand_score(y, KMeans(5, n_init=10, random_state=0).fit_predict(imputed))
+    est.fit(X)
+    ari = adjusted_rand_score(y, est.labels_)
+    assert ari >= baseline, (ari, baseline)
+    described = getattr(est, "kernel_params_", None) or est.kernel_.params
+    assert described["missing_values"] == "expected"
+    assert np.mean(est.predict(X[:50]) == est.labels_[:50]) >= 0.9
+
+
+def test_complete_fit_refuses_nan_in_new_rows(digits_missing) -> None:
+    X, _ = digits_missing
+    imputed = np.where(np.isnan(X), np.nanmean(X, axis=0), X)
+    est = KernelPCAEmbedding(n_clusters=5, random_state=0).fit(imputed)
+    with pytest.raises(InvalidInputError, match="complete rows"):
+        est.predict(X[:5])

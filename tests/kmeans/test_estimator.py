@@ -258,7 +258,10 @@ def test_bad_parameters(circles, params, match):
 def test_bad_input(circles):
     X, _ = circles
     with pytest.raises(InvalidInputError, match="NaN"):
-        KernelKMeans(2).fit(np.where(np.eye(len(X), 2) > 0, np.nan, X))
+        # the default rbf kernel takes NaN (expected distances); the linear one does not
+        KernelKMeans(2, kernel="linear").fit(np.where(np.eye(len(X), 2) > 0, np.nan, X))
+    with pytest.raises(InvalidInputError, match="inf|non-finite"):
+        KernelKMeans(2).fit(np.where(np.eye(len(X), 2) > 0, np.inf, X))
     est = KernelKMeans(2, random_state=0).fit(X)
     with pytest.raises(InvalidInputError, match="3 features"):
         est.predict(np.zeros((2, 3)))

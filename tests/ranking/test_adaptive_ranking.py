@@ -290,9 +290,13 @@ def test_kppr_bad_parameters(blobs, params, match):
 def test_bad_data(blobs):
     X, _ = blobs
     bad = X.copy()
-    bad[3, 1] = np.nan
+    bad[3, 1] = np.inf
     with pytest.raises(InvalidInputError):
         JointRankingClustering(n_clusters=3).fit(bad)
+    bad[3, 1] = np.nan  # a missing value: the default knn_mean kernel takes expected distances
+    assert JointRankingClustering(n_clusters=3, random_state=0).fit(bad).labels_.shape == (len(X),)
+    with pytest.raises(InvalidInputError, match="NaN"):
+        JointRankingClustering(n_clusters=3, kernel="linear").fit(bad)
     jrc = JointRankingClustering(n_clusters=3, random_state=0).fit(X)
     with pytest.raises(InvalidInputError, match="features"):
         jrc.predict(X[:, :1])
