@@ -3,6 +3,7 @@ through a link, every declared array size checked; the store's format and status
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -186,7 +187,7 @@ def _check_remote_metadata(url: str, storage_options: Mapping[str, Any] | None) 
         if meta is None or meta.get("node_type") != "group" or url.startswith("http"):
             continue  # an array's folder holds its chunks: not walked
         node = f"{root}/{rel}" if rel else root
-        entries = remote.call(url, "list", lambda node=node: fs.ls(node, detail=True))
+        entries = remote.call(url, "list", functools.partial(fs.ls, node, detail=True))
         for entry in entries:
             name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
             if entry.get("type") == "directory" and not name.startswith("."):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
@@ -92,7 +93,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     yield Metrics(ctx.store.read_array("assignments", "labels"))
 
 
-def _network_dataset(model) -> xr.Dataset:
+def _network_dataset(model: Any) -> Any:
     """The trained network's weights, one variable per ``state_dict`` entry (its name in the
     ``parameter`` attribute), read back by ``DeepDivergenceClustering.from_results``."""
     variables = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
@@ -100,7 +101,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     yield Group("network", _network_dataset(model))
 
 
-def _network_dataset(model) -> xr.Dataset:
+def _network_dataset(model: Any) -> Any:
     """The encoder's weights and both sides' biases (tied weights: the decoder's are their
     transposes), read back by ``DeepKernelizedAutoencoder.from_results``."""
     variables = {}
