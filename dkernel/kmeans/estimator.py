@@ -197,8 +197,12 @@ class KernelKMeans(
         ``'local_scaling'``, ``'knn'``, ``'knn_mean'``, ``'landmark'``, ``'cosine'``, ``'pck'``
         (fitted on X, or ``kernel_params={'model': fitted_pck}``), ``'precomputed'`` (X is the
         kernel matrix in ``fit``, kernel rows against the training points in ``predict``) or
-        ``f(X, Y)``. ``'pck'`` takes X with NaN (missing values); every other kernel refuses
-        them.
+        ``f(X, Y)``.
+        X with NaN (missing values): ``'pck'`` models them (PCKID); ``'rbf'`` and the adaptive
+        kernels fitted on data with NaN compare rows by their expected squared distance ``‖x̃ −
+        ỹ‖² + r_x + r_y`` (mean-imputed rows plus the variances of the columns each misses,
+        :mod:`dkernel.kernels.missing`), and new rows with the training columns' moments; every
+        other kernel refuses them. Default ``'rbf'``: so NaN is taken at the defaults.
     kernel_params : dict, optional
         Parameters of the kernel (``{'scale_neighbors': 7}`` for 'local_scaling',
         ``{'n_neighbors': 10}`` for 'knn', ``{'n_landmarks': 500}``, ...).

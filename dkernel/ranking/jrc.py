@@ -171,6 +171,11 @@ callable or transformer, default='knn_mean'
         :meth:`score_samples` extend to new points. Others as for
         :class:`~dkernel.KernelPersonalizedPageRank`; the thesis ([Lokse2014], §10.2) uses 'pck' or
         'rbf' with ``embedding='laplacian'`` and ``n_components=3``.
+        X with NaN (missing values): ``'pck'`` models them (PCKID); ``'rbf'`` and the adaptive
+        kernels fitted on data with NaN compare rows by their expected squared distance ``‖x̃ −
+        ỹ‖² + r_x + r_y`` (mean-imputed rows plus the variances of the columns each misses,
+        :mod:`dkernel.kernels.missing`), and new rows with the training columns' moments; every
+        other kernel refuses them. So the default 'knn_mean' takes NaN.
     n_neighbors : int, default=10
         k of the k-NN graph kernels ('knn_mean', 'knn'): the neighbours joined to each point
         (scikit-learn's k-NN spectral clustering uses 10 counting the point itself).

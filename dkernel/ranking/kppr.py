@@ -137,7 +137,8 @@ def scoring_chunk_rows(model: Any, n_samples: int) -> int:
 
 
 def ranking_tags(estimator: Any, tags: Any) -> Any:
-    """Input tags of a ranking estimator: pairwise for a precomputed kernel, NaN with PCK."""
+    """Input tags of a ranking estimator: pairwise for a precomputed kernel, NaN with PCK or a
+    distance kernel (expected squared distances, :mod:`dkernel.kernels.missing`)."""
     return kernel_input_tags(tags, estimator.kernel, nan=True)
 
 
@@ -281,6 +282,11 @@ callable or transformer, default='rbf'
         feature map, so new points are scored in O(p). A callable is a block
         function ``f(X, Y)``. An object with ``transform`` is an explicit feature map
         (``K = γ γ^T``; fitted on X if not fitted yet), scored in O(F) per new point.
+        X with NaN (missing values): ``'pck'`` models them (PCKID); ``'rbf'`` and the adaptive
+        kernels fitted on data with NaN compare rows by their expected squared distance ``‖x̃ −
+        ỹ‖² + r_x + r_y`` (mean-imputed rows plus the variances of the columns each misses,
+        :mod:`dkernel.kernels.missing`), and new rows with the training columns' moments; every
+        other kernel refuses them.
     alpha : float, default=0.1
         Restart probability of the random walk ([Lokse2020], Paper II, §4, uses 0.1).
     n_components : int or None, default=None

@@ -297,6 +297,11 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         neighbour) suit the normalized embedding of :class:`SpectralClustering` better, and
         are not positive semi-definite in general (negative eigenvalues are clipped, with a
         ``NumericalWarning``).
+        X with NaN (missing values): ``'pck'`` models them (PCKID); ``'rbf'`` and the adaptive
+        kernels fitted on data with NaN compare rows by their expected squared distance ``‖x̃ −
+        ỹ‖² + r_x + r_y`` (mean-imputed rows plus the variances of the columns each misses,
+        :mod:`dkernel.kernels.missing`), and new rows with the training columns' moments; every
+        other kernel refuses them.
     scale_neighbors : int
         Rank of the self-tuning widths of ``kernel='local_scaling'`` (each point's σ the
         distance to its ``scale_neighbors``-th neighbour; also the k of the ``knn`` kernels).
