@@ -131,8 +131,10 @@ class SpectralClustering(
         models them (PCKID); the default exact graph path (up to ``EXACT_MAX_SAMPLES`` points)
         compares rows by the expected squared distance ``‖x̃ − ỹ‖² + r_x + r_y``
         (mean-imputed rows plus the variances of the columns each misses,
-        :mod:`dkernel.kernels.missing`, ``dkernel.graphs.knn.MissingValueIndex``); the
-        bipartite and Nyström paths with any other kernel refuse them, naming the fixes.
+        :mod:`dkernel.kernels.missing`, ``dkernel.graphs.knn.MissingValueIndex``), and so
+        does the Nyström path with ``'rbf'`` or an adaptive kernel; the bipartite path (the
+        default above ``EXACT_MAX_SAMPLES``) and kernels without a distance (``'linear'``, ...)
+        refuse them, naming the fixes.
     kernel_params : dict, optional
     scale_neighbors : int
         Rank of the self-tuning widths: each point's σ is the distance to its
