@@ -33,15 +33,21 @@ logger = logging.getLogger("dkernel.storage.lock")
 LEASE_CALL_S = 20.0
 
 
-def _call(fs: Any, method: str, *args: Any, **kwargs: Any) -> Any:
-    """``fs.method(*args, **kwargs)``, given up after :data:`LEASE_CALL_S` seconds
-    (``TimeoutError``) on an asynchronous file system (s3fs, gcsfs, adlfs)."""
+def _call(fs: Any, method: str, *args: Any, deadline: float | None = None, **kwargs: Any) -> Any:
+    """``fs.method(*args, **kwargs)``, given up after :data:`LEASE_CALL_S` seconds, or at
+    ``deadline`` (``time.monotonic()``) when that comes first (``TimeoutError``), on an
+    asynchronous file system (s3fs, gcsfs, adlfs)."""
+    timeout = LEASE_CALL_S
+    if deadline is not None:
+        timeout = min(timeout, deadline - time.monotonic())
+        if timeout <= 0:
+            raise TimeoutError(f"no time left for {method} on the lease object")
     coroutine = getattr(fs, f"_{method}", None)
     if not getattr(fs, "async_impl", False) or coroutine is None:
         return getattr(fs, method)(*args, **kwargs)
     from fsspec.asyn import sync
 
-    return sync(fs.loop, coroutine, *args, timeout=LEASE_CALL_S, **kwargs)
+    return sync(fs.loop, coroutine, *args, timeout=timeout, **kwargs)
 
 
 class _Precondition(Exception):
@@ -241,30 +247,36 @@ class RemoteStoreLease(Lease):
     def release(self) -> None:
         """Give the lease up: delete the lease object while it is still ours.
 
-        A heartbeat under way is waited for at most one bounded call; when the object store
-        stalls the lease is left to expire (a later job takes it over) rather than the job
-        waiting on it."""
+        Everything the release does shares one deadline, :data:`LEASE_CALL_S` from now: the
+        wait for a heartbeat under way and each call on the lease object (the conditional
+        delete, or the read and the delete where the store has no conditions). When the
+        object store stalls the lease is left to expire (a later job takes it over) rather
+        than the job waiting on it: the release never takes longer than that one limit."""
+        deadline = time.monotonic() + LEASE_CALL_S
         self._stop.set()
         if not self._lock.acquire(timeout=LEASE_CALL_S):
             self._released = True
-            logger.warning(
-                f"could not release the lease of {self.store}: its object store did not answer "
-                f"within {LEASE_CALL_S} s; the lease expires after {stale_after():.0f} s"
-            )
+            self._release_timed_out()
             return
         try:
-            self._release_locked()
+            self._release_locked(deadline)
         finally:
             self._lock.release()
 
-    def _release_locked(self) -> None:
+    def _release_timed_out(self) -> None:
+        logger.warning(
+            f"could not release the lease of {self.store}: its object store did not answer "
+            f"within {LEASE_CALL_S:g} s; the lease expires after {stale_after():.0f} s"
+        )
+
+    def _release_locked(self, deadline: float) -> None:
         if self._released:
             return
         self._released = True
         if self.lost:
             return
         bucket, path = self._key.split("/", 1)
-        with contextlib.suppress(Exception):
+        try:
             if self._etag is not None:
                 try:
                     _call(
@@ -274,30 +286,44 @@ class RemoteStoreLease(Lease):
                         Bucket=bucket,
                         Key=path,
                         IfMatch=self._etag,
+                        deadline=deadline,
                     )
                     self._fs.invalidate_cache(self._key)
                     return
                 except Exception as exc:  # noqa: BLE001
-                    if isinstance(_classify(exc), _Precondition | TimeoutError):
-                        return  # not ours any more, or the store stalls: it expires
-            current = read_remote_lease(self._fs, self._key)
+                    if isinstance(_classify(exc), _Precondition):
+                        return  # not ours any more
+                    if isinstance(exc, TimeoutError):
+                        raise
+            current = read_remote_lease(self._fs, self._key, deadline=deadline)
             if current is not None and current.get("token") == self.info["token"]:
-                _call(self._fs, "rm_file", self._key)
+                _call(self._fs, "rm_file", self._key, deadline=deadline)
+        except TimeoutError:
+            self._release_timed_out()  # the store stalls: the lease expires
+        except Exception:  # noqa: BLE001,S110  (best effort: a lease left behind expires)
+            pass
 
 
-def read_remote_lease(fs: Any, key: str) -> dict[str, Any] | None:
-    """The lease object at ``key`` of ``fs`` (None when there is none or it is unusable)."""
+def read_remote_lease(fs: Any, key: str, *, deadline: float | None = None) -> dict[str, Any] | None:
+    """The lease object at ``key`` of ``fs`` (None when there is none or it is unusable).
+    With a ``deadline`` (``time.monotonic()``), a call not answered by then raises
+    ``TimeoutError`` instead."""
     try:
-        return _load(fs, key, start=0, end=MAX_LEASE_BYTES)
+        return _load(fs, key, start=0, end=MAX_LEASE_BYTES, deadline=deadline)
+    except TimeoutError:
+        if deadline is None:
+            return None
+        raise
     except Exception:  # noqa: BLE001
         return None
 
 
-def _load(fs: Any, key: str, **window: int) -> dict[str, Any]:
-    """The lease object at ``key`` of ``fs``, read (``window``: its first bytes) and parsed.
+def _load(fs: Any, key: str, *, deadline: float | None = None, **window: int) -> dict[str, Any]:
+    """The lease object at ``key`` of ``fs``, read (``window``: its first bytes) and parsed;
+    the call given up at ``deadline`` (:func:`_call`).
 
     Raises :class:`~dkernel.storage.lease._Unusable` when it is not a lease."""
-    data = _call(fs, "cat_file", key, **window)
+    data = _call(fs, "cat_file", key, deadline=deadline, **window)
     return _parse(data)
 
 
@@ -324,7 +350,7 @@ def _honours_conditions(fs: Any, root: str) -> bool:
             _call(fs, "rm_file", probe)
 
 
-def _put(fs: Any, key: str, data: bytes, **condition: str) -> str:
+def _put(fs: Any, key: str, data: bytes, **condition: Any) -> str:
     """A conditional PUT of ``data`` at ``key``; its ETag. Raises :class:`_Precondition` or
     :class:`_NoConditions`."""
     bucket, path = key.split("/", 1)
