@@ -89,15 +89,18 @@ def _status(store: Path) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory):
-    """Specs ``a`` (3 clusters) and ``b`` (2 clusters) and an undisturbed store of each."""
+def jobs(tmp_path_factory, client):
+    """Specs ``a`` (3 clusters) and ``b`` (2 clusters) and an undisturbed store of each, run
+    in this process on the session's cluster (process workers, as the ``dkernel run``
+    subprocesses have): the same arrays, without two more subprocesses and clusters."""
+    from dkernel.jobs.runner import run_job
+
     tmp = tmp_path_factory.mktemp("lock")
     specs = {"a": _spec(tmp, "a", 3), "b": _spec(tmp, "b", 2)}
     refs = {}
     for name, spec in specs.items():
         refs[name] = tmp / f"ref-{name}.zarr"
-        code, err = _finish(_cli(spec, refs[name]))
-        assert code == 0, err
+        run_job(spec, output=refs[name], client=client, progress=False, quiet=True)
     return specs, refs
 
 
