@@ -16,9 +16,10 @@ missing entries and seeds the estimators):
 * ``SpectralClustering`` of one self-tuning 10-NN graph (given as a precomputed kernel) on three
   distances: the expected squared distances
   (:func:`dkernel.kernels.missing.expected_sq_distances`, ``expected``) and the partial distances
-  (:func:`dkernel.kernels.missing.partial_sq_distances`, ``partial``), the two candidate shared
-  defaults for the clusterers that refuse NaN, and the distances of the mean-imputed rows
-  (``imputed, same graph``), the control.
+  (:func:`dkernel.kernels.missing.partial_sq_distances`, ``partial``), the two candidates for
+  the shared default (the expected distances won and are now every distance-based clusterer's
+  default for rows with NaN), and the distances of the mean-imputed rows (``imputed, same
+  graph``), the control.
 
 MeanShift counts rows with a NaN as nodata (label −1): on these sets every image has a missing
 block, so it is reported as given.
