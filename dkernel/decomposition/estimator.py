@@ -158,7 +158,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         X with NaN (missing values) is taken by the default self-tuning k-NN kernel on the exact
         path: neighbours and widths from the expected squared distance ``‖x̃ − ỹ‖² + r_x + r_y``
         (mean-imputed rows plus the variances of the columns each misses, found by a tree,
-        :class:`dkernel.graphs.knn.MissingValueIndex`), new rows with the training columns'
+        ``dkernel.graphs.knn.MissingValueIndex``), new rows with the training columns'
         moments; the dense kernel (``n_neighbors=None``), 'rbf', 'cosine' and the bipartite path
         refuse NaN, naming the fix. Digits with a 4×4 hole: mean ARI 0.534, ecoli with 25 %
         missing 0.315 (mean-imputed k-means 0.284 / 0.310, ``benchmarks/results/missing.md``).
@@ -423,7 +423,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     def _takes_nan(self) -> bool:
         """Whether X may hold NaN: the self-tuning k-NN kernel on the exact path, whose
         neighbours and widths come from the expected squared distances
-        (:class:`dkernel.graphs.knn.MissingValueIndex`), which the default runs up to 5 000
+        (``dkernel.graphs.knn.MissingValueIndex``), which the default runs up to 5 000
         points."""
         return (
             self.kernel == "local_scaling"

@@ -222,7 +222,7 @@ def is_precomputed(kernel: Any) -> bool:
 def kernel_allows_nan(kernel: Any) -> bool:
     """Whether an estimator's ``kernel`` takes NaN (missing values) in X: the kernels of
     ``MISSING_VALUE_KERNELS`` (PCK's missingness, PCKID; the rbf kernel of the expected
-    squared distances, :class:`dkernel.kernels.missing.MissingValueRBF`) and fitted feature
+    squared distances, ``dkernel.kernels.missing.MissingValueRBF``) and fitted feature
     maps (a PCK)."""
     return (isinstance(kernel, str) and kernel in MISSING_VALUE_KERNELS) or hasattr(
         kernel, "transform"
@@ -309,7 +309,7 @@ def _missing_value_rbf(
     X: Any, sample: np.ndarray | None, sigma: float | None, fraction: float
 ) -> Kernel:
     """The rbf kernel of training data with NaN: expected squared distances with the training
-    columns' moments (:class:`dkernel.kernels.missing.MissingValueRBF`); the rule-of-thumb
+    columns' moments (``dkernel.kernels.missing.MissingValueRBF``); the rule-of-thumb
     width is ``fraction`` × the median expected distance of the sample."""
     from dkernel.kernels.missing import MissingValueRBF, expected_median_distance
 
@@ -743,7 +743,7 @@ def make_kernel(
 
 #: Kernels whose data may hold NaN (missing values): the PCK models them (PCKID); the rbf and
 #: radius kernels of data with NaN are those of the expected squared distances
-#: (:class:`dkernel.kernels.missing.MissingValueRBF`, ``MissingValueRadiusBlock``).
+#: (``dkernel.kernels.missing.MissingValueRBF``, ``MissingValueRadiusBlock``).
 MISSING_VALUE_KERNELS = frozenset({"pck", "rbf", "local_scaling", "knn", "knn_mean"})
 
 

@@ -376,7 +376,7 @@ class SpectralClustering(
 
     def _takes_nan(self) -> bool:
         """Whether X may hold NaN: the exact graph path (expected squared distances,
-        :class:`dkernel.graphs.knn.MissingValueIndex`), which the default runs up to
+        ``dkernel.graphs.knn.MissingValueIndex``), which the default runs up to
         ``EXACT_MAX_SAMPLES`` points, and the Nyström path with a kernel that takes them
         (``'pck'``, the distance kernels of :mod:`dkernel.kernels.missing`); not the bipartite
         path."""

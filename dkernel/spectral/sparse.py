@@ -16,7 +16,7 @@ edges that the symmetrisation added.
 
 Rows with missing entries (NaN) are compared by the expected squared distance
 ``E‖x − y‖² = ‖x̃ − ỹ‖² + r_x + r_y`` (:mod:`dkernel.kernels.missing`, found by the tree of
-:class:`dkernel.graphs.knn.MissingValueIndex`, never n × n): the graph and the widths are those of
+``dkernel.graphs.knn.MissingValueIndex``, never n × n): the graph and the widths are those of
 these distances, and a new point with NaN is compared with the training columns' moments. A
 training row with NaN queried again is a new draw of its missing entries, so it does not find
 itself at distance 0.
@@ -229,7 +229,7 @@ def fit_sparse_embedding(
     Notes
     -----
     X may hold NaN (missing entries): neighbours and weights then come from the expected squared
-    distances of :class:`dkernel.graphs.knn.MissingValueIndex`.
+    distances of ``dkernel.graphs.knn.MissingValueIndex``.
     Repeated rows (integer-valued tables) are one node of the graph with their multiplicity
     as its mass, so neighbour lists hold distinct points: the graph is that of all rows, where
     copies are joined with weight 1, restricted to vectors equal on copies (the leading
