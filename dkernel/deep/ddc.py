@@ -458,7 +458,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
 
     @classmethod
     def from_results(cls, store: Any) -> DeepDivergenceClustering:
-        """The network a ``ddc`` job trained, from its results store (a path, URL or the tree
+        """The network a ``ddc`` job trained, from its results store (the tree
         :func:`dkernel.open_results` returns), ready to predict new samples.
 
         Raises
@@ -466,9 +466,12 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         InvalidInputError
             A store without a ``/network`` group (not a ``ddc`` job's).
         """
-        from dkernel.storage import open_results
-
-        tree = store if hasattr(store, "children") else open_results(store)
+        tree = store
+        if not hasattr(tree, "children"):
+            raise InvalidInputError(
+                f"from_results takes the results tree of a ddc job, as "
+                f"dkernel.open_results(store) returns it; got {type(store).__name__}."
+            )
         if "network" not in tree.children:
             raise InvalidInputError(
                 "the results store has no /network group: it was not written by a ddc job "

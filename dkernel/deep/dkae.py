@@ -408,8 +408,8 @@ class DeepKernelizedAutoencoder(
     # -- out of sample ---------------------------------------------------------------------
     @classmethod
     def from_results(cls, store: Any) -> DeepKernelizedAutoencoder:
-        """The autoencoder a ``dkae`` job trained, from its results store (a path, URL or the
-        tree :func:`dkernel.open_results` returns): ``transform`` gives new samples their codes
+        """The autoencoder a ``dkae`` job trained, from its results store (the tree
+        :func:`dkernel.open_results` returns): ``transform`` gives new samples their codes
         and ``inverse_transform`` decodes codes, as the job's network did (the prior and the
         training curves are not restored).
 
@@ -418,9 +418,12 @@ class DeepKernelizedAutoencoder(
         InvalidInputError
             A store without a ``/network`` group (not a ``dkae`` job's).
         """
-        from dkernel.storage import open_results
-
-        tree = store if hasattr(store, "children") else open_results(store)
+        tree = store
+        if not hasattr(tree, "children"):
+            raise InvalidInputError(
+                f"from_results takes the results tree of a dkae job, as "
+                f"dkernel.open_results(store) returns it; got {type(store).__name__}."
+            )
         if "network" not in tree.children:
             raise InvalidInputError(
                 "the results store has no /network group: it was not written by a dkae job "

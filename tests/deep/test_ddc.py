@@ -231,6 +231,8 @@ def test_a_ddc_job_stores_its_network_and_from_results_predicts_with_it(tmp_path
     np.testing.assert_allclose(
         model.predict_proba(X), tree["assignments"]["proba"].values, rtol=1e-6, atol=1e-7
     )
+    with pytest.raises(InvalidInputError, match=r"takes the results tree .* got str"):
+        DeepDivergenceClustering.from_results(str(tmp_path))
     with pytest.raises(InvalidInputError, match=r"no /network group"):
         DeepDivergenceClustering.from_results(tree["assignments"])
 

@@ -150,6 +150,8 @@ def test_a_dkae_job_stores_its_network_and_from_results_encodes_and_decodes(tmp_
     codes = model.transform(X)
     np.testing.assert_allclose(codes, tree["codes"]["codes"].values, rtol=1e-5, atol=1e-6)
     assert model.inverse_transform(codes).shape == X.shape
+    with pytest.raises(InvalidInputError, match=r"takes the results tree .* got str"):
+        DeepKernelizedAutoencoder.from_results(str(tmp_path))
     with pytest.raises(InvalidInputError, match=r"no /network group"):
         DeepKernelizedAutoencoder.from_results(tree["codes"])
 
