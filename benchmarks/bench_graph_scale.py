@@ -7,7 +7,7 @@ features in a Zarr store (chunks of ``--store-rows`` rows), at the job's default
 0. the input, rechunked to the job's chunk rows and persisted (``JobContext.persisted_rows``);
 1. the landmark sample (``dkernel.rows.take_rows`` of ``10 p`` rows);
 2. the landmark sums over every row (``dkernel.graphs.bipartite.accumulate_landmark_sums``);
-3. the k-means sample of the embedding (``take_rows`` of ``kmeans_sample`` rows);
+3. the k-means sample of the embedding (``take_rows`` of ``kmeans_max_samples`` rows);
 4. the labels of every row (``SpectralClustering._assign``, gathered by ``fit`` as ``labels_``).
 
 Each pass's graph is taken from the package's own code: a scheduler function stands in for
@@ -131,7 +131,7 @@ def passes(X: da.Array, est: Any, n: int) -> dict[str, Callable[[], Any]]:
     model = est.graph_model_
     rng = np.random.default_rng(0)
     landmark_rows = np.sort(rng.choice(n, 10 * model.graph.n_landmarks, replace=False))
-    kmeans_rows = np.sort(rng.choice(n, est.kmeans_sample, replace=False))
+    kmeans_rows = np.sort(rng.choice(n, est.kmeans_max_samples, replace=False))
     Z = model.transform(Xp)
     return {
         "0 persist input": lambda: persist(with_own_keys(Xp), None),

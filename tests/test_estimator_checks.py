@@ -94,7 +94,7 @@ VARIANTS = [
     ),
     # kernel k-means: Nyström features on a sample, K chosen by BIC from a KPCA start, and the
     # landmark kernel's own sparse features
-    dkernel.KernelKMeans(solver="nystrom", n_landmarks=20, kmeans_sample=30, random_state=0),
+    dkernel.KernelKMeans(solver="nystrom", n_landmarks=20, kmeans_max_samples=30, random_state=0),
     dkernel.KernelKMeans("auto", max_clusters=4, init="kpca", random_state=0),
     dkernel.KernelKMeans(kernel="landmark", random_state=0),
     dkernel.KernelCCA(solver="nystrom", n_landmarks=10, random_state=0),

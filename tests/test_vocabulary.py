@@ -67,8 +67,8 @@ GLOSSARY: dict[str, str] = {
     "kernel": "a name of KERNEL_GLOSSARY (dkernel.kernels.registry), a callable or "
     "'precomputed'; None: chosen by the path",
     "kernel_params": "keyword arguments of the named kernel (make_kernel)",
-    "kmeans_sample": "k-means is fitted on a uniform sample of at most this many rows, "
-    "then every row is assigned",
+    "kmeans_max_samples": "k-means is fitted on a uniform sample of at most this many rows, "
+    "then every row is assigned (max_samples of the k-means stage)",
     "landmark_neighbors": "bipartite path: landmarks linked to each point (and the rank of "
     "the widths there)",
     "landmarks": "how Nyström landmarks are drawn: 'kmeans++' or 'uniform'",
@@ -115,7 +115,7 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "chooses it",
     "kernel": "each family's best on bench_defaults.py (self-tuning graphs for clustering); "
     "None: by the path",
-    "kmeans_sample": "KernelKMeans's Lloyd steps cost S·m·K on m = 300 features, "
+    "kmeans_max_samples": "KernelKMeans's Lloyd steps cost S·m·K on m = 300 features, "
     "SpectralClustering's S·k·K",
     "landmark_neighbors": "SpectralClustering's bipartite graph links 3 landmarks "
     "(bench_defaults.py), KDC U-SPEC's 5",
@@ -356,7 +356,12 @@ FORMER_PARAMETER_CASES = [
     ("KernelPCAEmbedding", {"n_components": 2, "kernel": "local_scaling"}),
     ("KECA", {"n_components": 2, "kernel": "knn"}),
     ("MSSC", {"n_clusters": 2, "n_init": 2, "random_state": 0}),
+    ("KernelKMeans", {"n_clusters": 2, "solver": "nystrom", "n_landmarks": 20, "n_init": 2,
+                      "random_state": 0}),
 ]  # fmt: skip
+
+#: The fitted attributes a former parameter name must leave unchanged (those the model has).
+FITTED = ("embedding_", "labels_", "cluster_centers_")
 
 
 def test_every_former_parameter_name_is_case_tested():
@@ -383,7 +388,10 @@ def test_former_parameter_names_still_fit_and_give_the_same_model(
         with pytest.warns(FutureWarning, match=f"{former} is deprecated.*{current}=5"):
             old = cls(**params, **{former: 5}).fit(X)
         assert old.get_params()[former] == 5
-        np.testing.assert_array_equal(old.embedding_, new.embedding_)
+        fitted = [name for name in FITTED if hasattr(new, name)]
+        assert fitted
+        for name in fitted:
+            np.testing.assert_array_equal(getattr(old, name), getattr(new, name))
         with warnings.catch_warnings():
             warnings.simplefilter("error", FutureWarning)  # once per process
             cls(**params, **{former: 5}).fit(X)

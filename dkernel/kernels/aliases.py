@@ -48,12 +48,18 @@ RENAMED_VALUES: Mapping[str, Mapping[str, str]] = {
 #: these estimators called the rank of the self-tuning width (the neighbour whose distance is
 #: each point's σ) ``n_neighbors``, which KernelDecompositionClustering calls ``scale_neighbors``.
 RENAMED_PARAMETERS: Mapping[str, Mapping[str, str]] = {
-    "SpectralClustering": {"n_neighbors": "scale_neighbors"},
+    "SpectralClustering": {
+        "n_neighbors": "scale_neighbors",
+        "kmeans_sample": "kmeans_max_samples",
+    },
     "KernelPCAEmbedding": {"n_neighbors": "scale_neighbors"},
     "KECA": {"n_neighbors": "scale_neighbors"},
     # regularization is kernel CCA's ridge term (KernelCCA, ChangeDetection); MSSC's is the
     # degree regularisation of its partition graph
     "MSSC": {"regularization": "degree_regularization"},
+    # a sample size is max_samples (scikit-learn's: rows a fit draws), prefixed by the stage
+    # it bounds where the rest of the fit sees every row
+    "KernelKMeans": {"kmeans_sample": "kmeans_max_samples"},
 }
 
 #: Estimator -> {parameter: (the parameter that took over one of its meanings, when)}:

@@ -4,7 +4,7 @@ Two solvers run the same Lloyd iterations (:mod:`dkernel.kmeans.lloyd`): ``'exac
 kernel matrix of all points ([MLSlides2012], slides 34-38; O(N²) memory, refused beyond the
 memory limit) and ``'nystrom'`` as k-means in an explicit feature space — the Nyström map of
 any registered kernel, or the kernel's own finite map (the ``landmark`` kernel's) — fitted on a
-uniform sample of at most ``kmeans_sample`` points, every point then assigned chunk by chunk.
+uniform sample of at most ``kmeans_max_samples`` points, every point then assigned chunk by chunk.
 ``'auto'`` compares their estimated costs. ``predict`` and ``transform`` evaluate the kernel of
 new points against the model (training points or landmarks), lazily per chunk for Dask input.
 """
@@ -37,6 +37,7 @@ from dkernel._validation import (
     validate_input,
 )
 from dkernel.errors import DKernelDeprecationWarning, InvalidInputError, warn_caller
+from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.nystrom import (
     NystromFeatureMap,  # noqa: F401  (re-exported by dkernel.kmeans)
     explicit_feature_map,
@@ -248,13 +249,17 @@ class KernelKMeans(
         Largest K tried by ``n_clusters='auto'``. None (default): derived from the data,
         ``round(√n)`` clipped to [10, 50] and at most n − 1
         (:func:`dkernel.model_order.candidate_range`).
-    kmeans_sample : int
+    kmeans_max_samples : int
         Nyström solver: Lloyd's iterations run on a uniform sample of at most this many points
-        (all of them below); every point is then assigned to the nearest centre.
+        (all of them below); every point is then assigned to the nearest centre. Formerly
+        ``kmeans_sample``.
     max_memory : str or float, optional
         The memory limit of the exact solver (default ``DKERNEL_MAX_MEMORY`` or 4 GiB).
     random_state : int, optional
         Seed of the landmarks, the sample and the k-means++ draws.
+    kmeans_sample : int, optional
+        Deprecated: the former name of ``kmeans_max_samples`` (a ``FutureWarning``), kept for
+        one release.
 
     Attributes
     ----------
@@ -334,7 +339,7 @@ class KernelKMeans(
     and fits one K. Exact, O(N² p) kernel evaluations, O(N² K) per run for the first Lloyd steps and
     O(N · moved · K) for the later ones, O(N²) memory. Nyström: O(N m p) for the features of
     every point (in the final assignment pass, chunk by chunk), O(m³) for the landmark basis,
-    O(S m K) per Lloyd step on the S = min(N, ``kmeans_sample``) sampled points; memory
+    O(S m K) per Lloyd step on the S = min(N, ``kmeans_max_samples``) sampled points; memory
     O(S m) — never N × N. ``predict``: O(N_train p) (exact) or O(m p) (Nyström) per point.
 
     References
@@ -378,10 +383,12 @@ class KernelKMeans(
         "tol": [Interval(Real, 0, None, closed="left")],
         "criterion": [StrOptions(set(CRITERIA))],
         "max_clusters": [Interval(Integral, 2, None, closed="left"), None],
-        "kmeans_sample": [Interval(Integral, 2, None, closed="left")],
+        "kmeans_max_samples": [Interval(Integral, 2, None, closed="left")],
         # a size such as "4GiB" (jobs) or a number of bytes (Python callers only)
         "max_memory": [str, Real, None],
         "random_state": ["random_state", np.random.Generator],
+        # the former name of kmeans_max_samples (dkernel.kernels.aliases.RENAMED_PARAMETERS)
+        "kmeans_sample": [Interval(Integral, 2, None, closed="left"), None],
     }
 
     def __init__(
@@ -401,9 +408,10 @@ class KernelKMeans(
         tol: float = 1e-4,
         criterion: str = "bic",
         max_clusters: int | None = None,
-        kmeans_sample: int = DEFAULT_KMEANS_SAMPLE,
+        kmeans_max_samples: int = DEFAULT_KMEANS_SAMPLE,
         max_memory: str | float | None = None,
         random_state: int | None = None,
+        kmeans_sample: int | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -419,9 +427,10 @@ class KernelKMeans(
         self.tol = tol
         self.criterion = criterion
         self.max_clusters = max_clusters
-        self.kmeans_sample = kmeans_sample
+        self.kmeans_max_samples = kmeans_max_samples
         self.max_memory = max_memory
         self.random_state = random_state
+        self.kmeans_sample = kmeans_sample
 
     def __sklearn_tags__(self):
         return kernel_input_tags(super().__sklearn_tags__(), self.kernel, nan=True)
@@ -492,7 +501,7 @@ class KernelKMeans(
                 m = min(n, self.n_landmarks)
                 if kernel.feature_map is not None:
                     m = n_features(kernel.feature_map)
-                s = min(n, self.kmeans_sample)
+                s = min(n, self._kmeans_max_samples())
                 steps = self.n_init * EXACT_FULL_STEPS
                 exact = n * n * (p + steps * k)
                 nystrom = n * m * (p + k) + m**3 + s * m * (p + self.n_init * FEATURE_STEPS * k)
@@ -505,7 +514,7 @@ class KernelKMeans(
                 max_memory=self.max_memory,
                 alternative=f"solver='nystrom' ({owner} on a Nyström feature map of "
                 f"n_landmarks points: memory O(n m), about "
-                f"{format_size(8.0 * min(n, self.kmeans_sample) * self.n_landmarks)} here).",
+                f"{format_size(8.0 * min(n, self._kmeans_max_samples()) * self.n_landmarks)} here).",
             )
         return chosen
 
@@ -653,12 +662,17 @@ class KernelKMeans(
         )
         return kernel, feature_map
 
+    def _kmeans_max_samples(self) -> int:
+        """``kmeans_max_samples``, or its former name ``kmeans_sample`` when given."""
+        return int(resolve_renamed(self, "kmeans_max_samples"))
+
     def _sample(self, n: int, seed: int | None) -> np.ndarray | None:
         """Sorted rows Lloyd's iterations run on, or None for all."""
-        if n <= self.kmeans_sample:
+        size = self._kmeans_max_samples()
+        if n <= size:
             return None
         rng = derive_rng(seed, "kernel-kmeans-sample")
-        return np.sort(rng.choice(n, size=int(self.kmeans_sample), replace=False))
+        return np.sort(rng.choice(n, size=size, replace=False))
 
     def _assign_all(self, X: Any) -> tuple[np.ndarray, float]:
         """Nearest centre and inertia of every row, chunk by chunk."""

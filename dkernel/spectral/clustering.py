@@ -7,7 +7,7 @@ bipartite graph above (:mod:`dkernel.spectral.bipartite`); with ``n_landmarks``,
 kernel embedding :class:`~dkernel.spectral.nystrom.NystromEmbedding` (KPCA, uncentered KPCA, KECA or
 normalized NJW, any registered kernel) — then k-means on the embedding — Euclidean for KPCA,
 Euclidean on unit-normalized rows for NJW, angular (KECA initialisation, Agersborg 2012, Eq. 4.17
-[Agersborg2012]) for KECA. k-means runs on a uniform sample of at most ``kmeans_sample`` embedded
+[Agersborg2012]) for KECA. k-means runs on a uniform sample of at most ``kmeans_max_samples`` embedded
 points; every point (training or new) is then assigned to its nearest centre block by block, so
 fitting N = 10⁶ points never holds more than the (N, k) embedding.
 """
@@ -196,14 +196,18 @@ class SpectralClustering(
         'kmeans' otherwise.
     n_init : int
         k-means restarts (best by cost).
-    kmeans_sample : int
-        k-means is fitted on at most this many embedded points (uniform sample).
+    kmeans_max_samples : int
+        k-means is fitted on at most this many embedded points (uniform sample). Formerly
+        ``kmeans_sample``.
     block_rows : int, optional
         Rows per kernel sub-block.
     random_state : int, optional
     n_neighbors : int, optional
         Deprecated: the former name of ``scale_neighbors`` (a ``FutureWarning``), kept for one
         release; ``n_neighbors`` is the size of a k-NN graph elsewhere (scikit-learn's meaning).
+    kmeans_sample : int, optional
+        Deprecated: the former name of ``kmeans_max_samples`` (a ``FutureWarning``), kept for
+        one release.
 
     Attributes
     ----------
@@ -253,7 +257,7 @@ class SpectralClustering(
     Bipartite path: the landmark k-means on ``10 p`` points, one pass of O(N p d) distance
     blocks (float32 GEMM) accumulating the p × p problem, one pass embedding every point.
     Exact sparse path: a k-NN search (tree in low dimension, chunked brute force above),
-    O(n · 3k) memory and a block eigensolver. Nyström: the Nyström passes, O(n m (p + r)) each, plus k-means on ≤ ``kmeans_sample`` rows and
+    O(n · 3k) memory and a block eigensolver. Nyström: the Nyström passes, O(n m (p + r)) each, plus k-means on ≤ ``kmeans_max_samples`` rows and
     one assignment pass O(n k^2). Memory: O(block_rows · m + m^2) per worker and the (n, k)
     embedding; never n × n.
 
@@ -299,11 +303,13 @@ class SpectralClustering(
         "degrees": [StrOptions(set(DEGREES))],
         "assign": [StrOptions(set(ASSIGN)), None],
         "n_init": [Interval(Integral, 1, None, closed="left")],
-        "kmeans_sample": [Interval(Integral, 2, None, closed="left")],
+        "kmeans_max_samples": [Interval(Integral, 2, None, closed="left")],
         "block_rows": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state", np.random.Generator],
         # the former name of scale_neighbors (dkernel.kernels.aliases.RENAMED_PARAMETERS)
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
+        # the former name of kmeans_max_samples
+        "kmeans_sample": [Interval(Integral, 2, None, closed="left"), None],
     }
 
     def __init__(
@@ -326,10 +332,11 @@ class SpectralClustering(
         degrees: str = "nystrom",
         assign: str | None = None,
         n_init: int = 10,
-        kmeans_sample: int = 100_000,
+        kmeans_max_samples: int = 100_000,
         block_rows: int | None = None,
         random_state: int | None = None,
         n_neighbors: int | None = None,
+        kmeans_sample: int | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.max_clusters = max_clusters
@@ -348,10 +355,11 @@ class SpectralClustering(
         self.degrees = degrees
         self.assign = assign
         self.n_init = n_init
-        self.kmeans_sample = kmeans_sample
+        self.kmeans_max_samples = kmeans_max_samples
         self.block_rows = block_rows
         self.random_state = random_state
         self.n_neighbors = n_neighbors
+        self.kmeans_sample = kmeans_sample
 
     def _scale_neighbors(self) -> int:
         """``scale_neighbors``, or its former name ``n_neighbors`` when given (warns)."""
@@ -444,8 +452,9 @@ class SpectralClustering(
         Z = self._fit_embedding(X, n, n_components, self.n_clusters_, seed)
         if isinstance(Z, da.Array):
             Z = Z.persist() if n <= 5_000_000 else Z
-        if n > self.kmeans_sample:
-            idx = np.sort(derive_rng(seed, "kmeans-sample").choice(n, self.kmeans_sample, False))
+        size = int(resolve_renamed(self, "kmeans_max_samples"))
+        if n > size:
+            idx = np.sort(derive_rng(seed, "kmeans-sample").choice(n, size, False))
             Zs = take_rows(Z, idx)
         else:
             Zs = as_numpy(Z)

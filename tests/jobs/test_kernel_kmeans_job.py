@@ -43,7 +43,7 @@ def _iris() -> tuple[np.ndarray, np.ndarray]:
 
 def test_nystrom_job_stores_what_the_estimator_fits(tmp_path, client):
     # Lloyd on a 100-row sample, the other rows assigned afterwards (the large-N path)
-    params = {"n_clusters": 3, "solver": "nystrom", "n_landmarks": 40, "kmeans_sample": 100}
+    params = {"n_clusters": 3, "solver": "nystrom", "n_landmarks": 40, "kmeans_max_samples": 100}
     tree = open_results(_run(tmp_path, client, params))
     X, y = _iris()
     est = KernelKMeans(**params, random_state=0).fit(X)

@@ -111,7 +111,10 @@ def test_evidence_is_consistent(solver):
     X, _ = _blobs(300, 3)
     params = {"solver": solver, "n_init": 2, "random_state": 0}
     if solver == "nystrom":
-        params |= {"n_landmarks": 60, "kmeans_sample": 200}  # the graph of the 200 sampled rows
+        params |= {
+            "n_landmarks": 60,
+            "kmeans_max_samples": 200,
+        }  # the graph of the 200 sampled rows
     est = KernelKMeans("auto", **params).fit(X)
     order = est.model_order_
     assert order.rule in RULES and order.n_clusters == est.n_clusters_ == 3

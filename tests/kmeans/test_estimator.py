@@ -62,7 +62,7 @@ def test_predict_on_training_points_is_labels(circles, solver):
     X, _ = circles
     # the Nyström solver fits on a sample of 100 and assigns every point after
     est = KernelKMeans(
-        4, sigma=SIGMA, solver=solver, n_landmarks=60, kmeans_sample=100, random_state=0
+        4, sigma=SIGMA, solver=solver, n_landmarks=60, kmeans_max_samples=100, random_state=0
     ).fit(X)
     np.testing.assert_array_equal(est.predict(X), est.labels_)
     D = est.transform(X)
@@ -84,7 +84,7 @@ def test_same_seed_same_labels(circles, solver):
 @pytest.mark.parametrize("solver", ["exact", "nystrom"])
 def test_dask_input_equals_numpy_input(circles, solver):
     X, _ = circles
-    kw = dict(solver=solver, n_landmarks=40, kmeans_sample=150, random_state=0)
+    kw = dict(solver=solver, n_landmarks=40, kmeans_max_samples=150, random_state=0)
     ref = KernelKMeans(3, **kw).fit(X)
     est = KernelKMeans(3, **kw).fit(as_kind(X, "dask", chunk_rows=50))
     np.testing.assert_array_equal(est.labels_, ref.labels_)
@@ -99,7 +99,7 @@ def test_dask_input_equals_numpy_input(circles, solver):
 
 def test_distributed_client_gives_the_same_labels(circles, client):
     X, _ = circles
-    kw = dict(solver="nystrom", n_landmarks=40, kmeans_sample=150, random_state=0)
+    kw = dict(solver="nystrom", n_landmarks=40, kmeans_max_samples=150, random_state=0)
     ref = KernelKMeans(3, **kw).fit(X)
     est = KernelKMeans(3, **kw).fit(as_kind(X, "dask", chunk_rows=50))
     np.testing.assert_array_equal(est.labels_, ref.labels_)

@@ -55,9 +55,9 @@ def test_non_convex_moons():
     assert clustering_scores(y, sc.labels_)["ari"] > 0.95
 
 
-def test_kmeans_sample_is_used_for_large_n(blobs):
+def test_kmeans_max_samples_is_used_for_large_n(blobs):
     X, y = blobs
-    sc = SpectralClustering(3, n_landmarks=40, kmeans_sample=100, random_state=0).fit(X)
+    sc = SpectralClustering(3, n_landmarks=40, kmeans_max_samples=100, random_state=0).fit(X)
     assert clustering_scores(y, sc.labels_)["ari"] > 0.95
 
 

@@ -4,7 +4,7 @@ writes ``/labels`` (labels, centres, objective, the AIC/BIC of every K tried) an
 Nyström solver, ``/landmarks``.
 
 The data are row-chunked into a Dask array on the job's cluster: the Nyström solver runs
-Lloyd's iterations on a uniform sample of at most ``kmeans_sample`` rows, then assigns every
+Lloyd's iterations on a uniform sample of at most ``kmeans_max_samples`` rows, then assigns every
 row to its nearest centre chunk by chunk; nothing is N × N. The exact solver is taken (by
 ``solver='auto'``) only on small data whose kernel fits ``limits.max_memory``.
 """
@@ -111,12 +111,18 @@ def _chunk_rows(params: dict, n: int) -> int:
     return rows_for_budget(KERNEL_BLOCK_BYTES, params["n_landmarks"], 8, low=1000, high=n)
 
 
+def _kmeans_rows(params: dict, n: int) -> int:
+    """Rows Lloyd's iterations run on: ``kmeans_max_samples`` (or its former name
+    ``kmeans_sample`` when the spec still writes it), at most ``n``."""
+    return min(n, int(params.get("kmeans_sample") or params["kmeans_max_samples"]))
+
+
 def _solver(params: dict, n: int, p: int) -> str:
     """The solver ``solver='auto'`` takes by its work estimate (KernelKMeans._choose_solver;
     the estimator also falls back to Nyström when the exact kernel exceeds the memory limit)."""
     if params["solver"] != "auto":
         return params["solver"]
-    k, m, s = _largest_k(params, n), min(n, params["n_landmarks"]), min(n, params["kmeans_sample"])
+    k, m, s = _largest_k(params, n), min(n, params["n_landmarks"]), _kmeans_rows(params, n)
     exact = n * n * (p + params["n_init"] * EXACT_FULL_STEPS * k)
     nystrom = n * m * (p + k) + m**3 + s * m * (p + params["n_init"] * FEATURE_STEPS * k)
     return "exact" if exact <= AUTO_COST_RATIO * nystrom else "nystrom"
@@ -129,7 +135,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
         memory = 8.0 * n * n * 1.25 + 8.0 * n * (6 * k + n_features)
         what = f"exact kernel k-means on a dense {n} x {n} kernel"
     else:
-        m, s = min(n, params["n_landmarks"]), min(n, params["kmeans_sample"])
+        m, s = min(n, params["n_landmarks"]), _kmeans_rows(params, n)
         rows = _chunk_rows(params, n)
         # the sample's features, a chunk's kernel rows and features, the landmark basis
         memory = 8.0 * (s * (m + n_features) + 2 * rows * m + 3 * m * m) + 8.0 * n * 2
@@ -138,7 +144,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
         memory_bytes=memory,
         disk_bytes=8.0 * n_samples,
         what=what,
-        alternative="solver: nystrom, fewer n_landmarks, a smaller kmeans_sample or chunk_rows.",
+        alternative="solver: nystrom, fewer n_landmarks, a smaller kmeans_max_samples or chunk_rows.",
     )
 
 
@@ -212,7 +218,7 @@ register_method(
                 "solver": "nystrom",
                 "n_landmarks": 40,
                 "n_init": 5,
-                "kmeans_sample": 100,
+                "kmeans_max_samples": 100,
             },
         },
         bad_data={"n_clusters": 2},
