@@ -140,7 +140,7 @@ MSSC_FIRST_STAGE = {
     "seeds": "kmeans",
     "n_seeds": 500,
     "density": "seeds",
-    "n_density": 20000,
+    "density_max_samples": 20000,
     "path_radius": 0.3,
 }
 

@@ -396,7 +396,7 @@ def bench_toy(quick: bool) -> None:
                         normalization="cs",
                         seeds="all",
                         density="sample",
-                        n_density=5000,
+                        density_max_samples=5000,
                         path_radius=0.2,
                     ).fit(X)
                     res["m" + emb].append(ari(y, m.labels_))
@@ -440,7 +440,7 @@ def _job_estimator(n_clusters: int, seed: int = 0):
         "seeds",
         "n_seeds",
         "density",
-        "n_density",
+        "density_max_samples",
         "max_iter",
         "tol",
         "group_factor",

@@ -564,7 +564,7 @@ ESTIMATOR_CASES: dict[str, EstimatorCase] = {
         {
             "n_clusters": 3,
             "n_seeds": 20,
-            "n_density": 60,
+            "density_max_samples": 60,
             "n_rff": 50,
             "n_init": 3,
             "random_state": 0,

@@ -61,6 +61,8 @@ GLOSSARY: dict[str, str] = {
     "chunk_rows": "rows per chunk of data held or read lazily (a Dask chunk, a raster strip)",
     "degrees": "degree estimate of the Nyström normalized embedding: 'nystrom' or 'landmarks'",
     "density": "the points mean shift's density estimate is built on",
+    "density_max_samples": "mean shift's density is estimated on at most this many (evenly "
+    "spaced) rows (max_samples of the density)",
     "dtype": "floating-point precision of the computed blocks (kernel rows, features)",
     "embedding": "which spectral embedding is computed and clustered",
     "group_factor": "end points closer than group_factor x the median move are one mode",
@@ -79,7 +81,6 @@ GLOSSARY: dict[str, str] = {
     "n_clusters": "number of clusters; 'auto' chooses it (dkernel.model_order); None: embed "
     "only (where clustering is optional)",
     "n_components": "dimension of the embedding (components kept)",
-    "n_density": "size of the sample mean shift's density is estimated on",
     "n_init": "restarts (k-means, factorisations, trainings), the best kept",
     "n_landmarks": "number of landmarks (Nyström features or bipartite graph)",
     "n_neighbors": "the k of a k-NN graph: neighbours joined to each point (scikit-learn's "
@@ -110,6 +111,8 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "([Kampffmeyer2018])",
     "density": "MSSC's three stages estimate the density on the k-means seeds; MeanShift on "
     "a sample",
+    "density_max_samples": "MSSC's density is 20 000 pre-partition seeds, MeanShift's a "
+    "5 000-point sample",
     "dtype": "PCK's N x F feature map is float32 (memory); kernel blocks are float64",
     "embedding": "each estimator's best embedding (bench_defaults.py); None where the path "
     "chooses it",
@@ -129,7 +132,6 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "'auto' MSSC's, None: embed",
     "n_components": "None follows n_clusters; the deep models', ESN's and CCA's sizes are "
     "their own (docstrings)",
-    "n_density": "MSSC's density is 20 000 pre-partition seeds, MeanShift's a 5 000-point sample",
     "n_init": "100 for MSSC's small 2nd stage, 3 factorisations for KDC, 1 DDC training "
     "(each a full fit), else 10",
     "n_landmarks": "None: the estimator's own count (min(N, 1000)); the feature maps take "
@@ -356,6 +358,7 @@ FORMER_PARAMETER_CASES = [
     ("KernelPCAEmbedding", {"n_components": 2, "kernel": "local_scaling"}),
     ("KECA", {"n_components": 2, "kernel": "knn"}),
     ("MSSC", {"n_clusters": 2, "n_init": 2, "random_state": 0}),
+    ("MeanShift", {"bandwidth": 0.5}),
     ("KernelKMeans", {"n_clusters": 2, "solver": "nystrom", "n_landmarks": 20, "n_init": 2,
                       "random_state": 0}),
 ]  # fmt: skip

@@ -56,10 +56,14 @@ RENAMED_PARAMETERS: Mapping[str, Mapping[str, str]] = {
     "KECA": {"n_neighbors": "scale_neighbors"},
     # regularization is kernel CCA's ridge term (KernelCCA, ChangeDetection); MSSC's is the
     # degree regularisation of its partition graph
-    "MSSC": {"regularization": "degree_regularization"},
+    "MSSC": {
+        "regularization": "degree_regularization",
+        "n_density": "density_max_samples",
+    },
     # a sample size is max_samples (scikit-learn's: rows a fit draws), prefixed by the stage
     # it bounds where the rest of the fit sees every row
     "KernelKMeans": {"kmeans_sample": "kmeans_max_samples"},
+    "MeanShift": {"n_density": "density_max_samples"},
 }
 
 #: Estimator -> {parameter: (the parameter that took over one of its meanings, when)}:

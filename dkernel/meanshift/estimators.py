@@ -201,7 +201,10 @@ class MSSC(MeanShift):
     regularization : float, optional
         Deprecated: the former name of ``degree_regularization`` (a ``FutureWarning``), kept
         for one release; ``regularization`` is kernel CCA's ridge term elsewhere.
-    seeds, n_seeds, density, n_density : see :class:`MeanShift`
+    n_density : int, optional
+        Deprecated: the former name of ``density_max_samples`` (a ``FutureWarning``), kept for
+        one release.
+    seeds, n_seeds, density, density_max_samples : see :class:`MeanShift`
         Defaults 'kmeans', 500, 'seeds', 20000: mean shift runs on a count-weighted k-means
         pre-partition of up to 20000 sampled points ([Agersborg2012], §7.1), O(500²) per iteration
         whatever N.
@@ -306,7 +309,7 @@ class MSSC(MeanShift):
         n_seeds: int = 500,
         bin_size: float | None = None,
         density: str = "seeds",
-        n_density: int = 20000,
+        density_max_samples: int = 20000,
         max_iter: int = 300,
         tol: float = 1e-3,
         group_factor: float = 0.25,
@@ -315,6 +318,7 @@ class MSSC(MeanShift):
         random_state: int | None = None,
         progress: bool = False,
         regularization: float | None = None,
+        n_density: int | None = None,
     ) -> None:
         super().__init__(
             bandwidth,
@@ -323,13 +327,14 @@ class MSSC(MeanShift):
             n_seeds=n_seeds,
             bin_size=bin_size,
             density=density,
-            n_density=n_density,
+            density_max_samples=density_max_samples,
             max_iter=max_iter,
             tol=tol,
             group_factor=group_factor,
             path_radius=path_radius,
             bandwidth_factor=bandwidth_factor,
             random_state=random_state,
+            n_density=n_density,
         )
         self.n_clusters = n_clusters
         self.max_clusters = max_clusters

@@ -27,6 +27,7 @@ from dkernel.errors import (
     MeanShiftConvergenceWarning,
     warn_caller,
 )
+from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.widths import neighbour_bandwidth, silverman_thesis
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.graph import AssignModel, stream_assign
@@ -99,9 +100,10 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     density : {'sample', 'seeds'}
         Density estimate from a uniform sample of the points, or from the weighted seeds
         (cheapest; good when the seeds are much denser than h).
-    n_density : int
+    density_max_samples : int
         Size of the density sample (all points when there are fewer): evenly spaced rows, so
-        the first stage is a function of the data alone, as mean shift itself is.
+        the first stage is a function of the data alone, as mean shift itself is. Formerly
+        ``n_density``.
     max_iter : int
         Iteration cap.
     tol : float
@@ -117,6 +119,9 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         over-partitions wants h below the rule of thumb, [Agersborg2012], §6.1.2).
     random_state : int, optional
         Unused by mean shift, which is deterministic; MSSC's second stage uses it.
+    n_density : int, optional
+        Deprecated: the former name of ``density_max_samples`` (a ``FutureWarning``), kept for
+        one release.
 
     Attributes
     ----------
@@ -178,13 +183,14 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         n_seeds: int = 1000,
         bin_size: float | None = None,
         density: str = "sample",
-        n_density: int = 5000,
+        density_max_samples: int = 5000,
         max_iter: int = 300,
         tol: float = 1e-3,
         group_factor: float = 0.25,
         path_radius: float = 0.2,
         bandwidth_factor: float = 1.0,
         random_state: int | None = None,
+        n_density: int | None = None,
     ) -> None:
         self.bandwidth = bandwidth
         self.bandwidth_factor = bandwidth_factor
@@ -193,12 +199,13 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         self.n_seeds = n_seeds
         self.bin_size = bin_size
         self.density = density
-        self.n_density = n_density
+        self.density_max_samples = density_max_samples
         self.max_iter = max_iter
         self.tol = tol
         self.group_factor = group_factor
         self.path_radius = path_radius
         self.random_state = random_state
+        self.n_density = n_density
 
     _parameter_constraints: dict = {
         "bandwidth": [_POSITIVE, None],
@@ -207,13 +214,15 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         "n_seeds": [Interval(Integral, 1, None, closed="left")],
         "bin_size": [_POSITIVE, None],
         "density": [StrOptions({"sample", "seeds"})],
-        "n_density": [Interval(Integral, 2, None, closed="left")],
+        "density_max_samples": [Interval(Integral, 2, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [_NON_NEGATIVE],
         "group_factor": [_NON_NEGATIVE],
         "path_radius": [Interval(Real, 0, 1, closed="both")],
         "bandwidth_factor": [_POSITIVE],
         "random_state": _RANDOM_STATE,
+        # the former name of density_max_samples (dkernel.kernels.aliases.RENAMED_PARAMETERS)
+        "n_density": [Interval(Integral, 2, None, closed="left"), None],
     }
 
     # -- fitting ------------------------------------------------------------------------------
@@ -257,11 +266,12 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     def _fit_modes(self, X: Any) -> MeanShift:
         """:meth:`fit` on validated ``X`` (NumPy, or Dask kept lazy)."""
         n = int(X.shape[0])
-        dense_all = n <= self.n_density
+        size = int(resolve_renamed(self, "density_max_samples"))
+        dense_all = n <= size
         if dense_all:
             sample = as_numpy(X, np.float64)
         else:
-            sample = take_rows(X, _systematic(n, self.n_density), np.float64)
+            sample = take_rows(X, _systematic(n, size), np.float64)
         # NaN rows are nodata: no part of the density, label -1 (as in predict)
         valid = ~np.isnan(sample).any(axis=1)
         has_nan = not bool(valid.all())

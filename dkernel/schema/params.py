@@ -112,7 +112,8 @@ COUNT_CAPS = {
     "n_repeats": 1_000,
     "n_rff": 1_000_000,
     "n_seeds": 1_000_000,
-    "n_density": 10_000_000,
+    "density_max_samples": 10_000_000,
+    "n_density": 10_000_000,  # the former name of density_max_samples
     "n_clusters": 100_000,
 }
 

@@ -204,7 +204,7 @@ def test_stac_job_on_s3_with_the_specs_storage_options(s3_server, s3_bucket, loc
             "storage_options": options,
         },
         "method": "mssc",
-        "params": {"n_clusters": 2, "n_seeds": 40, "n_density": 400, "n_rff": 100},
+        "params": {"n_clusters": 2, "n_seeds": 40, "density_max_samples": 400, "n_rff": 100},
         "output": "out.zarr",
     }
     job = path.parent / "job.yaml"

@@ -52,7 +52,7 @@ def test_silverman_default_bandwidth(rng):
 def test_predict_reproduces_fit_labels(rng, seeds, array_kind):
     X, y = _blobs(rng, 400)
     ms = MeanShift(
-        0.6, seeds=seeds, n_seeds=60, n_density=500, density="sample", random_state=0
+        0.6, seeds=seeds, n_seeds=60, density_max_samples=500, density="sample", random_state=0
     ).fit(as_kind(X, array_kind, chunk_rows=300))
     fit_labels = np.asarray(ms.labels_.compute() if hasattr(ms.labels_, "compute") else ms.labels_)
     assert adjusted_rand_score(y, fit_labels) > 0.95
@@ -60,7 +60,7 @@ def test_predict_reproduces_fit_labels(rng, seeds, array_kind):
     assert (pred == fit_labels).mean() >= 0.99
     # pure mean shift to convergence (no trajectory shortcut) also agrees
     pure = MeanShift(
-        0.6, seeds=seeds, n_seeds=60, n_density=500, path_radius=0.0, random_state=0
+        0.6, seeds=seeds, n_seeds=60, density_max_samples=500, path_radius=0.0, random_state=0
     ).fit(X)
     assert (pure.predict(X) == pure.labels_).mean() >= 0.99
 
@@ -122,8 +122,8 @@ def test_not_converged_warns_and_names_the_fix(rng):
 
 def test_seeded_fit_is_deterministic(rng):
     X, _ = _blobs(rng, 300)
-    a = MeanShift(0.6, seeds="kmeans", n_seeds=40, n_density=400, random_state=3).fit(X)
-    b = MeanShift(0.6, seeds="kmeans", n_seeds=40, n_density=400, random_state=3).fit(X)
+    a = MeanShift(0.6, seeds="kmeans", n_seeds=40, density_max_samples=400, random_state=3).fit(X)
+    b = MeanShift(0.6, seeds="kmeans", n_seeds=40, density_max_samples=400, random_state=3).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_array_equal(a.modes_, b.modes_)
 
@@ -133,7 +133,7 @@ def test_first_stage_does_not_depend_on_the_seed(rng):
     # same partitions (random draws made MSSC's clusters on the demo scene seed-dependent)
     X, _ = _blobs(rng, 300)
     fits = [
-        MeanShift(0.6, seeds="kmeans", n_seeds=40, n_density=100, random_state=s).fit(X)
+        MeanShift(0.6, seeds="kmeans", n_seeds=40, density_max_samples=100, random_state=s).fit(X)
         for s in (0, 1, 2)
     ]
     for other in fits[1:]:
@@ -148,7 +148,7 @@ THESIS = {
     "normalization": "cs",
     "seeds": "all",
     "density": "sample",
-    "n_density": 5000,
+    "density_max_samples": 5000,
     "path_radius": 0.2,
     "bandwidth_factor": 1.0,
     "sigma_fraction": 0.2,

@@ -123,7 +123,7 @@ def _mssc_spec(tmp: Path, ops) -> Path:
         "params": {
             "n_clusters": 4,
             "n_seeds": 100,
-            "n_density": 4000,
+            "density_max_samples": 4000,
             "n_rff": 200,
             "n_init": 5,
             "write_geotiff": False,

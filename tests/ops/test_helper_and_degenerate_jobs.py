@@ -72,7 +72,7 @@ def _fresh_helper() -> None:
 MSSC_IMAGE = {
     "n_clusters": 4,
     "n_seeds": 60,
-    "n_density": 600,
+    "density_max_samples": 600,
     "n_rff": 200,
     "n_init": 5,
     "write_geotiff": False,

@@ -25,7 +25,13 @@ pytest.importorskip("s3fs", reason="needs the cloud extra: pip install -e '.[clo
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT = 300
-MSSC_PARAMS = {"n_clusters": 2, "n_seeds": 40, "n_density": 400, "n_rff": 100, "n_init": 3}
+MSSC_PARAMS = {
+    "n_clusters": 2,
+    "n_seeds": 40,
+    "density_max_samples": 400,
+    "n_rff": 100,
+    "n_init": 3,
+}
 
 
 def _fs():

@@ -83,7 +83,7 @@ def job(tmp_path, monkeypatch, client):
         p = {
             "n_clusters": 4,
             "n_seeds": 60,
-            "n_density": 600,
+            "density_max_samples": 600,
             "n_rff": 200,
             "n_init": 5,
             "write_geotiff": True,

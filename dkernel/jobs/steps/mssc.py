@@ -66,7 +66,8 @@ def check_data(params: dict, data: LoadedData) -> None:
 
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
-    m = min(n_samples, params["n_density"])
+    # density_max_samples, or its former name n_density when the spec still writes it
+    m = min(n_samples, int(params.get("n_density") or params["density_max_samples"]))
     # a strip's kernel rows against the density sample, rough upper bound; they are computed
     # in blocks of SCRATCH_BLOCK_BYTES (``dkernel.meanshift.kernels``): a block and its
     # transform at most
@@ -208,7 +209,7 @@ register_method(
             "params": {
                 "n_clusters": 4,
                 "n_seeds": 60,
-                "n_density": 600,
+                "density_max_samples": 600,
                 "n_rff": 200,
                 "n_init": 5,
                 "write_geotiff": False,
