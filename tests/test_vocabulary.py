@@ -359,12 +359,16 @@ FORMER_PARAMETER_CASES = [
     ("KECA", {"n_components": 2, "kernel": "knn"}),
     ("MSSC", {"n_clusters": 2, "n_init": 2, "random_state": 0}),
     ("MeanShift", {"bandwidth": 0.5}),
+    ("ChangeDetection", {"method": "irmad", "random_state": 0}),
     ("KernelKMeans", {"n_clusters": 2, "solver": "nystrom", "n_landmarks": 20, "n_init": 2,
                       "random_state": 0}),
 ]  # fmt: skip
 
 #: The fitted attributes a former parameter name must leave unchanged (those the model has).
-FITTED = ("embedding_", "labels_", "cluster_centers_")
+FITTED = ("embedding_", "labels_", "cluster_centers_", "correlations_", "threshold_")
+
+#: The value given to the renamed parameter, where 5 is out of its range.
+FORMER_VALUES = {"ChangeDetection": 40}
 
 
 def test_every_former_parameter_name_is_case_tested():
@@ -383,23 +387,23 @@ def test_former_parameter_names_still_fit_and_give_the_same_model(
     ``scale_neighbors``) still works for one release: the same model, a FutureWarning once per
     process, ``get_params`` returning what was passed; both names at once with different
     values are refused."""
-    cls = getattr(dkernel, estimator)
+    cls, value = getattr(dkernel, estimator), FORMER_VALUES.get(estimator, 5)
     X = np.vstack([np.random.default_rng(3).normal(c, 0.2, size=(40, 2)) for c in ((0, 0), (2, 2))])
     for former, current in aliases.RENAMED_PARAMETERS[estimator].items():
         assert _defaults(cls)[former] is None  # "not given"
-        new = cls(**params, **{current: 5}).fit(X)
-        with pytest.warns(FutureWarning, match=f"{former} is deprecated.*{current}=5"):
-            old = cls(**params, **{former: 5}).fit(X)
-        assert old.get_params()[former] == 5
+        new = cls(**params, **{current: value}).fit(X)
+        with pytest.warns(FutureWarning, match=f"{former} is deprecated.*{current}={value}"):
+            old = cls(**params, **{former: value}).fit(X)
+        assert old.get_params()[former] == value
         fitted = [name for name in FITTED if hasattr(new, name)]
         assert fitted
         for name in fitted:
             np.testing.assert_array_equal(getattr(old, name), getattr(new, name))
         with warnings.catch_warnings():
             warnings.simplefilter("error", FutureWarning)  # once per process
-            cls(**params, **{former: 5}).fit(X)
+            cls(**params, **{former: value}).fit(X)
         with pytest.raises(ValueError, match=f"give {current} only"):
-            cls(**params, **{former: 5, current: 6}).fit(X)
+            cls(**params, **{former: value, current: value + 1}).fit(X)
 
 
 @pytest.mark.parametrize("estimator", sorted(aliases.FORMER_MEANINGS))

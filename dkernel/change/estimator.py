@@ -25,6 +25,7 @@ from dkernel.change.detect import METHODS, change_maps, fit_change, open_pair, s
 from dkernel.change.mad import same_up_to_affine
 from dkernel.change.threshold import THRESHOLDS, change_threshold
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.widths import KERNEL_MAD_SIGMA_FRACTION
 
 
@@ -60,8 +61,9 @@ class ChangeDetection(
         A fixed intensity threshold instead (e.g. the chi-squared 99 % quantile).
     n_components : int, default=None
         Kernel MAD's canonical pairs (default: the smaller band count).
-    sample_size : int, default=20000
-        Pixels the fit and the threshold see.
+    max_samples : int, default=20000
+        Pixels the fit and the threshold see (a uniform sample of the valid pixels; all of
+        them when there are fewer). Formerly ``sample_size``.
     regularization : float, default=0.01
         Kernel MAD: kernel CCA's regularisation κ.
     sigma_fraction : float, default=KERNEL_MAD_SIGMA_FRACTION
@@ -76,6 +78,9 @@ class ChangeDetection(
         Rows per strip of images read from paths or NumPy.
     random_state : int, RandomState instance or None, default=None
         Seed of the sample and of the landmarks.
+    sample_size : int, optional
+        Deprecated: the former name of ``max_samples`` (a ``FutureWarning``), kept for one
+        release.
 
     Attributes
     ----------
@@ -113,7 +118,7 @@ class ChangeDetection(
         "threshold": [StrOptions(set(THRESHOLDS))],
         "threshold_value": [Interval(Real, 0, None, closed="left"), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
-        "sample_size": [Interval(Integral, 10, None, closed="left")],
+        "max_samples": [Interval(Integral, 10, None, closed="left")],
         "regularization": [Interval(Real, 0, None, closed="left")],
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
         "n_landmarks": [Interval(Integral, 2, None, closed="left")],
@@ -121,6 +126,8 @@ class ChangeDetection(
         "tol": [Interval(Real, 0, None, closed="neither")],
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
+        # the former name of max_samples (dkernel.kernels.aliases.RENAMED_PARAMETERS)
+        "sample_size": [Interval(Integral, 10, None, closed="left"), None],
     }
 
     def __init__(
@@ -129,7 +136,7 @@ class ChangeDetection(
         threshold: str = "otsu",
         threshold_value: float | None = None,
         n_components: int | None = None,
-        sample_size: int = 20_000,
+        max_samples: int = 20_000,
         regularization: float = 0.01,
         sigma_fraction: float = KERNEL_MAD_SIGMA_FRACTION,
         n_landmarks: int = 300,
@@ -137,12 +144,13 @@ class ChangeDetection(
         tol: float = 1e-6,
         chunk_rows: int | None = None,
         random_state: Any = None,
+        sample_size: int | None = None,
     ) -> None:
         self.method = method
         self.threshold = threshold
         self.threshold_value = threshold_value
         self.n_components = n_components
-        self.sample_size = sample_size
+        self.max_samples = max_samples
         self.regularization = regularization
         self.sigma_fraction = sigma_fraction
         self.n_landmarks = n_landmarks
@@ -150,6 +158,7 @@ class ChangeDetection(
         self.tol = tol
         self.chunk_rows = chunk_rows
         self.random_state = random_state
+        self.sample_size = sample_size
 
     @property
     def _expected_failed_checks(self) -> dict[str, str]:
@@ -191,11 +200,10 @@ class ChangeDetection(
             self._validate_params()
             before, after = self._halves(X, reset=True)
             seed = seed_from_random_state(self.random_state)
-            if before.shape[0] > self.sample_size:
+            size = self._max_samples()
+            if before.shape[0] > size:
                 rows = np.sort(
-                    derive_rng(seed, "change-sample").choice(
-                        before.shape[0], int(self.sample_size), replace=False
-                    )
+                    derive_rng(seed, "change-sample").choice(before.shape[0], size, replace=False)
                 )
                 before, after = before[rows], after[rows]
             self._fit_sample(before, after, seed)
@@ -294,11 +302,15 @@ class ChangeDetection(
             )
         return block(np.asarray(X), t, threshold)
 
+    def _max_samples(self) -> int:
+        """``max_samples``, or its former name ``sample_size`` when given (warns)."""
+        return int(resolve_renamed(self, "max_samples"))
+
     def _fit(self, before: Any, after: Any) -> tuple[Any, Any, Any]:
         self._validate_params()
         b, a, valid = open_pair(before, after, self.chunk_rows)
         seed = seed_from_random_state(self.random_state)
-        X, Y = sample_pixels(b.data, a.data, valid, int(self.sample_size), seed)
+        X, Y = sample_pixels(b.data, a.data, valid, self._max_samples(), seed)
         self._fit_sample(X, Y, seed)
         return b, a, valid
 
@@ -361,7 +373,7 @@ def detect_change(
     method: str = _DEFAULTS["method"],
     threshold: str | float = _DEFAULTS["threshold"],
     n_components: int | None = _DEFAULTS["n_components"],
-    sample_size: int = _DEFAULTS["sample_size"],
+    max_samples: int = _DEFAULTS["max_samples"],
     regularization: float = _DEFAULTS["regularization"],
     sigma_fraction: float = _DEFAULTS["sigma_fraction"],
     n_landmarks: int = _DEFAULTS["n_landmarks"],
@@ -369,6 +381,7 @@ def detect_change(
     tol: float = _DEFAULTS["tol"],
     chunk_rows: int | None = _DEFAULTS["chunk_rows"],
     random_state: int | None = _DEFAULTS["random_state"],
+    sample_size: int | None = None,
 ) -> xr.Dataset:
     """Change between two co-registered rasters: MAD variates, χ² intensity, change mask.
 
@@ -389,8 +402,8 @@ def detect_change(
     n_components : int, optional
         Kernel MAD's canonical pairs (min of the band counts by default; linear MAD always
         has that many).
-    sample_size : int
-        Pixels (about) the fit and the threshold see.
+    max_samples : int
+        Pixels (about) the fit and the threshold see. Formerly ``sample_size``.
     regularization, sigma_fraction, n_landmarks : float, float, int
         Kernel MAD: κ, RBF width as a fraction of the median distance, Nyström landmarks.
     max_iter, tol : int, float
@@ -399,6 +412,8 @@ def detect_change(
         Rows per strip of the images read from paths or NumPy.
     random_state : int, optional
         Seed of the sample and of the landmarks.
+    sample_size : int, optional
+        Deprecated: the former name of ``max_samples`` (a ``FutureWarning``).
 
     Returns
     -------
@@ -447,7 +462,7 @@ def detect_change(
         threshold="otsu" if fixed else threshold,
         threshold_value=float(threshold) if fixed else None,
         n_components=n_components,
-        sample_size=sample_size,
+        max_samples=max_samples,
         regularization=regularization,
         sigma_fraction=sigma_fraction,
         n_landmarks=n_landmarks,
@@ -455,4 +470,5 @@ def detect_change(
         tol=tol,
         chunk_rows=chunk_rows,
         random_state=random_state,
+        sample_size=sample_size,
     ).fit_transform(before, after)

@@ -64,6 +64,7 @@ RENAMED_PARAMETERS: Mapping[str, Mapping[str, str]] = {
     # it bounds where the rest of the fit sees every row
     "KernelKMeans": {"kmeans_sample": "kmeans_max_samples"},
     "MeanShift": {"n_density": "density_max_samples"},
+    "ChangeDetection": {"sample_size": "max_samples"},
 }
 
 #: Estimator -> {parameter: (the parameter that took over one of its meanings, when)}:

@@ -47,7 +47,7 @@ def _table(before, after):
 
 @pytest.mark.parametrize("method", ["mad", "irmad", "kernel"])
 def test_a_pixel_table_fits_the_model_of_its_rasters(method):
-    """Every pixel is in the raster fit's sample (1 200 < sample_size), in row order, so the
+    """Every pixel is in the raster fit's sample (1 200 < max_samples), in row order, so the
     table of the same pixels gives the same model and the same change mask."""
     before, after, truth = _scene()
     kw = {"method": method, "n_landmarks": 80, "random_state": 0}

@@ -338,7 +338,7 @@ def test_identical_dates_give_no_changed_pixel(tmp_path, monkeypatch, client, me
         ("gain", _geotiff(tmp_path / "gain.tif", 2.0 * scene + 0.5)),
     ]:
         data = {"reader": "geotiff-pair", "path": str(before), "after_path": str(after)}
-        params = {"method": method, "n_landmarks": 60, "sample_size": 800}
+        params = {"method": method, "n_landmarks": 60, "max_samples": 800}
         params |= {"write_geotiff": False, "write_png": False}
         spec = _write_spec(tmp_path / f"{name}.yaml", "change-detection", data, params, name)
         args = ["run", str(spec), "--output", str(tmp_path / f"{name}.zarr"), "--no-progress"]

@@ -47,7 +47,8 @@ def check_data(params: dict, data: LoadedData) -> None:
 
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
-    m, s = params["n_landmarks"], min(n_samples, params["sample_size"])
+    # max_samples, or its former name sample_size when the spec still writes it
+    m, s = params["n_landmarks"], min(n_samples, params.get("sample_size") or params["max_samples"])
     return Cost(
         memory_bytes=float(s * n_features * 8 * 4 + 2 * m * m * 8 + n_samples * 4),
         disk_bytes=float(n_samples * (n_features // 2 + 2) * 4),
@@ -89,7 +90,7 @@ register_method(
         description="Two dates → (kernel) MAD variates, chi-squared intensity, change mask.",
         example={
             "data": {"reader": "geotiff-pair"},
-            "params": {"method": "kernel", "n_landmarks": 60, "sample_size": 800},
+            "params": {"method": "kernel", "n_landmarks": 60, "max_samples": 800},
         },
         bad_data={"write_geotiff": False, "write_png": False},
     )
