@@ -100,7 +100,7 @@ def fit_models(X_fit: np.ndarray, y_fit: np.ndarray, quick: bool) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for q in (10,) if quick else (30, 10):
-            pck = ProbabilisticClusterKernel(n_inits=q, max_components=q, random_state=0)
+            pck = ProbabilisticClusterKernel(n_estimators=q, max_components=q, random_state=0)
             t = time.perf_counter()
             kppr = KernelPersonalizedPageRank(kernel=pck, random_state=0).fit(X_fit)
             models[f"PCK Q=G={q}"] = (kppr, time.perf_counter() - t)

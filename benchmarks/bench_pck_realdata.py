@@ -76,7 +76,7 @@ def datasets(data_dir: str, quick: bool, only: list[str] | None = None):
 
 
 def run_pck(X, k, n_init, seed, Q, G):
-    pck = ProbabilisticClusterKernel(n_inits=Q, max_components=G, random_state=seed).fit(X)
+    pck = ProbabilisticClusterKernel(n_estimators=Q, max_components=G, random_state=seed).fit(X)
     Gamma = pck.transform(X)
     emb = feature_map_kpca(Gamma, k, random_state=seed).embedding
     return KMeans(k, n_init=n_init, random_state=seed).fit_predict(emb)

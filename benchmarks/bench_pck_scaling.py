@@ -50,7 +50,7 @@ def main() -> None:
     X = data(args.n)
     Xd = da.from_array(X, chunks=(2048, X.shape[1]))
     params = dict(
-        n_inits=args.inits,
+        n_estimators=args.inits,
         max_components=args.components,
         random_state=11,
         missingness=args.missingness,

@@ -75,7 +75,7 @@ LOAD_AT_START = os.getloadavg()[0]
 def time_ours(X: np.ndarray, Q: int, G: int) -> tuple[float, float]:
     """(wall s, CPU s of this process) of the ensemble fit."""
     t, c = time.perf_counter(), time.process_time()
-    ProbabilisticClusterKernel(n_inits=Q, max_components=G, random_state=0).fit(X)
+    ProbabilisticClusterKernel(n_estimators=Q, max_components=G, random_state=0).fit(X)
     return time.perf_counter() - t, time.process_time() - c
 
 
@@ -102,7 +102,9 @@ def _timed(fn) -> tuple[float, float]:
 def posteriors_vs_floor(n_fit: int, n_new: int, Q: int = 30, G: int = 30, p: int = 36) -> dict:
     """Γ of ``n_new`` points next to the floor (two GEMMs and one exp) on the same rows."""
     X = synthetic(n_fit + n_new, p=p, seed=1)
-    pck = ProbabilisticClusterKernel(n_inits=Q, max_components=G, random_state=0).fit(X[:n_fit])
+    pck = ProbabilisticClusterKernel(n_estimators=Q, max_components=G, random_state=0).fit(
+        X[:n_fit]
+    )
     Xn = X[n_fit:]
     ens = pck.ensemble_
     C = int(ens.offsets[-1])
@@ -176,7 +178,7 @@ def embedding_vs_fit(n: int, workdir: Path, Q: int = 30, G: int = 30, k: int = 8
     spec = workdir / f"job{n}.yaml"
     spec.write_text(
         f"name: pck-speed-{n}\nseed: 0\ndata:\n  reader: npy\n  path: {path}\n"
-        f"method: pck-spectral\nparams:\n  n_clusters: {k}\n  n_inits: {Q}\n"
+        f"method: pck-spectral\nparams:\n  n_clusters: {k}\n  n_estimators: {Q}\n"
         f"  max_components: {G}\n  n_init: 10\noutput: {workdir / f'out{n}.zarr'}\n"
     )
     logs: list[str] = []

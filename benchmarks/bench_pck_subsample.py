@@ -112,7 +112,9 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     X, y = blobs(n, k=k)
     est, fit_s, fit_cpu = _timed(
-        lambda: ProbabilisticClusterKernel(n_inits=30, max_components=30, random_state=0).fit(X)
+        lambda: ProbabilisticClusterKernel(n_estimators=30, max_components=30, random_state=0).fit(
+            X
+        )
     )
     rows = int(max(256, min(n, 64 * 2**20 // (4 * est.n_features_out_))))  # the job's chunks
     Gamma = est.transform(da.from_array(X, chunks=(rows, -1)))

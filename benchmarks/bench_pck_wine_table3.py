@@ -147,7 +147,10 @@ VARIANTS = ("ignorable", "informative")
 
 def pckid_acc(X, y, k, seed, n_inits, max_components, missingness="ignorable"):
     pck = ProbabilisticClusterKernel(
-        n_inits=n_inits, max_components=max_components, random_state=seed, missingness=missingness
+        n_estimators=n_inits,
+        max_components=max_components,
+        random_state=seed,
+        missingness=missingness,
     ).fit(X)
     G = pck.transform(X).astype(np.float64)
     emb = kpca_embedding(G @ G.T, k).embedding

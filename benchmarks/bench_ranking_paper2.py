@@ -69,7 +69,7 @@ def load_datasets() -> dict[str, np.ndarray]:
 
 def pck_kernel(X: np.ndarray, seed: int, quick: bool) -> np.ndarray:
     q = 10 if quick else 30
-    pck = ProbabilisticClusterKernel(n_inits=q, max_components=q, random_state=seed).fit(X)
+    pck = ProbabilisticClusterKernel(n_estimators=q, max_components=q, random_state=seed).fit(X)
     G = np.asarray(pck.transform(X), dtype=np.float64)
     return G @ G.T
 

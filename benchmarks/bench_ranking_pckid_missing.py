@@ -71,7 +71,7 @@ def mcar(X: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
 def pck_gram(X: np.ndarray, seed: int, q: int) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pck = ProbabilisticClusterKernel(n_inits=q, max_components=q, random_state=seed).fit(X)
+        pck = ProbabilisticClusterKernel(n_estimators=q, max_components=q, random_state=seed).fit(X)
         G = np.asarray(pck.transform(X), dtype=np.float64)
     return G @ G.T
 

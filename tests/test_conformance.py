@@ -583,7 +583,7 @@ ESTIMATOR_CASES: dict[str, EstimatorCase] = {
         {"n_clusters": 3, "n_init": 2, "random_state": 0}, [("predict", "labels_", True)]
     ),
     "ProbabilisticClusterKernel": EstimatorCase(
-        {"n_inits": 3, "max_components": 3, "random_state": 0},
+        {"n_estimators": 3, "max_components": 3, "random_state": 0},
         why_none="a feature map: no fitted output of the training rows to compare with",
     ),
     "KernelPersonalizedPageRank": EstimatorCase(

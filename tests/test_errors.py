@@ -35,9 +35,9 @@ def test_warn_caller_outside_the_package_is_a_plain_warning():
             DKernelWarning,  # MeanShiftConvergenceWarning, through scikit-learn's _fit_context
         ),
         (
-            lambda X: ProbabilisticClusterKernel(n_inits=2, max_components=3, random_state=0).fit(
-                np.column_stack([X, np.zeros(len(X))])
-            ),
+            lambda X: ProbabilisticClusterKernel(
+                n_estimators=2, max_components=3, random_state=0
+            ).fit(np.column_stack([X, np.zeros(len(X))])),
             NumericalWarning,  # a zero-variance column dropped
         ),
     ],

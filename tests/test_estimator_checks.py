@@ -64,30 +64,30 @@ VARIANTS = [
     dkernel.KernelPCAEmbedding(n_clusters=2, random_state=0),
     dkernel.KECA(n_clusters=2, random_state=0),
     dkernel.NystromEmbedding(embedding="normalized", degrees="landmarks"),
-    dkernel.ProbabilisticClusterKernel(n_inits=3, max_components=3, random_state=0),
+    dkernel.ProbabilisticClusterKernel(n_estimators=3, max_components=3, random_state=0),
     dkernel.ProbabilisticClusterKernel(
-        n_inits=3, max_components=3, random_state=0, dtype="float64"
+        n_estimators=3, max_components=3, random_state=0, dtype="float64"
     ),
     dkernel.ProbabilisticClusterKernel(
-        n_inits=3, max_components=3, random_state=0, covariance_type="full"
+        n_estimators=3, max_components=3, random_state=0, covariance_type="full"
     ),
     dkernel.ProbabilisticClusterKernel(
-        n_inits=3, max_components=3, random_state=0, missingness="informative"
+        n_estimators=3, max_components=3, random_state=0, missingness="informative"
     ),
     # float32 posteriors of projected rows differ in the last bits (5e-7 absolute, above the
     # check's atol=1e-7) between a batch and its subset: BLAS blocking, not a bug
     dkernel.ProbabilisticClusterKernel(
-        n_inits=3, max_components=3, random_state=0, projection=1, dtype="float64"
+        n_estimators=3, max_components=3, random_state=0, projection=1, dtype="float64"
     ),
     # the normalised embedding of a sparse Γ, and the subsample route of a lazy one
     dkernel.PCKSpectralClustering(
-        pck=dkernel.ProbabilisticClusterKernel(n_inits=3, max_components=3),
+        pck=dkernel.ProbabilisticClusterKernel(n_estimators=3, max_components=3),
         embedding="normalized",
         placement="sparse",
         random_state=0,
     ),
     dkernel.PCKSpectralClustering(
-        pck=dkernel.ProbabilisticClusterKernel(n_inits=3, max_components=3),
+        pck=dkernel.ProbabilisticClusterKernel(n_estimators=3, max_components=3),
         placement="lazy",
         chunk_rows=16,
         random_state=0,
@@ -125,10 +125,10 @@ SMALL_CONSTRUCTIONS = {
     # 50 epochs -> 5 (scikit-learn's max_iter for its checks)
     "DeepDivergenceClustering": lambda cls: cls(max_iter=5),
     # an ensemble of 30 GMM fits -> 3 (like n_estimators; n_iter EM steps each, unchanged)
-    "ProbabilisticClusterKernel": lambda cls: cls(n_inits=3),
+    "ProbabilisticClusterKernel": lambda cls: cls(n_estimators=3),
     # the default kernel with 3 fits instead of 30, and 2 k-means restarts instead of 10
     "PCKSpectralClustering": lambda cls: cls(
-        pck=dkernel.ProbabilisticClusterKernel(n_inits=3), n_init=2
+        pck=dkernel.ProbabilisticClusterKernel(n_estimators=3), n_init=2
     ),
     # 100 k-means restarts of the second stage -> 2
     "MSSC": lambda cls: cls(n_init=2),

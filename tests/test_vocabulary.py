@@ -360,12 +360,20 @@ FORMER_PARAMETER_CASES = [
     ("MSSC", {"n_clusters": 2, "n_init": 2, "random_state": 0}),
     ("MeanShift", {"bandwidth": 0.5}),
     ("ChangeDetection", {"method": "irmad", "random_state": 0}),
+    ("ProbabilisticClusterKernel", {"max_components": 3, "random_state": 0}),
     ("KernelKMeans", {"n_clusters": 2, "solver": "nystrom", "n_landmarks": 20, "n_init": 2,
                       "random_state": 0}),
 ]  # fmt: skip
 
 #: The fitted attributes a former parameter name must leave unchanged (those the model has).
-FITTED = ("embedding_", "labels_", "cluster_centers_", "correlations_", "threshold_")
+FITTED = (
+    "embedding_",
+    "labels_",
+    "cluster_centers_",
+    "correlations_",
+    "threshold_",
+    "degrees_",
+)
 
 #: The value given to the renamed parameter, where 5 is out of its range.
 FORMER_VALUES = {"ChangeDetection": 40}

@@ -127,7 +127,7 @@ class DeepKernelizedAutoencoder(
         'local_scaling', 'knn', ...), fitted on the same rows (widths, radii), a function
         ``f(X, Y)`` returning the kernel block, or a transformer γ (``k(x, y) = γ(x)·γ(y)``).
     prior_params : dict, optional
-        Parameters of the prior: the PCK's (``{'n_inits': 10}``, or ``{'model': fitted_pck}``),
+        Parameters of the prior: the PCK's (``{'n_estimators': 10}``, or ``{'model': fitted_pck}``),
         the registry kernel's (``{'sigma': 2.0}``).
     prior_samples : int, default=200
         Rows, drawn uniformly, that the prior is fitted on (the paper's 200); the fitted prior

@@ -43,6 +43,7 @@ from dkernel.gmm.graph import (
     sparse_posteriors,
 )
 from dkernel.gmm.projection import fit_pca_projection, project_observed, project_observed_dask
+from dkernel.kernels.aliases import resolve_renamed
 from dkernel.runtime.progress import active_client
 
 _OWNER = "ProbabilisticClusterKernel"
@@ -54,8 +55,10 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
 
     Parameters
     ----------
-    n_inits : int, default=30
-        Q, the number of random initial conditions.
+    n_estimators : int, default=30
+        Q, the ensemble's size: its random initial conditions, each fitting the models
+        g = 2..G on its own subsample; all are kept (an ensemble, not restarts, unlike
+        ``n_init`` elsewhere). Formerly ``n_inits``.
     max_components : int, default=30
         G; models with g = 2..G components are fitted for every initial condition. When a
         subsample (``subsample`` × the usable rows) has fewer than G rows, G is capped at its
@@ -100,6 +103,9 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
     progress : bool, default=False
         Show the ensemble's progress (one task per initial condition) on the active
         ``distributed`` client: a bar on a terminal or in Jupyter, plain lines in a log.
+    n_inits : int, optional
+        Deprecated: the former name of ``n_estimators`` (a ``FutureWarning``), kept for one
+        release.
 
     Attributes
     ----------
@@ -182,13 +188,13 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
     --------
     >>> from sklearn.datasets import load_wine
     >>> X = load_wine().data
-    >>> pck = ProbabilisticClusterKernel(n_inits=3, max_components=5, random_state=0).fit(X)
+    >>> pck = ProbabilisticClusterKernel(n_estimators=3, max_components=5, random_state=0).fit(X)
     >>> pck.transform(X).shape
     (178, 42)
     """
 
     _parameter_constraints: dict = {
-        "n_inits": [Interval(Integral, 1, None, closed="left")],
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
         "max_components": [Interval(Integral, 2, None, closed="left")],
         "n_iter": [Interval(Integral, 1, None, closed="left")],
         "subsample": [Interval(Real, 0, 1, closed="right")],
@@ -201,11 +207,13 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         # an integer >= 1 or a fraction in (0, 1): finished by _check_projection
         "projection": [Interval(Real, 0, None, closed="neither"), None],
         "progress": ["boolean"],
+        # the former name of n_estimators (dkernel.kernels.aliases.RENAMED_PARAMETERS)
+        "n_inits": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
         self,
-        n_inits: int = 30,
+        n_estimators: int = 30,
         *,
         max_components: int = 30,
         n_iter: int = 10,
@@ -217,8 +225,9 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         missingness: str = "ignorable",
         projection: int | float | None = None,
         progress: bool = False,
+        n_inits: int | None = None,
     ) -> None:
-        self.n_inits = n_inits
+        self.n_estimators = n_estimators
         self.max_components = max_components
         self.n_iter = n_iter
         self.subsample = subsample
@@ -229,6 +238,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         self.missingness = missingness
         self.projection = projection
         self.progress = progress
+        self.n_inits = n_inits
 
     # ------------------------------------------------------------------ validation helpers
     def __sklearn_tags__(self):
@@ -323,6 +333,10 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         return X
 
     # ------------------------------------------------------------------ fit
+    def _n_estimators(self) -> int:
+        """``n_estimators``, or its former name ``n_inits`` when given (warns)."""
+        return int(resolve_renamed(self, "n_estimators"))
+
     def _effective_max_components(self, n_sub: int, n_usable: int) -> int:
         """``max_components`` capped at the subsample size (warned); sets ``max_components_``.
 
@@ -438,7 +452,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         parts = fit_ensemble(
             Xc,
             candidates,
-            n_inits=int(self.n_inits),
+            n_inits=self._n_estimators(),
             sizes=sizes,
             n_sub=n_sub,
             seed=seed,
@@ -453,7 +467,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
             self.ensemble_ = DiagMixtures.concatenate(parts)
         else:
             self.ensemble_ = FullMixtures([m for part in parts for m in part.models])
-        Q = int(self.n_inits)
+        Q = self._n_estimators()
         self.model_inits_ = np.repeat(np.arange(Q), len(sizes))
         self.model_components_ = np.tile(np.asarray(sizes), Q)
         self.normalizer_ = float(Q * (G - 1))

@@ -59,7 +59,7 @@ class EstimatorSchema:
         ``dkernel.schema.cache``, so a job step declares them without importing
         scikit-learn.
     prefix : str
-        Prefix of the job parameter names (``'pck_'``: ``pck_n_inits`` is ``n_inits``), for a
+        Prefix of the job parameter names (``'pck_'``: ``pck_n_estimators`` is ``n_estimators``), for a
         step that configures a second estimator.
     include : tuple of str, optional
         Only these estimator parameters (default: all but ``exclude`` and

@@ -104,7 +104,9 @@ class Param:
 #: are checked by each method's cost estimate instead.
 COUNT_CAPS = {
     "n_init": 10_000,
-    "n_inits": 1_000,
+    "n_estimators": 1_000,
+    "pck_n_estimators": 1_000,
+    "n_inits": 1_000,  # the former name of n_estimators
     "pck_n_inits": 1_000,
     "n_iter": 100_000,
     "pck_n_iter": 100_000,

@@ -228,7 +228,7 @@ class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimat
     >>> from sklearn.preprocessing import StandardScaler
     >>> from dkernel import ProbabilisticClusterKernel
     >>> X = StandardScaler().fit_transform(load_wine().data)
-    >>> pck = ProbabilisticClusterKernel(n_inits=5, max_components=5)
+    >>> pck = ProbabilisticClusterKernel(n_estimators=5, max_components=5)
     >>> est = PCKSpectralClustering(3, pck=pck, random_state=0).fit(X)
     >>> est.labels_.shape
     (178,)
@@ -369,7 +369,7 @@ class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimat
         self.chunk_rows_ = int(self.chunk_rows or default_chunk_rows(n, F))
         placement = self.placement
         if placement == "auto":
-            n_models = int(pck.n_inits) * (int(pck.max_components_) - 1)
+            n_models = int(pck.normalizer_)  # Q (G - 1)
             placement = gamma_placement(n, F, n_models, itemsize, solver=self.solver)
         self.placement_ = placement
         self.nnz_per_row_ = None

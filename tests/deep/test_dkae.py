@@ -208,7 +208,7 @@ def test_alignment_term_pulls_the_codes_towards_the_prior():
 
 def test_pck_prior_blocks_cached_equal_evaluated():
     X = _data(80).astype(np.float64)
-    kernel = fit_prior("pck", {"n_inits": 3, "max_components": 4}, X[:40], 0)
+    kernel = fit_prior("pck", {"n_estimators": 3, "max_components": 4}, X[:40], 0)
     cached = PriorBlocks(kernel, X)
     assert cached.features is not None
     direct = PriorBlocks(kernel, X, max_memory=1)  # no room: evaluated per batch
@@ -219,7 +219,7 @@ def test_pck_prior_blocks_cached_equal_evaluated():
 
 def test_fit_with_the_default_pck_prior():
     X = _data(90)
-    m = _model(prior="pck", prior_params={"n_inits": 3, "max_components": 4}).fit(X)
+    m = _model(prior="pck", prior_params={"n_estimators": 3, "max_components": 4}).fit(X)
     assert m.prior_kernel_.name == "pck" and len(m.prior_indices_) == 50
     assert np.isfinite(m.loss_curve_).all()
 

@@ -29,7 +29,7 @@ def _blobs(n=240, p=4, missing=0.0, seed=0):
     return X, y
 
 
-SMALL = dict(n_inits=3, max_components=5, n_iter=5, random_state=0)
+SMALL = dict(n_estimators=3, max_components=5, n_iter=5, random_state=0)
 
 
 def test_feature_map_kernel_and_degrees(array_kind):
@@ -116,7 +116,7 @@ def test_clusters_recovered():
     from dkernel.spectral.dense import kpca_embedding
 
     X, y = _blobs(n=300, missing=0.3, seed=3)
-    pck = ProbabilisticClusterKernel(n_inits=5, max_components=8, random_state=1).fit(X)
+    pck = ProbabilisticClusterKernel(n_estimators=5, max_components=8, random_state=1).fit(X)
     emb = kpca_embedding(pck.kernel().astype(np.float64), 3).embedding
     labels = KMeans(3, n_init=10, random_state=0).fit_predict(emb)
     assert clustering_accuracy(y, labels) > 0.9
@@ -125,7 +125,7 @@ def test_clusters_recovered():
 def test_full_covariance_variant():
     X, _ = _blobs(n=150, p=3, missing=0.2)
     pck = ProbabilisticClusterKernel(
-        n_inits=2, max_components=4, covariance_type="full", random_state=0, dtype="float64"
+        n_estimators=2, max_components=4, covariance_type="full", random_state=0, dtype="float64"
     ).fit(X)
     G = pck.transform(X)
     assert G.shape == (150, 2 * (2 + 3 + 4)) and G.dtype == np.float64
@@ -139,7 +139,9 @@ def test_deterministic_across_runs_and_on_a_cluster(client, monkeypatch, missing
     two agree up to the rounding of a different row blocking (NumPy and Dask input). The 1/2/4-worker comparison runs in benchmarks/bench_pck_scaling.py (cluster
     start-up is too slow for the test budget on 2 cores)."""
     X, _ = _blobs(n=300, missing=0.3, seed=4)
-    params = dict(n_inits=4, max_components=6, n_iter=4, random_state=7, missingness=missingness)
+    params = dict(
+        n_estimators=4, max_components=6, n_iter=4, random_state=7, missingness=missingness
+    )
     from distributed import Client
 
     assert Client.current() is client
@@ -205,7 +207,7 @@ def test_subsample_smaller_than_max_components_caps_them_with_a_warning():
     with pytest.warns(DKernelWarning, match=r"fewer than max_components=30: .* g = 2\.\.20"):
         model = ProbabilisticClusterKernel(max_components=30, subsample=0.5, random_state=0).fit(X)
     assert model.max_components == 30 and model.max_components_ == 20
-    assert model.normalizer_ == model.n_inits * (20 - 1)
+    assert model.normalizer_ == model.n_estimators * (20 - 1)
     assert set(model.model_components_) == set(range(2, 21))
     # the same ensemble as asking for G = 20 directly
     direct = ProbabilisticClusterKernel(max_components=20, subsample=0.5, random_state=0).fit(X)
@@ -222,7 +224,7 @@ def test_a_subsample_of_fewer_than_two_rows_is_an_error():
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"n_inits": 0}, "'n_inits'"),
+        ({"n_estimators": 0}, "'n_estimators'"),
         ({"max_components": 1}, "'max_components'"),
         ({"subsample": 0.0}, "'subsample'"),
         ({"subsample": 1.5}, "'subsample'"),
@@ -261,8 +263,8 @@ def test_dense_kernel_limit(monkeypatch):
 def test_sklearn_params_roundtrip():
     from sklearn.base import clone
 
-    pck = ProbabilisticClusterKernel(n_inits=4, dtype="float64")
-    assert clone(pck).get_params()["n_inits"] == 4
+    pck = ProbabilisticClusterKernel(n_estimators=4, dtype="float64")
+    assert clone(pck).get_params()["n_estimators"] == 4
 
 
 def test_column_resolution():
@@ -314,7 +316,7 @@ def test_informative_missingness_uses_a_saturated_sensor():
     acc = {}
     for missingness in ("ignorable", "informative"):
         pck = ProbabilisticClusterKernel(
-            n_inits=10, max_components=10, random_state=0, missingness=missingness
+            n_estimators=10, max_components=10, random_state=0, missingness=missingness
         ).fit(X)
         assert (pck.missingness_model_ is None) == (missingness == "ignorable")
         emb = kpca_embedding(pck.kernel().astype(np.float64), 3).embedding
@@ -335,7 +337,7 @@ def test_transform_of_a_row_does_not_depend_on_its_batch():
         n_samples=600, centers=[[0, 0, 0], [1, 1, 1]], n_features=3, cluster_std=0.1, random_state=0
     )
     X = X.astype(np.float32)
-    pck = ProbabilisticClusterKernel(n_inits=6, random_state=0).fit(X)
+    pck = ProbabilisticClusterKernel(n_estimators=6, random_state=0).fit(X)
     full = pck.transform(X)
     for size in (1, 7, 100, 511, 513):
         for start in range(0, 600, 97 * size):

@@ -25,7 +25,7 @@ data:
 method: pck-spectral
 params:
   n_clusters: 3
-  n_inits: 4
+  n_estimators: 4
   max_components: 6
   embedding: {embedding}
   solver: {solver}
@@ -110,7 +110,7 @@ data:
 method: pck-spectral
 params:
   n_clusters: 3
-  n_inits: 6
+  n_estimators: 6
   max_components: 8
   missingness: informative
   n_init: 10
@@ -138,7 +138,12 @@ def test_job_defaults_equal_the_estimator_defaults():
 
     est = inspect.signature(ProbabilisticClusterKernel).parameters
     shared = [p for p in PARAMS if p.name in est]
-    assert {p.name for p in shared} >= {"n_inits", "max_components", "projection", "missingness"}
+    assert {p.name for p in shared} >= {
+        "n_estimators",
+        "max_components",
+        "projection",
+        "missingness",
+    }
     for p in shared:
         assert p.default == est[p.name].default, p.name
 

@@ -12,7 +12,7 @@ from dkernel.gmm.pck import ProbabilisticClusterKernel
 from dkernel.gmm.projection import fit_pca_projection, project_observed, project_observed_dask
 from dkernel.testing import assert_equal_up_to_row_blocking
 
-SMALL = dict(n_inits=3, max_components=5, n_iter=5, random_state=0)
+SMALL = dict(n_estimators=3, max_components=5, n_iter=5, random_state=0)
 
 
 def _correlated(n=240, p=12, seed=0):
@@ -96,7 +96,7 @@ def test_clusters_recovered_through_the_projection():
     from dkernel.spectral.dense import kpca_embedding
 
     X, y = _correlated(n=300, seed=3)
-    pck = ProbabilisticClusterKernel(n_inits=5, max_components=8, random_state=1, projection=3)
+    pck = ProbabilisticClusterKernel(n_estimators=5, max_components=8, random_state=1, projection=3)
     emb = kpca_embedding(pck.fit(X).kernel().astype(np.float64), 3).embedding
     assert clustering_accuracy(y, KMeans(3, n_init=10, random_state=0).fit_predict(emb)) > 0.9
 

@@ -26,7 +26,7 @@ def blobs_with_nan():
 
 def test_pickled_model_transforms_the_same(blobs_with_nan):
     X = blobs_with_nan
-    model = ProbabilisticClusterKernel(n_inits=4, max_components=5, random_state=0).fit(X)
+    model = ProbabilisticClusterKernel(n_estimators=4, max_components=5, random_state=0).fit(X)
     clone = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(clone.transform(X), model.transform(X))
     np.testing.assert_array_equal(clone.degrees_, model.degrees_)
@@ -43,7 +43,7 @@ def test_tags():
 def test_set_output_and_feature_names(blobs_with_nan):
     pd = pytest.importorskip("pandas")
     df = pd.DataFrame(blobs_with_nan, columns=list("abcd"))
-    model = ProbabilisticClusterKernel(n_inits=2, max_components=3, random_state=0)
+    model = ProbabilisticClusterKernel(n_estimators=2, max_components=3, random_state=0)
     out = model.set_output(transform="pandas").fit_transform(df)
     np.testing.assert_array_equal(model.feature_names_in_, list("abcd"))
     assert isinstance(out, pd.DataFrame)
@@ -53,7 +53,7 @@ def test_set_output_and_feature_names(blobs_with_nan):
 
 def test_dask_transform_stays_lazy(blobs_with_nan):
     X = blobs_with_nan
-    model = ProbabilisticClusterKernel(n_inits=2, max_components=3, random_state=0).fit(X)
+    model = ProbabilisticClusterKernel(n_estimators=2, max_components=3, random_state=0).fit(X)
     Xd = da.from_array(X, chunks=(50, 4))
     with raise_if_dask_computes():
         G = model.transform(Xd)
@@ -61,6 +61,6 @@ def test_dask_transform_stays_lazy(blobs_with_nan):
     np.testing.assert_allclose(G.compute(), model.transform(X), rtol=1e-4, atol=1e-5)
 
 
-def test_keyword_only_after_n_inits():
+def test_keyword_only_after_n_estimators():
     with pytest.raises(TypeError):
         ProbabilisticClusterKernel(3, 4)

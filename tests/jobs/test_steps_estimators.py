@@ -29,7 +29,7 @@ def _spec(method, params, data=None, name="t"):
 def test_pck_job_stores_what_the_estimator_fits(tmp_path, client, covariance_type):
     params = {
         "n_clusters": 3,
-        "n_inits": 3,
+        "n_estimators": 3,
         "max_components": 4,
         "covariance_type": covariance_type,
         "n_init": 5,
@@ -39,7 +39,7 @@ def test_pck_job_stores_what_the_estimator_fits(tmp_path, client, covariance_typ
     tree = open_results(run_job(spec, output=tmp_path / "p.zarr", client=client, progress=False))
     _, data = prepare_job(spec)
     pck = dkernel.ProbabilisticClusterKernel(
-        n_inits=3, max_components=4, covariance_type=covariance_type, random_state=0
+        n_estimators=3, max_components=4, covariance_type=covariance_type, random_state=0
     )
     est = dkernel.PCKSpectralClustering(3, pck=pck, n_init=5, random_state=0).fit(data.X)
     np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)

@@ -137,7 +137,7 @@ def test_pck_kernel_with_a_fitted_model_gives_exact_nystrom_kpca():
 
     X = load_iris().data
     pck = ProbabilisticClusterKernel(
-        n_inits=2, max_components=4, random_state=0, dtype="float64"
+        n_estimators=2, max_components=4, random_state=0, dtype="float64"
     ).fit(X)
     G = np.asarray(pck.transform(X))
     k = make_kernel("pck", model=pck)

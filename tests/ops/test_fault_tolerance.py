@@ -90,7 +90,13 @@ def fresh_cluster(tmp_path, ops):
 def _pck_spec(tmp: Path, ops) -> Path:
     body = {
         "data": {"reader": "sklearn", "name": "digits"},
-        "params": {"n_clusters": 10, "n_inits": 6, "max_components": 8, "n_iter": 40, "n_init": 5},
+        "params": {
+            "n_clusters": 10,
+            "n_estimators": 6,
+            "max_components": 8,
+            "n_iter": 40,
+            "n_init": 5,
+        },
     }
     return ops.write_spec(tmp / "pck.yaml", "pck-spectral", body, tmp / "pck-spec.zarr")
 

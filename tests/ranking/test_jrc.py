@@ -41,7 +41,7 @@ def test_cluster_seed_is_centroid_projection():
     from dkernel.gmm.pck import ProbabilisticClusterKernel
 
     X, y = make_blobs(300, centers=3, cluster_std=1.0, random_state=0)
-    pck = ProbabilisticClusterKernel(n_inits=5, max_components=6, random_state=0)
+    pck = ProbabilisticClusterKernel(n_estimators=5, max_components=6, random_state=0)
     jrc = JointRankingClustering(  # the paper's Alg. 8 embedding, pinned
         kernel=pck, embedding="laplacian", n_components=3, n_clusters=3, n_init=10, random_state=0
     ).fit(X)

@@ -183,7 +183,7 @@ def test_pck_kernel(wine):
     from dkernel.gmm.pck import ProbabilisticClusterKernel
 
     X, y = wine
-    pck = ProbabilisticClusterKernel(n_inits=4, max_components=6, random_state=0)
+    pck = ProbabilisticClusterKernel(n_estimators=4, max_components=6, random_state=0)
     kppr = KernelPersonalizedPageRank(kernel=pck, random_state=0).fit(X[::2])
     scores = kppr.score_samples(X[1::2], cluster=0, labels=y[::2])
     Gy = pck.transform(X[1::2]).astype(np.float64)
@@ -232,7 +232,9 @@ def test_coefficients_for_mean_mixes_seeds(iris):
 def _projected_kernels(X_in, soft_assign):
     from dkernel.gmm.pck import ProbabilisticClusterKernel
 
-    pck = ProbabilisticClusterKernel(n_inits=3, max_components=5, random_state=0, dtype="float64")
+    pck = ProbabilisticClusterKernel(
+        n_estimators=3, max_components=5, random_state=0, dtype="float64"
+    )
     return {
         "rbf": KernelPersonalizedPageRank(sigma=SIGMA).fit(X_in),
         "precomputed": KernelPersonalizedPageRank(kernel="precomputed").fit(

@@ -85,7 +85,7 @@ def test_feature_map_kernel_scores_missing_values_lazily(blobs):
     X, _ = blobs
     Xm = X.copy()
     Xm[::7, 1] = np.nan
-    pck = ProbabilisticClusterKernel(n_inits=3, max_components=4, random_state=0)
+    pck = ProbabilisticClusterKernel(n_estimators=3, max_components=4, random_state=0)
     model = KernelPersonalizedPageRank(kernel=pck, dtype="float32", random_state=0).fit(X[:100])
     Xd = da.from_array(Xm, chunks=(150, -1))
     W = _weights(model, 4)

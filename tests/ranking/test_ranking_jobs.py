@@ -36,7 +36,7 @@ def _run_kppr(params, output, client):
 def test_kppr_job_caps_pck_components_at_the_subsample(tmp_path, client):
     # each GMM is fitted on half of the n_fit rows: G = 20 > 15 rows is capped at 15 with a
     # warning (it was refused before ProbabilisticClusterKernel capped it)
-    params = {"kernel": "pck", "pck_max_components": 20, "pck_n_inits": 2, "n_fit": 30}
+    params = {"kernel": "pck", "pck_max_components": 20, "pck_n_estimators": 2, "n_fit": 30}
     with pytest.warns(DKernelWarning, match=r"max_components=20: models with g = 2\.\.15"):
         out = _run_kppr(params, tmp_path / "k.zarr", client)
     assert open_results(out).attrs["status"] == "complete"
@@ -80,7 +80,7 @@ def test_kppr_job_projection_ranks_new_seeds(tmp_path, client, kernel):
     if kernel == "rbf":
         params["store_projection"] = True
     else:  # pck stores the projection by default
-        params.update(pck_n_inits=4, pck_max_components=5)
+        params.update(pck_n_estimators=4, pck_max_components=5)
     out = _run_kppr(params, tmp_path / "k.zarr", client)
     tree = open_results(out)
     rk = tree["ranking"].to_dataset()
@@ -122,7 +122,13 @@ def test_seed_scores_needs_projection(tmp_path, client):
 
 
 def test_jrc_job(tmp_path, client):
-    params = {"kernel": "pck", "pck_n_inits": 8, "pck_max_components": 8, "n_init": 5, "top_k": 4}
+    params = {
+        "kernel": "pck",
+        "pck_n_estimators": 8,
+        "pck_max_components": 8,
+        "n_init": 5,
+        "top_k": 4,
+    }
     out = run_job(_spec("jrc", params, tmp_path / "j.zarr"), client=client, progress=False)
     tree = open_results(out)
     rk = tree["ranking"].to_dataset()

@@ -42,9 +42,9 @@ def test_compute_with_progress_switched_off_writes_nothing(client, capfd):
 @pytest.mark.parametrize("progress", [True, False])
 def test_pck_progress_option(client, capfd, progress):
     X = np.random.default_rng(0).normal(size=(60, 3))
-    ProbabilisticClusterKernel(n_inits=2, max_components=3, progress=progress, random_state=0).fit(
-        X
-    )
+    ProbabilisticClusterKernel(
+        n_estimators=2, max_components=3, progress=progress, random_state=0
+    ).fit(X)
     out, err = capfd.readouterr()
     assert ("PCK ensemble" in out + err) == progress
 

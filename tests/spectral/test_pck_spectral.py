@@ -34,7 +34,7 @@ def wine():
 
 
 def small_pck(**kw):
-    return ProbabilisticClusterKernel(n_inits=4, max_components=5, random_state=SEED, **kw)
+    return ProbabilisticClusterKernel(n_estimators=4, max_components=5, random_state=SEED, **kw)
 
 
 def step_reference(X, n_clusters, *, embedding, solver, placement, chunk_rows=None, n_init=10):
@@ -146,10 +146,10 @@ def test_missing_values_make_pckid(wine):
 
 def test_the_kernel_is_cloned_and_seeded(wine):
     X, _ = wine
-    pck = ProbabilisticClusterKernel(n_inits=2, max_components=3)
+    pck = ProbabilisticClusterKernel(n_estimators=2, max_components=3)
     est = PCKSpectralClustering(2, pck=pck, random_state=7).fit(X)
     assert not hasattr(pck, "ensemble_")
-    assert est.pck_.random_state == 7 and est.pck_.n_inits == 2
+    assert est.pck_.random_state == 7 and est.pck_.n_estimators == 2
     assert est.model_entropy_.shape == (2 * 2,)
 
 
@@ -252,7 +252,7 @@ def test_auto_spectrum_is_that_of_the_dense_normalized_gram(embedding):
 def test_auto_drops_candidates_beyond_the_kernel_rank():
     # F = 2 + 3 = 5 features: K has rank <= 5, so k <= 4 is compared (5 eigenvalues)
     X, _ = _blobs(100, 3, 1)
-    pck = ProbabilisticClusterKernel(n_inits=1, max_components=3, random_state=SEED)
+    pck = ProbabilisticClusterKernel(n_estimators=1, max_components=3, random_state=SEED)
     est = PCKSpectralClustering("auto", pck=pck, random_state=SEED).fit(X)
     assert est.pck_.n_features_out_ == 5
     np.testing.assert_array_equal(est.n_clusters_candidates_, [2, 3, 4])

@@ -93,7 +93,7 @@ def test_pickled_pck_kernel_nystrom_transforms_the_same(blobs):
     from dkernel import ProbabilisticClusterKernel
 
     X, _ = blobs
-    pck = ProbabilisticClusterKernel(n_inits=3, max_components=4, random_state=0).fit(X)
+    pck = ProbabilisticClusterKernel(n_estimators=3, max_components=4, random_state=0).fit(X)
     model = NystromEmbedding(
         3, kernel="pck", kernel_params={"model": pck}, n_landmarks=30, random_state=0
     ).fit(X[:90])

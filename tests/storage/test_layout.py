@@ -203,7 +203,7 @@ def test_gmm_diag_pads_missing_components_with_nan():
     np.testing.assert_array_equal(ds["means"][0, 1].values, [[11.0, 21.0]] * 3)
     assert np.isnan(ds["means"][1, 0, 2]).all()  # (q=1, g=2) has no third component
     np.testing.assert_array_equal(ds["mean_entropy"].values, [[0.0, 1.0], [2.0, 3.0]])
-    assert ds.attrs["n_inits"] == 2 and ds.attrs["max_components"] == 3
+    assert ds.attrs["n_estimators"] == ds.attrs["n_inits"] == 2 and ds.attrs["max_components"] == 3
     assert ds.attrs["n_iter"] == 10 and ds.attrs["covariance_type"] == "diag"
     assert "padding components are NaN" in ds.attrs["description"]
 

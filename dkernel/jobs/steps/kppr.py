@@ -79,11 +79,12 @@ KERNEL_CHOICES = tuple(k for k in KERNEL_NAMES if k != "precomputed")
 #: What the ranking jobs leave out of their estimator's parameters.
 RANKING_EXCLUDE = {"kernel_params": "the kernels' reference samples keep their defaults"}
 
-#: The PCK of ``kernel: pck``, configured by ``pck_n_inits`` etc.
+#: The PCK of ``kernel: pck``, configured by ``pck_n_estimators`` etc. (former name
+#: ``pck_n_inits``, still taken for one release)
 PCK_KERNEL_SCHEMA = EstimatorSchema(
     "dkernel.gmm.pck:ProbabilisticClusterKernel",
     prefix="pck_",
-    include=("n_inits", "max_components", "n_iter", "missingness"),
+    include=("n_estimators", "max_components", "n_iter", "missingness", "n_inits"),
 )
 
 KPPR_SCHEMA = EstimatorSchema(

@@ -127,9 +127,15 @@ def _largest_k(params: dict, n: int) -> int:
     return min(n, int(candidate_range(max(n, 3))[-1]) + 1)
 
 
+def _Q(params: dict) -> int:
+    """The ensemble's size: ``n_estimators``, or its former name ``n_inits`` when the spec
+    still writes it."""
+    return int(params.get("n_inits") or params["n_estimators"])
+
+
 def _F(params: dict) -> int:
     G = params["max_components"]
-    return params["n_inits"] * (G * (G + 1) // 2 - 1)
+    return _Q(params) * (G * (G + 1) // 2 - 1)
 
 
 def _projection(value: float | None) -> int | float | None:
@@ -178,7 +184,7 @@ def gamma_placement(params: dict, n_samples: int) -> str:
     return pck_memory.gamma_placement(
         n_samples,
         _F(params),
-        params["n_inits"] * (params["max_components"] - 1),
+        _Q(params) * (params["max_components"] - 1),
         4 if params["dtype"] == "float32" else 8,
         solver=params["solver"],
         allow_sparse=not (params["store_features"] or params["store_kernel"]),
@@ -209,7 +215,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
         if params["solver"] != "randomized":
             gamma += 8.0 * min(n_samples, F) ** 2  # the Gram route's matrix
     elif placement == "sparse":
-        gamma += n_samples * 2 * params["n_inits"] * (G - 1) * (item + 4)
+        gamma += n_samples * 2 * _Q(params) * (G - 1) * (item + 4)
     elif params["solver"] == "auto":
         gamma += item * subsample_size(params, n_samples) * F
     memory = 8.0 * n_samples * n_features * 2 + task + gamma
@@ -221,8 +227,8 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     return Cost(
         memory_bytes=memory,
         disk_bytes=disk,
-        what=f"PCK ensemble of {params['n_inits'] * (G - 1)} GMMs, Γ with {F} features",
-        alternative="smaller n_inits / max_components, or store_features: false.",
+        what=f"PCK ensemble of {_Q(params) * (G - 1)} GMMs, Γ with {F} features",
+        alternative="smaller n_estimators / max_components, or store_features: false.",
     )
 
 
@@ -251,7 +257,7 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
         missing_probs=None
         if probs is None
         else [probs[offs[m] : offs[m + 1]] for m in range(len(means))],
-        n_inits=int(est.n_inits),
+        n_inits=est._n_estimators(),
         max_components=int(est.max_components_),
         covariance_type=est.covariance_type,
         location=est.location_,
@@ -387,9 +393,9 @@ register_method(
         estimators=(PCK_SCHEMA,),
         example={
             "data": {"reader": "sklearn", "name": "iris", "standardize": True},
-            "params": {"n_clusters": 3, "n_inits": 6, "max_components": 6, "n_init": 5},
+            "params": {"n_clusters": 3, "n_estimators": 6, "max_components": 6, "n_init": 5},
         },
-        bad_data={"n_clusters": 2, "n_inits": 3, "max_components": 3},
+        bad_data={"n_clusters": 2, "n_estimators": 3, "max_components": 3},
         handles_missing=True,  # a PCK models NaN as missing,
     )
 )

@@ -130,7 +130,8 @@ def gmm_dataset(
         data,
         coords=coords,
         attrs={
-            "n_inits": Q,
+            "n_estimators": Q,
+            "n_inits": Q,  # the key before n_estimators: kept for readers
             "max_components": G,
             **(attrs or {}),
             "covariance_type": covariance_type,
