@@ -262,7 +262,11 @@ def storage_options(
 
     S3 gets bounded connect/read timeouts and retries for every ``purpose``
     (:data:`_S3_LIMITS`, unless given), and a fresh client for all but ``"store"``, so an
-    unreachable or stalled endpoint fails instead of hanging. HTTP(S) always gets :func:`bounded_http_client`: responses of bounded length,
+    unreachable or stalled endpoint fails instead of hanging. Google Cloud Storage and Azure
+    Blob get the same purpose's connect and read timeouts, where they had none: gcsfs as
+    ``requests_timeout`` (:func:`_stall_timeout`, every request it makes), adlfs as its
+    ``connection_timeout`` / ``read_timeout`` (the blob reads and writes: ``cat``, ``pipe``,
+    ``get``, ``put``); each backend retries a timed-out request itself. HTTP(S) always gets :func:`bounded_http_client`: responses of bounded length,
     connect and read timeouts.
     """
     opts = dict(options or {})
@@ -282,9 +286,33 @@ def storage_options(
             }
             if purpose != "store":  # a store's file systems are many: one client for them
                 opts.setdefault("skip_instance_cache", True)
+    elif scheme in ("gs", "gcs"):
+        limits = _S3_LIMITS.get(purpose)
+        if limits is not None and "requests_timeout" not in opts:
+            opts["requests_timeout"] = _stall_timeout(limits)
+    elif scheme in ("az", "abfs", "abfss"):
+        limits = _S3_LIMITS.get(purpose)
+        if limits is not None:
+            opts.setdefault("connection_timeout", limits["connect_timeout"])
+            opts.setdefault("read_timeout", limits["read_timeout"])
     elif scheme in READ_ONLY_SCHEMES:
         opts.setdefault("get_client", bounded_http_client)
     return opts
+
+
+def _stall_timeout(limits: Mapping[str, Any]) -> Any:
+    """gcsfs's ``requests_timeout`` for a purpose's limits: aiohttp's connect timeout and its
+    read timeout, which runs from the moment a request is sent until bytes come back (and
+    between them), upload included, so an endpoint that stops answering fails the request
+    after ``read_timeout`` seconds. gcsfs passes it to every request it makes; without it a
+    request had no timeout at all (gcsfs's default is None)."""
+    import aiohttp
+
+    return aiohttp.ClientTimeout(
+        total=None,
+        sock_connect=float(limits["connect_timeout"]),
+        sock_read=float(limits["read_timeout"]),
+    )
 
 
 def _bounded_session() -> dict[str, Any]:
