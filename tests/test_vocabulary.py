@@ -78,6 +78,8 @@ GLOSSARY: dict[str, str] = {
     "max_clusters": "largest k compared by n_clusters='auto'; None: candidate_range of the data",
     "max_iter": "iteration cap of the fit's loop (the deep models': training epochs)",
     "max_memory": "memory limit of a dense solve (default DKERNEL_MAX_MEMORY or 4 GiB)",
+    "max_samples": "rows a fit draws (scikit-learn's): at most this many (int) or this fraction "
+    "of the rows (float)",
     "n_clusters": "number of clusters; 'auto' chooses it (dkernel.model_order); None: embed "
     "only (where clustering is optional)",
     "n_components": "dimension of the embedding (components kept)",
@@ -128,6 +130,8 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "gives none)",
     "max_iter": "each loop's cost: 50 IR-MAD re-weightings or deep-model epochs, 300 "
     "iterations of the clusterers",
+    "max_samples": "ChangeDetection samples 20 000 pixels (a count); the PCK trains each member "
+    "on half the rows (a fraction)",
     "n_clusters": "2 for the clusterers, 3 for JRC ([Lokse2014]), 8 scikit-learn's KMeans', "
     "'auto' MSSC's, None: embed",
     "n_components": "None follows n_clusters; the deep models', ESN's and CCA's sizes are "
@@ -375,8 +379,8 @@ FITTED = (
     "degrees_",
 )
 
-#: The value given to the renamed parameter, where 5 is out of its range.
-FORMER_VALUES = {"ChangeDetection": 40}
+#: (value, another value) given to a renamed parameter, where (5, 6) is out of its range.
+FORMER_VALUES = {"max_samples": (40, 41), ("ProbabilisticClusterKernel", "max_samples"): (0.8, 0.6)}
 
 
 def test_every_former_parameter_name_is_case_tested():
@@ -395,10 +399,11 @@ def test_former_parameter_names_still_fit_and_give_the_same_model(
     ``scale_neighbors``) still works for one release: the same model, a FutureWarning once per
     process, ``get_params`` returning what was passed; both names at once with different
     values are refused."""
-    cls, value = getattr(dkernel, estimator), FORMER_VALUES.get(estimator, 5)
+    cls = getattr(dkernel, estimator)
     X = np.vstack([np.random.default_rng(3).normal(c, 0.2, size=(40, 2)) for c in ((0, 0), (2, 2))])
     for former, current in aliases.RENAMED_PARAMETERS[estimator].items():
         assert _defaults(cls)[former] is None  # "not given"
+        value, other = FORMER_VALUES.get((estimator, current), FORMER_VALUES.get(current, (5, 6)))
         new = cls(**params, **{current: value}).fit(X)
         with pytest.warns(FutureWarning, match=f"{former} is deprecated.*{current}={value}"):
             old = cls(**params, **{former: value}).fit(X)
@@ -411,7 +416,7 @@ def test_former_parameter_names_still_fit_and_give_the_same_model(
             warnings.simplefilter("error", FutureWarning)  # once per process
             cls(**params, **{former: value}).fit(X)
         with pytest.raises(ValueError, match=f"give {current} only"):
-            cls(**params, **{former: value, current: value + 1}).fit(X)
+            cls(**params, **{former: value, current: other}).fit(X)
 
 
 @pytest.mark.parametrize("estimator", sorted(aliases.FORMER_MEANINGS))

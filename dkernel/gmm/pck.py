@@ -61,14 +61,15 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         ``n_init`` elsewhere). Formerly ``n_inits``.
     max_components : int, default=30
         G; models with g = 2..G components are fitted for every initial condition. When a
-        subsample (``subsample`` × the usable rows) has fewer than G rows, G is capped at its
+        subsample (``max_samples`` × the usable rows) has fewer than G rows, G is capped at its
         size with a :class:`~dkernel.errors.DKernelWarning` (see ``max_components_``); fewer
         than 2 rows are refused.
     n_iter : int, default=10
         EM iterations per model (a weak learner; not run to convergence).
-    subsample : float, default=0.5
+    max_samples : float, default=0.5
         Fraction of the rows each initial condition is trained on (the models of one ``q``
-        share its subsample; the kernel is evaluated on all rows).
+        share its subsample; the kernel is evaluated on all rows): scikit-learn's
+        ``max_samples`` of a bagging ensemble. Formerly ``subsample``.
     covariance_type : {'diag', 'full'}, default='diag'
         Covariance of every mixture component. 'full' follows Alg. 1 with points grouped by
         missingness pattern (moderate p only).
@@ -105,6 +106,9 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         ``distributed`` client: a bar on a terminal or in Jupyter, plain lines in a log.
     n_inits : int, optional
         Deprecated: the former name of ``n_estimators`` (a ``FutureWarning``), kept for one
+        release.
+    subsample : float, optional
+        Deprecated: the former name of ``max_samples`` (a ``FutureWarning``), kept for one
         release.
 
     Attributes
@@ -149,7 +153,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
     Notes
     -----
     Fit: one task per initial condition on the active ``distributed`` client (when there is
-    one), data scattered once. Cost O(Q · n_iter · N·subsample · p · Σ g) for 'diag'; memory
+    one), data scattered once. Cost O(Q · n_iter · N·max_samples · p · Σ g) for 'diag'; memory
     per task O(block · Σ g + N p). Transform: O(N p F) time, O(N F) output (lazy for Dask).
     Rows with no observed value get posteriors equal to the mixture weights (warned);
     they are excluded from training.
@@ -197,7 +201,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
         "max_components": [Interval(Integral, 2, None, closed="left")],
         "n_iter": [Interval(Integral, 1, None, closed="left")],
-        "subsample": [Interval(Real, 0, 1, closed="right")],
+        "max_samples": [Interval(Real, 0, 1, closed="right")],
         "covariance_type": [StrOptions({"diag", "full"})],
         "reg_covar": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state", np.random.Generator],
@@ -209,6 +213,8 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         "progress": ["boolean"],
         # the former name of n_estimators (dkernel.kernels.aliases.RENAMED_PARAMETERS)
         "n_inits": [Interval(Integral, 1, None, closed="left"), None],
+        # the former name of max_samples
+        "subsample": [Interval(Real, 0, 1, closed="right"), None],
     }
 
     def __init__(
@@ -217,7 +223,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         *,
         max_components: int = 30,
         n_iter: int = 10,
-        subsample: float = 0.5,
+        max_samples: float = 0.5,
         covariance_type: str = "diag",
         reg_covar: float = 1e-6,
         random_state: int | np.random.Generator | None = None,
@@ -226,11 +232,12 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         projection: int | float | None = None,
         progress: bool = False,
         n_inits: int | None = None,
+        subsample: float | None = None,
     ) -> None:
         self.n_estimators = n_estimators
         self.max_components = max_components
         self.n_iter = n_iter
-        self.subsample = subsample
+        self.max_samples = max_samples
         self.covariance_type = covariance_type
         self.reg_covar = reg_covar
         self.random_state = random_state
@@ -239,6 +246,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         self.projection = projection
         self.progress = progress
         self.n_inits = n_inits
+        self.subsample = subsample
 
     # ------------------------------------------------------------------ validation helpers
     def __sklearn_tags__(self):
@@ -337,6 +345,10 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         """``n_estimators``, or its former name ``n_inits`` when given (warns)."""
         return int(resolve_renamed(self, "n_estimators"))
 
+    def _max_samples(self) -> float:
+        """``max_samples``, or its former name ``subsample`` when given (warns)."""
+        return float(resolve_renamed(self, "max_samples"))
+
     def _effective_max_components(self, n_sub: int, n_usable: int) -> int:
         """``max_components`` capped at the subsample size (warned); sets ``max_components_``.
 
@@ -347,19 +359,19 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         """
         G = int(self.max_components)
         where = (
-            f"The subsample of {_OWNER} has {n_sub} rows ({self.subsample} of {n_usable} "
+            f"The subsample of {_OWNER} has {n_sub} rows ({self._max_samples()} of {n_usable} "
             "usable rows)"
         )
         if n_sub < 2:
             raise InvalidInputError(
-                f"{where}; the smallest model (2 components) needs at least 2. Raise subsample "
+                f"{where}; the smallest model (2 components) needs at least 2. Raise max_samples "
                 "or pass more rows."
             )
         if n_sub < G:
             warn_caller(
                 f"{where}, fewer than max_components={G}: models with g = 2..{n_sub} "
                 f"components are fitted (max_components_ = {n_sub}). Lower max_components or "
-                "raise subsample to silence this.",
+                "raise max_samples to silence this.",
                 DKernelWarning,
             )
             G = n_sub
@@ -439,7 +451,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
                 ),
                 NumericalWarning,
             )
-        n_sub = int(round(self.subsample * candidates.size))
+        n_sub = int(round(self._max_samples() * candidates.size))
         G = self._effective_max_components(n_sub, candidates.size)
         sizes = tuple(range(2, G + 1))
         seed = seed_from_random_state(self.random_state)

@@ -67,7 +67,7 @@ RENAMED_PARAMETERS: Mapping[str, Mapping[str, str]] = {
     "ChangeDetection": {"sample_size": "max_samples"},
     # the PCK's Q is the size of an ensemble whose members are all kept (scikit-learn's
     # n_estimators), not a count of restarts of which the best is kept (n_init)
-    "ProbabilisticClusterKernel": {"n_inits": "n_estimators"},
+    "ProbabilisticClusterKernel": {"n_inits": "n_estimators", "subsample": "max_samples"},
 }
 
 #: Estimator -> {parameter: (the parameter that took over one of its meanings, when)}:

@@ -205,12 +205,14 @@ def test_inf_in_dask_input_is_an_error():
 def test_subsample_smaller_than_max_components_caps_them_with_a_warning():
     X, _ = _blobs(n=40)
     with pytest.warns(DKernelWarning, match=r"fewer than max_components=30: .* g = 2\.\.20"):
-        model = ProbabilisticClusterKernel(max_components=30, subsample=0.5, random_state=0).fit(X)
+        model = ProbabilisticClusterKernel(max_components=30, max_samples=0.5, random_state=0).fit(
+            X
+        )
     assert model.max_components == 30 and model.max_components_ == 20
     assert model.normalizer_ == model.n_estimators * (20 - 1)
     assert set(model.model_components_) == set(range(2, 21))
     # the same ensemble as asking for G = 20 directly
-    direct = ProbabilisticClusterKernel(max_components=20, subsample=0.5, random_state=0).fit(X)
+    direct = ProbabilisticClusterKernel(max_components=20, max_samples=0.5, random_state=0).fit(X)
     assert direct.max_components_ == 20
     np.testing.assert_array_equal(model.transform(X), direct.transform(X))
 
@@ -218,7 +220,7 @@ def test_subsample_smaller_than_max_components_caps_them_with_a_warning():
 def test_a_subsample_of_fewer_than_two_rows_is_an_error():
     X, _ = _blobs(n=40)
     with pytest.raises(InvalidInputError, match="smallest model .* needs at least 2"):
-        ProbabilisticClusterKernel(subsample=0.02).fit(X)
+        ProbabilisticClusterKernel(max_samples=0.02).fit(X)
 
 
 @pytest.mark.parametrize(
@@ -226,8 +228,8 @@ def test_a_subsample_of_fewer_than_two_rows_is_an_error():
     [
         ({"n_estimators": 0}, "'n_estimators'"),
         ({"max_components": 1}, "'max_components'"),
-        ({"subsample": 0.0}, "'subsample'"),
-        ({"subsample": 1.5}, "'subsample'"),
+        ({"max_samples": 0.0}, "'max_samples'"),
+        ({"max_samples": 1.5}, "'max_samples'"),
         ({"covariance_type": "tied"}, "'covariance_type'"),
         ({"dtype": "int8"}, "'dtype'"),
         ({"reg_covar": -1.0}, "'reg_covar'"),

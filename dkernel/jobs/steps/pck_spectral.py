@@ -133,6 +133,12 @@ def _Q(params: dict) -> int:
     return int(params.get("n_inits") or params["n_estimators"])
 
 
+def _fraction(params: dict) -> float:
+    """The rows each ensemble member trains on: ``max_samples``, or its former name
+    ``subsample`` when the spec still writes it."""
+    return float(params.get("subsample") or params["max_samples"])
+
+
 def _F(params: dict) -> int:
     G = params["max_components"]
     return _Q(params) * (G * (G + 1) // 2 - 1)
@@ -163,12 +169,12 @@ def check_data(params: dict, data: LoadedData) -> None:
     k = params["n_components"] or _largest_k(params, n)
     if k > n:
         raise InvalidInputError(f"params.n_components ({k}) must be <= n_samples ({n}).")
-    n_sub = int(round(params["subsample"] * n))
+    n_sub = int(round(_fraction(params) * n))
     if n_sub < params["max_components"]:
         raise InvalidInputError(
-            f"params.subsample ({params['subsample']}) of {n} rows gives {n_sub} rows, fewer than "
-            f"params.max_components ({params['max_components']}); lower max_components or raise "
-            "subsample."
+            f"params.max_samples ({_fraction(params)}) of {n} rows gives {n_sub} rows, fewer "
+            f"than params.max_components ({params['max_components']}); lower max_components or "
+            "raise max_samples."
         )
     if params["store_kernel"] and n > KERNEL_LIMIT:
         raise InvalidInputError(
@@ -204,7 +210,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     G = params["max_components"]
     C = G * (G + 1) // 2 - 1  # components of one task
     item = 4 if params["dtype"] == "float32" else 8
-    n_sub = params["subsample"] * n_samples
+    n_sub = _fraction(params) * n_samples
     task = 8.0 * n_sub * n_features * 3 + 4 * KERNEL_BLOCK_BYTES + 8.0 * C * n_features * 4
     k = params["n_components"] or _largest_k(params, n_samples)
     l = k + 20  # the randomized solver's basis (n_oversamples = 20)
@@ -269,7 +275,8 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
         else est.projection_variance_ratio_,
         attrs={
             "n_iter": int(est.n_iter),
-            "subsample": float(est.subsample),
+            "max_samples": est._max_samples(),
+            "subsample": est._max_samples(),  # the key before max_samples: kept for readers
             "reg_covar": float(est.reg_covar),
             "dtype": str(est.dtype),
             "missingness": est.missingness,
