@@ -452,7 +452,7 @@ callable or transformer, default='rbf'
             raise ResourceLimitError(
                 f"{owner}.fit on N={n} points needs about {need / 2**30:.1f} GiB for the dense "
                 "eigendecomposition (limit 4 GiB). Fit on an in-sample subset of a few thousand "
-                "points (the kppr job's n_fit) and score the rest out of sample."
+                "points (the kppr job's max_samples) and score the rest out of sample."
             )
         seed = seed_from_random_state(self.random_state)
         self.kernel_, self.kernel_params_ = resolve_kernel(

@@ -65,7 +65,7 @@ def test_kppr_job_scores_in_its_dtype_as_the_estimator(tmp_path, client, store_p
     params = {
         "kernel": "rbf",
         "dtype": "float32",
-        "n_fit": 60,
+        "max_samples": 60,
         "seeds": {"global": None, "row_0": 0},
         "top_k": 5,
         "store_projection": store_projection,

@@ -1053,7 +1053,7 @@ def test_kppr_evaluation_is_in_the_estimate(work) -> None:
     spec = _spec(
         data={"reader": "npy", "path": "rows.npy"},
         method="kppr",
-        params={"n_fit": 500, "evaluate_max_samples": 1_000_000},
+        params={"max_samples": 500, "evaluate_max_samples": 1_000_000},
         limits={"max_memory": "2GiB"},
     )
     refused(

@@ -34,9 +34,9 @@ def _run_kppr(params, output, client):
 
 
 def test_kppr_job_caps_pck_components_at_the_subsample(tmp_path, client):
-    # each GMM is fitted on half of the n_fit rows: G = 20 > 15 rows is capped at 15 with a
+    # each GMM is fitted on half of the max_samples rows: G = 20 > 15 rows is capped at 15 with a
     # warning (it was refused before ProbabilisticClusterKernel capped it)
-    params = {"kernel": "pck", "pck_max_components": 20, "pck_n_estimators": 2, "n_fit": 30}
+    params = {"kernel": "pck", "pck_max_components": 20, "pck_n_estimators": 2, "max_samples": 30}
     with pytest.warns(DKernelWarning, match=r"max_components=20: models with g = 2\.\.15"):
         out = _run_kppr(params, tmp_path / "k.zarr", client)
     assert open_results(out).attrs["status"] == "complete"
@@ -44,7 +44,7 @@ def test_kppr_job_caps_pck_components_at_the_subsample(tmp_path, client):
 
 def test_kppr_job(tmp_path, client):
     params = {
-        "n_fit": 60,
+        "max_samples": 60,
         "seeds": {"global": None, "row_5": 5, "rows": [10, 140], "setosa": {"class": 0}},
         "top_k": 15,
         "chunk_rows": 40,
@@ -72,7 +72,7 @@ def test_kppr_job_projection_ranks_new_seeds(tmp_path, client, kernel):
     """Stored score coordinates rank seeds chosen after the job, matching the job's scores."""
     params = {
         "kernel": kernel,
-        "n_fit": 60,
+        "max_samples": 60,
         "seeds": {"rows": [10, 140], "setosa": {"class": 0}, "out": [3, 77, 120]},
         "top_k": 15,
         "chunk_rows": 40,
@@ -112,7 +112,7 @@ def test_kppr_job_projection_ranks_new_seeds(tmp_path, client, kernel):
 
 
 def test_seed_scores_needs_projection(tmp_path, client):
-    params = {"n_fit": 40, "seeds": {"global": None}, "top_k": 5}
+    params = {"max_samples": 40, "seeds": {"global": None}, "top_k": 5}
     out = _run_kppr(params, tmp_path / "k.zarr", client)
     assert "projection" not in open_results(out)["ranking"].to_dataset()
     with pytest.raises(dkernel.errors.StoreError, match="store_projection: true"):
@@ -165,7 +165,7 @@ def test_jrc_job_at_defaults(tmp_path, client):
 def test_kppr_job_adaptive_kernel(tmp_path, client):
     params = {
         "kernel": "knn_mean",
-        "n_fit": 100,
+        "max_samples": 100,
         "seeds": {"setosa": {"class": 0}, "row_120": 120},
         "top_k": 10,
     }
@@ -174,7 +174,7 @@ def test_kppr_job_adaptive_kernel(tmp_path, client):
     assert tree["ranking"].attrs["kernel"]["kernel"] == "knn_mean"
     assert tree["metrics"].attrs["ndcg@10_setosa"] > 0.8
     with pytest.raises(SpecError, match="n_neighbors"):
-        _run_kppr({**params, "n_fit": 10}, tmp_path / "bad.zarr", client)
+        _run_kppr({**params, "max_samples": 10}, tmp_path / "bad.zarr", client)
 
 
 @pytest.mark.parametrize(
@@ -204,3 +204,18 @@ def test_seed_spec_errors(tmp_path):
 def test_example_specs_validate(path, data_dir):
     spec = load_spec(path)
     assert spec.method in ("kppr", "jrc")
+
+
+def test_kppr_job_former_n_fit_is_max_samples(monkeypatch):
+    """``n_fit``, the kppr job's former name of its in-sample size ``max_samples``, still sets
+    it for one release (warning once); both names with different values are refused."""
+    from dkernel.jobs.steps import kppr as step
+    from dkernel.kernels import aliases
+
+    monkeypatch.setattr(aliases, "_WARNED", set())
+    with pytest.warns(FutureWarning, match="n_fit is deprecated.*max_samples=60"):
+        assert step._n_fit({"max_samples": 2000, "n_fit": 60}, 1000) == 60
+    assert step._n_fit({"max_samples": 60, "n_fit": None}, 1000) == 60
+    assert step._n_fit({"max_samples": 2000, "n_fit": None}, 1000) == 1000
+    with pytest.raises(SpecError, match="give max_samples only"):
+        step._n_fit({"max_samples": 50, "n_fit": 60}, 1000)

@@ -72,7 +72,7 @@ def stores(tmp_path_factory, client, crop):
             client,
             crop,
             "kppr",
-            {"kernel": "rbf", "n_fit": 300, "seeds": {"global": None, "pixel": 2000}},
+            {"kernel": "rbf", "max_samples": 300, "seeds": {"global": None, "pixel": 2000}},
             "kppr",
         ),
     }

@@ -41,6 +41,7 @@ ADAPTIVE, KERNEL_NAMES = constants("dkernel.ranking.kernelmap", "ADAPTIVE", "KER
 as_numpy = deferred("dkernel._validation", "as_numpy")
 scores_from_projection = deferred("dkernel.ranking.graph", "scores_from_projection")
 scoring_chunk_rows = deferred("dkernel.ranking.kppr", "scoring_chunk_rows")
+warn_former_name = deferred("dkernel.kernels.aliases", "warn_former_name")
 ndcg_at_k = deferred("dkernel.ranking.metrics", "ndcg_at_k")
 ppr_exact = deferred("dkernel.ranking.ppr", "ppr_exact")
 embedding_dataset, metrics_dataset, ranking_dataset = deferred(
@@ -97,11 +98,12 @@ KPPR_SCHEMA = EstimatorSchema(
 
 PARAMS = (*KPPR_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
     Param(
-        "n_fit",
+        "max_samples",
         "int",
         default=2000,
         low=3,
-        doc="In-sample subset size (uniform sample); all rows when the data are smaller.",
+        doc="In-sample subset size (uniform sample); all rows when the data are smaller. "
+        "Formerly n_fit.",
     ),
     Param(
         "seeds",
@@ -128,6 +130,14 @@ PARAMS = (*KPPR_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
         low=0,
         doc="With at most this many rows, compare with the exact PPR (NDCG@10) in /metrics.",
     ),
+    Param(
+        "n_fit",
+        "int",
+        default=None,
+        nullable=True,
+        low=3,
+        doc="Deprecated: the former name of max_samples (a FutureWarning), kept for one release.",
+    ),
 )
 
 
@@ -140,7 +150,19 @@ def refuse_missing_values(method: str, kernel: str, X: Any) -> None:
 
 
 def _n_fit(params: dict, n: int) -> int:
-    return min(params["n_fit"], n)
+    """Rows the estimator is fitted on: ``max_samples``, or its former name ``n_fit`` when
+    the spec still writes it (warning once per process), at most ``n``."""
+    size = params["max_samples"]
+    if params.get("n_fit") is not None:
+        if size not in (params["n_fit"], 2000):
+            raise SpecError(
+                f"params.n_fit ({params['n_fit']}) is the former name of max_samples, which is "
+                f"{size}; give max_samples only.",
+                "params.n_fit",
+            )
+        size = params["n_fit"]
+        warn_former_name("kppr job", "n_fit", "max_samples", size)
+    return min(int(size), n)
 
 
 def check_data(params: dict, data: LoadedData) -> None:
@@ -174,7 +196,7 @@ def check_data(params: dict, data: LoadedData) -> None:
     if kernel in ADAPTIVE and params[name] >= _n_fit(params, n):
         raise SpecError(
             f"{name} ({params[name]}) must be < the in-sample rows "
-            f"({_n_fit(params, n)}); lower {name} or raise n_fit.",
+            f"({_n_fit(params, n)}); lower {name} or raise max_samples.",
             f"params.{name}",
         )
 
@@ -207,7 +229,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
         memory_bytes=fit + scores,
         disk_bytes=4.0 * n_samples * n_seeds,
         what=f"a dense {m} x {m} in-sample eigendecomposition",
-        alternative="lower params.n_fit (the rest is scored out of sample).",
+        alternative="lower params.max_samples (the rest is scored out of sample).",
     )
 
 
@@ -278,7 +300,8 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         attrs={
             "method": "kppr",
             "alpha": p["alpha"],
-            "n_fit": m,
+            "max_samples": m,
+            "n_fit": m,  # the key before max_samples: kept for readers
             "n_components": kppr.n_components_,
             "ordering": p["ordering"],
             "min_eigenvalue": p["min_eigenvalue"],
@@ -399,7 +422,7 @@ register_method(
         estimators=(KPPR_SCHEMA, PCK_KERNEL_SCHEMA),
         example={
             "data": {"reader": "sklearn", "name": "wine", "standardize": True},
-            "params": {"n_fit": 60, "seeds": {"global": None, "row_0": 0}, "top_k": 10},
+            "params": {"max_samples": 60, "seeds": {"global": None, "row_0": 0}, "top_k": 10},
         },
         bad_data={},
         handles_missing="pck",
