@@ -13,6 +13,12 @@
   meaning) still work for one release, warn once per process, give the same model, and stay
   writable in job specs.
 * :data:`KERNEL_GLOSSARY`: every kernel name, scikit-learn's with scikit-learn's meaning.
+* Sizes: a sample a fit draws is ``max_samples`` (scikit-learn's), prefixed by the stage it
+  bounds (``kmeans_max_samples``, ``density_max_samples``, the kdc job's
+  ``selection_max_samples``); restarts of which the best is kept are ``n_init``; the size of an
+  ensemble whose members are all kept is ``n_estimators``; ``block_rows`` (a kernel block) and
+  ``chunk_rows`` (a chunk of data) bound memory only; ``batch_size`` is a training mini-batch.
+  :data:`FORMER_SIZE_NAMES` live on only as deprecated aliases.
 
 ``python tests/test_vocabulary.py`` prints the shared names, their meanings and defaults.
 """
@@ -326,6 +332,34 @@ def test_former_names_stay_valid_in_job_specs(estimator, parameter, former):
     param = derive_param(getattr(dkernel, estimator), parameter)
     assert former in param.choices
     assert aliases.RENAMED_VALUES[parameter][former] in param.choices
+
+
+#: The former names of sample and ensemble sizes (issue 53): deprecated aliases only.
+FORMER_SIZE_NAMES = {
+    "kmeans_sample",
+    "n_density",
+    "sample_size",
+    "subsample",
+    "n_fit",
+    "n_inits",
+    "pck_n_inits",
+}
+
+
+def test_former_size_names_are_only_deprecated_aliases():
+    """No estimator or job parameter is a sample or ensemble size under a former name, except
+    as the deprecated alias of the current one (default None, "Deprecated" in its doc)."""
+    for cls in EXPORTED:
+        former = aliases.renamed_parameters(cls)
+        for name in set(_defaults(cls)) & FORMER_SIZE_NAMES:
+            assert name in former, (cls.__name__, name)
+    from dkernel.jobs.registry import METHODS
+
+    for method in METHODS.values():
+        for param in method.params:
+            if param.name in FORMER_SIZE_NAMES:
+                assert param.default is None, (method.name, param.name)
+                assert param.doc.startswith("Deprecated"), (method.name, param.name)
 
 
 #: Estimators that accept n_clusters=None as the deprecated spelling of 'auto'.
