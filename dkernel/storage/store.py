@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import traceback
 import warnings
 from collections.abc import Hashable, Mapping
@@ -47,7 +46,7 @@ from dkernel.runtime.progress import active_client
 from dkernel.storage import remote
 from dkernel.storage.attributes import describe_variables
 from dkernel.storage.geo import CONVENTIONS
-from dkernel.storage.lock import LEASE_FILE, is_lease_file
+from dkernel.storage.local_target import _clear_keeping_lease  # noqa: F401  (where it was)
 from dkernel.storage.manifest import MANIFEST_ATTR, manifest_of
 from dkernel.storage.metadata import (  # noqa: F401  (where they were)
     MAX_METADATA_BYTES,
@@ -76,14 +75,17 @@ from dkernel.storage.reader import (  # noqa: F401  (where they were)
     recorded_path,
 )
 from dkernel.storage.remote import as_location
+from dkernel.storage.remote_target import _clear_remote, _strings  # noqa: F401  (where they were)
 from dkernel.storage.side_files import (
     SIDE_FILES_ATTR,
-    recorded_side_files,
     remove_scratch_dir,
     scratch_entry,
-    side_file_record,
 )
-from dkernel.storage.targets import check_resumable, check_target
+from dkernel.storage.targets import (  # noqa: F401  (where they were)
+    check_resumable,
+    check_target,
+    store_target,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -135,28 +137,14 @@ class ResultsStore:
             When ``path`` holds a complete store and ``overwrite`` is False, or holds something
             that is not a dkernel store.
         """
-        location = as_location(path)
-        check_target(location, overwrite=overwrite, storage_options=storage_options)
-        store = cls(location, storage_options)
-        if isinstance(location, str):
-            # the objects beside the store stay its own: the next job may replace them
-            previous = _read_remote_metadata(location, "zarr.json", storage_options) or {}
-            side_files: Any = sorted(
-                r
-                for r in _strings((previous.get("attributes") or {}).get(SIDE_FILES_ATTR))
-                if r.startswith("../") and "/" not in r[3:] and r not in ("../.", "../..")
-            )
-            _clear_remote(location, storage_options)
-        else:
-            path = location
-            store.clear_scratch()  # first: a scratch path that is not ours refuses the store
-            # the files beside the store stay its own: the next job may replace them
-            side_files = side_file_record(path, recorded_side_files(path))
-            if path.exists():
-                _clear_keeping_lease(path)
-            path.mkdir(parents=True, exist_ok=True)
+        target = store_target(path, storage_options)
+        # under the job's lease, once more: what was put there since the lease stage's check
+        # (while the cluster started) is refused, not emptied
+        target.check(overwrite=overwrite)
+        side_files = target.empty()
+        store = cls(target.path, storage_options)
         try:
-            group = zarr.open_group(str(location), mode="a", zarr_format=3, **store._zarr)
+            group = zarr.open_group(str(target.path), mode="a", zarr_format=3, **store._zarr)
             group.attrs.update(
                 _jsonable(
                     {
@@ -178,10 +166,7 @@ class ResultsStore:
         except BaseException:
             # a half-written root (disk full) would read as a foreign directory afterwards
             with contextlib.suppress(OSError):
-                if isinstance(location, str):
-                    _clear_remote(location, storage_options)
-                else:
-                    _clear_keeping_lease(location)
+                target.clear()
             raise
         return store
 
@@ -448,7 +433,7 @@ class ResultsStore:
             different spec or seed (then start over with ``--overwrite``).
         """
         store = cls(path, storage_options)
-        check_resumable(store.path, job=job, seed=seed, storage_options=storage_options)
+        store_target(store.path, storage_options).check_resumable(job=job, seed=seed)
         root = zarr.open_group(str(store.path), mode="r+", zarr_format=3, **store._zarr)
         if not store.remote:  # an object store's puts are atomic: no partial objects
             for partial in Path(store.path).rglob("*.partial"):  # temporary chunk files
@@ -642,22 +627,6 @@ def _put_block(
     arr[region] = block
 
 
-def _strings(value: Any) -> list[str]:
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-
-def _clear_remote(url: str, storage_options: Mapping[str, Any] | None) -> None:
-    """Empty a store on an object store but keep the writer's lease object."""
-    fs, root = remote.filesystem(url, storage_options)
-    try:
-        keys = remote.call(url, "list", lambda: fs.find(root))
-    except FileNotFoundError:
-        return
-    doomed = [k for k in keys if not is_lease_file(k.rsplit("/", 1)[-1])]
-    if doomed:
-        remote.call(url, "clear", lambda: fs.rm(doomed))
-
-
 UNCOMPRESSED_GROUPS = ("kernel",)
 
 
@@ -687,17 +656,6 @@ def _variable_length_strings(dataset: xr.Dataset) -> xr.Dataset:
     return dataset.assign_coords(
         {n: dataset[n].astype(object) for n in fixed if n in dataset.coords}
     ).assign({n: dataset[n].astype(object) for n in fixed if n in dataset.data_vars})
-
-
-def _clear_keeping_lease(path: Path) -> None:
-    """Empty a store directory but keep the writer's lease file."""
-    for child in path.iterdir():
-        if child.name == LEASE_FILE:
-            continue
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
 
 
 def _write_scratch_row(
