@@ -190,9 +190,9 @@ def test_n_clusters_larger_than_n(work):
     expect_invalid(work, _spec(params={"n_clusters": 31}), r"n_clusters \(31\) is larger than .*30")
 
 
-def test_pck_spectral_components_not_below_subsample(work):
+def test_pck_spectral_components_not_below_max_samples(work):
     spec = _spec(method="pck-spectral", params={"n_clusters": 2, "max_components": 16})
-    expect_invalid(work, spec, r"subsample \(0\.5\) of 30 rows gives 15 rows, fewer than")
+    expect_invalid(work, spec, r"max_samples \(0\.5\) of 30 rows gives 15 rows, fewer than")
 
 
 # ------------------------------------------------------------------------------------------
