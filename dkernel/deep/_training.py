@@ -177,3 +177,25 @@ class EpochProgress(PartsProgress):
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def network_of_results(tree: Any, job: str) -> Any:
+    """The ``/network`` group of a ``job`` job's results tree (what :func:`dkernel.open_results`
+    returns) as an xarray Dataset: the weights its ``from_results`` rebuilds a model from.
+
+    Raises
+    ------
+    InvalidInputError
+        Not a results tree, or one without ``/network`` (not that job's, or an older one).
+    """
+    if not hasattr(tree, "children"):
+        raise InvalidInputError(
+            f"from_results takes the results tree of a {job} job, as "
+            f"dkernel.open_results(store) returns it; got {type(tree).__name__}."
+        )
+    if "network" not in tree.children:
+        raise InvalidInputError(
+            f"the results store has no /network group: it was not written by a {job} job "
+            "(or by one older than the weights in the store); rerun the job."
+        )
+    return tree["network"].to_dataset()

@@ -37,7 +37,12 @@ from dkernel.deep._ddc_training import (
     train_epoch,
 )
 from dkernel.deep._torch import require_torch
-from dkernel.deep._training import check_fingerprint, load_checkpoint, save_checkpoint
+from dkernel.deep._training import (
+    check_fingerprint,
+    load_checkpoint,
+    network_of_results,
+    save_checkpoint,
+)
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.widths import DDC_SIGMA_FRACTION
 
@@ -466,18 +471,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         InvalidInputError
             A store without a ``/network`` group (not a ``ddc`` job's).
         """
-        tree = store
-        if not hasattr(tree, "children"):
-            raise InvalidInputError(
-                f"from_results takes the results tree of a ddc job, as "
-                f"dkernel.open_results(store) returns it; got {type(store).__name__}."
-            )
-        if "network" not in tree.children:
-            raise InvalidInputError(
-                "the results store has no /network group: it was not written by a ddc job "
-                "(or by one older than the weights in the store); rerun the job."
-            )
-        ds = tree["network"].to_dataset()
+        ds = network_of_results(store, "ddc")
         weights = {ds[v].attrs["parameter"]: ds[v].values for v in ds.data_vars}
         est = cls.from_weights(weights, tuple(ds.attrs["input_shape"]), ds.attrs["n_clusters"])
         est.loss_ = float(ds.attrs["loss"])

@@ -41,6 +41,7 @@ from dkernel.deep._training import (
     epoch_rng,
     load_checkpoint,
     mini_batches,
+    network_of_results,
     save_checkpoint,
 )
 from dkernel.errors import InvalidInputError
@@ -418,18 +419,7 @@ class DeepKernelizedAutoencoder(
         InvalidInputError
             A store without a ``/network`` group (not a ``dkae`` job's).
         """
-        tree = store
-        if not hasattr(tree, "children"):
-            raise InvalidInputError(
-                f"from_results takes the results tree of a dkae job, as "
-                f"dkernel.open_results(store) returns it; got {type(store).__name__}."
-            )
-        if "network" not in tree.children:
-            raise InvalidInputError(
-                "the results store has no /network group: it was not written by a dkae job "
-                "(or by one older than the weights in the store); rerun the job."
-            )
-        ds = tree["network"].to_dataset()
+        ds = network_of_results(store, "dkae")
         depth = int(ds.attrs["n_layers"])
         coefs = [np.asarray(ds[f"coef_{i}"].values, dtype=np.float32) for i in range(depth)]
         est = cls(
