@@ -265,9 +265,10 @@ def storage_options(
     unreachable or stalled endpoint fails instead of hanging. Google Cloud Storage and Azure
     Blob get the same purpose's connect and read timeouts, where they had none: gcsfs as
     ``requests_timeout`` (:func:`_stall_timeout`, every request it makes), adlfs as its
-    ``connection_timeout`` / ``read_timeout`` (the blob reads and writes: ``cat``, ``pipe``,
-    ``get``, ``put``); each backend retries a timed-out request itself. HTTP(S) always gets :func:`bounded_http_client`: responses of bounded length,
-    connect and read timeouts.
+    ``connection_timeout`` / ``read_timeout``, on every request its client makes
+    (:mod:`dkernel.storage.azure_fs`); each backend retries a timed-out request itself.
+    HTTP(S) always gets :func:`bounded_http_client`: responses of bounded length, connect
+    and read timeouts.
     """
     opts = dict(options or {})
     scheme = scheme_of(location)
@@ -293,11 +294,22 @@ def storage_options(
     elif scheme in ("az", "abfs", "abfss"):
         limits = _S3_LIMITS.get(purpose)
         if limits is not None:
+            _use_bounded_azure()
             opts.setdefault("connection_timeout", limits["connect_timeout"])
             opts.setdefault("read_timeout", limits["read_timeout"])
     elif scheme in READ_ONLY_SCHEMES:
         opts.setdefault("get_client", bounded_http_client)
     return opts
+
+
+def _use_bounded_azure() -> None:
+    """Every adlfs request bounded by its timeouts (:mod:`dkernel.storage.azure_fs`);
+    nothing without adlfs (:func:`filesystem` then says what to install)."""
+    try:
+        from dkernel.storage.azure_fs import use_bounded_azure
+    except ImportError:
+        return
+    use_bounded_azure()
 
 
 def _stall_timeout(limits: Mapping[str, Any]) -> Any:

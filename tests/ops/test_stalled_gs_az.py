@@ -8,7 +8,8 @@ and adlfs its ``connection_timeout`` / ``read_timeout`` (blob reads and writes),
 per-purpose limits as S3's. The stall cases write through a TCP proxy to the emulator the
 suite starts (gcp-storage-emulator, Azurite) that stops relaying (``StallingProxy``), with the
 limits shortened to 2 s; most of their time is the backends' own retries and back-off (gcsfs:
-6 tries, 31 s of back-off; Azure's storage policy: 4 tries, about 80 s), hence ``slow``.
+6 tries, 31 s of back-off; Azure's, ``dkernel.storage.azure_fs.RETRY_POLICY``: 4 tries,
+about 12 s), hence ``slow``.
 Time limits are hang guards.
 """
 
@@ -45,6 +46,10 @@ def test_the_limits_reach_the_gs_and_az_file_systems(purpose):
     az, _ = filesystem("az://b/x.zarr", options, purpose=purpose)
     for fs in (az, pickle.loads(pickle.dumps(az))):
         assert fs._timeout_kwargs == {"connection_timeout": connect, "read_timeout": read}
+        # the client's transport defaults: every request, listings and deletes included
+        config = fs.service_client._pipeline._transport.connection_config
+        assert (config.timeout, config.read_timeout) == (connect, read)
+        assert fs.service_client.url.startswith("https://acc.blob.core.windows.net")
 
 
 def test_limits_the_user_gives_win():
@@ -100,4 +105,32 @@ def test_a_stalled_gs_or_az_endpoint_fails_a_chunk_write(request, monkeypatch, s
         proxy.stalled.clear()
         proxy.close()
     assert "timeout" in f"{type(caught.value).__name__} {caught.value}".lower(), caught.value
+    assert took < REFUSAL_S, took
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("call", ["ls", "rm_file"])
+def test_a_stalled_az_endpoint_fails_a_listing_or_a_delete(request, monkeypatch, call):
+    """adlfs gives its timeouts to blob reads and writes only: listings and deletes waited
+    the Azure SDK's 300 s per try. Through ``dkernel.storage.azure_fs`` they get the
+    purpose's limits too (here shortened to 2 s) and fail with a timeout."""
+    from dkernel.storage import remote
+
+    monkeypatch.setitem(remote._S3_LIMITS, "store", {**remote._S3_LIMITS["store"], **SHORT})
+    proxy = StallingProxy(("127.0.0.1", 1))
+    try:
+        target, bucket, make = _az(request, proxy.port)
+        proxy.target = (target.hostname, target.port)
+        fs = make()
+        fs.pipe_file(f"{bucket}/a", b"x" * 100)
+        proxy.stall()
+        t = time.perf_counter()
+        with pytest.raises(Exception) as caught:  # noqa: PT011  (adlfs wraps some)
+            getattr(fs, call)(f"{bucket}/a" if call == "rm_file" else bucket)
+        took = time.perf_counter() - t
+    finally:
+        proxy.stalled.clear()
+        proxy.close()
+    text = f"{type(caught.value).__name__} {caught.value} {caught.value.__cause__}".lower()
+    assert "timeout" in text or "timed out" in text, repr(caught.value)
     assert took < REFUSAL_S, took
