@@ -34,6 +34,8 @@ _TRANSPORT_LIMITS = ("connection_timeout", "read_timeout")
 class BoundedAzureBlobFileSystem(AzureBlobFileSystem):
     """adlfs's file system, with its connect and read timeouts on every request."""
 
+    service_client: Any
+
     def do_connect(self) -> None:
         super().do_connect()
         limits = {k: v for k, v in self._timeout_kwargs.items() if k in _TRANSPORT_LIMITS}
