@@ -56,7 +56,10 @@ def test_a_pixel_table_fits_the_model_of_its_rasters(method):
     table = _table(before.astype(np.float32), after.astype(np.float32))
     est = dkernel.ChangeDetection(**kw).fit(table)
     np.testing.assert_allclose(est.correlations_, rasters.correlations_, rtol=1e-6)
-    assert est.threshold_ == pytest.approx(rasters.threshold_, rel=1e-6)
+    # IR-MAD's canonical correlations are near 1 here: its chi-square threshold divides by
+    # sqrt(1 - rho) and carries the rounding of the two paths' float32 sums at ~1e-5, which
+    # the OpenBLAS kernel chosen for the CPU decides; the mask below must still be equal
+    assert est.threshold_ == pytest.approx(rasters.threshold_, rel=1e-4)
     labels = est.predict(table)
     np.testing.assert_array_equal(labels, maps["labels"].values.ravel())
     np.testing.assert_allclose(
