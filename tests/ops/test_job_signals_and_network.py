@@ -426,6 +426,7 @@ def test_sigterm_ends_a_job_stalled_on_its_object_store(stalling_store, short_st
 
     threading.Thread(target=terminate, daemon=True).start()
     code, text = _run(["run", str(spec), "--no-progress"], limit=JOB_S)
+    assert sent, f"the job ended (exit {code}) before the endpoint stalled:\n{text}"
     ended_in = time.perf_counter() - sent[0]
     assert code == 128 + signal.SIGTERM, text
     assert "dkernel: terminated (SIGTERM); the store" in text, text
