@@ -126,16 +126,30 @@ def stalled_run(tmp_path, s3_server, s3_bucket):
     proxy.close()
 
 
+#: ``dkernel``'s console script (``dkernel.cli.script``) in a process of its own, with the
+#: failed-status write's and each lease call's bounds (10 s and 20 s) shortened to 3 s (a
+#: lease call to the healthy endpoint, before the stall, takes milliseconds).
+_CLI_WITH_SHORT_BOUNDS = """
+import sys
+from dkernel.jobs import failures
+from dkernel.storage import remote_lease
+failures.STATUS_WRITE_S = remote_lease.LEASE_CALL_S = 3.0
+from dkernel.cli import script
+sys.argv[0] = "dkernel"
+script()
+"""
+
+
 def test_sigterm_ends_a_dkernel_process_stalled_on_its_object_store(stalled_run, tmp_path):
-    """``python -m dkernel.cli run`` in its own process, the endpoint stalled at the first chunk
-    write: SIGTERM ends it with exit 143 and the terminated message, no traceback, and it
-    does end (a hang guard only: the failed-status write and the lease release after it are
-    each bounded)."""
+    """The ``dkernel`` console script in its own process, the endpoint stalled at the first
+    chunk write: SIGTERM ends it with exit 143 and the terminated message, no traceback, and
+    it does end (a hang guard only: the failed-status write and the lease release after it
+    are each bounded)."""
     spec, proxy = stalled_run
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     env.pop("DKERNEL_OUTPUT_ROOT", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dkernel.cli", "run", str(spec), "--no-progress"],
+        [sys.executable, "-c", _CLI_WITH_SHORT_BOUNDS, "run", str(spec), "--no-progress"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
