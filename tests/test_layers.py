@@ -25,6 +25,7 @@ How an import counts:
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -212,20 +213,65 @@ def test_numeric_module_does_not_import_dask_or_zarr(relpath):
                     todo.append(target)
 
 
+#: One interpreter imports what every numeric module stands on (NumPy, SciPy, scikit-learn:
+#: a second of CPU per interpreter), then forks a fresh child per module: the child imports
+#: the module and reports which of FORBIDDEN it loaded.
+_FORKED_IMPORTS = """
+import json, os, sys
+import numpy, scipy.linalg, scipy.sparse, scipy.spatial, sklearn.base, sklearn.cluster
+forbidden = json.loads(sys.argv[1])
+result = {"": " ".join(m for m in forbidden if m in sys.modules)}
+for module in sys.argv[2:]:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            __import__(module)
+            out = " ".join(m for m in forbidden if m in sys.modules)
+        except BaseException as exc:
+            out = f"error: {exc!r}"
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as pipe:
+        result[module] = pipe.read()
+    os.waitpid(pid, 0)
+print(json.dumps(result))
+"""
+
+
+def _dotted(relpath: str) -> str:
+    return "dkernel." + relpath.removesuffix(".py").replace("/", ".")
+
+
+@pytest.fixture(scope="module")
+def loaded_at_import() -> dict[str, str]:
+    """Module name -> the FORBIDDEN modules importing it loaded ("" for the shared base)."""
+    import json
+
+    out = subprocess.run(
+        [sys.executable, "-c", _FORKED_IMPORTS, json.dumps(FORBIDDEN)]
+        + [_dotted(p) for p in NUMERIC],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    loaded = json.loads(out.stdout)
+    assert loaded.pop("") == "", f"NumPy/SciPy/scikit-learn load {loaded['']}"
+    return loaded
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a fresh child per module")
 @pytest.mark.parametrize("relpath", NUMERIC)
-def test_numeric_module_imports_no_dask_at_run_time(relpath):
+def test_numeric_module_imports_no_dask_at_run_time(relpath, loaded_at_import):
     """What the static check cannot see: the package ``__init__`` files Python runs on the way
     (a family's lazy re-exports, ``dkernel._lazy``) and every function-level import at module
-    load, in a fresh interpreter."""
-    module = "dkernel." + relpath.removesuffix(".py").replace("/", ".")
-    code = (
-        f"import sys, {module}; "
-        f"print(' '.join(sorted(m for m in {FORBIDDEN!r} if m in sys.modules)))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    assert out.stdout.strip() == "", f"importing {module} loads {out.stdout.strip()}"
+    load, in a fresh child of an interpreter that holds only NumPy, SciPy and scikit-learn."""
+    module = _dotted(relpath)
+    assert loaded_at_import[module] == "", f"importing {module} loads {loaded_at_import[module]}"
 
 
 # --- the import graph -------------------------------------------------------------------------
