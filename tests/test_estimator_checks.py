@@ -89,7 +89,7 @@ VARIANTS = [
     dkernel.PCKSpectralClustering(
         pck=dkernel.ProbabilisticClusterKernel(n_estimators=3, max_components=3),
         placement="lazy",
-        chunk_rows=16,
+        chunk_rows=32,  # several chunks of the checks' data (30-200 rows), a few tasks each
         random_state=0,
     ),
     # kernel k-means: Nyström features on a sample, K chosen by BIC from a KPCA start, and the
