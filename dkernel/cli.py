@@ -8,6 +8,7 @@ Exit codes: 0 success, 2 invalid input or spec, 1 failure while running.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import math
@@ -44,7 +45,10 @@ from dkernel.errors import InvalidInputError, SpecError
 logger = logging.getLogger("dkernel.cli")  # also when run as python -m dkernel.cli
 
 
+@functools.cache
 def _parser() -> argparse.ArgumentParser:
+    """The ``dkernel`` parser, built once per process (``main`` runs once from the console
+    script, many times in a process that calls it, as the test suite does)."""
     from dkernel import __version__
 
     parser = argparse.ArgumentParser(
