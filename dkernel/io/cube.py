@@ -247,18 +247,20 @@ def open_zarr_cube(
     return ds if variable is None and len(names) > 1 else target
 
 
-def zarr_arrays(path: str) -> list[tuple[str, Any]]:
+def zarr_arrays(path: str, *, reader: str = "zarr-raster") -> list[tuple[str, Any]]:
     """Every array of the local Zarr store ``path`` as (name, array), each read from its own
     metadata (not the consolidated copy, which may disagree with it); a plain array store
-    is one array named ``''``. Read through :func:`dkernel.io.zarr_inputs.confined_store`."""
+    is one array named ``''``. Read through :func:`dkernel.io.zarr_inputs.confined_store`;
+    refusals name ``reader``."""
     import zarr
 
     from dkernel.io.zarr_inputs import confined_store, store_error
 
     try:
-        node = zarr.open(confined_store(path), mode="r", use_consolidated=False)
+        node = zarr.open(confined_store(path, reader=reader), mode="r", use_consolidated=False)
     except Exception as exc:  # noqa: BLE001  (zarr raises many types for a broken store)
-        raise store_error(str(path), f"{type(exc).__name__}: {str(exc)[:300]}.") from exc
+        message = f"{type(exc).__name__}: {str(exc)[:300]}."
+        raise store_error(str(path), message, reader) from exc
     if isinstance(node, zarr.Group):
         return [(n, a) for n, a in node.members(max_depth=None) if isinstance(a, zarr.Array)]
     return [("", node)]

@@ -41,12 +41,17 @@ MAX_IMAGE_VALUES = 2**37
 MISSING_CHUNKS = ("error", "nodata")
 
 
-def store_error(path: str, message: str) -> InvalidInputError:
-    """The refusal of an input store (the words of the runner's reader failures)."""
-    return InvalidInputError(f"reader 'zarr-raster' failed on {path}: {message}")
+#: The reader whose checks these are, unless a caller names another (reader ``zarr``).
+RASTER_READER = "zarr-raster"
 
 
-def scan_zarr_store(path: str | os.PathLike) -> list[Path]:
+def store_error(path: str, message: str, reader: str = RASTER_READER) -> InvalidInputError:
+    """The refusal of an input store of ``reader`` (the words of the runner's reader
+    failures)."""
+    return InvalidInputError(f"reader '{reader}' failed on {path}: {message}")
+
+
+def scan_zarr_store(path: str | os.PathLike, *, reader: str = RASTER_READER) -> list[Path]:
     """Check every entry of a Zarr store on disk before anything reads it; return the links
     found in it (for the data-root check of :func:`zarr_store_links`).
 
@@ -65,7 +70,7 @@ def scan_zarr_store(path: str | os.PathLike) -> list[Path]:
     root = Path(path)
     st = check_regular(root, "the Zarr store", allow_dir=True)
     if not stat.S_ISDIR(st.st_mode):
-        raise store_error(str(root), "it is a file; a Zarr store is a directory.")
+        raise store_error(str(root), "it is a file; a Zarr store is a directory.", reader=reader)
     links: list[Path] = []
     seen: set[tuple[int, int]] = set()
     stack, count = [root], 0
@@ -74,7 +79,9 @@ def scan_zarr_store(path: str | os.PathLike) -> list[Path]:
         try:
             entries = list(os.scandir(folder))
         except OSError as exc:
-            raise store_error(str(root), f"{folder} could not be listed: {exc}.") from exc
+            raise store_error(
+                str(root), f"{folder} could not be listed: {exc}.", reader=reader
+            ) from exc
         for entry in entries:
             count += 1
             if count > MAX_STORE_ENTRIES:
@@ -82,6 +89,7 @@ def scan_zarr_store(path: str | os.PathLike) -> list[Path]:
                     str(root),
                     f"it holds more than {MAX_STORE_ENTRIES:,} files; rechunk it into fewer, "
                     "larger chunks.",
+                    reader=reader,
                 )
             entry_path = Path(entry.path)
             if entry.is_symlink():
@@ -89,20 +97,24 @@ def scan_zarr_store(path: str | os.PathLike) -> list[Path]:
             try:
                 est = os.stat(entry_path)
             except OSError as exc:
-                raise store_error(str(root), f"{entry_path} could not be read: {exc}.") from exc
+                raise store_error(
+                    str(root), f"{entry_path} could not be read: {exc}.", reader=reader
+                ) from exc
             if stat.S_ISDIR(est.st_mode):
                 if (est.st_dev, est.st_ino) not in seen:
                     seen.add((est.st_dev, est.st_ino))
                     stack.append(entry_path)
                 continue
             if not stat.S_ISREG(est.st_mode):
-                raise store_error(str(root), not_regular_message(entry_path, est.st_mode))
+                raise store_error(
+                    str(root), not_regular_message(entry_path, est.st_mode), reader=reader
+                )
             if entry.name in METADATA_FILES:
-                _check_json(root, entry_path, read_bounded)
+                _check_json(root, entry_path, read_bounded, reader)
     return links
 
 
-def _check_json(root: Path, file: Path, read_bounded: Any) -> None:
+def _check_json(root: Path, file: Path, read_bounded: Any, reader: str) -> None:
     import json
 
     text = read_bounded(
@@ -120,6 +132,7 @@ def _check_json(root: Path, file: Path, read_bounded: Any) -> None:
             str(root),
             f"its metadata file {file} is not valid JSON{at} (truncated or corrupt); rewrite "
             "the store (e.g. cube.to_zarr(path, mode='w')).",
+            reader=reader,
         ) from None
 
 
@@ -165,7 +178,11 @@ class MissingChunks:
 
 
 def check_zarr_chunks(
-    path: str | os.PathLike, arrays: list[tuple[str, Any]], *, missing_chunks: str = "error"
+    path: str | os.PathLike,
+    arrays: list[tuple[str, Any]],
+    *,
+    missing_chunks: str = "error",
+    reader: str = RASTER_READER,
 ) -> list[MissingChunks]:
     """Check the image arrays (2-D and more) among ``arrays`` (name, opened zarr array) of
     the store ``path`` from their metadata and the chunk files present: declared size, chunk
@@ -199,9 +216,9 @@ def check_zarr_chunks(
     for name, array in arrays:
         if array.ndim < 2:
             continue
-        _check_sizes(root, name, array)
+        _check_sizes(root, name, array, reader)
         files = _chunk_files(root / name if name else root)
-        check_chunk_files(root, name, array, files)
+        check_chunk_files(root, name, array, files, reader)
         total, present = int(array.nchunks), int(array.nchunks_initialized)
         if present >= total:
             continue
@@ -219,12 +236,13 @@ def check_zarr_chunks(
                 "Rewrite the store, or set data.missing_chunks: nodata if it was written "
                 "without its empty chunks (zarr's write_empty_chunks=False) and those pixels "
                 "are nodata.",
+                reader=reader,
             )
         gaps.append(gap)
     return gaps
 
 
-def _check_sizes(root: Path, name: str, array: Any) -> None:
+def _check_sizes(root: Path, name: str, array: Any, reader: str) -> None:
     shown = f"array {name!r}" if name else "the array"
     values = float(np.prod(array.shape, dtype=np.float64))
     if values > MAX_IMAGE_VALUES:
@@ -232,6 +250,7 @@ def _check_sizes(root: Path, name: str, array: Any) -> None:
             str(root),
             f"{shown} declares shape {tuple(array.shape)} ({values:.3g} values); at most "
             f"{MAX_IMAGE_VALUES:.3g} are read as one image. Crop or split it first.",
+            reader=reader,
         )
     itemsize = np.dtype(array.dtype).itemsize if array.dtype.kind != "O" else 8
     chunk_bytes = float(np.prod(array.chunks, dtype=np.float64)) * itemsize
@@ -242,6 +261,7 @@ def _check_sizes(root: Path, name: str, array: Any) -> None:
             f"({chunk_bytes / 2**30:.1f} GiB each once decompressed); at most "
             f"{MAX_CHUNK_BYTES / 2**30:.0f} GiB per chunk are read. Rechunk it (e.g. "
             "cube.chunk({'y': 512, 'x': 512}).to_zarr(...)).",
+            reader=reader,
         )
 
 
@@ -267,7 +287,9 @@ def _compressor(array: Any) -> str | None:
     return name if name in ("zstd", "blosc") else None
 
 
-def check_chunk_files(root: Path, name: str, array: Any, files: dict[str, Path]) -> None:
+def check_chunk_files(
+    root: Path, name: str, array: Any, files: dict[str, Path], reader: str = RASTER_READER
+) -> None:
     """Refuse chunk files of ``array`` that could decompress past its chunk size.
 
     Every chunk file may be at most a little larger than the chunk itself (compressors
@@ -297,6 +319,7 @@ def check_chunk_files(root: Path, name: str, array: Any, files: dict[str, Path])
                 f"the chunk file {path} is {size:,} bytes, more than a chunk of "
                 f"{tuple(array.chunks)} {array.dtype} values can take ({chunk:,} bytes); "
                 "rewrite the store.",
+                reader=reader,
             )
         if compressor is None:
             continue
@@ -316,11 +339,15 @@ def check_chunk_files(root: Path, name: str, array: Any, files: dict[str, Path])
                 f"{'more than ' if compressor == 'zstd' else ''}{bound:,} bytes, but a chunk "
                 f"of {tuple(array.chunks)} {array.dtype} values is {chunk:,} bytes: a "
                 "compression bomb or a damaged chunk. Rewrite the store.",
+                reader=reader,
             )
 
 
 def check_missing_reads_as_nodata(
-    path: str | os.PathLike, gaps: list[MissingChunks], nodata: float | None
+    path: str | os.PathLike,
+    gaps: list[MissingChunks],
+    nodata: float | None,
+    reader: str = RASTER_READER,
 ) -> None:
     """With ``missing_chunks='nodata'``: refuse missing chunks whose fill value is data (not
     NaN and not ``nodata``), which would read as valid pixels."""
@@ -336,12 +363,15 @@ def check_missing_reads_as_nodata(
             f"{gap.describe()}, and they read as its fill value {fill!r}, which is not nodata "
             f"(nodata: {nodata!r}). Set data.nodata to {fill!r} if that value marks nodata, "
             "or rewrite the missing chunks.",
+            reader=reader,
         )
 
 
-def zarr_store_links(path: str | os.PathLike, **_: Any) -> list[Path]:
+def zarr_store_links(
+    path: str | os.PathLike, *, reader: str = RASTER_READER, **_: Any
+) -> list[Path]:
     """The links inside a Zarr store (each must resolve inside the data root)."""
-    return scan_zarr_store(path)
+    return scan_zarr_store(path, reader=reader)
 
 
 # ---------------------------------------------------------------------------------------
@@ -370,7 +400,9 @@ def _read_checked(store: ConfinedStore, key: str, prototype: Any, byte_range: An
     except FileRefused as exc:
         if exc.mode is not None and stat.S_ISDIR(exc.mode):
             return None  # a folder of the store, no key's bytes (as zarr's LocalStore)
-        raise store_error(str(store.root), not_regular_message(opened, exc.mode or 0)) from None
+        raise store_error(
+            str(store.root), not_regular_message(opened, exc.mode or 0), store.reader
+        ) from None
     with os.fdopen(fd, "rb") as fh:
         if byte_range is None:
             return prototype.buffer.from_bytes(fh.read())
@@ -402,13 +434,19 @@ class ConfinedStore(_local_store_class()):  # type: ignore[misc]
     read its chunks; None: a task's ``$DKERNEL_DATA_ROOT``."""
 
     def __init__(
-        self, root: Path | str, *, read_only: bool = True, data_root: Path | None = None
+        self,
+        root: Path | str,
+        *,
+        read_only: bool = True,
+        data_root: Path | None = None,
+        reader: str = RASTER_READER,
     ) -> None:
         super().__init__(root, read_only=True)
         self.data_root = data_root
+        self.reader = reader
 
     def with_read_only(self, read_only: bool = True) -> ConfinedStore:
-        return type(self)(self.root, data_root=self.data_root)
+        return type(self)(self.root, data_root=self.data_root, reader=self.reader)
 
     async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
         import asyncio
@@ -440,9 +478,9 @@ class ConfinedStore(_local_store_class()):  # type: ignore[misc]
         )
 
 
-def confined_store(path: str | os.PathLike) -> ConfinedStore:
-    """The local Zarr store ``path`` as a :class:`ConfinedStore` checked against the data
-    root in force now (the job's, else ``$DKERNEL_DATA_ROOT``)."""
+def confined_store(path: str | os.PathLike, *, reader: str = RASTER_READER) -> ConfinedStore:
+    """The local Zarr store ``path`` of ``reader`` as a :class:`ConfinedStore` checked
+    against the data root in force now (the job's, else ``$DKERNEL_DATA_ROOT``)."""
     from dkernel.io.files import data_root_now
 
-    return ConfinedStore(Path(path), data_root=data_root_now(task=True))
+    return ConfinedStore(Path(path), data_root=data_root_now(task=True), reader=reader)

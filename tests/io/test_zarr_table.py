@@ -87,3 +87,24 @@ def test_a_spec_with_the_zarr_reader_validates(table, tmp_path) -> None:
         }
     )
     assert spec.reader == "zarr" and spec.data["array"] == "X"
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="needs FIFOs")
+def test_refusals_name_the_zarr_reader_before_and_at_the_time_of_reading(table) -> None:
+    """The input-store checks shared with ``zarr-raster`` name reader ``zarr``: before the
+    data are read (a FIFO in the store), and where a task opens a chunk (a chunk swapped
+    for a FIFO after the checks, through the store the tasks carry, pickled)."""
+    import os
+    import pickle
+
+    from dkernel.io.zarr_inputs import confined_store
+
+    path, _, _ = table
+    store = pickle.loads(pickle.dumps(confined_store(path, reader="zarr")))
+    chunk = path / "X" / "c" / "1" / "0"
+    chunk.unlink()
+    os.mkfifo(chunk)
+    with pytest.raises(InvalidInputError, match=r"^reader 'zarr' failed on .*t\.zarr: "):
+        load_zarr_table(str(path), array="X")
+    with pytest.raises(InvalidInputError, match=r"^reader 'zarr' failed on .*t\.zarr: .*FIFO"):
+        zarr.open_group(store, mode="r")["X"][...]

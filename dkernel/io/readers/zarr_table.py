@@ -20,11 +20,6 @@ from dkernel.schema.params import Param
 READER = "zarr"
 
 
-def _as_table_error(exc: InvalidInputError) -> InvalidInputError:
-    """The input-store checks of :mod:`dkernel.io.zarr_inputs` speak for ``zarr-raster``."""
-    return InvalidInputError(str(exc).replace("reader 'zarr-raster'", f"reader '{READER}'", 1))
-
-
 def load_zarr_table(
     path: str,
     array: str | None = None,
@@ -68,14 +63,11 @@ def load_zarr_table(
         options = {"storage_options": resolve_options(location, storage_options, purpose="input")}
     else:
         location = at_open(resolve_path(path), "data.path")
-        try:
-            scan_zarr_store(location)
-        except InvalidInputError as exc:
-            raise _as_table_error(exc) from None
+        scan_zarr_store(location, reader=READER)
         options = {}
     # a local store through the store that checks each file where it is opened (its chunks
     # are read by the job's tasks, maybe in process workers, long after the checks here)
-    store: Any = location if is_remote(path) else confined_store(location)
+    store: Any = location if is_remote(path) else confined_store(location, reader=READER)
     try:
         node = zarr.open(store, mode="r", **options)
     except Exception as exc:  # noqa: BLE001  (zarr raises many types for a broken store)
@@ -133,11 +125,8 @@ def load_zarr_table(
 def _check_chunks(path: str, location: str, name: str, arrays: Any, check: Any) -> None:
     """The table's chunk files as ``zarr-raster`` checks an image's (sizes, bombs), and no
     chunk missing: a missing chunk reads as the fill value, rows that were never data."""
-    try:
-        table = [(n, a) for n, a in arrays(location) if n == name]
-        gaps = check(location, table, missing_chunks="nodata")
-    except InvalidInputError as exc:
-        raise _as_table_error(exc) from None
+    table = [(n, a) for n, a in arrays(location, reader=READER) if n == name]
+    gaps = check(location, table, missing_chunks="nodata", reader=READER)
     for gap in gaps:
         raise InvalidInputError(
             f"reader '{READER}' failed on {path}: {gap.describe()}; they would read as its "
@@ -153,10 +142,7 @@ def zarr_table_files(path: str, **_: Any) -> list:
 
     if is_url(path):
         return []
-    try:
-        return zarr_store_links(resolve_path(path))
-    except InvalidInputError as exc:
-        raise _as_table_error(exc) from None
+    return zarr_store_links(resolve_path(path), reader=READER)
 
 
 register_reader(
