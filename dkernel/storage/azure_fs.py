@@ -2,8 +2,8 @@
 
 adlfs passes its ``connection_timeout`` / ``read_timeout`` only to the blob reads and writes
 (``cat``, ``pipe``, ``get``, ``put``); listings, ``info``, deletes and container calls keep the
-Azure SDK's transport defaults (300 s per try), and the SDK's storage retry policy waits 15,
-18 and 24 s between its four tries. :class:`BoundedAzureBlobFileSystem` gives the service
+Azure SDK's transport default (300 s for an answer; ``benchmarks/results/stalled_az.md``),
+and the SDK's storage retry policy waits 15, 18 and 24 s between its four tries. :class:`BoundedAzureBlobFileSystem` gives the service
 client itself those timeouts, so they are the transport's defaults for every request its
 container and blob clients make, and a retry policy whose waits are those of s3fs and gcsfs
 (seconds, not tens of seconds). Without timeouts it is adlfs's file system unchanged.
