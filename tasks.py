@@ -113,14 +113,21 @@ def demo() -> None:
 #: first, so that both workers finish together), not by number of tests.
 WORKERS = ["-n", "2", "--dist", "loadscope", "--no-loadscope-reorder"]
 
+#: The pytest plugins the suite uses, named instead of auto-loaded
+#: (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``): pytest rewrites the asserts of every module of a
+#: distribution that registers a plugin, and zarr registers ``zarr.testing``, so zarr's and
+#: hypothesis's modules were rewritten in each worker (5 of its 20 s of collection).
+PLUGINS = ["-p", "xdist.plugin", "-p", "pytest_timeout", "-p", "_hypothesis_pytestplugin"]
+
 
 def pytest_args(args: list[str]) -> list[str]:
-    """The pytest command line of ``tasks.py test ARGS``: the 20 slowest tests reported, two
-    workers unless ``-n`` is given, and ``--fast`` for ``-m "not slow"``."""
+    """The pytest command line of ``tasks.py test ARGS``: the suite's plugins, the 20 slowest
+    tests reported, two workers unless ``-n`` is given, and ``--fast`` for ``-m "not slow"``."""
     fast = "--fast" in args
     args = [a for a in args if a != "--fast"]
     given = any(a.startswith(("-n", "--numprocesses", "--dist")) for a in args)
     return [
+        *PLUGINS,
         "--durations=20",
         *([] if given else WORKERS),
         *(["-m", "not slow"] if fast else []),
@@ -154,7 +161,7 @@ def test() -> None:
             tests = subprocess.run(
                 [str(BIN / "python"), "-m", "pytest", *pytest_args(sys.argv[2:])],
                 cwd=ROOT,
-                env=env,
+                env={**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
             ).returncode
         except BaseException:  # Ctrl-C: mypy's report is not wanted any more
             types.kill()
