@@ -2,7 +2,7 @@
 subprocesses against a real S3-compatible server (moto, the ``s3_server`` fixture).
 
 * a GeoTIFF on S3 → ``mssc`` → the store and its label COG on S3, with the source's CRS;
-* a Zarr cube on S3 → ``zarr-raster`` → ``mssc`` → the store on S3;
+* a Zarr cube on S3 → ``zarr-raster`` → ``mssc`` → the store on S3, on a worker process;
 * a CSV and a Parquet table on S3 → ``spectral-clustering`` → the store on S3, read back lazily
   by ``open_results`` in a fresh process.
 """
@@ -40,14 +40,18 @@ def _fs():
     return s3fs.S3FileSystem(skip_instance_cache=True)
 
 
-def _run(tmp: Path, spec: dict, output: str) -> str:
+def _run(tmp: Path, spec: dict, output: str, *, workers: bool = False) -> str:
+    """``dkernel run`` of ``spec`` into ``output``: at its default for these small jobs (on
+    threads of its own process), or with ``workers`` on an embedded cluster of one worker
+    process."""
     path = tmp / "job.yaml"
     path.write_text(yaml.safe_dump({"name": "e2e", "seed": 0, **spec, "output": "x.zarr"}))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run(
         [sys.executable, "-m", "dkernel.cli", "run", str(path), "--output", output]
-        + ["--no-progress", "--workers", "1", "--threads", "1"],
+        + ["--no-progress"]
+        + (["--workers", "1", "--threads", "1"] if workers else []),
         cwd=tmp,
         env=env,
         capture_output=True,
@@ -146,7 +150,7 @@ def test_zarr_cube_on_s3_to_mssc_store_on_s3(s3_bucket, tmp_path) -> None:
         "params": {**MSSC_PARAMS, "write_geotiff": False, "write_png": False},
     }
     url = f"s3://{s3_bucket}/out/cube.zarr"
-    _run(tmp_path, spec, url)
+    _run(tmp_path, spec, url, workers=True)
     labels = _labels(url)
     assert labels[0, 0] != labels[0, -1] and len(np.unique(labels)) == 2
 
