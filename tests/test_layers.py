@@ -500,7 +500,8 @@ def test_type_checking_imports_do_not_count():
     targets = {e.target for e in all_edges() if e.source == "dkernel.jobs.types"}
     assert "dkernel.storage.store" not in targets
     assert any(
-        e.source == "dkernel.jobs.types" and e.target == "dkernel.schema.params" for e in all_edges()
+        e.source == "dkernel.jobs.types" and e.target == "dkernel.schema.params"
+        for e in all_edges()
     )
 
 
