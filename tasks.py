@@ -208,7 +208,7 @@ PLUGINS = ["-p", "xdist.plugin", "-p", "pytest_timeout", "-p", "_hypothesis_pyte
 
 def pytest_args(args: list[str]) -> list[str]:
     """The pytest command line of ``tasks.py test ARGS``: the suite's plugins, the 20 slowest
-    tests reported, two workers unless ``-n`` is given, and ``--fast`` for ``-m "not slow"``."""
+    tests reported, :data:`WORKERS` unless ``-n`` is given, and ``--fast`` for ``-m "not slow"``."""
     fast = "--fast" in args
     args = [a for a in args if a != "--fast"]
     given = any(a.startswith(("-n", "--numprocesses", "--dist")) for a in args)
