@@ -87,7 +87,11 @@ def _uv_install(target: str) -> bool:
     extras in about 10 s where pip takes 2.5 minutes on a 2-core machine, most of it
     unpacking and byte-compiling wheels one at a time. It does not compile: the suite's
     processes write the bytecode caches as they import (:func:`_env`)."""
-    settings = _pip_settings()
+    try:
+        settings = _pip_settings()
+    except subprocess.CalledProcessError as error:
+        print(f"pip config list failed ({error}): installing with pip", flush=True)
+        return False
     unknown = set(settings) - set(_PIP_TO_UV) - _PIP_IGNORED - {"cert", *_PIP_TIMEOUT}
     if unknown:
         print(f"pip settings uv would not honour ({', '.join(sorted(unknown))}): using pip")
