@@ -75,6 +75,21 @@ def _slow_modules_first(items: list) -> list:
     return [item for group in sorted(modules.values(), key=key) for item in group]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_native_thread_per_test_process():
+    """One BLAS and OpenMP thread in each pytest process, as a Dask nanny gives its workers.
+
+    The suite runs a pytest worker more than there are cores, each beside the subprocesses and
+    cluster workers its tests start: with a thread per core each, OpenBLAS's and OpenMP's
+    threads spun waiting for each other's cores. On 2 cores with 3 workers, the numeric test
+    families (tests/meanshift, spectral, kmeans, gmm) took 122 s and 206 s of CPU, and 68 s
+    and 107 s with one thread. A test may raise the limit inside ``threadpool_limits``."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _reset_dkernel_logger():
     """Undo the ``dkernel`` logger setup of a CLI call (``dkernel.cli.setup_logging``: its own
