@@ -7,8 +7,19 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
+#: One BLAS and OpenMP thread in every process of the suite (pytest's workers, the ``dkernel``
+#: processes and notebook kernels its tests start, their cluster workers), as a Dask nanny
+#: gives its workers: the suite runs a pytest worker more than there are cores, each beside its
+#: subprocesses, and with a thread per core each, OpenBLAS's and OpenMP's threads spun waiting
+#: for each other's cores (tests/meanshift, spectral, kmeans and gmm on 3 workers, 2 cores:
+#: 122 s and 206 s of CPU, 68 s and 107 s with one thread). Set before NumPy loads OpenBLAS; the
+#: same in every process, so results compared across processes stay bit for bit. A test may
+#: raise it inside ``threadpoolctl.threadpool_limits``.
+ONE_NATIVE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+os.environ.update(ONE_NATIVE_THREAD)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,21 +84,6 @@ def _slow_modules_first(items: list) -> list:
         return (not slow, -len(group))
 
     return [item for group in sorted(modules.values(), key=key) for item in group]
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _one_native_thread_per_test_process():
-    """One BLAS and OpenMP thread in each pytest process, as a Dask nanny gives its workers.
-
-    The suite runs a pytest worker more than there are cores, each beside the subprocesses and
-    cluster workers its tests start: with a thread per core each, OpenBLAS's and OpenMP's
-    threads spun waiting for each other's cores. On 2 cores with 3 workers, the numeric test
-    families (tests/meanshift, spectral, kmeans, gmm) took 122 s and 206 s of CPU, and 68 s
-    and 107 s with one thread. A test may raise the limit inside ``threadpool_limits``."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1):
-        yield
 
 
 @pytest.fixture(autouse=True)
