@@ -196,10 +196,9 @@ def demo() -> None:
 #: pytest-xdist workers of ``tasks.py test``: one more than the cores (``-n 0`` runs serially).
 #: With as many workers as cores, CI's 2 cores idled 12 % of the run while tests waited on
 #: their subprocesses and servers; a third worker fills that (CPU 159 % -> 187 % of the run
-#: on a clean clone). ``loadscope`` keeps a module on one
-#: worker: its module-scoped clusters start once. The modules are handed out in the order
-#: tests/conftest.py gives them (the slow end-to-end ones first, so that the workers finish
-#: together), not by number of tests.
+#: on a clean clone). ``loadscope`` keeps a module on one worker: its module-scoped clusters
+#: start once. The modules are handed out in the order tests/conftest.py gives them (the slow
+#: end-to-end ones first, so that the workers finish together), not by number of tests.
 WORKERS = ["-n", str(min((os.cpu_count() or 1) + 1, 8)), "--dist", "loadscope"]
 WORKERS += ["--no-loadscope-reorder"]
 

@@ -109,7 +109,6 @@ def test_the_stored_derivation_is_the_live_one():
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
         timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr

@@ -258,7 +258,6 @@ def loaded_at_import() -> dict[str, str]:
         text=True,
         check=True,
         cwd=ROOT,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     loaded = json.loads(out.stdout)
     assert loaded.pop("") == "", f"NumPy/SciPy/scikit-learn load {loaded['']}"

@@ -211,7 +211,7 @@ def test_stac_job_on_s3_with_the_specs_storage_options(s3_server, s3_bucket, loc
     job.write_text(yaml.safe_dump(spec))
     repo = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env |= {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo)}
+    env |= {"PYTHONPATH": str(repo)}
     proc = subprocess.run(
         [sys.executable, "-m", "dkernel.cli", "run", str(job), "--no-progress"]
         + ["--workers", "1", "--threads", "1"],

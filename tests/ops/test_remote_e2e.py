@@ -46,7 +46,7 @@ def _run(tmp: Path, spec: dict, output: str, *, workers: bool = False) -> str:
     process."""
     path = tmp / "job.yaml"
     path.write_text(yaml.safe_dump({"name": "e2e", "seed": 0, **spec, "output": "x.zarr"}))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run(
         [sys.executable, "-m", "dkernel.cli", "run", str(path), "--output", output]

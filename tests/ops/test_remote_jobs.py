@@ -50,7 +50,6 @@ def _spec(tmp: Path, endpoint: str | None = None, output: str = "results/wine.za
 def _cli(spec: Path | str, *args: str, env: dict | None = None, command: str = "run"):
     env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    env["OMP_NUM_THREADS"] = "1"
     cmd = [sys.executable, "-m", "dkernel.cli", command, str(spec), *args]
     if command == "run":
         cmd += ["--no-progress", "--workers", "1", "--threads", "1"]

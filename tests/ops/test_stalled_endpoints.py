@@ -146,7 +146,7 @@ def test_sigterm_ends_a_dkernel_process_stalled_on_its_object_store(stalled_run,
     it does end (a hang guard only: the failed-status write and the lease release after it
     are each bounded)."""
     spec, proxy = stalled_run
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("DKERNEL_OUTPUT_ROOT", None)
     proc = subprocess.Popen(
         [sys.executable, "-c", _CLI_WITH_SHORT_BOUNDS, "run", str(spec), "--no-progress"],

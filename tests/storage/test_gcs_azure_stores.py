@@ -94,7 +94,7 @@ def _spec(tmp: Path, data_path: str, output: str = "x.zarr") -> Path:
 
 
 def _cli(spec: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     return subprocess.Popen(
         [sys.executable, "-m", "dkernel.cli", "run", str(spec), *args]
