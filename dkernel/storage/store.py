@@ -45,6 +45,7 @@ from dkernel.errors import StoreError
 from dkernel.runtime.progress import active_client
 from dkernel.storage import remote
 from dkernel.storage.attributes import describe_variables
+from dkernel.storage.checkpoint import StoreCheckpoint
 from dkernel.storage.geo import CONVENTIONS
 from dkernel.storage.local_target import _clear_keeping_lease  # noqa: F401  (where it was)
 from dkernel.storage.manifest import MANIFEST_ATTR, manifest_of
@@ -317,6 +318,11 @@ class ResultsStore:
                 logger.warning(f"could not remove the scratch arrays {self.scratch_dir}")
             return
         remove_scratch_dir(self.scratch_dir, self.path.name, strict=strict)
+
+    def checkpoint(self, name: str) -> StoreCheckpoint:
+        """The training checkpoint ``name`` kept in this store (a deep model's ``checkpoint``):
+        it outlives a killed or failed job, so that :meth:`resume` continues the training."""
+        return StoreCheckpoint(self.path, name, self.storage_options)
 
     def group_complete(self, group: str, root: zarr.Group | None = None) -> bool:
         """Whether ``/group`` exists and every array of its last write finished."""
