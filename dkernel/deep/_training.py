@@ -8,14 +8,16 @@ checkpoint of epoch ``e`` sees the same batches as one that never stopped.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+from sklearn.utils._param_validation import HasMethods
 
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy, is_dask_array
@@ -107,31 +109,67 @@ def _shuffled_batches(
 
 
 # -- checkpoints ------------------------------------------------------------------------------
-def save_checkpoint(torch: Any, path: str | os.PathLike, state: dict[str, Any]) -> None:
-    """Write ``state`` to ``path`` atomically (a temporary file renamed over it), so a kill
-    during the write leaves the previous checkpoint intact."""
-    path = Path(path)
+class CheckpointTarget(Protocol):
+    """Where a checkpoint lives when it is not a file: anything that can say whether it holds
+    one, read it and replace it in one step (a job keeps its deep model's checkpoint in its
+    results store, :class:`dkernel.storage.checkpoint.StoreCheckpoint`). ``pathlib.Path``
+    has the same three methods, but a path is written through a temporary file instead."""
+
+    def exists(self) -> bool: ...
+
+    def read_bytes(self) -> bytes: ...
+
+    def write_bytes(self, data: bytes) -> Any: ...
+
+
+#: What a deep model's ``checkpoint`` parameter takes: a file, or a :class:`CheckpointTarget`.
+Checkpoint = str | os.PathLike | CheckpointTarget
+
+#: The ``checkpoint`` entry of the deep models' ``_parameter_constraints``.
+CHECKPOINT_CONSTRAINT = [
+    str,
+    os.PathLike,
+    HasMethods(["exists", "read_bytes", "write_bytes"]),
+    None,
+]
+
+
+def _is_path(target: Any) -> bool:
+    return isinstance(target, str | os.PathLike)
+
+
+def save_checkpoint(torch: Any, target: Checkpoint, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``target``, replacing what it held in one step: a file through a
+    temporary file renamed over it, so a kill during the write leaves the previous checkpoint
+    intact; a :class:`CheckpointTarget` through its ``write_bytes``."""
+    buffer = io.BytesIO()
+    torch.save({"version": CHECKPOINT_VERSION, **state}, buffer)
+    if not _is_path(target):
+        target.write_bytes(buffer.getvalue())  # type: ignore[union-attr]
+        return
+    path = Path(target)  # type: ignore[arg-type]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".partial")
-    torch.save({"version": CHECKPOINT_VERSION, **state}, tmp)
+    tmp.write_bytes(buffer.getvalue())
     os.replace(tmp, path)
 
 
-def load_checkpoint(torch: Any, path: str | os.PathLike, owner: str) -> dict[str, Any] | None:
-    """The state saved at ``path``, or None when there is no file."""
-    path = Path(path)
-    if not path.exists():
+def load_checkpoint(torch: Any, target: Checkpoint, owner: str) -> dict[str, Any] | None:
+    """The state saved in ``target`` (a file or a :class:`CheckpointTarget`), or None when it
+    holds none."""
+    where: Any = Path(target) if _is_path(target) else target  # type: ignore[arg-type]
+    if not where.exists():
         return None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(io.BytesIO(where.read_bytes()), map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated or foreign file: say which, and how to start over
         raise InvalidInputError(
-            f"{owner} cannot read the checkpoint {path} ({type(exc).__name__}: {exc}); delete "
+            f"{owner} cannot read the checkpoint {where} ({type(exc).__name__}: {exc}); delete "
             "it to train from the start, or pass another checkpoint path."
         ) from None
     if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
         raise InvalidInputError(
-            f"{owner}: {path} is not a checkpoint of this dkernel version; delete it to train "
+            f"{owner}: {where} is not a checkpoint of this dkernel version; delete it to train "
             "from the start, or pass another checkpoint path."
         )
     return state

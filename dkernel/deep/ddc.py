@@ -11,7 +11,7 @@ and resumed; ``predict`` of a Dask array runs per chunk with ``map_blocks``.
 from __future__ import annotations
 
 import hashlib
-import os
+import logging
 from numbers import Integral, Real
 from typing import Any
 
@@ -38,6 +38,8 @@ from dkernel.deep._ddc_training import (
 )
 from dkernel.deep._torch import require_torch
 from dkernel.deep._training import (
+    CHECKPOINT_CONSTRAINT,
+    Checkpoint,
     check_fingerprint,
     load_checkpoint,
     network_of_results,
@@ -45,6 +47,8 @@ from dkernel.deep._training import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.widths import DDC_SIGMA_FRACTION
+
+logger = logging.getLogger(__name__)
 
 #: Section 4.6's learning rates of Adam: 1e-3 for the CNN, 1e-5 for the fully connected network
 #: (which the paper trains for 70 000 iterations).
@@ -91,10 +95,13 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
     n_init : int
         Restarts with different initializations and shuffles; the one of lowest unsupervised
         loss over the training data is kept (the paper trains 20).
-    checkpoint : str, path or None
+    checkpoint : str, path, checkpoint target or None
         File to save the training state to after every epoch (weights, Adam's state, the
-        restarts done). When it exists, ``fit`` resumes from it; a checkpoint written for other
-        data or parameters is refused. None: no checkpoint.
+        restarts done). When it holds one, ``fit`` resumes from it; a checkpoint written for
+        other data or parameters is refused. Instead of a file, any object with ``exists()``,
+        ``read_bytes()`` and ``write_bytes(data)`` (the last replacing what it held in one
+        step): a ``ddc`` job keeps its checkpoint in its results store that way, and
+        ``dkernel run --resume`` continues a killed training. None: no checkpoint.
     random_state : int, numpy Generator or None
         Seed of the initializations and shuffles. An int gives identical results on identical
         input (PyTorch's CPU kernels are deterministic for these layers).
@@ -158,7 +165,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         "learning_rate_init": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
         "n_init": [Interval(Integral, 1, None, closed="left")],
-        "checkpoint": [str, os.PathLike, None],
+        "checkpoint": CHECKPOINT_CONSTRAINT,
         "random_state": ["random_state", np.random.Generator],
         "verbose": ["verbose"],
     }
@@ -172,7 +179,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         learning_rate_init: float | str = "auto",
         sigma_fraction: float = DDC_SIGMA_FRACTION,
         n_init: int = 1,
-        checkpoint: str | os.PathLike | None = None,
+        checkpoint: Checkpoint | None = None,
         random_state: int | np.random.Generator | None = None,
         verbose: int = 0,
     ) -> None:
@@ -269,6 +276,13 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 )
         if state is not None:
             seed = int(state["seed"])
+            current = state.get("current")
+            logger.info(
+                "%s resumes restart %d of %d after epoch %d of %d from %s",
+                type(self).__name__, len(state["runs"]) + (current is not None), self.n_init,
+                len(current["curve"]) if current is not None else self.max_iter, self.max_iter,
+                self.checkpoint,
+            )  # fmt: skip
         elif fixed is not None:
             seed = fixed
         else:

@@ -9,7 +9,7 @@ runs the epochs and maps new rows (chunk by chunk for Dask input).
 
 from __future__ import annotations
 
-import os
+import logging
 from collections.abc import Sequence
 from numbers import Integral, Real
 from typing import Any
@@ -36,6 +36,8 @@ from dkernel.deep._alignment import dkae_loss
 from dkernel.deep._prior import PriorBlocks, fit_prior, prior_sample
 from dkernel.deep._torch import require_torch
 from dkernel.deep._training import (
+    CHECKPOINT_CONSTRAINT,
+    Checkpoint,
     EpochProgress,
     check_fingerprint,
     epoch_rng,
@@ -45,6 +47,8 @@ from dkernel.deep._training import (
     save_checkpoint,
 )
 from dkernel.errors import InvalidInputError
+
+logger = logging.getLogger(__name__)
 
 _OWNER = "DeepKernelizedAutoencoder"
 #: Rows encoded or decoded per forward pass (bounds the memory of the hidden layers).
@@ -141,11 +145,14 @@ class DeepKernelizedAutoencoder(
         Epochs (passes over the training rows), as scikit-learn's ``MLPRegressor`` with Adam.
     learning_rate_init : float, default=1e-3
         Adam's step size.
-    checkpoint : str or path, optional
+    checkpoint : str, path or checkpoint target, optional
         A file where the weights, Adam's state and the loss curves are saved after every
-        epoch. When it exists at ``fit``, training resumes after its last epoch (a killed
+        epoch. When it holds one at ``fit``, training resumes after its last epoch (a killed
         training continues; a run of ``max_iter`` epochs resumed from epoch ``e`` equals one
-        that never stopped); one from other parameters or data is refused.
+        that never stopped); one from other parameters or data is refused. Instead of a file,
+        any object with ``exists()``, ``read_bytes()`` and ``write_bytes(data)`` (the last
+        replacing what it held in one step): a ``dkae`` job keeps its checkpoint in its
+        results store that way, and ``dkernel run --resume`` continues a killed training.
     max_memory : str or float, optional
         The memory limit (default ``DKERNEL_MAX_MEMORY`` or 4 GiB): the prior's feature map
         of the training rows is kept in memory when it takes at most a quarter of it, and
@@ -236,7 +243,7 @@ class DeepKernelizedAutoencoder(
         "batch_size": [Interval(Integral, 2, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
-        "checkpoint": [str, os.PathLike, None],
+        "checkpoint": CHECKPOINT_CONSTRAINT,
         "max_memory": [str, Real, None],
         "progress": ["boolean"],
         "random_state": ["random_state", np.random.Generator],
@@ -255,7 +262,7 @@ class DeepKernelizedAutoencoder(
         batch_size: int = 200,
         max_iter: int = 50,
         learning_rate_init: float = 1e-3,
-        checkpoint: str | os.PathLike | None = None,
+        checkpoint: Checkpoint | None = None,
         max_memory: str | float | None = None,
         progress: bool = False,
         random_state: int | None = None,
@@ -362,6 +369,10 @@ class DeepKernelizedAutoencoder(
             optimizer.load_state_dict(saved["optimizer"])
             curves = {k: list(v) for k, v in saved["curves"].items()}
             start = int(saved["epoch"])
+            logger.info(
+                "%s resumes after epoch %d of %d from %s", _OWNER, start, self.max_iter,
+                self.checkpoint,
+            )  # fmt: skip
 
         report = EpochProgress(
             "dkAE epochs", int(self.max_iter), min(start, self.max_iter), show=self.progress

@@ -14,6 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from sklearn.utils._param_validation import InvalidParameterError  # noqa: E402
+
 from dkernel import DeepKernelizedAutoencoder  # noqa: E402
 from dkernel.deep import _training  # noqa: E402
 from dkernel.deep._alignment import (  # noqa: E402
@@ -251,6 +253,36 @@ def test_resume_continues_an_interrupted_fit(tmp_path, monkeypatch):
     _model(max_iter=2, checkpoint=path2).fit(X)
     again = _model(max_iter=4, checkpoint=path2).fit(X)
     np.testing.assert_array_equal(again.transform(X), full.transform(X))
+
+
+def test_resume_from_a_checkpoint_kept_in_a_results_store(tmp_path, monkeypatch, caplog):
+    """What a ``dkae`` job hands the estimator: a StoreCheckpoint, not a file."""
+    from dkernel.storage.store import ResultsStore
+
+    X = _data()
+    full = _model(max_iter=3).fit(X)
+    store = ResultsStore.create(tmp_path / "s.zarr", job={"name": "t"}, seed=0)
+    real = _training.epoch_rng
+
+    def killed_in_epoch_2(seed, what, epoch):
+        if epoch == 1:
+            raise KeyboardInterrupt
+        return real(seed, what, epoch)
+
+    monkeypatch.setattr("dkernel.deep.dkae.epoch_rng", killed_in_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        _model(max_iter=3, checkpoint=store.checkpoint("dkae")).fit(X)
+    monkeypatch.setattr("dkernel.deep.dkae.epoch_rng", real)
+    assert store.checkpoint("dkae").exists()
+    with caplog.at_level("INFO", logger="dkernel.deep.dkae"):
+        resumed = _model(max_iter=3, checkpoint=store.checkpoint("dkae")).fit(X)
+    assert "resumes after epoch 1 of 3 from the checkpoint 'dkae' in the results store" in (
+        caplog.text
+    )
+    np.testing.assert_array_equal(resumed.transform(X), full.transform(X))
+    assert resumed.loss_curve_ == full.loss_curve_
+    with pytest.raises(InvalidParameterError, match="'checkpoint' parameter"):
+        _model(checkpoint=object()).fit(X)
 
 
 def test_a_checkpoint_of_another_training_is_refused(tmp_path):
