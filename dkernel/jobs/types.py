@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from dkernel.io.data import LoadedData
+    from dkernel.storage.checkpoint import StoreCheckpoint
     from dkernel.storage.store import ResultsStore
 
 
@@ -145,7 +146,8 @@ class StoreView:
 
     A step yields its outputs and the runner writes them; a step that continues from what it
     wrote (the stored kernel, the ranking scores, MSSC's scratch partitions) reads it back
-    here, lazily.
+    here, lazily. The one thing a step writes itself is a training checkpoint (:meth:`checkpoint`),
+    saved by the model it fits after every epoch, while it trains.
     """
 
     def __init__(self, store: ResultsStore) -> None:
@@ -160,6 +162,13 @@ class StoreView:
         """A scratch array as a lazy 1-D Dask array (:meth:`ResultsStore.read_scratch
         <dkernel.ResultsStore.read_scratch>`)."""
         return self._store.read_scratch(name, after=after)
+
+    def checkpoint(self, name: str) -> StoreCheckpoint:
+        """The training checkpoint ``name`` in the store (:class:`StoreCheckpoint
+        <dkernel.storage.checkpoint.StoreCheckpoint>`), for a model's ``checkpoint``
+        parameter: a job resumed with ``--resume`` continues the training from its last save.
+        Remove it (``.remove()``) once the step's results are written."""
+        return self._store.checkpoint(name)
 
 
 @dataclass

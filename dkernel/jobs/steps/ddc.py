@@ -5,7 +5,9 @@ Writes ``/assignments``: every row's soft assignment (``proba``, ``(sample, clus
 cluster (``labels``), both computed chunk by chunk on the job's workers, with the kept restart's
 loss per epoch (``loss_curve``) and every restart's loss (``losses``); ``/network``: the trained
 network's weights (``DeepDivergenceClustering.from_results(store)`` predicts new samples with
-them); ``/metrics`` when the reader gives the true classes. PyTorch is the ``deep`` extra. The parameters are the
+them); ``/metrics`` when the reader gives the true classes. The training state is saved in the
+store after every epoch (``/checkpoint``, removed at the end), so ``dkernel run --resume``
+continues a killed training from its last epoch. PyTorch is the ``deep`` extra. The parameters are the
 estimator's, derived from it.
 """
 
@@ -28,7 +30,7 @@ xr = deferred("xarray")
 DDC_SCHEMA = EstimatorSchema(
     "dkernel.deep.ddc:DeepDivergenceClustering",
     exclude={
-        "checkpoint": "a file of the caller's, not of the job",
+        "checkpoint": "the job's own, in its results store (--resume continues from it)",
         "verbose": "the job logs its progress itself",
     },
 )
@@ -69,8 +71,9 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     rows = p["chunk_rows"] or max(16, (64 << 20) // (8 * max(ctx.data.n_features, 1)))
     X = ctx.persisted_rows(rows)
+    checkpoint = ctx.store.checkpoint("ddc")
     t = time.perf_counter()
-    model = DDC_SCHEMA.build(p, random_state=ctx.seed).fit(X)
+    model = DDC_SCHEMA.build(p, checkpoint=checkpoint, random_state=ctx.seed).fit(X)
     yield Timing.since("ddc_fit", t)
     t = time.perf_counter()
     proba = model.predict_proba(X)  # one task per chunk of rows (map_blocks)
@@ -91,6 +94,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     yield Timing.since("ddc_assign", t)
     yield Group("network", _network_dataset(model))
     yield Metrics(ctx.store.read_array("assignments", "labels"))
+    checkpoint.remove()  # the results are written: a resume has nothing left to train
 
 
 def _network_dataset(model: Any) -> Any:

@@ -4,7 +4,9 @@ follow a prior kernel (the PCK by default), trained by Adam on the job's rows.
 Writes ``/codes``: the code of every row (``codes``, ``(sample, code)``, encoded chunk by chunk
 on the job's workers) and the training curves per epoch (``loss``, ``reconstruction``,
 ``alignment``); ``/network``: the trained weights (``DeepKernelizedAutoencoder.from_results(store)``
-encodes new samples and decodes codes with them). PyTorch is the ``deep`` extra; a job without it is refused with the extra's name
+encodes new samples and decodes codes with them). The training state is saved in the store
+after every epoch (``/checkpoint``, removed at the end), so ``dkernel run --resume`` continues
+a killed training from its last epoch. PyTorch is the ``deep`` extra; a job without it is refused with the extra's name
 when it runs. The parameters are the estimator's, derived from it.
 """
 
@@ -29,7 +31,7 @@ DKAE_SCHEMA = EstimatorSchema(
     "dkernel.deep.dkae:DeepKernelizedAutoencoder",
     exclude={
         "hidden_layer_sizes": "a list of ints: the job's hidden_layer_sizes below",
-        "checkpoint": "a file of the caller's, not of the job",
+        "checkpoint": "the job's own, in its results store (--resume continues from it)",
         "max_memory": "the job's limits.max_memory",
     },
 )
@@ -71,10 +73,12 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     rows = p["chunk_rows"] or max(16, (64 << 20) // (8 * max(ctx.data.n_features, 1)))
     X = ctx.persisted_rows(rows)
+    checkpoint = ctx.store.checkpoint("dkae")
     t = time.perf_counter()
     model = DKAE_SCHEMA.build(
         p,
         hidden_layer_sizes=tuple(p["hidden_layer_sizes"]),
+        checkpoint=checkpoint,
         max_memory=ctx.limits.get("max_memory"),
         progress=ctx.progress,
         random_state=ctx.seed,
@@ -99,6 +103,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     )
     yield Timing.since("dkae_codes", t)
     yield Group("network", _network_dataset(model))
+    checkpoint.remove()  # the results are written: a resume has nothing left to train
 
 
 def _network_dataset(model: Any) -> Any:
