@@ -44,7 +44,9 @@ def _timed(fit: Callable[[], np.ndarray]) -> tuple[np.ndarray, float, float]:
 def _ddc(images: np.ndarray, seed: int, verbose: int, **params: Any) -> np.ndarray:
     from dkernel import DeepDivergenceClustering
 
-    model = DeepDivergenceClustering(n_clusters=10, random_state=seed, verbose=verbose, **params)
+    model = DeepDivergenceClustering(
+        n_clusters=10, random_state=seed, progress=bool(verbose), **params
+    )
     return model.fit(images).labels_
 
 

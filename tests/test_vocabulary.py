@@ -401,6 +401,8 @@ FORMER_PARAMETER_CASES = [
     ("ProbabilisticClusterKernel", {"max_components": 3, "random_state": 0}),
     ("KernelKMeans", {"n_clusters": 2, "solver": "nystrom", "n_landmarks": 20, "n_init": 2,
                       "random_state": 0}),
+    ("DeepDivergenceClustering", {"n_clusters": 2, "max_iter": 1, "batch_size": 40,
+                                  "random_state": 0}),
 ]  # fmt: skip
 
 #: The fitted attributes a former parameter name must leave unchanged (those the model has).
@@ -414,7 +416,12 @@ FITTED = (
 )
 
 #: (value, another value) given to a renamed parameter, where (5, 6) is out of its range.
-FORMER_VALUES = {"max_samples": (40, 41), ("ProbabilisticClusterKernel", "max_samples"): (0.8, 0.6)}
+FORMER_VALUES = {
+    "max_samples": (40, 41),
+    ("ProbabilisticClusterKernel", "max_samples"): (0.8, 0.6),
+    # a switch: the former name off, the current one on, so that both at once differ
+    "progress": (False, True),
+}
 
 
 def test_every_former_parameter_name_is_case_tested():

@@ -40,12 +40,14 @@ from dkernel.deep._torch import require_torch
 from dkernel.deep._training import (
     CHECKPOINT_CONSTRAINT,
     Checkpoint,
+    EpochProgress,
     check_fingerprint,
     load_checkpoint,
     network_of_results,
     save_checkpoint,
 )
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.widths import DDC_SIGMA_FRACTION
 
 logger = logging.getLogger(__name__)
@@ -105,8 +107,11 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
     random_state : int, numpy Generator or None
         Seed of the initializations and shuffles. An int gives identical results on identical
         input (PyTorch's CPU kernels are deterministic for these layers).
-    verbose : int
-        0: silent; 1: one line per epoch (restart, epoch, mean batch loss).
+    progress : bool, default=False
+        Show the epochs done (of all restarts) with the last epoch's loss: a bar on a terminal
+        or in Jupyter, a line at most every few seconds in a log (what a ``ddc`` job shows).
+    verbose : int or None
+        Former name of ``progress`` (deprecated; one more release).
 
     Attributes
     ----------
@@ -167,7 +172,8 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "checkpoint": CHECKPOINT_CONSTRAINT,
         "random_state": ["random_state", np.random.Generator],
-        "verbose": ["verbose"],
+        "progress": ["boolean"],
+        "verbose": ["verbose", None],
     }
 
     def __init__(
@@ -181,7 +187,8 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         n_init: int = 1,
         checkpoint: Checkpoint | None = None,
         random_state: int | np.random.Generator | None = None,
-        verbose: int = 0,
+        progress: bool = False,
+        verbose: int | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.max_iter = max_iter
@@ -191,6 +198,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         self.n_init = n_init
         self.checkpoint = checkpoint
         self.random_state = random_state
+        self.progress = progress
         self.verbose = verbose
 
     # ------------------------------------------------------------------ input
@@ -276,11 +284,11 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 )
         if state is not None:
             seed = int(state["seed"])
-            current = state.get("current")
+            partial = state.get("current")
             logger.info(
                 "%s resumes restart %d of %d after epoch %d of %d from %s",
-                type(self).__name__, len(state["runs"]) + (current is not None), self.n_init,
-                len(current["curve"]) if current is not None else self.max_iter, self.max_iter,
+                type(self).__name__, len(state["runs"]) + (partial is not None), self.n_init,
+                len(partial["curve"]) if partial is not None else self.max_iter, self.max_iter,
                 self.checkpoint,
             )  # fmt: skip
         elif fixed is not None:
@@ -297,6 +305,12 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 )
 
         runs: list[dict[str, Any]] = state["runs"] if state else []
+        partial = state.get("current") if state else None
+        done = len(runs) * self.max_iter + (len(partial["curve"]) if partial else 0)
+        what = "DDC epochs" if self.n_init == 1 else f"DDC epochs ({self.n_init} restarts)"
+        report = EpochProgress(
+            what, self.n_init * self.max_iter, done, show=bool(resolve_renamed(self, "progress"))
+        )
         for run in range(len(runs), self.n_init):
             net = build_network(arch, torch.Generator().manual_seed(derive_seed(seed, "ddc", run)))
             optimizer = torch.optim.Adam(net.parameters(), lr=float(lr))
@@ -318,11 +332,13 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                     "curve": curve,
                 }
                 save(runs, current)
+                report.epoch_done(loss)
                 self._progress(run, epoch, loss)
             final = evaluate_loss(net, X, shape, batch_size, seed, self.sigma_fraction)
             runs.append({"network": net.state_dict(), "curve": curve, "loss": final})
             save(runs, None)
 
+        report.close()
         losses = np.array([r["loss"] for r in runs], dtype=np.float64)
         best = int(np.argmin(losses))
         net = build_network(arch, torch.Generator().manual_seed(0))
@@ -359,13 +375,8 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         }
 
     def _progress(self, run: int, epoch: int, loss: float) -> None:
-        """Called after every epoch (the terminal progress of ``verbose=1``)."""
-        if self.verbose:
-            print(
-                f"DeepDivergenceClustering: restart {run + 1}/{self.n_init}, "
-                f"epoch {epoch + 1}/{self.max_iter}, loss {loss:.4f}",
-                flush=True,
-            )
+        """Called after every epoch of every restart (a hook: the progress shown is
+        ``fit``'s)."""
 
     # ------------------------------------------------------------------ predict
 

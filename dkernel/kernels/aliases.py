@@ -68,6 +68,9 @@ RENAMED_PARAMETERS: Mapping[str, Mapping[str, str]] = {
     # the PCK's Q is the size of an ensemble whose members are all kept (scikit-learn's
     # n_estimators), not a count of restarts of which the best is kept (n_init)
     "ProbabilisticClusterKernel": {"n_inits": "n_estimators", "subsample": "max_samples"},
+    # showing training progress is ``progress`` (a bar on a terminal or in Jupyter, lines in
+    # a log), as for DeepKernelizedAutoencoder, PCK and MSSC
+    "DeepDivergenceClustering": {"verbose": "progress"},
 }
 
 #: Estimator -> {parameter: (the parameter that took over one of its meanings, when)}:

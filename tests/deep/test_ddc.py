@@ -24,7 +24,7 @@ from dkernel.deep._cs_divergence import (  # noqa: E402
     simplex_corner_similarity,
 )
 from dkernel.deep._training import mini_batches  # noqa: E402
-from dkernel.errors import InvalidInputError  # noqa: E402
+from dkernel.errors import DKernelDeprecationWarning, InvalidInputError  # noqa: E402
 from dkernel.metrics import clustering_accuracy  # noqa: E402
 
 # ---------------------------------------------------------------- NumPy references of the paper
@@ -377,3 +377,17 @@ def test_corrupt_checkpoint_is_refused(tmp_path) -> None:
     X, _ = _blobs(10)
     with pytest.raises(InvalidInputError, match="cannot read the checkpoint"):
         _fast(checkpoint=path).fit(X)
+
+
+def test_progress_shows_the_epochs_and_verbose_is_its_former_name(capsys) -> None:
+    X, _ = _blobs()
+    params = dict(n_clusters=3, max_iter=2, batch_size=60, n_init=2, random_state=0)
+    shown = DeepDivergenceClustering(progress=True, **params).fit(X)
+    err = capsys.readouterr().err
+    assert "DDC epochs (2 restarts): epoch 4/4" in err, err
+    DeepDivergenceClustering(**params).fit(X)
+    assert capsys.readouterr().err == ""  # silent by default
+    with pytest.warns(DKernelDeprecationWarning, match="verbose.*progress"):
+        former = DeepDivergenceClustering(verbose=1, **params).fit(X)
+    assert "DDC epochs (2 restarts): epoch 4/4" in capsys.readouterr().err
+    np.testing.assert_array_equal(former.labels_, shown.labels_)

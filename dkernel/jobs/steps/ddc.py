@@ -31,7 +31,7 @@ DDC_SCHEMA = EstimatorSchema(
     "dkernel.deep.ddc:DeepDivergenceClustering",
     exclude={
         "checkpoint": "the job's own, in its results store (--resume continues from it)",
-        "verbose": "the job logs its progress itself",
+        "verbose": "the former name of progress, which the command line's switch sets",
     },
 )
 
@@ -73,7 +73,9 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     X = ctx.persisted_rows(rows)
     checkpoint = ctx.store.checkpoint("ddc")
     t = time.perf_counter()
-    model = DDC_SCHEMA.build(p, checkpoint=checkpoint, random_state=ctx.seed).fit(X)
+    model = DDC_SCHEMA.build(
+        p, checkpoint=checkpoint, progress=ctx.progress, random_state=ctx.seed
+    ).fit(X)
     yield Timing.since("ddc_fit", t)
     t = time.perf_counter()
     proba = model.predict_proba(X)  # one task per chunk of rows (map_blocks)
