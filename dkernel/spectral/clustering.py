@@ -423,6 +423,19 @@ class SpectralClustering(
         X : ndarray or dask array (n, p)
         y : ignored
         """
+        self._fit_embedding_and_centers(X)
+        self.labels_ = as_numpy(self._assign(self.embedding_))
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def _fit_without_labels(self, X: Any) -> SpectralClustering:
+        """:meth:`fit` without ``labels_``: the embedding (lazy for Dask input) and the
+        centres. A job writes the embedding chunk by chunk first and labels the stored
+        embedding, so no pass over the data recomputes it for the labels alone, and the labels
+        never gather in one process."""
+        return self._fit_embedding_and_centers(X)
+
+    def _fit_embedding_and_centers(self, X: Any) -> SpectralClustering:
         owner = type(self).__name__
         X = validate_input(
             self, X, reset=True, min_samples=2, allow_nan=self._takes_nan(), nan_fix=NAN_FIX
@@ -471,8 +484,6 @@ class SpectralClustering(
             )
         self.cluster_centers_ = centers
         self.embedding_ = Z
-        labels = self._assign(Z)
-        self.labels_ = as_numpy(labels)
         return self
 
     def _set_model_order(self, order: ModelOrder) -> None:

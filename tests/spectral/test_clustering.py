@@ -39,6 +39,25 @@ def test_numpy_and_dask_give_the_same_labels(blobs):
     np.testing.assert_array_equal(a.labels_, b.labels_)
 
 
+@pytest.mark.parametrize("approximation", ["exact", "bipartite", "nystrom"])
+def test_labels_of_the_embedding_alone_equal_the_fit(blobs, approximation):
+    """What the spectral-clustering job does: fit without labels, write the embedding, label
+    it chunk by chunk; the same labels as ``fit``."""
+    X, _ = blobs
+    params = dict(approximation=approximation, n_landmarks=60, random_state=2)
+    Xd = as_kind(X, "dask", chunk_rows=250)
+    fitted = SpectralClustering(3, **params).fit(Xd)
+    partial = SpectralClustering(3, **params)._fit_without_labels(Xd)
+    assert not hasattr(partial, "labels_")
+    labels = partial._assign(partial.embedding_)
+    # a lazy embedding (the landmark paths; the exact graph's is in memory) is labelled lazily,
+    # each chunk where it is
+    assert hasattr(labels, "dask") == hasattr(partial.embedding_, "dask")
+    np.testing.assert_array_equal(np.asarray(labels), fitted.labels_)
+    with pytest.raises(InvalidInputError):  # the parameters are validated as by fit
+        SpectralClustering(0)._fit_without_labels(Xd)
+
+
 def test_predicts_new_points(blobs):
     X, y = blobs
     sc = SpectralClustering(3, kernel="rbf", n_landmarks=80, random_state=0).fit(X[:600])

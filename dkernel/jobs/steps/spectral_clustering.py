@@ -170,7 +170,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     Xd = ctx.persisted_rows(_chunk_rows(p, n))
     est = SPECTRAL_SCHEMA.build(p, random_state=ctx.seed)
     t = time.perf_counter()
-    est.fit(Xd)
+    est._fit_without_labels(Xd)  # the labels come from the stored embedding, below
     yield Timing.since("fit", t)
     t = time.perf_counter()
     criterion, eigen_index, landmarks, solver_attrs = _solver_results(est, p)
@@ -193,19 +193,25 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     )
     yield Group("embedding", ds, lazy=True)
     yield Group("landmarks", landmarks)
+    # each chunk of the stored embedding labelled where it is: one pass that reads the
+    # embedding, not one that computes it again from the data (the embedding of more than
+    # 5 million rows is not kept in memory)
+    labels = est._assign(ctx.store.read_array("embedding", "embedding"))
     yield Group(
         "labels",
         labels_dataset(
-            est.labels_,
+            labels,
             n_clusters=int(est.n_clusters_),
             clustering="angular k-means" if est.embedding_method_ == "keca" else "k-means",
             centers=est.cluster_centers_,
         ),
+        lazy=True,
     )
     yield from model_order_outputs(est)
     yield Timing.since("write", t)
-    yield LabelMap(est.labels_, "spectral clustering")
-    yield Metrics(est.labels_)
+    stored = ctx.store.read_array("labels", "labels")
+    yield LabelMap(stored, "spectral clustering")
+    yield Metrics(stored)
 
 
 def _solver_results(est: SpectralClustering, p: dict) -> tuple[Any, Any, Any, dict[str, Any]]:
