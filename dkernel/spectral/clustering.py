@@ -423,19 +423,19 @@ class SpectralClustering(
         X : ndarray or dask array (n, p)
         y : ignored
         """
-        self._fit_embedding_and_centers(X)
-        self.labels_ = as_numpy(self._assign(self.embedding_))
+        Z, seed = self._fit_embedding_only(X)
+        if isinstance(Z, da.Array) and Z.shape[0] <= 5_000_000:
+            Z = Z.persist()  # read by the k-means sample and the labels: embedded once
+        self._fit_centers(Z, seed)
+        self.labels_ = as_numpy(self._assign(Z))
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def _fit_without_labels(self, X: Any) -> SpectralClustering:
-        """:meth:`fit` without ``labels_``: the embedding (lazy for Dask input) and the
-        centres. A job writes the embedding chunk by chunk first and labels the stored
-        embedding, so no pass over the data recomputes it for the labels alone, and the labels
-        never gather in one process."""
-        return self._fit_embedding_and_centers(X)
-
-    def _fit_embedding_and_centers(self, X: Any) -> SpectralClustering:
+    def _fit_embedding_only(self, X: Any) -> tuple[Any, int | None]:
+        """The first half of :meth:`fit`: the spectral model and the embedding of ``X`` (lazy
+        and not persisted for Dask input; ``embedding_``), with the seed the second half,
+        :meth:`_fit_centers`, takes. A job writes the embedding chunk by chunk in between and
+        gives the second half the stored embedding, so that the data are embedded once."""
         owner = type(self).__name__
         X = validate_input(
             self, X, reset=True, min_samples=2, allow_nan=self._takes_nan(), nan_fix=NAN_FIX
@@ -462,9 +462,14 @@ class SpectralClustering(
         else:
             self.n_clusters_ = int(self.n_clusters)
         n_components = self.n_components or self.n_clusters_
-        Z = self._fit_embedding(X, n, n_components, self.n_clusters_, seed)
-        if isinstance(Z, da.Array):
-            Z = Z.persist() if n <= 5_000_000 else Z
+        self.embedding_ = self._fit_embedding(X, n, n_components, self.n_clusters_, seed)
+        return self.embedding_, seed
+
+    def _fit_centers(self, Z: Any, seed: int | None) -> SpectralClustering:
+        """The second half of :meth:`fit`: k-means on (a sample of) the embedding ``Z`` (the
+        first half's, or the same values read back from a store), which becomes
+        ``embedding_``."""
+        n = int(Z.shape[0])
         size = int(resolve_renamed(self, "kmeans_max_samples"))
         if n > size:
             idx = np.sort(derive_rng(seed, "kmeans-sample").choice(n, size, False))

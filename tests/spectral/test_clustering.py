@@ -40,22 +40,29 @@ def test_numpy_and_dask_give_the_same_labels(blobs):
 
 
 @pytest.mark.parametrize("approximation", ["exact", "bipartite", "nystrom"])
-def test_labels_of_the_embedding_alone_equal_the_fit(blobs, approximation):
-    """What the spectral-clustering job does: fit without labels, write the embedding, label
-    it chunk by chunk; the same labels as ``fit``."""
+def test_the_two_halves_of_fit_with_a_stored_embedding_equal_fit(blobs, tmp_path, approximation):
+    """What the spectral-clustering job does: the embedding (lazy), written to a store; the
+    centres from the stored embedding; its labels, chunk by chunk: the same as ``fit``."""
+    import dask.array as da
+
     X, _ = blobs
-    params = dict(approximation=approximation, n_landmarks=60, random_state=2)
+    params = dict(approximation=approximation, n_landmarks=60, kmeans_max_samples=500)
     Xd = as_kind(X, "dask", chunk_rows=250)
-    fitted = SpectralClustering(3, **params).fit(Xd)
-    partial = SpectralClustering(3, **params)._fit_without_labels(Xd)
-    assert not hasattr(partial, "labels_")
-    labels = partial._assign(partial.embedding_)
-    # a lazy embedding (the landmark paths; the exact graph's is in memory) is labelled lazily,
-    # each chunk where it is
-    assert hasattr(labels, "dask") == hasattr(partial.embedding_, "dask")
-    np.testing.assert_array_equal(np.asarray(labels), fitted.labels_)
+    fitted = SpectralClustering(3, random_state=2, **params).fit(Xd)
+    halves = SpectralClustering(3, random_state=np.random.default_rng(7), **params)
+    reference = SpectralClustering(3, random_state=np.random.default_rng(7), **params).fit(Xd)
+    Z, seed = halves._fit_embedding_only(Xd)
+    assert not hasattr(halves, "labels_") and not hasattr(halves, "cluster_centers_")
+    da.to_zarr(da.asarray(Z).rechunk((250, -1)), str(tmp_path / "z.zarr"))
+    stored = da.from_zarr(str(tmp_path / "z.zarr"))
+    halves._fit_centers(stored, seed)
+    labels = halves._assign(stored)
+    assert hasattr(labels, "dask")  # lazy: each stored chunk labelled where it is
+    np.testing.assert_array_equal(labels.compute(), reference.labels_)
+    np.testing.assert_array_equal(halves.cluster_centers_, reference.cluster_centers_)
+    assert clustering_scores(fitted.labels_, labels.compute())["ari"] == 1.0
     with pytest.raises(InvalidInputError):  # the parameters are validated as by fit
-        SpectralClustering(0)._fit_without_labels(Xd)
+        SpectralClustering(0)._fit_embedding_only(Xd)
 
 
 def test_predicts_new_points(blobs):

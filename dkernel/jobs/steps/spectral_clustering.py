@@ -170,12 +170,14 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     Xd = ctx.persisted_rows(_chunk_rows(p, n))
     est = SPECTRAL_SCHEMA.build(p, random_state=ctx.seed)
     t = time.perf_counter()
-    est._fit_without_labels(Xd)  # the labels come from the stored embedding, below
+    # the spectral model and the lazy embedding; the embedding is computed once, by its
+    # write, and the k-means sample and the labels read it back from the store
+    Z, seed = est._fit_embedding_only(Xd)
     yield Timing.since("fit", t)
     t = time.perf_counter()
     criterion, eigen_index, landmarks, solver_attrs = _solver_results(est, p)
     ds = embedding_dataset(
-        est.embedding_,
+        Z,
         est.eigenvalues_,
         criterion=criterion,
         eigen_index=eigen_index,
@@ -193,10 +195,11 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     )
     yield Group("embedding", ds, lazy=True)
     yield Group("landmarks", landmarks)
-    # each chunk of the stored embedding labelled where it is: one pass that reads the
-    # embedding, not one that computes it again from the data (the embedding of more than
-    # 5 million rows is not kept in memory)
-    labels = est._assign(ctx.store.read_array("embedding", "embedding"))
+    yield Timing.since("embedding", t)
+    t = time.perf_counter()
+    stored = ctx.store.read_array("embedding", "embedding")
+    est._fit_centers(stored, seed)
+    labels = est._assign(stored)  # each chunk of the stored embedding labelled where it is
     yield Group(
         "labels",
         labels_dataset(
@@ -208,10 +211,10 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         lazy=True,
     )
     yield from model_order_outputs(est)
-    yield Timing.since("write", t)
-    stored = ctx.store.read_array("labels", "labels")
-    yield LabelMap(stored, "spectral clustering")
-    yield Metrics(stored)
+    yield Timing.since("labels", t)
+    written = ctx.store.read_array("labels", "labels")
+    yield LabelMap(written, "spectral clustering")
+    yield Metrics(written)
 
 
 def _solver_results(est: SpectralClustering, p: dict) -> tuple[Any, Any, Any, dict[str, Any]]:
