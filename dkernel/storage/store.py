@@ -484,13 +484,21 @@ class ResultsStore:
     def read_array(self, group: str, name: str) -> Any:
         """A stored array as a lazy Dask array (computed by whatever scheduler is active), its
         values as stored (integer label maps keep their -1 fill value)."""
+        zarr_kwargs = self._zarr
+        if self.remote:
+            # a file system of its own, without cached listings: the group was written just
+            # now, by the workers, after this process listed its folder (adlfs keeps a listing
+            # per folder, which would not show the new arrays)
+            options = remote.storage_options(str(self.path), self.storage_options)
+            options.update(skip_instance_cache=True, use_listings_cache=False)
+            zarr_kwargs = {"storage_options": options}
         ds = xr.open_zarr(
             str(self.path),
             group=group,
             consolidated=False,
             zarr_format=3,
             mask_and_scale=False,
-            **self._zarr,
+            **zarr_kwargs,
         )
         if name not in ds:
             raise StoreError(f"{self.path}: group {group!r} has no array {name!r}.")

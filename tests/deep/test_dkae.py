@@ -227,22 +227,26 @@ def test_fit_with_the_default_pck_prior():
 
 
 # -- resume -----------------------------------------------------------------------------------
+def _fit_killed_in_epoch(model, X, epoch, monkeypatch):
+    """``model.fit(X)`` interrupted (KeyboardInterrupt) as epoch ``epoch`` (from 0) starts."""
+    real = _training.epoch_rng
+
+    def killed(seed, what, e):
+        if e == epoch:
+            raise KeyboardInterrupt
+        return real(seed, what, e)
+
+    monkeypatch.setattr("dkernel.deep.dkae.epoch_rng", killed)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(X)
+    monkeypatch.setattr("dkernel.deep.dkae.epoch_rng", real)
+
+
 def test_resume_continues_an_interrupted_fit(tmp_path, monkeypatch):
     X = _data()
     path = tmp_path / "dkae.pt"
     full = _model(max_iter=4).fit(X)
-
-    real = _training.epoch_rng
-
-    def killed_in_epoch_3(seed, what, epoch):
-        if epoch == 2:
-            raise KeyboardInterrupt
-        return real(seed, what, epoch)
-
-    monkeypatch.setattr("dkernel.deep.dkae.epoch_rng", killed_in_epoch_3)
-    with pytest.raises(KeyboardInterrupt):
-        _model(max_iter=4, checkpoint=path).fit(X)
-    monkeypatch.setattr("dkernel.deep.dkae.epoch_rng", real)
+    _fit_killed_in_epoch(_model(max_iter=4, checkpoint=path), X, 2, monkeypatch)
     assert torch.load(path, weights_only=True)["epoch"] == 2
 
     resumed = _model(max_iter=4, checkpoint=path).fit(X)
@@ -262,17 +266,7 @@ def test_resume_from_a_checkpoint_kept_in_a_results_store(tmp_path, monkeypatch,
     X = _data()
     full = _model(max_iter=3).fit(X)
     store = ResultsStore.create(tmp_path / "s.zarr", job={"name": "t"}, seed=0)
-    real = _training.epoch_rng
-
-    def killed_in_epoch_2(seed, what, epoch):
-        if epoch == 1:
-            raise KeyboardInterrupt
-        return real(seed, what, epoch)
-
-    monkeypatch.setattr("dkernel.deep.dkae.epoch_rng", killed_in_epoch_2)
-    with pytest.raises(KeyboardInterrupt):
-        _model(max_iter=3, checkpoint=store.checkpoint("dkae")).fit(X)
-    monkeypatch.setattr("dkernel.deep.dkae.epoch_rng", real)
+    _fit_killed_in_epoch(_model(max_iter=3, checkpoint=store.checkpoint("dkae")), X, 1, monkeypatch)
     assert store.checkpoint("dkae").exists()
     with caplog.at_level("INFO", logger="dkernel.deep.dkae"):
         resumed = _model(max_iter=3, checkpoint=store.checkpoint("dkae")).fit(X)

@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,8 +20,8 @@ import zarr
 pytest.importorskip("torch")
 
 from dkernel.storage.checkpoint import CHECKPOINT_GROUP  # noqa: E402
+from tests.cli_run import start_cli  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT = 240
 
 #: Small networks on small tables, with small batches so that an epoch lasts long enough for
@@ -54,20 +53,8 @@ def _spec(tmp: Path, method: str) -> Path:
 
 
 def _cli(spec: Path, out: Path, *extra: str) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    cmd = [sys.executable, "-m", "dkernel.cli", "run", str(spec), "--output", str(out)]
-    return subprocess.Popen(
-        [*cmd, "--no-progress", *extra],
-        cwd=spec.parent,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    args = ["run", str(spec), "--output", str(out), "--no-progress", *extra]
+    return start_cli(args, cwd=spec.parent)
 
 
 def _saves(store: Path) -> int:

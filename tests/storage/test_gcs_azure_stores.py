@@ -31,6 +31,7 @@ import yaml
 from dkernel.errors import StoreError
 from dkernel.storage import remote
 from dkernel.storage.lock import LEASE_FILE, acquire_lease
+from tests.cli_run import start_cli
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT = 300
@@ -94,17 +95,9 @@ def _spec(tmp: Path, data_path: str, output: str = "x.zarr") -> Path:
 
 
 def _cli(spec: Path, *args: str) -> subprocess.Popen:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    return subprocess.Popen(
-        [sys.executable, "-m", "dkernel.cli", "run", str(spec), *args]
-        + ["--no-progress", "--workers", "1", "--threads", "1"],
+    return start_cli(
+        ["run", str(spec), *args, "--no-progress", "--workers", "1", "--threads", "1"],
         cwd=spec.parent,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
     )
 
 
