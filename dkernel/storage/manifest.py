@@ -30,8 +30,7 @@ def _listing(path: str | Path, storage_options: Mapping[str, Any] | None) -> dic
         from dkernel.storage import remote
 
         # a listing cached before the workers wrote would leave their chunks out
-        options = {**(storage_options or {}), "skip_instance_cache": True}
-        fs, root = remote.filesystem(path, {**options, "use_listings_cache": False})
+        fs, root = remote.filesystem(path, {**(storage_options or {}), **remote.UNCACHED})
         root = root.rstrip("/")
         found = fs.find(root, detail=True)
         return {

@@ -252,6 +252,20 @@ def _shown(text: str) -> str:
 _S3_ALIASES = {"endpoint": "endpoint_url", "endpoint_url": "endpoint_url", "region": "region_name"}
 
 
+#: fsspec options for a file system of its own that caches no listing: what this process
+#: listed before the Dask workers wrote would leave their objects out (adlfs keeps a listing
+#: per folder).
+UNCACHED = {"skip_instance_cache": True, "use_listings_cache": False}
+
+
+def uncached_storage_options(
+    location: str, options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """:func:`storage_options` for a store's file system that sees what the workers have just
+    written (:data:`UNCACHED`)."""
+    return {**storage_options(location, options), **UNCACHED}
+
+
 def storage_options(
     location: str, options: Mapping[str, Any] | None, *, purpose: Purpose = "store"
 ) -> dict[str, Any]:

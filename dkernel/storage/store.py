@@ -485,12 +485,8 @@ class ResultsStore:
         """A stored array as a lazy Dask array (computed by whatever scheduler is active), its
         values as stored (integer label maps keep their -1 fill value)."""
         zarr_kwargs = self._zarr
-        if self.remote:
-            # a file system of its own, without cached listings: the group was written just
-            # now, by the workers, after this process listed its folder (adlfs keeps a listing
-            # per folder, which would not show the new arrays)
-            options = remote.storage_options(str(self.path), self.storage_options)
-            options.update(skip_instance_cache=True, use_listings_cache=False)
+        if self.remote:  # the group may have been written by the workers just now
+            options = remote.uncached_storage_options(self.path, self.storage_options)
             zarr_kwargs = {"storage_options": options}
         ds = xr.open_zarr(
             str(self.path),
@@ -532,8 +528,7 @@ def _consolidate(path: Path | str, storage_options: Mapping[str, Any] | None = N
             # a file system of its own, without cached listings: the Dask workers wrote the
             # arrays, and a listing this process cached before (adlfs keeps one per folder)
             # would leave them out of the snapshot
-            options = remote.storage_options(path, storage_options)
-            options.update(skip_instance_cache=True, use_listings_cache=False)
+            options = remote.uncached_storage_options(path, storage_options)
             target = zarr.storage.FsspecStore.from_url(path, storage_options=options)
         zarr.consolidate_metadata(target, zarr_format=3)
 
