@@ -166,8 +166,8 @@ class StoreView:
     def checkpoint(self, name: str) -> StoreCheckpoint:
         """The training checkpoint ``name`` in the store (:class:`StoreCheckpoint
         <dkernel.storage.checkpoint.StoreCheckpoint>`), for a model's ``checkpoint``
-        parameter: a job resumed with ``--resume`` continues the training from its last save.
-        Remove it (``.remove()``) once the step's results are written."""
+        parameter: a job resumed with ``--resume`` continues the training from its last save;
+        the store removes it when it is marked complete."""
         return self._store.checkpoint(name)
 
 

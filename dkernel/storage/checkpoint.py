@@ -9,8 +9,9 @@ one uint8 array per save (the bytes the model wrote), and the group's attribute 
 names the array that holds the last save of each checkpoint. A save writes a new array and
 only then points ``latest`` at it (each a single atomic object write, :mod:`zarr.storage`'s
 local store renaming a temporary file), so a kill at any moment leaves the previous save
-readable. The group is not one of the store's registered groups: a killed job leaves it for
-``--resume``, and the step removes it once the job's results are written, so a finished
+readable. The group is not one of the store's registered groups: a killed or failed job
+leaves it for ``--resume``, and :meth:`ResultsStore.mark_complete
+<dkernel.ResultsStore.mark_complete>` removes it (:func:`remove_checkpoints`), so a finished
 store holds the same arrays as one whose training never stopped.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 import zarr
 
+from dkernel.storage import remote
 from dkernel.storage.metadata import _zarr_kwargs
 
 #: The store's group of checkpoints.
@@ -125,6 +127,17 @@ class StoreCheckpoint:
         for key in list(group.array_keys()):
             if key != keep and key.startswith(prefix) and key[len(prefix) :].isdigit():
                 del group[key]
+
+
+def remove_checkpoints(path: Any, storage_options: dict[str, Any] | None = None) -> None:
+    """Delete the store's ``/checkpoint`` group, every checkpoint in it (nothing when there is
+    none): its trainings are over."""
+    kwargs = _zarr_kwargs(path, storage_options or {})
+    if isinstance(path, str):  # the saves may have been listed before the last of them
+        kwargs = {"storage_options": remote.uncached_storage_options(path, storage_options)}
+    root = zarr.open_group(str(path), mode="r+", zarr_format=3, **kwargs)
+    if CHECKPOINT_GROUP in root:
+        del root[CHECKPOINT_GROUP]
 
 
 def _entries(group: zarr.Group, attribute: str) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from dkernel.errors import StoreError
 from dkernel.runtime.progress import active_client
 from dkernel.storage import remote
 from dkernel.storage.attributes import describe_variables
-from dkernel.storage.checkpoint import StoreCheckpoint
+from dkernel.storage.checkpoint import StoreCheckpoint, remove_checkpoints
 from dkernel.storage.geo import CONVENTIONS
 from dkernel.storage.local_target import _clear_keeping_lease  # noqa: F401  (where it was)
 from dkernel.storage.manifest import MANIFEST_ATTR, manifest_of
@@ -219,6 +219,7 @@ class ResultsStore:
                 f"cannot mark {self.path} complete: groups {unfinished} are missing or "
                 "their write did not finish."
             )
+        remove_checkpoints(self.path, self.storage_options)  # no training left to resume
         written = manifest_of(self.path, self.storage_options)  # what a reader checks
         root.attrs.update({"status": "complete", "finished": _now(), MANIFEST_ATTR: written})
         _consolidate(self.path, self.storage_options)

@@ -85,3 +85,14 @@ def test_a_failed_store_with_a_checkpoint_still_opens(tmp_path) -> None:
         tree = open_results(store.path)
     assert "codes" in tree.children
     assert store.checkpoint("dkae").read_bytes() == b"state"  # kept for --resume
+
+
+def test_marking_the_store_complete_drops_its_checkpoints(tmp_path) -> None:
+    """A finished store holds what one whose training never stopped holds."""
+    store = _store(tmp_path / "s.zarr")
+    store.checkpoint("dkae").write_bytes(b"state")
+    store.checkpoint("ddc").write_bytes(b"other")
+    store.mark_complete()
+    assert CHECKPOINT_GROUP not in zarr.open_group(str(store.path), mode="r")
+    assert not store.checkpoint("dkae").exists()
+    assert "checkpoint" not in str(store.attrs.get("manifest", {}))

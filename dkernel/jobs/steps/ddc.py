@@ -6,9 +6,9 @@ cluster (``labels``), both computed chunk by chunk on the job's workers, with th
 loss per epoch (``loss_curve``) and every restart's loss (``losses``); ``/network``: the trained
 network's weights (``DeepDivergenceClustering.from_results(store)`` predicts new samples with
 them); ``/metrics`` when the reader gives the true classes. The training state is saved in the
-store after every epoch (``/checkpoint``, removed at the end), so ``dkernel run --resume``
-continues a killed training from its last epoch. PyTorch is the ``deep`` extra. The parameters are the
-estimator's, derived from it.
+store after every epoch (``/checkpoint``, removed when the store is complete), so
+``dkernel run --resume`` continues a killed training from its last epoch. PyTorch is the
+``deep`` extra. The parameters are the estimator's, derived from it.
 """
 
 from __future__ import annotations
@@ -71,10 +71,9 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     rows = p["chunk_rows"] or max(16, (64 << 20) // (8 * max(ctx.data.n_features, 1)))
     X = ctx.persisted_rows(rows)
-    checkpoint = ctx.store.checkpoint("ddc")
     t = time.perf_counter()
     model = DDC_SCHEMA.build(
-        p, checkpoint=checkpoint, progress=ctx.progress, random_state=ctx.seed
+        p, checkpoint=ctx.store.checkpoint("ddc"), progress=ctx.progress, random_state=ctx.seed
     ).fit(X)
     yield Timing.since("ddc_fit", t)
     t = time.perf_counter()
@@ -96,7 +95,6 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     yield Timing.since("ddc_assign", t)
     yield Group("network", _network_dataset(model))
     yield Metrics(ctx.store.read_array("assignments", "labels"))
-    checkpoint.remove()  # the results are written: a resume has nothing left to train
 
 
 def _network_dataset(model: Any) -> Any:

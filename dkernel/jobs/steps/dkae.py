@@ -5,9 +5,10 @@ Writes ``/codes``: the code of every row (``codes``, ``(sample, code)``, encoded
 on the job's workers) and the training curves per epoch (``loss``, ``reconstruction``,
 ``alignment``); ``/network``: the trained weights (``DeepKernelizedAutoencoder.from_results(store)``
 encodes new samples and decodes codes with them). The training state is saved in the store
-after every epoch (``/checkpoint``, removed at the end), so ``dkernel run --resume`` continues
-a killed training from its last epoch. PyTorch is the ``deep`` extra; a job without it is refused with the extra's name
-when it runs. The parameters are the estimator's, derived from it.
+after every epoch (``/checkpoint``, removed when the store is complete), so
+``dkernel run --resume`` continues a killed training from its last epoch. PyTorch is the
+``deep`` extra; a job without it is refused with the extra's name when it runs. The
+parameters are the estimator's, derived from it.
 """
 
 from __future__ import annotations
@@ -73,12 +74,11 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     rows = p["chunk_rows"] or max(16, (64 << 20) // (8 * max(ctx.data.n_features, 1)))
     X = ctx.persisted_rows(rows)
-    checkpoint = ctx.store.checkpoint("dkae")
     t = time.perf_counter()
     model = DKAE_SCHEMA.build(
         p,
         hidden_layer_sizes=tuple(p["hidden_layer_sizes"]),
-        checkpoint=checkpoint,
+        checkpoint=ctx.store.checkpoint("dkae"),
         max_memory=ctx.limits.get("max_memory"),
         progress=ctx.progress,
         random_state=ctx.seed,
@@ -103,7 +103,6 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     )
     yield Timing.since("dkae_codes", t)
     yield Group("network", _network_dataset(model))
-    checkpoint.remove()  # the results are written: a resume has nothing left to train
 
 
 def _network_dataset(model: Any) -> Any:
