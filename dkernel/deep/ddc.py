@@ -282,9 +282,9 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 check_fingerprint(
                     state["fingerprint"], fingerprint, self.checkpoint, type(self).__name__
                 )
+        partial = state.get("current") if state is not None else None
         if state is not None:
             seed = int(state["seed"])
-            partial = state.get("current")
             logger.info(
                 "%s resumes restart %d of %d after epoch %d of %d from %s",
                 type(self).__name__, len(state["runs"]) + (partial is not None), self.n_init,
@@ -305,7 +305,6 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 )
 
         runs: list[dict[str, Any]] = state["runs"] if state else []
-        partial = state.get("current") if state else None
         done = len(runs) * self.max_iter + (len(partial["curve"]) if partial else 0)
         what = "DDC epochs" if self.n_init == 1 else f"DDC epochs ({self.n_init} restarts)"
         report = EpochProgress(
@@ -333,7 +332,6 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 }
                 save(runs, current)
                 report.epoch_done(loss)
-                self._progress(run, epoch, loss)
             final = evaluate_loss(net, X, shape, batch_size, seed, self.sigma_fraction)
             runs.append({"network": net.state_dict(), "curve": curve, "loss": final})
             save(runs, None)
@@ -373,10 +371,6 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
             "n_init": int(self.n_init),
             "seed": seed,
         }
-
-    def _progress(self, run: int, epoch: int, loss: float) -> None:
-        """Called after every epoch of every restart (a hook: the progress shown is
-        ``fit``'s)."""
 
     # ------------------------------------------------------------------ predict
 

@@ -272,29 +272,37 @@ class _Interrupted(Exception):
     pass
 
 
-class _StopsAfter(DeepDivergenceClustering):
-    """Raises after ``stop_after`` epochs: a training killed mid-way (the checkpoint stays)."""
+def _watch_epochs(monkeypatch, stop_after: int | None = None) -> list[tuple[int, int]]:
+    """The ``(restart, epoch)`` of every epoch DDC starts (seen through its ``epoch_rng``);
+    with ``stop_after``, the training is interrupted as the epoch after the first
+    ``stop_after`` starts: killed mid-way, with the checkpoint of ``stop_after`` epochs."""
+    import dkernel.deep.ddc as ddc_module
+    from dkernel.deep._ddc_training import epoch_rng as real
 
-    stop_after = 0
+    seen: list[tuple[int, int]] = []
 
-    def _progress(self, run: int, epoch: int, loss: float) -> None:
-        type(self).seen.append((run, epoch))
-        if len(type(self).seen) == type(self).stop_after:
+    def watched(seed, run, epoch):
+        if stop_after is not None and len(seen) == stop_after:
             raise _Interrupted
+        seen.append((run, epoch))
+        return real(seed, run, epoch)
+
+    monkeypatch.setattr(ddc_module, "epoch_rng", watched)
+    return seen
 
 
-def test_resume_after_interruption_gives_the_uninterrupted_result(tmp_path) -> None:
+def test_resume_after_interruption_gives_the_uninterrupted_result(tmp_path, monkeypatch) -> None:
     X, _ = _blobs()
     params = dict(n_clusters=3, max_iter=6, batch_size=60, learning_rate_init=1e-3, n_init=2)
     reference = DeepDivergenceClustering(random_state=3, **params).fit(X)
     path = tmp_path / "ddc.pt"
-    _StopsAfter.seen, _StopsAfter.stop_after = [], 8  # the second restart's 2nd epoch
+    _watch_epochs(monkeypatch, 8)  # the second restart's 2nd epoch
     with pytest.raises(_Interrupted):
-        _StopsAfter(random_state=3, checkpoint=path, **params).fit(X)
+        DeepDivergenceClustering(random_state=3, checkpoint=path, **params).fit(X)
     assert path.exists()
-    _StopsAfter.seen, _StopsAfter.stop_after = [], -1
-    resumed = _StopsAfter(random_state=3, checkpoint=path, **params).fit(X)
-    assert _StopsAfter.seen == [(1, e) for e in range(2, 6)]  # only what was left
+    seen = _watch_epochs(monkeypatch)
+    resumed = DeepDivergenceClustering(random_state=3, checkpoint=path, **params).fit(X)
+    assert seen == [(1, e) for e in range(2, 6)]  # only what was left
     np.testing.assert_array_equal(resumed.labels_, reference.labels_)
     np.testing.assert_allclose(resumed.losses_, reference.losses_, rtol=1e-12)
     np.testing.assert_allclose(resumed.loss_curve_, reference.loss_curve_, rtol=1e-12)
@@ -302,17 +310,17 @@ def test_resume_after_interruption_gives_the_uninterrupted_result(tmp_path) -> N
         DeepDivergenceClustering(random_state=4, checkpoint=path, **params).fit(X)
 
 
-def test_resume_without_a_seed_continues_with_the_recorded_one(tmp_path) -> None:
+def test_resume_without_a_seed_continues_with_the_recorded_one(tmp_path, monkeypatch) -> None:
     X, _ = _blobs()
     params = dict(n_clusters=3, max_iter=3, batch_size=60, learning_rate_init=1e-3)
     path = tmp_path / "ddc.pt"
-    _StopsAfter.seen, _StopsAfter.stop_after = [], 1
+    _watch_epochs(monkeypatch, 1)
     with pytest.raises(_Interrupted):
-        _StopsAfter(checkpoint=path, **params).fit(X)
+        DeepDivergenceClustering(checkpoint=path, **params).fit(X)
     seed = torch.load(path, weights_only=True)["seed"]
-    _StopsAfter.seen, _StopsAfter.stop_after = [], -1
-    resumed = _StopsAfter(checkpoint=path, **params).fit(X)
-    assert _StopsAfter.seen == [(0, 1), (0, 2)]
+    seen = _watch_epochs(monkeypatch)
+    resumed = DeepDivergenceClustering(checkpoint=path, **params).fit(X)
+    assert seen == [(0, 1), (0, 2)]
     reference = DeepDivergenceClustering(random_state=seed, **params).fit(X)
     np.testing.assert_array_equal(resumed.labels_, reference.labels_)
 
