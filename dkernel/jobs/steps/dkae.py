@@ -73,7 +73,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     rows = p["chunk_rows"] or max(16, (64 << 20) // (8 * max(ctx.data.n_features, 1)))
-    X = ctx.persisted_rows(rows)
+    X = ctx.row_chunks(rows, persist=True)
     t = time.perf_counter()
     model = DKAE_SCHEMA.build(
         p,

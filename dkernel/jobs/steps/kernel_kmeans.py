@@ -151,7 +151,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     n = int(ctx.data.X.shape[0])
-    Xd = ctx.persisted_rows(_chunk_rows(p, n))
+    Xd = ctx.row_chunks(_chunk_rows(p, n), persist=False)
     est = KMEANS_SCHEMA.build(p, random_state=ctx.seed, max_memory=ctx.limits.get("max_memory"))
     t = time.perf_counter()
     est.fit(Xd)

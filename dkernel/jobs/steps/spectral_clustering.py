@@ -167,7 +167,7 @@ def _approximation(params: dict, n: int) -> str:
 def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
     n = int(ctx.data.X.shape[0])
-    Xd = ctx.persisted_rows(_chunk_rows(p, n))
+    Xd = ctx.row_chunks(_chunk_rows(p, n), persist=False)
     est = SPECTRAL_SCHEMA.build(p, random_state=ctx.seed)
     t = time.perf_counter()
     # the spectral model and the lazy embedding; the embedding is computed once, by its
