@@ -629,6 +629,49 @@ def kmeans_plusplus(X: np.ndarray, n_clusters: int, rng: np.random.Generator) ->
 SEED_SAMPLE = 20_000
 
 
+def kmeans_plusplus_models(
+    X: np.ndarray, sizes: tuple[int, ...], rngs: list[np.random.Generator]
+) -> list[np.ndarray]:
+    """:func:`kmeans_plusplus` of several models on the same rows, in lockstep: seed ``j`` of
+    every model with more than ``j`` components is drawn in one pass (one GEMM for the new
+    seeds' distances, one cumulative sum), so ``max(sizes)`` steps instead of ``sum(sizes)``.
+    Each model draws from its own generator exactly as :func:`kmeans_plusplus` does, so the
+    seeds are the same (to the rounding of a matrix product instead of a vector one).
+
+    Notes
+    -----
+    O(N p Σ sizes) time, O(N M) memory for M models.
+    """
+    n = X.shape[0]
+    sizes = tuple(int(g) for g in sizes)
+    sq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+
+    def dist2(rows: np.ndarray) -> np.ndarray:
+        cross = (X[rows] @ X.T).astype(np.float64)
+        return np.maximum(sq[None, :] - 2.0 * cross + sq[rows][:, None], 0.0)
+
+    chosen = [np.empty(g, dtype=np.int64) for g in sizes]
+    for c, rng in zip(chosen, rngs, strict=True):
+        c[0] = rng.integers(n)
+    d2 = dist2(np.array([c[0] for c in chosen], dtype=np.int64))
+    for j in range(1, max(sizes, default=1)):
+        active = np.flatnonzero(np.asarray(sizes) > j)
+        sub = d2[active]
+        totals = sub.sum(axis=1)
+        cums = np.cumsum(sub, axis=1)
+        new = np.empty(active.size, dtype=np.int64)
+        for i, m in enumerate(active):
+            if totals[i] <= 0:  # fewer distinct points than clusters: pick any unused index
+                pool = np.setdiff1d(np.arange(n), chosen[m][:j])
+                new[i] = pool[rngs[m].integers(pool.size)]
+            else:
+                target = rngs[m].random() * totals[i]
+                new[i] = min(int(np.searchsorted(cums[i], target, side="right")), n - 1)
+            chosen[m][j] = new[i]
+        d2[active] = np.minimum(sub, dist2(new))
+    return chosen
+
+
 def _seed_points(Xi: np.ndarray, g: int, rng: np.random.Generator) -> np.ndarray:
     """k-means++ seeds, drawn on at most ``SEED_SAMPLE`` rows (all rows when fewer)."""
     if Xi.shape[0] > SEED_SAMPLE:
@@ -685,7 +728,12 @@ def init_diag_mixtures(
     sizes = tuple(int(g) for g in sizes)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     C = int(offsets[-1])
-    seeds = np.concatenate([_seed_points(Xi, g, rng) for g, rng in zip(sizes, rngs, strict=True)])
+    if Xi.shape[0] > SEED_SAMPLE:  # each model seeds on a sample of its own
+        seeds = np.concatenate(
+            [_seed_points(Xi, g, rng) for g, rng in zip(sizes, rngs, strict=True)]
+        )
+    else:
+        seeds = Xi[np.concatenate(kmeans_plusplus_models(Xi, sizes, rngs))]
     half_sq = 0.5 * np.sum(seeds * seeds, axis=1)[:, None]
     stats = np.zeros((C, 2 * p))
     counts = np.zeros(C)

@@ -22,6 +22,7 @@ from dkernel.gmm.em import (
     init_diag_mixtures,
     init_full_params,
     kmeans_plusplus,
+    kmeans_plusplus_models,
     mean_impute,
 )
 
@@ -355,6 +356,24 @@ def test_kmeans_plusplus_and_init():
     # duplicate points: fewer distinct values than clusters still yields distinct indices
     Xd = np.zeros((10, 2))
     assert len(set(kmeans_plusplus(Xd, 4, np.random.default_rng(0)).tolist())) == 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kmeans_plusplus_models_draws_each_models_seeds(dtype):
+    """The lockstep seeding of many models gives every model the seeds the one-model
+    reference draws from the same generator, also with fewer distinct points than seeds
+    (integer coordinates: the distances of duplicates are exactly zero, and the remaining
+    seeds are drawn from the unused rows)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 7)).astype(dtype)
+    Xd = np.repeat(rng.integers(-3, 4, size=(3, 4)), 5, axis=0).astype(dtype)
+    for data, sizes in ((X, (2, 5, 3, 9, 2)), (Xd, (2, 4, 6))):
+        rngs = [np.random.default_rng(i) for i in range(len(sizes))]
+        got = kmeans_plusplus_models(data, sizes, rngs)
+        for i, g in enumerate(sizes):
+            want = kmeans_plusplus(data, g, np.random.default_rng(i))
+            np.testing.assert_array_equal(got[i], want)
+            assert len(set(got[i].tolist())) == g
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
