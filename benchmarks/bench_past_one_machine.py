@@ -91,22 +91,26 @@ def s3_server():
         server.stop()
 
 
-def _env() -> dict[str, str]:
+def _env(dask_config: str = "none") -> dict[str, str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    if dask_config == "deploy":  # the settings the deploy recipes install (dkernel cluster-config)
+        env["DASK_CONFIG"] = str(REPO / "deploy" / "dask")
     return env
 
 
 @contextmanager
-def dask_cluster(tmp: Path, workers: int, memory_limit: str):
-    """``dask scheduler`` and ``workers`` × ``dask worker`` processes; yields the address."""
+def dask_cluster(tmp: Path, workers: int, memory_limit: str, dask_config: str = "deploy"):
+    """``dask scheduler`` and ``workers`` × ``dask worker`` processes; yields the address.
+    ``dask_config='deploy'``: they read ``deploy/dask/dkernel.yaml``, as the deploy recipes
+    set them up; ``'none'``: Dask's defaults."""
     scheduler_file = tmp / "scheduler.json"
     bin_dir = Path(sys.executable).parent
     procs = [
         subprocess.Popen(
             [bin_dir / "dask", "scheduler", "--scheduler-file", scheduler_file, "--port", "0"]
             + ["--dashboard-address", ":0"],
-            env=_env(),
+            env=_env(dask_config),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -121,7 +125,7 @@ def dask_cluster(tmp: Path, workers: int, memory_limit: str):
                 subprocess.Popen(
                     [bin_dir / "dask", "worker", "--scheduler-file", scheduler_file]
                     + ["--nthreads", "1", "--memory-limit", memory_limit],
-                    env=_env(),
+                    env=_env(dask_config),
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
@@ -201,19 +205,28 @@ def markdown(rows: list[dict], args) -> str:
         "",
         f"`python benchmarks/bench_past_one_machine.py --sizes {' '.join(f'{s:.0e}' for s in args.sizes)}"
         f" --store {' '.join(args.store)} --data {' '.join(args.data)} --method {args.method}"
-        f" --workers {args.workers} --memory-limit {args.memory_limit}` (one run): `dkernel "
+        f" --workers {args.workers} --memory-limit {args.memory_limit}"
+        f" --dask-config {args.dask_config}` (one run): `dkernel "
         f"submit` to a `dask scheduler` with {args.workers} `dask worker` processes (1 thread, "
-        f"{args.memory_limit} each); the method at its defaults with the true k.",
+        f"{args.memory_limit} each; "
+        + (
+            "Dask settings of `deploy/dask/dkernel.yaml`"
+            if args.dask_config == "deploy"
+            else "Dask's default settings"
+        )
+        + "); the method at its defaults with the true k. Stages: the job's own timings.",
         "",
-        "| data | N | store | status | wall s | fit s | tasks | peak GiB per worker | ARI (sample) |",
-        "|---|---:|---|---|---:|---:|---:|---|---:|",
+        "| data | N | store | status | wall s | stages s | tasks | peak GiB per worker | ARI (sample) |",
+        "|---|---:|---|---|---:|---|---:|---|---:|",
     ]
     for r in rows:
-        fit = r.get("timings", {}).get("fit")
+        stages = ", ".join(
+            f"{k} {v:.1f}" for k, v in r.get("timings", {}).items() if k not in ("input", "total")
+        )
         ari = "" if "ari" not in r else f"{r['ari']:.3f}"
         lines.append(
             f"| {r['data']} | {r['n']:.0e} | {r['store']} | {r['status']} | {r['wall_s']:.1f} | "
-            f"{'' if fit is None else f'{fit:.1f}'} | {r.get('n_tasks', '')} | "
+            f"{stages} | {r.get('n_tasks', '')} | "
             f"{', '.join(map(str, r.get('peak_worker_gib', [])))} | "
             f"{ari} |"
         )
@@ -231,6 +244,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunk-rows", type=int, default=1_000_000)
     p.add_argument("--sample", type=int, default=1_000_000)
     p.add_argument("--keep", type=Path, default=None, help="keep the tables and stores here")
+    p.add_argument(
+        "--dask-config",
+        choices=["deploy", "none"],
+        default="deploy",
+        help="the scheduler's and workers' Dask settings: deploy/dask/dkernel.yaml, or Dask's",
+    )
     p.add_argument("--out", type=Path, default=RESULTS / "past_one_machine")
     args = p.parse_args(argv)
     tmp = args.keep or Path(tempfile.mkdtemp(prefix="dkernel-past-"))
@@ -243,7 +262,9 @@ def main(argv: list[str] | None = None) -> None:
 
             fs = s3fs.S3FileSystem(skip_instance_cache=True)
             fs.mkdir("bench")
-        address = stack.enter_context(dask_cluster(tmp, args.workers, args.memory_limit))
+        address = stack.enter_context(
+            dask_cluster(tmp, args.workers, args.memory_limit, args.dask_config)
+        )
         for kind in args.data:
             for size in args.sizes:
                 n = int(size)

@@ -152,6 +152,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=Path, help="write the schema to this file instead")
 
     p = sub.add_parser(
+        "cluster-config",
+        parents=[common],
+        help="print the Dask settings of dkernel's embedded cluster (work stealing off, worker "
+        "saturation 1, the workers' malloc settings) for a scheduler and workers of your own: "
+        "save them in /etc/dask/ or ~/.config/dask/ where they run",
+    )
+    p.add_argument("--output", type=Path, help="write the settings to this file instead")
+
+    p = sub.add_parser(
         "demo",
         parents=[common],
         help="run the demo: MSSC on a Landsat scene (writes results/demo-landsat-mssc.zarr, "
@@ -373,14 +382,24 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     from dkernel.jobs.spec import job_spec_schema
 
     text = json.dumps(job_spec_schema(), indent=2, ensure_ascii=False) + "\n"
-    if args.output is None:
+    return _print_or_write(text, args.output, "the schema")
+
+
+def _cmd_cluster_config(args: argparse.Namespace) -> int:
+    from dkernel.runtime.connect import cluster_config_yaml
+
+    return _print_or_write(cluster_config_yaml(), args.output, "the cluster settings")
+
+
+def _print_or_write(text: str, output: Path | None, what: str) -> int:
+    if output is None:
         sys.stdout.write(text)
         return EXIT_OK
     try:
-        args.output.write_text(text, encoding="utf-8")
+        output.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise InvalidInputError(f"cannot write the schema to {args.output}: {exc}.") from exc
-    print(f"wrote {args.output}", file=sys.stderr)
+        raise InvalidInputError(f"cannot write {what} to {output}: {exc}.") from exc
+    print(f"wrote {output}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -460,6 +479,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "show": _cmd_show,
         "methods": _cmd_methods,
         "schema": _cmd_schema,
+        "cluster-config": _cmd_cluster_config,
         "demo": _cmd_demo,
         "data": _cmd_data,
     }

@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with open(HERE / "jobqueue.yaml", encoding="utf-8") as fh:
         dask.config.update(dask.config.config, yaml.safe_load(fh), priority="old")
+    # the scheduler runs in this process: dkernel's cluster settings (deploy/dask/dkernel.yaml;
+    # the workers read the same file through DASK_CONFIG, see jobqueue.yaml's prologue)
+    with open(HERE.parent / "dask" / "dkernel.yaml", encoding="utf-8") as fh:
+        dask.config.update(dask.config.config, yaml.safe_load(fh), priority="new")
 
     from dask_jobqueue import PBSCluster, SLURMCluster
 

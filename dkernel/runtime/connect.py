@@ -244,6 +244,32 @@ EMBEDDED_SCHEDULER_CONFIG = {
 }
 
 
+def cluster_config_yaml() -> str:
+    """:data:`EMBEDDED_SCHEDULER_CONFIG` as a Dask configuration file, for a cluster of your
+    own (``dkernel cluster-config``; ``deploy/dask/dkernel.yaml`` is this text): put it where
+    the scheduler's and the workers' Dask reads its configuration (``/etc/dask/``,
+    ``~/.config/dask/`` or ``$DASK_CONFIG``) before they start, and they run as the embedded
+    cluster does."""
+    import yaml
+
+    nested: dict[str, Any] = {}
+    for dotted, value in EMBEDDED_SCHEDULER_CONFIG.items():
+        # the nanny's environment names keep their dots-free spelling as one key
+        head, _, env_name = dotted.partition(".pre-spawn-environ.")
+        keys = [*head.split("."), "pre-spawn-environ", env_name] if env_name else dotted.split(".")
+        node = nested
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+    header = (
+        "# Dask settings of dkernel's embedded cluster, for a scheduler and workers of your own\n"
+        "# (written by `dkernel cluster-config`; why each one: dkernel.runtime.connect).\n"
+        "# Put this file in /etc/dask/, ~/.config/dask/ or $DASK_CONFIG on every machine that\n"
+        "# runs `dask scheduler` or `dask worker`, before they start.\n"
+    )
+    return header + yaml.safe_dump(nested, sort_keys=True)
+
+
 class SharedCluster:
     """One embedded cluster for several jobs, started by the first job that needs one.
 
