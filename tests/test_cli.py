@@ -96,6 +96,19 @@ def test_methods_lists_registries_and_parameters(capsys):
     assert "Valid names:" in capsys.readouterr().err
 
 
+def test_cluster_config_prints_or_writes_the_deploy_settings(capsys, tmp_path):
+    from dkernel.runtime.connect import cluster_config_yaml
+
+    assert main(["cluster-config"]) == 0
+    assert capsys.readouterr().out == cluster_config_yaml()
+    target = tmp_path / "dask" / "dkernel.yaml"
+    target.parent.mkdir()
+    assert main(["cluster-config", "--output", str(target)]) == 0
+    assert target.read_text(encoding="utf-8") == cluster_config_yaml()
+    assert main(["cluster-config", "--output", str(tmp_path / "missing" / "x.yaml")]) == 2
+    assert "cannot write the cluster settings" in capsys.readouterr().err
+
+
 def test_version_flag(capsys):
     import dkernel
     from dkernel.cli import main

@@ -1,7 +1,7 @@
 """The light commands stay light (issue 33, item 5).
 
-``dkernel --help``, ``dkernel run --help``, ``dkernel methods [NAME]`` and ``dkernel validate``
-of a table job import neither Dask nor scikit-learn nor SciPy (nor xarray and Zarr, which
+``dkernel --help``, ``dkernel run --help``, ``dkernel methods [NAME]``, ``dkernel cluster-config``
+and ``dkernel validate`` of a table job import neither Dask nor scikit-learn nor SciPy (nor xarray and Zarr, which
 alone would cost half of their one-second budget). Each command runs in a fresh interpreter,
 and what it imported is read from ``sys.modules`` at exit. How long they take is measured by
 ``benchmarks/bench_cli_startup.py``, not here.
@@ -63,6 +63,7 @@ def _run(*argv: str, env: dict[str, str] | None = None) -> tuple[str, set[str]]:
         (["methods"], "rbf-spectral"),
         (["methods", "mssc"], "method mssc:"),
         (["methods", "sklearn"], "reader sklearn:"),
+        (["cluster-config"], "work-stealing: false"),
     ],
 )
 def test_help_and_methods_import_no_heavy_module(argv, expected):
