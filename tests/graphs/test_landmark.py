@@ -5,6 +5,7 @@ import pytest
 
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import (
+    ARGMIN_NEIGHBORS,
     check_landmark_sizes,
     fit_landmark_graph,
     landmark_scales,
@@ -27,6 +28,23 @@ def test_nearest_landmarks_match_brute_force_far_from_the_origin():
     assert np.mean(idx == ref_idx) > 0.999
     np.testing.assert_allclose(sq, ref_sq, rtol=1e-6, atol=1e-9)
     assert np.all(np.diff(sq, axis=1) >= 0)
+
+
+@pytest.mark.parametrize("k", [1, 3, ARGMIN_NEIGHBORS, ARGMIN_NEIGHBORS + 2])
+def test_nearest_landmarks_by_argmin_and_by_partition_match_brute_force(k):
+    """Both searches (repeated argmin up to ARGMIN_NEIGHBORS, argpartition beyond, and
+    argpartition whenever the data hold NaN) give the brute-force neighbours, nearest first."""
+    rng = np.random.default_rng(k)
+    X, L = rng.normal(size=(5000, 6)), rng.normal(size=(300, 6))
+    idx, sq = nearest_landmarks(X, L, k)
+    ref_idx, ref_sq = _brute_nearest(X, L, k)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_allclose(sq, ref_sq, rtol=1e-12)
+    self_idx, _ = nearest_landmarks(L, L, k, exclude_self=True)
+    np.testing.assert_array_equal(self_idx, _brute_nearest(L, L, k + 1)[0][:, 1:])
+    X[0, 0] = np.nan  # the partition path; the other rows are unchanged
+    idx_nan, _ = nearest_landmarks(X, L, k)
+    np.testing.assert_array_equal(idx_nan[1:], ref_idx[1:])
 
 
 def test_landmark_scales_are_kth_distance_to_other_landmarks():
