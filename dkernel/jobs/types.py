@@ -218,7 +218,8 @@ class JobContext:
         import dask.array as da
         import numpy as np
 
-        from dkernel.runtime.persist import persist as persist_on, with_own_keys
+        from dkernel.runtime.persist import persist as persist_on
+        from dkernel.runtime.persist import with_own_keys
 
         X = self.data.X
         if isinstance(X, da.Array):
