@@ -66,6 +66,33 @@ def reuse_freed_memory() -> bool:
     )
 
 
+#: Seconds between two :func:`trim_freed_memory` calls on a worker (``TrimFreedMemory``).
+TRIM_INTERVAL = 5.0
+
+
+def trim_freed_memory() -> bool:
+    """Give the free pages of every heap back to the system (glibc's ``malloc_trim(0)``).
+
+    With the reuse thresholds a worker's freed blocks stay mapped, and where they lie
+    between blocks still in use (a task's record, a small buffer of the Zarr writer) no
+    threshold ever returns them: a worker writing a 10⁸-row embedding grew by 4.7 MiB a
+    second, to 1.3 GiB, of which 0.8 GiB were free pages that one ``malloc_trim(0)`` gave
+    back. Trimming every few seconds keeps the worker at what it holds; a reused block pays
+    its page faults once per trim. Returns whether it ran (``False`` off glibc).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        malloc_trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim.argtypes = (ctypes.c_size_t,)
+    malloc_trim.restype = ctypes.c_int
+    malloc_trim(0)
+    return True
+
+
 def _mallopt(settings: dict[int, int], what: str) -> bool:
     if not sys.platform.startswith("linux"):
         return False

@@ -8,6 +8,7 @@ from typing import Any
 from distributed import WorkerPlugin
 
 from dkernel.io.gdal import GDAL_CACHE_MB, limit_gdal_cache
+from dkernel.runtime.memory import TRIM_INTERVAL
 
 
 class GDALCacheLimit(WorkerPlugin):
@@ -37,6 +38,32 @@ class BoundedZarrCodecs(WorkerPlugin):
         install_bounded_codecs()
 
 
+class TrimFreedMemory(WorkerPlugin):
+    """Every ``interval`` seconds, give a worker's free heap pages back to the system
+    (:func:`dkernel.runtime.memory.trim_freed_memory`), so that its memory stays at what it
+    holds through a long pass instead of growing with the chunks it has written."""
+
+    name = "dkernel-trim-freed-memory"
+
+    def __init__(self, interval: float = TRIM_INTERVAL) -> None:
+        self.interval = float(interval)
+
+    def setup(self, worker: Any) -> None:
+        from tornado.ioloop import PeriodicCallback
+
+        from dkernel.runtime.memory import trim_freed_memory
+
+        self.teardown(worker)  # registered again by the next job: one callback a worker
+        callback = PeriodicCallback(trim_freed_memory, self.interval * 1000)
+        worker.periodic_callbacks[self.name] = callback
+        callback.start()
+
+    def teardown(self, worker: Any) -> None:
+        callback = worker.periodic_callbacks.pop(self.name, None)
+        if callback is not None:
+            callback.stop()
+
+
 class _DropComputeFailed(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith("Compute Failed")
@@ -63,10 +90,12 @@ def register_job_plugins(client: Any, *, embedded: bool = False) -> None:
 
     Thread workers of this process (an in-process cluster) share its GDAL cache, which
     ``prepare_job`` bounded already for an image job, and its Zarr codecs:
-    :class:`GDALCacheLimit` and :class:`BoundedZarrCodecs` are left out there (the first
-    would import rasterio for a table job too)."""
+    :class:`GDALCacheLimit`, :class:`BoundedZarrCodecs` and :class:`TrimFreedMemory` are
+    left out there (the first would import rasterio for a table job too; the client process
+    sets its own allocator, :mod:`dkernel.runtime.memory`)."""
     if getattr(getattr(client, "cluster", None), "processes", True) is not False:
         client.register_plugin(GDALCacheLimit())
         client.register_plugin(BoundedZarrCodecs())
+        client.register_plugin(TrimFreedMemory())
     if embedded:
         client.register_plugin(QuietTaskFailures())
