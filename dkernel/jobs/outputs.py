@@ -134,19 +134,17 @@ class _Writer:
         if not out.lazy:
             self.store.write(out.name, out.dataset)
             return
-        from dkernel.runtime import compute_with_progress
+        from dkernel.runtime import compute_parts
         from dkernel.runtime.progress import local_progress_bar
 
         if self.ctx.client is None:  # written by dask's local scheduler as it goes
             with local_progress_bar(self.ctx.progress):
                 self.store.write(out.name, out.dataset)
             return
-
-        compute_with_progress(
-            self.store.write(out.name, out.dataset, compute=False),
-            self.ctx.client,
-            show=self.ctx.progress,
-        )
+        # one future per chunk, each forgotten once written: the workers' memory stays flat
+        parts, finish = self.store.write_parts(out.name, out.dataset)
+        compute_parts(parts, self.ctx.client, show=self.ctx.progress, what=f"writing /{out.name}")
+        finish()
 
     def label_map(self, out: LabelMap) -> None:
         image = self.ctx.data.raster

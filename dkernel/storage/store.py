@@ -32,7 +32,8 @@ import logging
 import os
 import traceback
 import warnings
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -369,9 +370,10 @@ class ResultsStore:
         Dask-backed variables are written chunk by chunk by whatever scheduler is active
         (the job's distributed client); their chunks are first made regular so that every
         Dask block maps onto exactly one Zarr chunk (no two tasks ever write one chunk). With
-        ``compute=False`` the delayed write is returned so the caller can show progress while
-        it runs. The group is marked written (attribute ``dkernel_write``) only after its
-        last chunk lands; :meth:`mark_complete` refuses a store with an unfinished group.
+        ``compute=False`` the delayed write is returned (one ``Delayed`` over every chunk's
+        write); :meth:`write_parts` gives the chunks' writes one by one instead. The group is
+        marked written (attribute ``dkernel_write``) only after its last chunk lands;
+        :meth:`mark_complete` refuses a store with an unfinished group.
 
         In a resumed store (:meth:`resume`), a group already written is not written again
         (a no-op is returned), and a group whose write was interrupted keeps the chunks that
@@ -382,15 +384,57 @@ class ResultsStore:
         Memory: one chunk per running task. Writes are atomic per chunk (the Zarr local store
         writes a temporary file and renames it).
         """
+        if compute and active_client() is None and not self.resuming:
+            # on dask's local scheduler: written now. Handed to ``dask.delayed`` (below), the
+            # write gets keys of its own, which a distributed scheduler needs (another client
+            # releasing the same keys of the same data cancelled it: "lost dependencies"), but
+            # dask imports distributed to make them, 0.1-0.2 s, in a process without it
+            prepared, options = self._begin_write(group, dataset)
+            prepared.to_zarr(str(self.path), compute=True, **options)
+            _mark_group(str(self.path), group, None, self._zarr)
+            return None
+        import dask
+
+        parts, finish = self.write_parts(group, dataset)
+        done = dask.delayed(_finish_parts, pure=False)(parts, finish)
+        if compute:
+            done.compute()
+            return None
+        return done
+
+    def write_parts(self, group: str, dataset: xr.Dataset) -> tuple[list[Any], Callable[[], None]]:
+        """``/group`` made, its in-memory variables written, and ``(parts, finish)``: one
+        ``Delayed`` write per chunk of its Dask variables, and the call that marks the group
+        written, to make once every part is computed.
+
+        Computed with :func:`dkernel.runtime.compute_parts` (one future per chunk, released
+        as soon as it is written), a worker forgets each written chunk and the tasks behind
+        it at once: computed as one future, the records of every task of the pass stayed on
+        the workers until the last chunk, and a worker writing a 10⁸-row embedding grew by
+        about 200 KiB per chunk (0.8 GiB). A resumed store's finished group gives no parts,
+        an interrupted one the parts of its missing chunks (see :meth:`write`).
+        """
+        if self.resuming:
+            resumed = self._resume_parts(group, dataset)
+            if resumed is not _NOT_RESUMABLE:
+                return resumed
+        prepared, options = self._begin_write(group, dataset)
+        # the arrays and the in-memory variables; the Dask variables' own write is not used
+        prepared.to_zarr(str(self.path), compute=False, **options)
+        parts = []
+        for name, var in prepared.variables.items():
+            if is_dask_array(var.data) and var.ndim:
+                parts.extend(_block_writes(var.data, str(self.path), f"{group}/{name}", self._zarr))
+        return parts, partial(_mark_group, str(self.path), group, None, self._zarr)
+
+    def _begin_write(self, group: str, dataset: xr.Dataset) -> tuple[xr.Dataset, dict[str, Any]]:
+        """The dataset as it is stored, the group registered as being written, and the
+        ``to_zarr`` options."""
         if not group or "/" in group.strip("/") or group.startswith("."):
             raise StoreError(f"invalid group name {group!r}: use a single word such as 'kernel'.")
         dataset = _variable_length_strings(_regular_chunks(dataset.copy()))
         dataset = describe_variables(group, dataset)
         dataset.attrs = _jsonable(dict(dataset.attrs))
-        if self.resuming:
-            resumed = self._resume_write(group, dataset, compute=compute)
-            if resumed is not _NOT_RESUMABLE:
-                return resumed
         self._register_group(group)
         dataset.attrs[GROUP_MARKER] = "writing"
         options: dict[str, Any] = {
@@ -401,20 +445,7 @@ class ResultsStore:
             "encoding": _encoding(group, dataset),
             **self._zarr,
         }
-        if compute and active_client() is None:
-            # on dask's local scheduler: written now. Handed to ``dask.delayed`` (below), the
-            # write gets keys of its own, which a distributed scheduler needs (another client
-            # releasing the same keys of the same data cancelled it: "lost dependencies"), but
-            # dask imports distributed to make them, 0.1-0.2 s, in a process without it
-            dataset.to_zarr(str(self.path), compute=True, **options)
-            _mark_group(str(self.path), group, None, self._zarr)
-            return None
-        written = dataset.to_zarr(str(self.path), compute=False, **options)
-        finish = _finish_group_delayed(written, str(self.path), group, self._zarr)
-        if compute:
-            finish.compute()
-            return None
-        return finish
+        return dataset, options
 
     # -- resuming ------------------------------------------------------------------------
     resuming: bool = False
@@ -453,34 +484,30 @@ class ResultsStore:
         store.resuming = True
         return store
 
-    def _resume_write(self, group: str, dataset: xr.Dataset, *, compute: bool) -> Any:
-        """Skip a finished group, or write only the missing chunks of an interrupted one."""
+    def _resume_parts(self, group: str, dataset: xr.Dataset) -> Any:
+        """A finished group: no parts; an interrupted one: the writes of its missing chunks
+        (its in-memory variables written again now, they are cheap); another layout:
+        ``_NOT_RESUMABLE`` (written anew)."""
+        dataset = _variable_length_strings(_regular_chunks(dataset.copy()))
+        dataset = describe_variables(group, dataset)
         root = self._root("r")
         if group not in root:
             return _NOT_RESUMABLE
         node = root[group]
         if not isinstance(node, zarr.Group) or not _same_layout(node, dataset):
             return _NOT_RESUMABLE
+        path, kw = str(self.path), self._zarr
         if node.attrs.get(GROUP_MARKER) == "complete":
-            return None if compute else _noop_delayed()
-        # interrupted: in-memory variables are rewritten (cheap); Dask ones chunk by chunk
+            return [], _nothing
         tasks = []
         for name, var in dataset.variables.items():
             target = f"{group}/{name}"
             if is_dask_array(var.data):
-                tasks.extend(_missing_chunk_writes(var.data, str(self.path), target, self._zarr))
+                tasks.extend(_block_writes(var.data, path, target, kw, missing_only=True))
             else:
-                arr = zarr.open_array(
-                    str(self.path), path=target, mode="r+", zarr_format=3, **self._zarr
-                )
+                arr = zarr.open_array(path, path=target, mode="r+", zarr_format=3, **kw)
                 arr[...] = np.asarray(var.values)
-        import dask
-
-        finish = dask.delayed(_mark_group, pure=False)(str(self.path), group, tasks, self._zarr)
-        if compute:
-            finish.compute()
-            return None
-        return finish
+        return tasks, partial(_mark_group, path, group, None, kw)
 
     def read_array(self, group: str, name: str) -> Any:
         """A stored array as a lazy Dask array (computed by whatever scheduler is active), its
@@ -553,10 +580,13 @@ def _regular_chunks(dataset: xr.Dataset) -> xr.Dataset:
     return dataset
 
 
-def _finish_group_delayed(write: Any, path: str, group: str, kw: dict[str, Any]) -> Any:
-    import dask
+def _finish_parts(_parts: Any, finish: Callable[[], None]) -> None:
+    """After every part (its dependencies): mark the group written."""
+    finish()
 
-    return dask.delayed(_mark_group, pure=False)(path, group, write, kw)
+
+def _nothing() -> None:
+    return None
 
 
 def _mark_group(path: str, group: str, _done: Any, kw: dict[str, Any] | None = None) -> None:
@@ -568,12 +598,6 @@ def _mark_group(path: str, group: str, _done: Any, kw: dict[str, Any] | None = N
 def _attrs(node: zarr.Group | zarr.Array) -> dict[str, Any]:
     """A node's attributes (a copy); their values are dkernel's JSON layout, not typed by zarr."""
     return node.attrs.asdict()
-
-
-def _noop_delayed() -> Any:
-    import dask
-
-    return dask.delayed(lambda: None)()
 
 
 def _same_layout(node: zarr.Group, dataset: xr.Dataset) -> bool:
@@ -597,27 +621,31 @@ def _same_layout(node: zarr.Group, dataset: xr.Dataset) -> bool:
     return True
 
 
-def _missing_chunk_writes(
-    x: Any, path: str, target: str, kw: dict[str, Any] | None = None
+def _block_writes(
+    x: Any, path: str, target: str, kw: dict[str, Any] | None = None, *, missing_only: bool = False
 ) -> list[Any]:
-    """One delayed write per block of ``x`` whose Zarr chunk is not on disk yet."""
+    """One delayed write per block of ``x`` into the array ``target`` (its Zarr chunk);
+    ``missing_only``: only of the blocks whose chunk is not in the store yet."""
     import dask
 
     kw = kw or {}
-    arr = zarr.open_array(path, path=target, mode="r", zarr_format=3, **kw)
-    prefix = f"{target}/" if target else ""
-    present = {k[len(prefix) :] for k in _list_keys(arr) if k.startswith(prefix)}
-    tasks = []
+    present: set[str] = set()
+    if missing_only:
+        arr = zarr.open_array(path, path=target, mode="r", zarr_format=3, **kw)
+        prefix = f"{target}/" if target else ""
+        present = {k[len(prefix) :] for k in _list_keys(arr) if k.startswith(prefix)}
+    blocks = x.to_delayed()
     starts = [np.cumsum((0, *c[:-1])) for c in x.chunks]
+    put = dask.delayed(_put_block, pure=False)
+    tasks = []
     for idx in np.ndindex(*x.numblocks):
-        key = "c/" + "/".join(str(i) for i in idx)
-        if key in present:
+        if missing_only and "c/" + "/".join(str(i) for i in idx) in present:
             continue
         region = tuple(
             slice(int(st[i]), int(st[i]) + c[i])
             for st, c, i in zip(starts, x.chunks, idx, strict=True)
         )
-        tasks.append(dask.delayed(_put_block, pure=False)(x.blocks[idx], path, target, region, kw))
+        tasks.append(put(blocks[idx], path, target, region, kw))
     return tasks
 
 
