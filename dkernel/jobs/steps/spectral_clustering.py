@@ -125,7 +125,9 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
         # its pair sums; the p × p problem
         search = min(rows, SEARCH_ROWS) * m
         memory = 8.0 * (rows * (n_features + 4 * kl * kl) + search + 6 * m * m)
-        memory += 8.0 * n_samples * k
+        # and the k-means sample of the embedding: the embedding and the labels are written
+        # from the workers, never held whole in one process
+        memory += 8.0 * min(n_samples, params["kmeans_max_samples"]) * k
         what = f"spectral clustering on a {m}-landmark bipartite graph"
     else:
         m = _landmarks(params, n_samples)
