@@ -4,11 +4,12 @@ What a cluster's scheduler would be handed, pass by pass, for a table of N rows 
 features in a Zarr store (chunks of ``--store-rows`` rows), at the job's defaults
 (``SpectralClustering``'s bipartite landmark path above 5 000 rows):
 
-0. the input, rechunked to the job's chunk rows and persisted (``JobContext.persisted_rows``);
-1. the landmark sample (``dkernel.rows.take_rows`` of ``10 p`` rows);
+1. the landmark sample (``dkernel.rows.take_rows`` of ``10 p`` rows), reading the store's chunks
+   (the input is not persisted: ``JobContext.row_chunks``);
 2. the landmark sums over every row (``dkernel.graphs.bipartite.accumulate_landmark_sums``);
-3. the k-means sample of the embedding (``take_rows`` of ``kmeans_max_samples`` rows);
-4. the labels of every row (``SpectralClustering._assign``, gathered by ``fit`` as ``labels_``).
+3. the embedding of every row written to the store (``to_zarr``, as the job writes it);
+4. the k-means sample of the stored embedding (``take_rows`` of ``kmeans_max_samples`` rows);
+5. the labels of every row from the stored embedding, written to the store.
 
 Each pass's graph is taken from the package's own code: a scheduler function stands in for
 Dask's and records the graph it is given instead of running it (``Captured``), so what is
@@ -75,15 +76,17 @@ def graph_of(build: Callable[[], Any]) -> tuple[dict, float, float]:
     raise RuntimeError("the pass computed nothing")
 
 
-def metadata_only_table(root: Path, n: int, f: int, store_rows: int) -> da.Array:
-    """A Zarr array of ``n × f`` float32 with no chunk written (building reads no data)."""
+def metadata_only_array(path: Path, shape: tuple[int, ...], rows: int, dtype: str) -> da.Array:
+    """A Zarr array with no chunk written (building reads no data), chunked by ``rows`` rows."""
     arr = zarr.create_array(
-        store=str(root / f"table_{n}.zarr"),
-        shape=(n, f),
-        chunks=(min(store_rows, n), f),
-        dtype="float32",
+        store=str(path), shape=shape, chunks=(min(rows, shape[0]), *shape[1:]), dtype=dtype
     )
     return da.from_zarr(arr)
+
+
+def metadata_only_table(root: Path, n: int, f: int, store_rows: int) -> da.Array:
+    """A Zarr table of ``n × f`` float32 with no chunk written."""
+    return metadata_only_array(root / f"table_{n}.zarr", (n, f), store_rows, "float32")
 
 
 def fitted_model(f: int, seed: int = 0) -> Any:
@@ -119,26 +122,33 @@ def scheduler_bytes_per_task(n_tasks: int) -> float:
     return (after - before) / n_tasks
 
 
-def passes(X: da.Array, est: Any, n: int) -> dict[str, Callable[[], Any]]:
+def passes(X: da.Array, est: Any, n: int, root: Path) -> tuple[dict[str, Callable[[], Any]], int]:
     from dkernel.graphs.bipartite import accumulate_landmark_sums
-    from dkernel.jobs.registry import persist, with_own_keys
     from dkernel.jobs.steps.spectral_clustering import PARAMS, _chunk_rows
     from dkernel.rows import take_rows
 
     params = {p.name: p.default for p in PARAMS}
     rows = _chunk_rows(params, n)
-    Xp = X.rechunk({0: rows, 1: -1})
+    Xp = X.rechunk({0: rows, 1: -1}).astype(np.float64)
     model = est.graph_model_
     rng = np.random.default_rng(0)
     landmark_rows = np.sort(rng.choice(n, 10 * model.graph.n_landmarks, replace=False))
     kmeans_rows = np.sort(rng.choice(n, est.kmeans_max_samples, replace=False))
     Z = model.transform(Xp)
+    # the stored embedding, as the job reads it back (metadata only: nothing is read)
+    stored = metadata_only_array(root / f"embedding_{n}.zarr", Z.shape, Z.chunks[0][0], "float64")
     return {
-        "0 persist input": lambda: persist(with_own_keys(Xp), None),
         "1 landmark sample": lambda: take_rows(Xp, landmark_rows),
         "2 landmark sums": lambda: accumulate_landmark_sums(model.graph, Xp),
-        "3 k-means sample": lambda: take_rows(Z, kmeans_rows),
-        "4 labels to the client": lambda: np.asarray(est._assign(Z).compute()),
+        "3 embedding to the store": lambda: Z.to_zarr(
+            str(root / f"z_{n}.zarr"), overwrite=True, compute=False
+        ).compute(),
+        "4 k-means sample": lambda: take_rows(stored, kmeans_rows),
+        "5 labels to the store": lambda: (
+            est._assign(stored)
+            .to_zarr(str(root / f"labels_{n}.zarr"), overwrite=True, compute=False)
+            .compute()
+        ),
     }, rows
 
 
@@ -148,7 +158,7 @@ def run(sizes: list[int], f: int, store_rows: int, per_task_tasks: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             X = metadata_only_table(Path(tmp), n, f, store_rows)
-            steps, rows = passes(X, est, n)
+            steps, rows = passes(X, est, n, Path(tmp))
             row = {"chunk_rows": rows, "chunks": -(-n // rows), "passes": {}}
             for name, build in steps.items():
                 graph, seconds, grown = graph_of(build)
