@@ -53,8 +53,11 @@ class TrimFreedMemory(WorkerPlugin):
 
         from dkernel.runtime.memory import trim_freed_memory
 
+        def trim() -> None:
+            trim_freed_memory()
+
         self.teardown(worker)  # registered again by the next job: one callback a worker
-        callback = PeriodicCallback(trim_freed_memory, self.interval * 1000)
+        callback = PeriodicCallback(trim, self.interval * 1000)
         worker.periodic_callbacks[self.name] = callback
         callback.start()
 
