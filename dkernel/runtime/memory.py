@@ -27,6 +27,7 @@ import ctypes
 import ctypes.util
 import logging
 import sys
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -80,29 +81,30 @@ def trim_freed_memory() -> bool:
     back. Trimming every few seconds keeps the worker at what it holds; a reused block pays
     its page faults once per trim. Returns whether it ran (``False`` off glibc).
     """
-    if not sys.platform.startswith("linux"):
+    malloc_trim = _glibc_function("malloc_trim", (ctypes.c_size_t,))
+    if malloc_trim is None:
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        malloc_trim = libc.malloc_trim
-    except (OSError, AttributeError):
-        return False
-    malloc_trim.argtypes = (ctypes.c_size_t,)
-    malloc_trim.restype = ctypes.c_int
     malloc_trim(0)
     return True
 
 
-def _mallopt(settings: dict[int, int], what: str) -> bool:
+def _glibc_function(name: str, argtypes: tuple) -> Any:
+    """glibc's function ``name`` (returning an int), or None off Linux or without it."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        function = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):
+        return None
+    function.argtypes = argtypes
+    function.restype = ctypes.c_int
+    return function
+
+
+def _mallopt(settings: dict[int, int], what: str) -> bool:
+    mallopt = _glibc_function("mallopt", (ctypes.c_int, ctypes.c_int))
+    if mallopt is None:
         return False
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    mallopt.restype = ctypes.c_int
     ok = all([bool(mallopt(param, int(value))) for param, value in settings.items()])
     logger.debug(f"{what}: {'set' if ok else 'not set'}")
     return ok
