@@ -269,7 +269,7 @@ def row_blocks(n: int, rows: int) -> list[slice]:
 
 def accumulate_landmark_sums(graph: LandmarkGraph, X: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(W_Y, D_Y)`` over every row of ``X``: Dask chunks as tasks, NumPy blocks on the cores;
-    the partial sums are sparse (:func:`sparse_landmark_sums`) and added in a fixed order."""
+    the partial sums are sparse (``sparse_landmark_sums``) and added in a fixed order."""
     if isinstance(X, da.Array):
         parts = chunk_tasks(X, _sums_of_block, range(X.numblocks[0]), shared=(graph,))
         return dense_sums(dask.compute(tree_sum(parts, _add))[0], graph.n_landmarks)

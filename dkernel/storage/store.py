@@ -421,10 +421,20 @@ class ResultsStore:
         prepared, options = self._begin_write(group, dataset)
         # the arrays and the in-memory variables; the Dask variables' own write is not used
         prepared.to_zarr(str(self.path), compute=False, **options)
+        lazy = {
+            name: var.data
+            for name, var in prepared.variables.items()
+            if is_dask_array(var.data) and var.ndim
+        }
         parts = []
-        for name, var in prepared.variables.items():
-            if is_dask_array(var.data) and var.ndim:
-                parts.extend(_block_writes(var.data, str(self.path), f"{group}/{name}", self._zarr))
+        if lazy:
+            import dask
+
+            # optimised together, so that the tasks variables share (a valid mask) keep one
+            # name in every part
+            arrays = dask.optimize(*lazy.values())
+            for name, data in zip(lazy, arrays, strict=True):
+                parts.extend(_block_writes(data, str(self.path), f"{group}/{name}", self._zarr))
         return parts, partial(_mark_group, str(self.path), group, None, self._zarr)
 
     def _begin_write(self, group: str, dataset: xr.Dataset) -> tuple[xr.Dataset, dict[str, Any]]:
@@ -634,7 +644,7 @@ def _block_writes(
         arr = zarr.open_array(path, path=target, mode="r", zarr_format=3, **kw)
         prefix = f"{target}/" if target else ""
         present = {k[len(prefix) :] for k in _list_keys(arr) if k.startswith(prefix)}
-    blocks = x.to_delayed()
+    blocks = x.to_delayed(optimize_graph=False)  # optimised by the caller, with its siblings
     starts = [np.cumsum((0, *c[:-1])) for c in x.chunks]
     put = dask.delayed(_put_block, pure=False)
     tasks = []

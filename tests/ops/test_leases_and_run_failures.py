@@ -624,7 +624,7 @@ def test_disk_filled_to_the_last_byte_during_the_run_is_still_recorded(
     """Another process takes every free byte just before the kernel is written: the space the
     writer set aside beside its lease is what the ``failed`` status is written with."""
     write_spec(work, output="small/out.zarr")
-    write = ResultsStore.write
+    write = ResultsStore.write_parts  # a lazy group (the kernel) is written in parts
 
     def filling_write(self, group, *args, **kwargs):
         if group == "kernel":
@@ -632,7 +632,7 @@ def test_disk_filled_to_the_last_byte_during_the_run_is_still_recorded(
             assert free_bytes(tmpfs) == 0
         return write(self, group, *args, **kwargs)
 
-    monkeypatch.setattr(ResultsStore, "write", filling_write)
+    monkeypatch.setattr(ResultsStore, "write_parts", filling_write)
     code, err, _ = run_on(scheduler)
     assert code == 1, err
     line = _one_line_failure(err)
@@ -685,14 +685,14 @@ def test_a_status_that_cannot_be_written_at_all_says_so(work, scheduler, monkeyp
     def full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    write = ResultsStore.write
+    write = ResultsStore.write_parts  # a lazy group (the kernel) is written in parts
 
     def failing_write(self, group, *args, **kwargs):
         if group == "kernel":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path / "kernel"))
         return write(self, group, *args, **kwargs)
 
-    monkeypatch.setattr(ResultsStore, "write", failing_write)
+    monkeypatch.setattr(ResultsStore, "write_parts", failing_write)
     monkeypatch.setattr(ResultsStore, "mark_failed", full)
     code, err, _ = run_on(scheduler)
     assert code == 1, err
@@ -722,14 +722,14 @@ def test_an_error_while_running_is_recorded_on_one_line(work, scheduler, monkeyp
 
 
 def test_a_store_removed_while_running_is_named(work, scheduler, monkeypatch) -> None:
-    write = ResultsStore.write
+    write = ResultsStore.write_parts  # a lazy group (the kernel) is written in parts
 
     def removing_write(self, group, *args, **kwargs):
         if group == "kernel":
             shutil.rmtree(self.path)  # `rm -rf out.zarr` by someone else, mid-run
         return write(self, group, *args, **kwargs)
 
-    monkeypatch.setattr(ResultsStore, "write", removing_write)
+    monkeypatch.setattr(ResultsStore, "write_parts", removing_write)
     code, err, _ = run_on(scheduler)
     assert code == 1, err
     line = _one_line_failure(err)

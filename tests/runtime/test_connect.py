@@ -113,8 +113,14 @@ def test_a_scheduler_and_worker_of_your_own_run_with_the_deploy_config(tmp_path)
         address = json.loads(scheduler_file.read_text())["address"]
         with Client(address, timeout=60) as client:
             client.wait_for_workers(1, timeout=60)
-            saturation, stealing = client.run_on_scheduler(_settings)
-            arena = client.run(lambda: os.environ.get("MALLOC_ARENA_MAX"))
+            # probes defined here, pickled by value: the scheduler cannot import this module
+            saturation, stealing = client.run_on_scheduler(
+                lambda dask_scheduler: (
+                    dask_scheduler.WORKER_SATURATION,
+                    "stealing" in dask_scheduler.extensions,
+                )
+            )
+            arena = client.run(lambda: __import__("os").environ.get("MALLOC_ARENA_MAX"))
         assert saturation == 1.0 and not stealing
         assert list(arena.values()) == ["1"]
     finally:
