@@ -42,6 +42,7 @@ from dkernel.jobs.map_files import (  # noqa: F401  (re-exported: where they wer
 )
 from dkernel.jobs.types import (  # noqa: F401  (re-exported: the step modules' imports)
     Group,
+    GroupAttrs,
     JobContext,
     LabelMap,
     MapFiles,
@@ -111,7 +112,7 @@ def write_outputs(outputs: Iterable[Output], store: ResultsStore, ctx: JobContex
         if write is None:
             raise TypeError(
                 f"method {ctx.method!r} yielded a {type(output).__name__}; a step yields "
-                "Group, LabelMap, MapFiles, ScoreMap, Metrics, Scratch or Timing "
+                "Group, GroupAttrs, LabelMap, MapFiles, ScoreMap, Metrics, Scratch or Timing "
                 "(dkernel.jobs.outputs)."
             )
         write(writer, output)
@@ -145,6 +146,9 @@ class _Writer:
         parts, finish = self.store.write_parts(out.name, out.dataset)
         compute_parts(parts, self.ctx.client, show=self.ctx.progress, what=f"writing /{out.name}")
         finish()
+
+    def group_attrs(self, out: GroupAttrs) -> None:
+        self.store.update_group_attrs(out.group, **out.attrs)
 
     def label_map(self, out: LabelMap) -> None:
         image = self.ctx.data.raster
@@ -225,6 +229,7 @@ class _Writer:
 
 _WRITERS: dict[type, Callable[[_Writer, Any], None]] = {
     Group: _Writer.group,
+    GroupAttrs: _Writer.group_attrs,
     LabelMap: _Writer.label_map,
     MapFiles: _Writer.map_files,
     ScoreMap: _Writer.score_map,

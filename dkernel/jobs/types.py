@@ -103,6 +103,15 @@ class Scratch:
 
 
 @dataclass(frozen=True)
+class GroupAttrs:
+    """Attributes merged into the written group ``/group``: what a step learns from a lazy
+    group once it is written (a summary of its chunks), without holding it."""
+
+    group: str
+    attrs: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Timing:
     """The wall time of one phase (root attribute ``timings``)."""
 
@@ -116,7 +125,7 @@ class Timing:
 
 
 #: Anything a step's ``compute`` may yield.
-Output = Group | LabelMap | MapFiles | ScoreMap | Metrics | Scratch | Timing
+Output = Group | GroupAttrs | LabelMap | MapFiles | ScoreMap | Metrics | Scratch | Timing
 
 
 # ------------------------------------------------------------------------------------------

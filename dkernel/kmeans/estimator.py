@@ -157,6 +157,17 @@ def normalized_kernel_spectrum(space: GramSpace | FeatureSpace, n_values: int) -
     return np.sort(values)[::-1]
 
 
+def warn_if_clusters_lost(found: int, n_clusters: int) -> None:
+    """A ``ConvergenceWarning`` when the labels use fewer than ``n_clusters`` clusters."""
+    if found < n_clusters:
+        warn_caller(
+            f"Number of distinct clusters ({found}) found smaller than n_clusters "
+            f"({n_clusters}). Possibly due to duplicate points in X, or a kernel too wide to "
+            "tell them apart.",
+            ConvergenceWarning,
+        )
+
+
 def _distance_block(X: np.ndarray, model: Any, point_norms: bool) -> np.ndarray:
     return model.distances(X, point_norms=point_norms)
 
@@ -543,9 +554,38 @@ class KernelKMeans(
         # the GEMMs here are thin (the inner or outer dimension is p, K or m): one BLAS thread
         # each, the cores used by blocks of rows (dkernel.linalg.threads)
         with one_blas_thread():
-            return self._fit(X)
+            run, sample = self._fit_centres(X)
+            if sample is None:
+                labels, inertia = run.labels, float(run.inertia)
+            else:
+                labels, inertia = self._assign_all(X)
+        self._set_labels(labels, inertia)
+        return self
 
-    def _fit(self, X: Any) -> KernelKMeans:
+    def _fit_centres_only(self, X: da.Array) -> bool:
+        """:meth:`fit` without labelling every row when Lloyd ran on a sample: a job then
+        writes the labels of :meth:`_lazy_labels` chunk by chunk, never held whole. Returns
+        whether ``labels_`` and ``inertia_`` are set (Lloyd ran on every row)."""
+        X = validate_input(self, X, reset=True, min_samples=2, **kernel_nan_args(self.kernel))
+        with one_blas_thread():
+            run, sample = self._fit_centres(X)
+        if sample is None:
+            self._set_labels(run.labels, float(run.inertia))
+        return sample is None
+
+    def _lazy_labels(self, X: da.Array) -> tuple[da.Array, da.Array]:
+        """Nearest centre of every row of ``X`` and its squared distance (clipped at 0), lazy
+        and from the same distances: computed together, each chunk's distances once."""
+        d = self._lazy_distances(X, point_norms=True)
+        return d.argmin(axis=1).astype(np.int64), da.maximum(d.min(axis=1), 0)
+
+    def _set_labels(self, labels: np.ndarray, inertia: float) -> None:
+        self.labels_, self.inertia_ = labels, inertia
+        warn_if_clusters_lost(int(np.unique(labels).size), self.n_clusters_)
+
+    def _fit_centres(self, X: Any) -> tuple[Any, np.ndarray | None]:
+        """Everything :meth:`fit` learns but the labels: the kept Lloyd run and the rows it
+        ran on (None: every row)."""
         n, p = int(X.shape[0]), int(X.shape[1])
         candidates = self._candidates(n)
         seed = seed_from_random_state(self.random_state)
@@ -617,18 +657,7 @@ class KernelKMeans(
         else:
             self.model_ = feature_centres(feature_map, space, run.centre_labels, k)
             self.cluster_centers_ = self.model_.centres
-        if sample is None:
-            self.labels_, self.inertia_ = run.labels, float(run.inertia)
-        else:
-            self.labels_, self.inertia_ = self._assign_all(X)
-        found = int(np.unique(self.labels_).size)
-        if found < k:
-            warn_caller(
-                f"Number of distinct clusters ({found}) found smaller than n_clusters ({k}). "
-                "Possibly due to duplicate points in X, or a kernel too wide to tell them apart.",
-                ConvergenceWarning,
-            )
-        return self
+        return run, sample
 
     def _model_order(
         self, rows: np.ndarray, space: GramSpace | FeatureSpace, candidates: np.ndarray, seed: Any

@@ -53,6 +53,10 @@ def test_nystrom_job_stores_what_the_estimator_fits(tmp_path, client):
     assert labels.attrs["inertia"] == pytest.approx(est.inertia_, rel=1e-10)
     assert labels.attrs["solver"] == "nystrom" and labels.attrs["n_clusters"] == 3
     assert labels.attrs["cluster_sizes"] == np.bincount(est.labels_).tolist()
+    # written chunk by chunk with each row's squared distance to its centre (the summary's
+    # source, read back from the store)
+    nearest = est.transform(X).min(axis=1) ** 2
+    np.testing.assert_allclose(labels["distance"].values, nearest, rtol=1e-8, atol=1e-10)
     np.testing.assert_array_equal(tree["landmarks"]["index"].values, est.landmark_indices_)
     # the landmark kernel's leading eigenvalues, read back from the basis
     K_mm = est.kernel_.cross(X[est.landmark_indices_], X[est.landmark_indices_])

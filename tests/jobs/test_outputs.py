@@ -124,7 +124,9 @@ def test_an_unknown_output_is_refused_naming_it(tmp_path, client):
     ctx = JobContext(
         method=spec.method, params={}, data=None, client=client, store=StoreView(store), seed=0
     )
-    with pytest.raises(TypeError, match=r"yielded a dict; a step yields Group, LabelMap"):
+    with pytest.raises(
+        TypeError, match=r"yielded a dict; a step yields Group, GroupAttrs, LabelMap"
+    ):
         write_outputs([Timing("a", 1.0), {"labels": [0]}], store, ctx)
     assert store.attrs["timings"] == {"a": 1.0}  # what came before was written
 

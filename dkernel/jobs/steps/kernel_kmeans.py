@@ -1,12 +1,14 @@
 """``method: kernel-kmeans`` — :class:`~dkernel.KernelKMeans`: Lloyd's iterations in a kernel's
 feature space, exact on the kernel matrix (small N) or on a Nyström feature map (large N);
-writes ``/labels`` (labels, centres, objective, the AIC/BIC of every K tried) and, for the
-Nyström solver, ``/landmarks``.
+writes ``/labels`` (labels, centres, objective, the AIC/BIC of every K tried; when Lloyd ran on a
+sample, each row's squared distance to its centre) and, for the Nyström solver, ``/landmarks``.
 
 The data are row-chunked into a Dask array on the job's cluster: the Nyström solver runs
 Lloyd's iterations on a uniform sample of at most ``kmeans_max_samples`` rows, then assigns every
-row to its nearest centre chunk by chunk; nothing is N × N. The exact solver is taken (by
-``solver='auto'``) only on small data whose kernel fits ``limits.max_memory``.
+row to its nearest centre chunk by chunk, written as it goes (the cluster sizes and the objective
+are read back from the store): nothing is N × N, and nothing of length N is held whole. The
+exact solver is taken (by ``solver='auto'``) only on small data whose kernel fits
+``limits.max_memory``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import (
     RASTER_OUTPUT_PARAMS,
     Group,
+    GroupAttrs,
     LabelMap,
     Metrics,
     Output,
@@ -41,6 +44,8 @@ from dkernel.schema.estimator import EstimatorSchema
 AUTO_COST_RATIO, EXACT_FULL_STEPS, FEATURE_STEPS = constants(
     "dkernel.kmeans.estimator", "AUTO_COST_RATIO", "EXACT_FULL_STEPS", "FEATURE_STEPS"
 )
+da = deferred("dask.array")
+warn_if_clusters_lost = deferred("dkernel.kmeans.estimator", "warn_if_clusters_lost")
 labels_dataset, landmarks_dataset = deferred(
     "dkernel.storage.layout", "labels_dataset", "landmarks_dataset"
 )
@@ -154,30 +159,55 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     Xd = ctx.row_chunks(_chunk_rows(p, n), persist=False)
     est = KMEANS_SCHEMA.build(p, random_state=ctx.seed, max_memory=ctx.limits.get("max_memory"))
     t = time.perf_counter()
-    est.fit(Xd)
+    labelled = est._fit_centres_only(Xd)
     yield Timing.since("fit", t)
     logger.info(
         f"kernel k-means ({est.solver_} solver, kernel {est.kernel_.name}): K = {est.n_clusters_}"
-        f", objective {est.inertia_:.6g}, {est.n_iter_} Lloyd steps"
+        f", {est.n_iter_} Lloyd steps"
     )
-    yield Group(
-        "labels",
-        labels_dataset(
-            est.labels_,
-            n_clusters=est.n_clusters_,
-            clustering=f"kernel k-means ({est.solver_})",
-            centers=est.cluster_centers_,
-            inertia=float(est.inertia_),
-        ).assign_attrs(_attrs(est, p)),
-    )
+    t = time.perf_counter()
+    if labelled:  # Lloyd ran on every row
+        labels: Any = est.labels_
+        summary = _summary(np.bincount(labels, minlength=est.n_clusters_), est.inertia_)
+        yield Group("labels", _labels_dataset(est, p, labels).assign_attrs(summary))
+    else:
+        # every row's nearest centre, written chunk by chunk; the summary from the stored
+        # labels and distances, read back lazily
+        labels, distance = est._lazy_labels(Xd)
+        yield Group("labels", _labels_dataset(est, p, labels, distance), lazy=True)
+        labels = ctx.store.read_array("labels", "labels")
+        sizes, inertia = da.compute(
+            da.bincount(labels, minlength=est.n_clusters_),
+            ctx.store.read_array("labels", "distance").sum(),
+        )
+        summary = _summary(sizes, float(inertia))
+        yield GroupAttrs("labels", summary)
+        warn_if_clusters_lost(int(np.count_nonzero(sizes)), est.n_clusters_)
+    yield Timing.since("labels", t)
+    logger.info(f"kernel k-means objective {summary['inertia']:.6g}")
     if est.landmark_indices_ is not None:
         basis = est.model_.feature_map.basis
         # W0 = U Λ^(-1/2): the landmark kernel's kept eigenvalues are 1 / ||W0[:, j]||²
         spectrum = np.sort(1.0 / np.einsum("ij,ij->j", basis, basis))[::-1]
         yield Group("landmarks", landmarks_dataset(est.landmark_indices_, spectrum[:50]))
     yield from model_order_outputs(est)
-    yield LabelMap(est.labels_, "kernel k-means")
-    yield Metrics(est.labels_)
+    yield LabelMap(labels, "kernel k-means")
+    yield Metrics(labels)
+
+
+def _labels_dataset(est: Any, p: dict, labels: Any, distance: Any = None) -> Any:
+    return labels_dataset(
+        labels,
+        n_clusters=est.n_clusters_,
+        clustering=f"kernel k-means ({est.solver_})",
+        centers=est.cluster_centers_,
+        distance=distance,
+    ).assign_attrs(_attrs(est, p))
+
+
+def _summary(sizes: np.ndarray, inertia: float) -> dict[str, Any]:
+    """The ``/labels`` attributes known once every row is labelled."""
+    return {"cluster_sizes": np.asarray(sizes).tolist(), "inertia": float(inertia)}
 
 
 def _attrs(est: Any, p: dict) -> dict[str, Any]:
@@ -187,7 +217,6 @@ def _attrs(est: Any, p: dict) -> dict[str, Any]:
         "kernel": est.kernel_.name,
         "sigma": est.sigma_,
         "n_iter": int(est.n_iter_),
-        "cluster_sizes": np.bincount(est.labels_, minlength=est.n_clusters_).tolist(),
         "n_landmarks": None if est.landmark_indices_ is None else int(est.landmark_indices_.size),
         "n_clusters_candidates": est.n_clusters_candidates_.tolist(),
         "inertias": est.inertias_.tolist(),

@@ -67,6 +67,7 @@ def labels_dataset(
     centers_name: Literal["centers", "cluster_centers"] = "centers",
     inertia: float | None = None,
     cluster_coordinate: bool = False,
+    distance: Any = None,
 ) -> xr.Dataset:
     """The ``/labels`` group: the cluster of every sample.
 
@@ -85,6 +86,9 @@ def labels_dataset(
         The k-means cost of the labels.
     cluster_coordinate : bool
         Give the ``cluster`` dimension a coordinate ``0 … n_clusters - 1`` (JRC stores).
+    distance : array-like (n_samples,), optional
+        Squared distance of every sample to its centre (kernel k-means, in the kernel's
+        feature space).
 
     Returns
     -------
@@ -94,6 +98,8 @@ def labels_dataset(
         ===================  ===========================  ==========================
         ``labels``           ``sample``                   cluster of every sample
         ``centers``          ``cluster``, ``component``   cluster centres (optional)
+        ``distance``         ``sample``                   squared distance to the
+                                                          centre (optional)
         ===================  ===========================  ==========================
 
         Attributes ``n_clusters``, ``clustering`` and, when given, ``inertia``.
@@ -103,6 +109,8 @@ def labels_dataset(
     data: dict[str, tuple[tuple[str, ...], Any]] = {"labels": (("sample",), labels)}
     if centers is not None:
         data[centers_name] = (("cluster", "component"), centers)
+    if distance is not None:
+        data["distance"] = (("sample",), distance)
     attrs: dict[str, Any] = {"n_clusters": n_clusters, "clustering": clustering}
     if inertia is not None:
         attrs["inertia"] = inertia
