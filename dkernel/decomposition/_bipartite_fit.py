@@ -44,9 +44,13 @@ EXACT_MAX_SAMPLES = 5_000
 MODEL_ORDER_ROWS = EXACT_MAX_SAMPLES
 
 
-def fit_bipartite(model: Any, X: Any) -> Any:
+def fit_bipartite(model: Any, X: Any, *, posteriors: bool = True) -> Any:
     """The landmark path (``dkernel.decomposition.landmark``): landmarks from a sample,
-    one pass of sums, the p x p factorisation, one pass of posteriors."""
+    one pass of sums, the p x p factorisation, one pass of posteriors.
+
+    ``posteriors=False`` stops before that last pass (no ``posteriors_``, ``labels_`` or
+    ``priors_``): a job writes the lazy posteriors of :meth:`_landmark_out_of_sample` chunk
+    by chunk and gives :func:`set_priors` their mean."""
     if model.sigma is not None:
         raise InvalidInputError(
             f"The 'sigma' parameter of {_OWNER} is a Gaussian width; the landmark graph of "
@@ -112,12 +116,20 @@ def fit_bipartite(model: Any, X: Any) -> Any:
     model.sigma_ = graph.scales
     model.X_fit_ = None
     model._index = None
+    if not posteriors:
+        return model
     post = model._landmark_out_of_sample(Xv, "posteriors")
     model.posteriors_ = np.asarray(post.compute() if is_dask else post)
-    model.priors_ = model.posteriors_.mean(axis=0)
-    model._log_m = landmark_point_weights(model.W_, model.priors_)
+    set_priors(model, model.posteriors_.mean(axis=0))
     model.labels_ = np.argmax(model.posteriors_, axis=1).astype(np.int64)
     return model
+
+
+def set_priors(model: Any, priors: np.ndarray) -> None:
+    """The class priors ``P(c)`` (the training posteriors' mean) and, from them, the landmark
+    weights the log-densities of :meth:`score_samples` use."""
+    model.priors_ = np.asarray(priors, dtype=np.float64)
+    model._log_m = landmark_point_weights(model.W_, model.priors_)
 
 
 def landmark_out_of_sample(model: Any, Xv: Any, what: str) -> Any:

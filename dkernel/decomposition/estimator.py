@@ -606,9 +606,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         Kc, log_norm, Xn = self.training_kernel(X)
         return self.fit_kernel(Kc, log_norm, Xn)
 
-    def _fit_bipartite(self, X: Any) -> KernelDecompositionClustering:
-        """The landmark path (``dkernel.decomposition._bipartite_fit``)."""
-        return fit_bipartite(self, X)
+    def _fit_bipartite(self, X: Any, *, posteriors: bool = True) -> KernelDecompositionClustering:
+        """The landmark path (``dkernel.decomposition._bipartite_fit``); without the training
+        posteriors when ``posteriors`` is False (a job writes them chunk by chunk)."""
+        return fit_bipartite(self, X, posteriors=posteriors)
 
     def fit_kernel(
         self,

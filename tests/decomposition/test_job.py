@@ -151,3 +151,45 @@ def test_landmark_path_job_writes_landmark_factors(tmp_path, client):
     assert P.shape == (150, 3)
     np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-10)
     np.testing.assert_array_equal(tree["labels"]["labels"].values, P.argmax(1))
+
+
+def test_large_table_is_fitted_chunk_by_chunk_as_the_estimator_fits_it(tmp_path, client):
+    # above 5 000 rows of a Zarr table: the landmark path on row chunks read where they are
+    # stored, the posteriors written chunk by chunk, the labels and priors read back
+    import zarr
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(6000, n_features=4, centers=3, cluster_std=1.5, random_state=0)
+    group = zarr.open_group(tmp_path / "table.zarr", mode="w")
+    group.create_array("X", shape=X.shape, chunks=(1000, 4), dtype="float64")[...] = X
+    group.create_array("y", shape=y.shape, chunks=(6000,), dtype="int64")[...] = y
+    spec = validate_spec(
+        {
+            "name": "kdc-chunks",
+            "seed": 0,
+            "data": {
+                "reader": "zarr",
+                "path": str(tmp_path / "table.zarr"),
+                "array": "X",
+                "label_array": "y",
+            },
+            "method": "kernel-decomposition",
+            "params": {"n_clusters": [3], "block_rows": 1500},
+            "output": str(tmp_path / "c.zarr"),
+        }
+    )
+    tree = open_results(run_job(spec, client=client, progress=False, quiet=True))
+    assert tree.attrs["status"] == "complete"
+    assert "sample" not in tree["posteriors"].coords  # written lazily: no index of length N
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    est = KernelDecompositionClustering(3, random_state=0).fit((X - lo) / (hi - lo))
+    dec = tree["decomposition"]
+    assert dec.attrs["approximation"] == est.approximation_ == "bipartite"
+    np.testing.assert_allclose(dec["W"].values, est.W_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(dec["priors"].values, est.priors_, rtol=1e-9)
+    np.testing.assert_allclose(
+        tree["posteriors"]["posteriors"].values, est.posteriors_, rtol=1e-9, atol=1e-12
+    )
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)
+    np.testing.assert_allclose(dec.attrs["scale_min"], lo)
+    assert float(tree["metrics"]["ari"]) > 0.9

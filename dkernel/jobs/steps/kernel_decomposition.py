@@ -13,6 +13,10 @@ samples, where the estimator's ``approximation='auto'`` fits the landmark bipart
 ``W`` and ``H`` are over its ``n_landmarks`` landmarks, as the attributes ``approximation`` and
 ``n_landmarks`` say), ``/posteriors`` (Eq. 9 class posteriors of every sample), ``/labels``,
 ``/metrics`` (when labels exist).
+
+On the landmark path the rows are never gathered: the passes read their chunks where the
+reader keeps them (a Zarr table, on S3 too), the posteriors are written chunk by chunk and the
+labels and the priors read back from them, so that memory per worker stays flat as N grows.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dkernel._budget import KERNEL_BLOCK_BYTES, MAX_ROW_CHUNKS, rows_for_budget
 from dkernel._lazy import deferred
 from dkernel._random import derive_rng
 from dkernel.errors import InvalidInputError
@@ -49,8 +54,11 @@ if TYPE_CHECKING:
 # (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
 # without Dask or scikit-learn (tests/test_cli_imports.py)
 DEFAULT_N_NEIGHBORS = constants("dkernel.decomposition.estimator", "DEFAULT_N_NEIGHBORS")
+EXACT_MAX_SAMPLES = constants("dkernel.decomposition._bipartite_fit", "EXACT_MAX_SAMPLES")
+DEFAULT_N_LANDMARKS = constants("dkernel.graphs.landmark", "DEFAULT_N_LANDMARKS")
 C_RULES = constants("dkernel.decomposition.selection", "C_RULES")
 da = deferred("dask.array")
+set_priors = deferred("dkernel.decomposition._bipartite_fit", "set_priors")
 select_model = deferred("dkernel.decomposition.selection", "select_model")
 resolve_alias = deferred("dkernel.kernels.aliases", "resolve_alias")
 silverman_normal_reference = deferred("dkernel.kernels.widths", "silverman_normal_reference")
@@ -218,9 +226,30 @@ def check_data(params: dict, data: LoadedData) -> None:
         )
 
 
+def _bipartite(params: dict, n: int) -> bool:
+    """Whether the final fit takes the estimator's landmark path (its
+    ``approximation='auto'`` rule): one model of the self-tuning k-NN kernel."""
+    if _grid_size(params) > 1 or params["kernel"] != "local_scaling":
+        return False
+    if params["approximation"] != "auto":
+        return params["approximation"] == "bipartite"
+    big = n > EXACT_MAX_SAMPLES or params["n_landmarks"] is not None
+    return 0 not in params["n_neighbors"] and big
+
+
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     k = max(params["n_neighbors"])
     n_sel = min(n_samples, params["selection_max_samples"])
+    if _bipartite(params, n_samples):
+        # the landmark sums, a chunk's distances to the landmarks, its posteriors
+        m = int(params["n_landmarks"] or min(n_samples, DEFAULT_N_LANDMARKS))
+        rows, c = _chunk_rows(params, n_samples), _largest_c(params, n_samples)
+        return Cost(
+            memory_bytes=8.0 * (4 * m * m + 2 * rows * (m + n_features + c)),
+            disk_bytes=8.0 * n_samples * (c + 1),
+            what=f"kernel decomposition of a {m}-landmark bipartite graph, chunk by chunk",
+            alternative="fewer n_landmarks or a smaller block_rows.",
+        )
     if 0 in params["n_neighbors"]:  # the dense kernel may be chosen for the final fit
         memory = 5.0 * 8 * max(n_samples, n_sel) ** 2
         what = f"A dense {n_samples} x {n_samples} row-normalised kernel and its factorisation"
@@ -245,6 +274,13 @@ def _scale(X: np.ndarray, how: str) -> tuple[np.ndarray, dict]:
 
 def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
+    if _grid_size(p) == 1 and _kernel(p) == "local_scaling":
+        k = None if p["n_neighbors"][0] == 0 else int(p["n_neighbors"][0])
+        C = "auto" if p["n_clusters"] == "auto" else p["n_clusters"][0]
+        model = _model(ctx, C, None, k)
+        if model._approximation(ctx.data.n_samples) == "bipartite":
+            yield from _fit_in_chunks(ctx, model, k)
+            return
     X = np.asarray(
         ctx.data.X.compute() if isinstance(ctx.data.X, da.Array) else ctx.data.X, dtype=np.float64
     )
@@ -269,15 +305,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         h, k = sigmas[0], neighbors[0]
 
     t = time.perf_counter()
-    model = KDC_SCHEMA.build(
-        p,
-        kernel=kernel,
-        n_clusters=C,
-        sigma=h,
-        n_neighbors=k,
-        random_state=ctx.seed,
-        max_memory=ctx.limits.get("max_memory"),
-    )
+    model = _model(ctx, C, h, k)
     Xd = da.from_array(X, chunks=(p["block_rows"] or max(1000, -(-X.shape[0] // 16)), -1))
     model.fit(Xd)
     yield Timing.since("fit", t)
@@ -301,6 +329,76 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     yield from model_order_outputs(model)
     yield LabelMap(model.labels_, "kernel decomposition")
     yield Metrics(model.labels_)
+
+
+def _model(ctx: JobContext, C: int | str, h: Any, k: int | None) -> KernelDecompositionClustering:
+    """The estimator of the final fit: the job's parameters, ``C``, width ``h``, graph ``k``."""
+    return KDC_SCHEMA.build(
+        ctx.params,
+        kernel=_kernel(ctx.params),
+        n_clusters=C,
+        sigma=h,
+        n_neighbors=k,
+        random_state=ctx.seed,
+        max_memory=ctx.limits.get("max_memory"),
+    )
+
+
+def _fit_in_chunks(
+    ctx: JobContext, model: KernelDecompositionClustering, k: int | None
+) -> Iterator[Output]:
+    """The landmark path on row chunks read where they are stored: the sums in one pass, the
+    posteriors written chunk by chunk in a second, the labels and the priors read back from
+    them; nothing of length N is held in the client or persisted on the workers."""
+    p = ctx.params
+    n = ctx.data.n_samples
+    t = time.perf_counter()
+    Xd, scale_attrs = _scale_chunks(ctx.row_chunks(_chunk_rows(p, n), persist=False), p["scale"])
+    model._fit_bipartite(Xd, posteriors=False)
+    yield Timing.since("fit", t)
+    t = time.perf_counter()
+    posteriors = model._landmark_out_of_sample(Xd, "posteriors")
+    yield Group("posteriors", posteriors_dataset(posteriors), lazy=True)
+    stored = ctx.store.read_array("posteriors", "posteriors")
+    n_clusters = int(model.H_.shape[0])
+    labels = labels_dataset(
+        stored.argmax(axis=1),
+        n_clusters=n_clusters,
+        clustering="argmax of the aggregate Markov posteriors",
+    )
+    yield Group("labels", labels, lazy=True)
+    set_priors(model, stored.mean(axis=0).compute())
+    attrs = {**_model_attrs(model, p, k), **scale_attrs}
+    yield Group(
+        "decomposition",
+        decomposition_dataset(
+            model.W_, model.H_, model.priors_, spectrum=model.spectrum_, attrs=attrs
+        ),
+    )
+    yield Timing.since("posteriors", t)
+    yield from model_order_outputs(model)
+    written = ctx.store.read_array("labels", "labels")
+    yield LabelMap(written, "kernel decomposition")
+    yield Metrics(written)
+
+
+def _chunk_rows(params: dict, n: int) -> int:
+    """Rows per chunk of the landmark path: ``block_rows``, or about ``KERNEL_BLOCK_BYTES`` of
+    distances to the landmarks (at least 1000), at most ``MAX_ROW_CHUNKS`` chunks."""
+    if params["block_rows"]:
+        return int(params["block_rows"])
+    m = int(params["n_landmarks"] or min(n, DEFAULT_N_LANDMARKS))
+    rows = rows_for_budget(KERNEL_BLOCK_BYTES, m, 8, low=1000, high=n)
+    return max(rows, -(-n // MAX_ROW_CHUNKS))
+
+
+def _scale_chunks(X: Any, how: str) -> tuple[Any, dict]:
+    """:func:`_scale` of a Dask array: the range in one pass, the scaling lazy."""
+    if how == "none":
+        return X, {}
+    lo, hi = da.compute(X.min(axis=0), X.max(axis=0))
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return (X - lo) / span, {"scale_min": lo.tolist(), "scale_span": span.tolist()}
 
 
 def _select(
@@ -371,7 +469,7 @@ def _model_attrs(model: KernelDecompositionClustering, p: dict, k: int | None) -
     """The ``/decomposition`` group's attributes."""
     attrs = {
         "n_neighbors": k or 0,
-        "n_clusters": int(model.posteriors_.shape[1]),
+        "n_clusters": int(model.H_.shape[0]),
         "n_clusters_requested": p["n_clusters"],
         "n_clusters_chosen": int(model.n_clusters_),
         "kernel": _kernel(p),

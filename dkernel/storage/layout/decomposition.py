@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from dask import is_dask_collection
 
 
 def _sample_cluster_coords(n_samples: int, n_clusters: int) -> dict[str, np.ndarray]:
@@ -75,8 +76,9 @@ def posteriors_dataset(posteriors: np.ndarray) -> xr.Dataset:
 
     Parameters
     ----------
-    posteriors : ndarray (n_samples, n_clusters)
-        ``P(c | x)``, rows sum to 1.
+    posteriors : ndarray or dask array (n_samples, n_clusters)
+        ``P(c | x)``, rows sum to 1. A Dask array stays lazy until the store writes it (no
+        ``sample`` coordinate then).
 
     Returns
     -------
@@ -87,9 +89,12 @@ def posteriors_dataset(posteriors: np.ndarray) -> xr.Dataset:
         ``posteriors``  ``sample``, ``cluster``    ``P(c | x)``
         ==============  =========================  ===================
     """
+    coords = _sample_cluster_coords(*posteriors.shape)
+    if is_dask_collection(posteriors):  # lazy: no index of length N held in the client
+        del coords["sample"]
     return xr.Dataset(
         {"posteriors": (("sample", "cluster"), posteriors)},
-        coords=_sample_cluster_coords(*posteriors.shape),
+        coords=coords,
         attrs={"posteriors": "Eq. 9 class posteriors P(c | x) (rows sum to 1)"},
     )
 
