@@ -23,6 +23,8 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -78,9 +80,31 @@ def run_pck(client, X: np.ndarray) -> dict:
     return {"seconds": wall, "tasks": tasks1 - tasks0, "bytes_moved": bytes1 - bytes0}
 
 
+@contextmanager
+def _client(settings: str, workers: int) -> Iterator:
+    """A client of ``workers`` worker processes (1 thread each) with ``settings``."""
+    from distributed import Client, LocalCluster
+
+    if settings == "dkernel":
+        from dkernel import connect
+
+        # the embedded cluster is closed with its client
+        with connect(
+            n_workers=workers, threads_per_worker=1, dashboard=False, quiet=True
+        ) as client:
+            yield client
+        return
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
 def main() -> None:
     from bench_full_tile import write_scene
-    from distributed import Client, LocalCluster
     from sklearn.datasets import make_blobs
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -88,6 +112,14 @@ def main() -> None:
     ap.add_argument("--side", type=int, default=2000, help="MSSC scene side (pixels)")
     ap.add_argument("--pck-n", type=int, default=100_000)
     ap.add_argument("--pck-p", type=int, default=20)
+    ap.add_argument(
+        "--cluster",
+        nargs="+",
+        choices=["dkernel", "dask"],
+        default=["dkernel", "dask"],
+        help="dkernel: the embedded cluster of dkernel.connect() (its scheduler settings: no "
+        "work stealing, deploy/dask/dkernel.yaml); dask: a LocalCluster at Dask's defaults",
+    )
     ap.add_argument("--quick", action="store_true", help="400² scene, 5000 PCK rows")
     args = ap.parse_args()
     if args.quick:
@@ -99,37 +131,38 @@ def main() -> None:
     X, _ = make_blobs(args.pck_n, n_features=args.pck_p, centers=5, random_state=0)
 
     rows = []
-    for w in args.workers:
-        with (
-            LocalCluster(
-                n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None
-            ) as cluster,
-            Client(cluster) as client,
-        ):
-            mssc = run_mssc(client, tif, tmp / f"mssc-{w}.zarr")
-            pck = run_pck(client, X)
-        rows.append({"workers": w, "mssc": mssc, "pck": pck})
-        print(json.dumps(rows[-1]), flush=True)
+    for settings in args.cluster:
+        for w in args.workers:
+            with _client(settings, w) as client:
+                mssc = run_mssc(client, tif, tmp / f"mssc-{settings}-{w}.zarr")
+                pck = run_pck(client, X)
+            rows.append({"cluster": settings, "workers": w, "mssc": mssc, "pck": pck})
+            print(json.dumps(rows[-1]), flush=True)
 
-    base = rows[0]
     lines = [
         "# Scale-out on loopback (`benchmarks/bench_scale_out.py`)",
         "",
         f"MSSC job at its defaults on a {args.side} × {args.side} × 6 GeoTIFF scene "
         f"({pixels:.2g} pixels, no map files); `ProbabilisticClusterKernel()` at its defaults (Q = G = 30) on "
-        f"{args.pck_n} × {args.pck_p} blobs. One LocalCluster per row, worker processes with "
-        "1 thread each, on this machine.",
+        f"{args.pck_n} × {args.pck_p} blobs. One cluster per row, worker processes with "
+        "1 thread each, on this machine: `dkernel` is the embedded cluster of "
+        "`dkernel.connect()` (the scheduler settings of `deploy/dask/dkernel.yaml`: no work "
+        "stealing), `dask` a `LocalCluster` at Dask's defaults. Speed-up against the same "
+        "settings' first row. (`python benchmarks/bench_scale_out.py --cluster "
+        f"{' '.join(args.cluster)} --workers {' '.join(map(str, args.workers))} "
+        f"--side {args.side}`, one run.)",
         "",
-        "| workers | MSSC s | speed-up | efficiency | tasks | bytes sent / pixel | "
+        "| cluster | workers | MSSC s | speed-up | efficiency | tasks | bytes sent / pixel | "
         "PCK fit s | speed-up | efficiency | tasks | MiB sent |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         w, m, p = r["workers"], r["mssc"], r["pck"]
+        base = next(b for b in rows if b["cluster"] == r["cluster"])
         sm = base["mssc"]["seconds"] / m["seconds"] * base["workers"]
         sp = base["pck"]["seconds"] / p["seconds"] * base["workers"]
         lines.append(
-            f"| {w} | {m['seconds']:.1f} | {sm:.2f}× | {sm / w:.2f} | {m['tasks']} | "
+            f"| {r['cluster']} | {w} | {m['seconds']:.1f} | {sm:.2f}× | {sm / w:.2f} | {m['tasks']} | "
             f"{m['bytes_moved'] / pixels:.2f} | {p['seconds']:.1f} | {sp:.2f}× | {sp / w:.2f} | "
             f"{p['tasks']} | {p['bytes_moved'] / 2**20:.1f} |"
         )
