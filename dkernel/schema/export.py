@@ -22,8 +22,9 @@ _TYPES: dict[str, dict[str, Any]] = {
     "bool": {"type": "boolean"},
     "list": {"type": "array"},
     "mapping": {"type": "object"},
-    "int_list": {"type": "array", "items": {"type": "integer"}},
-    "float_list": {"type": "array", "items": {"type": "number"}},
+    # one value stands for a one-entry list
+    "int_list": {"type": ["integer", "array"], "items": {"type": "integer"}},
+    "float_list": {"type": ["number", "array"], "items": {"type": "number"}},
 }
 
 
@@ -40,7 +41,8 @@ def param_schema(param: Param) -> dict[str, Any]:
     """The JSON Schema of one parameter's value."""
     out: dict[str, Any] = dict(_TYPES[param.kind])
     if param.nullable:
-        out["type"] = [out["type"], "null"]
+        kinds = out["type"]
+        out["type"] = [*(kinds if isinstance(kinds, list) else [kinds]), "null"]
     if param.choices is not None:
         out["enum"] = [*param.choices, *([None] if param.nullable else [])]
     if param.kind in ("int", "float"):

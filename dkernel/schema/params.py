@@ -32,8 +32,8 @@ _KIND_NAMES = {
     "bool": "true or false",
     "list": "a list",
     "mapping": "a mapping",
-    "int_list": "a list of ints",
-    "float_list": "a list of numbers",
+    "int_list": "an int or a list of ints",
+    "float_list": "a number or a list of numbers",
 }
 
 
@@ -132,6 +132,10 @@ def effective_high(param: Param) -> float | None:
     return None
 
 
+#: The entries' kind of each list kind.
+_ENTRY_KINDS = {"int_list": "int", "float_list": "float"}
+
+
 def _type_ok(kind: str, value: Any) -> bool:
     if kind == "int":
         return isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -222,6 +226,8 @@ def check_value(param: Param, value: Any, where: str) -> Any:
             return value
         hint = did_you_mean(value, param.str_options)
         raise SpecError(f"must be {param.describe()}; got {_show(value)}.{hint}", key)
+    if param.kind in _ENTRY_KINDS and _type_ok(_ENTRY_KINDS[param.kind], value):
+        value = [value]  # one value: a one-entry list
     if not _type_ok(param.kind, value):
         raise SpecError(
             f"must be {param.describe()}; got {_show(value)}.{_number_hint(value)}", key

@@ -18,6 +18,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel.cli import main
+from dkernel.errors import SpecError
 from dkernel.jobs.registry import METHODS
 from dkernel.schema.estimator import (
     JOB_SUPPLIED,
@@ -257,4 +258,15 @@ def test_jobs_accept_auto_n_clusters(method):
     buf = io.StringIO()
     with redirect_stdout(buf):
         main(["methods", method])
-    assert re.search(r"n_clusters: an? (int >= 1|list of ints), or 'auto'", buf.getvalue())
+    assert re.search(r"n_clusters: an? (int >= 1|int or a list of ints), or 'auto'", buf.getvalue())
+
+
+def test_one_value_of_a_list_parameter_is_a_one_entry_list():
+    # kernel-decomposition compares lists of models; one C is written as every method takes it
+    (param,) = [p for p in METHODS["kernel-decomposition"].params if p.name == "n_clusters"]
+    assert validate_mapping({"n_clusters": 3}, (param,), "params")["n_clusters"] == [3]
+    assert validate_mapping({"n_clusters": [2, 3]}, (param,), "params")["n_clusters"] == [2, 3]
+    (sigmas,) = [p for p in METHODS["kernel-decomposition"].params if p.name == "sigmas"]
+    assert validate_mapping({"sigmas": 0.5}, (sigmas,), "params")["sigmas"] == [0.5]
+    with pytest.raises(SpecError, match="an int or a list of ints"):
+        validate_mapping({"n_clusters": 2.5}, (param,), "params")
