@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 # imported when outputs are written: the job steps and `dkernel validate` import this module
 # for the parameters and checks above the writer, without Dask or scikit-learn
 da = deferred("dask.array")
-as_numpy = deferred("dkernel._validation", "as_numpy")
 clustering_scores = deferred("dkernel.metrics", "clustering_scores")
 metrics_dataset, model_order_dataset = deferred(
     "dkernel.storage.layout", "metrics_dataset", "model_order_dataset"
@@ -208,7 +207,8 @@ class _Writer:
     def metrics(self, out: Metrics) -> None:
         if self.ctx.data.y is None:
             return
-        scores = clustering_scores(np.asarray(self.ctx.data.y), as_numpy(out.labels))
+        # Dask labels (read back from the store) are scored chunk by chunk, never gathered
+        scores = clustering_scores(self.ctx.data.y, out.labels)
         self.store.write("metrics", metrics_dataset(scores))
         logger.info(", ".join(f"{k.upper()} {v:.3f}" for k, v in scores.items()))
 
