@@ -421,29 +421,38 @@ class ResultsStore:
         prepared, options = self._begin_write(group, dataset)
         # the arrays and the in-memory variables; the Dask variables' own write is not used
         prepared.to_zarr(str(self.path), compute=False, **options)
+        parts = self._chunk_writes(group, prepared, missing_only=False)
+        return parts, partial(_mark_group, str(self.path), group, None, self._zarr)
+
+    def _chunk_writes(self, group: str, dataset: xr.Dataset, *, missing_only: bool) -> list:
+        """One ``Delayed`` write per chunk of the Dask variables of ``dataset`` (with
+        ``missing_only``: of the chunks not yet stored)."""
         lazy = {
             name: var.data
-            for name, var in prepared.variables.items()
+            for name, var in dataset.variables.items()
             if is_dask_array(var.data) and var.ndim
         }
-        parts = []
-        if lazy:
-            import dask
+        if not lazy:
+            return []
+        import dask
 
-            # optimised together, so that the tasks variables share (a valid mask) keep one
-            # name in every part
-            arrays = dask.optimize(*lazy.values())
-            for name, data in zip(lazy, arrays, strict=True):
-                parts.extend(_block_writes(data, str(self.path), f"{group}/{name}", self._zarr))
-        return parts, partial(_mark_group, str(self.path), group, None, self._zarr)
+        # optimised together, so that the tasks variables share (a valid mask) keep one name
+        # in every part
+        arrays = dask.optimize(*lazy.values())
+        parts = []
+        for name, data in zip(lazy, arrays, strict=True):
+            target = f"{group}/{name}"
+            parts.extend(
+                _block_writes(data, str(self.path), target, self._zarr, missing_only=missing_only)
+            )
+        return parts
 
     def _begin_write(self, group: str, dataset: xr.Dataset) -> tuple[xr.Dataset, dict[str, Any]]:
         """The dataset as it is stored, the group registered as being written, and the
         ``to_zarr`` options."""
         if not group or "/" in group.strip("/") or group.startswith("."):
             raise StoreError(f"invalid group name {group!r}: use a single word such as 'kernel'.")
-        dataset = _variable_length_strings(_regular_chunks(dataset.copy()))
-        dataset = describe_variables(group, dataset)
+        dataset = _stored_form(group, dataset)
         dataset.attrs = _jsonable(dict(dataset.attrs))
         self._register_group(group)
         dataset.attrs[GROUP_MARKER] = "writing"
@@ -498,8 +507,7 @@ class ResultsStore:
         """A finished group: no parts; an interrupted one: the writes of its missing chunks
         (its in-memory variables written again now, they are cheap); another layout:
         ``_NOT_RESUMABLE`` (written anew)."""
-        dataset = _variable_length_strings(_regular_chunks(dataset.copy()))
-        dataset = describe_variables(group, dataset)
+        dataset = _stored_form(group, dataset)
         root = self._root("r")
         if group not in root:
             return _NOT_RESUMABLE
@@ -509,14 +517,11 @@ class ResultsStore:
         path, kw = str(self.path), self._zarr
         if node.attrs.get(GROUP_MARKER) == "complete":
             return [], _nothing
-        tasks = []
         for name, var in dataset.variables.items():
-            target = f"{group}/{name}"
-            if is_dask_array(var.data):
-                tasks.extend(_block_writes(var.data, path, target, kw, missing_only=True))
-            else:
-                arr = zarr.open_array(path, path=target, mode="r+", zarr_format=3, **kw)
+            if not is_dask_array(var.data) or not var.ndim:
+                arr = zarr.open_array(path, path=f"{group}/{name}", mode="r+", zarr_format=3, **kw)
                 arr[...] = np.asarray(var.values)
+        tasks = self._chunk_writes(group, dataset, missing_only=True)
         return tasks, partial(_mark_group, path, group, None, kw)
 
     def read_array(self, group: str, name: str) -> Any:
@@ -544,6 +549,12 @@ class ResultsStore:
         if group not in groups:
             groups.append(group)
             root.attrs["groups"] = groups
+
+
+def _stored_form(group: str, dataset: xr.Dataset) -> xr.Dataset:
+    """``dataset`` as ``/group`` stores it: regular chunks, variable-length strings, the
+    variables described."""
+    return describe_variables(group, _variable_length_strings(_regular_chunks(dataset.copy())))
 
 
 GROUP_MARKER = "dkernel_write"

@@ -112,3 +112,28 @@ def test_scratch_reads_after_another_arrays_blocks(tmp_path):
     assert len(reads) == 2 and all(get_dependencies(graph, k) for k in reads)  # no roots
     with pytest.raises(ValueError, match="pair one to one"):
         store.read_scratch("partitions", after=da.zeros(3, chunks=1))
+
+
+def test_an_interrupted_group_of_variables_sharing_tasks_resumes_on_a_cluster(tmp_path, client):
+    # a change map and its valid mask from shared tasks, as a change-detection job writes
+    # them: resumed, only the missing chunks are written (optimised together, as a first
+    # write's), and both variables hold every value
+    import dask.array as da
+    import xarray as xr
+
+    from dkernel.runtime import compute_parts
+
+    values = da.arange(40.0, chunks=10) * 2
+    shared = values + 1
+    ds = xr.Dataset({"change": (("sample",), shared * 3), "valid": (("sample",), shared > 20)})
+    job = {"name": "r"}
+    store = ResultsStore.create(tmp_path / "r.zarr", job=job, seed=0)
+    parts, _ = store.write_parts("map", ds)
+    compute_parts(parts[:3], client)  # killed after three of the eight chunk writes
+    resumed = ResultsStore.resume(tmp_path / "r.zarr", job=job, seed=0)
+    parts, finish = resumed.write_parts("map", ds)
+    assert 0 < len(parts) < 8
+    compute_parts(parts, client)
+    finish()
+    np.testing.assert_array_equal(resumed.read_array("map", "change").compute(), shared * 3)
+    np.testing.assert_array_equal(resumed.read_array("map", "valid").compute(), shared > 20)
