@@ -252,6 +252,12 @@ def read_strips(
     a modification time and read with ``storage_options``.
     """
     parts = [work_rows((r,), n_cols) for r in reads]
+    if len(parts) < _rootish_reads():
+        # so few reads that the scheduler takes their strips for root tasks and hands them to
+        # any free worker, moving the whole read there (79 bytes per pixel between 2 workers
+        # at 2 000² pixels, 4 reads); one read per strip keeps every strip where it is read,
+        # at the price of decoding a small scene's tiles once per strip crossing them
+        parts = [(n,) for rows in parts for n in rows]
     stamp = version if version is not None else os.path.getmtime(path)
     token = tokenize(path, stamp, indexes, reads, n_cols, sorted(open_kwargs))
     read, name = f"read-rows-{token}", f"read-strip-{token}"
@@ -277,6 +283,12 @@ def read_strips(
             i += 1
     chunks = ((len(indexes),), tuple(r for rows in parts for r in rows), (n_cols,))
     return da.Array(HighLevelGraph.from_collections(name, graph), name, chunks, dtype=dtype)
+
+
+def _rootish_reads() -> int:
+    """Fewest tasks a group's dependencies must have for the scheduler not to take the group
+    for root tasks (``distributed.scheduler.rootish-taskgroup-dependencies``)."""
+    return int(dask.config.get("distributed.scheduler.rootish-taskgroup-dependencies", 5))
 
 
 def _read_rows(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -195,14 +196,18 @@ def test_validate_cog_rejects_non_cogs(tmp_path):
 def test_open_geotiff_chunks_follow_the_file_blocks(demo_image, tmp_path):
     assert all(r % 3 == 0 for r in demo_image.chunks[1][:-1])  # the demo has 3-row strips
     data = _tiled_tif(tmp_path / "tiled.tif")
+    # fewer reads than the scheduler's root-ish threshold (5 dependencies): one read per
+    # work strip, so that no strip is handed to a worker away from its read
     image = R.open_geotiff(tmp_path / "tiled.tif")
-    # reads are whole 512-row tile rows, each cut into work strips of ≤ 2^18 pixels
-    assert _reads(image) == 3
+    assert _reads(image) == 5
+    with dask.config.set({"distributed.scheduler.rootish-taskgroup-dependencies": 2}):
+        # reads are whole 512-row tile rows, each cut into work strips of ≤ 2^18 pixels
+        assert _reads(R.open_geotiff(tmp_path / "tiled.tif")) == 3
+        assert _reads(R.open_geotiff(tmp_path / "tiled.tif", chunk_rows=23)) == 3
+        wide = R.open_geotiff(tmp_path / "tiled.tif", chunk_rows=600)
+        assert _reads(wide) == 2 and wide.chunks[1] == R.work_rows((1024, 76), 700)
     assert image.chunks[1] == R.work_rows((512, 512, 76), 700) == (256, 256, 256, 256, 76)
     assert image.chunks[2] == (700,)
-    assert _reads(R.open_geotiff(tmp_path / "tiled.tif", chunk_rows=23)) == 3
-    wide = R.open_geotiff(tmp_path / "tiled.tif", chunk_rows=600)
-    assert _reads(wide) == 2 and wide.chunks[1] == R.work_rows((1024, 76), 700)
     np.testing.assert_array_equal(image.values, data)
     np.testing.assert_array_equal(
         R.open_geotiff(tmp_path / "tiled.tif", bands=[2]).values, data[1:2]
