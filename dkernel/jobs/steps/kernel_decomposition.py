@@ -274,13 +274,10 @@ def _scale(X: np.ndarray, how: str) -> tuple[np.ndarray, dict]:
 
 def compute(ctx: JobContext) -> Iterator[Output]:
     p = ctx.params
-    if _grid_size(p) == 1 and _kernel(p) == "local_scaling":
-        k = None if p["n_neighbors"][0] == 0 else int(p["n_neighbors"][0])
-        C = "auto" if p["n_clusters"] == "auto" else p["n_clusters"][0]
-        model = _model(ctx, C, None, k)
-        if model._approximation(ctx.data.n_samples) == "bipartite":
-            yield from _fit_in_chunks(ctx, model, k)
-            return
+    landmark_model = _landmark_model(ctx)
+    if landmark_model is not None:
+        yield from _fit_in_chunks(ctx, landmark_model)
+        return
     X = np.asarray(
         ctx.data.X.compute() if isinstance(ctx.data.X, da.Array) else ctx.data.X, dtype=np.float64
     )
@@ -344,9 +341,19 @@ def _model(ctx: JobContext, C: int | str, h: Any, k: int | None) -> KernelDecomp
     )
 
 
-def _fit_in_chunks(
-    ctx: JobContext, model: KernelDecompositionClustering, k: int | None
-) -> Iterator[Output]:
+def _landmark_model(ctx: JobContext) -> KernelDecompositionClustering | None:
+    """The final fit's estimator when it takes the landmark path (one model of the
+    self-tuning k-NN kernel above 5 000 rows: the estimator's own rule), else None."""
+    p = ctx.params
+    if _grid_size(p) > 1 or _kernel(p) != "local_scaling":
+        return None
+    k = None if p["n_neighbors"][0] == 0 else int(p["n_neighbors"][0])
+    n_clusters = "auto" if p["n_clusters"] == "auto" else p["n_clusters"][0]
+    model = _model(ctx, n_clusters, None, k)
+    return model if model._approximation(ctx.data.n_samples) == "bipartite" else None
+
+
+def _fit_in_chunks(ctx: JobContext, model: KernelDecompositionClustering) -> Iterator[Output]:
     """The landmark path on row chunks read where they are stored: the sums in one pass, the
     posteriors written chunk by chunk in a second, the labels and the priors read back from
     them; nothing of length N is held in the client or persisted on the workers."""
@@ -368,7 +375,7 @@ def _fit_in_chunks(
     )
     yield Group("labels", labels, lazy=True)
     set_priors(model, stored.mean(axis=0).compute())
-    attrs = {**_model_attrs(model, p, k), **scale_attrs}
+    attrs = {**_model_attrs(model, p, model.n_neighbors), **scale_attrs}
     yield Group(
         "decomposition",
         decomposition_dataset(
