@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-from dask import is_dask_collection
 from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import adjusted_rand_score, mutual_info_score, normalized_mutual_info_score
 
@@ -30,15 +27,12 @@ def clustering_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return float(counts[rows, cols].sum() / y_true.size)
 
 
-def clustering_scores(y_true: Any, y_pred: Any) -> dict[str, float]:
+def clustering_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
     """ACC (Hungarian), NMI and ARI in one dictionary.
 
-    NumPy labels are scored by scikit-learn; when either is a Dask array, from their
-    contingency table accumulated chunk by chunk (:func:`contingency_table`), so that neither
-    is ever held whole: the same scores (to rounding), at any N.
+    For labels too long to hold, ``scores_of_contingency`` gives the same scores from their
+    contingency table (counted chunk by chunk by ``dkernel.rows.chunked_contingency_table``).
     """
-    if is_dask_collection(y_true) or is_dask_collection(y_pred):
-        return scores_of_contingency(contingency_table(y_true, y_pred))
     return {
         "acc": clustering_accuracy(y_true, y_pred),
         "nmi": float(normalized_mutual_info_score(y_true, y_pred)),
@@ -46,44 +40,26 @@ def clustering_scores(y_true: Any, y_pred: Any) -> dict[str, float]:
     }
 
 
-def contingency_table(y_true: Any, y_pred: Any) -> np.ndarray:
-    """Counts ``C[i, j]`` of the samples of the i-th true class in the j-th cluster (classes
-    and clusters in sorted order), of NumPy or Dask labels; Dask labels are counted chunk by
-    chunk, the classes found in a first pass."""
-    import dask.array as da
-
-    y_true, y_pred = da.asarray(y_true), da.asarray(y_pred)
-    if y_true.shape != y_pred.shape:
-        raise ValueError(f"y_true and y_pred differ in shape: {y_true.shape} vs {y_pred.shape}")
-    classes, clusters = da.compute(da.unique(y_true), da.unique(y_pred))
-    y_true = y_true.rechunk(y_pred.chunks)
-    counts = da.map_blocks(
-        _block_counts,
-        y_true,
-        y_pred,
-        classes,
-        clusters,
-        new_axis=[1, 2],
-        chunks=((1,) * y_pred.numblocks[0], (classes.size,), (clusters.size,)),
-        dtype=np.int64,
-        meta=np.empty((0, 0, 0), dtype=np.int64),
-    )
-    return np.asarray(counts.sum(axis=0).compute())
-
-
-def _block_counts(
+def contingency_counts(
     y_true: np.ndarray, y_pred: np.ndarray, classes: np.ndarray, clusters: np.ndarray
 ) -> np.ndarray:
-    """One chunk's contingency table, shape (1, classes, clusters)."""
+    """Counts ``C[i, j]`` of the samples of class ``classes[i]`` in cluster ``clusters[j]``
+    (both sorted, holding every value of ``y_true`` and ``y_pred``)."""
     codes = np.searchsorted(classes, y_true) * clusters.size + np.searchsorted(clusters, y_pred)
     counts = np.bincount(codes, minlength=classes.size * clusters.size)
-    return counts.reshape(1, classes.size, clusters.size)
+    return counts.reshape(classes.size, clusters.size)
 
 
 def scores_of_contingency(table: np.ndarray) -> dict[str, float]:
     """:func:`clustering_scores` of labels given by their contingency table (scikit-learn's
     formulas and special cases: ARI of the pair confusion matrix, NMI with the arithmetic
-    mean of the entropies)."""
+    mean of the entropies).
+
+    Examples
+    --------
+    >>> scores_of_contingency(np.array([[2, 0], [0, 2]]))["ari"]
+    1.0
+    """
     table = np.asarray(table, dtype=np.int64)
     n = int(table.sum())
     rows, cols = linear_sum_assignment(-table)

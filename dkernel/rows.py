@@ -117,3 +117,33 @@ def delayed_array(X: Any) -> Any:
     if not isinstance(X, dask.array.Array):
         return X
     return dask.delayed(np.block, pure=True)(X.to_delayed().tolist())
+
+
+def chunked_contingency_table(y_true: Any, y_pred: Any) -> np.ndarray:
+    """The contingency table (``dkernel.metrics.contingency_counts``; classes and clusters
+    in sorted order) of two label arrays, NumPy or Dask, counted chunk by chunk: a first pass
+    finds the classes, a second counts each chunk and adds the tables, so neither array is
+    ever held whole."""
+    y_true, y_pred = dask.array.asarray(y_true), dask.array.asarray(y_pred)
+    if y_true.shape != y_pred.shape:
+        raise ValueError(f"y_true and y_pred differ in shape: {y_true.shape} vs {y_pred.shape}")
+    classes, clusters = dask.compute(dask.array.unique(y_true), dask.array.unique(y_pred))
+    counts = dask.array.map_blocks(
+        _chunk_counts,
+        y_true.rechunk(y_pred.chunks),
+        y_pred,
+        classes,
+        clusters,
+        new_axis=[1, 2],
+        chunks=((1,) * y_pred.numblocks[0], (classes.size,), (clusters.size,)),
+        dtype=np.int64,
+        meta=np.empty((0, 0, 0), dtype=np.int64),
+    )
+    return np.asarray(counts.sum(axis=0).compute())
+
+
+def _chunk_counts(y_true, y_pred, classes, clusters) -> np.ndarray:
+    """One chunk's table, shape (1, classes, clusters)."""
+    from dkernel.metrics import contingency_counts
+
+    return contingency_counts(y_true, y_pred, classes, clusters)[None]

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-from dkernel.metrics import clustering_accuracy, clustering_scores, contingency_table
+from dkernel.metrics import clustering_accuracy, clustering_scores, scores_of_contingency
+from dkernel.rows import chunked_contingency_table
 
 
 def _brute_force_acc(y, p):
@@ -33,7 +34,7 @@ def test_scores_bundle():
 @pytest.mark.parametrize(
     ("n", "n_classes", "n_clusters"), [(1000, 3, 4), (50_000, 5, 5), (40, 1, 1), (40, 1, 3)]
 )
-def test_dask_labels_are_scored_chunk_by_chunk_as_scikit_learn_scores_them(
+def test_labels_scored_from_their_chunked_contingency_table_as_scikit_learn_scores_them(
     n, n_classes, n_clusters
 ):
     import dask.array as da
@@ -43,11 +44,13 @@ def test_dask_labels_are_scored_chunk_by_chunk_as_scikit_learn_scores_them(
     labels = rng.integers(0, n_clusters, n)
     labels[: n // 2] = truth[: n // 2] % max(n_clusters, 1)
     expected = clustering_scores(truth, labels)  # scikit-learn's ARI and NMI
-    chunked = clustering_scores(
-        da.from_array(truth, chunks=n // 3 + 1), da.from_array(labels, chunks=n // 4 + 1)
+    chunked = scores_of_contingency(
+        chunked_contingency_table(
+            da.from_array(truth, chunks=n // 3 + 1), da.from_array(labels, chunks=n // 4 + 1)
+        )
     )
     assert chunked.keys() == expected.keys()
     for name, value in expected.items():
         assert chunked[name] == pytest.approx(value, rel=1e-12, abs=1e-12), name
-    table = contingency_table(truth, da.from_array(labels, chunks=max(7, n // 5)))
+    table = chunked_contingency_table(truth, da.from_array(labels, chunks=max(7, n // 5)))
     assert table.sum() == n and table.shape == (np.unique(truth).size, np.unique(labels).size)

@@ -61,7 +61,10 @@ if TYPE_CHECKING:
 # imported when outputs are written: the job steps and `dkernel validate` import this module
 # for the parameters and checks above the writer, without Dask or scikit-learn
 da = deferred("dask.array")
-clustering_scores = deferred("dkernel.metrics", "clustering_scores")
+clustering_scores, scores_of_contingency = deferred(
+    "dkernel.metrics", "clustering_scores", "scores_of_contingency"
+)
+chunked_contingency_table = deferred("dkernel.rows", "chunked_contingency_table")
 metrics_dataset, model_order_dataset = deferred(
     "dkernel.storage.layout", "metrics_dataset", "model_order_dataset"
 )
@@ -207,8 +210,12 @@ class _Writer:
     def metrics(self, out: Metrics) -> None:
         if self.ctx.data.y is None:
             return
-        # Dask labels (read back from the store) are scored chunk by chunk, never gathered
-        scores = clustering_scores(self.ctx.data.y, out.labels)
+        y, labels = self.ctx.data.y, out.labels
+        if isinstance(y, da.Array) or isinstance(labels, da.Array):
+            # labels read back from the store: scored chunk by chunk, never gathered
+            scores = scores_of_contingency(chunked_contingency_table(y, labels))
+        else:
+            scores = clustering_scores(np.asarray(y), np.asarray(labels))
         self.store.write("metrics", metrics_dataset(scores))
         logger.info(", ".join(f"{k.upper()} {v:.3f}" for k, v in scores.items()))
 
