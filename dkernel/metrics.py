@@ -19,12 +19,16 @@ def clustering_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     y_pred = np.asarray(y_pred)
     if y_true.shape != y_pred.shape:
         raise ValueError(f"y_true and y_pred differ in shape: {y_true.shape} vs {y_pred.shape}")
-    t_vals, t_idx = np.unique(y_true, return_inverse=True)
-    p_vals, p_idx = np.unique(y_pred, return_inverse=True)
-    counts = np.zeros((p_vals.size, t_vals.size), dtype=np.int64)
-    np.add.at(counts, (p_idx, t_idx), 1)
-    rows, cols = linear_sum_assignment(-counts)
-    return float(counts[rows, cols].sum() / y_true.size)
+    return _matched_fraction(
+        contingency_counts(y_true, y_pred, np.unique(y_true), np.unique(y_pred))
+    )
+
+
+def _matched_fraction(table: np.ndarray) -> float:
+    """The fraction of samples on the best one-to-one matching of a contingency table."""
+    n = int(table.sum())
+    rows, cols = linear_sum_assignment(-table)
+    return float(table[rows, cols].sum() / n) if n else 0.0
 
 
 def clustering_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
@@ -61,10 +65,7 @@ def scores_of_contingency(table: np.ndarray) -> dict[str, float]:
     1.0
     """
     table = np.asarray(table, dtype=np.int64)
-    n = int(table.sum())
-    rows, cols = linear_sum_assignment(-table)
-    acc = float(table[rows, cols].sum() / n) if n else 0.0
-    return {"acc": acc, "nmi": _nmi(table), "ari": _ari(table)}
+    return {"acc": _matched_fraction(table), "nmi": _nmi(table), "ari": _ari(table)}
 
 
 def _ari(table: np.ndarray) -> float:
