@@ -342,15 +342,14 @@ def _model(ctx: JobContext, C: int | str, h: Any, k: int | None) -> KernelDecomp
 
 
 def _landmark_model(ctx: JobContext) -> KernelDecompositionClustering | None:
-    """The final fit's estimator when it takes the landmark path (one model of the
-    self-tuning k-NN kernel above 5 000 rows: the estimator's own rule), else None."""
+    """The final fit's estimator when it takes the landmark path (:func:`_bipartite`), else
+    None."""
     p = ctx.params
-    if _grid_size(p) > 1 or _kernel(p) != "local_scaling":
+    if not _bipartite(p, ctx.data.n_samples):
         return None
-    k = None if p["n_neighbors"][0] == 0 else int(p["n_neighbors"][0])
     n_clusters = "auto" if p["n_clusters"] == "auto" else p["n_clusters"][0]
-    model = _model(ctx, n_clusters, None, k)
-    return model if model._approximation(ctx.data.n_samples) == "bipartite" else None
+    k = None if p["n_neighbors"][0] == 0 else int(p["n_neighbors"][0])
+    return _model(ctx, n_clusters, None, k)
 
 
 def _fit_in_chunks(ctx: JobContext, model: KernelDecompositionClustering) -> Iterator[Output]:
