@@ -14,6 +14,21 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.utils import funcname
 
 
+def joint_blocks(*arrays: Any) -> list[np.ndarray]:
+    """Each Dask array's blocks as ``Delayed`` objects (object ndarrays shaped like its
+    ``numblocks``), unoptimised, for tasks that pair blocks of several arrays.
+
+    ``to_delayed()`` optimises each array alone (so does ``dask.optimize``: one expression,
+    one low-level optimisation, per collection), fusing the work its chunks derive from into
+    its own tasks: two arrays that share a source (an image's bands and its valid mask, a
+    table and the partitions read after it) then compute the source twice, in tasks that
+    the scheduler places apart, and the task pairing their blocks moves one of them between
+    workers. Unoptimised, a shared chunk stays one task, and the graph of the task that pairs
+    the blocks is optimised as a whole when it is computed.
+    """
+    return [a.to_delayed(optimize_graph=False) for a in arrays]
+
+
 def take_rows(X: Any, idx: np.ndarray, dtype: Any = None) -> np.ndarray:
     """Rows ``idx`` of ``X`` (in the order given) as a NumPy array.
 

@@ -70,6 +70,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dkernel.linalg",
             "dkernel.graphs",
             "dkernel.runtime.progress",
+            "dkernel.runtime.shared",
             "dkernel.gmm.em",
             "dkernel.meanshift.kernels",
             "dkernel.meanshift.stage_two",

@@ -22,6 +22,7 @@ from dkernel.errors import InvalidInputError
 from dkernel.io.pixels import valid_graph
 from dkernel.io.raster import open_geotiff
 from dkernel.kernels.widths import KERNEL_MAD_SIGMA_FRACTION
+from dkernel.rows import joint_blocks
 from dkernel.storage.layout import change_dataset
 
 METHODS = ("mad", "irmad", "kernel")
@@ -101,12 +102,8 @@ def sample_pixels(
             f"only {n_valid} pixel(s) have data at both dates; change detection needs more."
         )
     rate = min(1.0, size / n_valid)
-    blocks = zip(
-        before.to_delayed().ravel(),
-        after.to_delayed().ravel(),
-        valid.to_delayed().ravel(),
-        strict=True,
-    )
+    # the mask derives from both dates' reads: unoptimised, each strip is read once
+    blocks = zip(*(b.ravel() for b in joint_blocks(before, after, valid)), strict=True)
     draw = dask.delayed(_sample_strip, pure=True, nout=2)
     parts = dask.compute(
         *[

@@ -20,6 +20,7 @@ import dask.array as da
 import numpy as np
 
 from dkernel._budget import STRIP_PIXELS, rows_for_budget
+from dkernel.rows import joint_blocks
 from dkernel.runtime.progress import compute_parts
 
 
@@ -119,8 +120,7 @@ def _strip_blocks(data: da.Array, valid: da.Array) -> list[tuple[Any, Any, int, 
 
     ``data`` is chunked in full-width row strips and ``valid`` in the same rows
     (:func:`dkernel.io.raster.image_strips`)."""
-    blocks = data.to_delayed().reshape(-1)
-    masks = valid.to_delayed().reshape(-1)
+    blocks, masks = (b.reshape(-1) for b in joint_blocks(data, valid))
     starts = np.cumsum((0, *data.chunks[1]))[:-1]
     return [
         (b, m, int(r0), int(n))
@@ -164,14 +164,14 @@ def grid_graph(
     """Per-valid-pixel ``values`` (N,) back on the ``(y, x)`` grid, one task per strip."""
     values = values if isinstance(values, da.Array) else da.from_array(np.asarray(values))
     values = values.rechunk((tuple(counts),))
+    # optimised with the mask: values read after it (the partitions) must follow its task
+    value_blocks, masks = (b.reshape(-1) for b in joint_blocks(values, valid))
     parts = [
         da.from_delayed(
             dask.delayed(strip_labels)(v, m, nodata, dtype),
             shape=(rows, int(data.shape[2])),
             dtype=dtype,
         )
-        for v, (_, m, _, rows) in zip(
-            values.to_delayed().reshape(-1), _strip_blocks(data, valid), strict=True
-        )
+        for v, m, rows in zip(value_blocks, masks, data.chunks[1], strict=True)
     ]
     return da.concatenate(parts, axis=0)

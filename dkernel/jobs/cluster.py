@@ -79,7 +79,19 @@ def start_runtime(
             client,
             embedded=own_client and scheduler is None and not logger.isEnabledFor(logging.DEBUG),
         )
+        exit.callback(_release_shared_quietly, client)  # before the client closes
     return client, threads
+
+
+def _release_shared_quietly(client: Any) -> None:
+    """Take the objects the job's methods put on the workers off them again
+    (:func:`dkernel.runtime.shared.share`); a cluster already gone holds nothing."""
+    from dkernel.runtime.shared import release_shared
+
+    try:
+        release_shared(client)
+    except Exception:  # noqa: BLE001
+        logger.debug("could not release the job's shared objects", exc_info=True)
 
 
 def _start_client(

@@ -1,7 +1,9 @@
 """Dask graphs that stream every pixel (row) chunk by chunk through the mean-shift model.
 
-The fitted model (density, trajectory cache, modes) is put into the graph once as a
-``Delayed`` object; each row chunk becomes one task that runs
+The fitted model (density, trajectory cache, modes) is put on every worker once
+(:func:`dkernel.runtime.shared.share`), not into the graph as a key: each row chunk's task
+then has its chunk as its only input and runs where the chunk is. Each row chunk becomes one
+task that runs
 :func:`dkernel.meanshift.kernels.assign_to_modes` against it. Random-Fourier-feature
 partition sums and counts are per-chunk partial sums reduced with a tree sum. Nothing here
 calls ``compute``.
@@ -19,6 +21,7 @@ import numpy as np
 from dkernel._validation import aligned
 from dkernel.linalg import label_sums
 from dkernel.meanshift import kernels as K
+from dkernel.rows import joint_blocks
 
 
 @dataclass
@@ -71,10 +74,14 @@ class AssignModel:
         return state
 
 
-def _row_chunks(X: da.Array) -> list:
+def _row_chunks(X: da.Array, *aligned_with: da.Array) -> list:
+    """X's row chunks (its columns joined), and those of each of ``aligned_with`` (1-D,
+    rechunked like X's rows), as ``Delayed`` lists optimised together
+    (:func:`dkernel.rows.joint_blocks`)."""
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: X.shape[1]})
-    return [blk for blk in X.to_delayed().ravel()]
+    others = [a.rechunk((X.chunks[0],)) for a in aligned_with]
+    return [list(b.ravel()) for b in joint_blocks(X, *others)]
 
 
 def stream_assign(X: da.Array, model: AssignModel) -> da.Array:
@@ -86,18 +93,21 @@ def stream_assign(X: da.Array, model: AssignModel) -> da.Array:
 
     Notes
     -----
-    Memory per task O(chunk rows · n_density); the model travels once.
+    Memory per task O(chunk rows · n_density); the model travels once to each worker.
     """
-    model_d = dask.delayed(model, pure=True)
+    from dkernel.runtime.shared import share
+
+    shared = share(model, "mean-shift-model")
+    (blocks,) = _row_chunks(X)
     parts = [
-        da.from_delayed(dask.delayed(_assign)(blk, model_d), shape=(n,), dtype=np.int64)
-        for blk, n in zip(_row_chunks(X), X.chunks[0], strict=True)
+        da.from_delayed(dask.delayed(_assign)(blk, shared), shape=(n,), dtype=np.int64)
+        for blk, n in zip(blocks, X.chunks[0], strict=True)
     ]
     return da.concatenate(parts) if parts else da.zeros((0,), dtype=np.int64)
 
 
-def _assign(block: np.ndarray, model: AssignModel) -> np.ndarray:
-    return model.assign(aligned(block))
+def _assign(block: np.ndarray, model: Any) -> np.ndarray:
+    return model.get().assign(aligned(block))
 
 
 def stream_feature_sums(
@@ -112,13 +122,15 @@ def stream_feature_sums(
     -----
     O(N d D) work, O(chunk · D + m · D) memory per task.
     """
-    params = dask.delayed((W, b), pure=True)
+    from dkernel.runtime.shared import share
+
+    params = share((W, b), "random-features")
     if not isinstance(labels, da.Array):
         labels = da.from_array(np.asarray(labels), chunks=(X.chunks[0],))
-    lab_chunks = labels.rechunk((X.chunks[0],)).to_delayed().ravel()
+    blocks, lab_chunks = _row_chunks(X, labels)
     partials = [
         dask.delayed(_feature_sums)(blk, lab, n_partitions, params)
-        for blk, lab in zip(_row_chunks(X), lab_chunks, strict=True)
+        for blk, lab in zip(blocks, lab_chunks, strict=True)
     ]
     while len(partials) > 1:
         partials = [
@@ -127,8 +139,8 @@ def stream_feature_sums(
     return partials[0]
 
 
-def _feature_sums(block, lab, m, params):
-    W, b = params
+def _feature_sums(block, lab, m, params: Any):
+    W, b = params.get()
     lab = np.asarray(lab)
     block = aligned(np.asarray(block))
     S = K.partition_feature_sums(block, lab, m, W, b)
@@ -151,12 +163,13 @@ def stream_stratified_sample(
     """
     from dkernel.meanshift import sampling
 
-    take_d = dask.delayed(np.asarray(take, dtype=np.int64), pure=True)
-    lab_chunks = labels.rechunk((X.chunks[0],)).to_delayed().ravel()
+    # by value: a few integers per partition, and no input shared by the strips' tasks
+    take_d = np.asarray(take, dtype=np.int64)
+    blocks, lab_chunks = _row_chunks(X, labels)
     starts = np.cumsum((0, *X.chunks[0]))[:-1]
     parts = [
         dask.delayed(sampling.chunk_candidates)(blk, lab, int(s), take_d, salt)
-        for blk, lab, s in zip(_row_chunks(X), lab_chunks, starts, strict=True)
+        for blk, lab, s in zip(blocks, lab_chunks, starts, strict=True)
     ]
     while len(parts) > 1:
         parts = [

@@ -286,7 +286,13 @@ class ResultsStore:
         path = f"{self.scratch_dir}/{name}.zarr"
         stored = zarr.open_array(path, mode="r", **self._zarr)
         counts = [int(c) for c in _attrs(stored)["counts"]]
-        blocks = [None] * len(counts) if after is None else list(after.to_delayed().ravel())
+        # unoptimised: the caller optimises the read with after's other uses
+        # (:func:`dkernel.rows.joint_blocks`), so that after's chunks stay one task each
+        blocks = (
+            [None] * len(counts)
+            if after is None
+            else list(after.to_delayed(optimize_graph=False).ravel())
+        )
         if len(blocks) != len(counts):
             raise ValueError(
                 f"after has {len(blocks)} blocks for the {len(counts)} chunks of the scratch "

@@ -191,3 +191,20 @@ def test_image_strips_cut_large_chunks_into_keys_of_their_own(rng):
     np.testing.assert_array_equal(X.compute(), Xs.compute())
     small = R.image_from_array(cube, nodata=0, chunk_rows=128)
     assert R.image_strips(small)[0].name == small.data.name  # nothing to cut
+
+
+def test_a_pass_pairing_bands_and_mask_reads_every_strip_once(demo_image):
+    # optimised apart, the bands and the valid mask each fused their own copy of a strip's
+    # read: every strip was decoded twice, on two workers, and one copy moved between them
+    import dask
+    from dask.base import collections_to_expr
+
+    from dkernel.io.pixels import _strip_blocks, strip_summary
+
+    data, valid = R.image_strips(demo_image)
+    parts = [dask.delayed(strip_summary)(b, m) for b, m, _, _ in _strip_blocks(data, valid)]
+    graph = collections_to_expr(parts).__dask_graph__()
+    reads = [key for key in graph if "read-rows" in str(key)]
+    assert len(parts) > 1 and len(reads) == len(parts)
+    counts = [p["n"] for p in dask.compute(*parts)]
+    assert sum(counts) == int(np.asarray(demo_image["valid"].values).sum())

@@ -186,12 +186,15 @@ def _fit(ctx: JobContext, est: Any, X: Any) -> Generator[Output, None, Any]:
     est.fit_partitions(X)
     partitions = est.pixel_partitions_.astype(np.int32)
     yield Scratch("partitions", partitions, what="mean-shift partitions")
-    # for the affinity sample each strip's partitions are read after the strip's valid
-    # mask, on its worker, so that strips' pixels do not wait for partitions read elsewhere
+    # for the affinity sample each strip's partitions are read after the strip's features
+    # (a column of them: the read's input), on their worker: the sample's task for the
+    # strip then has both inputs there (with partitions read elsewhere the scheduler
+    # weighs moving the features against the workers' queues, and often moves them)
+    est.fit_clusters(X, partitions=ctx.store.read_scratch("partitions", after=X[:, :1]))
+    # the maps pair each strip's partitions with its valid mask: read them after it
     valid = image_strips(ctx.data.raster)[1]
     after = valid if valid.numblocks[0] == len(X.chunks[0]) else None
-    est.fit_clusters(X, partitions=ctx.store.read_scratch("partitions", after=after))
-    return ctx.store.read_scratch("partitions")
+    return ctx.store.read_scratch("partitions", after=after)
 
 
 register_method(

@@ -1,0 +1,90 @@
+"""Objects every worker holds, read by tasks without being one of their inputs.
+
+A per-chunk task that takes a shared model (mean shift's trajectories, a fitted scorer) as
+an input key has two inputs: its chunk, and the model, held by whichever worker computed it.
+When those two are on different workers the scheduler may run the task on either, and it
+weighs the transfer against the workers' queues: on a fast network it often moves the chunk
+to the model (``distributed.scheduler.decide_worker``). Replicating the model does not help:
+every worker then holds an input, so every worker is a candidate. :func:`share` puts the
+object on every worker once, as a worker plugin (workers that join later get it too), and
+returns a :class:`Shared` handle that tasks carry instead; the task's only input is then its
+chunk, and it runs where the chunk is.
+
+Graph builders import this module where they build a graph (it imports ``distributed``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dask.base import tokenize
+from distributed import WorkerPlugin
+
+from dkernel.runtime.progress import active_client
+
+#: Prefix of the worker-plugin names of shared objects (:func:`release_shared`).
+SHARED_PREFIX = "dkernel-shared-"
+
+
+class Shared:
+    """A handle to an object: :meth:`get` returns it, in this process or on a worker.
+
+    Pickled (in a task sent to a worker) it carries only its name when the object was put
+    on the workers; otherwise it carries the object.
+    """
+
+    def __init__(self, name: str, obj: Any, *, on_workers: bool) -> None:
+        self.name = name
+        self._obj = obj
+        self.on_workers = on_workers
+
+    def get(self) -> Any:
+        if self._obj is not None:
+            return self._obj
+        from distributed import get_worker
+
+        plugin = get_worker().plugins[self.name]
+        assert isinstance(plugin, SharedObject)
+        return plugin.obj
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self.on_workers:
+            state["_obj"] = None
+        return state
+
+    def __dask_tokenize__(self) -> str:
+        return self.name
+
+
+class SharedObject(WorkerPlugin):
+    """Holds an object on every worker, for tasks that read it by name."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def teardown(self, worker: Any) -> None:
+        self.obj = None
+
+
+def share(obj: Any, what: str = "object") -> Shared:
+    """``obj`` on every worker of the active ``distributed`` client, or in this process when
+    there is none (Dask's local schedulers share memory). Costs one copy per worker, sent
+    once; release with :func:`release_shared`."""
+    name = f"{SHARED_PREFIX}{what}-{tokenize(obj)}"
+    client = active_client()
+    if client is None:
+        return Shared(name, obj, on_workers=False)
+    client.register_plugin(SharedObject(obj), name=name)
+    return Shared(name, obj, on_workers=True)
+
+
+def release_shared(client: Any) -> None:
+    """Remove every object :func:`share` put on ``client``'s workers."""
+    names = client.run_on_scheduler(_shared_names)
+    for name in names:
+        client.unregister_worker_plugin(name)
+
+
+def _shared_names(dask_scheduler: Any) -> list[str]:
+    return [n for n in dask_scheduler.worker_plugins if n.startswith(SHARED_PREFIX)]
