@@ -17,7 +17,7 @@ from dkernel.errors import DKernelError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.failures import JobFailedError
 from dkernel.jobs.spec import JobSpec
-from dkernel.runtime.persist import persist, with_own_keys
+from dkernel.runtime.persist import persist_spread, with_own_keys
 from dkernel.runtime.threads import InProcessScheduler
 from dkernel.storage.layout import input_dataset
 from dkernel.storage.store import failure_cause
@@ -225,7 +225,7 @@ def _held_in_memory(data: LoadedData, client: Any) -> LoadedData:
         return data
     if math.isnan(X.nbytes) or X.nbytes > PERSIST_BYTES:
         return data
-    return replace(data, X=persist(with_own_keys(X), client))
+    return replace(data, X=persist_spread(with_own_keys(X), client))
 
 
 def _write_input(store: ResultsStore, data: LoadedData) -> None:

@@ -22,6 +22,7 @@ from dkernel._validation import aligned
 from dkernel.linalg import label_sums
 from dkernel.meanshift import kernels as K
 from dkernel.rows import joint_blocks
+from dkernel.runtime.shared import share
 
 
 @dataclass
@@ -95,8 +96,6 @@ def stream_assign(X: da.Array, model: AssignModel) -> da.Array:
     -----
     Memory per task O(chunk rows · n_density); the model travels once to each worker.
     """
-    from dkernel.runtime.shared import share
-
     shared = share(model, "mean-shift-model")
     (blocks,) = _row_chunks(X)
     parts = [
@@ -122,8 +121,6 @@ def stream_feature_sums(
     -----
     O(N d D) work, O(chunk · D + m · D) memory per task.
     """
-    from dkernel.runtime.shared import share
-
     params = share((W, b), "random-features")
     if not isinstance(labels, da.Array):
         labels = da.from_array(np.asarray(labels), chunks=(X.chunks[0],))

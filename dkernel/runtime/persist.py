@@ -15,6 +15,34 @@ def persist(X: Any, client: Any) -> Any:
     return client.persist(X)
 
 
+def persist_spread(X: Any, client: Any) -> Any:
+    """``X`` (a Dask array) persisted on ``client``'s workers with its row chunks dealt out in
+    turn (chunk i on worker i mod W; another worker only if that one is gone).
+
+    Every later pass over a persisted array runs where its chunks are, so the placement of
+    the persist decides each pass's balance. Left to the scheduler, a persist of quick reads
+    lands where workers happen to be free first: 12 of an MSSC scene's 16 strips on one of 2
+    workers, and the mean-shift pass then ran at 1.23× instead of near 2×.
+    """
+    import dask.array as da
+
+    workers = sorted(client.scheduler_info()["workers"]) if client is not None else []
+    n = int(X.numblocks[0])
+    if len(workers) < 2 or n < 2:
+        return persist(X, client)
+    if any(k > 1 for k in X.numblocks[1:]):
+        X = X.rechunk({axis: -1 for axis in range(1, X.ndim)})
+    blocks: list[Any] = [None] * n
+    for j, worker in enumerate(workers):
+        mine = list(range(j, n, len(workers)))
+        held = client.persist(
+            [X.blocks[i] for i in mine], workers=[worker], allow_other_workers=True
+        )
+        for i, block in zip(mine, held, strict=True):
+            blocks[i] = block
+    return da.concatenate(blocks, axis=0)
+
+
 def with_own_keys(X: Any) -> Any:
     """``X`` (a Dask array) under keys of its own, for persisting.
 

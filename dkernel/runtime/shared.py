@@ -9,8 +9,6 @@ every worker then holds an input, so every worker is a candidate. :func:`share` 
 object on every worker once, as a worker plugin (workers that join later get it too), and
 returns a :class:`Shared` handle that tasks carry instead; the task's only input is then its
 chunk, and it runs where the chunk is.
-
-Graph builders import this module where they build a graph (it imports ``distributed``).
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from dask.base import tokenize
-from distributed import WorkerPlugin
 
 from dkernel.runtime.progress import active_client
 
@@ -43,9 +40,7 @@ class Shared:
             return self._obj
         from distributed import get_worker
 
-        plugin = get_worker().plugins[self.name]
-        assert isinstance(plugin, SharedObject)
-        return plugin.obj
+        return get_worker().plugins[self.name].obj  # type: ignore[attr-defined]
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -57,14 +52,33 @@ class Shared:
         return self.name
 
 
-class SharedObject(WorkerPlugin):
-    """Holds an object on every worker, for tasks that read it by name."""
+def _plugin_type() -> type:
+    """The worker plugin that holds a shared object, made on first use: ``distributed`` is
+    imported only where a client exists (a small job runs on threads without it). It is
+    this module's ``SharedObject``, which is how the workers unpickle it."""
+    made = globals().get("SharedObject")
+    if made is not None:
+        return made
+    from distributed import WorkerPlugin
 
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
+    class SharedObject(WorkerPlugin):
+        """Holds an object on every worker, for tasks that read it by name."""
 
-    def teardown(self, worker: Any) -> None:
-        self.obj = None
+        def __init__(self, obj: Any) -> None:
+            self.obj = obj
+
+        def teardown(self, worker: Any) -> None:
+            self.obj = None
+
+    SharedObject.__qualname__ = "SharedObject"
+    globals()["SharedObject"] = SharedObject
+    return SharedObject
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SharedObject":
+        return _plugin_type()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def share(obj: Any, what: str = "object") -> Shared:
@@ -75,7 +89,7 @@ def share(obj: Any, what: str = "object") -> Shared:
     client = active_client()
     if client is None:
         return Shared(name, obj, on_workers=False)
-    client.register_plugin(SharedObject(obj), name=name)
+    client.register_plugin(_plugin_type()(obj), name=name)
     return Shared(name, obj, on_workers=True)
 
 
