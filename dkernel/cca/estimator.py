@@ -50,6 +50,7 @@ from dkernel.kmeans.features import features
 from dkernel.kmeans.lloyd import dense_kernel
 from dkernel.linalg.threads import map_on_cores
 from dkernel.rows import take_rows
+from dkernel.runtime.shared import share, with_shared
 
 SOLVERS = ("auto", "exact", "nystrom")
 LANDMARK_METHODS = ("kmeans++", "uniform")
@@ -389,8 +390,8 @@ class KernelCCA(
         """The paired feature sums over every row: Dask chunks as tasks, NumPy blocks on the
         cores, added pairwise in a fixed order."""
         if isinstance(X, da.Array):
-            fn = dask.delayed(_moments_block, pure=True)
-            fxd, fyd = dask.delayed(fx, pure=True), dask.delayed(fy, pure=True)
+            fn = dask.delayed(with_shared(_moments_block), pure=True)
+            fxd, fyd = share(fx, "cca-feature-map-x"), share(fy, "cca-feature-map-y")
             parts = [
                 fn(xb, yb, fxd, fyd)
                 for xb, yb in zip(X.to_delayed().ravel(), Y.to_delayed().ravel(), strict=True)
@@ -418,8 +419,8 @@ class KernelCCA(
         if isinstance(V, da.Array):
             k = W.shape[1]
             return V.map_blocks(
-                _variates_block,
-                dask.delayed(model, pure=True),
+                with_shared(_variates_block),
+                share(model, "cca-model"),
                 W,
                 chunks=(V.chunks[0], (k,)),
                 dtype=np.float64,

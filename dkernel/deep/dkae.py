@@ -455,11 +455,11 @@ class DeepKernelizedAutoencoder(
 
     def _map(self, A: Any, fn: Any, width: int) -> Any:
         if is_dask_array(A):
-            import dask
+            from dkernel.runtime.shared import share, with_shared
 
             return A.map_blocks(
-                fn,
-                dask.delayed(self._params(), pure=True),
+                with_shared(fn),
+                share(self._params(), "dkae-weights"),
                 self.activation,
                 chunks=(A.chunks[0], (width,)),
                 dtype=np.float32,

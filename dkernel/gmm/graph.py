@@ -316,10 +316,12 @@ def sparse_posteriors(
 def posterior_feature_map_dask(X: Any, ensemble: Any, scale: float, dtype: Any) -> Any:
     """Lazy Γ/√Z of a Dask array (rows chunked as ``X``, one chunk along the F features).
 
-    The ensemble parameters enter the graph once (as one delayed object), not once per chunk.
+    The ensemble parameters are on every worker once (:func:`dkernel.runtime.shared.share`), not
+    a graph key or a copy per chunk.
     """
-    import dask
     import dask.array as da
+
+    from dkernel.runtime.shared import share, with_shared
 
     F = int(ensemble.offsets[-1])
     rows = rows_for_budget(
@@ -327,9 +329,9 @@ def posterior_feature_map_dask(X: Any, ensemble: Any, scale: float, dtype: Any) 
     )
     if max(X.chunks[0]) > rows:
         X = X.rechunk({0: rows})
-    ens = dask.delayed(ensemble, pure=True)
+    ens = share(ensemble, "pck-ensemble")
     return da.map_blocks(
-        posterior_block,
+        with_shared(posterior_block),
         X,
         ens,
         scale,

@@ -14,7 +14,6 @@ from __future__ import annotations
 from numbers import Integral, Real
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
@@ -71,6 +70,7 @@ from dkernel.model_order import (
     spectrum_model_order,
 )
 from dkernel.rows import take_rows
+from dkernel.runtime.shared import share, with_shared
 
 SOLVERS = ("auto", "exact", "nystrom")
 CRITERIA = ("bic", "aic")
@@ -724,8 +724,8 @@ class KernelKMeans(
     def _lazy_distances(self, X: da.Array, *, point_norms: bool) -> da.Array:
         k = self.n_clusters_
         return X.map_blocks(
-            _distance_block,
-            dask.delayed(self.model_, pure=True),
+            with_shared(_distance_block),
+            share(self.model_, "kmeans-centres"),
             point_norms,
             chunks=(X.chunks[0], (k,)),
             dtype=np.float64,

@@ -26,6 +26,7 @@ from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel._validation import check_2d_array, check_is_fitted
 from dkernel.errors import InvalidInputError
 from dkernel.ranking.kernelmap import BlockKernel, FeatureMapKernel, PrecomputedKernel
+from dkernel.runtime.shared import share, with_shared
 
 
 @dataclass
@@ -143,35 +144,31 @@ def scorer_for_seeds(model: Any, seed_weights: np.ndarray, *, dtype: str = "floa
     return make_scorer(model, model.score_basis() @ W, dtype=dtype)
 
 
-def score_graph(X: Any, scorer: Scorer, *, client: Any = None) -> da.Array:
+def score_graph(X: Any, scorer: Scorer) -> da.Array:
     """Lazy ``(n, m)`` scores of the rows of ``X`` (NumPy or Dask, row-chunked).
 
     Parameters
     ----------
     X : ndarray or dask.array.Array (n, p)
     scorer : Scorer
-    client : distributed.Client, optional
-        When given, the scorer (megabytes for a default PCK: its Prop. 8 weights and the
-        ensemble) is scattered to every worker once instead of travelling inside the graph.
 
     Notes
     -----
     Per chunk of b rows: O(b N p) for a block kernel (memory b' × N with b' = ``scorer.rows``),
-    O(b F) for a feature map once its posteriors are computed. The scorer is one graph key,
-    shipped once to each worker.
+    O(b F) for a feature map once its posteriors are computed. The scorer (megabytes for a
+    default PCK: its Prop. 8 weights and the ensemble) is put on every worker once
+    (:func:`dkernel.runtime.shared.share`), so each chunk's task has its chunk as its only
+    input and runs where the chunk is.
     """
     X = check_2d_array(X, "score_graph", allow_nan=scorer.kind == "feature-map")
     if not isinstance(X, da.Array):
         X = da.from_array(X, chunks=(max(1, min(X.shape[0], 100_000)), X.shape[1]))
     m = scorer.n_outputs
-    if client is not None:
-        # replicated (a lost worker must not lose the only copy); unique key (hash=False)
-        payload = client.scatter(scorer, broadcast=True, hash=False)
-    else:
-        payload = dask.delayed(scorer, pure=True, traverse=False)
+    payload = share(scorer, "scorer")
+    apply = dask.delayed(with_shared(_apply), pure=True)
     parts = []
     for blk, rows in zip(X.to_delayed().ravel(), X.chunks[0], strict=True):
-        part = dask.delayed(_apply, pure=True)(payload, blk)
+        part = apply(payload, blk)
         parts.append(da.from_delayed(part, shape=(rows, m), dtype=np.dtype(scorer.dtype)))
     return da.concatenate(parts, axis=0)
 
@@ -180,14 +177,14 @@ def _apply(scorer: Scorer, block: np.ndarray) -> np.ndarray:
     return scorer(block)
 
 
-def project_graph(X: Any, model: Any, *, dtype: str = "float32", client: Any = None) -> da.Array:
+def project_graph(X: Any, model: Any, *, dtype: str = "float32") -> da.Array:
     """Lazy score coordinates ``z(x) = [d̂/Vol, β√d̂ ẑ']`` (n, k+1) of the rows of ``X``.
 
     Any seed's scores are then ``Z @ [1; m'_s]`` (:meth:`~dkernel.KernelPersonalizedPageRank.project`),
     O(k) per point; stored in ``/ranking`` they let :func:`dkernel.seed_scores`
     rank for seeds chosen after the job.
     """
-    return score_graph(X, make_projector(model, dtype=dtype), client=client)
+    return score_graph(X, make_projector(model, dtype=dtype))
 
 
 def scores_from_projection(Z: da.Array, seed_weights: np.ndarray) -> da.Array:

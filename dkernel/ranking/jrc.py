@@ -493,14 +493,15 @@ callable or transformer, default='knn_mean'
         check_is_fitted(self, "embedding_")
         if not is_dask_array(X):
             return self._out_of_sample(validate_new_X(self, X), what, mean)
-        import dask
 
         X = validate_new_lazy(self, X).rechunk({1: -1})
-        model = dask.delayed(self, pure=True)  # one graph key, shipped once to each worker
+        from dkernel.runtime.shared import share, with_shared
+
+        model = share(self, "joint-ranking-model")  # on every worker once, not a graph key
         if what == "transform":
             k = self.embedding_.shape[1]
             return X.map_blocks(
-                _out_of_sample_block,
+                with_shared(_out_of_sample_block),
                 model,
                 what,
                 mean,
@@ -510,7 +511,7 @@ callable or transformer, default='knn_mean'
             )
         dtype = np.int64 if what == "predict" else np.float64
         return X.map_blocks(
-            _out_of_sample_block,
+            with_shared(_out_of_sample_block),
             model,
             what,
             mean,

@@ -697,10 +697,9 @@ callable or transformer, default='rbf'
         check_is_fitted(self, "degrees_")
         if is_dask_array(X):
             from dkernel.ranking.graph import project_graph
-            from dkernel.runtime.progress import active_client
 
             X = validate_new_lazy(self, X)
-            return project_graph(X, self, dtype=self.dtype, client=active_client())
+            return project_graph(X, self, dtype=self.dtype)
         X = validate_new_X(self, X)
         basis = self.kernel_.weights(self.score_basis())
         return np.asarray(self.kernel_.apply(X, basis))
@@ -746,8 +745,8 @@ callable or transformer, default='rbf'
         X : array-like or dask.array.Array (n, p), or (n, N) kernel rows for
             ``kernel='precomputed'``
             Each row chunk of a Dask array is one task (``dkernel.ranking.graph.score_graph``);
-            the scorer (the kernel and the Prop. 8 weights) is shipped once, scattered to the
-            workers of an active ``distributed`` client.
+            the scorer (the kernel and the Prop. 8 weights) is put on every worker of an
+            active ``distributed`` client once.
         seed_weights : array-like (k+1,) or (k+1, m)
             ``[1; m'_s]`` of each seed (:meth:`seed_weights`, :meth:`seed_weights_for_mean`).
 
@@ -777,10 +776,8 @@ callable or transformer, default='rbf'
             )
         scorer = scorer_for_seeds(self, W, dtype=self.dtype)
         if is_dask_array(X):
-            from dkernel.runtime.progress import active_client
-
             X = validate_new_lazy(self, X)
-            return score_graph(X, scorer, client=active_client()).astype(np.float64)
+            return score_graph(X, scorer).astype(np.float64)
         return np.asarray(scorer(validate_new_X(self, X)), dtype=np.float64)
 
     def embed_samples(self, X: Any) -> np.ndarray:

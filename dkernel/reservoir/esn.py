@@ -13,7 +13,6 @@ from __future__ import annotations
 from numbers import Integral, Real
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
@@ -35,6 +34,7 @@ from dkernel.reservoir._reservoir import (
 )
 from dkernel.reservoir._reservoir import ridge as ridge_fit
 from dkernel.reservoir.reduction import fit_kpca, fit_pca
+from dkernel.runtime.shared import share, with_shared
 
 REDUCTIONS = ("kpca", "pca")
 LANDMARK_METHODS = ("kmeans++", "uniform")
@@ -486,8 +486,8 @@ def predict_series(esn: EchoStateNetwork, X: Any) -> Any:
     X = X.rechunk({1: -1, 2: -1})
     q = esn.n_outputs_
     out = X.map_blocks(
-        _predict_block,
-        dask.delayed(esn.model_, pure=True),
+        with_shared(_predict_block),
+        share(esn.model_, "esn-model"),
         chunks=(X.chunks[0], X.chunks[1], (q,)),
         dtype=np.float64,
         meta=np.empty((0, 0, 0), dtype=np.float64),

@@ -13,6 +13,7 @@ chunk, and it runs where the chunk is.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from dask.base import tokenize
@@ -50,6 +51,21 @@ class Shared:
 
     def __dask_tokenize__(self) -> str:
         return self.name
+
+
+def resolved(x: Any) -> Any:
+    """The object behind a :class:`Shared` handle; anything else as it is."""
+    return x.get() if isinstance(x, Shared) else x
+
+
+def with_shared(func: Any) -> Any:
+    """``func`` called with the objects behind any :class:`Shared` handles among its
+    arguments (for ``map_blocks`` and ``dask.delayed``; task names stay ``func``'s)."""
+    return partial(_call_resolved, func)
+
+
+def _call_resolved(func: Any, *args: Any, **kwargs: Any) -> Any:
+    return func(*(resolved(a) for a in args), **{k: resolved(v) for k, v in kwargs.items()})
 
 
 def _plugin_type() -> type:

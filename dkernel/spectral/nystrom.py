@@ -59,6 +59,7 @@ from dkernel.kernels.registry import (
 )
 from dkernel.kernels.widths import PCKID_SIGMA_FRACTION
 from dkernel.linalg.eigen import dense_eigh
+from dkernel.runtime.shared import share, with_shared
 from dkernel.spectral.normalized import check_degrees, eigengap_hint
 
 EMBEDDINGS = ("kpca", "uncentered", "keca", "normalized")
@@ -491,14 +492,14 @@ class NystromEmbedding(
         """One pass over the data: ``t = Σ φ`` (degrees_only) or ``(C, t, n, min degree)``."""
         if isinstance(X, da.Array):
             blocks = X.to_delayed().ravel()
-            Ld, kd = dask.delayed(L, pure=True), dask.delayed(kernel, pure=True)
+            Ld, kd = share(L, "landmarks"), share(kernel, "kernel")
             if degrees_only:
-                fn = dask.delayed(_degree_sums_block, pure=True)
+                fn = dask.delayed(with_shared(_degree_sums_block), pure=True)
                 parts = [fn(b, kd, Ld, rows) for b in blocks]
                 return W0.T @ aligned(np.asarray(dask.compute(_tree_sum(parts, np.add))[0]))
-            fn = dask.delayed(_sums_block, pure=True)
-            Wd = dask.delayed(W0, pure=True)
-            td = None if a is None else dask.delayed(a, pure=True)
+            fn = dask.delayed(with_shared(_sums_block), pure=True)
+            Wd = share(W0, "nystrom-basis")
+            td = None if a is None else share(a, "nystrom-weights")
             parts = [fn(b, kd, Ld, Wd, rows, td) for b in blocks]
             C, t, n, dmin = dask.compute(_tree_sum(parts))[0]
             return aligned(C), aligned(t), n, dmin
@@ -527,10 +528,9 @@ class NystromEmbedding(
         """The Nyström formula on validated input (lazy map over row chunks for Dask)."""
         k = self.model_.P.shape[1]
         if isinstance(X, da.Array):
-            model_d = dask.delayed(self.model_, pure=True)
             return X.map_blocks(
-                _embed_block,
-                model_d,
+                with_shared(_embed_block),
+                share(self.model_, "nystrom-model"),
                 chunks=(X.chunks[0], (k,)),
                 dtype=np.float64,
                 meta=np.empty((0, k), dtype=np.float64),
@@ -550,8 +550,8 @@ class NystromEmbedding(
         r = model.W0.shape[1]
         if isinstance(X, da.Array):
             return X.map_blocks(
-                _feature_block_first,
-                dask.delayed(model, pure=True),
+                with_shared(_feature_block_first),
+                share(model, "nystrom-model"),
                 chunks=(X.chunks[0], (r,)),
                 dtype=np.float64,
                 meta=np.empty((0, r), dtype=np.float64),

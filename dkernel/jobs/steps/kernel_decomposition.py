@@ -404,7 +404,14 @@ def _scale_chunks(X: Any, how: str) -> tuple[Any, dict]:
         return X, {}
     lo, hi = da.compute(X.min(axis=0), X.max(axis=0))
     span = np.where(hi > lo, hi - lo, 1.0)
-    return (X - lo) / span, {"scale_min": lo.tolist(), "scale_span": span.tolist()}
+    # lo and span go into each chunk's task by value: as operands of ``X - lo`` they would be
+    # arrays of their own, one key a worker holds, which drew the chunks to that worker
+    scaled = X.map_blocks(_min_max_scaled, lo=lo, span=span, dtype=np.result_type(X.dtype, lo))
+    return scaled, {"scale_min": lo.tolist(), "scale_span": span.tolist()}
+
+
+def _min_max_scaled(block: np.ndarray, lo: np.ndarray, span: np.ndarray) -> np.ndarray:
+    return (block - lo) / span
 
 
 def _select(
