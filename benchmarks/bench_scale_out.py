@@ -9,11 +9,14 @@ in ``--workers``; each cluster runs
 
 and records wall time, speed-up ``t(1) / t(w)``, efficiency ``speed-up / w``, the tasks the
 workers executed and the bytes the workers sent, to each other and to the client
-(``transfer_outgoing_bytes_total``), per pixel for MSSC. With 16 cores (the ``device`` machine) run ``--workers 1 2 4 8``; on this
+(``transfer_outgoing_bytes_total``), per pixel for MSSC. With ``--tables``, each cluster also
+runs the table jobs (``spectral-clustering``, ``kernel-kmeans``, ``kernel-decomposition`` at
+their defaults with the true k) on a Zarr table of ``--table-rows`` 10-D blobs
+(``bench_past_one_machine.write_table``) and records their bytes sent per row. With 16 cores (the ``device`` machine) run ``--workers 1 2 4 8``; on this
 2-core machine 1 and 2 workers is all there is. The model of task counts and bytes per pixel
 these numbers check is in ``docs/scale_out.md``.
 
-Run: ``python benchmarks/bench_scale_out.py [--quick] [--workers 1 2] [--side 2000]``
+Run: ``python benchmarks/bench_scale_out.py [--quick] [--workers 1 2] [--side 2000] [--tables]``
 """
 
 from __future__ import annotations
@@ -57,6 +60,35 @@ def run_mssc(client, tif: Path, out: Path) -> dict:
                 "data": {"reader": "geotiff", "path": str(tif)},
                 "method": "mssc",
                 "params": {"n_clusters": 6, "write_png": False, "write_geotiff": False},
+                "output": str(out),
+            }
+        )
+    )
+    tasks0, bytes0 = _counters(client)
+    t = time.perf_counter()
+    run_job(spec, client=client, overwrite=True, progress=False, quiet=True)
+    wall = time.perf_counter() - t
+    tasks1, bytes1 = _counters(client)
+    return {"seconds": wall, "tasks": tasks1 - tasks0, "bytes_moved": bytes1 - bytes0}
+
+
+TABLE_METHODS = ("spectral-clustering", "kernel-kmeans", "kernel-decomposition")
+
+
+def run_table_job(client, method: str, table: Path, out: Path) -> dict:
+    import yaml
+
+    from dkernel.jobs.runner import run_job
+
+    spec = out.with_suffix(".yaml")
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": f"scale-out-{method}",
+                "seed": 0,
+                "data": {"reader": "zarr", "path": str(table), "array": "X"},
+                "method": method,
+                "params": {"n_clusters": 5},
                 "output": str(out),
             }
         )
@@ -120,6 +152,12 @@ def main() -> None:
         help="dkernel: the embedded cluster of dkernel.connect() (its scheduler settings: no "
         "work stealing, deploy/dask/dkernel.yaml); dask: a LocalCluster at Dask's defaults",
     )
+    ap.add_argument(
+        "--tables", action="store_true", help="also the table jobs on a Zarr table (bytes/row)"
+    )
+    ap.add_argument("--table-rows", type=float, default=1e6)
+    ap.add_argument("--table-chunk-rows", type=int, default=100_000)
+    ap.add_argument("--out", type=Path, default=RESULTS / "scale_out", help="results (.md/.json)")
     ap.add_argument("--quick", action="store_true", help="400² scene, 5000 PCK rows")
     args = ap.parse_args()
     if args.quick:
@@ -129,6 +167,11 @@ def main() -> None:
     write_scene(tif, args.side)
     pixels = args.side**2
     X, _ = make_blobs(args.pck_n, n_features=args.pck_p, centers=5, random_state=0)
+    table_rows = int(args.table_rows)
+    if args.tables:
+        from bench_past_one_machine import write_table
+
+        write_table(tmp / "table.zarr", "blobs", table_rows, args.table_chunk_rows)
 
     rows = []
     for settings in args.cluster:
@@ -136,7 +179,15 @@ def main() -> None:
             with _client(settings, w) as client:
                 mssc = run_mssc(client, tif, tmp / f"mssc-{settings}-{w}.zarr")
                 pck = run_pck(client, X)
-            rows.append({"cluster": settings, "workers": w, "mssc": mssc, "pck": pck})
+                tables = {
+                    m: run_table_job(
+                        client, m, tmp / "table.zarr", tmp / f"{m}-{settings}-{w}.zarr"
+                    )
+                    for m in (TABLE_METHODS if args.tables else ())
+                }
+            rows.append(
+                {"cluster": settings, "workers": w, "mssc": mssc, "pck": pck, "tables": tables}
+            )
             print(json.dumps(rows[-1]), flush=True)
 
     lines = [
@@ -166,11 +217,26 @@ def main() -> None:
             f"{m['bytes_moved'] / pixels:.2f} | {p['seconds']:.1f} | {sp:.2f}× | {sp / w:.2f} | "
             f"{p['tasks']} | {p['bytes_moved'] / 2**20:.1f} |"
         )
+    if args.tables:
+        lines += [
+            "",
+            f"Table jobs at their defaults (true k) on {table_rows:.0e} × 10 blobs in a Zarr table "
+            f"of {args.table_chunk_rows}-row chunks: wall s / bytes sent per row.",
+            "",
+            "| cluster | workers | " + " | ".join(TABLE_METHODS) + " |",
+            "|---|---|" + "---|" * len(TABLE_METHODS),
+        ]
+        for r in rows:
+            cells = [
+                f"{r['tables'][m]['seconds']:.1f} / {r['tables'][m]['bytes_moved'] / table_rows:.1f}"
+                for m in TABLE_METHODS
+            ]
+            lines.append(f"| {r['cluster']} | {r['workers']} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.quick:
-        (RESULTS / "scale_out.md").write_text(text)
-        (RESULTS / "scale_out.json").write_text(json.dumps(rows, indent=1))
+        args.out.with_suffix(".md").write_text(text)
+        args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
