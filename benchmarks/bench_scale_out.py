@@ -46,59 +46,43 @@ def _counters(client) -> tuple[int, int]:
     return sum(t for t, _ in per_worker), sum(b for _, b in per_worker)
 
 
-def run_mssc(client, tif: Path, out: Path) -> dict:
+def run_spec(client, spec: dict, out: Path) -> dict:
+    """Run the job ``spec`` (its output ``out``) on ``client``: wall time, tasks, bytes sent."""
     import yaml
 
     from dkernel.jobs.runner import run_job
 
-    spec = out.with_suffix(".yaml")
-    spec.write_text(
-        yaml.safe_dump(
-            {
-                "name": "scale-out-mssc",
-                "seed": 0,
-                "data": {"reader": "geotiff", "path": str(tif)},
-                "method": "mssc",
-                "params": {"n_clusters": 6, "write_png": False, "write_geotiff": False},
-                "output": str(out),
-            }
-        )
-    )
+    path = out.with_suffix(".yaml")
+    path.write_text(yaml.safe_dump({**spec, "seed": 0, "output": str(out)}))
     tasks0, bytes0 = _counters(client)
     t = time.perf_counter()
-    run_job(spec, client=client, overwrite=True, progress=False, quiet=True)
+    run_job(path, client=client, overwrite=True, progress=False, quiet=True)
     wall = time.perf_counter() - t
     tasks1, bytes1 = _counters(client)
     return {"seconds": wall, "tasks": tasks1 - tasks0, "bytes_moved": bytes1 - bytes0}
+
+
+def run_mssc(client, tif: Path, out: Path) -> dict:
+    spec = {
+        "name": "scale-out-mssc",
+        "data": {"reader": "geotiff", "path": str(tif)},
+        "method": "mssc",
+        "params": {"n_clusters": 6, "write_png": False, "write_geotiff": False},
+    }
+    return run_spec(client, spec, out)
 
 
 TABLE_METHODS = ("spectral-clustering", "kernel-kmeans", "kernel-decomposition")
 
 
 def run_table_job(client, method: str, table: Path, out: Path) -> dict:
-    import yaml
-
-    from dkernel.jobs.runner import run_job
-
-    spec = out.with_suffix(".yaml")
-    spec.write_text(
-        yaml.safe_dump(
-            {
-                "name": f"scale-out-{method}",
-                "seed": 0,
-                "data": {"reader": "zarr", "path": str(table), "array": "X"},
-                "method": method,
-                "params": {"n_clusters": 5},
-                "output": str(out),
-            }
-        )
-    )
-    tasks0, bytes0 = _counters(client)
-    t = time.perf_counter()
-    run_job(spec, client=client, overwrite=True, progress=False, quiet=True)
-    wall = time.perf_counter() - t
-    tasks1, bytes1 = _counters(client)
-    return {"seconds": wall, "tasks": tasks1 - tasks0, "bytes_moved": bytes1 - bytes0}
+    spec = {
+        "name": f"scale-out-{method}",
+        "data": {"reader": "zarr", "path": str(table), "array": "X"},
+        "method": method,
+        "params": {"n_clusters": 5},
+    }
+    return run_spec(client, spec, out)
 
 
 def run_pck(client, X: np.ndarray) -> dict:
