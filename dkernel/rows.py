@@ -71,7 +71,7 @@ def chunk_tasks(
     """``func(block, *per_chunk[j], *shared)`` for the row chunks ``chunks[j]`` of the Dask
     array ``X`` (its other axes joined into one chunk), as ``Delayed`` values of ONE graph
     layer; each object of ``shared`` is put on every worker once
-    (:func:`dkernel.runtime.shared.share`), so a chunk's task has its chunk as its only input
+    (``dkernel.runtime.shared.share``), so a chunk's task has its chunk as its only input
     and runs where the chunk is (as a graph key held by one worker, it made the scheduler move
     the chunks: 27 bytes per row of a 10-column table between 2 workers).
 

@@ -316,7 +316,7 @@ def sparse_posteriors(
 def posterior_feature_map_dask(X: Any, ensemble: Any, scale: float, dtype: Any) -> Any:
     """Lazy Γ/√Z of a Dask array (rows chunked as ``X``, one chunk along the F features).
 
-    The ensemble parameters are on every worker once (:func:`dkernel.runtime.shared.share`), not
+    The ensemble parameters are on every worker once (``dkernel.runtime.shared.share``), not
     a graph key or a copy per chunk.
     """
     import dask.array as da

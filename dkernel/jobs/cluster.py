@@ -85,7 +85,7 @@ def start_runtime(
 
 def _release_shared_quietly(client: Any) -> None:
     """Take the objects the job's methods put on the workers off them again
-    (:func:`dkernel.runtime.shared.share`); a cluster already gone holds nothing."""
+    (``dkernel.runtime.shared.share``); a cluster already gone holds nothing."""
     from dkernel.runtime.shared import release_shared
 
     try:

@@ -1,7 +1,7 @@
 """Dask graphs that stream every pixel (row) chunk by chunk through the mean-shift model.
 
 The fitted model (density, trajectory cache, modes) is put on every worker once
-(:func:`dkernel.runtime.shared.share`), not into the graph as a key: each row chunk's task
+(``dkernel.runtime.shared.share``), not into the graph as a key: each row chunk's task
 then has its chunk as its only input and runs where the chunk is. Each row chunk becomes one
 task that runs
 :func:`dkernel.meanshift.kernels.assign_to_modes` against it. Random-Fourier-feature
@@ -78,7 +78,7 @@ class AssignModel:
 def _row_chunks(X: da.Array, *aligned_with: da.Array) -> list:
     """X's row chunks (its columns joined), and those of each of ``aligned_with`` (1-D,
     rechunked like X's rows), as ``Delayed`` lists optimised together
-    (:func:`dkernel.rows.joint_blocks`)."""
+    (``dkernel.rows.joint_blocks``)."""
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: X.shape[1]})
     others = [a.rechunk((X.chunks[0],)) for a in aligned_with]

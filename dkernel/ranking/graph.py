@@ -157,7 +157,7 @@ def score_graph(X: Any, scorer: Scorer) -> da.Array:
     Per chunk of b rows: O(b N p) for a block kernel (memory b' × N with b' = ``scorer.rows``),
     O(b F) for a feature map once its posteriors are computed. The scorer (megabytes for a
     default PCK: its Prop. 8 weights and the ensemble) is put on every worker once
-    (:func:`dkernel.runtime.shared.share`), so each chunk's task has its chunk as its only
+    (``dkernel.runtime.shared.share``), so each chunk's task has its chunk as its only
     input and runs where the chunk is.
     """
     X = check_2d_array(X, "score_graph", allow_nan=scorer.kind == "feature-map")

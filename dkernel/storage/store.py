@@ -287,7 +287,7 @@ class ResultsStore:
         stored = zarr.open_array(path, mode="r", **self._zarr)
         counts = [int(c) for c in _attrs(stored)["counts"]]
         # unoptimised: the caller optimises the read with after's other uses
-        # (:func:`dkernel.rows.joint_blocks`), so that after's chunks stay one task each
+        # (``dkernel.rows.joint_blocks``), so that after's chunks stay one task each
         blocks = (
             [None] * len(counts)
             if after is None
