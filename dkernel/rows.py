@@ -13,7 +13,7 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.utils import funcname
 
-from dkernel.runtime.shared import share
+from dkernel.runtime.shared import share, with_shared
 
 
 def joint_blocks(*arrays: Any) -> list[np.ndarray]:
@@ -86,27 +86,12 @@ def chunk_tasks(
     name = f"{funcname(func)}-{token}"
     layer: dict[Any, Any] = {}
     handles = [share(obj, funcname(func)) for obj in shared]
+    call = with_shared(func) if handles else func
     zeros = (0,) * (X.ndim - 1)
     for j, (i, extra) in enumerate(zip(chunks, per_chunk, strict=True)):
-        if handles:
-            layer[(name, j)] = (
-                _with_shared,
-                func,
-                len(extra),
-                (X.name, i, *zeros),
-                *extra,
-                *handles,
-            )
-        else:
-            layer[(name, j)] = (func, (X.name, i, *zeros), *extra)
+        layer[(name, j)] = (call, (X.name, i, *zeros), *extra, *handles)
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[X])
     return [Delayed((name, j), graph, layer=name) for j in range(len(chunks))]
-
-
-def _with_shared(func: Any, n_extra: int, block: Any, *args: Any) -> Any:
-    """``func(block, *per_chunk, *shared objects)`` given the shared objects' handles."""
-    extra, handles = args[:n_extra], args[n_extra:]
-    return func(block, *extra, *(h.get() for h in handles))
 
 
 def tree_sum(parts: list[Any], add: Any) -> Any:

@@ -164,7 +164,7 @@ def grid_graph(
     """Per-valid-pixel ``values`` (N,) back on the ``(y, x)`` grid, one task per strip."""
     values = values if isinstance(values, da.Array) else da.from_array(np.asarray(values))
     values = values.rechunk((tuple(counts),))
-    # optimised with the mask: values read after it (the partitions) must follow its task
+    # unoptimised, like the mask: values read after it (the partitions) follow its task
     value_blocks, masks = (b.reshape(-1) for b in joint_blocks(values, valid))
     parts = [
         da.from_delayed(

@@ -1,9 +1,8 @@
 """Dask graphs that stream every pixel (row) chunk by chunk through the mean-shift model.
 
 The fitted model (density, trajectory cache, modes) is put on every worker once
-(``dkernel.runtime.shared.share``), not into the graph as a key: each row chunk's task
-then has its chunk as its only input and runs where the chunk is. Each row chunk becomes one
-task that runs
+(``dkernel.runtime.shared.share``), not into the graph as a key; each row chunk becomes one
+task, with its chunk as its only input, that runs
 :func:`dkernel.meanshift.kernels.assign_to_modes` against it. Random-Fourier-feature
 partition sums and counts are per-chunk partial sums reduced with a tree sum. Nothing here
 calls ``compute``.
@@ -22,7 +21,7 @@ from dkernel._validation import aligned
 from dkernel.linalg import label_sums
 from dkernel.meanshift import kernels as K
 from dkernel.rows import joint_blocks
-from dkernel.runtime.shared import share
+from dkernel.runtime.shared import share, with_shared
 
 
 @dataclass
@@ -77,7 +76,7 @@ class AssignModel:
 
 def _row_chunks(X: da.Array, *aligned_with: da.Array) -> list:
     """X's row chunks (its columns joined), and those of each of ``aligned_with`` (1-D,
-    rechunked like X's rows), as ``Delayed`` lists optimised together
+    rechunked like X's rows), as ``Delayed`` lists whose shared work stays one task
     (``dkernel.rows.joint_blocks``)."""
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: X.shape[1]})
@@ -99,14 +98,14 @@ def stream_assign(X: da.Array, model: AssignModel) -> da.Array:
     shared = share(model, "mean-shift-model")
     (blocks,) = _row_chunks(X)
     parts = [
-        da.from_delayed(dask.delayed(_assign)(blk, shared), shape=(n,), dtype=np.int64)
+        da.from_delayed(dask.delayed(with_shared(_assign))(blk, shared), shape=(n,), dtype=np.int64)
         for blk, n in zip(blocks, X.chunks[0], strict=True)
     ]
     return da.concatenate(parts) if parts else da.zeros((0,), dtype=np.int64)
 
 
-def _assign(block: np.ndarray, model: Any) -> np.ndarray:
-    return model.get().assign(aligned(block))
+def _assign(block: np.ndarray, model: AssignModel) -> np.ndarray:
+    return model.assign(aligned(block))
 
 
 def stream_feature_sums(
@@ -126,7 +125,7 @@ def stream_feature_sums(
         labels = da.from_array(np.asarray(labels), chunks=(X.chunks[0],))
     blocks, lab_chunks = _row_chunks(X, labels)
     partials = [
-        dask.delayed(_feature_sums)(blk, lab, n_partitions, params)
+        dask.delayed(with_shared(_feature_sums))(blk, lab, n_partitions, params)
         for blk, lab in zip(blocks, lab_chunks, strict=True)
     ]
     while len(partials) > 1:
@@ -136,8 +135,8 @@ def stream_feature_sums(
     return partials[0]
 
 
-def _feature_sums(block, lab, m, params: Any):
-    W, b = params.get()
+def _feature_sums(block, lab, m, params):
+    W, b = params
     lab = np.asarray(lab)
     block = aligned(np.asarray(block))
     S = K.partition_feature_sums(block, lab, m, W, b)

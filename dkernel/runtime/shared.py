@@ -13,7 +13,6 @@ chunk, and it runs where the chunk is.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from dask.base import tokenize
@@ -61,11 +60,20 @@ def resolved(x: Any) -> Any:
 def with_shared(func: Any) -> Any:
     """``func`` called with the objects behind any :class:`Shared` handles among its
     arguments (for ``map_blocks`` and ``dask.delayed``; task names stay ``func``'s)."""
-    return partial(_call_resolved, func)
+    return _WithShared(func)
 
 
-def _call_resolved(func: Any, *args: Any, **kwargs: Any) -> Any:
-    return func(*(resolved(a) for a in args), **{k: resolved(v) for k, v in kwargs.items()})
+class _WithShared:
+    def __init__(self, func: Any) -> None:
+        self.func = func
+        self.__name__ = getattr(func, "__name__", type(func).__name__)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(resolved(a) for a in args)
+        return self.func(*args, **{k: resolved(v) for k, v in kwargs.items()})
+
+    def __dask_tokenize__(self) -> Any:
+        return ("with-shared", tokenize(self.func))
 
 
 def _plugin_type() -> type:

@@ -283,16 +283,13 @@ class ResultsStore:
         import dask
         import dask.array as da
 
+        from dkernel.rows import joint_blocks
+
         path = f"{self.scratch_dir}/{name}.zarr"
         stored = zarr.open_array(path, mode="r", **self._zarr)
         counts = [int(c) for c in _attrs(stored)["counts"]]
-        # unoptimised: the caller optimises the read with after's other uses
-        # (``dkernel.rows.joint_blocks``), so that after's chunks stay one task each
-        blocks = (
-            [None] * len(counts)
-            if after is None
-            else list(after.to_delayed(optimize_graph=False).ravel())
-        )
+        # unoptimised, so that after's chunks stay the tasks its other uses follow
+        blocks = [None] * len(counts) if after is None else list(joint_blocks(after)[0].ravel())
         if len(blocks) != len(counts):
             raise ValueError(
                 f"after has {len(blocks)} blocks for the {len(counts)} chunks of the scratch "
