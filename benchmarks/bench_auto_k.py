@@ -38,8 +38,9 @@ Writes ``--out`` (``benchmarks/results/defaults_auto_k``) ``.md`` and ``.json``:
 cores).
 
 ``--scenes`` instead runs ``MSSC(n_clusters='auto')`` on the whole Samson (k = 3) and Jasper Ridge
-(k = 4) scenes with the jobs' features (``bench_mssc_defaults.py``), seed 0, and MSSC at the
-chosen k, the true k and its neighbours, and writes ``--out`` ``_scenes.md``.
+(k = 4) scenes with the jobs' features (``bench_mssc_defaults.py``) and on the 6-class synthetic
+scene of ``bench_full_tile.py``, for every seed of ``--seeds``, and MSSC at the chosen k, the
+best-scoring k, the true k and its neighbours, and writes ``--out`` ``_scenes.md``.
 
 ``bench_defaults.py --auto-k`` runs this with the same arguments.
 """
@@ -384,40 +385,67 @@ def _cost_table(cells: list[dict]) -> list[str]:
     return out
 
 
-def scenes() -> str:
-    """``--scenes``: MSSC's chosen k on the whole labelled scenes, and the ARI around it."""
+def _labelled_scenes() -> list[tuple[str, np.ndarray, np.ndarray, int, int]]:
+    """(name, features, labels, true k, bands): Samson, Jasper Ridge with the jobs' features,
+    and ``bench_full_tile.py``'s 6-class synthetic scene (300², the image readers' defaults)."""
+    from bench_full_tile import N_CLASSES, scene_strip
     from bench_mssc_defaults import _scene
 
-    from dkernel import MSSC
+    from dkernel.io.raster import image_from_array, raster_to_loaded
 
-    lines = [
-        "# MSSC `n_clusters='auto'` on the whole Samson and Jasper Ridge scenes",
-        "",
-        "`python benchmarks/bench_auto_k.py --scenes`: the jobs' features (reflectance "
-        "unscaled, pixel coordinates in [0, 0.25]), MSSC at its defaults, seed 0.",
-        "",
-        "| scene | true k | chosen k | scores (k: score) | ARI by k |",
-        "|---|---:|---:|---|---|",
-    ]
+    out = []
     for name, k in (("samson", 3), ("jasper", 4)):
         X, y = _scene(name, "none", 0.25)
-        n_bands = X.shape[1] - 2
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            auto = MSSC(n_bands=n_bands, random_state=0).fit(X)
-            order = auto.model_order_
-            ks = sorted({k - 1, k, k + 1, auto.n_clusters_})
-            aris = {
-                kk: adjusted_rand_score(y, MSSC(kk, n_bands=n_bands, random_state=0).fit(X).labels_)
-                for kk in ks
-            }
-        shown = ", ".join(
-            f"{int(c)}: {v:.2f}"
-            for c, v in zip(order.candidates[:6], order.scores[:6], strict=False)
-        )
-        by_k = ", ".join(f"{kk}: {a:.3f}" for kk, a in aris.items())
-        lines.append(f"| {name} | {k} | {auto.n_clusters_} | {shown} | {by_k} |")
-        print(lines[-1], file=sys.stderr, flush=True)
+        out.append((name, X, y, k, X.shape[1] - 2))
+    bands, classes = scene_strip(0, 300, 300)
+    image = image_from_array(bands.transpose(1, 2, 0).astype(np.float32), layout="yxb", name="s")
+    data = raster_to_loaded(image, scale="minmax", coord_scale=0.25)
+    out.append(("synthetic 300²", np.asarray(data.X), classes.ravel(), N_CLASSES, bands.shape[0]))
+    return out
+
+
+def scenes(seeds: list[int]) -> str:
+    """``--scenes``: MSSC's chosen k on the whole labelled scenes, and the ARI around it."""
+    from dkernel import MSSC
+    from dkernel.model_order import IMAGE_FINEST_FRACTION, choose
+
+    lines = [
+        "# MSSC `n_clusters='auto'` on the whole labelled scenes",
+        "",
+        f"`python benchmarks/bench_auto_k.py --scenes --seeds {' '.join(map(str, seeds))}`: "
+        "Samson and Jasper Ridge with the jobs' features (reflectance unscaled, pixel "
+        "coordinates in [0, 0.25]), the 6-class synthetic scene of `bench_full_tile.py` with "
+        "the image readers' defaults; MSSC at its defaults. 'auto' takes the finest k whose "
+        f"timescale-gap score is at least {IMAGE_FINEST_FRACTION:g} × the best "
+        "(`dkernel.model_order.IMAGE_FINEST_FRACTION`); 'best score' is the k the spectral "
+        "estimators' rule would take. ARI by k: MSSC with that k given, the same seed.",
+        "",
+        "| scene | true k | seed | chosen k | best score | scores (k: score) | ARI by k |",
+        "|---|---:|---:|---:|---:|---|---|",
+    ]
+    for name, X, y, k, n_bands in _labelled_scenes():
+        for seed in seeds:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                auto = MSSC(n_bands=n_bands, random_state=seed).fit(X)
+                order = auto.model_order_
+                best = choose(order.scores, order.candidates)
+                ks = sorted({k - 1, k, k + 1, auto.n_clusters_, best})
+                aris = {
+                    kk: adjusted_rand_score(
+                        y, MSSC(kk, n_bands=n_bands, random_state=seed).fit(X).labels_
+                    )
+                    for kk in ks
+                }
+            shown = ", ".join(
+                f"{int(c)}: {v:.2f}"
+                for c, v in zip(order.candidates[:6], order.scores[:6], strict=False)
+            )
+            by_k = ", ".join(f"{kk}: {a:.3f}" for kk, a in aris.items())
+            lines.append(
+                f"| {name} | {k} | {seed} | {auto.n_clusters_} | {best} | {shown} | {by_k} |"
+            )
+            print(lines[-1], file=sys.stderr, flush=True)
     return "\n".join(lines) + "\n"
 
 
@@ -439,7 +467,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.no_peers:
         PEERS = ()
     if args.scenes:
-        text = scenes()
+        text = scenes(args.seeds)
         Path(f"{args.out}_scenes.md").write_text(text)
         print(text)
         return

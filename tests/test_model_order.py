@@ -102,6 +102,37 @@ def test_choose_takes_the_best_finite_score_and_the_smallest_k_on_a_tie():
         choose(np.full(5, np.nan), c)
 
 
+def test_choose_the_finest_level_near_the_best_matches_a_plain_loop(rng):
+    c = np.arange(2, 12)
+    for _ in range(50):
+        s = rng.normal(size=c.size)
+        s[rng.random(c.size) < 0.2] = np.nan
+        if np.isnan(s).all():
+            continue
+        for fraction in (0.3, 0.5, 1.0):
+            best = np.nanmax(s)
+            ref = c[np.nanargmax(s)]
+            if best > 0:  # a plain loop: the last candidate at or above fraction × best
+                for k, v in zip(c, s, strict=True):
+                    if np.isfinite(v) and v >= fraction * best:
+                        ref = k
+            assert choose(s, c, finest_fraction=fraction) == ref
+    # Jasper Ridge's scores (the whole scene): the best is k = 2, k = 3 is above half of it
+    jasper = np.array([0.71, 0.38, 0.02, 0.10, 0.01, 0.02])
+    assert choose(jasper, np.arange(2, 8)) == 2
+    assert choose(jasper, np.arange(2, 8), finest_fraction=0.5) == 3
+    order = spectrum_model_order(
+        1 - np.array([0, 0.149, 0.606, 0.822, 0.912, 0.95]), np.arange(2, 5), finest_fraction=0.2
+    )
+    assert order.n_clusters == 3 and order.details["finest_fraction"] == 0.2
+    assert "the finest k scoring at least 0.2 × the best, k = 2" in order.summary()
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(InvalidInputError, match="finest_fraction"):
+            choose(jasper, np.arange(2, 8), finest_fraction=bad)
+    with pytest.raises(InvalidInputError, match="finest_fraction"):
+        choose(jasper, np.arange(2, 8), higher_is_better=False, finest_fraction=0.5)
+
+
 def _alignment_cost(Z):
     M = np.abs(Z).max(axis=1)
     return float(((Z / M[:, None]) ** 2).sum())

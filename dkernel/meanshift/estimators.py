@@ -58,7 +58,7 @@ from dkernel.meanshift.stage_two import (
 from dkernel.meanshift.stage_two import (
     _normalized_graph as _normalized_graph,  # re-exported: tests reach it by this path
 )
-from dkernel.model_order import candidate_range, spectrum_model_order
+from dkernel.model_order import IMAGE_FINEST_FRACTION, candidate_range, spectrum_model_order
 from dkernel.runtime.progress import compute_with_progress
 
 __all__ = [
@@ -95,13 +95,15 @@ class MSSC(MeanShift):
     n_clusters : int or 'auto'
         Number of output clusters (= embedding dimension, as in [Agersborg2012], §5.6).
         'auto' (default): chosen by :mod:`dkernel.model_order`'s timescale-gap rule — the
-        largest ratio ``(1 − λ_{k+1}) / (1 − λ_k)`` of consecutive relaxation times of the walk
-        on the normalized partition graph (``normalized_spectrum``, the graph of the
-        'normalized' embedding, whatever ``embedding`` is) — over k = 2..``max_clusters``
-        (``wide_limit`` then decides for that k). The evidence: ``n_clusters_``,
-        ``n_clusters_candidates_``, ``n_clusters_scores_``, ``model_order_``. Measured on
-        Samson, Jasper Ridge, the demo scene and the synthetic scene in
-        ``docs/choosing_defaults.md``.
+        ratios ``(1 − λ_{k+1}) / (1 − λ_k)`` of consecutive relaxation times of the walk on
+        the normalized partition graph (``normalized_spectrum``, the graph of the 'normalized'
+        embedding, whatever ``embedding`` is) over k = 2..``max_clusters`` — taking the finest
+        k whose score is at least half the best
+        (``dkernel.model_order.IMAGE_FINEST_FRACTION``: an image's strongest split is often
+        water and land; ``wide_limit`` then decides for that k). The evidence:
+        ``n_clusters_``, ``n_clusters_candidates_``, ``n_clusters_scores_``,
+        ``model_order_``. Measured on Samson, Jasper Ridge, the demo scene and the synthetic
+        scene in ``docs/choosing_defaults.md``.
     max_clusters : int, optional
         Largest k compared by ``n_clusters='auto'``. None (default): derived from the number
         of partitions m, ``round(√m)`` clipped to [10, 50]
@@ -602,7 +604,11 @@ class MSSC(MeanShift):
             candidates = candidate_range(
                 spectrum.size, self.max_clusters, owner="MSSC(n_clusters='auto')"
             )
-            order = spectrum_model_order(spectrum, candidates[candidates < spectrum.size])
+            order = spectrum_model_order(
+                spectrum,
+                candidates[candidates < spectrum.size],
+                finest_fraction=IMAGE_FINEST_FRACTION,
+            )
             self.model_order_ = order
             self.n_clusters_ = order.n_clusters
             self.n_clusters_candidates_ = order.candidates
