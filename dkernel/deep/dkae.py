@@ -127,7 +127,9 @@ class DeepKernelizedAutoencoder(
         gets 1 - λ). 0 trains a plain autoencoder and fits no prior.
     prior : str, callable or transformer, default='pck'
         The prior kernel P. 'pck': a :class:`~dkernel.ProbabilisticClusterKernel` (the paper's;
-        its defaults are the paper's Q = G = 30) fitted on ``prior_samples`` rows. Any other
+        its defaults are the paper's Q = G = 30) fitted on ``prior_samples`` rows, every GMM
+        on all of them as in the paper (``max_samples=1.0``; the PCK's own default, 0.5, is
+        PCKID's subsampling). Any other
         kernel of the registry (:func:`dkernel.kernels.registry.make_kernel`: 'rbf', 'cosine',
         'local_scaling', 'knn', ...), fitted on the same rows (widths, radii), a function
         ``f(X, Y)`` returning the kernel block, or a transformer γ (``k(x, y) = γ(x)·γ(y)``).

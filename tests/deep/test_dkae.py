@@ -224,6 +224,15 @@ def test_fit_with_the_default_pck_prior():
     m = _model(prior="pck", prior_params={"n_estimators": 3, "max_components": 4}).fit(X)
     assert m.prior_kernel_.name == "pck" and len(m.prior_indices_) == 50
     assert np.isfinite(m.loss_curve_).all()
+    # the paper's prior: every GMM on all the prior's rows, the same kernel as a PCK told so
+    pck = m.prior_kernel_.feature_map
+    assert pck.max_samples == 1.0
+    sample = X[m.prior_indices_].astype(np.float64)
+    again = fit_prior("pck", {"n_estimators": 3, "max_components": 4}, sample, 0)
+    told = fit_prior("pck", {"n_estimators": 3, "max_components": 4, "max_samples": 1.0}, sample, 0)
+    half = fit_prior("pck", {"n_estimators": 3, "max_components": 4, "max_samples": 0.5}, sample, 0)
+    np.testing.assert_array_equal(again(sample), told(sample))
+    assert not np.allclose(again(sample), half(sample))
 
 
 # -- resume -----------------------------------------------------------------------------------
