@@ -53,9 +53,10 @@ def fit_prior(prior: Any, params: dict | None, sample: np.ndarray, seed: int | N
     ``'pck'``: a :class:`~dkernel.ProbabilisticClusterKernel` with ``params`` (its defaults
     are the paper's Q = G = 30; every GMM on the whole sample, ``max_samples`` =
     ``PCK_PRIOR_MAX_SAMPLES``, unless ``params`` says otherwise) fitted on the sample, unless
-    ``params`` has a fitted ``model``. A registry name: :func:`~dkernel.kernels.registry.make_kernel` on the sample
-    (which sets data-derived widths and radii; ``seed`` passed when the kernel takes one). A
-    callable ``f(X, Y)`` or a transformer: as :func:`make_kernel` takes them.
+    ``params`` has a fitted ``model``. A registry name:
+    :func:`~dkernel.kernels.registry.make_kernel` on the sample (which sets data-derived widths
+    and radii; ``seed`` passed when the kernel takes one). A callable ``f(X, Y)`` or a
+    transformer: as :func:`make_kernel` takes them.
     """
     params = dict(params or {})
     if isinstance(prior, str) and prior == "pck" and "model" not in params:

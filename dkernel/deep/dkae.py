@@ -129,10 +129,10 @@ class DeepKernelizedAutoencoder(
         The prior kernel P. 'pck': a :class:`~dkernel.ProbabilisticClusterKernel` (the paper's;
         its defaults are the paper's Q = G = 30) fitted on ``prior_samples`` rows, every GMM
         on all of them as in the paper (``max_samples=1.0``; the PCK's own default, 0.5, is
-        PCKID's subsampling). Any other
-        kernel of the registry (:func:`dkernel.kernels.registry.make_kernel`: 'rbf', 'cosine',
-        'local_scaling', 'knn', ...), fitted on the same rows (widths, radii), a function
-        ``f(X, Y)`` returning the kernel block, or a transformer γ (``k(x, y) = γ(x)·γ(y)``).
+        PCKID's subsampling). Any other kernel of the registry
+        (:func:`dkernel.kernels.registry.make_kernel`: 'rbf', 'cosine', 'local_scaling', 'knn',
+        ...), fitted on the same rows (widths, radii), a function ``f(X, Y)`` returning the
+        kernel block, or a transformer γ (``k(x, y) = γ(x)·γ(y)``).
     prior_params : dict, optional
         Parameters of the prior: the PCK's (``{'n_estimators': 10}``, or ``{'model': fitted_pck}``),
         the registry kernel's (``{'sigma': 2.0}``).
