@@ -28,6 +28,8 @@ def test_without_a_client_the_handle_holds_the_object():
 
 
 def test_every_worker_holds_it_and_tasks_carry_only_its_name(client):
+    # the session's cluster may hold objects that estimators of earlier tests shared
+    release_shared(client)
     obj = np.arange(2.0**20)  # 8 MiB
     handle = share(obj, "numbers")
     try:
