@@ -288,6 +288,9 @@ class MSSC(MeanShift):
       [Rahimi2008]: the random Fourier features of ``affinity='rff'``.
     """
 
+    #: an image pixel missing any band is nodata (label -1), as in the thesis's scenes
+    _partial_rows_are_nodata = True
+
     def __init__(
         self,
         n_clusters: int | str = "auto",

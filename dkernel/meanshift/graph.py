@@ -37,12 +37,20 @@ class AssignModel:
     max_iter: int
     tol: float
     dtype: Any = np.float32
+    #: values for missing entries (a row with some NaN starts there); None: such rows are nodata
+    fill: np.ndarray | None = None
 
     def assign(self, X: np.ndarray) -> np.ndarray:
-        """Label rows of X (NaN rows get -1). O(n · steps · n_density · d)."""
+        """Label rows of X (nodata rows get -1: every entry NaN, or any with ``fill`` None).
+        O(n · steps · n_density · d)."""
         X = np.asarray(X, dtype=np.float64)
         out = np.full(X.shape[0], -1, dtype=np.int64)
-        ok = ~np.isnan(X).any(axis=1)
+        missing = np.isnan(X)
+        if self.fill is None:
+            ok = ~missing.any(axis=1)
+        else:
+            ok = ~missing.all(axis=1)
+            X = np.where(missing, self.fill[None, :], X)
         if ok.any():
             out[ok] = K.assign_to_modes(
                 X[ok],
@@ -89,7 +97,7 @@ def stream_assign(X: da.Array, model: AssignModel) -> da.Array:
 
     Returns
     -------
-    dask.array.Array of shape (n,), int64, chunked like X's rows; NaN rows get -1.
+    dask.array.Array of shape (n,), int64, chunked like X's rows; nodata rows get -1.
 
     Notes
     -----

@@ -28,6 +28,7 @@ from dkernel.errors import (
     warn_caller,
 )
 from dkernel.kernels.aliases import resolve_renamed
+from dkernel.kernels.missing import column_moments
 from dkernel.kernels.widths import neighbour_bandwidth, silverman_thesis
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.graph import AssignModel, stream_assign
@@ -134,8 +135,15 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     modes_ : ndarray (n_partitions, d)
     n_partitions_ : int
     labels_ : ndarray (N,) or dask array
-        Partition of every training point; -1 for rows with NaN (nodata: no part of the
-        density, as in :meth:`predict`). Infinite values are refused.
+        Partition of every training point; -1 for rows with every entry NaN (nodata: no part
+        of the density, as in :meth:`predict`). Infinite values are refused.
+    fill_values_ : ndarray (d,)
+        The mean of each column's observed values in the density sample. A row with some
+        entries missing enters the density at the expected squared distance
+        ``E‖m − x‖² = ‖m − x̃‖² + r`` (``x̃`` the row filled with these means, ``r`` the
+        variance of its missing columns), which makes its Gaussian that of ``x̃`` weighted
+        by ``exp(−r / 2h²)``; mean shift then runs as on complete rows. Benchmarks: the
+        real-data sets with missing values (``benchmarks/results/realdata.md``).
     n_iter_ : int
     converged_ : bool
         Every seed's last step was below ``tol · h``; when not, fit warns
@@ -272,16 +280,25 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             sample = as_numpy(X, np.float64)
         else:
             sample = take_rows(X, _systematic(n, size), np.float64)
-        # NaN rows are nodata: no part of the density, label -1 (as in predict)
-        valid = ~np.isnan(sample).any(axis=1)
-        has_nan = not bool(valid.all())
+        # rows that are all NaN (for MSSC: any NaN) are nodata: no part of the density, label
+        # -1 (as in predict); MeanShift marginalises the missing entries of the other rows
+        missing = np.isnan(sample)
+        nodata = missing.any(axis=1) if self._partial_rows_are_nodata else missing.all(axis=1)
+        has_nan = bool(nodata.any())
         if has_nan:
-            sample = sample[valid]
+            sample, missing = sample[~nodata], missing[~nodata]
         if sample.shape[0] < 2:
+            rows = "without NaN" if self._partial_rows_are_nodata else "with an observed value"
             raise InvalidInputError(
-                f"{type(self).__name__} needs at least 2 rows without NaN (nodata) in its "
-                f"density sample; got {sample.shape[0]}."
+                f"{type(self).__name__} needs at least 2 rows {rows} (the others are nodata) "
+                f"in its density sample; got {sample.shape[0]}."
             )
+        fill, row_weight = None, None
+        if not self._partial_rows_are_nodata:
+            fill, var = column_moments(sample)
+            if missing.any():
+                sample = np.where(missing, fill[None, :], sample)
+                extra = missing.astype(np.float64) @ var
 
         # seeds
         if self.seeds == "all":
@@ -303,15 +320,25 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
                 max_iter=10,
             ).fit(sample)
             seeds = km.cluster_centers_
-            seed_w = np.bincount(km.labels_, minlength=k).astype(np.float64)
+            labels_k = km.labels_
+            seed_w = np.bincount(labels_k, minlength=k).astype(np.float64)
             keep = seed_w > 0
             seeds, seed_w = seeds[keep], seed_w[keep]
 
+        h = float(self.bandwidth) if self.bandwidth is not None else self._rule_bandwidth(sample)
+        if fill is not None and missing.any():
+            # a row's kernel at the expected squared distance E||m - x||^2 = ||m - x~||^2 + r
+            # (x~ mean-filled, r the variance of its missing columns): the Gaussian of x~
+            # weighted exp(-r / 2h^2), so the mean-shift step of that density is the usual one
+            row_weight = np.exp(-extra / (2.0 * h * h))
+            if self.seeds == "kmeans":
+                seed_w = np.bincount(labels_k, weights=row_weight, minlength=k)[keep]
+            elif self.seeds == "all":
+                seed_w = row_weight
         if self.density == "seeds":
             density, dens_w = seeds, seed_w
         else:
-            density, dens_w = sample, None
-        h = float(self.bandwidth) if self.bandwidth is not None else self._rule_bandwidth(sample)
+            density, dens_w = sample, row_weight
 
         res = K.mean_shift(
             seeds,
@@ -330,6 +357,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         path_labels = np.tile(seed_labels, len(keep_it))
 
         self.bandwidth_ = h
+        self.fill_values_ = fill
         self._fit_sample_ = sample
         self.density_ = density
         self.density_weights_ = dens_w
@@ -360,9 +388,13 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             self.labels_ = self._assign(X)
         return self
 
+    #: Whether a row with any NaN is nodata (MSSC: an image pixel missing a band); MeanShift
+    #: marginalises the missing entries of a row and only an all-NaN row is nodata.
+    _partial_rows_are_nodata = False
+
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = True  # NaN rows are nodata: label -1 in fit and predict
+        tags.input_tags.allow_nan = True  # nodata rows get -1 in fit and predict
         return tags
 
     def assign_model(self, *, dtype: Any = np.float32) -> AssignModel:
@@ -378,13 +410,15 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             max_iter=self.max_iter,
             tol=self.tol,
             dtype=dtype,
+            fill=self.fill_values_,
         )
 
     def predict(self, X: Any) -> Any:
         """Partition of new points: mean shift against the stored density to a stored mode.
 
         NumPy input gives a NumPy array; Dask input a lazy Dask array (one task per row chunk).
-        Rows with NaN get -1, as in :meth:`fit`.
+        Nodata rows get -1, as in :meth:`fit` (MeanShift: rows with every entry NaN; the
+        others start from their values with the missing ones filled by ``fill_values_``).
 
         Notes
         -----

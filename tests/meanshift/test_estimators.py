@@ -79,17 +79,24 @@ def test_nan_rows_get_minus_one(rng):
     X, _ = _blobs(rng, 50)
     ms = MeanShift(0.6).fit(X)
     Z = X[:5].copy()
-    Z[2, 0] = np.nan
+    Z[2] = np.nan
+    Z[3, 0] = np.nan  # one entry missing: it starts from the training mean in that column
     out = ms.predict(Z)
     assert out[2] == -1 and (out[[0, 1, 3, 4]] >= 0).all()
+    np.testing.assert_allclose(ms.fill_values_, X.mean(axis=0))
+    filled = Z[3:4].copy()
+    filled[0, 0] = X[:, 0].mean()
+    assert out[3] == ms.predict(filled)[0]
 
 
 @pytest.mark.parametrize("est", ["meanshift", "mssc"])
 def test_nan_rows_are_nodata_in_fit_as_in_predict(rng, array_kind, est):
-    """NaN rows: -1 in fit as in predict, and the other rows as if they were absent."""
+    """Nodata rows: -1 in fit as in predict, and the other rows as if they were absent
+    (MeanShift: all-NaN rows; MSSC, an image's pixels: any NaN)."""
     X, _ = _blobs(rng, 60)
     Xn = np.insert(X, [0, 7, 100], np.nan, axis=0)
-    Xn[101, 0] = 3.0  # a row with one NaN is nodata too (the inserted row at 101)
+    if est == "mssc":
+        Xn[101, 0] = 3.0  # a pixel missing one band is nodata too (the inserted row at 101)
     bad = np.isnan(Xn).any(axis=1)
     make = {
         "meanshift": lambda: MeanShift(0.6),
@@ -108,8 +115,49 @@ def test_nan_rows_are_nodata_in_fit_as_in_predict(rng, array_kind, est):
         InvalidInputError, match="infinite values in X; replace them or mark them NaN"
     ):
         make().fit(Xi)
-    with pytest.raises(InvalidInputError, match="at least 2 rows without NaN"):
+    with pytest.raises(InvalidInputError, match="at least 2 rows (without NaN|with an obs)"):
         make().fit(np.full((5, 2), np.nan))
+
+
+def _marginal_mean_shift(X: np.ndarray, h: float, n_iter: int = 2000) -> np.ndarray:
+    """Slow reference: Gaussian mean shift from every row, each row's kernel taken at its
+    expected squared distance to the moving point (missing entries drawn from their column's
+    observed mean and variance), iterated to a fixed point."""
+    observed = ~np.isnan(X)
+    mu = np.array([X[observed[:, j], j].mean() for j in range(X.shape[1])])
+    var = np.array([X[observed[:, j], j].var() for j in range(X.shape[1])])
+    ends = []
+    for i in range(X.shape[0]):
+        m = np.where(observed[i], X[i], mu)
+        for _ in range(n_iter):
+            w = np.empty(X.shape[0])
+            for j in range(X.shape[0]):
+                expected = sum(
+                    (m[c] - X[j, c]) ** 2 if observed[j, c] else (m[c] - mu[c]) ** 2 + var[c]
+                    for c in range(X.shape[1])
+                )
+                w[j] = np.exp(-expected / (2 * h * h))
+            filled = np.where(observed, X, mu)
+            new = (w[:, None] * filled).sum(axis=0) / w.sum()
+            if np.linalg.norm(new - m) < 1e-10:
+                break
+            m = new
+        ends.append(m)
+    return np.array(ends)
+
+
+def test_partial_rows_climb_the_expected_distance_density(rng):
+    """MeanShift with some entries missing: every seed ends where plain mean shift on the
+    density of expected squared distances ends (a slow loop over rows and columns)."""
+    X, _ = _blobs(rng, 40)
+    X = np.c_[X, X[:, 0] - X[:, 1]]
+    holes = rng.random(X.shape) < 0.2
+    holes[holes.all(axis=1), 0] = False
+    X[holes] = np.nan
+    ms = MeanShift(0.7, tol=1e-9, max_iter=5000, path_radius=0.0).fit(X)
+    np.testing.assert_allclose(ms.seed_ends_, _marginal_mean_shift(X, 0.7), atol=1e-5)
+    assert (ms.labels_ >= 0).all()
+    np.testing.assert_array_equal(ms.predict(X), ms.labels_)
 
 
 def test_not_converged_warns_and_names_the_fix(rng):
