@@ -337,7 +337,7 @@ def write_report(cells: list[dict], methods: list[str], args) -> str:
         if "n" in c:
             first.setdefault(c["set"], c)
     seeds = sorted({c["seed"] for c in cells})
-    short = [m.split(".", 1)[1] for m in methods]
+    short = [m.split(".", 1)[1] if m.startswith("dk.") else m for m in methods]
     lines = [
         "# dkernel on real labelled data (`benchmarks/bench_realdata.py`, issue 57)",
         "",
