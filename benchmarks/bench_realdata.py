@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import realdata_sets as rs  # noqa: E402
+from bench_missing import _alarm, _dk, _Timeout, mean_impute, standardise  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 #: ``--out NAME`` writes results/NAME.jsonl, results/NAME.md and docs/images/NAME.png
@@ -65,33 +66,7 @@ def _paths(out: str) -> tuple[Path, Path, Path]:
 PIXEL_KINDS = {"pixels", "photo"}
 
 
-def standardise(X: np.ndarray) -> np.ndarray:
-    mu, sd = np.nanmean(X, axis=0), np.nanstd(X, axis=0)
-    keep = (sd > 0) & np.isfinite(sd)
-    return ((X - mu) / np.where(keep, sd, 1.0))[:, keep]
-
-
-def mean_impute(X: np.ndarray) -> np.ndarray:
-    return np.where(np.isnan(X), np.nanmean(X, axis=0)[None, :], X)
-
-
 # -- methods: (X, k, seed) -> labels ---------------------------------------------------------
-def _dk(name: str) -> Callable[[np.ndarray, int, int], np.ndarray]:
-    def run(X: np.ndarray, k: int, seed: int) -> np.ndarray:
-        import dkernel
-
-        cls = getattr(dkernel, name)
-        if name == "MeanShift":
-            est = cls(random_state=seed)
-        elif name in ("KernelPCAEmbedding", "KECA", "JointRankingClustering"):
-            est = cls(n_clusters=k, random_state=seed)
-        else:
-            est = cls(k, random_state=seed)
-        return np.asarray(est.fit(X).labels_)
-
-    return run
-
-
 def _peer(make: Callable[[int, int], object]) -> Callable[[np.ndarray, int, int], np.ndarray]:
     def run(X: np.ndarray, k: int, seed: int) -> np.ndarray:
         from sklearn.mixture import GaussianMixture
@@ -165,14 +140,6 @@ BASELINE = "sk.KMeans"
 
 
 # -- one cell --------------------------------------------------------------------------------
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise _Timeout
-
-
 def run_cells(name: str, seed: int, methods: list[str], max_n: int, timeout: float) -> list[dict]:
     """Every method on one (set, seed) sample; one row each."""
     s = rs.BY_NAME[name]
