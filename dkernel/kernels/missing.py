@@ -51,9 +51,11 @@ def column_moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, var
 
 
-def _imputed_and_extra(
+def imputed_and_extra(
     X: np.ndarray, mean: np.ndarray, var: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of X with their NaN filled by ``mean``, and each row's ``r``: the sum of ``var``
+    over its missing columns (``E‖x − y‖² = ‖x̃ − ỹ‖² + r_x + r_y``)."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != mean.size:
         raise InvalidInputError(
@@ -94,8 +96,8 @@ def expected_sq_distances(
         mean, var = column_moments(X)
     mean = np.asarray(mean, dtype=np.float64)
     var = np.asarray(var, dtype=np.float64)
-    Xi, rx = _imputed_and_extra(X, mean, var)
-    Yi, ry = (Xi, rx) if Y is None else _imputed_and_extra(Y, mean, var)
+    Xi, rx = imputed_and_extra(X, mean, var)
+    Yi, ry = (Xi, rx) if Y is None else imputed_and_extra(Y, mean, var)
     sx = np.einsum("ij,ij->i", Xi, Xi)
     sy = sx if Y is None else np.einsum("ij,ij->i", Yi, Yi)
     D = sx[:, None] + sy[None, :] - 2.0 * (Xi @ Yi.T)
@@ -186,7 +188,7 @@ class MissingValueRBF:
         self.var = np.asarray(var, dtype=np.float64)
 
     def _parts(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        filled, extra = _imputed_and_extra(X, self.mean, self.var)
+        filled, extra = imputed_and_extra(X, self.mean, self.var)
         return filled, extra / (-2.0 * self.sigma * self.sigma)
 
     def __call__(self, X: np.ndarray, Y: np.ndarray, *, dtype: object = np.float64) -> np.ndarray:
@@ -227,7 +229,7 @@ def _sides(X: np.ndarray, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray
     """Rows augmented so that one GEMM gives expected squared distances: ``left = [x̃, √r, 0]``
     and ``right = [ỹ, 0, √r]``, whose squared distance ``‖x̃ − ỹ‖² + r_x + r_y`` is
     ``E‖x − y‖²`` (:func:`expected_sq_distances`, but for a row against itself: ``2 r``)."""
-    filled, extra = _imputed_and_extra(X, mean, var)
+    filled, extra = imputed_and_extra(X, mean, var)
     root = np.sqrt(extra)[:, None]
     zero = np.zeros_like(root)
     return np.hstack([filled, root, zero]), np.hstack([filled, zero, root])

@@ -28,7 +28,7 @@ from dkernel.errors import (
     warn_caller,
 )
 from dkernel.kernels.aliases import resolve_renamed
-from dkernel.kernels.missing import column_moments
+from dkernel.kernels.missing import column_moments, imputed_and_extra
 from dkernel.kernels.widths import neighbour_bandwidth, silverman_thesis
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.graph import AssignModel, stream_assign
@@ -293,12 +293,12 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
                 f"{type(self).__name__} needs at least 2 rows {rows} (the others are nodata) "
                 f"in its density sample; got {sample.shape[0]}."
             )
-        fill, row_weight = None, None
+        fill, row_weight, partial = None, None, False
         if not self._partial_rows_are_nodata:
             fill, var = column_moments(sample)
-            if missing.any():
-                sample = np.where(missing, fill[None, :], sample)
-                extra = missing.astype(np.float64) @ var
+            partial = bool(missing.any())
+            if partial:
+                sample, extra = imputed_and_extra(sample, fill, var)
 
         # seeds
         if self.seeds == "all":
@@ -326,7 +326,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             seeds, seed_w = seeds[keep], seed_w[keep]
 
         h = float(self.bandwidth) if self.bandwidth is not None else self._rule_bandwidth(sample)
-        if fill is not None and missing.any():
+        if partial:
             # a row's kernel at the expected squared distance E||m - x||^2 = ||m - x~||^2 + r
             # (x~ mean-filled, r the variance of its missing columns): the Gaussian of x~
             # weighted exp(-r / 2h^2), so the mean-shift step of that density is the usual one
