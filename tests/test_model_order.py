@@ -233,18 +233,20 @@ def test_auto_is_the_same_on_one_worker_two_threads_and_two_processes(name, clie
 def test_stability_is_the_same_on_one_worker_two_threads_and_two_processes(client):
     import dask
 
+    # defined here, not at module level: a local function travels to the process workers by
+    # value, while a module-level one travels by name, and the workers cannot import this test
+    # module by name (pytest's importlib import mode)
+    def kmeans_clusterer(rows, candidates, seed):
+        from sklearn.cluster import KMeans
+
+        return {k: KMeans(k, n_init=3, random_state=seed).fit_predict(rows) for k in candidates}
+
     X, _ = make_blobs(150, centers=[[0, 0], [10, 0], [5, 8.66]], cluster_std=0.4, random_state=1)
     c = np.arange(2, 5)
     scores = []
     for scheduler in ("synchronous", "threads"):
         with dask.config.set(scheduler=scheduler):
-            scores.append(stability_model_order(X, _kmeans_clusterer, c, n_subsamples=3).scores)
-    scores.append(stability_model_order(X, _kmeans_clusterer, c, n_subsamples=3).scores)
+            scores.append(stability_model_order(X, kmeans_clusterer, c, n_subsamples=3).scores)
+    scores.append(stability_model_order(X, kmeans_clusterer, c, n_subsamples=3).scores)
     for other in scores[1:]:
         np.testing.assert_array_equal(other, scores[0])
-
-
-def _kmeans_clusterer(rows, candidates, seed):
-    from sklearn.cluster import KMeans
-
-    return {k: KMeans(k, n_init=3, random_state=seed).fit_predict(rows) for k in candidates}
