@@ -4,8 +4,16 @@ Issue 55's acceptance for Paper IV of [Lokse2020] ([Kampffmeyer2019]): one
 ``DeepDivergenceClustering`` run at its defaults (the CNN on the 5 000 images, grey levels / 255)
 reaches ACC >= 0.80 and NMI >= 0.75 within 30 minutes on the 2-core machine; against it
 scikit-learn's ``KMeans`` and dkernel's ``SpectralClustering`` (defaults, k = 10) on the pixels
-as vectors, and DEC / IDEC from ClustPy at their defaults when ClustPy imports (it needs
-torchvision, whose CPU build must match the installed PyTorch).
+as vectors, and DEC / IDEC from ClustPy at their defaults.
+
+ClustPy imports torchvision, and the package registry's torchvision wheels are built against the
+CUDA PyTorch (they do not import beside the CPU build the ``deep`` extra pins). ``--peer-python``
+runs the DEC / IDEC rows with another environment's interpreter, one with ClustPy, the CUDA
+PyTorch and torchvision (which run on the CPU) and dkernel itself:
+
+    uv venv /path/peers && uv pip install --python /path/peers/bin/python \
+        clustpy "torch==2.14.1" "torchvision==0.29.1" -e .
+    python benchmarks/bench_ddc.py --peer-python /path/peers/bin/python
 Paper Table 1 (all of MNIST, best of 20 by the unsupervised loss): DDC 86.58 % / 0.83,
 DEC 84.31 % / 0.81, k-means 53.33 % / 0.50.
 
@@ -19,7 +27,9 @@ CPU time is the cost of the method, the wall time what a user waited.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
+import subprocess
 import time
 from collections.abc import Callable
 from functools import partial
@@ -80,6 +90,26 @@ RUNNERS: dict[str, tuple[str, str, Callable[[np.ndarray, int, int], np.ndarray]]
     "dec": ("DEC (ClustPy)", "vectors", _clustpy("DEC")),
     "idec": ("IDEC (ClustPy)", "vectors", _clustpy("IDEC")),
 }
+#: The rows ``peer_python`` runs in its own environment.
+CLUSTPY = ("dec", "idec")
+
+
+def _peer_row(python: str, key: str, seed: int, n_images: int | None, verbose: int) -> dict:
+    """One method's row, run by this script under another interpreter (``--json``)."""
+    command = [python, __file__, "--only", key, "--seed", str(seed), "--json"]
+    if n_images is not None:
+        command += ["--n-images", str(n_images)]
+    done = subprocess.run(
+        command, stdout=subprocess.PIPE, stderr=None if verbose else subprocess.DEVNULL, text=True
+    )
+    if done.returncode != 0:
+        name = RUNNERS[key][0]
+        note = f"not run: {python} exited with status {done.returncode}"
+        return {"method": name, "acc": None, "nmi": None, "wall_s": None, "cpu_s": None,
+                "note": note}  # fmt: skip
+    row = json.loads(done.stdout.strip().splitlines()[-1])[0]
+    row["note"] = (row["note"] + "; " if row["note"] else "") + f"run by {python}"
+    return row
 
 
 def ddc_rows(
@@ -89,12 +119,14 @@ def ddc_rows(
     *,
     n_images: int | None = None,
     ddc_params: dict[str, Any] | None = None,
+    peer_python: str | None = None,
 ) -> list[dict[str, Any]]:
     """One run of each method on the MNIST subset: a dict per method with ``method``, ``acc``,
     ``nmi``, ``wall_s``, ``cpu_s`` and ``note`` (why a method did not run); for
     ``benchmarks/bench_deep.py``. ``n_images`` (the first ``n_images / 10`` images of each
     digit) and ``ddc_params`` (parameters other than the defaults) are for a quick
-    check only: the acceptance is all 5 000 images at the defaults."""
+    check only: the acceptance is all 5 000 images at the defaults. ``peer_python`` runs the
+    ClustPy rows with that interpreter (its own environment)."""
     images, labels = load_mnist_5k()
     if n_images is not None:
         keep = np.sort(
@@ -105,6 +137,13 @@ def ddc_rows(
     data["vectors"] = data["images"].reshape(len(images), -1)
     rows = []
     for key in methods:
+        if key in CLUSTPY and peer_python:
+            rows.append(_peer_row(peer_python, key, seed, n_images, verbose))
+            if verbose:
+                r = rows[-1]
+                print(f"{r['method']}: ACC {r['acc']} NMI {r['nmi']} wall {r['wall_s']} s "
+                      f"cpu {r['cpu_s']} s {r['note']}", flush=True)  # fmt: skip
+            continue
         name, kind, fit = RUNNERS[key]
         if key == "ddc" and ddc_params:
             fit = partial(_ddc, **ddc_params)
@@ -148,10 +187,23 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     parser.add_argument("--verbose", type=int, default=1)
+    parser.add_argument(
+        "--peer-python",
+        default=None,
+        help="run the DEC / IDEC rows with this interpreter (an environment with ClustPy)",
+    )
+    parser.add_argument("--n-images", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON only")
     args = parser.parse_args()
+    if args.json:
+        rows = ddc_rows(tuple(args.only), seed=args.seed, verbose=0, n_images=args.n_images)
+        print(json.dumps(rows))
+        return
     import torch
 
-    rows = ddc_rows(tuple(args.only), seed=args.seed, verbose=args.verbose)
+    rows = ddc_rows(
+        tuple(args.only), seed=args.seed, verbose=args.verbose, peer_python=args.peer_python
+    )
     table = markdown(rows)
     header = (
         f"MNIST subset (5 000 images, 500 per digit), seed {args.seed}, one run each; "

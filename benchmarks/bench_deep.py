@@ -10,8 +10,8 @@ Each table comes from its own benchmark module, called here rather than copied:
 * dkAE: ``bench_dkae.run_tables()`` and ``bench_dkae.rows()``, Tables 1-3 of [Kampffmeyer2018]
   on the shipped MNIST subset, with the acceptance checks.
 * DDC: ``bench_ddc.ddc_rows()``, ACC / NMI / times of ``DeepDivergenceClustering`` at its
-  defaults against k-means, dkernel's ``SpectralClustering`` and ClustPy's DEC / IDEC (when
-  they import) on the shipped MNIST subset.
+  defaults against k-means, dkernel's ``SpectralClustering`` and ClustPy's DEC / IDEC (in
+  their own environment with ``--peer-python``) on the shipped MNIST subset.
 
 The full run is what the results files under ``benchmarks/results/`` (``esn.md``, ``dkae.md``,
 ``ddc.md``) record; it takes hours of CPU on a small machine (the dkAE's SVM stage and the DDC
@@ -60,13 +60,13 @@ def dkae_table(quick: bool) -> str:
     return "\n".join(lines)
 
 
-def ddc_table(quick: bool) -> str:
+def ddc_table(quick: bool, peer_python: str | None = None) -> str:
     if quick:
         rows = bench_ddc.ddc_rows(
             ("ddc", "kmeans", "spectral"), n_images=1000, ddc_params={"max_iter": 2}
         )
     else:
-        rows = bench_ddc.ddc_rows()
+        rows = bench_ddc.ddc_rows(peer_python=peer_python)
     return bench_ddc.markdown(rows)
 
 
@@ -75,11 +75,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="minutes, not the acceptance run")
     parser.add_argument("--only", nargs="+", choices=TABLES, default=list(TABLES))
     parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
+    parser.add_argument(
+        "--peer-python",
+        default=None,
+        help="DDC table: run ClustPy's DEC / IDEC with this interpreter (bench_ddc.py's docstring)",
+    )
     args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    makers = {"esn": esn_table, "dkae": dkae_table, "ddc": ddc_table}
+    makers = {
+        "esn": esn_table,
+        "dkae": dkae_table,
+        "ddc": lambda quick: ddc_table(quick, args.peer_python),
+    }
     titles = {
         "esn": "ESN (Paper V of [Lokse2020]): test NRMSE",
         "dkae": "dkAE (Paper III of [Lokse2020]): Tables 1-3 of [Kampffmeyer2018]",

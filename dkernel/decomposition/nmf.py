@@ -62,6 +62,11 @@ EIGEN_SOLVERS = ("auto", "shift-invert", "subspace")
 SHIFT_INVERT_MAX_N = 5_000
 #: Rows beyond which the k-means of the initialisation is fitted on a random subset of rows.
 KMEANS_MAX_N = 50_000
+#: Connected components of a sparse kernel with fewer rows than this share of ``n / C`` do not
+#: seed a cluster (:func:`seeding_rows`). The smallest true cluster that is a component of its
+#: own in the benchmarks is Compound's 16 of 399 points (0.24 of n / C); the components this
+#: excludes are cliques of identical rows (biopsy: 8 of 699, 0.02) and the fringe of count data.
+SMALL_COMPONENT_SHARE = 0.1
 _TINY = 1e-300
 
 
@@ -306,6 +311,32 @@ def _embedding_kmeans(Z: np.ndarray, n_parts: int, *, seed: int | None, restart:
     for s in range(0, n, 65_536):  # nearest centre, blockwise: ||z||^2 is the same for all
         labels[s : s + 65_536] = np.argmin(sq[None, :] - 2.0 * Z[s : s + 65_536] @ centres.T, 1)
     return labels
+
+
+def seeding_rows(Kcheck, n_components: int) -> np.ndarray | None:
+    """Rows in the components of ``Kcheck``'s graph large enough to seed a cluster, or None
+    when that is every row.
+
+    A component is a closed set of rows of the random walk, so its indicator is an eigenvector
+    of eigenvalue 1 and k-means on the leading eigenvectors makes it a cluster; merging parts
+    by their flow (:func:`merge_by_flow`) merges a part with no flow to the rest last, so it
+    stays a cluster too. For a component of a handful of rows (``k + 1`` identical rows form a
+    closed clique of the k-NN graph) every restart then spends a cluster on it. Those rows
+    start with uniform posteriors instead and the factorisation places them. Dense kernels
+    are one component (a Gaussian is positive everywhere).
+    """
+    if not sparse.issparse(Kcheck):
+        return None
+    n = Kcheck.shape[0]
+    n_comp, comp = connected_components(Kcheck, directed=False)
+    if n_comp == 1:
+        return None
+    sizes = np.bincount(comp)
+    small = sizes < SMALL_COMPONENT_SHARE * n / max(int(n_components), 1)
+    keep = ~small[comp]
+    if not small.any() or np.count_nonzero(keep) <= int(n_components):
+        return None
+    return keep
 
 
 def initial_factors(
@@ -568,23 +599,39 @@ def fit_aggregate_markov(
             f"n_components must be an int in [1, n_samples={Kcheck.shape[0]}]; got {C}."
         )
     n_restarts = max(1, int(n_init)) if C > 1 else 1
-    want = min(C * (n_restarts + 1), Kcheck.shape[0] - 1)
+    Kfac = truncate_kernel(Kcheck) if truncate else Kcheck
+    seeds = seeding_rows(Kcheck, C) if C > 1 else None
+    Kseed = Kfac if seeds is None else Kfac[seeds][:, seeds]
+    want = min(C * (n_restarts + 1), Kseed.shape[0] - 1)
     spectrum = None
+    if seeds is not None and embedding is not None:
+        # the seeding rows of a passed-in embedding, without the vectors of the small
+        # components (zero on those rows)
+        embedding = embedding[seeds]
+        norms = np.linalg.norm(embedding, axis=0)
+        embedding = embedding[:, norms > 1e-8 * max(float(norms.max()), _TINY)]
     if embedding is None or embedding.shape[1] < min(C, want):
         if C > 1:
             spectrum, embedding = spectral_embedding(
-                Kcheck, log_norm, want, seed=seed, return_eigenvalues=True
+                Kcheck if seeds is None else Kseed,
+                log_norm if seeds is None else log_norm[seeds],
+                want,
+                seed=seed,
+                return_eigenvalues=True,
             )
         else:
             embedding = np.ones((Kcheck.shape[0], 1))
-    Kfac = truncate_kernel(Kcheck) if truncate else Kcheck
     best = None
     objectives = []
     if loss not in LOSSES:
         raise InvalidInputError(f"loss must be one of {LOSSES}; got {loss!r}.")
     first = "kl" if loss == "kl-euclidean" else loss
     for r in range(n_restarts):
-        A0, B0 = initial_factors(Kfac, embedding, C, restart=r, seed=seed)
+        A0, B0 = initial_factors(Kseed, embedding, C, restart=r, seed=seed)
+        if seeds is not None:
+            A_full = np.full((Kcheck.shape[0], C), 1.0 / C)
+            A_full[seeds] = A0
+            A0, B0 = A_full, _conditionals_from_posteriors(Kfac, A_full)
         A, B, obj, it = factorize(Kfac, A0, B0, loss=first, max_iter=max_iter, tol=tol)
         objectives.append(obj)
         if best is None or obj < best[2]:
