@@ -38,7 +38,6 @@ def test_the_lease_release_on_a_stalled_store_takes_one_limit(s3_server, s3_buck
     from dkernel.storage import lock, remote_lease
 
     limit = 5.0
-    monkeypatch.setattr(remote_lease, "LEASE_CALL_S", limit)
     target = urlparse(s3_server)
     proxy = StallingProxy((target.hostname, target.port))
     try:
@@ -46,6 +45,9 @@ def test_the_lease_release_on_a_stalled_store_takes_one_limit(s3_server, s3_buck
         lease = lock.RemoteStoreLease.acquire(
             f"s3://{s3_bucket}/release.zarr", command="test", options=options
         )
+        # shortened once the lease is held: acquiring is several requests, which the S3 server
+        # of a loaded CI machine answered in more than 3 s once (FSTimeoutError in acquire)
+        monkeypatch.setattr(remote_lease, "LEASE_CALL_S", limit)
         proxy.stall()
         beat = threading.Thread(target=lambda: _quietly(lease._write), daemon=True)
         beat.start()
@@ -70,7 +72,6 @@ def test_the_lease_release_on_a_stalled_store_with_no_heartbeat_takes_one_limit(
     from dkernel.storage import lock, remote_lease
 
     limit = 3.0
-    monkeypatch.setattr(remote_lease, "LEASE_CALL_S", limit)
     target = urlparse(s3_server)
     proxy = StallingProxy((target.hostname, target.port))
     try:
@@ -78,6 +79,9 @@ def test_the_lease_release_on_a_stalled_store_with_no_heartbeat_takes_one_limit(
         lease = lock.RemoteStoreLease.acquire(
             f"s3://{s3_bucket}/release2.zarr", command="test", options=options
         )
+        # shortened once the lease is held: acquiring is several requests, which the S3 server
+        # of a loaded CI machine answered in more than 3 s once (FSTimeoutError in acquire)
+        monkeypatch.setattr(remote_lease, "LEASE_CALL_S", limit)
         proxy.stall()
         t = time.perf_counter()
         with caplog.at_level("WARNING", logger="dkernel.storage.lock"):
