@@ -56,6 +56,8 @@ class _DenseKernelEmbedding(
     BaseEstimator,
 ):
     _centered: bool = True
+    #: The ``embedding`` of :class:`~dkernel.NystromEmbedding` that approximates this one.
+    _nystrom_embedding: str = "kpca"
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
@@ -178,7 +180,12 @@ class _DenseKernelEmbedding(
             what=f"A dense {n} x {n} kernel eigen-solve",
             memory_bytes=memory,
             max_memory=self.max_memory,
-            alternative="Nyström (dkernel.SpectralClustering with n_landmarks).",
+            alternative=(
+                f"dkernel.NystromEmbedding(embedding={self._nystrom_embedding!r}) computes "
+                "this embedding from landmarks in O(N m) memory (its transform is the "
+                "embedding to cluster); dkernel.SpectralClustering switches to landmarks "
+                "above 5 000 points by itself."
+            ),
         )
         X_local = X.compute() if isinstance(X, da.Array) else X
         self.X_fit_ = np.asarray(X_local, dtype=np.float64)
@@ -413,6 +420,10 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     def _centered(self) -> bool:  # type: ignore[override]
         return bool(self.centered)
 
+    @property
+    def _nystrom_embedding(self) -> str:  # type: ignore[override]
+        return "kpca" if self.centered else "uncentered"
+
     def _embed(self, K: np.ndarray):
         return kpca_embedding(K, self.n_components_, centered=self.centered)
 
@@ -459,6 +470,7 @@ class KECA(_DenseKernelEmbedding):
     """
 
     _centered = False
+    _nystrom_embedding = "keca"
 
     def _embed(self, K: np.ndarray):
         return keca_embedding(K, self.n_components_)

@@ -86,8 +86,15 @@ def test_errors_are_specific(wine):
         KernelPCAEmbedding(kernel="linear").fit(np.where(X > 2, np.nan, X))
     with pytest.raises(NotFittedError, match="not fitted"):
         KernelPCAEmbedding().transform(X)
-    with pytest.raises(ResourceLimitError, match="Nyström"):
-        KernelPCAEmbedding(max_memory="100kB").fit(X)
+    for model, embedding in [
+        (KernelPCAEmbedding(max_memory="100kB"), "kpca"),
+        (KernelPCAEmbedding(centered=False, max_memory="100kB"), "uncentered"),
+        (KECA(max_memory="100kB"), "keca"),
+    ]:  # the error names the landmark estimator of the same embedding
+        with pytest.raises(
+            ResourceLimitError, match=rf"NystromEmbedding\(embedding='{embedding}'\)"
+        ):
+            model.fit(X)
 
 
 # the adaptive kernels are not positive semi-definite in general: clipping is reported
