@@ -234,15 +234,12 @@ def load_dataset(name: str, max_n: int) -> tuple[np.ndarray, list[np.ndarray], i
 
 # -- methods ---------------------------------------------------------------------------------
 def _pck_labels(X: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, None]:
-    from dkernel import ProbabilisticClusterKernel
-    from dkernel.linalg.kmeans import euclidean_kmeans
-    from dkernel.spectral.feature_map import feature_map_kpca
+    from dkernel import PCKSpectralClustering
 
-    # what the pck-spectral job does at its defaults: Γ → KPCA → k-means (100 restarts)
-    pck = ProbabilisticClusterKernel(random_state=seed).fit(X)
-    emb = feature_map_kpca(np.asarray(pck.transform(X)), k, random_state=seed)
-    labels, _, _ = euclidean_kmeans(emb.embedding, k, n_init=100, random_state=seed)
-    return labels, None
+    # what the pck-spectral job does at its defaults: the estimator's, with its own k-means
+    # restarts (100)
+    model = PCKSpectralClustering(k, n_init=100, random_state=seed).fit(X)
+    return np.asarray(model.labels_), None
 
 
 def _fit(est, X: np.ndarray) -> tuple[np.ndarray, float | None]:

@@ -96,9 +96,9 @@ PARAMS = (
     Param(
         "embedding",
         "str",
-        default="kpca",
-        choices=("kpca", "normalized"),
-        doc="Centred KPCA (the published PCK) or the NJW normalized embedding.",
+        default="normalized",
+        choices=("normalized", "kpca"),
+        doc="The NJW normalized embedding or centred KPCA (the published PCK).",
     ),
     Param("n_components", "int", default=None, nullable=True, low=1, doc="Default n_clusters."),
     Param(
