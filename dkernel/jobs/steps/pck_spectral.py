@@ -83,6 +83,10 @@ PCK_SCHEMA = EstimatorSchema(
     "dkernel.gmm.pck:ProbabilisticClusterKernel",
     overrides={"projection": {"check": _check_projection}},
 )
+#: The embedding's parameter, derived from the spectral estimator (its default is declared there).
+EMBEDDING_SCHEMA = EstimatorSchema(
+    "dkernel.spectral.pck:PCKSpectralClustering", include=("embedding",)
+)
 
 PARAMS = (
     Param(
@@ -93,13 +97,7 @@ PARAMS = (
         doc="Number of clusters (k); 'auto': chosen from the spectrum (/model_order).",
     ),
     *PCK_SCHEMA.params,
-    Param(
-        "embedding",
-        "str",
-        default="normalized",
-        choices=("normalized", "kpca"),
-        doc="The NJW normalized embedding or centred KPCA (the published PCK).",
-    ),
+    *EMBEDDING_SCHEMA.params,
     Param("n_components", "int", default=None, nullable=True, low=1, doc="Default n_clusters."),
     Param(
         "solver",
