@@ -83,9 +83,10 @@ PCK_SCHEMA = EstimatorSchema(
     "dkernel.gmm.pck:ProbabilisticClusterKernel",
     overrides={"projection": {"check": _check_projection}},
 )
-#: The embedding's parameter, derived from the spectral estimator (its default is declared there).
+#: The embedding's and the final k-means' parameters, derived from the spectral estimator
+#: (their defaults are declared there).
 EMBEDDING_SCHEMA = EstimatorSchema(
-    "dkernel.spectral.pck:PCKSpectralClustering", include=("embedding",)
+    "dkernel.spectral.pck:PCKSpectralClustering", include=("embedding", "n_init")
 )
 
 PARAMS = (
@@ -107,7 +108,6 @@ PARAMS = (
         doc="auto: by cost; a Γ too large to hold is embedded from a row subsample's subspace "
         "and one pass over all rows.",
     ),
-    Param("n_init", "int", default=100, low=1, high=10000, doc="k-means restarts."),
     Param("store_features", "bool", default=False, doc="Write Γ/√Z to /features."),
     Param("store_kernel", "bool", default=False, doc=f"Write K to /kernel (N <= {KERNEL_LIMIT})."),
     chunk_rows_param("Rows per chunk of Γ."),
@@ -297,7 +297,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         embedding=p["embedding"],
         n_components=p["n_components"],
         solver=p["solver"],
-        n_init=p["n_init"],  # the job's default (100) is not the estimator's (10)
+        n_init=p["n_init"],
         placement=placement,
         chunk_rows=p["chunk_rows"],
         random_state=ctx.seed,
