@@ -6,12 +6,14 @@ weight ``exp(-d² / (σ_i σ_j))`` (σ = distance to the ``n_neighbors``-th neig
 Perona 2005 [ZelnikManor2005]); the graph is symmetrised and the leading eigenvectors of
 ``D^{-1/2} W D^{-1/2}`` are found by a sparse Lanczos solver (NJW embedding, [Ng2002]). Weights
 beyond a few σ are negligible, so cutting the kernel at ``graph_neighbors`` ≈ 3 k loses almost
-nothing and keeps memory at O(n · graph_neighbors).
+nothing and keeps memory at O(n · graph_neighbors). Each point's own weight, 1 in the kernel, is
+at most the weight of its other edges (:func:`_bounded_self_loops`): a far outlier is then no
+component of its own that takes one of the k clusters.
 
 A new point x gets the Nyström / Bengio et al. (2004) [Bengio2004] extension restricted to its
 neighbours: ``z(x) = Σ_j w_j u_j / (λ √(d_x d_j))`` with ``w_j`` its local-scaling weights to its
-nearest training points and ``d_x = Σ_j w_j``. A training point queried again finds itself (weight
-1) among the same neighbours, so ``transform`` on training points reproduces the embedding up to the
+nearest training points and ``d_x = Σ_j w_j``. A training point queried again finds itself (with its
+own weight in the graph) among the same neighbours, so ``transform`` on training points reproduces the embedding up to the
 edges that the symmetrisation added.
 
 Rows with missing entries (NaN) are compared by the expected squared distance
@@ -87,6 +89,7 @@ class SparseSpectralModel:
     counts: np.ndarray | None = None
     radius: np.ndarray | None = None
     one_sided_weight: float = 1.0
+    self_loops: np.ndarray | None = None
 
     def coordinates_of(self, U: np.ndarray, degrees: np.ndarray) -> np.ndarray:
         """Clustering coordinates from eigenvector rows ``U`` of points with ``degrees``.
@@ -117,6 +120,9 @@ class SparseSpectralModel:
             # the training graph's rule: x's edge to a point that would not list x among its
             # own nearest is one-sided
             w = np.where(dist <= self.radius[ind], w, self.one_sided_weight * w)
+        if self.self_loops is not None:
+            # a copy of a training point is joined to it as the point is to itself
+            w = np.where(dist == 0.0, self.self_loops[ind], w)
         if self.counts is not None:
             w = w * self.counts[ind]
         d_x = w.sum(axis=1)
@@ -155,6 +161,24 @@ def _affinity(
         return either, sigma
     both = W.minimum(W.T).tocsr()
     return (both + one_sided_weight * (either - both)).tocsr(), sigma
+
+
+def _bounded_self_loops(W: sp.csr_matrix, mass: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
+    """W with every row's self-loop bounded by the weight of its other edges.
+
+    A point far from all others keeps a self-loop of weight 1 while its edges weigh next to
+    nothing, so it is a component of its own and takes one of the leading eigenvectors: a
+    cluster of one point (one outlier in a table of 1 000 rows cost ``SpectralClustering`` one
+    of its k clusters). Bounded by the rest of its degree, its share of its own degree is at
+    most 1/2. In the graph of all rows a row's copies are its neighbours with weight 1, so only
+    points without copies can be bounded: the distinct point's weight to itself becomes
+    ``min(1, Σ_j≠i w_ij c_j)`` where ``c_i = 1`` (``c`` the multiplicities, ``mass``).
+    Returns the graph and the self weights (which a copy of the point met later takes).
+    """
+    diagonal = W.diagonal()
+    off = W @ mass - diagonal * mass
+    loops = np.where(mass == 1.0, np.minimum(diagonal, off), diagonal)
+    return (W + sp.diags(loops - diagonal)).tocsr(), loops
 
 
 def _leading_eigenpairs(M: sp.csr_matrix, k: int, seed: int | None) -> tuple:
@@ -261,6 +285,7 @@ def fit_sparse_embedding(
     dist, ind = training_neighbors(index, points, g + 1)
     W, sigma = _affinity(dist, ind, n_neighbors, one_sided_weight=one_sided_weight)
     mass = counts.astype(np.float64)
+    W, loops = _bounded_self_loops(W, mass)
     degrees = W @ mass
     # D^{-1/2} W D^{-1/2} of all rows, on vectors equal on copies, in the distinct points'
     # coordinates u = √c v: diag(√(c/d)) W diag(√(c/d))
@@ -292,5 +317,6 @@ def fit_sparse_embedding(
         counts=counts if m < n else None,
         radius=dist[:, -1].copy(),
         one_sided_weight=float(one_sided_weight),
+        self_loops=loops,
     )
     return model.coordinates_of(rows, degrees)[inverse], model

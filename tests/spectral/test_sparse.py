@@ -154,3 +154,41 @@ def test_noise_features_do_not_join_two_moons():
     assert sc.approximation_ == "exact"
     assert clustering_scores(y, sc.labels_)["ari"] >= 0.95
     assert np.mean(sc.predict(X) == sc.labels_) >= 0.99
+
+
+def test_self_loops_are_bounded_as_in_a_brute_force_graph_of_all_rows():
+    """Each row's weight to itself is at most the weight of its other edges (copies count),
+    computed on the dense graph of all rows: the eigenpairs and the out-of-sample map agree."""
+    rng = np.random.default_rng(6)
+    P = np.vstack([rng.normal(0, 0.5, (30, 2)), rng.normal(3, 0.5, (30, 2)), [[40.0, 40.0]]])
+    counts = np.r_[rng.integers(1, 4, size=len(P) - 1), 1]
+    X = np.repeat(P, counts, axis=0)
+    k = 7
+    U, model = sparse.fit_sparse_embedding(X, 3, n_neighbors=k, graph_neighbors=len(P) - 1)
+    D, _ = _brute_lists(P, len(P) - 1)
+    sigma = np.sort(D, axis=1)[:, k]
+    rows = np.repeat(np.arange(len(P)), counts)
+    K = np.exp(-(D[np.ix_(rows, rows)] ** 2) / np.outer(sigma[rows], sigma[rows]))
+    others = K.sum(axis=1) - 1.0
+    np.fill_diagonal(K, np.minimum(1.0, others))
+    assert K[-1, -1] < 1e-3  # the far point's loop is bounded; no other row's is
+    assert np.all(K.diagonal()[:-1] == 1.0)
+    d = K.sum(axis=1)
+    values, vectors = np.linalg.eigh(K / np.sqrt(np.outer(d, d)))
+    np.testing.assert_allclose(model.eigenvalues, values[::-1][:3], atol=1e-10)
+    np.testing.assert_allclose(np.abs(U.T @ vectors[:, ::-1][:, :3]), np.eye(3), atol=1e-8)
+    np.testing.assert_allclose(model.transform(X), U, atol=1e-8)
+
+
+def test_one_far_outlier_does_not_take_a_cluster():
+    """Three blobs and one row far from all: with a self-loop of 1 that row was a cluster of
+    its own and two blobs were merged (ARI 0.62 here); now it joins a blob."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(scale=5, size=(3, 3))
+    y = rng.integers(0, 3, 300)
+    X = centres[y] + rng.normal(size=(300, 3))
+    X[0] = 60.0
+    sc = SpectralClustering(3, random_state=0).fit(X)
+    assert np.bincount(sc.labels_).min() > 1
+    assert clustering_scores(y, sc.labels_)["ari"] >= 0.8
+    assert np.mean(sc.predict(X) == sc.labels_) >= 0.99
