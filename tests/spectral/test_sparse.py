@@ -5,6 +5,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.datasets import make_circles, make_moons
 
 import dkernel.spectral.sparse as sparse
@@ -49,10 +50,13 @@ def test_graph_matches_the_dense_local_scaling_kernel():
     np.testing.assert_allclose(model.transform(X), U, atol=1e-8)
 
 
-def test_block_solver_matches_dense_and_is_deterministic(monkeypatch):
+@pytest.mark.parametrize("lanczos", [True, False], ids=["lanczos", "block"])
+def test_sparse_solvers_match_dense_and_are_deterministic(monkeypatch, lanczos):
     X, _ = _rings(600, seed=2)
     dense = SpectralClustering(3, random_state=0).fit(X)
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
+    if not lanczos:
+        monkeypatch.setattr(sparse, "_lanczos_pairs", lambda M, block, seed: None)
     a = SpectralClustering(3, random_state=0).fit(X)
     b = SpectralClustering(3, random_state=0).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
@@ -192,3 +196,31 @@ def test_one_far_outlier_does_not_take_a_cluster():
     assert np.bincount(sc.labels_).min() > 1
     assert clustering_scores(y, sc.labels_)["ari"] >= 0.8
     assert np.mean(sc.predict(X) == sc.labels_) >= 0.99
+
+
+def _cycles(copies: int, length: int = 50) -> sp.csr_matrix:
+    """D^{-1/2} W D^{-1/2} of ``copies`` disjoint cycles with self-loops: eigenvalue 1 once
+    per cycle."""
+    W = sp.diags([1.0, 1.0, 1.0], [-1, 0, 1], shape=(length, length)).tolil()
+    W[0, length - 1] = W[length - 1, 0] = 1.0
+    return sp.block_diag([W.tocsr() / 3.0] * copies).tocsr()
+
+
+def test_lanczos_finds_every_copy_of_eigenvalue_one_or_gives_way(monkeypatch):
+    """One copy of the eigenvalue 1 per component: Lanczos finds the three of three disjoint
+    cycles; when it returns fewer, the block solver answers instead."""
+    M = _cycles(3)
+    values, _ = sparse._lanczos_pairs(M, 6, 0)
+    assert np.count_nonzero(values > 1 - 1e-8) == 3
+
+    real_eigsh = sparse.eigsh
+
+    def one_copy(*args, **kwargs):
+        values, vectors = real_eigsh(*args, **kwargs)
+        return np.where(values > 1 - 1e-8, 0.5, values) + np.eye(values.size)[-1] * 0.5, vectors
+
+    monkeypatch.setattr(sparse, "eigsh", one_copy)
+    assert sparse._lanczos_pairs(M, 6, 0) is None
+    monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
+    values, _ = sparse._leading_eigenpairs(M, 3, 0)
+    assert np.count_nonzero(values > 1 - 1e-6) == 3
