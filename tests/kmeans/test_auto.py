@@ -32,7 +32,7 @@ def _dense_graph_spectrum(X: np.ndarray) -> np.ndarray:
     """Every eigenvalue, descending, of ``D^-1/2 W D^-1/2`` for the nearly mutual self-tuning
     k-NN graph, built densely: each point lists itself and its 8 nearest, its scale is the
     distance to its 7th nearest, ``w_ij = exp(-d² / (σ_i σ_j))``, an edge listed by one end
-    only keeps 5 % of its weight."""
+    only keeps 5 % of its weight, a point's self-loop at most the weight of its other edges."""
     d = cdist(X, X)
     order = np.argsort(d, axis=1, kind="stable")
     listed = np.zeros(d.shape, dtype=bool)
@@ -41,6 +41,7 @@ def _dense_graph_spectrum(X: np.ndarray) -> np.ndarray:
     w = np.exp(-(d**2) / np.outer(sigma, sigma))
     both, either = listed & listed.T, listed | listed.T
     W = np.where(both, w, np.where(either, ONE_SIDED_WEIGHT * w, 0.0))
+    np.fill_diagonal(W, np.minimum(1.0, W.sum(axis=1) - 1.0))
     s = 1.0 / np.sqrt(W.sum(axis=1))
     return np.linalg.eigvalsh(W * np.outer(s, s))[::-1]
 
