@@ -284,8 +284,10 @@ def fill_zero_scales(sigma: np.ndarray, n_listed: int) -> np.ndarray:
     zero = ~(sigma > 0)
     if zero.all():
         raise InvalidInputError(
-            f"every point coincides with its {n_listed} nearest neighbours (all rows identical?), "
-            "so no local scale exists; remove the duplicates."
+            f"every point coincides with its {n_listed} nearest neighbours: all rows are "
+            f"identical, or each row has at least {n_listed - 1} exact copies, so the neighbour "
+            "graph would join only copies and no local scale exists; drop the repeated rows "
+            "(np.unique(X, axis=0)) or use more neighbours than a row has copies."
         )
     if zero.any():
         sigma = sigma.copy()

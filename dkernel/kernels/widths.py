@@ -188,8 +188,8 @@ def sigma_rule_of_thumb(
 
     Raises
     ------
-    ValueError
-        When every sampled pair coincides (the median distance is zero).
+    InvalidInputError
+        When at least half of the sampled pairs coincide (the median distance is zero).
 
     Examples
     --------
@@ -199,9 +199,11 @@ def sigma_rule_of_thumb(
     """
     med = median_distance(X, sample_size=sample_size, seed=seed)
     if not med > 0:
-        raise ValueError(
-            "The median pairwise distance is 0 (the points coincide), so the RBF rule of thumb "
-            "cannot choose sigma; pass sigma explicitly."
+        raise InvalidInputError(
+            "The median pairwise distance is 0: at least half of the sampled pairs of rows "
+            "coincide (all rows identical, or most of them one repeated value such as nodata), "
+            "so the RBF rule of thumb cannot choose sigma; drop the repeated rows or pass sigma "
+            "explicitly."
         )
     return fraction * med
 

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
+from dkernel.errors import InvalidInputError
 from dkernel.graphs.blocked import blocked_kernel
 from dkernel.kernels.rbf import rbf_block, sigma_rule_of_thumb
 from dkernel.testing import as_kind
@@ -21,8 +22,12 @@ def test_sigma_rule_of_thumb_is_fraction_of_median_distance(rng):
 
     med = np.median(pdist(X))
     assert sigma_rule_of_thumb(X, fraction=0.2) == pytest.approx(0.2 * med)
-    with pytest.raises(ValueError, match="pass sigma explicitly"):
+    with pytest.raises(InvalidInputError, match="pass sigma explicitly"):
         sigma_rule_of_thumb(np.ones((10, 2)))
+    # not all rows equal: most of them one repeated value (a nodata pixel), the rest distinct
+    mostly_nodata = np.vstack([np.zeros((80, 2)), rng.normal(size=(20, 2))])
+    with pytest.raises(InvalidInputError, match="most of them one repeated value"):
+        sigma_rule_of_thumb(mostly_nodata)
 
 
 @pytest.mark.parametrize("scheduler", ["threads", "distributed"])

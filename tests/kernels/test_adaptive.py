@@ -145,3 +145,13 @@ def test_landmark_reference_fast_path_equals_the_general_formula(rng, name):
         _naive_local_scaling(L, L, L, 7) if name == "local_scaling" else _naive_knn(L, L, L, 7),
         rtol=1e-10,
     )
+
+
+def test_rows_that_each_have_more_copies_than_listed_neighbours_get_an_error_naming_the_fix(rng):
+    """Not all rows equal, but every row's listed neighbours are its own copies (an integer
+    table with few levels): the message must not claim all rows are identical."""
+    from dkernel import KernelDecompositionClustering
+
+    X = np.repeat(rng.normal(size=(20, 3)), 10, axis=0)  # 20 distinct rows, 10 copies each
+    with pytest.raises(InvalidInputError, match="at least 7 exact copies.*drop the repeated rows"):
+        KernelDecompositionClustering(2, random_state=0).fit(X)
