@@ -78,8 +78,9 @@ def kmeans_landmarks(sample: np.ndarray, n_landmarks: int, seed: int) -> np.ndar
     from sklearn.cluster import KMeans
 
     sample = np.asarray(sample, dtype=np.float64)
-    if n_landmarks >= sample.shape[0]:
-        return sample.copy()
+    distinct = distinct_rows(sample)
+    if n_landmarks >= distinct.shape[0]:
+        return distinct
     km = KMeans(
         n_landmarks,
         init="random",
@@ -87,7 +88,23 @@ def kmeans_landmarks(sample: np.ndarray, n_landmarks: int, seed: int) -> np.ndar
         max_iter=LANDMARK_KMEANS_ITER,
         random_state=seed,
     ).fit(sample)
-    return np.asarray(km.cluster_centers_, dtype=np.float64)
+    return distinct_rows(np.asarray(km.cluster_centers_, dtype=np.float64))
+
+
+def distinct_rows(A: np.ndarray) -> np.ndarray:
+    """The distinct rows of ``A`` in the order of their first occurrence (``A`` itself, not a
+    copy of it, when no row repeats).
+
+    Landmarks are distinct: integer-valued data (survey answers, 8-bit pixels) repeat rows, and
+    a point whose K nearest landmarks were copies of one landmark would link to that point of
+    the lattice alone, leaving the graph in as many pieces as there are distinct values (ARI
+    0.002 for ``SpectralClustering`` on three rounded 4-D blobs of 2·10⁴ points, where the
+    unrounded blobs gave 0.874).
+    """
+    _, first = np.unique(A, axis=0, return_index=True)
+    if first.size == A.shape[0]:
+        return A
+    return A[np.sort(first)]
 
 
 def nearest_landmarks(
@@ -203,6 +220,13 @@ class LandmarkGraph:
 def landmark_graph(landmarks: np.ndarray, n_neighbors: int) -> LandmarkGraph:
     """The graph of given landmarks (p, d): their self-tuning widths and K = ``n_neighbors``."""
     landmarks = np.asarray(landmarks, dtype=np.float64)
+    if int(n_neighbors) >= landmarks.shape[0]:
+        raise InvalidInputError(
+            f"The landmark graph links each point to its {int(n_neighbors)} nearest landmarks, "
+            f"but the data have only {landmarks.shape[0]} distinct rows to place landmarks on; "
+            "lower landmark_neighbors, or cluster the distinct rows (np.unique(X, axis=0)) "
+            "directly."
+        )
     return LandmarkGraph(landmarks, landmark_scales(landmarks, n_neighbors), int(n_neighbors))
 
 

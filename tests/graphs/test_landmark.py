@@ -7,7 +7,9 @@ from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import (
     ARGMIN_NEIGHBORS,
     check_landmark_sizes,
+    distinct_rows,
     fit_landmark_graph,
+    kmeans_landmarks,
     landmark_scales,
     nearest_landmarks,
 )
@@ -72,6 +74,44 @@ def test_duplicate_points_get_positive_widths():
     graph = fit_landmark_graph(X, 30, 3, seed=0)
     _, w = graph.links(X)
     assert np.all(np.isfinite(w)) and np.all(w > 0)
+
+
+def test_landmarks_are_distinct_rows_in_first_occurrence_order():
+    A = np.array([[2.0, 0.0], [1.0, 1.0], [2.0, 0.0], [0.0, 5.0], [1.0, 1.0]])
+    np.testing.assert_array_equal(distinct_rows(A), [[2.0, 0.0], [1.0, 1.0], [0.0, 5.0]])
+    B = np.arange(6.0).reshape(3, 2)
+    assert distinct_rows(B) is B  # no row repeats: the rows themselves, in their order
+    # fewer distinct rows than landmarks asked for: every distinct row once
+    sample = np.repeat(np.arange(12.0).reshape(6, 2), 7, axis=0)
+    np.testing.assert_array_equal(
+        kmeans_landmarks(sample, 20, seed=0), np.arange(12.0).reshape(6, 2)
+    )
+    # more: k-means centres, none repeated
+    rng = np.random.default_rng(0)
+    lattice = np.rint(rng.normal(scale=3.0, size=(3000, 2)))
+    centres = kmeans_landmarks(lattice, 60, seed=0)
+    assert len(np.unique(centres, axis=0)) == len(centres)
+
+
+def test_integer_valued_data_link_each_point_to_neighbouring_values():
+    """Every point of a 3 × 3 lattice of repeated values links to K distinct landmarks (its
+    own value and its neighbours'), so the graph is one piece, not one per value."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    X = np.repeat(np.array([[i, j] for i in range(3) for j in range(3)], float), 50, axis=0)
+    graph = fit_landmark_graph(X, 100, 3, seed=0)
+    assert graph.n_landmarks == 9
+    ind, w = graph.links(X)
+    assert np.all(w > 1e-3)  # not a share of 1 on one copy and ~0 elsewhere
+    B = sp.csr_matrix((w.ravel(), ind.ravel(), np.arange(0, ind.size + 1, 3)), shape=(450, 9))
+    assert connected_components(B @ B.T, directed=False)[0] == 1
+
+
+def test_fewer_distinct_rows_than_landmark_neighbors_are_refused_with_the_fix():
+    X = np.repeat(np.eye(3), 10, axis=0)
+    with pytest.raises(InvalidInputError, match="only 3 distinct rows"):
+        fit_landmark_graph(X, 10, 5, seed=0)
 
 
 @pytest.mark.parametrize(
