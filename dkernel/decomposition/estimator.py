@@ -32,10 +32,13 @@ from dkernel.decomposition._bipartite_fit import (
 )
 from dkernel.decomposition.graph import knn_log_kernel_graph, out_of_sample_graph
 from dkernel.decomposition.kernels import (
+    COPY_CLIQUE_SHARE,
     KERNEL_ALIASES,
     KERNELS,
     NAN_FIX,
     NEIGHBOR_SEARCHES,
+    LocalScales,
+    RowCopies,
     density_log_kernel,
     fit_local_scales,
     fit_neighbors,
@@ -154,7 +157,10 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         kernel (O(N^2) memory). Default 7: mean ARI 0.753 on ``bench_defaults.py`` against
         0.747 (8), 0.719 (10), 0.715 (15), 0.695 (6), 0.725 (5, which cuts rings3 apart);
         with ``random_state=1`` 0.741 against 0.739 (8) and 0.728 (10). A sparse graph keeps
-        thin clusters (spiral, rings) apart.
+        thin clusters (spiral, rings) apart. Integer-valued data repeat rows: where at least
+        half of the rows have ``n_neighbors`` or more copies (their lists would hold nothing but
+        copies), the graph is built on the distinct rows, each listed once with its kernel
+        value times its copies (``dkernel.decomposition.kernels.RowCopies``).
         X with NaN (missing values) is taken by the default self-tuning k-NN kernel on the exact
         path: neighbours and widths from the expected squared distance ``‖x̃ − ỹ‖² + r_x + r_y``
         (mean-imputed rows plus the variances of the columns each misses, found by a tree,
@@ -468,6 +474,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         )
         n = int(Xv.shape[0])
         self._check_sizes(n)
+        self._copies: RowCopies | None = None
         is_dask = isinstance(Xv, da.Array)
         Xn = np.asarray(Xv.compute() if is_dask else Xv, dtype=np.float64)
         if np.isinf(Xn).any() or (not takes_nan and np.isnan(Xn).any()):
@@ -549,6 +556,11 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         the kernel rows; Dask input is searched blockwise."""
         n = Xn.shape[0]
         k = self.n_neighbors
+        if k is not None and not np.isnan(Xn).any():
+            copies = RowCopies.of(Xn)
+            if copies is not None and copies.share_isolated(int(k)) >= COPY_CLIQUE_SHARE:
+                self._copies = copies
+                return self._distinct_rows_kernel(Xn, int(k))
         g = min(max(int(k or 0), int(self.scale_neighbors) + 1), n)
         self._index = self._fit_index(Xn)
         if isinstance(self._index, MissingValueIndex):
@@ -570,6 +582,28 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             d, i = dist[:, : int(k)], ind[:, : int(k)]
             logK = local_scaling_log_kernel(d, self._scales.sigma, self._scales.sigma[i])
             Kc, log_norm = knn_to_csr(i, logK, n)
+        return Kc, log_norm, Xn
+
+    def _distinct_rows_kernel(self, Xn: np.ndarray, k: int) -> tuple:
+        """The self-tuning k-NN kernel of X with repeated rows, built on its distinct rows
+        (:class:`~dkernel.decomposition.kernels.RowCopies`): each row lists its k nearest
+        distinct rows, their kernel values weighted by their copies."""
+        copies = self._copies
+        assert copies is not None
+        Xu = Xn[copies.first]
+        m = Xu.shape[0]
+        g = min(max(k, int(self.scale_neighbors) + 1), m)
+        self._index = self._fit_index(Xu)
+        dist, ind = threaded_kneighbors(self._index, Xu, g, order=spatial_order(Xu))
+        ind = ind.astype(np.int64)
+        scales = fit_local_scales(dist, int(self.scale_neighbors))
+        self._scales = LocalScales(scales.sigma, scales.n_neighbors, copies.counts)
+        self.sigma_ = scales.sigma[copies.inverse]
+        d, i = dist[:, : min(k, m)], ind[:, : min(k, m)]
+        logK = local_scaling_log_kernel(d, scales.sigma, scales.sigma[i])
+        logK = logK + np.log(copies.counts[i])
+        rows = copies.inverse
+        Kc, log_norm = knn_to_csr(copies.first[i][rows], logK[rows], Xn.shape[0])
         return Kc, log_norm, Xn
 
     def _approximation(self, n: int) -> str:
@@ -609,6 +643,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     def _fit_bipartite(self, X: Any, *, posteriors: bool = True) -> KernelDecompositionClustering:
         """The landmark path (``dkernel.decomposition._bipartite_fit``); without the training
         posteriors when ``posteriors`` is False (a job writes them chunk by chunk)."""
+        self._copies = None
         return fit_bipartite(self, X, posteriors=posteriors)
 
     def fit_kernel(
@@ -702,6 +737,18 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     # -- out of sample -------------------------------------------------------------------
     def _model(self) -> tuple:
         check_is_fitted(self, "H_")
+        copies = getattr(self, "_copies", None)
+        if copies is not None:  # the index holds the distinct rows; a first copy holds its mass
+            first = copies.first
+            return (
+                self.X_fit_[first],
+                self.W_[first],
+                self.H_[:, first],
+                self.kernel,
+                self._scales,
+                self.n_neighbors,
+                self._index,
+            )
         return (
             self.X_fit_,
             self.W_,

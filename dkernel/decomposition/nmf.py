@@ -671,13 +671,23 @@ def posteriors(Kcheck_q, H: np.ndarray) -> np.ndarray:
     return np.asarray(Kcheck_q @ H.T)
 
 
-def point_weights(W: np.ndarray, H: np.ndarray) -> np.ndarray:
-    """``m_l = sum_c P(x_l | c) P(c)`` with ``P(c) = mean_n P(c | x_n)`` (Eq. 14 collapsed)."""
-    return W @ H.mean(axis=1)
+def point_weights(W: np.ndarray, H: np.ndarray, copies: np.ndarray | None = None) -> np.ndarray:
+    """``m_l = sum_c P(x_l | c) P(c)`` with ``P(c) = mean_n P(c | x_n)`` (Eq. 14 collapsed).
+
+    ``copies`` (n,): the columns of ``H`` stand for that many rows each (distinct rows of a
+    training set with repeated rows), so ``P(c)`` is their weighted mean.
+    """
+    if copies is None:
+        return W @ H.mean(axis=1)
+    return W @ (H @ copies / copies.sum())
 
 
 def log_likelihood(
-    logK_q: np.ndarray, W: np.ndarray, H: np.ndarray, indices: np.ndarray | None = None
+    logK_q: np.ndarray,
+    W: np.ndarray,
+    H: np.ndarray,
+    indices: np.ndarray | None = None,
+    copies: np.ndarray | None = None,
 ) -> np.ndarray:
     """Out-of-sample log-density ``log p(z)`` of Eq. 14.
 
@@ -690,13 +700,15 @@ def log_likelihood(
         ``log K(z, x_l)`` (un-normalised kernel).
     indices : ndarray (n_query, k), optional
         Training indices of ``logK_q`` columns (k-NN kernel).
+    copies : ndarray (n,), optional
+        Rows each training point stands for (:func:`point_weights`).
 
     Notes
     -----
     O(n_query n) dense or O(n_query k) for the k-NN kernel, after O(n C) for ``m``.
     """
     with np.errstate(divide="ignore"):
-        log_m = np.log(np.maximum(point_weights(W, H), 0.0))
+        log_m = np.log(np.maximum(point_weights(W, H, copies), 0.0))
     terms = logK_q + (log_m[indices] if indices is not None else log_m[None, :])
     return logsumexp(terms, axis=1)
 
@@ -725,8 +737,13 @@ def out_of_sample_rows(Xq: np.ndarray, model: tuple, *, what: str) -> np.ndarray
         ind, logK = knn_log_kernel(
             Xq, Xt, kernel=kernel, sigma=sigma, n_neighbors=n_neighbors, index=index
         )
+    copies = getattr(sigma, "copies", None)
     if what == "loglik":
-        return log_likelihood(logK, W, H, indices=ind)
+        # W's row of a distinct row already holds the mass of all its copies
+        return log_likelihood(logK, W, H, indices=ind, copies=copies)
+    if copies is not None and ind is not None:
+        # a neighbour stands for its copies (RowCopies): its share of P(x_l | z) is theirs
+        logK = logK + np.log(copies[ind])
     Kc, _ = row_normalize_log(logK)
     if ind is None:
         return posteriors(Kc, H)

@@ -81,6 +81,50 @@ def test_duplicated_points_take_their_twins_scale(small):
     np.testing.assert_array_equal(model.predict(Xd), model.labels_)
 
 
+def test_repeated_rows_list_distinct_neighbours_weighted_by_their_copies(small):
+    """Brute force of the graph on distinct rows: every row's k nearest *distinct* rows, each
+    once, with its kernel value times its copies, at the column of its first copy."""
+    X, Z = small
+    # rows 0-29 six times, 30-49 once: 90 % of the rows have k copies (COPY_CLIQUE_SHARE)
+    Xd = np.vstack([X] + [X[:30]] * 5)
+    k, k_scale = 6, 3
+    model = KernelDecompositionClustering(
+        2, n_neighbors=k, scale_neighbors=k_scale, random_state=0
+    ).fit(Xd)
+    first = np.arange(50)  # the distinct rows are X, in order
+    counts = np.r_[np.full(30, 6.0), np.ones(20)]
+    inverse = np.r_[np.arange(50), np.tile(np.arange(30), 5)]
+    D_u, D_q, s_u, s_q = _brute_scales(X, Z, k_scale)
+    np.testing.assert_allclose(model.sigma_, s_u[inverse], rtol=1e-10)
+    K_u = _brute_rows(D_u, s_u, s_u, k) * counts[None, :]
+    Kc = (K_u / K_u.sum(1, keepdims=True))[inverse]  # (n, distinct) at the first copies
+    H_first = model.H_[:, first]
+    np.testing.assert_allclose(model.posteriors_, Kc @ H_first.T, rtol=1e-10, atol=1e-14)
+    # copies share their posteriors; only first copies carry probability mass
+    np.testing.assert_allclose(model.H_[:, 50:80], model.H_[:, :30], rtol=1e-8, atol=1e-12)
+    assert np.abs(model.W_[50:]).max() < 1e-12
+    np.testing.assert_array_equal(model.predict(Xd), model.labels_)
+    np.testing.assert_allclose(model.predict_proba(Xd), model.posteriors_, atol=1e-12)
+    K_q = _brute_rows(D_q, s_q, s_u, k)
+    Kc_q = K_q * counts[None, :] / (K_q * counts[None, :]).sum(1, keepdims=True)
+    np.testing.assert_allclose(model.predict_proba(Z), Kc_q @ H_first.T, rtol=1e-10, atol=1e-14)
+    m = (model.W_ @ model.H_.mean(1))[first]  # Eq. 14 over all rows; copies' mass is first's
+    np.testing.assert_allclose(model.score_samples(Z), np.log(K_q @ m), rtol=1e-10)
+
+
+def test_integer_valued_data_are_clustered():
+    """Rows repeated more often than the graph has neighbours were cliques of their own copies
+    (ARI 0.04 where k-means scores 0.83)."""
+    rng = np.random.default_rng(0)
+    centres = rng.uniform(1.5, 4.5, size=(3, 4))
+    y = rng.integers(0, 3, 3000)
+    X = np.clip(np.rint(centres[y] + rng.normal(0, 0.7, (3000, 4))), 1, 5)
+    model = KernelDecompositionClustering(3, random_state=0).fit(X)
+    assert model.approximation_ == "exact"
+    assert adjusted_rand_score(y, model.labels_) > 0.7
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+
+
 @pytest.fixture(scope="module")
 def moons():
     X, y = datasets.make_moons(600, noise=0.07, random_state=0)
