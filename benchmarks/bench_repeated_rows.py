@@ -40,8 +40,9 @@ def rounded_blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def _methods(k: int, seed: int) -> dict[str, Callable[[], object]]:
-    import dkernel
     from sklearn.cluster import HDBSCAN, KMeans, SpectralClustering
+
+    import dkernel
 
     return {
         "sk.KMeans": lambda: KMeans(k, random_state=seed),
