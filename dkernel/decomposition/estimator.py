@@ -206,7 +206,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         points) is fitted exactly as before. Which path ran is in ``approximation_``.
     n_landmarks : int, optional
         Bipartite path: landmarks, the k-means centres of a uniform sample of
-        ``10 n_landmarks`` points; ``min(N, 1000)`` (U-SPEC's p) when None. Given with
+        ``10 n_landmarks`` points; ``min(N, 1000)`` (U-SPEC's p) when None. At most this
+        many are kept: the centres that gather two or more sample points, none repeated. Given with
         ``approximation='auto'``, it selects the bipartite path. Must be <= N.
     landmark_neighbors : int
         Bipartite path: landmarks linked to each point (U-SPEC's K = 5), also the rank of

@@ -175,7 +175,9 @@ class SpectralClustering(
         ``approximation_``.
     n_landmarks : int, optional
         Landmarks of the bipartite or Nyström path (every point when m >= n for Nyström);
-        ``DEFAULT_LANDMARKS`` (1000, U-SPEC's p) when None. Given with
+        ``DEFAULT_LANDMARKS`` (1000, U-SPEC's p) when None. The bipartite path keeps at most
+        this many: the k-means centres that gather two or more sample points (an isolated
+        point holds no landmark), none repeated. Given with
         ``approximation='auto'``, it selects Nyström.
     landmark_neighbors : int
         Bipartite path: landmarks linked to each point, also the rank of each point's and

@@ -145,8 +145,9 @@ def test_landmark_path_job_writes_landmark_factors(tmp_path, client):
     tree = open_results(run_job(spec, client=client, progress=False, quiet=True))
     assert tree.attrs["status"] == "complete"
     dec = tree["decomposition"]
-    assert dec.attrs["approximation"] == "bipartite" and dec.attrs["n_landmarks"] == 30
-    assert dec["W"].shape == (30, 3) and dec["H"].shape == (3, 30)
+    p = dec.attrs["n_landmarks"]  # at most 30: isolated sample points hold no landmark
+    assert dec.attrs["approximation"] == "bipartite" and 20 <= p <= 30
+    assert dec["W"].shape == (p, 3) and dec["H"].shape == (3, p)
     P = tree["posteriors"]["posteriors"].values
     assert P.shape == (150, 3)
     np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-10)

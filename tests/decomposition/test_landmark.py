@@ -40,7 +40,8 @@ def test_defaults_hold_two_moons_at_2e4():
     assert model.approximation_ == "bipartite"
     assert adjusted_rand_score(y, model.labels_) > 0.99
     assert np.mean(model.predict(X) == model.labels_) >= 0.99
-    assert model.W_.shape == (1000, 2) and model.H_.shape == (2, 1000)
+    p = model.W_.shape[0]  # at most 1000: centres of a single sample point are dropped
+    assert 900 <= p <= 1000 and model.W_.shape == (p, 2) and model.H_.shape == (2, p)
 
 
 def test_auto_picks_the_path(blobs):

@@ -23,7 +23,9 @@ def test_numpy_and_dask_give_the_same_landmarks(X, method):
     a = select_landmarks(X, 40, method=method, random_state=3)
     b = select_landmarks(da.from_array(X, chunks=(250, -1)), 40, method=method, random_state=3)
     np.testing.assert_array_equal(a.points, b.points)
-    assert a.n_landmarks == 40 and a.points.shape == (40, 3)
+    # k-means keeps the centres of two or more sample points only
+    expected = range(30, 41) if method == "kmeans" else [40]
+    assert a.n_landmarks in expected and a.points.shape == (a.n_landmarks, 3)
     if method == "kmeans":
         assert a.indices is None and b.indices is None
     else:

@@ -126,7 +126,8 @@ def test_job_above_the_exact_size_runs_the_landmark_bipartite_graph(tmp_path, cl
     assert tree.attrs["status"] == "complete"
     emb = tree["embedding"]
     assert emb.attrs["solver"] == "landmark-bipartite-graph"
-    assert emb.attrs["n_landmarks"] == 1000 and emb.attrs["landmark_neighbors"] == 3
-    assert tree["landmarks"]["coordinates"].shape == (1000, 2)
+    p = emb.attrs["n_landmarks"]  # at most 1000: isolated sample points hold no landmark
+    assert 900 <= p <= 1000 and emb.attrs["landmark_neighbors"] == 3
+    assert tree["landmarks"]["coordinates"].shape == (p, 2)
     assert "index" not in tree["landmarks"]
     assert float(tree["metrics"].attrs["ari"]) > 0.99
