@@ -30,24 +30,20 @@ from dkernel.decomposition._bipartite_fit import (
     fit_bipartite,
     landmark_out_of_sample,
 )
+from dkernel.decomposition._local_scaling_fit import local_scaling_kernel
 from dkernel.decomposition.graph import knn_log_kernel_graph, out_of_sample_graph
 from dkernel.decomposition.kernels import (
-    COPY_CLIQUE_SHARE,
     KERNEL_ALIASES,
     KERNELS,
     NAN_FIX,
     NEIGHBOR_SEARCHES,
-    LocalScales,
     RowCopies,
     density_log_kernel,
-    fit_local_scales,
     fit_neighbors,
     knn_log_kernel,
     knn_to_csr,
-    local_scaling_log_kernel,
     row_normalize_log,
     spatial_order,
-    threaded_kneighbors,
     use_approximate,
 )
 from dkernel.decomposition.nmf import (
@@ -59,7 +55,7 @@ from dkernel.decomposition.nmf import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
-from dkernel.graphs.knn import MissingValueIndex, build_index, knn_search, training_neighbors
+from dkernel.graphs.knn import MissingValueIndex, build_index
 from dkernel.graphs.landmark import DEFAULT_LANDMARK_NEIGHBORS, LandmarkGraph
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.kernels.registry import check_kernel_supported
@@ -553,59 +549,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         )
 
     def _local_scaling_kernel(self, Xv: Any, Xn: np.ndarray, is_dask: bool) -> tuple:
-        """Self-tuning kernel: one neighbour search gives every training scale and (sparse)
-        the kernel rows; Dask input is searched blockwise."""
-        n = Xn.shape[0]
-        k = self.n_neighbors
-        if k is not None and not np.isnan(Xn).any():
-            copies = RowCopies.of(Xn)
-            if copies is not None and copies.share_isolated(int(k)) >= COPY_CLIQUE_SHARE:
-                self._copies = copies
-                return self._distinct_rows_kernel(Xn, int(k))
-        g = min(max(int(k or 0), int(self.scale_neighbors) + 1), n)
-        self._index = self._fit_index(Xn)
-        if isinstance(self._index, MissingValueIndex):
-            # each point first at distance 0 (a new point would be a new draw of its holes)
-            dist, ind = training_neighbors(self._index, Xn, g)
-        elif is_dask:
-            dist, ind = da.compute(*knn_search(self._index, Xv, g))
-        else:
-            dist, ind = threaded_kneighbors(self._index, Xn, g, order=spatial_order(Xn))
-        ind = ind.astype(np.int64)
-        self._scales = fit_local_scales(dist, int(self.scale_neighbors))
-        self.sigma_ = self._scales.sigma
-        if k is None:
-            self._check_dense_budget(n)
-            self._index = None
-            logK = density_log_kernel(Xn, Xn, kernel="local_scaling", sigma=self._scales)
-            Kc, log_norm = row_normalize_log(logK)
-        else:
-            d, i = dist[:, : int(k)], ind[:, : int(k)]
-            logK = local_scaling_log_kernel(d, self._scales.sigma, self._scales.sigma[i])
-            Kc, log_norm = knn_to_csr(i, logK, n)
-        return Kc, log_norm, Xn
-
-    def _distinct_rows_kernel(self, Xn: np.ndarray, k: int) -> tuple:
-        """The self-tuning k-NN kernel of X with repeated rows, built on its distinct rows
-        (:class:`~dkernel.decomposition.kernels.RowCopies`): each row lists its k nearest
-        distinct rows, their kernel values weighted by their copies."""
-        copies = self._copies
-        assert copies is not None
-        Xu = Xn[copies.first]
-        m = Xu.shape[0]
-        g = min(max(k, int(self.scale_neighbors) + 1), m)
-        self._index = self._fit_index(Xu)
-        dist, ind = threaded_kneighbors(self._index, Xu, g, order=spatial_order(Xu))
-        ind = ind.astype(np.int64)
-        scales = fit_local_scales(dist, int(self.scale_neighbors))
-        self._scales = LocalScales(scales.sigma, scales.n_neighbors, copies.counts)
-        self.sigma_ = scales.sigma[copies.inverse]
-        d, i = dist[:, : min(k, m)], ind[:, : min(k, m)]
-        logK = local_scaling_log_kernel(d, scales.sigma, scales.sigma[i])
-        logK = logK + np.log(copies.counts[i])
-        rows = copies.inverse
-        Kc, log_norm = knn_to_csr(copies.first[i][rows], logK[rows], Xn.shape[0])
-        return Kc, log_norm, Xn
+        """Self-tuning kernel (``dkernel.decomposition._local_scaling_fit``)."""
+        return local_scaling_kernel(self, Xv, Xn, is_dask)
 
     def _approximation(self, n: int) -> str:
         """The path that runs on ``n`` points, checked against the other parameters."""
