@@ -46,6 +46,13 @@ SAMPLE_PER_LANDMARK = 10
 #: to landmarks of the clusters). The synthetic families at 2·10⁴ and 2·10⁵ points moved by at
 #: most 0.004 ARI.
 MIN_LANDMARK_POINTS = 2
+#: ... and only where its nearest other centre is at most this many times the median
+#: nearest-centre distance: 1 % of uniform noise around three blobs of 2·10⁴ points gave
+#: centres of two or three noise points each, far from everything, which still took one of
+#: ``SpectralClustering``'s three clusters (ARI 0.571; 1.000 without them). No centre of the
+#: synthetic families at 2·10⁴ and 2·10⁵ points is that isolated (the same labels), nor of
+#: samson and statlog (jasper: SpectralClustering 0.661 -> 0.663, KDC 0.615 -> 0.616).
+ISOLATED_LANDMARK_FACTOR = 10.0
 #: Lloyd steps of the landmark k-means: the landmarks need to cover the data, not converge.
 LANDMARK_KMEANS_ITER = 20
 #: Rows per distance block: a (rows, p) float32 block, 16 MiB at p = 1000.
@@ -78,8 +85,9 @@ def check_landmark_sizes(n_samples: int, n_landmarks: int, n_neighbors: int) -> 
 
 def kmeans_landmarks(sample: np.ndarray, n_landmarks: int, seed: int) -> np.ndarray:
     """At most ``n_landmarks`` k-means centres of ``sample`` (scikit-learn's Lloyd, random
-    starts): those that gather at least ``MIN_LANDMARK_POINTS`` sample points, none repeated;
-    every distinct row when there are no more of them than ``n_landmarks``.
+    starts): those that gather at least ``MIN_LANDMARK_POINTS`` sample points and are not
+    isolated from the others (``ISOLATED_LANDMARK_FACTOR``), none repeated; every distinct row
+    when there are no more of them than ``n_landmarks``.
 
     Random starts rather than k-means++: with p = 1000 centres the D² seeding costs more than
     the few Lloyd steps the landmarks need, and spreads no better once those steps have run.
@@ -101,7 +109,18 @@ def kmeans_landmarks(sample: np.ndarray, n_landmarks: int, seed: int) -> np.ndar
     held = np.bincount(km.labels_, minlength=n_landmarks)
     if np.any(held >= MIN_LANDMARK_POINTS):
         centres = centres[held >= MIN_LANDMARK_POINTS]
-    return distinct_rows(centres)
+    return distinct_rows(_without_isolated(centres))
+
+
+def _without_isolated(centres: np.ndarray) -> np.ndarray:
+    """``centres`` less those whose nearest other centre is more than
+    ``ISOLATED_LANDMARK_FACTOR`` times the median such distance away."""
+    if centres.shape[0] <= 2:
+        return centres
+    _, sq = nearest_landmarks(centres, centres, 1, exclude_self=True)
+    gap = np.sqrt(sq[:, 0])
+    keep = gap <= ISOLATED_LANDMARK_FACTOR * np.median(gap)
+    return centres[keep] if keep.sum() > 2 else centres
 
 
 def distinct_rows(A: np.ndarray) -> np.ndarray:
