@@ -11,15 +11,11 @@ Prints one table per size and writes ``benchmarks/results/outliers.md``.
 
 from __future__ import annotations
 
-import argparse
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
-from bench_repeated_rows import HDBSCAN_MAX_N, SK_SPECTRAL_MAX_N, _methods
+from bench_repeated_rows import comparison_rows, main
 from sklearn.datasets import make_blobs
-from sklearn.metrics import adjusted_rand_score
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
@@ -48,40 +44,10 @@ def run(sizes: list[int], seed: int) -> str:
             "| method | 5 far points ARI | s | ratio | 1 % noise ARI | s | ratio |",
             "|---|---:|---:|---:|---:|---:|---:|",
         ]
-        data = [blobs_with_outliers(n, n_far, seed) for n_far in (5, n // 100)]
-        base: dict[int, float] = {}
-        for name, make in _methods(3, seed).items():
-            cells = [name]
-            for case, (X, y) in enumerate(data):
-                limit = SK_SPECTRAL_MAX_N if name == "sk.Spectral-knn" else HDBSCAN_MAX_N
-                if name.startswith("sk.") and name != "sk.KMeans" and n > limit:
-                    cells += ["skipped", "", ""]
-                    continue
-                t0 = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    labels = np.asarray(make().fit(X).labels_)[:n]
-                secs = time.perf_counter() - t0
-                ari = adjusted_rand_score(y, labels)
-                if name == "sk.KMeans":
-                    base[case] = ari
-                ratio = f"{ari / base[case]:.2f}" if base.get(case, 0) > 0.01 else "—"
-                cells += [f"{ari:.3f}", f"{secs:.2f}", ratio]
-            lines.append("| " + " | ".join(cells) + " |")
-            print(lines[-1], flush=True)
+        cases = [blobs_with_outliers(n, n_far, seed) for n_far in (5, n // 100)]
+        lines += comparison_rows(cases, n, seed)
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[3000, 20000, 200000])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(RESULTS / "outliers.md"))
-    args = parser.parse_args()
-    text = run(args.sizes, args.seed)
-    Path(args.out).write_text(text)
-    print(f"wrote {args.out}")
-
-
 if __name__ == "__main__":
-    main()
+    main(run, "outliers.md")

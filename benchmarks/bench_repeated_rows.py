@@ -58,6 +58,34 @@ def _methods(k: int, seed: int) -> dict[str, Callable[[], object]]:
     }
 
 
+def comparison_rows(
+    cases: list[tuple[np.ndarray, np.ndarray]], n: int, seed: int, k: int = 3
+) -> list[str]:
+    """One table row per method: ARI (on the first ``len(y)`` rows), fit seconds and the
+    ratio to k-means' ARI for each ``(X, y)`` case; peers past their size limit are skipped."""
+    rows, base = [], {}
+    for name, make in _methods(k, seed).items():
+        cells = [name]
+        for case, (X, y) in enumerate(cases):
+            limit = SK_SPECTRAL_MAX_N if name == "sk.Spectral-knn" else HDBSCAN_MAX_N
+            if name.startswith("sk.") and name != "sk.KMeans" and n > limit:
+                cells += ["skipped", "", ""]
+                continue
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                labels = np.asarray(make().fit(X).labels_)[: len(y)]
+            secs = time.perf_counter() - t0
+            ari = adjusted_rand_score(y, labels)
+            if name == "sk.KMeans":
+                base[case] = ari
+            ratio = f"{ari / base[case]:.2f}" if base.get(case, 0) > 0.01 else "—"
+            cells += [f"{ari:.3f}", f"{secs:.2f}", ratio]
+        rows.append("| " + " | ".join(cells) + " |")
+        print(rows[-1], flush=True)
+    return rows
+
+
 def run(sizes: list[int], seed: int) -> str:
     lines = [
         "# Integer-valued data: repeated rows (`benchmarks/bench_repeated_rows.py`)",
@@ -77,36 +105,19 @@ def run(sizes: list[int], seed: int) -> str:
             "| method | rounded ARI | s | ratio | unrounded ARI | s | ratio |",
             "|---|---:|---:|---:|---:|---:|---:|",
         ]
-        base: dict[str, float] = {}
-        for name, make in _methods(3, seed).items():
-            cells = [name]
-            for tag, X in (("rounded", Xr), ("unrounded", Xc)):
-                limit = SK_SPECTRAL_MAX_N if name == "sk.Spectral-knn" else HDBSCAN_MAX_N
-                if name.startswith("sk.") and name != "sk.KMeans" and n > limit:
-                    cells += ["skipped", "", ""]
-                    continue
-                t0 = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    labels = np.asarray(make().fit(X).labels_)
-                secs = time.perf_counter() - t0
-                ari = adjusted_rand_score(y, labels)
-                if name == "sk.KMeans":
-                    base[tag] = ari
-                ratio = ari / base[tag] if base.get(tag) else float("nan")
-                cells += [f"{ari:.3f}", f"{secs:.2f}", f"{ratio:.2f}"]
-            lines.append("| " + " | ".join(cells) + " |")
-            print(lines[-1], flush=True)
+        lines += comparison_rows([(Xr, y), (Xc, y)], n, seed)
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(run_sizes=None, default_out: str = "repeated_rows.md") -> None:
+    """The command line of this benchmark and of those that reuse its table
+    (``bench_outliers.py``): ``run_sizes(sizes, seed)`` returns the report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[3000, 20000, 200000])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(RESULTS / "repeated_rows.md"))
+    parser.add_argument("--out", default=str(RESULTS / default_out))
     args = parser.parse_args()
-    text = run(args.sizes, args.seed)
+    text = (run_sizes or run)(args.sizes, args.seed)
     Path(args.out).write_text(text)
     print(f"wrote {args.out}")
 
