@@ -148,6 +148,11 @@ def test_text_in_numeric_column(work):
     expect_invalid(work, _spec(), r"row 3, column 2 holds 'abc', which is not a number")
 
 
+def test_a_header_line_without_header_true_names_the_fix(work):
+    _write_csv(work / "data.csv", [["a", "b", "c"], *_blobs()])
+    expect_invalid(work, _spec(), r"row 1, column 0 holds 'a'.*set data.header: true")
+
+
 def test_ragged_rows(work):
     rows = _blobs()
     rows[4] = rows[4][:2]

@@ -339,10 +339,15 @@ def _numeric_column(path: str, column: Any, c: int, header: bool, missing: list[
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
         value = str(column.iloc[i]).strip()
+        hint = (
+            " If the first line names the columns, set data.header: true."
+            if i == 0 and not header
+            else ""
+        )
         raise InvalidInputError(
             f"{path}: row {i + 1 + int(header)}, column {c} holds {_quote_cell(value)}, "
             "which is not a number. Add it to data.missing_values or list the column in "
-            "data.skip_columns."
+            "data.skip_columns." + hint
         )
     return numbers
 
