@@ -4,7 +4,7 @@ search gives every training scale and (sparse) the kernel rows.
 
 Where most rows repeat more often than the graph has neighbours (integer-valued data,
 :data:`~dkernel.decomposition.kernels.COPY_CLIQUE_SHARE`), the graph is built on the distinct
-rows (:class:`~dkernel.decomposition.kernels.RowCopies`). The estimator's
+rows (:class:`~dkernel.rows.RowCopies`). The estimator's
 ``_local_scaling_kernel`` delegates here, handing itself as ``model`` (typed ``Any``, as in
 :mod:`dkernel.decomposition._bipartite_fit`: importing the estimator's module would make an
 import circle).
@@ -20,7 +20,6 @@ import numpy as np
 from dkernel.decomposition.kernels import (
     COPY_CLIQUE_SHARE,
     LocalScales,
-    RowCopies,
     density_log_kernel,
     fit_local_scales,
     knn_to_csr,
@@ -30,6 +29,7 @@ from dkernel.decomposition.kernels import (
     threaded_kneighbors,
 )
 from dkernel.graphs.knn import MissingValueIndex, knn_search, training_neighbors
+from dkernel.rows import RowCopies
 
 
 def local_scaling_kernel(model: Any, Xv: Any, Xn: np.ndarray, is_dask: bool) -> tuple:

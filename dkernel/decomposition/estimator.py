@@ -37,7 +37,6 @@ from dkernel.decomposition.kernels import (
     KERNELS,
     NAN_FIX,
     NEIGHBOR_SEARCHES,
-    RowCopies,
     density_log_kernel,
     fit_neighbors,
     knn_log_kernel,
@@ -67,6 +66,7 @@ from dkernel.model_order import (
     knn_graph_spectrum,
     spectrum_model_order,
 )
+from dkernel.rows import RowCopies
 
 _OWNER = "KernelDecompositionClustering"
 #: Default size of the k-NN graph, chosen on ``bench_defaults.py`` (see the class docstring;
@@ -156,7 +156,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         thin clusters (spiral, rings) apart. Integer-valued data repeat rows: where at least
         half of the rows have ``n_neighbors`` or more copies (their lists would hold nothing but
         copies), the graph is built on the distinct rows, each listed once with its kernel
-        value times its copies (``dkernel.decomposition.kernels.RowCopies``).
+        value times its copies (``dkernel.rows.RowCopies``).
         X with NaN (missing values) is taken by the default self-tuning k-NN kernel on the exact
         path: neighbours and widths from the expected squared distance ``‖x̃ − ỹ‖² + r_x + r_y``
         (mean-imputed rows plus the variances of the columns each misses, found by a tree,

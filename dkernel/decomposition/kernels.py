@@ -85,8 +85,8 @@ class LocalScales:
 
     sigma: np.ndarray
     n_neighbors: int
-    #: Training rows each indexed point stands for (its copies, see :class:`RowCopies`); None
-    #: when every training row is indexed itself.
+    #: Training rows each indexed point stands for (its copies, see
+    #: :class:`dkernel.rows.RowCopies`); None when every training row is indexed itself.
     copies: np.ndarray | None = None
 
     def search_size(self, n_graph: int) -> int:
@@ -102,62 +102,12 @@ class LocalScales:
 
 
 #: ``KernelDecompositionClustering`` builds its k-NN graph on the distinct rows
-#: (:class:`RowCopies`) when at least this share of the rows have k or more copies, so that
-#: their neighbour lists hold nothing but copies: rounded blobs (75-88 % of rows) went from ARI
-#: 0.02-0.23 to 0.58-0.79. Below it the graph of all rows is kept: on Wisconsin (27 % of rows in
-#: such cliques) it scored 0.88 over five seeds against 0.72-0.78 on the distinct rows, and the
-#: benchmark sets with a few copies keep their results.
+#: (:class:`dkernel.rows.RowCopies`) when at least this share of the rows have k or more
+#: copies, so that their neighbour lists hold nothing but copies: rounded blobs (75-88 % of
+#: rows) went from ARI 0.02-0.23 to 0.58-0.79. Below it the graph of all rows is kept: on
+#: Wisconsin (27 % of rows in such cliques) it scored 0.88 over five seeds against 0.72-0.78 on
+#: the distinct rows, and the benchmark sets with a few copies keep their results.
 COPY_CLIQUE_SHARE = 0.5
-
-
-@dataclass(frozen=True)
-class RowCopies:
-    """The distinct rows of a training set and how often each occurs.
-
-    Integer-valued data (answers on a scale, counts, 8-bit pixels) repeat rows. In a k-NN graph
-    of all rows a row repeated more than k times has only its own copies as neighbours (an
-    isolated clique; ``KernelDecompositionClustering`` scored ARI 0.04 where k-means scored
-    0.83 on rounded blobs), so where most rows are such (:data:`COPY_CLIQUE_SHARE`) the graph
-    is built on the distinct rows instead: every row lists
-    the k nearest distinct rows, each once with its kernel value times its number of copies
-    (what the row's conditional ``P(x_l | x_j)`` gives the group of copies together), pointing
-    at the first copy, which then carries the group's probability mass.
-
-    Attributes
-    ----------
-    first : ndarray of int64 (m,)
-        Row index of each distinct row's first occurrence, increasing.
-    inverse : ndarray of int64 (n,)
-        The distinct row (index into ``first``) of every row.
-    counts : ndarray of int64 (m,)
-        Copies of each distinct row.
-    """
-
-    first: np.ndarray
-    inverse: np.ndarray
-    counts: np.ndarray
-
-    def share_isolated(self, n_neighbors: int) -> float:
-        """Share of the rows with at least ``n_neighbors`` copies (themselves included): in a
-        ``n_neighbors``-NN graph of all rows their lists hold only copies."""
-        return float(self.counts[self.counts >= n_neighbors].sum() / self.inverse.size)
-
-    @classmethod
-    def of(cls, X: np.ndarray) -> RowCopies | None:
-        """The copies of the rows of ``X``; None when no row repeats."""
-        _, first, inverse, counts = np.unique(
-            X, axis=0, return_index=True, return_inverse=True, return_counts=True
-        )
-        if first.size == X.shape[0]:
-            return None
-        order = np.argsort(first, kind="stable")  # distinct rows in order of appearance
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        return cls(
-            first[order].astype(np.int64),
-            rank[np.ravel(inverse)].astype(np.int64),
-            counts[order].astype(np.int64),
-        )
 
 
 def fit_local_scales(dist: np.ndarray, n_neighbors: int) -> LocalScales:

@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dkernel.errors import InvalidInputError
+from dkernel.rows import RowCopies
 
 #: Landmarks of the bipartite graph, and landmarks per point (U-SPEC's p and K).
 DEFAULT_N_LANDMARKS = 1000
@@ -133,10 +134,8 @@ def distinct_rows(A: np.ndarray) -> np.ndarray:
     0.002 for ``SpectralClustering`` on three rounded 4-D blobs of 2·10⁴ points, where the
     unrounded blobs gave 0.874).
     """
-    _, first = np.unique(A, axis=0, return_index=True)
-    if first.size == A.shape[0]:
-        return A
-    return A[np.sort(first)]
+    copies = RowCopies.of(A)
+    return A if copies is None else A[copies.first]
 
 
 def nearest_landmarks(
@@ -255,9 +254,9 @@ def landmark_graph(landmarks: np.ndarray, n_neighbors: int) -> LandmarkGraph:
     if int(n_neighbors) >= landmarks.shape[0]:
         raise InvalidInputError(
             f"The landmark graph links each point to its {int(n_neighbors)} nearest landmarks, "
-            f"but the data have only {landmarks.shape[0]} distinct rows to place landmarks on; "
-            "lower landmark_neighbors, or cluster the distinct rows (np.unique(X, axis=0)) "
-            "directly."
+            f"but only {landmarks.shape[0]} distinct rows could hold landmarks (isolated points "
+            "hold none); lower landmark_neighbors, or cluster the distinct rows "
+            "(np.unique(X, axis=0)) directly."
         )
     return LandmarkGraph(landmarks, landmark_scales(landmarks, n_neighbors), int(n_neighbors))
 
