@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import dask
@@ -214,3 +215,85 @@ class RowCopies:
             rank[np.ravel(inverse)].astype(np.int64),
             counts[order].astype(np.int64),
         )
+
+
+#: Rows :func:`few_distinct_rows` looks at first: more distinct values than its limit among
+#: them ends the count before any pass over the data.
+DISTINCT_PROBE_ROWS = 20_000
+
+
+@dataclass(frozen=True)
+class DistinctRows:
+    """The distinct rows of a (possibly chunked) matrix, counted without holding its rows.
+
+    Attributes
+    ----------
+    points : ndarray (m, p)
+        The distinct rows, in order of first appearance.
+    counts : ndarray of int64 (m,)
+        Copies of each.
+    first : ndarray of int64 (m,)
+        Row index of each one's first occurrence, increasing.
+    """
+
+    points: np.ndarray
+    counts: np.ndarray
+    first: np.ndarray
+
+
+def few_distinct_rows(X: Any, limit: int) -> DistinctRows | None:
+    """The distinct rows of ``X`` (NumPy or Dask) when there are at most ``limit``; else None.
+
+    The first :data:`DISTINCT_PROBE_ROWS` rows are looked at first (continuous data end the
+    count there, for the price of one sort of those rows); then each chunk counts its own
+    distinct rows where it is, giving up above ``limit``, and the counts are merged pairwise
+    in a fixed order (:func:`tree_sum`), so the answer never depends on the workers. Memory:
+    at most ``limit`` rows per chunk; X with NaN gives None (a NaN is no value to repeat).
+    """
+    limit = int(limit)
+    head = np.asarray(X[: min(DISTINCT_PROBE_ROWS, int(X.shape[0]))], dtype=np.float64)
+    if _distinct_of_block(head, 0, limit) is None:
+        return None
+    if not isinstance(X, dask.array.Array):
+        found = _distinct_of_block(np.asarray(X, dtype=np.float64), 0, limit)
+    else:
+        if any(n > 1 for n in X.numblocks[1:]):
+            X = X.rechunk({axis: -1 for axis in range(1, X.ndim)})
+        offsets = np.cumsum((0, *X.chunks[0][:-1]))
+        parts = chunk_tasks(
+            X,
+            _distinct_of_block,
+            range(X.numblocks[0]),
+            [(int(o), limit) for o in offsets],
+        )
+        found = tree_sum(parts, partial(_merge_distinct, limit=limit)).compute()
+    if found is None:
+        return None
+    order = np.argsort(found.first, kind="stable")
+    return DistinctRows(found.points[order], found.counts[order], found.first[order])
+
+
+def _distinct_of_block(block: np.ndarray, offset: int, limit: int) -> DistinctRows | None:
+    block = np.asarray(block, dtype=np.float64)
+    if np.isnan(block).any():
+        return None
+    points, first, counts = np.unique(block, axis=0, return_index=True, return_counts=True)
+    if points.shape[0] > limit:
+        return None
+    return DistinctRows(points, counts.astype(np.int64), first.astype(np.int64) + offset)
+
+
+def _merge_distinct(
+    a: DistinctRows | None, b: DistinctRows | None, limit: int
+) -> DistinctRows | None:
+    if a is None or b is None:
+        return None
+    both = np.concatenate([a.points, b.points])
+    points, inverse = np.unique(both, axis=0, return_inverse=True)
+    inverse = np.ravel(inverse)
+    if points.shape[0] > limit:
+        return None
+    counts = np.bincount(inverse, np.concatenate([a.counts, b.counts]), points.shape[0])
+    first = np.full(points.shape[0], np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, inverse, np.concatenate([a.first, b.first]))
+    return DistinctRows(points, counts.astype(np.int64), first)

@@ -1,6 +1,10 @@
-"""take_rows: rows of NumPy and Dask arrays; delayed_array."""
+"""take_rows: rows of NumPy and Dask arrays; delayed_array; few_distinct_rows."""
 
+import dask.array as da
 import numpy as np
+import pytest
+
+from dkernel.rows import DISTINCT_PROBE_ROWS, few_distinct_rows
 
 
 def test_take_rows_matches_fancy_indexing_and_keeps_the_order_given():
@@ -93,3 +97,35 @@ def test_tree_sum_adds_pairwise_in_a_fixed_order():
             expected = nxt + ([expected[-1]] if len(expected) % 2 else [])
         got = dask.compute(tree_sum(parts, add), scheduler="sync")[0]
         assert got == expected[0], n
+
+
+def _distinct_reference(X):
+    """np.unique's distinct rows, counts and first occurrences, in order of appearance."""
+    points, first, counts = np.unique(X, axis=0, return_index=True, return_counts=True)
+    order = np.argsort(first)
+    return points[order], counts[order], first[order]
+
+
+@pytest.mark.parametrize("chunks", [None, 1000, 4096, 25_000])
+def test_few_distinct_rows_match_numpy_unique_in_any_chunking(chunks):
+    rng = np.random.default_rng(1)
+    X = np.clip(np.rint(rng.normal(3, 1.0, (25_000, 3))), 1, 5)
+    found = few_distinct_rows(X if chunks is None else da.from_array(X, chunks=(chunks, 3)), 500)
+    points, counts, first = _distinct_reference(X)
+    np.testing.assert_array_equal(found.points, points)
+    np.testing.assert_array_equal(found.counts, counts)
+    np.testing.assert_array_equal(found.first, first)
+
+
+def test_few_distinct_rows_give_up_above_the_limit_with_nan_and_on_continuous_data():
+    rng = np.random.default_rng(2)
+    X = np.rint(rng.normal(0, 3, (30_000, 2)))  # a few hundred distinct rows
+    assert few_distinct_rows(X, 1000) is not None
+    assert few_distinct_rows(X, 20) is None
+    # repeated rows at first, many distinct values after the probed head
+    late = np.vstack([np.ones((DISTINCT_PROBE_ROWS, 2)), rng.normal(size=(5000, 2))])
+    assert few_distinct_rows(da.from_array(late, chunks=(4000, 2)), 1000) is None
+    holed = X.copy()
+    holed[-1, 0] = np.nan
+    assert few_distinct_rows(da.from_array(holed, chunks=(7000, 2)), 1000) is None
+    assert few_distinct_rows(rng.normal(size=(30_000, 4)), 5000) is None

@@ -44,6 +44,7 @@ from dkernel.graphs.knn import MissingValueIndex, build_index, knn_search, train
 from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance, local_scaling_weights
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
 from dkernel.linalg.eigen import dense_eigh, fix_signs
+from dkernel.rows import DistinctRows
 
 _DENSE_EIGEN_MAX = 2500
 #: Restart probability of the 'green' coordinates (0.05-0.3 gave the same mean ARI within 0.003
@@ -248,7 +249,8 @@ def fit_sparse_embedding(
     seed: int | None = 0,
     coordinates: str = "njw",
     one_sided_weight: float = 1.0,
-) -> tuple[np.ndarray, SparseSpectralModel]:
+    distinct: DistinctRows | None = None,
+) -> tuple[Any, SparseSpectralModel]:
     """NJW embedding of the sparse self-tuning k-NN graph of X.
 
     Parameters
@@ -268,10 +270,15 @@ def fit_sparse_embedding(
         ``graph_neighbors`` nearest (1: the symmetrised k-NN graph). Below 1 the graph leans
         towards the mutual k-NN graph, whose edges rarely cross between clusters through
         noise dimensions or hubs; new points follow the same rule.
+    distinct : DistinctRows, optional
+        X's distinct rows and their copies, counted beforehand
+        (``dkernel.rows.few_distinct_rows``, which never holds X whole): the graph is
+        built on them, and each row of X (lazily for Dask input) takes its own point's
+        coordinates, found by a nearest-neighbour search at distance 0.
 
     Returns
     -------
-    embedding : ndarray (n, n_components)
+    embedding : ndarray or dask array (n, n_components)
         'njw': rows of ``D^{-1/2} W D^{-1/2}``'s leading eigenvectors (not yet
         row-normalised); 'green': the Green's-function coordinates.
     model : SparseSpectralModel
@@ -288,11 +295,16 @@ def fit_sparse_embedding(
     each.
     """
     n = int(X.shape[0])
-    # the index needs every training point in memory anyway, so the training points' own
-    # neighbours are searched there too (one read of a Dask input, no second pass)
-    X_train = as_numpy(X, np.float64)
-    points, inverse, counts = np.unique(X_train, axis=0, return_inverse=True, return_counts=True)
-    inverse = inverse.ravel()
+    if distinct is None:
+        # the index needs every training point in memory anyway, so the training points' own
+        # neighbours are searched there too (one read of a Dask input, no second pass)
+        X_train = as_numpy(X, np.float64)
+        points, inverse, counts = np.unique(
+            X_train, axis=0, return_inverse=True, return_counts=True
+        )
+        inverse = inverse.ravel()
+    else:
+        points, counts, inverse = distinct.points, distinct.counts, None
     m = points.shape[0]
     if m < 2:
         raise InvalidInputError(
@@ -345,4 +357,27 @@ def fit_sparse_embedding(
         one_sided_weight=float(one_sided_weight),
         self_loops=loops,
     )
-    return model.coordinates_of(rows, degrees)[inverse], model
+    embedding = model.coordinates_of(rows, degrees)
+    if inverse is not None:
+        return embedding[inverse], model
+    return _rows_of_points(X, index, embedding), model
+
+
+def _rows_of_points(X: Any, index: Any, embedding: np.ndarray) -> Any:
+    """Each row of X (a copy of an indexed point) with its point's row of ``embedding``."""
+    if isinstance(X, da.Array):
+        X = X.rechunk({1: -1})
+        return X.map_blocks(
+            _point_rows,
+            index,
+            embedding,
+            chunks=(X.chunks[0], (embedding.shape[1],)),
+            dtype=np.float64,
+            meta=np.empty((0, 0), dtype=np.float64),
+        )
+    return _point_rows(np.asarray(X, dtype=np.float64), index, embedding)
+
+
+def _point_rows(block: np.ndarray, index: Any, embedding: np.ndarray) -> np.ndarray:
+    _, ind = knn_search(index, np.asarray(block, dtype=np.float64), 1)
+    return embedding[ind[:, 0]]

@@ -142,16 +142,40 @@ def rounded_blobs(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(np.rint(centres[y] + rng.normal(0, 0.7, (n, 4))), 1, 5), y
 
 
-@pytest.mark.parametrize("estimator", ["SpectralClustering", "KernelDecompositionClustering"])
-def test_integer_valued_data_above_the_exact_size_are_clustered(estimator):
+@pytest.mark.parametrize(
+    ("estimator", "params"),
+    [("SpectralClustering", {"approximation": "bipartite"}), ("KernelDecompositionClustering", {})],
+)
+def test_integer_valued_data_above_the_exact_size_are_clustered(estimator, params):
     """Landmarks on repeated rows were copies of one another, so each point linked to its own
-    value alone (ARI 0.002 for SpectralClustering, 0.33 for KDC, against 0.84 for k-means)."""
+    value alone (ARI 0.002 for SpectralClustering, 0.33 for KDC, against 0.84 for k-means).
+    (SpectralClustering's 'auto' takes the exact path on such data's distinct rows.)"""
     import dkernel
 
     X, y = rounded_blobs(EXACT_MAX_SAMPLES + 1000)
-    model = getattr(dkernel, estimator)(3, random_state=0).fit(X)
+    model = getattr(dkernel, estimator)(3, random_state=0, **params).fit(X)
     assert model.approximation_ == "bipartite"
     assert adjusted_rand_score(y, model.labels_) > 0.6
+
+
+def test_few_distinct_rows_above_the_exact_size_take_the_exact_path_on_them():
+    """Rounded blobs at 2·10⁴ points: 0.727 on the bipartite path, 0.836 on the exact graph
+    of their 412 distinct rows (k-means 0.842); Dask input in any chunking gives the same
+    labels, and every row's embedding is its distinct row's."""
+    X, y = rounded_blobs(4 * EXACT_MAX_SAMPLES)
+    model = SpectralClustering(3, random_state=0).fit(X)
+    assert model.approximation_ == "exact"
+    first = model.landmark_indices_
+    assert np.array_equal(first, np.sort(np.unique(X, axis=0, return_index=True)[1]))
+    assert first.size < EXACT_MAX_SAMPLES
+    assert adjusted_rand_score(y, model.labels_) > 0.8
+    _, idx, inverse = np.unique(X, axis=0, return_index=True, return_inverse=True)
+    Z = np.asarray(model.embedding_)
+    np.testing.assert_array_equal(Z, Z[idx[inverse.ravel()]])
+    for rows in (3000, 7001):
+        lazy = SpectralClustering(3, random_state=0).fit(da.from_array(X, chunks=(rows, 4)))
+        assert lazy.approximation_ == "exact"
+        np.testing.assert_array_equal(lazy.labels_, model.labels_)
 
 
 @pytest.mark.parametrize("n_far", [5, 60])

@@ -244,12 +244,14 @@ def _solver_results(est: SpectralClustering, p: dict) -> tuple[Any, Any, Any, di
             },
         )
     if est.approximation_ == "exact":
-        logger.info(
-            f"exact {est.embedding_method_} embedding of the {_graph_size(p)}-NN self-tuning "
-            f"graph; eigenvalues {eigenvalues}"
-        )
         sm = est.graph_model_
         assert isinstance(sm, SparseSpectralModel)  # what fit builds on this path
+        points = est.landmark_indices_.size
+        of = "" if sm.counts is None else f" of the {points} distinct rows"
+        logger.info(
+            f"exact {est.embedding_method_} embedding of the {_graph_size(p)}-NN self-tuning "
+            f"graph{of}; eigenvalues {eigenvalues}"
+        )
         landmarks = landmarks_dataset(est.landmark_indices_, sm.spectrum[:50])
         return (
             est.eigenvalues_,
