@@ -25,6 +25,11 @@ _TYPES: dict[str, dict[str, Any]] = {
     # one value stands for a one-entry list
     "int_list": {"type": ["integer", "array"], "items": {"type": "integer"}},
     "float_list": {"type": ["number", "array"], "items": {"type": "number"}},
+    "column": {"type": ["integer", "string"]},
+    "column_list": {
+        "type": ["integer", "string", "array"],
+        "items": {"type": ["integer", "string"]},
+    },
 }
 
 

@@ -34,6 +34,8 @@ _KIND_NAMES = {
     "mapping": "a mapping",
     "int_list": "an int or a list of ints",
     "float_list": "a number or a list of numbers",
+    "column": "a column index (an int) or name (a string)",
+    "column_list": "a column index or name, or a list of them",
 }
 
 
@@ -45,8 +47,10 @@ class Param:
     ----------
     name : str
         Key in the mapping.
-    kind : {'int', 'float', 'str', 'bool', 'list', 'mapping', 'int_list', 'float_list'}
-        Expected type ('float' accepts ints too).
+    kind : {'int', 'float', 'str', 'bool', 'list', 'mapping', 'int_list', 'float_list', \
+'column', 'column_list'}
+        Expected type ('float' accepts ints too; 'column': a table's column by index or by
+        header name).
     default : Any
         Value used when the key is absent; ``REQUIRED`` makes the key mandatory.
     low, high : float, optional
@@ -133,7 +137,7 @@ def effective_high(param: Param) -> float | None:
 
 
 #: The entries' kind of each list kind.
-_ENTRY_KINDS = {"int_list": "int", "float_list": "float"}
+_ENTRY_KINDS = {"int_list": "int", "float_list": "float", "column_list": "column"}
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -153,6 +157,10 @@ def _type_ok(kind: str, value: Any) -> bool:
         return isinstance(value, list) and all(_type_ok("int", v) for v in value)
     if kind == "float_list":
         return isinstance(value, list) and all(_type_ok("float", v) for v in value)
+    if kind == "column":
+        return _type_ok("int", value) or isinstance(value, str)
+    if kind == "column_list":
+        return isinstance(value, list) and all(_type_ok("column", v) for v in value)
     raise ValueError(f"unknown parameter kind {kind!r}")
 
 

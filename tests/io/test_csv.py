@@ -74,3 +74,28 @@ def test_whitespace_delimiter_and_missing_values(tmp_path) -> None:
     path.write_text("1  2 ?\n 3 4   5\n")
     data = load_csv(str(path), delimiter=None)
     np.testing.assert_array_equal(data.X, [[1, 2, np.nan], [3, 4, 5]])
+
+
+def test_columns_by_header_name_equal_columns_by_index(tmp_path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("id,x,species,y\n1,0.5,a,2\n2,1.5,b,3\n3,2.5,a,4\n")
+    by_name = load_csv(str(path), header=True, label_column="species", skip_columns=["id"])
+    by_index = load_csv(str(path), header=True, label_column=2, skip_columns=[0])
+    np.testing.assert_array_equal(by_name.X, by_index.X)
+    np.testing.assert_array_equal(by_name.y, by_index.y)
+    assert by_name.feature_names == ["x", "y"] and by_name.y.tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize(
+    ("header", "label_column", "match"),
+    [
+        (False, "species", r"read without a header; set data.header: true"),
+        (True, "specie", r"no column named 'specie'.*Did you mean 'species'\?"),
+        (True, "x", r"2 columns named 'x'; give the column's index"),
+    ],
+)
+def test_column_names_are_checked_against_the_header(tmp_path, header, label_column, match):
+    path = tmp_path / "t.csv"
+    path.write_text("x,x,species\n1,2,a\n3,4,b\n")
+    with pytest.raises(InvalidInputError, match=match):
+        load_csv(str(path), header=header, label_column=label_column)

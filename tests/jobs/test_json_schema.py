@@ -53,6 +53,9 @@ def test_structure(schema):
     assert mssc["embedding"]["enum"][0] == "normalized"
     assert "n_clusters" in schema["$defs"]["params-rbf-spectral"]["required"]
     assert schema["$defs"]["data-csv"]["required"] == ["reader", "path"]
+    csv = schema["$defs"]["data-csv"]["properties"]
+    assert csv["label_column"]["type"] == ["integer", "string", "null"]
+    assert csv["skip_columns"]["items"] == {"type": ["integer", "string"]}
 
 
 @pytest.mark.parametrize("path", JOBS, ids=[p.stem for p in JOBS])

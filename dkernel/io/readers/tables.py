@@ -29,7 +29,7 @@ from dkernel.io.tables import (
     load_wisconsin,
     table_file,
 )
-from dkernel.schema.params import Param
+from dkernel.schema.params import Param, did_you_mean
 
 #: The cell-nucleus measurements of the breast-cancer table (its mean, error and worst).
 _CELL = "radius texture perimeter area smoothness compactness concavity".split()
@@ -190,8 +190,8 @@ def check_columns(source: Any, path: str, delimiter: str | None, encoding: str) 
 def load_csv(
     path: str,
     delimiter: str | None = ",",
-    label_column: int | None = None,
-    skip_columns: list[int] | None = None,
+    label_column: int | str | None = None,
+    skip_columns: list[int | str] | None = None,
     missing_values: list[str] | None = None,
     header: bool = False,
     encoding: str = "utf-8",
@@ -200,7 +200,8 @@ def load_csv(
     """A delimited text table read by ``pandas.read_csv``; ``missing_values`` entries become NaN.
 
     ``delimiter: null`` splits on any whitespace; a delimiter of several characters is
-    taken literally. Negative column indices count from the end. Fields may be quoted
+    taken literally. Columns are given by index (negative indices count from the end) or,
+    with ``header: true``, by their name in the header line. Fields may be quoted
     (``"field, north"``); ``path`` may be a URL (``s3://``, ``https://``, …) read through
     fsspec with ``storage_options``, and compressed (``.gz``, ``.bz2``, ``.xz``, ``.zip``,
     ``.zst``).
@@ -255,15 +256,12 @@ def load_csv(
         raise InvalidInputError(f"{path} holds no data rows.")
     width = first.shape[1]
     names = [str(v).strip() for v in first.iloc[0]] if header else None
-    for key, cols in (("label_column", [label_column]), ("skip_columns", skip_columns or [])):
-        bad = [c for c in cols if c is not None and not -width <= c < width]
-        if bad:
-            raise InvalidInputError(
-                f"data.{key}: column {bad[0]} does not exist in {path}, which has {width} "
-                f"columns (0 to {width - 1}, or -{width} to -1 counting from the end)."
-            )
-    drop = {c % width for c in (skip_columns or [])}
-    label_idx = None if label_column is None else label_column % width
+    label_idx = (
+        None
+        if label_column is None
+        else _csv_column(label_column, names, width, "data.label_column", path)
+    )
+    drop = {_csv_column(c, names, width, "data.skip_columns", path) for c in skip_columns or []}
     keep = [c for c in range(width) if c not in drop and c != label_idx]
     text_columns = {c: str for c in (*drop, *([label_idx] if label_idx is not None else []))}
     read = dict(
@@ -308,6 +306,35 @@ def load_csv(
         feature_names=[names[c] for c in keep] if names else None,
         meta={"source": str(path), "missing": int(np.isnan(X).sum())},
     )
+
+
+def _csv_column(column: int | str, names: list[str] | None, width: int, key: str, path: str) -> int:
+    """The 0-based index of ``column``, an index (negative: from the end) or a header name."""
+    if isinstance(column, str):
+        if names is None:
+            raise InvalidInputError(
+                f"{key}: {column!r} is a column name, but {path} is read without a header; "
+                "set data.header: true (its first line names the columns), or give the "
+                "column's index (0-based)."
+            )
+        if column not in names:
+            raise InvalidInputError(
+                f"{key}: {path} has no column named {column!r}; its header names "
+                f"{', '.join(repr(n) for n in names[:20])}{' …' if len(names) > 20 else ''}."
+                f"{did_you_mean(column, names)}"
+            )
+        if names.count(column) > 1:
+            raise InvalidInputError(
+                f"{key}: {path} has {names.count(column)} columns named {column!r}; give the "
+                "column's index (0-based) instead."
+            )
+        return names.index(column)
+    if not -width <= column < width:
+        raise InvalidInputError(
+            f"{key}: column {column} does not exist in {path}, which has {width} "
+            f"columns (0 to {width - 1}, or -{width} to -1 counting from the end)."
+        )
+    return column % width
 
 
 def _reason(exc: BaseException) -> str:
@@ -423,8 +450,20 @@ register_reader(
         params=(
             Param("path", "str", doc="File or URL (s3://, gs://, az://, https://, ...)."),
             Param("delimiter", "str", default=",", nullable=True),
-            Param("label_column", "int", default=None, nullable=True),
-            Param("skip_columns", "int_list", default=None, nullable=True),
+            Param(
+                "label_column",
+                "column",
+                default=None,
+                nullable=True,
+                doc="Labels column: its index, or its name with header: true.",
+            ),
+            Param(
+                "skip_columns",
+                "column_list",
+                default=None,
+                nullable=True,
+                doc="Columns left out: indices, or names with header: true.",
+            ),
             Param("missing_values", "list", default=None, nullable=True),
             Param("header", "bool", default=False),
             Param("encoding", "str", default="utf-8", doc="Text encoding (utf-8, latin-1, ...)."),
