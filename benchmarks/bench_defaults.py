@@ -642,9 +642,16 @@ def sized_markdown(rows: list[dict], methods: list[str], args) -> str:
         rule += ["---", "---"] + (["---"] if m.startswith("dk.") else [])
     measured_sizes = sorted({r["n"] for r in rows if r["kind"] == "synthetic"} or args.sizes)
     sizes = " ".join(f"{s:.0e}".replace("e+0", "e") for s in measured_sizes)
-    caps = "".join(
-        f" {m}={v:.0e}".replace("e+0", "e") for m, v in getattr(args, "method_max_n", {}).items()
-    )
+    # the caps of this run, and those an earlier run's kept rows were skipped by (--update)
+    cap_of = {
+        r["method"]: float(r["detail"].rsplit(" ", 1)[1])
+        for r in rows
+        if r.get("status") == "skipped"
+        and str(r.get("detail", "")).startswith("N > --method-max-n ")
+        and "method" in r
+    }
+    cap_of.update(getattr(args, "method_max_n", {}))
+    caps = "".join(f" {m}={v:.0e}".replace("e+0", "e") for m, v in cap_of.items())
     caps = f" --method-max-n{caps}" if caps else ""
     lines = [
         "# Clustering at defaults against N (`benchmarks/bench_defaults.py --sizes`)",
