@@ -1,12 +1,14 @@
 """Integer-valued data: repeated rows against the k-NN graph clusterers and their peers.
 
-Answers on a five-point scale, counts and 8-bit pixels repeat rows: three 4-D Gaussian blobs
-(centres uniform in [1.5, 4.5], σ = 0.7) rounded to the integers 1..5 have a few hundred
-distinct rows at any N, each repeated tens to thousands of times. A k-NN graph of all rows is
-then cut into cliques of copies, and landmarks drawn from the rows coincide. This benchmark
-runs dkernel's graph clusterers and the tools a user would pick instead, every one at its
-defaults with only the true k (HDBSCAN: its own), on the rounded blobs and, as the control,
-on the same blobs unrounded; one seed per size, in one run.
+Answers on a five-point scale, yes/no answers, counts and 8-bit pixels repeat rows: three 4-D
+Gaussian blobs (centres uniform in [1.5, 4.5], σ = 0.7) rounded to the integers 1..5 have a few
+hundred distinct rows at any N, each repeated tens to thousands of times. A k-NN graph of all
+rows is then cut into cliques of copies, landmarks drawn from the rows coincide, and the
+nearest neighbours of a row tie (12 binary features: 12 rows at Hamming distance 1). This
+benchmark runs dkernel's graph clusterers and the tools a user would pick instead, every one
+at its defaults with only the true k (HDBSCAN: its own), on the rounded blobs, on the same
+blobs unrounded (the control) and on three groups of 10 and of 12 binary features; one seed
+per size, in one run.
 
 Run:  python benchmarks/bench_repeated_rows.py [--sizes 3000 20000 200000] [--seed 0]
 Prints one table per size (ARI, fit seconds, ARI / k-means' ARI) and writes
@@ -37,6 +39,15 @@ def rounded_blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     y = rng.integers(0, 3, n)
     X = centres[y] + rng.normal(0, 0.7, (n, 4))
     return np.clip(np.rint(X), 1, 5), X, y
+
+
+def binary_groups(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(X, labels) of three groups of ``d`` yes/no answers, each answer of a group 'yes' with
+    its own probability (uniform in [0.1, 0.9]): at most 2^d distinct rows."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    p = rng.uniform(0.1, 0.9, size=(3, d))
+    return (rng.uniform(size=(n, d)) < p[y]).astype(np.float64), y
 
 
 def _methods(k: int, seed: int) -> dict[str, Callable[[], object]]:
@@ -92,7 +103,7 @@ def run(sizes: list[int], seed: int) -> str:
         "",
         f"`python benchmarks/bench_repeated_rows.py --sizes {' '.join(map(str, sizes))} "
         f"--seed {seed}` (one run). Three 4-D blobs rounded to 1..5 and, as the control, "
-        "unrounded; every method at its defaults with the true k (HDBSCAN: its own). "
+        "unrounded; then three groups of yes/no answers (binary features); every method at its defaults with the true k (HDBSCAN: its own). "
         "`ratio`: ARI over k-means' ARI on the same data.",
     ]
     for n in sizes:
@@ -106,6 +117,16 @@ def run(sizes: list[int], seed: int) -> str:
             "|---|---:|---:|---:|---:|---:|---:|",
         ]
         lines += comparison_rows([(Xr, y), (Xc, y)], n, seed)
+        binary = [binary_groups(n, d, seed) for d in (10, 12)]
+        counts = " and ".join(str(len(np.unique(X, axis=0))) for X, _ in binary)
+        lines += [
+            "",
+            f"Three groups of 10 and of 12 binary features, N = {n} ({counts} distinct rows):",
+            "",
+            "| method | 10 binary ARI | s | ratio | 12 binary ARI | s | ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        lines += comparison_rows(binary, n, seed)
     return "\n".join(lines) + "\n"
 
 

@@ -174,11 +174,12 @@ class SpectralClustering(
         between thin clusters (see ``docs/choosing_defaults.md``). Above 5 000 points, rows
         with few distinct values (integer-valued data: answers on a scale, counts, 8-bit
         pixels in few bands) take the exact path on their distinct rows, each weighted by its
-        copies, when there are no more of them than the bipartite path's landmarks (1 000; ``dkernel.rows.few_distinct_rows`` counts them chunk by chunk, after a look at
-        the first 20 000 rows). Every distinct row would then be a landmark, each row sitting
-        on one and linked to lattice neighbours chosen among equal distances: three rounded 4-D
-        blobs scored ARI 0.727 / 0.505 on the bipartite path at 2·10⁴ / 2·10⁵ points, 0.836 /
-        0.833 on their distinct rows (k-means 0.84, ``benchmarks/bench_repeated_rows.py``).
+        copies, when there are at most 5 000 of them (``dkernel.rows.few_distinct_rows``
+        counts them chunk by chunk, after a look at the first 20 000 rows): the landmarks of
+        such data sit on a lattice of values, each row on or near one and linked to neighbours
+        chosen among equal distances. Three rounded 4-D blobs scored ARI 0.727 / 0.505 on the
+        bipartite path at 2·10⁴ / 2·10⁵ points, 0.840 / 0.837 on their distinct rows (k-means
+        0.84, ``benchmarks/bench_repeated_rows.py``; more in ``docs/choosing_defaults.md``).
         Which path ran is in ``approximation_``.
     n_landmarks : int, optional
         Landmarks of the bipartite or Nyström path (every point when m >= n for Nyström);
@@ -585,14 +586,8 @@ class SpectralClustering(
         are few enough for the exact one (and more than its graph and embedding need)."""
         if self.approximation != "auto" or self.approximation_ != "bipartite":
             return None
-        # no more distinct rows than the landmark path's landmarks: every distinct row would be
-        # a landmark and every row would sit on one, linked to lattice neighbours picked among
-        # equal distances (rounded blobs 0.505 at 2·10⁵, 8 binary features 0.155); with more,
-        # its landmarks are k-means centres and the exact graph of the distinct points is the
-        # one that ties (12 binary features, 4 093 distinct rows of 2·10⁵: 0.553 against 0.026)
-        distinct = few_distinct_rows(
-            X, min(EXACT_MAX_SAMPLES, default_landmark_count(int(X.shape[0])))
-        )
+        # as many points as the exact path takes anyway, each a node weighted by its copies
+        distinct = few_distinct_rows(X, EXACT_MAX_SAMPLES)
         if distinct is None:
             return None
         needed = max(self._scale_neighbors(), GRAPH_NEIGHBORS)

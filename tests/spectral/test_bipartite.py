@@ -159,9 +159,8 @@ def test_integer_valued_data_above_the_exact_size_are_clustered(estimator, param
 
 
 def test_few_distinct_rows_above_the_exact_size_take_the_exact_path_on_them():
-    """Rounded blobs at 2·10⁴ points: 0.727 on the bipartite path, 0.836 on the exact graph
-    of their 412 distinct rows (k-means 0.842), fewer than the 1 000 landmarks the bipartite
-    path would make of them; Dask input in any chunking gives the same labels, and every
+    """Rounded blobs at 2·10⁴ points: 0.727 on the bipartite path, 0.840 on the exact graph
+    of their 412 distinct rows (k-means 0.842); Dask input in any chunking gives the same labels, and every
     row's embedding is its distinct row's."""
     X, y = rounded_blobs(4 * EXACT_MAX_SAMPLES)
     model = SpectralClustering(3, random_state=0).fit(X)
@@ -177,11 +176,10 @@ def test_few_distinct_rows_above_the_exact_size_take_the_exact_path_on_them():
         lazy = SpectralClustering(3, random_state=0).fit(da.from_array(X, chunks=(rows, 4)))
         assert lazy.approximation_ == "exact"
         np.testing.assert_array_equal(lazy.labels_, model.labels_)
-    # more distinct rows than the landmark path's landmarks (12 binary features): the exact
-    # graph of the distinct points ties on the hypercube, the landmarks are k-means centres
-    binary = (np.random.default_rng(0).uniform(size=(EXACT_MAX_SAMPLES + 1000, 12)) < 0.5) * 1.0
-    assert np.unique(binary, axis=0).shape[0] > 1000
-    assert SpectralClustering(3, random_state=0).fit(binary).approximation_ == "bipartite"
+    # more distinct rows than the exact path takes: the landmarks
+    wide = np.rint(np.random.default_rng(0).normal(0, 30, (4 * EXACT_MAX_SAMPLES, 2)))
+    assert np.unique(wide, axis=0).shape[0] > EXACT_MAX_SAMPLES
+    assert SpectralClustering(3, random_state=0).fit(wide).approximation_ == "bipartite"
 
 
 @pytest.mark.parametrize("n_far", [5, 60])
