@@ -28,7 +28,12 @@ from dkernel.decomposition.kernels import (
     spatial_order,
     threaded_kneighbors,
 )
-from dkernel.graphs.knn import MissingValueIndex, knn_search, training_neighbors
+from dkernel.graphs.knn import (
+    MissingValueIndex,
+    knn_search,
+    training_neighbors,
+)
+from dkernel.kernels.adaptive import tie_inclusive_neighbors
 from dkernel.rows import RowCopies
 
 
@@ -42,7 +47,7 @@ def local_scaling_kernel(model: Any, Xv: Any, Xn: np.ndarray, is_dask: bool) -> 
         if copies is not None and copies.share_isolated(int(k)) >= COPY_CLIQUE_SHARE:
             model._copies = copies
             return distinct_rows_kernel(model, Xn, copies, int(k))
-    g = min(max(int(k or 0), int(model.scale_neighbors) + 1), n)
+    g = min(max(int(k or 0) + 1, int(model.scale_neighbors) + 1), n)
     model._index = model._fit_index(Xn)
     if isinstance(model._index, MissingValueIndex):
         # each point first at distance 0 (a new point would be a new draw of its holes)
@@ -60,10 +65,31 @@ def local_scaling_kernel(model: Any, Xv: Any, Xn: np.ndarray, is_dask: bool) -> 
         logK = density_log_kernel(Xn, Xn, kernel="local_scaling", sigma=model._scales)
         Kc, log_norm = row_normalize_log(logK)
     else:
-        d, i = dist[:, : int(k)], ind[:, : int(k)]
+        d, i, listed = _tied_lists(model._index, Xn, dist, ind, int(k))
         logK = local_scaling_log_kernel(d, model._scales.sigma, model._scales.sigma[i])
+        if listed is not None:
+            logK = np.where(listed, logK, -np.inf)
         Kc, log_norm = knn_to_csr(i, logK, n)
     return Kc, log_norm, Xn
+
+
+def _tied_lists(index: Any, P: np.ndarray, dist: np.ndarray, ind: np.ndarray, k: int) -> tuple:
+    """The k-NN lists of the training points ``P`` with every point tied with the k-th kept
+    (:func:`dkernel.kernels.adaptive.tie_inclusive_neighbors`), from their search ``dist, ind``."""
+    if isinstance(index, MissingValueIndex):  # expected distances do not tie
+        return dist[:, :k], ind[:, :k], None
+    return tie_inclusive_neighbors(
+        lambda rows, count: _search(index, P[rows], count),
+        P.shape[0],
+        k,
+        P.shape[0],
+        first=(dist, ind),
+    )
+
+
+def _search(index: Any, Q: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    dist, ind = index.kneighbors(Q, n_neighbors=count, return_distance=True)
+    return dist, ind.astype(np.int64)
 
 
 def distinct_rows_kernel(model: Any, Xn: np.ndarray, copies: RowCopies, k: int) -> tuple:
@@ -72,16 +98,18 @@ def distinct_rows_kernel(model: Any, Xn: np.ndarray, copies: RowCopies, k: int) 
     the columns of their first copies."""
     Xu = Xn[copies.first]
     m = Xu.shape[0]
-    g = min(max(k, int(model.scale_neighbors) + 1), m)
+    g = min(max(k + 1, int(model.scale_neighbors) + 1), m)
     model._index = model._fit_index(Xu)
     dist, ind = threaded_kneighbors(model._index, Xu, g, order=spatial_order(Xu))
     ind = ind.astype(np.int64)
     scales = fit_local_scales(dist, int(model.scale_neighbors))
     model._scales = LocalScales(scales.sigma, scales.n_neighbors, copies.counts)
     model.sigma_ = scales.sigma[copies.inverse]
-    d, i = dist[:, : min(k, m)], ind[:, : min(k, m)]
+    d, i, listed = _tied_lists(model._index, Xu, dist, ind, min(k, m))
     logK = local_scaling_log_kernel(d, scales.sigma, scales.sigma[i])
     logK = logK + np.log(copies.counts[i])
+    if listed is not None:
+        logK = np.where(listed, logK, -np.inf)
     rows = copies.inverse
     Kc, log_norm = knn_to_csr(copies.first[i][rows], logK[rows], Xn.shape[0])
     return Kc, log_norm, Xn

@@ -40,6 +40,7 @@ from dkernel.kernels.adaptive import (
     kth_distinct_distance,
     local_scaling_log_kernel,
     squared_distances,
+    tie_inclusive_neighbors,
 )
 from dkernel.kernels.cosine import cosine_log_block, cosine_log_of_unit_distance
 from dkernel.kernels.rbf import rbf_log_block, rbf_log_of_distance
@@ -378,11 +379,22 @@ def knn_log_kernel(
     Q = unit_normalize(Xq) if kernel == "cosine" else Xq
     if kernel == "local_scaling":
         scales = _check_scales(sigma)
-        g = min(scales.search_size(n_neighbors), scales.sigma.size)
+        m = scales.sigma.size
+        g = min(scales.search_size(n_neighbors + 1), m)
         dist, ind = index.kneighbors(Q, n_neighbors=g, return_distance=True)
         sigma_q = scales.query_scales(dist, ind)
-        dist, ind = dist[:, :n_neighbors], ind[:, :n_neighbors]
-        return ind.astype(np.int64), local_scaling_log_kernel(dist, sigma_q, scales.sigma[ind])
+        # the training lists' rule: points tied with the k-th are kept
+        dist, ind, listed = tie_inclusive_neighbors(
+            lambda rows, count: index.kneighbors(Q[rows], n_neighbors=count),
+            Q.shape[0],
+            min(n_neighbors, m),
+            m,
+            first=(dist, ind),
+        )
+        logK = local_scaling_log_kernel(dist, sigma_q, scales.sigma[ind])
+        if listed is not None:
+            logK = np.where(listed, logK, -np.inf)
+        return ind.astype(np.int64), logK
     dist, ind = index.kneighbors(Q, n_neighbors=n_neighbors, return_distance=True)
     if kernel == "rbf":
         logK = rbf_log_of_distance(dist, sigma) + gaussian_log_normalizer(p, sigma)

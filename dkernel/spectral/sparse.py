@@ -40,8 +40,18 @@ from sklearn.neighbors import NearestNeighbors
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
-from dkernel.graphs.knn import MissingValueIndex, build_index, knn_search, training_neighbors
-from dkernel.kernels.adaptive import fill_zero_scales, kth_distinct_distance, local_scaling_weights
+from dkernel.graphs.knn import (
+    MissingValueIndex,
+    build_index,
+    knn_search,
+    training_neighbors,
+)
+from dkernel.kernels.adaptive import (
+    fill_zero_scales,
+    kth_distinct_distance,
+    local_scaling_weights,
+    tie_inclusive_neighbors,
+)
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
 from dkernel.linalg.eigen import dense_eigh, fix_signs
 from dkernel.rows import DistinctRows
@@ -118,7 +128,7 @@ class SparseSpectralModel:
             dist, ind = knn_search(self.index, block, g)
             listed = None
         else:  # the training lists' rule: ties with the last neighbour are kept
-            dist, ind, listed = _tie_inclusive_neighbors(
+            dist, ind, listed = tie_inclusive_neighbors(
                 lambda rows, count: knn_search(self.index, block[rows], count),
                 block.shape[0],
                 g,
@@ -185,43 +195,6 @@ def _affinity(
         return either, sigma
     both = W.minimum(W.T).tocsr()
     return (both + one_sided_weight * (either - both)).tocsr(), sigma
-
-
-#: Most neighbours a list is extended to when its last ones tie (see
-#: :func:`_tie_inclusive_neighbors`), as a multiple of its length (and at least 64).
-TIE_LIST_FACTOR = 4
-
-
-def _tie_inclusive_neighbors(
-    search: Any, n_rows: int, k: int, n_points: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Each row's ``k`` nearest points and every further one at the same distance as its
-    k-th: ``search(rows, count) -> (dist, ind)`` is the neighbour search.
-
-    Integer-valued and binary data tie: a point of 12 binary features has 12 others at
-    Hamming distance 1, and a list of 8 chose 8 of them by index order, which made the graph
-    arbitrary (ARI 0.11 where k-means scores 0.35 on three groups of 2·10⁴ such rows; 0.57
-    with the ties kept). Rows whose k-th and (k+1)-th distances are equal are searched again
-    with up to ``TIE_LIST_FACTOR`` × k neighbours (at least 64) and keep those within the
-    k-th distance. Returns ``(dist, ind, listed)``, ``listed`` None when no list tied
-    (then ``dist`` and ``ind`` are the plain k nearest).
-    """
-    wide = min(k + 1, n_points)
-    dist, ind = search(np.arange(n_rows), wide)
-    if wide <= k:
-        return dist, ind, None
-    boundary = dist[:, k - 1]
-    tied = np.flatnonzero(dist[:, k] <= boundary * (1 + 1e-12))
-    if tied.size == 0:
-        return dist[:, :k], ind[:, :k], None
-    cap = min(n_points, max(TIE_LIST_FACTOR * k, 64))
-    out_d = np.concatenate([dist[:, :k], np.full((n_rows, cap - k), np.inf)], axis=1)
-    out_i = np.concatenate([ind[:, :k], np.repeat(ind[:, :1], cap - k, axis=1)], axis=1)
-    out_d[tied], out_i[tied] = search(tied, cap)
-    listed = out_d <= boundary[:, None] * (1 + 1e-12)
-    listed[:, :k] = True
-    out_d = np.where(listed, out_d, boundary[:, None])
-    return out_d, out_i, listed
 
 
 def _bounded_self_loops(W: sp.csr_matrix, mass: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -383,7 +356,7 @@ def fit_sparse_embedding(
         dist, ind = training_neighbors(index, points, g + 1)
         listed = None
     else:
-        dist, ind, listed = _tie_inclusive_neighbors(
+        dist, ind, listed = tie_inclusive_neighbors(
             lambda rows, count: training_neighbors(index, points[rows], count), m, g + 1, m
         )
     W, sigma = _affinity(dist, ind, n_neighbors, one_sided_weight=one_sided_weight, listed=listed)

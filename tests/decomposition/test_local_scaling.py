@@ -211,3 +211,18 @@ def test_five_shapes_at_defaults(name):
     model = KernelDecompositionClustering(k, random_state=0).fit(X)
     assert adjusted_rand_score(y, model.labels_) >= 0.95
     assert np.mean(model.predict(X) == model.labels_) >= 0.99
+
+
+def test_binary_rows_keep_their_tied_neighbours_in_fit_and_predict():
+    """Three groups of 12 binary features: a row has 12 others at Hamming distance 1, and a
+    7-NN list kept 7 of them by index order (ARI 0.252, k-means 0.654); with the ties kept
+    0.621, and predict on the training rows gives the labels."""
+    from sklearn.cluster import KMeans
+
+    rng = np.random.default_rng(0)  # benchmarks/bench_repeated_rows.py's binary_groups
+    y = rng.integers(0, 3, 3000)
+    X = (rng.uniform(size=(3000, 12)) < rng.uniform(0.1, 0.9, size=(3, 12))[y]) * 1.0
+    model = KernelDecompositionClustering(3, random_state=0).fit(X)
+    kmeans = adjusted_rand_score(y, KMeans(3, random_state=0).fit(X).labels_)
+    assert adjusted_rand_score(y, model.labels_) > 0.8 * kmeans
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
