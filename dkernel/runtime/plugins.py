@@ -67,16 +67,27 @@ class TrimFreedMemory(WorkerPlugin):
             callback.stop()
 
 
+#: Worker log records a job's own cluster drops (:class:`QuietTaskFailures`).
+QUIET_WORKER_RECORDS = (
+    "Compute Failed",
+    "Failed to communicate with scheduler during heartbeat",
+)
+
+
 class _DropComputeFailed(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Compute Failed")
+        return not str(record.msg).startswith(QUIET_WORKER_RECORDS)
 
 
 class QuietTaskFailures(WorkerPlugin):
-    """Drop the workers' own "Compute Failed" log record (task, exception, traceback).
+    """Drop the workers' own "Compute Failed" log record (task, exception, traceback), and
+    their "Failed to communicate with scheduler during heartbeat" one.
 
     On the cluster a job starts itself the failure reaches the job, which reports it in one
     line and records it in the store; the worker's copy would print a traceback beside it.
+    The scheduler of that cluster stops only when the job closes it (a worker's heartbeat
+    then racing the close printed a 40-line traceback after the job's last line, on a loaded
+    machine), or when it fails, which the job reports itself.
     """
 
     name = "dkernel-quiet-task-failures"

@@ -131,3 +131,19 @@ def test_process_workers_give_freed_heap_pages_back():
     assert before - after > 200 * 2**20, (before >> 20, after >> 20)
     (callbacks,) = names.values()
     assert TrimFreedMemory.name in callbacks
+
+
+def test_the_quiet_filter_drops_failed_tasks_and_lost_heartbeats_only():
+    """A heartbeat racing the job's own close of its cluster printed a traceback after the
+    job's last line; other worker records pass."""
+    import logging
+
+    from dkernel.runtime.plugins import _DropComputeFailed
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, msg, (), None)
+
+    keep = _DropComputeFailed().filter
+    assert not keep(record("Compute Failed\nKey: x"))
+    assert not keep(record("Failed to communicate with scheduler during heartbeat."))
+    assert keep(record("Worker is at 85% memory usage."))
