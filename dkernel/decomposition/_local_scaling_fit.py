@@ -28,11 +28,7 @@ from dkernel.decomposition.kernels import (
     spatial_order,
     threaded_kneighbors,
 )
-from dkernel.graphs.knn import (
-    MissingValueIndex,
-    knn_search,
-    training_neighbors,
-)
+from dkernel.graphs.knn import MissingValueIndex, knn_search, training_neighbors
 from dkernel.kernels.adaptive import tie_inclusive_neighbors
 from dkernel.rows import RowCopies
 
@@ -79,17 +75,12 @@ def _tied_lists(index: Any, P: np.ndarray, dist: np.ndarray, ind: np.ndarray, k:
     if isinstance(index, MissingValueIndex):  # expected distances do not tie
         return dist[:, :k], ind[:, :k], None
     return tie_inclusive_neighbors(
-        lambda rows, count: _search(index, P[rows], count),
+        lambda rows, count: training_neighbors(index, P[rows], count),
         P.shape[0],
         k,
         P.shape[0],
         first=(dist, ind),
     )
-
-
-def _search(index: Any, Q: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    dist, ind = index.kneighbors(Q, n_neighbors=count, return_distance=True)
-    return dist, ind.astype(np.int64)
 
 
 def distinct_rows_kernel(model: Any, Xn: np.ndarray, copies: RowCopies, k: int) -> tuple:

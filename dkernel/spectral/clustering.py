@@ -528,7 +528,7 @@ class SpectralClustering(
                     f"Got {k} instead."
                 )
             self.embedding_method_ = self.embedding or "normalized"
-            distinct = getattr(self, "_distinct_rows", None)
+            distinct = self._distinct_rows
             Z, self.graph_model_ = fit_sparse_embedding(
                 X,
                 n_components,
@@ -597,7 +597,7 @@ class SpectralClustering(
 
     def _graph_points(self, n: int) -> int:
         """Points of the exact path's graph: the rows, or their distinct values."""
-        distinct = getattr(self, "_distinct_rows", None)
+        distinct = self._distinct_rows
         return n if distinct is None else int(distinct.points.shape[0])
 
     def _resolved_kernel(self, n: int) -> Any:

@@ -40,12 +40,7 @@ from sklearn.neighbors import NearestNeighbors
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
-from dkernel.graphs.knn import (
-    MissingValueIndex,
-    build_index,
-    knn_search,
-    training_neighbors,
-)
+from dkernel.graphs.knn import MissingValueIndex, build_index, knn_search, training_neighbors
 from dkernel.kernels.adaptive import (
     fill_zero_scales,
     kth_distinct_distance,
@@ -176,13 +171,16 @@ def _affinity(
     *,
     one_sided_weight: float,
     listed: np.ndarray | None = None,
+    list_size: int | None = None,
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """The self-tuning graph of neighbour lists (each row's own point first): an edge both
     end points list keeps its weight, an edge only one lists is scaled by
     ``one_sided_weight`` (both ends give an edge the same self-tuning weight). ``listed``
-    marks the entries of lists of unequal length (:func:`_tie_inclusive_neighbors`)."""
+    marks the entries of lists extended through ties beyond their first ``list_size``
+    (:func:`dkernel.kernels.adaptive.tie_inclusive_neighbors`); the scales are those of the
+    first ``list_size`` columns (default: all)."""
     n = dist.shape[0]
-    width = dist.shape[1] if listed is None else int(listed.sum(axis=1).min())
+    width = dist.shape[1] if list_size is None else int(list_size)
     sigma = fill_zero_scales(kth_distinct_distance(dist[:, :width], n_neighbors), width)
     w = local_scaling_weights(dist, sigma, sigma[ind])
     if listed is not None:
@@ -359,7 +357,9 @@ def fit_sparse_embedding(
         dist, ind, listed = tie_inclusive_neighbors(
             lambda rows, count: training_neighbors(index, points[rows], count), m, g + 1, m
         )
-    W, sigma = _affinity(dist, ind, n_neighbors, one_sided_weight=one_sided_weight, listed=listed)
+    W, sigma = _affinity(
+        dist, ind, n_neighbors, one_sided_weight=one_sided_weight, listed=listed, list_size=g + 1
+    )
     mass = counts.astype(np.float64)
     W, loops = _bounded_self_loops(W, mass)
     degrees = W @ mass
