@@ -75,6 +75,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dkernel.meanshift.kernels",
             "dkernel.meanshift.stage_two",
             "dkernel.decomposition.nmf",
+            "dkernel.decomposition.nmf_posteriors",
             "dkernel.decomposition.kernels",
             "dkernel.spectral.dense",
             "dkernel.spectral.sparse",

@@ -18,9 +18,8 @@ __getattr__, __dir__, __all__ = attach(
         "nmf": [
             "AggregateMarkovFit",
             "fit_aggregate_markov",
-            "log_likelihood",
-            "posteriors",
             "spectral_embedding",
         ],
+        "nmf_posteriors": ["log_likelihood", "posteriors"],
     },
 )

@@ -17,7 +17,7 @@ import dask.array as da
 import numpy as np
 
 from dkernel.decomposition.kernels import fit_neighbors, knn_log_kernel
-from dkernel.decomposition.nmf import out_of_sample_rows
+from dkernel.decomposition.nmf_posteriors import out_of_sample_rows
 from dkernel.graphs.blocked import as_row_chunked
 
 

@@ -46,11 +46,10 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import eigsh
-from scipy.special import logsumexp, xlogy
+from scipy.special import xlogy
 from threadpoolctl import threadpool_limits
 
 from dkernel._random import derive_rng, derive_seed
-from dkernel.decomposition.kernels import density_log_kernel, knn_log_kernel, row_normalize_log
 from dkernel.errors import InvalidInputError
 from dkernel.linalg import dense_eigh, euclidean_kmeans
 from dkernel.linalg.kmeans import normalize_rows
@@ -110,6 +109,7 @@ def spectral_embedding(
     seed: int | None = 0,
     solver: str = "auto",
     return_eigenvalues: bool = False,
+    copies: np.ndarray | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Leading eigenvectors of the normalised symmetric affinity ``D^{-1/2} W D^{-1/2}``.
 
@@ -130,6 +130,11 @@ def spectral_embedding(
     return_eigenvalues : bool
         Also return the eigenvalues (descending; the Rayleigh quotients of the vectors with
         subspace iteration), the spectrum of ``n_clusters='auto'``.
+    copies : ndarray (n,), optional
+        Sparse kernels only: the rows each point stands for (the distinct rows of a set with
+        repeated rows). The graph is then that of all rows, every copy of a point joined to
+        every copy of its neighbours, restricted to vectors equal on copies:
+        ``diag(√(c/d)) W diag(√(c/d))`` with ``d = W c``.
 
     Returns
     -------
@@ -154,8 +159,13 @@ def spectral_embedding(
         K = Kcheck.copy()
         K.data = np.ones_like(K.data)
         W = ((K + K.T) * 0.5).tocsr()
-        d = np.maximum(np.asarray(W.sum(axis=1)).ravel(), _TINY)
-        r = sparse.diags(1.0 / np.sqrt(d))
+        if copies is None:
+            d = np.maximum(np.asarray(W.sum(axis=1)).ravel(), _TINY)
+            r, degree = sparse.diags(1.0 / np.sqrt(d)), d
+        else:  # the graph of all rows on vectors equal on copies (as dkernel.spectral.sparse)
+            mass = np.asarray(copies, dtype=np.float64)
+            d = np.maximum(W @ mass, _TINY)
+            r, degree = sparse.diags(np.sqrt(mass / d)), d * mass
         k = min(int(n_components), n - 1)
         if solver not in EIGEN_SOLVERS:
             raise InvalidInputError(f"solver must be one of {EIGEN_SOLVERS}; got {solver!r}.")
@@ -167,9 +177,11 @@ def spectral_embedding(
             vals, U = vals[order], U[:, order]
         else:
             S = (r @ W @ r).tocsr()
-            U = deflated_eigenvectors(S, d, k, seed=seed)
+            U = deflated_eigenvectors(S, degree, k, seed=seed)
             vals = np.einsum("ij,ij->j", U, S @ U) if return_eigenvalues else None
     else:
+        if copies is not None:
+            raise InvalidInputError("spectral_embedding takes copies with a sparse kernel only.")
         K = scale[:, None] * np.asarray(Kcheck)
         W = (K + K.T) * 0.5
         d = np.maximum(W.sum(axis=1), _TINY)
@@ -246,20 +258,23 @@ def deflated_eigenvectors(
     return np.hstack([Q, U])
 
 
-def _conditionals_from_posteriors(Kcheck, A: np.ndarray) -> np.ndarray:
-    """``B[c, i] ~ sum_j A[j, c] Kcheck[j, i]``, rows normalised: P(x_i | c) implied by A."""
+def _conditionals_from_posteriors(Kcheck, A: np.ndarray, copies=None) -> np.ndarray:
+    """``B[c, i] ~ sum_j c_j A[j, c] Kcheck[j, i]``, rows normalised: P(x_i | c) implied by A
+    (``c`` the rows each row of Kcheck stands for, 1 by default)."""
+    A = _weighted(A, copies)
     B = np.asarray((Kcheck.T @ A).T) if sparse.issparse(Kcheck) else A.T @ Kcheck
     B = np.maximum(B, 0.0) + _TINY
     return B / B.sum(axis=1, keepdims=True)
 
 
-def merge_by_flow(Kcheck, labels: np.ndarray, n_groups: int) -> np.ndarray:
+def merge_by_flow(Kcheck, labels: np.ndarray, n_groups: int, copies=None) -> np.ndarray:
     """Greedily merge the parts of a partition along the random walk ``Kcheck``.
 
     The score of a pair of groups is the mean probability of a one-step jump from one into
     the other, in both directions, ``F_ab / n_a + F_ba / n_b`` with
     ``F_ab = sum_{i in a, j in b} Kcheck[i, j]``; the best pair is merged until ``n_groups``
-    remain. Parts along a thin manifold (arcs of a ring) join their neighbours first.
+    remain. Parts along a thin manifold (arcs of a ring) join their neighbours first. With
+    ``copies`` each row stands for that many rows (in the flows and the sizes).
 
     Notes
     -----
@@ -268,8 +283,8 @@ def merge_by_flow(Kcheck, labels: np.ndarray, n_groups: int) -> np.ndarray:
     M = int(labels.max()) + 1
     E = np.zeros((labels.size, M))
     E[np.arange(labels.size), labels] = 1.0
-    F = E.T @ np.asarray(Kcheck @ E)  # F[a, b] = sum_{i in a, j in b} Kcheck[i, j]
-    sizes = np.bincount(labels, minlength=M).astype(np.float64)
+    F = _weighted(E, copies).T @ np.asarray(Kcheck @ E)  # sum_{i in a, j in b} Kcheck[i, j]
+    sizes = np.bincount(labels, weights=copies, minlength=M).astype(np.float64)
     group = np.arange(M)
     alive = list(range(M))
     while len(alive) > n_groups:
@@ -288,7 +303,9 @@ def merge_by_flow(Kcheck, labels: np.ndarray, n_groups: int) -> np.ndarray:
     return out
 
 
-def _embedding_kmeans(Z: np.ndarray, n_parts: int, *, seed: int | None, restart: int) -> np.ndarray:
+def _embedding_kmeans(
+    Z: np.ndarray, n_parts: int, *, seed: int | None, restart: int, copies=None
+) -> np.ndarray:
     """k-means labels of the embedding rows (best of 3 k-means++ starts).
 
     Above ``KMEANS_MAX_N`` rows the centres are fitted on ``KMEANS_MAX_N`` rows drawn at random
@@ -299,13 +316,16 @@ def _embedding_kmeans(Z: np.ndarray, n_parts: int, *, seed: int | None, restart:
     rs = derive_seed(seed, "decomposition", "kmeans", restart)
     n = Z.shape[0]
     if n <= KMEANS_MAX_N:
-        return euclidean_kmeans(Z, n_parts, n_init=3, random_state=rs)[0]
+        return euclidean_kmeans(Z, n_parts, n_init=3, random_state=rs, sample_weight=copies)[0]
     rows = np.sort(
         derive_rng(seed, "decomposition", "kmeans-rows", restart).choice(
             n, KMEANS_MAX_N, replace=False
         )
     )
-    _, centres, _ = euclidean_kmeans(Z[rows], n_parts, n_init=3, random_state=rs)
+    weights = None if copies is None else copies[rows]
+    _, centres, _ = euclidean_kmeans(
+        Z[rows], n_parts, n_init=3, random_state=rs, sample_weight=weights
+    )
     labels = np.empty(n, dtype=np.int64)
     sq = np.einsum("ij,ij->i", centres, centres)
     for s in range(0, n, 65_536):  # nearest centre, blockwise: ||z||^2 is the same for all
@@ -313,25 +333,25 @@ def _embedding_kmeans(Z: np.ndarray, n_parts: int, *, seed: int | None, restart:
     return labels
 
 
-def seeding_rows(Kcheck, n_components: int) -> np.ndarray | None:
+def seeding_rows(Kcheck, n_components: int, copies=None) -> np.ndarray | None:
     """Rows in the components of ``Kcheck``'s graph large enough to seed a cluster, or None
     when that is every row.
 
     A component is a closed set of rows of the random walk, so its indicator is an eigenvector
     of eigenvalue 1 and k-means on the leading eigenvectors makes it a cluster; merging parts
     by their flow (:func:`merge_by_flow`) merges a part with no flow to the rest last, so it
-    stays a cluster too. For a component of a handful of rows (``k + 1`` identical rows form a
+    stays a cluster too (sizes count ``copies``). For a component of a handful of rows (``k + 1`` identical rows form a
     closed clique of the k-NN graph) every restart then spends a cluster on it. Those rows
     start with uniform posteriors instead and the factorisation places them. Dense kernels
     are one component (a Gaussian is positive everywhere).
     """
     if not sparse.issparse(Kcheck):
         return None
-    n = Kcheck.shape[0]
     n_comp, comp = connected_components(Kcheck, directed=False)
     if n_comp == 1:
         return None
-    sizes = np.bincount(comp)
+    sizes = np.bincount(comp, weights=copies)
+    n = float(sizes.sum())
     small = sizes < SMALL_COMPONENT_SHARE * n / max(int(n_components), 1)
     keep = ~small[comp]
     if not small.any() or np.count_nonzero(keep) <= int(n_components):
@@ -347,6 +367,7 @@ def initial_factors(
     restart: int,
     seed: int | None,
     smoothing: float = 0.1,
+    copies: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Stochastic starting factors from the eigenvector embedding.
 
@@ -358,7 +379,8 @@ def initial_factors(
     cluster indicators, but more vectors cut the data into parts that do not straddle
     clusters). The hard assignment gives ``A = P(c | x_j)`` smoothed towards uniform (weight
     ``smoothing``; later restarts also add uniform noise derived from ``(seed, restart)``) and
-    ``B = P(x_i | c)``, the mixture of kernel rows of each cluster.
+    ``B = P(x_i | c)``, the mixture of kernel rows of each cluster. ``copies``: the rows each
+    row of Kcheck stands for (weights of the k-means, the flows and the mixtures).
 
     Returns
     -------
@@ -372,19 +394,33 @@ def initial_factors(
     else:
         M = C if restart == 0 else min((restart + 2) * C, n - 1, embedding.shape[1])
         Z = normalize_rows(embedding[:, :M])
-        labels = _embedding_kmeans(Z, max(M, C), seed=seed, restart=restart)
+        labels = _embedding_kmeans(Z, max(M, C), seed=seed, restart=restart, copies=copies)
         if M > C:
-            labels = merge_by_flow(Kcheck, labels, C)
+            labels = merge_by_flow(Kcheck, labels, C, copies)
         A = np.full((n, C), smoothing / C)
         A[np.arange(n), labels] += 1.0 - smoothing
         if restart > 0:
             noise = derive_rng(seed, "decomposition", "noise", restart).random((n, C))
             A = A + smoothing * noise
         A /= A.sum(axis=1, keepdims=True)
-    return A, _conditionals_from_posteriors(Kcheck, A)
+    return A, _conditionals_from_posteriors(Kcheck, A, copies)
 
 
 # ----------------------------------------------------------------------------- updates
+def _weighted(A: np.ndarray, copies) -> np.ndarray:
+    """Rows of A times the rows each stands for (A itself without copies)."""
+    return A if copies is None else A * np.asarray(copies, dtype=np.float64)[:, None]
+
+
+def _stored_copies(Kcheck, copies) -> np.ndarray | float:
+    """The copies of the row of each stored entry of Kcheck (1.0 without copies)."""
+    if copies is None:
+        return 1.0
+    if sparse.issparse(Kcheck):
+        return np.repeat(np.asarray(copies, dtype=np.float64), np.diff(Kcheck.indptr))
+    return np.asarray(copies, dtype=np.float64)[:, None]
+
+
 def _product_at(Kcheck, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``(A B)`` at the stored entries of a sparse ``Kcheck`` (or in full when dense)."""
     if sparse.issparse(Kcheck):
@@ -397,21 +433,26 @@ def _product_at(Kcheck, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return A @ B
 
 
-def kl_objective(Kcheck, A: np.ndarray, B: np.ndarray, *, entropy: float | None = None) -> float:
-    """``sum Kcheck log(Kcheck / (A B))`` over the non-zero entries of Kcheck (>= 0).
+def kl_objective(
+    Kcheck, A: np.ndarray, B: np.ndarray, *, entropy: float | None = None, copies=None
+) -> float:
+    """``sum_j c_j sum_i Kcheck[j, i] log(Kcheck[j, i] / (A B)[j, i])`` over the non-zero
+    entries of Kcheck (>= 0); ``c_j`` the rows row j stands for (1 without ``copies``).
 
     ``entropy``: ``sum Kcheck log Kcheck`` (:func:`kernel_entropy`) when the caller evaluates
     the objective often for one kernel, as :func:`factorize` does; computed here otherwise.
     """
     P = np.maximum(_product_at(Kcheck, A, B), _TINY)
-    G = _stored(Kcheck)
-    return float((kernel_entropy(Kcheck) if entropy is None else entropy) - np.sum(xlogy(G, P)))
+    G = _stored(Kcheck) * _stored_copies(Kcheck, copies)
+    constant = kernel_entropy(Kcheck, copies) if entropy is None else entropy
+    return float(constant - np.sum(xlogy(G, P)))
 
 
-def kernel_entropy(Kcheck) -> np.floating:
-    """``sum Kcheck log Kcheck`` over the stored entries: the constant term of the KL objective."""
+def kernel_entropy(Kcheck, copies=None) -> np.floating:
+    """``sum Kcheck log Kcheck`` over the stored entries (rows times their ``copies``): the
+    constant term of the KL objective."""
     G = _stored(Kcheck)
-    return np.sum(xlogy(G, G))
+    return np.sum(xlogy(G, G) * _stored_copies(Kcheck, copies))
 
 
 def _stored(Kcheck) -> np.ndarray:
@@ -437,27 +478,30 @@ def truncate_kernel(Kcheck: np.ndarray, *, threshold: float = 1e-14, max_density
     return sparse.diags(1.0 / row) @ M
 
 
-def euclidean_objective(Kcheck, A: np.ndarray, B: np.ndarray) -> float:
-    """Squared error of Eq. 7, ``||Kcheck - A B||_F^2`` (never forms ``A B`` for sparse input)."""
+def euclidean_objective(Kcheck, A: np.ndarray, B: np.ndarray, copies=None) -> float:
+    """Squared error of Eq. 7, ``||Kcheck - A B||_F^2``, each row's error times its ``copies``
+    (never forms ``A B`` for sparse input)."""
     if sparse.issparse(Kcheck):
         P = _product_at(Kcheck, A, B)
-        cross = float(np.dot(Kcheck.data, P))
-        return float(np.dot(Kcheck.data, Kcheck.data) - 2 * cross + np.sum((A.T @ A) * (B @ B.T)))
+        G = Kcheck.data * _stored_copies(Kcheck, copies)
+        gram = (A.T @ _weighted(A, copies)) * (B @ B.T)
+        return float(np.dot(G, Kcheck.data) - 2 * float(np.dot(G, P)) + np.sum(gram))
     R = np.asarray(Kcheck) - A @ B
-    return float(np.einsum("ij,ij->", R, R))
+    return float(np.einsum("ij,ij->", _weighted(R, copies), R))
 
 
-def _kl_step(Kcheck, A, B):
-    """One PLSA EM step (== Lee-Seung KL updates with the stochastic normalisation)."""
+def _kl_step(Kcheck, A, B, copies=None):
+    """One PLSA EM step (== Lee-Seung KL updates with the stochastic normalisation); each
+    row's expected counts times its ``copies``."""
     P = np.maximum(_product_at(Kcheck, A, B), _TINY)
     if sparse.issparse(Kcheck):
         R = sparse.csr_matrix((Kcheck.data / P, Kcheck.indices, Kcheck.indptr), shape=Kcheck.shape)
         RB = np.asarray(R @ B.T)
-        AR = np.asarray(R.T @ A).T
+        AR = np.asarray(R.T @ _weighted(A, copies)).T
     else:
         R = np.asarray(Kcheck) / P
         RB = R @ B.T
-        AR = A.T @ R
+        AR = _weighted(A, copies).T @ R
     A_new = A * RB
     B_new = B * AR
     A_new /= np.maximum(A_new.sum(axis=1, keepdims=True), _TINY)
@@ -478,12 +522,14 @@ def _simplex_multiplicative(X, pos, neg):
     return X / np.maximum(X.sum(axis=1, keepdims=True), _TINY)
 
 
-def _euclidean_step(Kcheck, A, B):
-    """Multiplicative updates of the squared error (Eq. 7) under both stochastic constraints."""
+def _euclidean_step(Kcheck, A, B, copies=None):
+    """Multiplicative updates of the squared error (Eq. 7) under both stochastic constraints,
+    each row's error times its ``copies``."""
     KB = np.asarray(Kcheck @ B.T)  # negative part of the gradient in A
     A = _simplex_multiplicative(A, A @ (B @ B.T), KB)
-    KtA = np.asarray(Kcheck.T @ A) if sparse.issparse(Kcheck) else (A.T @ Kcheck).T
-    B = _simplex_multiplicative(B.T.T, (A.T @ A) @ B, KtA.T)
+    Aw = _weighted(A, copies)
+    KtA = np.asarray(Kcheck.T @ Aw) if sparse.issparse(Kcheck) else (Aw.T @ Kcheck).T
+    B = _simplex_multiplicative(B.T.T, (A.T @ Aw) @ B, KtA.T)
     return A, B
 
 
@@ -496,6 +542,7 @@ def factorize(
     max_iter: int = 300,
     tol: float = 1e-6,
     check_every: int = 10,
+    copies: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float, int]:
     """Multiplicative updates from ``(A0, B0)`` until the relative objective change < ``tol``.
 
@@ -510,6 +557,10 @@ def factorize(
         ``P(c | x_j)`` (= H^T), rows sum to 1.
     B0 : ndarray (C, n)
         ``P(x_i | c)`` (= W^T), rows sum to 1.
+    copies : ndarray (n,), optional
+        The rows each row of Kcheck stands for (the distinct rows of a set with repeated
+        rows, their columns already folded into the first): the objective is that of all
+        rows.
 
     Returns
     -------
@@ -522,11 +573,11 @@ def factorize(
     """
     if loss not in ("kl", "euclidean"):
         raise InvalidInputError(f"factorize's loss must be 'kl' or 'euclidean'; got {loss!r}.")
-    step = _kl_step if loss == "kl" else _euclidean_step
+    step = partial(_kl_step if loss == "kl" else _euclidean_step, copies=copies)
     if loss == "kl":
-        objective = partial(kl_objective, entropy=kernel_entropy(Kcheck))
+        objective = partial(kl_objective, entropy=kernel_entropy(Kcheck, copies), copies=copies)
     else:
-        objective = euclidean_objective
+        objective = partial(euclidean_objective, copies=copies)
     A, B = A0.astype(np.float64, copy=True), B0.astype(np.float64, copy=True)
     prev = objective(Kcheck, A, B)
     n_iter = 0
@@ -559,6 +610,7 @@ def fit_aggregate_markov(
     seed: int | None = 0,
     embedding: np.ndarray | None = None,
     truncate: bool = True,
+    copies: np.ndarray | None = None,
 ) -> AggregateMarkovFit:
     """Factor ``Kcheck^T ~ W H`` from eigenvector initialisations; keep the best restart.
 
@@ -583,6 +635,9 @@ def fit_aggregate_markov(
     truncate : bool
         Factor a dense kernel as CSR without its entries below 1e-14
         (:func:`truncate_kernel`) when that keeps under 5 % of them.
+    copies : ndarray (n,), optional
+        Sparse kernels: the rows each row of Kcheck stands for (:func:`factorize`); the fit
+        is that of all rows, on the distinct ones.
 
     Returns
     -------
@@ -600,7 +655,8 @@ def fit_aggregate_markov(
         )
     n_restarts = max(1, int(n_init)) if C > 1 else 1
     Kfac = truncate_kernel(Kcheck) if truncate else Kcheck
-    seeds = seeding_rows(Kcheck, C) if C > 1 else None
+    seeds = seeding_rows(Kcheck, C, copies) if C > 1 else None
+    seed_copies = copies if copies is None or seeds is None else copies[seeds]
     Kseed = Kfac if seeds is None else Kfac[seeds][:, seeds]
     want = min(C * (n_restarts + 1), Kseed.shape[0] - 1)
     spectrum = None
@@ -618,6 +674,7 @@ def fit_aggregate_markov(
                 want,
                 seed=seed,
                 return_eigenvalues=True,
+                copies=seed_copies,
             )
         else:
             embedding = np.ones((Kcheck.shape[0], 1))
@@ -627,18 +684,22 @@ def fit_aggregate_markov(
         raise InvalidInputError(f"loss must be one of {LOSSES}; got {loss!r}.")
     first = "kl" if loss == "kl-euclidean" else loss
     for r in range(n_restarts):
-        A0, B0 = initial_factors(Kseed, embedding, C, restart=r, seed=seed)
+        A0, B0 = initial_factors(Kseed, embedding, C, restart=r, seed=seed, copies=seed_copies)
         if seeds is not None:
             A_full = np.full((Kcheck.shape[0], C), 1.0 / C)
             A_full[seeds] = A0
-            A0, B0 = A_full, _conditionals_from_posteriors(Kfac, A_full)
-        A, B, obj, it = factorize(Kfac, A0, B0, loss=first, max_iter=max_iter, tol=tol)
+            A0, B0 = A_full, _conditionals_from_posteriors(Kfac, A_full, copies)
+        A, B, obj, it = factorize(
+            Kfac, A0, B0, loss=first, max_iter=max_iter, tol=tol, copies=copies
+        )
         objectives.append(obj)
         if best is None or obj < best[2]:
             best = (A, B, obj, it)
     A, B, obj, it = best
     if loss == "kl-euclidean":  # refine the most likely restart under the squared error (Eq. 7)
-        A, B, obj, it2 = factorize(Kfac, A, B, loss="euclidean", max_iter=max_iter, tol=tol)
+        A, B, obj, it2 = factorize(
+            Kfac, A, B, loss="euclidean", max_iter=max_iter, tol=tol, copies=copies
+        )
         it += it2
     return AggregateMarkovFit(
         W=B.T.copy(),
@@ -648,103 +709,3 @@ def fit_aggregate_markov(
         objectives=objectives,
         spectrum=spectrum,
     )
-
-
-# ----------------------------------------------------------------------------- out of sample
-def posteriors(Kcheck_q, H: np.ndarray) -> np.ndarray:
-    """Out-of-sample class posteriors, Eq. 8-10: ``P(c|z) = sum_n P(c|x_n) Kcheck(z, x_n)``.
-
-    Parameters
-    ----------
-    Kcheck_q : ndarray or CSR (n_query, n)
-        Row-normalised kernel between query and training points.
-    H : ndarray (C, n)
-
-    Returns
-    -------
-    ndarray (n_query, C); non-negative, rows sum to 1.
-
-    Notes
-    -----
-    O(n_query n C) dense, O(nnz C) sparse.
-    """
-    return np.asarray(Kcheck_q @ H.T)
-
-
-def point_weights(W: np.ndarray, H: np.ndarray, copies: np.ndarray | None = None) -> np.ndarray:
-    """``m_l = sum_c P(x_l | c) P(c)`` with ``P(c) = mean_n P(c | x_n)`` (Eq. 14 collapsed).
-
-    ``copies`` (n,): the columns of ``H`` stand for that many rows each (distinct rows of a
-    training set with repeated rows), so ``P(c)`` is their weighted mean.
-    """
-    if copies is None:
-        return W @ H.mean(axis=1)
-    return W @ (H @ copies / copies.sum())
-
-
-def log_likelihood(
-    logK_q: np.ndarray,
-    W: np.ndarray,
-    H: np.ndarray,
-    indices: np.ndarray | None = None,
-    copies: np.ndarray | None = None,
-) -> np.ndarray:
-    """Out-of-sample log-density ``log p(z)`` of Eq. 14.
-
-    ``p(z) = 1/N sum_n sum_l sum_c K(z, x_l) P(x_l|c) P(c|x_n) = sum_l K(z, x_l) m_l`` with
-    ``m = W (H 1 / N)``; evaluated as a log-sum-exp so small widths never underflow.
-
-    Parameters
-    ----------
-    logK_q : ndarray (n_query, n) dense, or (n_query, k) with ``indices``
-        ``log K(z, x_l)`` (un-normalised kernel).
-    indices : ndarray (n_query, k), optional
-        Training indices of ``logK_q`` columns (k-NN kernel).
-    copies : ndarray (n,), optional
-        Rows each training point stands for (:func:`point_weights`).
-
-    Notes
-    -----
-    O(n_query n) dense or O(n_query k) for the k-NN kernel, after O(n C) for ``m``.
-    """
-    with np.errstate(divide="ignore"):
-        log_m = np.log(np.maximum(point_weights(W, H, copies), 0.0))
-    terms = logK_q + (log_m[indices] if indices is not None else log_m[None, :])
-    return logsumexp(terms, axis=1)
-
-
-def out_of_sample_rows(Xq: np.ndarray, model: tuple, *, what: str) -> np.ndarray:
-    """Posteriors (Eq. 8-10) or log-densities (Eq. 14) of one block of query points.
-
-    Parameters
-    ----------
-    Xq : ndarray (n_query, p)
-    model : tuple
-        ``(Xt, W, H, kernel, sigma, n_neighbors, index)``: training points, factors,
-        kernel settings and (k-NN kernel) the neighbour index over ``Xt``.
-    what : {'posteriors', 'loglik'}
-
-    Notes
-    -----
-    Dense kernel: O(n_query n p) time, O(n_query n) memory; k-NN: O(n_query k C) after the
-    neighbour search.
-    """
-    Xt, W, H, kernel, sigma, n_neighbors, index = model
-    if n_neighbors is None:
-        logK = density_log_kernel(Xq, Xt, kernel=kernel, sigma=sigma)
-        ind = None
-    else:
-        ind, logK = knn_log_kernel(
-            Xq, Xt, kernel=kernel, sigma=sigma, n_neighbors=n_neighbors, index=index
-        )
-    copies = getattr(sigma, "copies", None)
-    if what == "loglik":
-        # W's row of a distinct row already holds the mass of all its copies
-        return log_likelihood(logK, W, H, indices=ind, copies=copies)
-    if copies is not None and ind is not None:
-        # a neighbour stands for its copies (RowCopies): its share of P(x_l | z) is theirs
-        logK = logK + np.log(copies[ind])
-    Kc, _ = row_normalize_log(logK)
-    if ind is None:
-        return posteriors(Kc, H)
-    return np.einsum("qk,qkc->qc", Kc, H.T[ind])

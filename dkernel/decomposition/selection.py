@@ -34,7 +34,8 @@ from dkernel.decomposition.kernels import (
     knn_log_kernel,
     row_normalize_log,
 )
-from dkernel.decomposition.nmf import fit_aggregate_markov, log_likelihood, spectral_embedding
+from dkernel.decomposition.nmf import fit_aggregate_markov, spectral_embedding
+from dkernel.decomposition.nmf_posteriors import log_likelihood
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.metrics import clustering_accuracy

@@ -13,10 +13,17 @@ from sklearn.cluster import KMeans
 
 
 def euclidean_kmeans(
-    Z: np.ndarray, n_clusters: int, *, n_init: int = 10, random_state: int | None = None
+    Z: np.ndarray,
+    n_clusters: int,
+    *,
+    n_init: int = 10,
+    random_state: int | None = None,
+    sample_weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """k-means (k-means++ seeds), best of ``n_init``; returns labels, centres and inertia."""
-    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state).fit(Z)
+    """k-means (k-means++ seeds), best of ``n_init``; returns labels, centres and inertia
+    (each row counted ``sample_weight`` times)."""
+    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state)
+    km.fit(Z, sample_weight=sample_weight)
     return km.labels_.astype(np.int64), km.cluster_centers_, float(km.inertia_)
 
 

@@ -194,3 +194,46 @@ def test_large_table_is_fitted_chunk_by_chunk_as_the_estimator_fits_it(tmp_path,
     np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)
     np.testing.assert_allclose(dec.attrs["scale_min"], lo)
     assert float(tree["metrics"]["ari"]) > 0.9
+
+
+def test_large_integer_table_takes_the_exact_path_on_its_distinct_rows(tmp_path, client):
+    # 6 000 rows of 4 features on 1..5 (about 300 distinct rows): the job fits the exact kernel
+    # of the distinct rows as the estimator does, and writes every row's posteriors lazily
+    import zarr
+
+    rng = np.random.default_rng(0)
+    centres = rng.uniform(1.5, 4.5, size=(3, 4))
+    y = rng.integers(0, 3, 6000)
+    X = np.clip(np.rint(centres[y] + rng.normal(0, 0.7, (6000, 4))), 1, 5)
+    group = zarr.open_group(tmp_path / "table.zarr", mode="w")
+    group.create_array("X", shape=X.shape, chunks=(1000, 4), dtype="float64")[...] = X
+    group.create_array("y", shape=y.shape, chunks=(6000,), dtype="int64")[...] = y
+    spec = validate_spec(
+        {
+            "name": "kdc-integers",
+            "seed": 0,
+            "data": {
+                "reader": "zarr",
+                "path": str(tmp_path / "table.zarr"),
+                "array": "X",
+                "label_array": "y",
+            },
+            "method": "kernel-decomposition",
+            "params": {"n_clusters": [3], "block_rows": 1500},
+            "output": str(tmp_path / "d.zarr"),
+        }
+    )
+    tree = open_results(run_job(spec, client=client, progress=False, quiet=True))
+    assert tree.attrs["status"] == "complete"
+    est = KernelDecompositionClustering(3, random_state=0).fit((X - 1.0) / 4.0)
+    dec = tree["decomposition"]
+    m = dec.attrs["n_distinct_rows"]
+    assert dec.attrs["approximation"] == est.approximation_ == "exact"
+    assert m == est.W_.shape[0] == np.unique(X, axis=0).shape[0]
+    np.testing.assert_allclose(dec["W"].values, est.W_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(dec["priors"].values, est.priors_, rtol=1e-9)
+    np.testing.assert_allclose(
+        tree["posteriors"]["posteriors"].values, est.posteriors_, rtol=1e-9, atol=1e-12
+    )
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)
+    assert float(tree["metrics"]["ari"]) > 0.7

@@ -226,3 +226,44 @@ def test_binary_rows_keep_their_tied_neighbours_in_fit_and_predict():
     kmeans = adjusted_rand_score(y, KMeans(3, random_state=0).fit(X).labels_)
     assert adjusted_rand_score(y, model.labels_) > 0.8 * kmeans
     np.testing.assert_array_equal(model.predict(X), model.labels_)
+
+
+def test_few_distinct_rows_above_the_exact_limit_fit_the_exact_kernel_on_them(small):
+    """Above 5 000 rows 'auto' takes the landmark path, but rows with few distinct values
+    (integer-valued tables) are fitted exactly on their distinct rows, each standing for its
+    copies: brute force of that kernel, out of sample, and the same fit from Dask input."""
+    X, Z = small
+    rng = np.random.default_rng(1)
+    counts = rng.integers(60, 200, 50)
+    source = rng.permutation(np.repeat(np.arange(50), counts))
+    Xd = X[source]  # > 5 000 rows, 50 distinct, shuffled
+    _, at = np.unique(source, return_index=True)
+    ids = source[np.sort(at)]  # distinct rows in order of first appearance
+    P, c = X[ids], counts[ids].astype(np.float64)
+    inverse = np.argsort(ids)[source]
+    model = KernelDecompositionClustering(2, n_neighbors=6, scale_neighbors=3, random_state=0)
+    model.fit(Xd)
+    assert model.approximation_ == "exact" and model.W_.shape == (50, 2)
+    np.testing.assert_array_equal(model.X_fit_, P)
+    D_u, D_q, s_u, s_q = _brute_scales(P, Z, 3)
+    np.testing.assert_allclose(model.sigma_, s_u, rtol=1e-10)  # one per distinct row
+    K_u = _brute_rows(D_u, s_u, s_u, 6) * c[None, :]
+    Kc = K_u / K_u.sum(1, keepdims=True)
+    np.testing.assert_allclose(
+        model.posteriors_, (Kc @ model.H_.T)[inverse], rtol=1e-10, atol=1e-14
+    )
+    np.testing.assert_allclose(model.priors_, model.H_ @ c / c.sum())
+    np.testing.assert_array_equal(model.predict(Xd), model.labels_)
+    np.testing.assert_allclose(model.predict_proba(Xd), model.posteriors_, atol=1e-12)
+    K_q = _brute_rows(D_q, s_q, s_u, 6)
+    Kc_q = K_q * c[None, :] / (K_q * c[None, :]).sum(1, keepdims=True)
+    np.testing.assert_allclose(model.predict_proba(Z), Kc_q @ model.H_.T, rtol=1e-10, atol=1e-14)
+    m = model.W_ @ model.priors_  # Eq. 14 over all rows
+    np.testing.assert_allclose(model.score_samples(Z), np.log(K_q @ m), rtol=1e-10)
+    lazy = KernelDecompositionClustering(2, n_neighbors=6, scale_neighbors=3, random_state=0)
+    lazy.fit(da.from_array(Xd, chunks=(1500, 2)))
+    np.testing.assert_array_equal(lazy.labels_, model.labels_)
+    np.testing.assert_allclose(lazy.posteriors_, model.posteriors_, rtol=1e-12)
+    # above the limit of distinct rows, or asked for, the landmark path runs
+    bipartite = KernelDecompositionClustering(2, approximation="bipartite", n_landmarks=40)
+    assert bipartite.fit(Xd).approximation_ == "bipartite"

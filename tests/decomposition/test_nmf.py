@@ -14,10 +14,9 @@ from dkernel.decomposition.nmf import (
     factorize,
     fit_aggregate_markov,
     kl_objective,
-    log_likelihood,
-    posteriors,
     truncate_kernel,
 )
+from dkernel.decomposition.nmf_posteriors import log_likelihood, posteriors
 
 
 def _random_stochastic(rng, n, C):
@@ -267,3 +266,56 @@ def test_a_clique_of_identical_rows_does_not_take_a_cluster():
     X, groups = _blobs_with_a_clique()
     labels = KernelDecompositionClustering(n_clusters=2, random_state=0).fit(X).labels_
     assert clustering_accuracy(groups[:300], labels[:300]) > 0.78
+
+
+def _repeated_rows(rng, m=14, C=2):
+    """A sparse row-stochastic kernel of ``m`` distinct rows, their copies, and the same kernel
+    over all rows: every copy holds its row, the columns folded into each row's first copy."""
+    from dkernel.decomposition.kernels import knn_log_kernel, knn_to_csr
+
+    X = np.vstack([rng.normal(0, 0.3, (m // 2, 2)), rng.normal(1, 0.3, (m - m // 2, 2))])
+    Kd, log_norm = knn_to_csr(*knn_log_kernel(X, X, sigma=0.5, n_neighbors=5), m)
+    counts = rng.integers(1, 5, m).astype(np.float64)
+    inverse = np.repeat(np.arange(m), counts.astype(int))
+    first = np.r_[0, np.cumsum(counts)[:-1]].astype(int)
+    K_all = np.zeros((inverse.size, inverse.size))
+    K_all[:, first] = Kd.toarray()[inverse]
+    return Kd, log_norm, counts, inverse, first, sparse.csr_matrix(K_all)
+
+
+@pytest.mark.parametrize("loss", ["kl", "euclidean"])
+def test_copies_factorize_as_the_repeated_rows(rng, loss):
+    """Rows standing for their copies give the factorisation of all rows: the same updates
+    and objective as the kernel with every copy written out (slow reference)."""
+    Kd, _, counts, inverse, first, K_all = _repeated_rows(rng)
+    A0, B0 = _random_stochastic(rng, Kd.shape[0], 2)
+    B0_all = np.zeros((2, inverse.size))
+    B0_all[:, first] = B0
+    A, B, obj, _ = factorize(Kd, A0, B0, loss=loss, max_iter=40, tol=0, copies=counts)
+    A_all, B_all, obj_all, _ = factorize(K_all, A0[inverse], B0_all, loss=loss, max_iter=40, tol=0)
+    np.testing.assert_allclose(A, A_all[first], rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(B, B_all[:, first], rtol=1e-9, atol=1e-14)
+    assert obj == pytest.approx(obj_all, rel=1e-9, abs=1e-12)
+
+
+def test_copies_embed_and_seed_as_the_repeated_rows(rng):
+    """The embedding with copies is that of the graph of all rows where every copy joins every
+    copy of its neighbours (its other eigenvectors, zero-sum on copies, have eigenvalue 0);
+    component sizes and flows count copies."""
+    from dkernel.decomposition.nmf import merge_by_flow, seeding_rows, spectral_embedding
+
+    Kd, log_norm, counts, inverse, first, _ = _repeated_rows(rng, m=16)
+    K_joined = sparse.csr_matrix(Kd.toarray()[inverse][:, inverse])
+    vals, U = spectral_embedding(Kd, log_norm, 3, return_eigenvalues=True, copies=counts)
+    vals_all, U_all = spectral_embedding(K_joined, log_norm[inverse], 3, return_eigenvalues=True)
+    np.testing.assert_allclose(vals, vals_all, atol=1e-8)
+    np.testing.assert_allclose(np.abs(U[inverse]), np.abs(U_all), atol=1e-6)
+    labels = np.arange(16) % 4
+    flows = merge_by_flow(Kd, labels, 2, counts)
+    np.testing.assert_array_equal(flows[inverse], merge_by_flow(K_joined, labels[inverse], 2))
+    # a point alone is a component too small to seed a cluster, unless it has many copies
+    Kd, _, counts, *_ = _repeated_rows(rng, m=30)
+    blocks = sparse.block_diag([Kd, sparse.identity(1)]).tocsr()
+    keep = seeding_rows(blocks, 2)
+    assert keep is not None and not keep[-1] and keep[:-1].all()
+    assert seeding_rows(blocks, 2, np.r_[counts, 40.0]) is None

@@ -144,12 +144,15 @@ def rounded_blobs(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize(
     ("estimator", "params"),
-    [("SpectralClustering", {"approximation": "bipartite"}), ("KernelDecompositionClustering", {})],
+    [
+        ("SpectralClustering", {"approximation": "bipartite"}),
+        ("KernelDecompositionClustering", {"approximation": "bipartite"}),
+    ],
 )
 def test_integer_valued_data_above_the_exact_size_are_clustered(estimator, params):
     """Landmarks on repeated rows were copies of one another, so each point linked to its own
     value alone (ARI 0.002 for SpectralClustering, 0.33 for KDC, against 0.84 for k-means).
-    (SpectralClustering's 'auto' takes the exact path on such data's distinct rows.)"""
+    (Both estimators' 'auto' takes the exact path on such data's distinct rows.)"""
     import dkernel
 
     X, y = rounded_blobs(EXACT_MAX_SAMPLES + 1000)

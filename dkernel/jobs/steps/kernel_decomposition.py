@@ -355,15 +355,25 @@ def _landmark_model(ctx: JobContext) -> KernelDecompositionClustering | None:
 def _fit_in_chunks(ctx: JobContext, model: KernelDecompositionClustering) -> Iterator[Output]:
     """The landmark path on row chunks read where they are stored: the sums in one pass, the
     posteriors written chunk by chunk in a second, the labels and the priors read back from
-    them; nothing of length N is held in the client or persisted on the workers."""
+    them; nothing of length N is held in the client or persisted on the workers. Rows with at
+    most ``EXACT_MAX_SAMPLES`` distinct values (counted chunk by chunk) take the exact path on
+    those instead, as the estimator does, and each row its point's posteriors."""
     p = ctx.params
     n = ctx.data.n_samples
     t = time.perf_counter()
     Xd, scale_attrs = _scale_chunks(ctx.row_chunks(_chunk_rows(p, n), persist=False), p["scale"])
-    model._fit_bipartite(Xd, posteriors=False)
+    few = model._few_distinct_rows(Xd)
+    if few is None:
+        model._fit_bipartite(Xd, posteriors=False)
+    else:  # integer-valued data: the exact kernel of the distinct rows, each with its copies
+        model._fit_distinct_rows(*few, posteriors=False)
+        logger.info(f"exact k-NN kernel of the {few[1].points.shape[0]} distinct rows")
     yield Timing.since("fit", t)
     t = time.perf_counter()
-    posteriors = model._landmark_out_of_sample(Xd, "posteriors")
+    if few is None:
+        posteriors = model._landmark_out_of_sample(Xd, "posteriors")
+    else:
+        posteriors = model._distinct_rows_posteriors(few[0])
     yield Group("posteriors", posteriors_dataset(posteriors), lazy=True)
     stored = ctx.store.read_array("posteriors", "posteriors")
     n_clusters = int(model.H_.shape[0])
@@ -373,8 +383,11 @@ def _fit_in_chunks(ctx: JobContext, model: KernelDecompositionClustering) -> Ite
         clustering="argmax of the aggregate Markov posteriors",
     )
     yield Group("labels", labels, lazy=True)
-    set_priors(model, stored.mean(axis=0).compute())
+    if few is None:  # the exact path's priors are the factorisation's
+        set_priors(model, stored.mean(axis=0).compute())
     attrs = {**_model_attrs(model, p, model.n_neighbors), **scale_attrs}
+    if few is not None:  # W and H are over the distinct rows
+        attrs["n_distinct_rows"] = int(model.W_.shape[0])
     yield Group(
         "decomposition",
         decomposition_dataset(
