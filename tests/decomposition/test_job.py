@@ -154,32 +154,35 @@ def test_landmark_path_job_writes_landmark_factors(tmp_path, client):
     np.testing.assert_array_equal(tree["labels"]["labels"].values, P.argmax(1))
 
 
+def _run_on_zarr_table(tmp_path, client, X, y, name):
+    """The results of a default kernel-decomposition job (k = 3, blocks of 1 500 rows) on X
+    and labels y written to a Zarr table of 1 000-row chunks."""
+    import zarr
+
+    group = zarr.open_group(tmp_path / "table.zarr", mode="w")
+    group.create_array("X", shape=X.shape, chunks=(1000, X.shape[1]), dtype="float64")[...] = X
+    group.create_array("y", shape=y.shape, chunks=(y.size,), dtype="int64")[...] = y
+    data = {"reader": "zarr", "path": str(tmp_path / "table.zarr"), "array": "X"}
+    spec = validate_spec(
+        {
+            "name": name,
+            "seed": 0,
+            "data": {**data, "label_array": "y"},
+            "method": "kernel-decomposition",
+            "params": {"n_clusters": [3], "block_rows": 1500},
+            "output": str(tmp_path / f"{name}.zarr"),
+        }
+    )
+    return open_results(run_job(spec, client=client, progress=False, quiet=True))
+
+
 def test_large_table_is_fitted_chunk_by_chunk_as_the_estimator_fits_it(tmp_path, client):
     # above 5 000 rows of a Zarr table: the landmark path on row chunks read where they are
     # stored, the posteriors written chunk by chunk, the labels and priors read back
-    import zarr
     from sklearn.datasets import make_blobs
 
     X, y = make_blobs(6000, n_features=4, centers=3, cluster_std=1.5, random_state=0)
-    group = zarr.open_group(tmp_path / "table.zarr", mode="w")
-    group.create_array("X", shape=X.shape, chunks=(1000, 4), dtype="float64")[...] = X
-    group.create_array("y", shape=y.shape, chunks=(6000,), dtype="int64")[...] = y
-    spec = validate_spec(
-        {
-            "name": "kdc-chunks",
-            "seed": 0,
-            "data": {
-                "reader": "zarr",
-                "path": str(tmp_path / "table.zarr"),
-                "array": "X",
-                "label_array": "y",
-            },
-            "method": "kernel-decomposition",
-            "params": {"n_clusters": [3], "block_rows": 1500},
-            "output": str(tmp_path / "c.zarr"),
-        }
-    )
-    tree = open_results(run_job(spec, client=client, progress=False, quiet=True))
+    tree = _run_on_zarr_table(tmp_path, client, X, y, "kdc-chunks")
     assert tree.attrs["status"] == "complete"
     assert "sample" not in tree["posteriors"].coords  # written lazily: no index of length N
     lo, hi = X.min(axis=0), X.max(axis=0)
@@ -199,31 +202,11 @@ def test_large_table_is_fitted_chunk_by_chunk_as_the_estimator_fits_it(tmp_path,
 def test_large_integer_table_takes_the_exact_path_on_its_distinct_rows(tmp_path, client):
     # 6 000 rows of 4 features on 1..5 (about 300 distinct rows): the job fits the exact kernel
     # of the distinct rows as the estimator does, and writes every row's posteriors lazily
-    import zarr
-
     rng = np.random.default_rng(0)
     centres = rng.uniform(1.5, 4.5, size=(3, 4))
     y = rng.integers(0, 3, 6000)
     X = np.clip(np.rint(centres[y] + rng.normal(0, 0.7, (6000, 4))), 1, 5)
-    group = zarr.open_group(tmp_path / "table.zarr", mode="w")
-    group.create_array("X", shape=X.shape, chunks=(1000, 4), dtype="float64")[...] = X
-    group.create_array("y", shape=y.shape, chunks=(6000,), dtype="int64")[...] = y
-    spec = validate_spec(
-        {
-            "name": "kdc-integers",
-            "seed": 0,
-            "data": {
-                "reader": "zarr",
-                "path": str(tmp_path / "table.zarr"),
-                "array": "X",
-                "label_array": "y",
-            },
-            "method": "kernel-decomposition",
-            "params": {"n_clusters": [3], "block_rows": 1500},
-            "output": str(tmp_path / "d.zarr"),
-        }
-    )
-    tree = open_results(run_job(spec, client=client, progress=False, quiet=True))
+    tree = _run_on_zarr_table(tmp_path, client, X, y, "kdc-integers")
     assert tree.attrs["status"] == "complete"
     est = KernelDecompositionClustering(3, random_state=0).fit((X - 1.0) / 4.0)
     dec = tree["decomposition"]
