@@ -454,7 +454,7 @@ def information_criterion_model_order(
 
 
 def knn_graph_embedding(
-    X: Any, n_values: int, *, seed: int | None = 0
+    X: Any, n_values: int, *, seed: int | None = 0, copies: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Leading eigenvalues (descending) and eigenvectors (one row per row of X) of the nearly
     mutual self-tuning k-NN graph of :class:`~dkernel.SpectralClustering`'s exact path, at its
@@ -463,20 +463,30 @@ def knn_graph_embedding(
     Estimators whose own affinity is a plain k-NN kernel (kernel decomposition) choose k on
     this graph: its edges that only one end lists keep 5 % of their weight, so a group's
     relaxation time stands out from the walk's inside it (``docs/choosing_defaults.md``).
+    ``copies``: X holds distinct rows, each standing for that many rows (the graph of all
+    rows, as ``SpectralClustering`` builds it on few distinct rows).
     """
+    from dkernel.rows import DistinctRows
     from dkernel.spectral.sparse import GRAPH_NEIGHBORS, ONE_SIDED_WEIGHT, fit_sparse_embedding
 
     n = int(X.shape[0])
+    distinct = None
+    if copies is not None:
+        counts = np.asarray(copies).astype(np.int64)
+        distinct = DistinctRows(np.asarray(X, dtype=np.float64), counts, np.arange(n))
     rows, model = fit_sparse_embedding(
         X,
         min(int(n_values), n - 1),
         graph_neighbors=min(GRAPH_NEIGHBORS, n - 1),
         seed=seed,
         one_sided_weight=ONE_SIDED_WEIGHT,
+        distinct=distinct,
     )
     return np.asarray(model.spectrum, dtype=np.float64), rows
 
 
-def knn_graph_spectrum(X: Any, n_values: int, *, seed: int | None = 0) -> np.ndarray:
+def knn_graph_spectrum(
+    X: Any, n_values: int, *, seed: int | None = 0, copies: np.ndarray | None = None
+) -> np.ndarray:
     """The eigenvalues of :func:`knn_graph_embedding`."""
-    return knn_graph_embedding(X, n_values, seed=seed)[0]
+    return knn_graph_embedding(X, n_values, seed=seed, copies=copies)[0]

@@ -639,9 +639,9 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
             top = min(int(candidates[-1]) + 1, n - 1)
             seed = seed_from_random_state(self.random_state)
             if self.kernel == "local_scaling" and self.n_neighbors is not None:
-                # k on the nearly mutual graph (knn_graph_spectrum); spectrum_ stays the
-                # factorisation's own
-                self._choose_order(knn_graph_spectrum(X, top, seed=seed), candidates)
+                # k on the nearly mutual graph; spectrum_ stays the factorisation's own
+                graph = knn_graph_spectrum(X, top, seed=seed, copies=copies)
+                self._choose_order(graph, candidates)
             else:
                 spectrum, _ = spectral_embedding(
                     Kcheck, log_norm, top, seed=seed, return_eigenvalues=True

@@ -264,6 +264,14 @@ def test_few_distinct_rows_above_the_exact_limit_fit_the_exact_kernel_on_them(sm
     lazy.fit(da.from_array(Xd, chunks=(1500, 2)))
     np.testing.assert_array_equal(lazy.labels_, model.labels_)
     np.testing.assert_allclose(lazy.posteriors_, model.posteriors_, rtol=1e-12)
+    # 'auto' chooses k on the graph of all rows (copies of a point joined to its neighbours')
+    from dkernel.model_order import knn_graph_spectrum
+
+    np.testing.assert_allclose(
+        knn_graph_spectrum(P, 6, copies=c), knn_graph_spectrum(Xd, 6), rtol=1e-9, atol=1e-12
+    )
+    auto = KernelDecompositionClustering("auto", n_neighbors=6, scale_neighbors=3).fit(Xd)
+    assert auto.approximation_ == "exact" and auto.n_clusters_ == 2
     # above the limit of distinct rows, or asked for, the landmark path runs
     bipartite = KernelDecompositionClustering(2, approximation="bipartite", n_landmarks=40)
     assert bipartite.fit(Xd).approximation_ == "bipartite"
