@@ -1,7 +1,9 @@
 """Dense kernel embedding estimators: KPCA (centered / uncentered) and KECA.
 
 The kernel matrix is computed blockwise by a Dask graph (so Dask input and a distributed
-client work as they are), then solved densely; for N beyond a few ×10⁴ use Nyström.
+client work as they are), then solved densely; where that exceeds the memory limit,
+``approximation='auto'`` computes the same embedding from Nyström landmarks
+(:class:`~dkernel.NystromEmbedding`).
 ``transform`` of new points is the standard out-of-sample formula and runs
 chunk by chunk on Dask input (the ``ParallelPostFit`` pattern).
 """
@@ -22,8 +24,9 @@ from sklearn.base import (
 )
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _num_samples
 
-from dkernel._budget import check_budget, dense_kernel_cost
+from dkernel._budget import check_budget, dense_kernel_cost, memory_limit
 from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, validate_input
 from dkernel.graphs.blocked import blocked_kernel
 from dkernel.kernels.aliases import resolve_renamed
@@ -37,6 +40,10 @@ from dkernel.kernels.registry import (
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, DEFAULT_SIGMA_FRACTION
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
 from dkernel.spectral.dense import keca_embedding, kpca_embedding
+from dkernel.spectral.nystrom import NystromEmbedding
+
+#: How the embedding is computed (see the ``approximation`` parameter).
+APPROXIMATIONS = ("auto", "exact", "nystrom")
 
 #: Kernels of the dense embeddings named in their documentation: one global RBF width, or the
 #: adaptive ones (every kernel of the registry, or a callable, is accepted).
@@ -76,6 +83,8 @@ class _DenseKernelEmbedding(
         "random_state": ["random_state", np.random.Generator],
         # the former name of scale_neighbors (dkernel.kernels.aliases.RENAMED_PARAMETERS)
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
+        "approximation": [StrOptions(set(APPROXIMATIONS))],
+        "n_landmarks": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -93,6 +102,8 @@ class _DenseKernelEmbedding(
         max_memory: str | float | None = None,
         random_state: int | None = None,
         n_neighbors: int | None = None,
+        approximation: str = "auto",
+        n_landmarks: int = 1000,
     ) -> None:
         self.n_components = n_components
         self.kernel = kernel
@@ -106,6 +117,8 @@ class _DenseKernelEmbedding(
         self.max_memory = max_memory
         self.random_state = random_state
         self.n_neighbors = n_neighbors
+        self.approximation = approximation
+        self.n_landmarks = n_landmarks
 
     # -- validation ----------------------------------------------------------------------
     def __sklearn_tags__(self):
@@ -162,8 +175,51 @@ class _DenseKernelEmbedding(
         X : array-like or dask.array.Array of shape (n_samples, n_features)
         y : ignored
         """
+        if self._nystrom(int(_num_samples(X))):
+            return self._fit_nystrom(X)
         K = self.prepare_fit(X)
         return self.fit_kernel(np.asarray(K.compute(), dtype=np.float64))
+
+    def _nystrom(self, n: int) -> bool:
+        """Whether ``fit`` on n points takes the Nyström path (``approximation``)."""
+        if self.approximation != "auto":
+            return self.approximation == "nystrom"
+        return dense_kernel_cost(n)[0] > memory_limit(self.max_memory)
+
+    def _fit_nystrom(self, X: Any) -> _DenseKernelEmbedding:
+        """The embedding of :class:`~dkernel.NystromEmbedding` with this kernel and width, in
+        O(N m) memory; ``transform`` is its Nyström formula."""
+        X = validate_input(self, X, reset=True, min_samples=2, **kernel_nan_args(self.kernel))
+        self._resolve_n_components(int(X.shape[0]))
+        params = None
+        if isinstance(self.kernel, str) and self.kernel in ADAPTIVE_KERNELS:
+            params = {
+                neighbor_parameter(self.kernel): int(resolve_renamed(self, "scale_neighbors"))
+            }
+        self.nystrom_ = NystromEmbedding(
+            self.n_components_,
+            embedding=self._nystrom_embedding,
+            kernel=self.kernel,
+            kernel_params=params,
+            sigma=self.sigma,
+            sigma_fraction=self.sigma_fraction,
+            n_landmarks=self.n_landmarks,
+            random_state=self.random_state,
+        ).fit(X)
+        self.approximation_ = "nystrom"
+        self.kernel_ = self.nystrom_.kernel_
+        self.sigma_ = self.kernel_.params.get("sigma") if self.kernel == "rbf" else None
+        embedding = self.nystrom_.embedding_
+        self.embedding_ = np.asarray(
+            embedding.compute() if isinstance(embedding, da.Array) else embedding
+        )
+        self.eigenvalues_ = self.nystrom_.eigenvalues_
+        self.criterion_ = self.nystrom_.criterion_
+        self.eigen_indices_ = self.nystrom_.component_indices_
+        self.eigenvectors_ = self.X_fit_ = None
+        if self.n_clusters is not None:
+            self.labels_ = self._cluster(self.embedding_)
+        return self
 
     @_fit_context(prefer_skip_nested_validation=True)
     def prepare_fit(self, X: Any) -> da.Array:
@@ -181,13 +237,14 @@ class _DenseKernelEmbedding(
             memory_bytes=memory,
             max_memory=self.max_memory,
             alternative=(
-                f"dkernel.NystromEmbedding(embedding={self._nystrom_embedding!r}) computes "
-                "this embedding from landmarks in O(N m) memory (its transform is the "
-                "embedding to cluster); dkernel.SpectralClustering switches to landmarks "
-                "above 5 000 points by itself."
+                "approximation='nystrom' (or 'auto', the default) computes this embedding from "
+                "landmarks in O(N m) memory (dkernel.NystromEmbedding("
+                f"embedding={self._nystrom_embedding!r}))."
             ),
         )
         X_local = X.compute() if isinstance(X, da.Array) else X
+        self.approximation_ = "exact"
+        self.nystrom_ = None
         self.X_fit_ = np.asarray(X_local, dtype=np.float64)
         if isinstance(self.kernel, str) and self.kernel == "rbf":
             self.kernel_ = make_kernel(
@@ -263,6 +320,8 @@ class _DenseKernelEmbedding(
         Lazy (chunk by chunk) for Dask input; training points map to their embedding.
         """
         check_is_fitted(self, "embedding_")
+        if getattr(self, "nystrom_", None) is not None:
+            return self.nystrom_.transform(X)
         X = validate_input(self, X, reset=False, **kernel_nan_args(self.kernel))
         k = self.eigenvalues_.size
         if isinstance(X, da.Array):
@@ -331,11 +390,22 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     dtype : {'float64', 'float32'}
         Kernel block dtype.
     max_memory : str or float, optional
-        Refuse when the dense solve would need more (default ``DKERNEL_MAX_MEMORY`` or 4 GiB).
+        Memory the dense solve may use (default ``DKERNEL_MAX_MEMORY`` or 4 GiB): above it
+        ``approximation='auto'`` takes the Nyström path, ``'exact'`` refuses.
     random_state : int, optional
     n_neighbors : int, optional
         Deprecated: the former name of ``scale_neighbors`` (a ``FutureWarning``), kept for one
         release; ``n_neighbors`` is the size of a k-NN graph elsewhere (scikit-learn's meaning).
+    approximation : {'auto', 'exact', 'nystrom'}
+        ``'exact'``: the dense kernel of all points (O(N²) memory, O(N³) eigen-solve).
+        ``'nystrom'``: the same embedding (``embedding_``, ``eigenvalues_``, ``transform``)
+        from ``n_landmarks`` k-means++ landmarks by :class:`~dkernel.NystromEmbedding`, same
+        kernel and width, O(N m) time and O(block · m + m²) memory; with ``n_landmarks`` >= N
+        it is the exact embedding. ``'auto'`` (default): exact when the dense solve fits
+        ``max_memory`` (about 13 000 points at 4 GiB), Nyström above. Which path ran is in
+        ``approximation_``.
+    n_landmarks : int
+        Nyström path: landmarks (``NystromEmbedding``'s m).
 
     Attributes
     ----------
@@ -348,6 +418,11 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     embedding_ : ndarray (n_samples, n_components)
         ``E Λ^{1/2}`` (equals scikit-learn ``KernelPCA.fit_transform`` up to sign).
     eigenvalues_, eigenvectors_ : ndarray
+        (``eigenvectors_`` is None on the Nyström path.)
+    approximation_ : {'exact', 'nystrom'}
+        The path that ran.
+    nystrom_ : NystromEmbedding or None
+        The fitted landmark embedding on the Nyström path.
     labels_, cluster_centers_ : ndarray
         When ``n_clusters`` is set.
 
@@ -361,7 +436,7 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     Notes
     -----
     O(N² p) kernel work (blocked, parallel) plus O(N³) for the dense eigen-solve and O(N²)
-    memory; a budget check refuses N beyond the memory limit.
+    memory; beyond the memory limit the Nyström path (``approximation``).
 
     References
     ----------
@@ -399,6 +474,8 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
         max_memory: str | float | None = None,
         random_state: int | None = None,
         n_neighbors: int | None = None,
+        approximation: str = "auto",
+        n_landmarks: int = 1000,
     ) -> None:
         super().__init__(
             n_components,
@@ -413,6 +490,8 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
             max_memory=max_memory,
             random_state=random_state,
             n_neighbors=n_neighbors,
+            approximation=approximation,
+            n_landmarks=n_landmarks,
         )
         self.centered = centered
 

@@ -86,13 +86,15 @@ def test_errors_are_specific(wine):
         KernelPCAEmbedding(kernel="linear").fit(np.where(X > 2, np.nan, X))
     with pytest.raises(NotFittedError, match="not fitted"):
         KernelPCAEmbedding().transform(X)
+    exact = {"max_memory": "100kB", "approximation": "exact"}
     for model, embedding in [
-        (KernelPCAEmbedding(max_memory="100kB"), "kpca"),
-        (KernelPCAEmbedding(centered=False, max_memory="100kB"), "uncentered"),
-        (KECA(max_memory="100kB"), "keca"),
-    ]:  # the error names the landmark estimator of the same embedding
+        (KernelPCAEmbedding(**exact), "kpca"),
+        (KernelPCAEmbedding(centered=False, **exact), "uncentered"),
+        (KECA(**exact), "keca"),
+    ]:  # the error names the Nyström path and the landmark estimator of the same embedding
         with pytest.raises(
-            ResourceLimitError, match=rf"NystromEmbedding\(embedding='{embedding}'\)"
+            ResourceLimitError,
+            match=rf"approximation='nystrom'.*NystromEmbedding\(embedding='{embedding}'\)",
         ):
             model.fit(X)
 
@@ -132,3 +134,37 @@ def test_embedding_dimension_defaults_to_the_number_of_clusters():
         clustered = cls(n_clusters=4, random_state=0).fit(X)
         assert clustered.n_components_ == 4 and clustered.embedding_.shape == (60, 4)
         assert cls(n_components=3, n_clusters=4, random_state=0).fit(X).n_components_ == 3
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda **kw: KernelPCAEmbedding(**kw),
+        lambda **kw: KernelPCAEmbedding(centered=False, **kw),
+        lambda **kw: KECA(**kw),
+    ],
+)
+def test_nystrom_path_with_every_point_a_landmark_is_the_exact_embedding(wine, make):
+    """The Nyström path is NystromEmbedding's embedding with this kernel and width: with
+    every point a landmark, the exact one (and its labels and out-of-sample formula)."""
+    X, _ = wine
+    exact = make(n_clusters=3, random_state=0).fit(X)
+    landmarks = make(n_clusters=3, random_state=0, approximation="nystrom", n_landmarks=200)
+    landmarks.fit(X)
+    assert (exact.approximation_, landmarks.approximation_) == ("exact", "nystrom")
+    assert landmarks.sigma_ == pytest.approx(exact.sigma_, rel=1e-12)
+    np.testing.assert_allclose(landmarks.eigenvalues_, exact.eigenvalues_, rtol=1e-9)
+    _assert_equal_up_to_sign(landmarks.embedding_, exact.embedding_, atol=1e-8)
+    _assert_equal_up_to_sign(landmarks.transform(X[:20]), exact.transform(X[:20]), atol=1e-8)
+    assert clustering_accuracy(exact.labels_, landmarks.labels_) == 1.0
+
+
+def test_auto_takes_the_nystrom_path_above_the_memory_limit(wine):
+    X, y = wine
+    for cls in (KernelPCAEmbedding, KECA):
+        model = cls(n_clusters=3, random_state=0, max_memory="100kB", n_landmarks=60).fit(X)
+        assert model.approximation_ == "nystrom" and model.nystrom_.landmark_indices_.size == 60
+        assert model.embedding_.shape == (178, 3) and model.X_fit_ is None
+        assert model.transform(da.from_array(X, chunks=50)).compute().shape == (178, 3)
+        np.testing.assert_array_equal(model.predict(X), model.labels_)
+        assert cls(n_clusters=3).fit(X).approximation_ == "exact"

@@ -38,6 +38,8 @@ _EXCLUDE = {
     "scale_neighbors": "adaptive kernels only",
     "n_neighbors": "the former name of scale_neighbors",
     "max_memory": "the job's limits.max_memory",
+    "approximation": "the job stores the dense kernel (method: spectral-clustering for landmarks)",
+    "n_landmarks": "the job stores the dense kernel",
 }
 #: The job always clusters: n_clusters is required (the estimators' None embeds only).
 _OVERRIDES = {
