@@ -32,7 +32,12 @@ from dkernel.decomposition.kernels import (
     spatial_order,
     threaded_kneighbors,
 )
-from dkernel.graphs.knn import MissingValueIndex, knn_search, training_neighbors
+from dkernel.graphs.knn import (
+    MissingValueIndex,
+    knn_search,
+    rows_of_points,
+    training_neighbors,
+)
 from dkernel.kernels.adaptive import tie_inclusive_neighbors
 from dkernel.rows import DistinctRows, RowCopies, few_distinct_rows
 
@@ -159,22 +164,5 @@ def fit_distinct_rows(
 
 def distinct_rows_posteriors(model: Any, Xv: Any) -> Any:
     """The posteriors of the training rows Xv after :func:`fit_distinct_rows`: each row's
-    point's (the indexed point at distance 0); lazily, chunk by chunk, for Dask input."""
-    if isinstance(Xv, da.Array):
-        Xv = Xv.rechunk({1: -1})
-        C = model._point_posteriors.shape[1]
-        return Xv.map_blocks(
-            _point_posteriors_of,
-            model._index,
-            model._point_posteriors,
-            chunks=(Xv.chunks[0], (C,)),
-            dtype=np.float64,
-            meta=np.empty((0, C), dtype=np.float64),
-        )
-    Xn = np.asarray(Xv, dtype=np.float64)
-    return _point_posteriors_of(Xn, model._index, model._point_posteriors)
-
-
-def _point_posteriors_of(block: np.ndarray, index: Any, point_posteriors: np.ndarray) -> np.ndarray:
-    nearest = knn_search(index, np.asarray(block, dtype=np.float64), 1)[1][:, 0]
-    return point_posteriors[nearest]
+    point's; lazily, chunk by chunk, for Dask input."""
+    return rows_of_points(Xv, model._index, model._point_posteriors)

@@ -159,3 +159,24 @@ def knn_search(
         return both[:, :k], both[:, k:].astype(np.int64)
     both = _query_block(np.asarray(X), index, k)
     return both[:, :k], both[:, k:].astype(np.int64)
+
+
+def rows_of_points(X: Any, index: Any, values: np.ndarray) -> Any:
+    """Each row of X (a copy of an indexed point: its nearest, at distance 0) with its
+    point's row of ``values``; lazily, chunk by chunk, for Dask input."""
+    if isinstance(X, da.Array):
+        X = X.rechunk({1: -1})
+        return X.map_blocks(
+            _point_rows,
+            index,
+            values,
+            chunks=(X.chunks[0], (values.shape[1],)),
+            dtype=np.float64,
+            meta=np.empty((0, 0), dtype=np.float64),
+        )
+    return _point_rows(np.asarray(X, dtype=np.float64), index, values)
+
+
+def _point_rows(block: np.ndarray, index: Any, values: np.ndarray) -> np.ndarray:
+    _, ind = knn_search(index, np.asarray(block, dtype=np.float64), 1)
+    return values[ind[:, 0]]

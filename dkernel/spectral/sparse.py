@@ -40,7 +40,13 @@ from sklearn.neighbors import NearestNeighbors
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
-from dkernel.graphs.knn import MissingValueIndex, build_index, knn_search, training_neighbors
+from dkernel.graphs.knn import (
+    MissingValueIndex,
+    build_index,
+    knn_search,
+    rows_of_points,
+    training_neighbors,
+)
 from dkernel.kernels.adaptive import (
     fill_zero_scales,
     kth_distinct_distance,
@@ -398,24 +404,4 @@ def fit_sparse_embedding(
     embedding = model.coordinates_of(rows, degrees)
     if inverse is not None:
         return embedding[inverse], model
-    return _rows_of_points(X, index, embedding), model
-
-
-def _rows_of_points(X: Any, index: Any, embedding: np.ndarray) -> Any:
-    """Each row of X (a copy of an indexed point) with its point's row of ``embedding``."""
-    if isinstance(X, da.Array):
-        X = X.rechunk({1: -1})
-        return X.map_blocks(
-            _point_rows,
-            index,
-            embedding,
-            chunks=(X.chunks[0], (embedding.shape[1],)),
-            dtype=np.float64,
-            meta=np.empty((0, 0), dtype=np.float64),
-        )
-    return _point_rows(np.asarray(X, dtype=np.float64), index, embedding)
-
-
-def _point_rows(block: np.ndarray, index: Any, embedding: np.ndarray) -> np.ndarray:
-    _, ind = knn_search(index, np.asarray(block, dtype=np.float64), 1)
-    return embedding[ind[:, 0]]
+    return rows_of_points(X, index, embedding), model
