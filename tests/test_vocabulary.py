@@ -86,6 +86,8 @@ GLOSSARY: dict[str, str] = {
     "max_memory": "memory limit of a dense solve (default DKERNEL_MAX_MEMORY or 4 GiB)",
     "max_samples": "rows a fit draws (scikit-learn's): at most this many (int) or this fraction "
     "of the rows (float)",
+    "min_cluster_size": "mean-shift basins holding less than this fraction of the points join "
+    "the nearest larger mode",
     "n_clusters": "number of clusters; 'auto' chooses it (dkernel.model_order); None: embed "
     "only (where clustering is optional)",
     "n_components": "dimension of the embedding (components kept)",
@@ -138,6 +140,8 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "iterations of the clusterers",
     "max_samples": "ChangeDetection samples 20 000 pixels (a count); the PCK trains each member "
     "on half the rows (a fraction)",
+    "min_cluster_size": "MSSC's first stage over-partitions on purpose (0: every mode); "
+    "MeanShift prunes under 1 %",
     "n_clusters": "2 for the clusterers, 3 for JRC ([Lokse2014]), 8 scikit-learn's KMeans', "
     "'auto' MSSC's, None: embed",
     "n_components": "None follows n_clusters; the deep models', ESN's and CCA's sizes are "

@@ -218,6 +218,9 @@ class MSSC(MeanShift):
         scene of ``benchmarks/bench_full_tile.py`` ARI 1.000 either way, and the demo's mean shift
         converges (213 iterations, 69 partitions); 0.35 scores alike on the scenes but stops the
         demo at ``max_iter`` (``benchmarks/results/mssc_defaults.md``).
+    min_cluster_size : float
+        See :class:`MeanShift`; default 0: every mode of the first stage is a partition (stage
+        two merges them, weighing each by its size).
     path_radius : float
         See :class:`MeanShift`; default 0.5: a pixel within h/2 of a stored trajectory takes
         its mode. Against 0.3 (the default until issue 32's last change) the demo's pixel
@@ -320,6 +323,7 @@ class MSSC(MeanShift):
         group_factor: float = 0.25,
         path_radius: float = 0.5,
         bandwidth_factor: float = 0.4,
+        min_cluster_size: float = 0.0,
         random_state: int | None = None,
         progress: bool = False,
         regularization: float | None = None,
@@ -338,6 +342,7 @@ class MSSC(MeanShift):
             group_factor=group_factor,
             path_radius=path_radius,
             bandwidth_factor=bandwidth_factor,
+            min_cluster_size=min_cluster_size,
             random_state=random_state,
             n_density=n_density,
         )

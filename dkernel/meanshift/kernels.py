@@ -292,6 +292,63 @@ def group_modes(
     return labels, modes
 
 
+def merge_small_modes(
+    labels: np.ndarray, modes: np.ndarray, weights: np.ndarray | None, min_mass: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Join every mode whose basin weighs less than ``min_mass`` to the nearest heavier one.
+
+    The pruning of small basins of attraction of Comaniciu & Meer (2002) [Comaniciu2002]: a
+    mode reached by a seed or two is where a point in a sparse region stopped, not a density
+    mode of the data; its seeds go to the nearest mode (Euclidean distance between modes) whose
+    basin weighs at least ``min_mass``. The heaviest mode is always kept.
+
+    Parameters
+    ----------
+    labels : ndarray (n,) int
+        Mode of each seed, 0 = heaviest (as :func:`group_modes` returns them).
+    modes : ndarray (m, d)
+    weights : ndarray (n,), optional
+        Seed weights (1 each when None).
+    min_mass : float
+        Basins lighter than this join another.
+
+    Returns
+    -------
+    labels : ndarray (n,) int64
+        Relabelled 0..m'-1, heaviest first.
+    modes : ndarray (m', d)
+        The kept modes, unmoved.
+
+    Notes
+    -----
+    O(s · m' · d) for the s small modes against the m' kept ones.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    w = np.ones(labels.size) if weights is None else np.asarray(weights, dtype=np.float64)
+    mass = np.bincount(labels, weights=w, minlength=modes.shape[0])
+    kept = mass >= min_mass
+    kept[np.argmax(mass)] = True
+    if kept.all():
+        return labels, modes
+    kept_idx = np.flatnonzero(kept)
+    small_idx = np.flatnonzero(~kept)
+    target = np.empty(modes.shape[0], dtype=np.int64)
+    target[kept_idx] = kept_idx
+    d2 = (
+        _sq_norms(modes[small_idx])[:, None]
+        + _sq_norms(modes[kept_idx])[None, :]
+        - 2.0 * modes[small_idx] @ modes[kept_idx].T
+    )
+    target[small_idx] = kept_idx[np.argmin(d2, axis=1)]
+    merged = target[labels]
+    # heaviest first again (the merged mass counts), ties by the kept mode's former rank
+    new_mass = np.bincount(merged, weights=w, minlength=modes.shape[0])[kept_idx]
+    order = np.lexsort((kept_idx, -new_mass))
+    relabel = np.full(modes.shape[0], -1, dtype=np.int64)
+    relabel[kept_idx[order]] = np.arange(kept_idx.size)
+    return relabel[merged], modes[kept_idx[order]]
+
+
 def grid_seeds(
     X: np.ndarray, bin_size: float, *, min_count: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:

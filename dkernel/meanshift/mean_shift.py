@@ -38,6 +38,8 @@ from dkernel.rows import take_rows
 #: than ``DEGENERATE_MIN_MODES``): a small fraction of N modes is a clustering, a large one is not.
 DEGENERATE_MODE_FRACTION = 0.05
 DEGENERATE_MIN_MODES = 20
+#: ``MeanShift``'s ``min_cluster_size``: basins under 1 % of the points join a larger mode.
+MIN_CLUSTER_FRACTION = 0.01
 
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 _NON_NEGATIVE = Interval(Real, 0, None, closed="left")
@@ -118,6 +120,16 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     bandwidth_factor : float
         Multiplies the rule's bandwidth when ``bandwidth`` is None (a first stage that
         over-partitions wants h below the rule of thumb, [Agersborg2012], §6.1.2).
+    min_cluster_size : float
+        Modes whose basin of attraction holds less than this fraction of the points (of the
+        seeds' weight) join the nearest larger mode: the pruning of small basins of
+        [Comaniciu2002]. A mode reached by one seed or two is where a point of a sparse region
+        stopped, not a mode of the density; without the pruning they became clusters of their
+        own. On the 35 real sets of ``benchmarks/bench_realdata.py`` (3 000-row samples) the
+        mean ARI is 0.342 without it (0), 0.362 at 1 %, 0.327 at 2 % and 0.320 at 5 %, which
+        also drop small real classes; breast cancer goes from 0.34 to 0.55 and biopsy from 0.67
+        to 0.86 at 1 %. 0: every mode is a cluster (MSSC's first stage, which over-partitions
+        on purpose).
     random_state : int, optional
         Unused by mean shift, which is deterministic; MSSC's second stage uses it.
     n_density : int, optional
@@ -197,11 +209,13 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         group_factor: float = 0.25,
         path_radius: float = 0.2,
         bandwidth_factor: float = 1.0,
+        min_cluster_size: float = MIN_CLUSTER_FRACTION,
         random_state: int | None = None,
         n_density: int | None = None,
     ) -> None:
         self.bandwidth = bandwidth
         self.bandwidth_factor = bandwidth_factor
+        self.min_cluster_size = min_cluster_size
         self.blurring = blurring
         self.seeds = seeds
         self.n_seeds = n_seeds
@@ -228,6 +242,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         "group_factor": [_NON_NEGATIVE],
         "path_radius": [Interval(Real, 0, 1, closed="both")],
         "bandwidth_factor": [_POSITIVE],
+        "min_cluster_size": [Interval(Real, 0, 1, closed="left")],
         "random_state": _RANDOM_STATE,
         # the former name of density_max_samples (dkernel.kernels.aliases.RENAMED_PARAMETERS)
         "n_density": [Interval(Integral, 2, None, closed="left"), None],
@@ -254,18 +269,27 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         (:func:`~dkernel.kernels.neighbour_bandwidth`)."""
         return self.bandwidth_factor * max(silverman_thesis(sample), neighbour_bandwidth(sample))
 
+    def _min_basin_mass(self, total_mass: float) -> float:
+        """The seed weight a basin needs to stay a cluster (0: keep every mode)."""
+        return float(self.min_cluster_size) * float(total_mass)
+
     def _check_degenerate(self) -> None:
-        """Warn when the modes are more than ``DEGENERATE_MODE_FRACTION`` of the seeds."""
+        """Warn when mean shift found more modes than ``DEGENERATE_MODE_FRACTION`` of the
+        seeds (before the small basins were pruned)."""
         n_seeds = int(self.seeds_.shape[0])
-        m = self.n_partitions_
+        m, single = self._modes_before_pruning_
         if m > max(DEGENERATE_MIN_MODES, DEGENERATE_MODE_FRACTION * n_seeds):
-            sizes = np.bincount(self.seed_labels_, minlength=m)
-            single = int(np.count_nonzero(sizes == 1))
+            pruned = (
+                f"; those under min_cluster_size={self.min_cluster_size} joined the nearest "
+                f"larger mode, leaving {self.n_partitions_} clusters"
+                if self.n_partitions_ < m
+                else ""
+            )
             warn_caller(
                 f"{type(self).__name__}: mean shift found {m} modes for {n_seeds} seeds "
                 f"({m / n_seeds:.0%}; {single} hold a single seed) at bandwidth "
-                f"{self.bandwidth_:.4g}: nearly every point is its own cluster, which in many "
-                "dimensions means the kernel is narrow against the distances between "
+                f"{self.bandwidth_:.4g}{pruned}: nearly every point is its own mode, which in "
+                "many dimensions means the kernel is narrow against the distances between "
                 "neighbours. Pass a larger bandwidth (or bandwidth_factor), or reduce the "
                 "dimension first (for example PCA to 10-20 components).",
                 DegenerateClusteringWarning,
@@ -352,6 +376,11 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         )
         tau = K.group_threshold(res.moves, h, group_factor=self.group_factor)
         seed_labels, modes = K.group_modes(res.ends, tau, seed_w)
+        singles = int(np.count_nonzero(np.bincount(seed_labels) == 1))
+        self._modes_before_pruning_ = (int(modes.shape[0]), singles)
+        min_mass = self._min_basin_mass(seed_labels.size if seed_w is None else seed_w.sum())
+        if min_mass > 0:
+            seed_labels, modes = K.merge_small_modes(seed_labels, modes, seed_w, min_mass)
         keep_it = _path_schedule(res.n_iter)
         path_points = res.paths[keep_it].reshape(-1, seeds.shape[1])
         path_labels = np.tile(seed_labels, len(keep_it))

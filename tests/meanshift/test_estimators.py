@@ -647,6 +647,34 @@ def test_meanshift_warns_on_one_mode_per_point_and_names_the_fix():
         MSSC(2, bandwidth=0.3, n_seeds=60, random_state=0).fit_partitions(X)
 
 
+def test_small_basins_join_the_nearest_larger_mode(rng):
+    """Issue 57: an isolated point was a cluster of its own; below ``min_cluster_size`` its basin
+    joins the nearest larger mode, in fit and predict alike."""
+    X, y = _blobs(rng, 100)
+    X = np.vstack([X, [[9.0, 0.5], [-5.0, 4.2]]])  # two far points, each its own mode
+    kept = MeanShift(0.6, min_cluster_size=0).fit(X)
+    assert kept.n_partitions_ == 5
+    pruned = MeanShift(0.6).fit(X)
+    assert pruned.n_partitions_ == 3
+    # the far points go to the modes nearest theirs: (4, 0) and (0, 4)
+    np.testing.assert_array_equal(pruned.labels_[-2:], pruned.labels_[[100, 200]])
+    np.testing.assert_array_equal(pruned.labels_[:-2], pruned.predict(X[:-2]))
+    np.testing.assert_array_equal(pruned.predict(X[-2:]), pruned.labels_[-2:])
+    # the kept modes do not move (renumbered heaviest first, merged seeds counted)
+    np.testing.assert_array_equal(np.sort(pruned.modes_, axis=0), np.sort(kept.modes_[:3], axis=0))
+    assert adjusted_rand_score(kept.labels_[:-2], pruned.labels_[:-2]) == 1.0
+    # a tight group of 4 points of 306 is over 1 %: a cluster of its own
+    group = np.vstack([X, [[-8.0, -8.0], [-8.1, -8.0], [-8.0, -8.1], [-8.1, -8.1]]])
+    assert MeanShift(0.6).fit(group).n_partitions_ == 4
+
+
+def test_min_cluster_size_must_be_a_count_or_a_fraction(rng):
+    X, _ = _blobs(rng, 20)
+    for bad in (1, 1.0, -0.1, 2):
+        with pytest.raises(ValueError, match="min_cluster_size"):
+            MeanShift(min_cluster_size=bad).fit(X)
+
+
 def test_mssc_keeps_silverman_rule_for_its_first_stage():
     X, _ = _digits(200)
     mssc = MSSC(2, n_seeds=60, random_state=0).fit_partitions(X)

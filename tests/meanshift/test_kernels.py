@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from sklearn.metrics import adjusted_rand_score
 
 from dkernel.meanshift import kernels as K
 
@@ -83,6 +84,56 @@ def test_group_modes_single_linkage_and_order():
     labels, modes = K.group_modes(ends, 0.06, weights=np.array([1, 1, 1, 5, 5.0]))
     assert labels.tolist() == [1, 1, 1, 0, 0]  # heaviest group first
     np.testing.assert_allclose(modes[:, 0], [5.005, 0.05])
+
+
+def _merge_reference(labels, modes, weights, min_mass):
+    """Each small basin's seeds to the nearest kept mode, by a double loop."""
+    mass = {m: weights[labels == m].sum() for m in range(len(modes))}
+    heaviest = max(mass, key=lambda m: (mass[m], -m))
+    kept = [m for m in range(len(modes)) if mass[m] >= min_mass or m == heaviest]
+    target = {}
+    for m in range(len(modes)):
+        if m in kept:
+            target[m] = m
+        else:
+            dists = [np.sum((modes[m] - modes[j]) ** 2) for j in kept]
+            target[m] = kept[int(np.argmin(dists))]
+    merged = np.array([target[m] for m in labels])
+    return merged
+
+
+def test_merge_small_modes_matches_reference(rng):
+    modes = rng.normal(size=(12, 3))
+    labels = rng.choice(12, size=300, p=np.r_[[0.2, 0.2, 0.15, 0.15, 0.1, 0.1], [1 / 60] * 6])
+    weights = rng.uniform(0.5, 1.5, 300)
+    mass = np.bincount(labels, weights=weights, minlength=12)
+    order = np.argsort(-mass, kind="stable")  # heaviest first, as group_modes numbers them
+    rank = np.empty(12, dtype=int)
+    rank[order] = np.arange(12)
+    labels, modes = rank[labels], modes[order]
+    min_mass = 0.05 * weights.sum()
+    got, kept_modes = K.merge_small_modes(labels, modes, weights, min_mass)
+    expected = _merge_reference(labels, modes, weights, min_mass)
+    # the same partition, numbered heaviest first, each label's mode a kept input mode
+    assert adjusted_rand_score(expected, got) == 1.0
+    for label in np.unique(got):
+        members = np.unique(expected[got == label])
+        assert members.size == 1
+        np.testing.assert_array_equal(kept_modes[label], modes[members[0]])
+    sizes = np.bincount(got, weights=weights)
+    assert np.all(np.diff(sizes) <= 0) and sizes.min() >= min_mass
+
+
+def test_merge_small_modes_keeps_every_heavy_mode_and_the_heaviest():
+    labels = np.array([0, 0, 0, 1, 1, 2])
+    modes = np.array([[0.0], [5.0], [4.0]])
+    same, same_modes = K.merge_small_modes(labels, modes, None, 1.0)
+    np.testing.assert_array_equal(same, labels)
+    got, kept = K.merge_small_modes(labels, modes, None, 2.0)
+    assert got.tolist() == [0, 0, 0, 1, 1, 1]  # the mode at 4 joins the one at 5
+    np.testing.assert_array_equal(kept[:, 0], [0.0, 5.0])
+    alone, one = K.merge_small_modes(labels, modes, None, 10.0)
+    assert alone.tolist() == [0] * 6 and one.shape == (1, 1)
 
 
 def test_grid_seeds(rng):
