@@ -48,6 +48,9 @@ from dkernel.runtime.progress import active_client
 
 _OWNER = "ProbabilisticClusterKernel"
 _DENSE_KERNEL_LIMIT = 2 * 2**30  # bytes of an in-memory K before we refuse
+#: ``fit`` warns when ``reg_covar`` exceeds this fraction of a used column's variance (on
+#: three blobs scaled by 1e-4, reg_covar 1e-6 is 70 x their variance and ARI falls from 1 to 0).
+REG_COVAR_MAX_FRACTION = 0.01
 
 
 class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, BaseEstimator):
@@ -75,8 +78,11 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         missingness pattern (moderate p only).
     reg_covar : float, default=1e-6
         Added to every variance (diagonal of every covariance) after each M-step, relative to
-        the data after centring (the data are not rescaled). Per column it is raised to the
-        squared resolution of that column (see Notes and ``variance_floor_``).
+        the data after centring (the data are not rescaled; scikit-learn's meaning). Per column
+        it is raised to the squared resolution of that column (see Notes and
+        ``variance_floor_``). ``fit`` warns (``NumericalWarning``) when it exceeds 1 % of a
+        used column's variance: data in small units (a standard deviation of 1e-3 or less)
+        want standardising or a smaller ``reg_covar``.
     random_state : int, numpy Generator or None
         Seed; model (q, g) derives its generator from ``(random_state, q, g)``.
     dtype : {'float32', 'float64'}, default='float32'
@@ -349,6 +355,24 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         """``max_samples``, or its former name ``subsample`` when given (warns)."""
         return float(resolve_renamed(self, "max_samples"))
 
+    def _check_reg_covar_scale(self, var: np.ndarray, keep: np.ndarray) -> None:
+        """Warn when ``reg_covar`` is not small against the variance of a used column: every
+        component is then wider than the data along it (data in small units, unscaled)."""
+        reg = float(self.reg_covar)
+        narrow = np.flatnonzero(keep & (reg > REG_COVAR_MAX_FRACTION * var))
+        if narrow.size == 0:
+            return
+        smallest = float(var[narrow].min())
+        warn_caller(
+            f"{_OWNER}: reg_covar={reg:g} is {reg / smallest:.3g} x the variance of column "
+            f"{int(narrow[np.argmin(var[narrow])])} ({smallest:.3g}; {narrow.size} columns "
+            f"have a variance under {1 / REG_COVAR_MAX_FRACTION:g} x reg_covar): every mixture "
+            "component is wider than the data there, so the kernel cannot tell points apart "
+            "along them. Standardise X (for example sklearn.preprocessing.StandardScaler) or "
+            "pass a reg_covar far below the columns' variances.",
+            NumericalWarning,
+        )
+
     def _effective_max_components(self, n_sub: int, n_usable: int) -> int:
         """``max_components`` capped at the subsample size (warned); sets ``max_components_``.
 
@@ -400,7 +424,8 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
                 f"{_OWNER} got infinite values in X; replace them or mark them NaN (missing)."
             )
         all_nan = count == 0
-        const = (~all_nan) & ~(var > 1e-12 * np.maximum(1.0, mean * mean))
+        # relative to the column's own magnitude: data in small units are not constant
+        const = (~all_nan) & ~(var > 1e-12 * mean * mean)
         keep = ~(all_nan | const)
         if not keep.any():
             raise InvalidInputError(
@@ -414,6 +439,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
                 "information and would make the covariances singular.",
                 NumericalWarning,
             )
+        self._check_reg_covar_scale(var, keep)
         self.feature_mask_ = keep
         self.location_ = mean[keep].astype(np.float64)
         res = resolution[keep]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -170,6 +172,33 @@ def test_all_nan_and_constant_columns_are_dropped_with_warning():
         pck = ProbabilisticClusterKernel(**SMALL).fit(X)
     assert pck.feature_mask_.tolist() == [True] * 4 + [False, False]
     assert pck.transform(X).shape[0] == len(X)
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1e-7])
+def test_data_in_small_units_warn_that_reg_covar_is_too_wide(scale):
+    """Three blobs scaled by 1e-4: reg_covar 1e-6 is wider than the data, and the kernel cannot
+    separate them (ARI 0 at the default): a warning names the fix. Below a standard deviation
+    of 1e-6 the columns used to be called constant and refused."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from dkernel import PCKSpectralClustering
+
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], 80)
+    X = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])[y] + rng.normal(0, 0.3, (240, 2))
+    with pytest.warns(NumericalWarning, match="reg_covar=1e-06 is .* Standardise X"):
+        pck = ProbabilisticClusterKernel(**SMALL).fit(X * scale)
+    assert pck.feature_mask_.all()
+    # the fix the message names
+    params = dict(n_clusters=3, random_state=0)
+    scaled = PCKSpectralClustering(**params).fit(X).labels_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)
+        pck = ProbabilisticClusterKernel(reg_covar=1e-6 * scale**2)
+        small = PCKSpectralClustering(**params, pck=pck)
+        small_labels = small.fit(X * scale).labels_
+    assert adjusted_rand_score(y, scaled) > 0.9
+    assert adjusted_rand_score(scaled, small_labels) > 0.9
 
 
 def test_rows_without_values_are_left_out_with_warning():
