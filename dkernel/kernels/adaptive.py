@@ -186,22 +186,42 @@ class RadiusKernelBlock:
 
     Holds the reference set and its neighbour rank; caches the radii of the last ``B`` it saw
     (the landmarks, in Nyström passes), so that repeated blocks against the same landmarks
-    compute their radii once.
+    compute their radii once. Distances are computed on rows shifted by ``center`` (the
+    reference rows' mean): they do not change, but the GEMM's round-off, which grows with the
+    rows' norms, stays at the scale of the data's spread (coordinates with a large offset,
+    metres of a map projection, had every point "coincide" with its neighbours).
     """
 
     kind: str
     reference: np.ndarray
     n_neighbors: int
+    center: np.ndarray | None = None
     _cache: tuple = field(default=(None, None), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.center is None:
+            self.center = np.asarray(self.reference, dtype=np.float64).mean(axis=0)
+
+    def _centred(self, A: Any) -> np.ndarray:
+        return np.asarray(A, dtype=np.float64) - self.center
+
+    def _reference_centred(self) -> np.ndarray:
+        return self._centred(self.reference)
 
     def radius(self, A: Any) -> np.ndarray:
         """Neighbour radius of each row of A among the reference rows."""
         last, radii = self._cache
         if A is last:
             return radii
-        radii = neighbor_radius(A, self.reference, self.n_neighbors)
+        radii = neighbor_radius(self._centred(A), self._reference_centred(), self.n_neighbors)
         self._cache = (A, radii)
         return radii
+
+    def _radii(self, A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
+        rb = self.radius(B)
+        if A is B:
+            return rb, rb
+        return neighbor_radius(self._centred(A), self._reference_centred(), self.n_neighbors), rb
 
     def log_block(self, A: Any, B: Any) -> np.ndarray:
         """``log κ(A, B) = -||a - b||² / (σ_a σ_b)`` in float64 (local scaling only)."""
@@ -210,9 +230,8 @@ class RadiusKernelBlock:
                 f"the {self.kind} kernel is 0 or 1 (or 1/2); it has no log form, only "
                 "local_scaling does."
             )
-        rb = self.radius(B)
-        ra = rb if A is B else neighbor_radius(A, self.reference, self.n_neighbors)
-        D = squared_distances(A, B)
+        ra, rb = self._radii(A, B)
+        D = squared_distances(self._centred(A), self._centred(B))
         D /= ra[:, None]
         D /= rb[None, :]
         np.negative(D, out=D)
@@ -221,24 +240,24 @@ class RadiusKernelBlock:
     def __call__(self, A: Any, B: Any, *, dtype: Any = np.float64) -> np.ndarray:
         if B is self.reference and A is not B:
             return self._against_reference(A, dtype)
-        rb = self.radius(B)
-        ra = rb if A is B else neighbor_radius(A, self.reference, self.n_neighbors)
-        return _BLOCKS[self.kind](A, B, ra, rb, dtype=dtype)
+        ra, rb = self._radii(A, B)
+        Ac = self._centred(A)
+        Bc = Ac if A is B else self._centred(B)
+        return _BLOCKS[self.kind](Ac, Bc, ra, rb, dtype=dtype)
 
     def _against_reference(self, A: Any, dtype: Any) -> np.ndarray:
         # B is the reference set itself (Nyström landmarks): one distance block gives both the
         # kernel and A's radii.
-        A = np.asarray(A, dtype=np.float64)
-        R = self.reference
-        D = squared_distances(A, R)
-        scratch = np.where(D <= _coincidence_tolerance(A, R), np.inf, D)
-        k = min(self.n_neighbors, R.shape[0])
+        Ac, Rc = self._centred(A), self._reference_centred()
+        D = squared_distances(Ac, Rc)
+        scratch = np.where(D <= _coincidence_tolerance(Ac, Rc), np.inf, D)
+        k = min(self.n_neighbors, Rc.shape[0])
         kth = scratch.min(axis=1) if k == 1 else np.partition(scratch, k - 1, axis=1)[:, k - 1]
         if not np.all(np.isfinite(kth)):
-            return self(A, R.copy(), dtype=dtype)
-        ra, rb = np.sqrt(kth), self.radius(R)
+            return self(A, self.reference.copy(), dtype=dtype)
+        ra, rb = np.sqrt(kth), self.radius(self.reference)
         if self.kind != "local_scaling":
-            return _BLOCKS[self.kind](A, R, ra, rb, dtype=dtype)
+            return _BLOCKS[self.kind](Ac, Rc, ra, rb, dtype=dtype)
         D /= ra[:, None]
         D /= rb[None, :]
         np.negative(D, out=D)

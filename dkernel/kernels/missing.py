@@ -228,8 +228,12 @@ def expected_median_distance(
 def _sides(X: np.ndarray, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows augmented so that one GEMM gives expected squared distances: ``left = [x̃, √r, 0]``
     and ``right = [ỹ, 0, √r]``, whose squared distance ``‖x̃ − ỹ‖² + r_x + r_y`` is
-    ``E‖x − y‖²`` (:func:`expected_sq_distances`, but for a row against itself: ``2 r``)."""
+    ``E‖x − y‖²`` (:func:`expected_sq_distances`, but for a row against itself: ``2 r``).
+
+    The rows are centred on the column means first: the distances do not change, and the
+    GEMM's round-off stays at the scale of the data's spread whatever their offset."""
     filled, extra = imputed_and_extra(X, mean, var)
+    filled -= mean
     root = np.sqrt(extra)[:, None]
     zero = np.zeros_like(root)
     return np.hstack([filled, root, zero]), np.hstack([filled, zero, root])

@@ -31,7 +31,7 @@ from dkernel.graphs.landmark import (
     default_landmark_count,
     landmark_kernel_block,
 )
-from dkernel.kernels.adaptive import RadiusKernelBlock, neighbor_radius, reference_neighbors
+from dkernel.kernels.adaptive import RadiusKernelBlock, reference_neighbors
 from dkernel.kernels.aliases import warn_former_name
 from dkernel.kernels.cosine import cosine_block, cosine_log_block
 from dkernel.kernels.input_policy import (  # noqa: F401  (re-exported: the estimators import them here)
@@ -346,7 +346,8 @@ def _radius_kernel(
         block_nan = MissingValueRadiusBlock(kind, reference, k_ref, mean, var)
         radii = block_nan.radius(reference)
     else:
-        radii = neighbor_radius(reference, reference, k_ref)
+        block = RadiusKernelBlock(kind, reference, k_ref)
+        radii = block.radius(reference)
     if not np.all(radii > 0):
         raise InvalidInputError(
             f"The {label} kernel found {int(np.sum(radii <= 0))} points whose every reference "
@@ -358,7 +359,6 @@ def _radius_kernel(
         params["missing_values"] = "expected"
         log_block = block_nan.log_block if kind == "local_scaling" else None
         return Kernel(label, block_nan, params, log_block=log_block)
-    block = RadiusKernelBlock(kind, reference, k_ref)
     return _radius_kernel_of(label, block, params)
 
 

@@ -71,6 +71,24 @@ def test_kernel_against_brute_force(rng, name, naive):
     np.testing.assert_allclose(k(X), naive(X, X, X, 6), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["local_scaling", "knn", "knn_mean"])
+def test_a_large_offset_does_not_change_the_kernel(rng, name):
+    """Coordinates far from the origin (metres of a map projection): the GEMM's round-off grew
+    with the norms, every neighbour "coincided" (radius 0) and the kernel refused the data."""
+    X = rng.normal(size=(60, 3))
+    Y = rng.normal(size=(7, 3))
+    offset = np.array([5e5, 6e6, 1e8])
+    near = make_kernel(name, X, **{neighbor_parameter(name): 6})
+    far = make_kernel(name, X + offset, **{neighbor_parameter(name): 6})
+    np.testing.assert_allclose(far(X + offset), near(X), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(far(X + offset, Y + offset), near(X, Y), rtol=1e-6, atol=1e-8)
+    # with missing entries: the expected distances of the filled rows
+    X[::7, 1] = np.nan
+    near = make_kernel(name, X, **{neighbor_parameter(name): 6})
+    far = make_kernel(name, X + offset, **{neighbor_parameter(name): 6})
+    np.testing.assert_allclose(far(X + offset), near(X), rtol=1e-6, atol=1e-8)
+
+
 def test_knn_graph_is_the_symmetric_knn_graph(rng):
     from sklearn.neighbors import kneighbors_graph
 
