@@ -26,7 +26,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from scipy.sparse import issparse
-from sklearn.base import BaseEstimator, ClusterMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, _fit_context, clone
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
@@ -34,6 +34,7 @@ from dkernel._feature_maps import make_feature_map
 from dkernel._random import derive_seed, seed_from_random_state
 from dkernel._validation import (
     ParameterConstraintsMixin,
+    check_is_fitted,
     is_dask_array,
     resolve_n_components,
     validate_input,
@@ -106,7 +107,9 @@ def model_entropy(Gamma: Any, offsets: np.ndarray, scale: float) -> np.ndarray:
     return total / Gamma.shape[0]
 
 
-class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
+class PCKSpectralClustering(
+    ParameterConstraintsMixin, ClusterMixin, TransformerMixin, BaseEstimator
+):
     """Spectral clustering with the probabilistic cluster kernel (PCKID for missing values).
 
     Fits the PCK's GMM ensemble, embeds its posterior feature map Γ (the normalised NJW
@@ -184,6 +187,10 @@ class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimat
         Of the centred K (KPCA) or of ``D^{-1/2} K D^{-1/2}``, descending.
     degrees_ : ndarray (n_samples,) or None
         ``K 1`` ('normalized' only).
+    feature_sums_ : ndarray (F,)
+        ``Γᵀ 1`` (of ``pck_.transform``'s Γ/√Z): a new row's degree is ``γ(x) · feature_sums_``.
+    feature_projection_ : ndarray (F, n_components)
+        The Nyström extension's map (:meth:`transform`).
     solver_ : {'exact', 'randomized', 'subsample'}
         The solver that ran.
     solver_reason_ : str
@@ -210,7 +217,7 @@ class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimat
     See Also
     --------
     ProbabilisticClusterKernel : The kernel alone (Γ, K, degrees).
-    SpectralClustering : Spectral clustering with other kernels, with ``predict``.
+    SpectralClustering : Spectral clustering with other kernels.
 
     Notes
     -----
@@ -346,6 +353,7 @@ class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimat
         else:
             emb = self._embed(X, Gamma, pck, k, seed)
         Z = emb.embedding if self.embedding == "kpca" else normalize_rows(emb.embedding)
+        self.feature_sums_, self.feature_projection_ = self._extension(Gamma, emb)
         timings["embedding"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -366,6 +374,79 @@ class PCKSpectralClustering(ParameterConstraintsMixin, ClusterMixin, BaseEstimat
         self.labels_, self.cluster_centers_, self.inertia_ = labels, centers, inertia
         self.timings_ = timings
         return self
+
+    def _extension(self, Gamma: Any, emb: FeatureMapEmbedding) -> tuple[np.ndarray, np.ndarray]:
+        """``(Γᵀ 1, P)``: the column sums of Γ and the F × k map of the Nyström extension.
+
+        Normalized: ``u(x) = γ(x) P / sqrt(γ(x)·Γᵀ1)`` with ``P = Γᵀ D^{-1/2} U / λ``; KPCA:
+        ``z(x) = (γ(x) − γ̄) P`` with ``P = Γ_cᵀ U / √λ``. For a training row with the exact
+        eigenvectors both give its row of ``embedding_``. One pass over a lazy Γ.
+        """
+        U, lam = emb.eigenvectors, np.asarray(emb.eigenvalues, dtype=np.float64)
+        W = U / np.sqrt(emb.degrees)[:, None] if self.embedding == "normalized" else U
+        if is_dask_array(Gamma):
+            Wd = da.from_array(W, chunks=(Gamma.chunks[0], W.shape[1]))
+            sums, GtW = da.compute(Gamma.sum(axis=0, dtype=np.float64), Gamma.T @ Wd)
+        else:
+            sums = Gamma.sum(axis=0, dtype=np.float64)
+            GtW = Gamma.T @ W
+        sums = np.asarray(sums, dtype=np.float64).ravel()
+        GtW = np.asarray(GtW, dtype=np.float64)
+        safe = np.where(lam > 0, lam, np.inf)
+        if self.embedding == "normalized":
+            return sums, GtW / safe[None, :]
+        # Γ_cᵀ U = Γᵀ U − γ̄ (1ᵀ U); the centred eigenvectors sum to 0 up to the solver's error
+        GtW -= np.outer(sums / U.shape[0], U.sum(axis=0))
+        return sums, GtW / np.sqrt(safe)[None, :]
+
+    def _embed_rows(self, X: np.ndarray) -> np.ndarray:
+        """The extension of in-memory rows (``embedding_``'s space), in row blocks."""
+        P, sums = self.feature_projection_, self.feature_sums_
+        X = np.asarray(X)
+        out = np.empty((X.shape[0], P.shape[1]))
+        rows = rows_for_budget(KERNEL_BLOCK_BYTES, int(P.shape[0]), 8, low=16)
+        for a in range(0, X.shape[0], rows):
+            G = np.asarray(self.pck_.transform(X[a : a + rows]), dtype=np.float64)
+            if self.embedding == "normalized":
+                out[a : a + rows] = (G @ P) / np.sqrt(G @ sums)[:, None]
+            else:
+                out[a : a + rows] = (G - sums / self.embedding_.shape[0]) @ P
+        return out
+
+    def transform(self, X: Any) -> Any:
+        """The spectral embedding of new rows by the Nyström extension (NaN = missing).
+
+        In ``embedding_``'s space (before the row normalisation of 'normalized'); a training
+        row gets its row of ``embedding_`` up to the eigen-solver's accuracy. NumPy in, NumPy
+        out; a Dask array in, a lazy Dask array out (one task per row chunk).
+
+        Notes
+        -----
+        O(n p F) for the PCK's posteriors of n rows, O(n F k) for the projection.
+        """
+        check_is_fitted(self, "feature_projection_")
+        X = validate_input(self, X, reset=False, allow_nan=True)
+        k = int(self.feature_projection_.shape[1])
+        if is_dask_array(X):
+            return X.rechunk({1: -1}).map_blocks(
+                self._embed_rows, chunks=(X.chunks[0], (k,)), dtype=np.float64
+            )
+        return self._embed_rows(X)
+
+    def predict(self, X: Any) -> Any:
+        """Cluster of new rows: the extension of :meth:`transform`, then the nearest of
+        ``cluster_centers_`` (after the row normalisation of 'normalized'), as in ``fit``."""
+        Z = self.transform(X)
+        if is_dask_array(Z):
+            return Z.map_blocks(self._assign, drop_axis=1, dtype=np.int64)
+        return self._assign(Z)
+
+    def _assign(self, Z: np.ndarray) -> np.ndarray:
+        if self.embedding == "normalized":
+            Z = normalize_rows(Z)
+        C = self.cluster_centers_
+        d2 = (Z * Z).sum(axis=1)[:, None] - 2.0 * Z @ C.T + (C * C).sum(axis=1)[None, :]
+        return np.argmin(d2, axis=1).astype(np.int64)
 
     def _features(self, X: Any, pck: Any) -> Any:
         """Γ/√Z of the training rows, held (dense or sparse) or lazy (sets ``placement_``)."""

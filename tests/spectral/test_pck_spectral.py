@@ -272,3 +272,55 @@ def test_bad_auto_parameters(params, n, match):
     X, _ = _blobs(n, 2, 2)
     with pytest.raises(InvalidInputError, match=match):
         PCKSpectralClustering(**({"n_clusters": "auto", "pck": small_pck()} | params)).fit(X)
+
+
+@pytest.mark.parametrize(
+    "embedding, placement, solver",
+    [
+        ("normalized", "dense", "exact"),
+        ("normalized", "lazy", "randomized"),
+        ("kpca", "sparse", "exact"),
+        ("kpca", "lazy", "randomized"),
+    ],
+)
+def test_transform_extends_the_embedding_to_the_training_rows(wine, embedding, placement, solver):
+    """The Nyström extension of a training row is its row of embedding_, and predict gives
+    labels_ (NumPy and Dask input alike)."""
+    X, _ = wine
+    est = PCKSpectralClustering(
+        3,
+        pck=small_pck(),
+        embedding=embedding,
+        placement=placement,
+        solver=solver,
+        random_state=SEED,
+    ).fit(X)
+    np.testing.assert_allclose(est.transform(X), est.embedding_, atol=1e-5)
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    lazy = est.predict(da.from_array(X, chunks=(40, -1)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_array_equal(lazy.compute(), est.labels_)
+
+
+def test_extension_against_the_dense_kernel(wine):
+    """u(x) = κ(x, X) D^{-1/2} U / (sqrt(d(x)) λ), with κ the PCK kernel of Γ, for new rows."""
+    X, _ = wine
+    est = PCKSpectralClustering(3, pck=small_pck(), solver="exact", random_state=SEED).fit(X[:150])
+    G = np.asarray(est.pck_.transform(X[:150]), dtype=np.float64)
+    g = np.asarray(est.pck_.transform(X[150:]), dtype=np.float64)
+    d, dx = (G @ G.T).sum(axis=1), (g @ G.T).sum(axis=1)
+    U, lam = est.embedding_, est.eigenvalues_
+    expected = (g @ G.T) @ (U / np.sqrt(d)[:, None]) / (np.sqrt(dx)[:, None] * lam[None, :])
+    np.testing.assert_allclose(est.transform(X[150:]), expected, rtol=1e-6, atol=1e-9)
+
+
+def test_new_rows_with_missing_values_are_predicted(wine):
+    X, y = wine
+    rng = np.random.default_rng(0)
+    Xm = np.where(rng.random(X.shape) < 0.1, np.nan, X)
+    train, test = np.arange(0, 178, 2), np.arange(1, 178, 2)
+    est = PCKSpectralClustering(3, pck=small_pck(), random_state=SEED).fit(Xm[train])
+    np.testing.assert_array_equal(est.predict(Xm[train]), est.labels_)
+    assert adjusted_rand_score(y[test], est.predict(Xm[test])) > 0.7
+    with pytest.raises(InvalidInputError, match="features"):
+        est.predict(Xm[:, :5])
