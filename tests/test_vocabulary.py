@@ -99,6 +99,8 @@ GLOSSARY: dict[str, str] = {
     "path_radius": "streaming assignment stops a point within path_radius x h of a stored "
     "trajectory",
     "progress": "show progress (a bar on a terminal, lines in a log)",
+    "projection": "fit on the leading principal components: a count (int) or a fraction of "
+    "the variance (float); None: the columns",
     "random_state": "seed of every random choice (int, None or a Generator)",
     "regularization": "kernel CCA's ridge term κ, added to each view's covariance",
     "scale_neighbors": "rank of the self-tuning width: each point's σ is the distance to its "
@@ -157,6 +159,8 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "keeps the thesis' h/5",
     "scale_neighbors": "7 ([ZelnikManor2005]); KPPR and JRC keep 10, the rank their "
     "local_scaling kernel had as n_neighbors",
+    "projection": "MeanShift's density needs few dimensions (15); the PCK's and MSSC's "
+    "models fit the columns",
     "seeds": "MSSC's k-means pre-partition ([Agersborg2012], §7.1); MeanShift seeds at every point",
     "sigma_fraction": "one constant per method in dkernel.kernels.widths, each with its source",
     "tol": "each loop's own stopping quantity (objective change, move length, correlation change)",

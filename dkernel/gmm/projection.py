@@ -16,7 +16,7 @@ import numpy as np
 
 from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel._validation import is_dask_array
-from dkernel.linalg.eigen import fix_signs
+from dkernel.linalg.pca import principal_axes
 
 
 def fit_pca_projection(Xc: Any, n_components: int | float) -> tuple[np.ndarray, np.ndarray]:
@@ -50,16 +50,7 @@ def fit_pca_projection(Xc: Any, n_components: int | float) -> tuple[np.ndarray, 
         X0 = np.where(np.isnan(Xc), 0.0, Xc).astype(np.float64)
         C = X0.T @ X0
     C /= max(int(Xc.shape[0]) - 1, 1)
-    vals, vecs = np.linalg.eigh(C)
-    vals, vecs = np.clip(vals[::-1], 0.0, None), vecs[:, ::-1]
-    total = vals.sum()
-    ratio = vals / total if total > 0 else np.zeros_like(vals)
-    if n_components < 1:
-        d = int(np.searchsorted(np.cumsum(ratio), float(n_components) - 1e-12) + 1)
-    else:
-        d = int(n_components)
-    d = max(1, min(d, vecs.shape[1]))
-    return fix_signs(vecs[:, :d]), ratio[:d]
+    return principal_axes(C, n_components)
 
 
 def project_observed(Xc: np.ndarray, components: np.ndarray, dtype: Any) -> np.ndarray:

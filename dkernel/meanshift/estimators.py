@@ -221,6 +221,10 @@ class MSSC(MeanShift):
     min_cluster_size : float
         See :class:`MeanShift`; default 0: every mode of the first stage is a partition (stage
         two merges them, weighing each by its size).
+    projection : int, float or None
+        See :class:`MeanShift`; default None: the first stage runs on the bands themselves (the
+        scenes' 156-198 bands included: the partitions are refined by stage two, which
+        compares them on the bands). Not a parameter of the ``mssc`` job.
     path_radius : float
         See :class:`MeanShift`; default 0.5: a pixel within h/2 of a stored trajectory takes
         its mode. Against 0.3 (the default until issue 32's last change) the demo's pixel
@@ -324,6 +328,7 @@ class MSSC(MeanShift):
         path_radius: float = 0.5,
         bandwidth_factor: float = 0.4,
         min_cluster_size: float = 0.0,
+        projection: int | float | None = None,
         random_state: int | None = None,
         progress: bool = False,
         regularization: float | None = None,
@@ -343,6 +348,7 @@ class MSSC(MeanShift):
             path_radius=path_radius,
             bandwidth_factor=bandwidth_factor,
             min_cluster_size=min_cluster_size,
+            projection=projection,
             random_state=random_state,
             n_density=n_density,
         )

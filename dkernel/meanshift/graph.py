@@ -39,6 +39,10 @@ class AssignModel:
     dtype: Any = np.float32
     #: values for missing entries (a row with some NaN starts there); None: such rows are nodata
     fill: np.ndarray | None = None
+    #: the principal axes mean shift ran on (rows are centred on ``location`` and projected);
+    #: None: the input columns
+    location: np.ndarray | None = None
+    components: np.ndarray | None = None
 
     def assign(self, X: np.ndarray) -> np.ndarray:
         """Label rows of X (nodata rows get -1: every entry NaN, or any with ``fill`` None).
@@ -51,6 +55,8 @@ class AssignModel:
         else:
             ok = ~missing.all(axis=1)
             X = np.where(missing, self.fill[None, :], X)
+        if self.components is not None:
+            X = np.where(np.isnan(X), 0.0, X - self.location) @ self.components
         if ok.any():
             out[ok] = K.assign_to_modes(
                 X[ok],

@@ -624,7 +624,7 @@ def test_meanshift_default_bandwidth_is_not_one_mode_per_point_in_64_dimensions(
     X, y = _digits()
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        ms = MeanShift().fit(X)
+        ms = MeanShift(projection=None).fit(X)
     warned = any(issubclass(w.category, DegenerateClusteringWarning) for w in seen)
     assert silverman_thesis(X) < 0.5 * ms.bandwidth_  # the neighbour floor took over
     assert ms.n_partitions_ < len(X) // 2
@@ -673,6 +673,56 @@ def test_min_cluster_size_must_be_a_count_or_a_fraction(rng):
     for bad in (1, 1.0, -0.1, 2):
         with pytest.raises(ValueError, match="min_cluster_size"):
             MeanShift(min_cluster_size=bad).fit(X)
+
+
+# many single-seed modes before pruning on 600 digits and on the noisy blobs (it says so)
+@pytest.mark.filterwarnings("ignore::dkernel.errors.DegenerateClusteringWarning")
+def test_projection_runs_mean_shift_on_the_leading_components(array_kind):
+    """Issue 57: in 55 dimensions mean shift runs on 15 principal components by default;
+    labels_, predict and Dask input agree; at most 15 columns nothing changes."""
+    from dkernel.testing import as_kind
+
+    X, y = _digits(600)
+    ms = MeanShift().fit(X)
+    same = MeanShift(projection=None).fit((X - ms.location_) @ ms.projection_components_)
+    W = ms.projection_components_
+    assert W.shape == (X.shape[1], 15)
+    np.testing.assert_allclose(W.T @ W, np.eye(15), atol=1e-10)
+    np.testing.assert_allclose(ms.location_, X.mean(axis=0), atol=1e-12)
+    assert ms.density_.shape[1] == 15 and ms.modes_.shape[1] == 15
+    np.testing.assert_array_equal(ms.predict(X), ms.labels_)
+    lazy = ms.predict(as_kind(X, array_kind))
+    np.testing.assert_array_equal(np.asarray(getattr(lazy, "compute", lambda: lazy)()), ms.labels_)
+    assert adjusted_rand_score(y, ms.labels_) > 0.4
+    # on the leading components themselves: the same partition
+    np.testing.assert_array_equal(same.labels_, ms.labels_)
+    # 8 columns: no projection, the labels of projection=None
+    small, _ = _blobs(np.random.default_rng(0), 50)
+    small = np.c_[small, np.random.default_rng(1).normal(size=(150, 6))]
+    a, b = MeanShift().fit(small), MeanShift(projection=None).fit(small)
+    assert a.projection_components_ is None
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
+def test_projected_rows_with_missing_entries_take_the_expected_distance():
+    """A missing entry drawn from its column's Gaussian: E‖Wᵀ(x − y)‖² is the filled row's
+    squared distance plus Σ var_j ‖W_j‖² over the missing columns (Monte Carlo check)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 20)) * rng.uniform(0.5, 2.0, 20)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    ms = MeanShift(projection=4)
+    missing = np.isnan(X)
+    filled = np.where(missing, np.nanmean(X, axis=0), X)
+    Z, extra = ms._fit_projection(filled, missing, np.zeros(len(X)))
+    W, mean, var = ms.projection_components_, np.nanmean(X, axis=0), np.nanvar(X, axis=0)
+    row = int(np.flatnonzero(missing.sum(axis=1) >= 3)[0])
+    y = Z[0]
+    draws = np.repeat(filled[row][None, :], 40000, axis=0)
+    cols = np.flatnonzero(missing[row])
+    draws[:, cols] = mean[cols] + np.sqrt(var[cols]) * rng.normal(size=(40000, cols.size))
+    monte_carlo = (((draws - ms.location_) @ W - y) ** 2).sum(axis=1).mean()
+    np.testing.assert_allclose(((Z[row] - y) ** 2).sum() + extra[row], monte_carlo, rtol=0.02)
+    np.testing.assert_allclose(extra[row], (var[cols] * (W[cols] ** 2).sum(axis=1)).sum())
 
 
 def test_mssc_keeps_silverman_rule_for_its_first_stage():

@@ -47,6 +47,7 @@ MSSC_SCHEMA = EstimatorSchema(
     "dkernel.meanshift.estimators:MSSC",
     exclude={
         "n_bands": "the image reader knows the bands (the other columns are kept)",
+        "projection": "the first stage runs on the bands (MSSC's default)",
     },
 )
 
