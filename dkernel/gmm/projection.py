@@ -22,20 +22,9 @@ from dkernel.linalg.pca import principal_axes
 def fit_pca_projection(Xc: Any, n_components: int | float) -> tuple[np.ndarray, np.ndarray]:
     """Leading principal axes of centred ``Xc`` (NaN = missing, imputed by the column mean 0).
 
-    Parameters
-    ----------
-    Xc : ndarray or dask.array.Array (n_samples, p)
-        Centred data.
-    n_components : int or float
-        The number of axes (capped at p), or, when below 1, the smallest number whose
-        cumulative explained variance reaches this fraction.
-
-    Returns
-    -------
-    components : ndarray (p, d)
-        Orthonormal columns, the leading eigenvectors, sign-fixed (largest entry positive).
-    variance_ratio : ndarray (d,)
-        Fraction of the total variance along each axis.
+    ``Xc`` (ndarray or dask.array.Array, n_samples × p) is centred data; ``n_components`` and
+    the returned ``(components, variance_ratio)`` are those of
+    ``dkernel.linalg.pca.principal_axes``, applied to the second-moment matrix.
 
     Notes
     -----
