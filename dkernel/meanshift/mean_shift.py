@@ -338,19 +338,27 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         n_seeds = int(self.seeds_.shape[0])
         m, single = self._modes_before_pruning_
         if m > max(DEGENERATE_MIN_MODES, DEGENERATE_MODE_FRACTION * n_seeds):
+            left = self.n_partitions_
             pruned = (
                 f"; those under min_cluster_size={self.min_cluster_size} joined the nearest "
-                f"larger mode, leaving {self.n_partitions_} clusters"
-                if self.n_partitions_ < m
+                f"larger mode, leaving {left} cluster{'s' if left != 1 else ''}"
+                if left < m
                 else ""
             )
+            if self.projection_components_ is not None:
+                fewer = f", or a smaller projection (now {self.projection_components_.shape[1]})"
+            elif self.n_features_in_ > PROJECTION_COMPONENTS:
+                fewer = (
+                    f", or projection={PROJECTION_COMPONENTS} (the leading principal components)"
+                )
+            else:
+                fewer = ""
             warn_caller(
                 f"{type(self).__name__}: mean shift found {m} modes for {n_seeds} seeds "
                 f"({m / n_seeds:.0%}; {single} hold a single seed) at bandwidth "
                 f"{self.bandwidth_:.4g}{pruned}: nearly every point is its own mode, which in "
                 "many dimensions means the kernel is narrow against the distances between "
-                "neighbours. Pass a larger bandwidth (or bandwidth_factor), or reduce the "
-                "dimension first (for example PCA to 10-20 components).",
+                f"neighbours. Pass a larger bandwidth (or bandwidth_factor){fewer}.",
                 DegenerateClusteringWarning,
             )
 

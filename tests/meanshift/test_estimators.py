@@ -641,6 +641,9 @@ def test_meanshift_warns_on_one_mode_per_point_and_names_the_fix():
     with pytest.warns(DegenerateClusteringWarning, match="larger bandwidth") as seen:
         MeanShift(bandwidth=0.3).fit(X)
     assert seen[0].filename == __file__
+    assert "a smaller projection (now 15)" in str(seen[0].message)
+    with pytest.warns(DegenerateClusteringWarning, match=r"or projection=15 \(the leading"):
+        MeanShift(bandwidth=0.3, projection=None).fit(X)
     # MSSC over-partitions on purpose (stage two merges): no such warning
     with warnings.catch_warnings():
         warnings.simplefilter("error", DegenerateClusteringWarning)
