@@ -374,15 +374,21 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         # rows that are all NaN (for MSSC: any NaN) are nodata: no part of the density, label
         # -1 (as in predict); MeanShift marginalises the missing entries of the other rows
         missing = np.isnan(sample)
+        empty_columns = np.flatnonzero(missing.all(axis=0))
         nodata = missing.any(axis=1) if self._partial_rows_are_nodata else missing.all(axis=1)
         has_nan = bool(nodata.any())
         if has_nan:
             sample, missing = sample[~nodata], missing[~nodata]
         if sample.shape[0] < 2:
             rows = "without NaN" if self._partial_rows_are_nodata else "with an observed value"
+            hint = (
+                f" Column(s) {empty_columns.tolist()[:10]} are NaN in every row: drop them."
+                if self._partial_rows_are_nodata and empty_columns.size
+                else ""
+            )
             raise InvalidInputError(
                 f"{type(self).__name__} needs at least 2 rows {rows} (the others are nodata) "
-                f"in its density sample; got {sample.shape[0]}."
+                f"in its density sample; got {sample.shape[0]}.{hint}"
             )
         fill, row_weight, partial, extra = None, None, False, None
         input_sample = sample

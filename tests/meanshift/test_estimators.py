@@ -349,6 +349,9 @@ def test_errors(rng):
     ms = MeanShift(0.5).fit(X)
     with pytest.raises(InvalidInputError, match="X has 4 features, but MeanShift is expecting 2"):
         ms.predict(np.zeros((3, 4)))
+    # MSSC: a band that is NaN everywhere makes every pixel nodata; the message names it
+    with pytest.raises(InvalidInputError, match=r"Column\(s\) \[2\] are NaN in every row"):
+        MSSC(2).fit(np.c_[X, np.full(len(X), np.nan)])
 
 
 def _two_materials(rng, n=200):
