@@ -197,16 +197,18 @@ class RadiusKernelBlock:
     n_neighbors: int
     center: np.ndarray | None = None
     _cache: tuple = field(default=(None, None), repr=False, compare=False)
+    _reference_c: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.center is None:
             self.center = np.asarray(self.reference, dtype=np.float64).mean(axis=0)
+        self._reference_c = self._centred(self.reference)
 
     def _centred(self, A: Any) -> np.ndarray:
         return np.asarray(A, dtype=np.float64) - self.center
 
     def _reference_centred(self) -> np.ndarray:
-        return self._centred(self.reference)
+        return self._reference_c
 
     def radius(self, A: Any) -> np.ndarray:
         """Neighbour radius of each row of A among the reference rows."""

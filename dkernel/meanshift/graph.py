@@ -56,7 +56,7 @@ class AssignModel:
             ok = ~missing.all(axis=1)
             X = np.where(missing, self.fill[None, :], X)
         if self.components is not None:
-            X = np.where(np.isnan(X), 0.0, X - self.location) @ self.components
+            X = (X - self.location) @ self.components  # nodata rows stay NaN, left out
         if ok.any():
             out[ok] = K.assign_to_modes(
                 X[ok],

@@ -334,12 +334,9 @@ def merge_small_modes(
     small_idx = np.flatnonzero(~kept)
     target = np.empty(modes.shape[0], dtype=np.int64)
     target[kept_idx] = kept_idx
-    d2 = (
-        _sq_norms(modes[small_idx])[:, None]
-        + _sq_norms(modes[kept_idx])[None, :]
-        - 2.0 * modes[small_idx] @ modes[kept_idx].T
-    )
-    target[small_idx] = kept_idx[np.argmin(d2, axis=1)]
+    target[small_idx] = kept_idx[
+        nearest_centre(modes[small_idx], modes[kept_idx], dtype=np.float64)
+    ]
     merged = target[labels]
     # heaviest first again (the merged mass counts), ties by the kept mode's former rank
     new_mass = np.bincount(merged, weights=w, minlength=modes.shape[0])[kept_idx]

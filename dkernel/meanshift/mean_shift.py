@@ -296,14 +296,20 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         return self
 
     def _fit_projection(
-        self, sample: np.ndarray, missing: np.ndarray, extra: np.ndarray | None
+        self,
+        sample: np.ndarray,
+        missing: np.ndarray,
+        extra: np.ndarray | None,
+        location: np.ndarray,
+        var: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """The density sample in the space mean shift runs in, and each row's expected extra
         squared distance there (None: complete rows). Sets ``location_``,
         ``projection_components_`` and ``projection_variance_ratio_`` (None: the input
         columns).
 
-        ``sample`` has its missing entries filled with the column means; a missing entry
+        ``sample`` has its missing entries filled with the column means ``location`` (of the
+        observed values, whose variances are ``var``); a missing entry
         drawn from its column's Gaussian adds ``var_j ‖W_j‖²`` to the expected squared
         distance along the axes ``W`` (``‖W_j‖² = 1`` without a projection: the extra of
         ``imputed_and_extra``).
@@ -313,7 +319,6 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         size = self.projection
         if size is None or (isinstance(size, Integral) and p <= size):
             return sample, extra
-        location, var = column_moments(np.where(missing, np.nan, sample))
         centred = sample - location
         W, ratio = principal_axes(centred.T @ centred / max(sample.shape[0] - 1, 1), size)
         self.location_, self.projection_components_ = location, W
@@ -390,14 +395,15 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
                 f"{type(self).__name__} needs at least 2 rows {rows} (the others are nodata) "
                 f"in its density sample; got {sample.shape[0]}.{hint}"
             )
+        location, var = column_moments(sample)  # of the observed values
         fill, row_weight, partial, extra = None, None, False, None
         input_sample = sample
         if not self._partial_rows_are_nodata:
-            fill, var = column_moments(sample)
+            fill = location
             partial = bool(missing.any())
             if partial:
                 input_sample, extra = imputed_and_extra(sample, fill, var)
-        sample, extra = self._fit_projection(input_sample, missing, extra)
+        sample, extra = self._fit_projection(input_sample, missing, extra, location, var)
 
         # seeds
         if self.seeds == "all":

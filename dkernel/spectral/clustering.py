@@ -77,7 +77,11 @@ def _prepare(Z: np.ndarray, embedding: str) -> np.ndarray:
     return normalize_rows(Z) if embedding == "normalized" else Z
 
 
-def _assign_block(Z: np.ndarray, centers: np.ndarray, embedding: str, assign: str) -> np.ndarray:
+def assign_to_centers(
+    Z: np.ndarray, centers: np.ndarray, embedding: str, assign: str
+) -> np.ndarray:
+    """Nearest centre of each embedded row (``assign``: 'kmeans' Euclidean, 'angular' by
+    cosine), after the row normalisation of the 'normalized' embedding."""
     Z = _prepare(np.asarray(Z, dtype=np.float64), embedding)
     if assign == "angular":
         return np.argmax(normalize_rows(Z) @ centers.T, axis=1).astype(np.int64)
@@ -662,7 +666,7 @@ class SpectralClustering(
         mode = self.assign_
         if isinstance(Z, da.Array):
             return Z.map_blocks(
-                _assign_block,
+                assign_to_centers,
                 self.cluster_centers_,
                 self.embedding_method_,
                 mode,
@@ -670,7 +674,7 @@ class SpectralClustering(
                 dtype=np.int64,
                 meta=np.empty((0,), dtype=np.int64),
             )
-        return _assign_block(Z, self.cluster_centers_, self.embedding_method_, mode)
+        return assign_to_centers(Z, self.cluster_centers_, self.embedding_method_, mode)
 
     def transform(self, X: Any) -> Any:
         """Out-of-sample spectral embedding of new points (lazy for Dask input)."""

@@ -42,6 +42,7 @@ from dkernel._validation import (
 from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
 from dkernel.model_order import candidate_range, spectrum_model_order
 from dkernel.rows import take_rows
+from dkernel.spectral.clustering import assign_to_centers
 from dkernel.spectral.feature_map import (
     FeatureMapEmbedding,
     choose_solver,
@@ -442,11 +443,7 @@ class PCKSpectralClustering(
         return self._assign(Z)
 
     def _assign(self, Z: np.ndarray) -> np.ndarray:
-        if self.embedding == "normalized":
-            Z = normalize_rows(Z)
-        C = self.cluster_centers_
-        d2 = (Z * Z).sum(axis=1)[:, None] - 2.0 * Z @ C.T + (C * C).sum(axis=1)[None, :]
-        return np.argmin(d2, axis=1).astype(np.int64)
+        return assign_to_centers(Z, self.cluster_centers_, self.embedding, "kmeans")
 
     def _features(self, X: Any, pck: Any) -> Any:
         """Γ/√Z of the training rows, held (dense or sparse) or lazy (sets ``placement_``)."""

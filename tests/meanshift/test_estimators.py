@@ -719,8 +719,9 @@ def test_projected_rows_with_missing_entries_take_the_expected_distance():
     ms = MeanShift(projection=4)
     missing = np.isnan(X)
     filled = np.where(missing, np.nanmean(X, axis=0), X)
-    Z, extra = ms._fit_projection(filled, missing, np.zeros(len(X)))
-    W, mean, var = ms.projection_components_, np.nanmean(X, axis=0), np.nanvar(X, axis=0)
+    mean, var = np.nanmean(X, axis=0), np.nanvar(X, axis=0)
+    Z, extra = ms._fit_projection(filled, missing, np.zeros(len(X)), mean, var)
+    W = ms.projection_components_
     row = int(np.flatnonzero(missing.sum(axis=1) >= 3)[0])
     y = Z[0]
     draws = np.repeat(filled[row][None, :], 40000, axis=0)
