@@ -274,7 +274,9 @@ def test_every_width_default_is_a_declared_fraction():
         getattr(widths, name) for name in widths.__all__ if name.endswith("_SIGMA_FRACTION")
     }
     uses = shared_parameters()["sigma_fraction"]
-    assert set(uses.values()) <= fractions, uses
+    # 'auto': chosen among widths.KERNEL_KMEANS_SIGMA_FRACTIONS (KernelKMeans), declared there
+    assert set(uses.values()) - {"auto"} <= fractions, uses
+    assert {k for k, v in uses.items() if v == "auto"} <= {"KernelKMeans"}, uses
     # the generic rule of thumb, the registry's rbf and KPCA agree (issue 33)
     from dkernel.kernels.registry import make_kernel
 

@@ -21,8 +21,11 @@ on every one of them, so none can change without changing their results):
 * ``MSSC_SIGMA_FRACTION`` = 0.5, MSSC's h_spec, the partition affinity's width (the global scale of
   Agersborg 2012, §5.5 [Agersborg2012]): it beat 0.2 with NJW on Samson, Jasper and BSDS 3063
   (``benchmarks/bench_mssc.py``; the mssc-jasper and mssc-samson jobs).
-* ``KERNEL_KMEANS_SIGMA_FRACTION`` = 0.5: ``KernelKMeans`` and ``KernelCCA`` (the best of 0.2,
-  0.35, 0.5 and 1/√2 for kernel k-means on the defaults suite, ``benchmarks/bench_kernel_kmeans.py``).
+* ``KERNEL_KMEANS_SIGMA_FRACTION`` = 0.5: ``KernelCCA`` (the best of 0.2, 0.35, 0.5 and 1/√2
+  for kernel k-means on the defaults suite, ``benchmarks/bench_kernel_kmeans.py``).
+  ``KernelKMeans`` chooses among ``KERNEL_KMEANS_SIGMA_FRACTIONS`` = 0.5, 1 and 2 by default
+  (``sigma_fraction='auto'``, ``dkernel.kmeans.width``): no one width suited both the suite's
+  shapes and real tables.
 * ``KERNEL_MAD_SIGMA_FRACTION`` = 2.0: kernel MAD's kernel CCA of two dates
   (:func:`~dkernel.detect_change`); change detection needs a wide, nearly linear kernel whose
   canonical variates keep the radiometric no-change relation (measured on the Taizhou pair and
@@ -79,6 +82,7 @@ __all__ = [
     "PCKID_SIGMA_FRACTION",
     "RULE_OF_THUMB_SAMPLE",
     "KERNEL_KMEANS_SIGMA_FRACTION",
+    "KERNEL_KMEANS_SIGMA_FRACTIONS",
     "THESIS_SIGMA_FRACTION",
     "RBF_SIGMA_MAX",
     "RBF_SIGMA_MIN",
@@ -100,6 +104,9 @@ MSSC_SIGMA_FRACTION = 0.5
 #: Kernel k-means and kernel CCA: half the median distance, the best mean ARI of kernel k-means
 #: among 0.2, 0.35, 0.5 and 1/√2 on the 22 labelled sets of ``benchmarks/bench_defaults.py``.
 KERNEL_KMEANS_SIGMA_FRACTION = 0.5
+#: ``KernelKMeans(sigma_fraction='auto')``'s candidate fractions (``dkernel.kmeans.width``):
+#: the narrowest is also the kernel its partitions are scored in.
+KERNEL_KMEANS_SIGMA_FRACTIONS = (0.5, 1.0, 2.0)
 KERNEL_MAD_SIGMA_FRACTION = 2.0
 #: The echo state network's kernel PCA of its states (see the module docstring).
 ESN_SIGMA_FRACTION = 1.0

@@ -16,7 +16,6 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -61,6 +60,8 @@ from dkernel.kmeans.lloyd import (
     information_criteria,
     symmetrize,
 )
+from dkernel.kmeans.spectrum import normalized_kernel_spectrum
+from dkernel.kmeans.width import choose_sigma_fraction
 from dkernel.linalg.threads import map_on_cores, one_blas_thread
 from dkernel.model_order import (
     ModelOrder,
@@ -109,52 +110,6 @@ def _exact_memory(n: int, k: int) -> float:
     """Bytes of the exact solver: the kernel, the columns of moved points (≤ 1/4 of it), the
     (n, k) sums and distances."""
     return 8.0 * n * n * 1.25 + 8.0 * n * k * 6
-
-
-def normalized_kernel_spectrum(space: GramSpace | FeatureSpace, n_values: int) -> np.ndarray:
-    """The ``n_values`` leading eigenvalues (descending) of ``D^-1/2 K D^-1/2``, ``D`` the row
-    sums of the kernel: of the kernel matrix (dense below 1 000 rows, Lanczos on the implicit
-    product beyond: no second n × n matrix), or for features Φ the Gram ``Bᵀ B`` of
-    ``B = D^-1/2 Φ`` (r × r, never n × n)."""
-    from scipy.linalg import eigh
-    from scipy.sparse.linalg import LinearOperator, eigsh
-
-    gram = isinstance(space, GramSpace)
-    if gram:
-        K = space.K
-        d = K.sum(axis=1)
-    else:
-        Phi = space.Phi
-        d = np.asarray(Phi @ np.asarray(Phi.sum(axis=0)).ravel()).ravel()
-    if not np.all(d > 0):
-        raise InvalidInputError(
-            f"{int(np.sum(~(d > 0)))} rows of the kernel do not sum to a positive value; "
-            "n_clusters='auto' compares k on the spectrum of D^-1/2 K D^-1/2, which needs "
-            "positive row sums. Pass a sequence of n_clusters to choose k by the criterion."
-        )
-    s = 1.0 / np.sqrt(d)
-    if gram:
-        n = int(K.shape[0])
-        k = min(int(n_values), n)
-        if n <= 1000 or k >= n - 1:
-            A = K * s[:, None] * s[None, :]
-            values = eigh(A, eigvals_only=True, subset_by_index=[n - k, n - 1])
-        else:
-
-            def matvec(v: np.ndarray) -> np.ndarray:
-                return s * (K @ (s * np.ravel(v)))
-
-            op = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
-            v0 = np.full(n, 1.0 / np.sqrt(n))
-            values = eigsh(op, k=k, which="LA", return_eigenvectors=False, v0=v0)
-    else:
-        B = sp.diags(s) @ Phi if sp.issparse(Phi) else Phi * s[:, None]
-        G = B.T @ B
-        G = G.toarray() if sp.issparse(G) else np.asarray(G)
-        r = G.shape[0]
-        k = min(int(n_values), r)
-        values = eigh(0.5 * (G + G.T), eigvals_only=True, subset_by_index=[r - k, r - 1])
-    return np.sort(values)[::-1]
 
 
 def warn_if_clusters_lost(found: int, n_clusters: int) -> None:
@@ -220,13 +175,14 @@ class KernelKMeans(
         ``{'n_neighbors': 10}`` for 'knn', ``{'n_landmarks': 500}``, ...).
     sigma : float, optional
         RBF width; ``sigma_fraction`` × the median pairwise distance (on a sample) when None.
-    sigma_fraction : float
-        Fraction of the median distance for the RBF rule of thumb. 0.5 (about scikit-learn's
-        ``Nystroem`` width, ``gamma = 1 / n_features``, on standardised data) had the best mean
-        ARI on the 22 labelled sets of ``benchmarks/bench_defaults.py`` (2 000 points, only K
-        given, seed 0): 0.597 against 0.529 (0.2), 0.567 (0.35) and 0.579 (1/√2); over
-        seeds 0-2, 0.591 against 0.581 for scikit-learn's ``Nystroem`` + ``KMeans``. Narrow
-        widths separate rings but split blobs, and no width separates three concentric rings.
+    sigma_fraction : float or 'auto'
+        Fraction of the median distance for the RBF rule of thumb. 'auto' (rbf without
+        ``sigma`` only): kernel k-means at 0.5, 1 and 2 on at most 3 000 rows, keeping the
+        width whose partition has the highest silhouette in the 0.5 kernel's feature space
+        ([Rousseeuw1987]; ``dkernel.kmeans.width``). 0.5 alone follows the suite's shapes
+        (mean ARI 0.578 on ``benchmarks/bench_defaults.py``'s 23 sets) and 2 alone real tables
+        (0.404 on ``bench_realdata.py``'s 35, k-means 0.397); 'auto' 0.589 and 0.419. Any
+        other kernel: 0.5, unused.
     solver : {'auto', 'exact', 'nystrom'}
         ``'exact'``: Lloyd's iterations on the kernel matrix of all points (O(N²) memory,
         refused with a ``ResourceLimitError`` beyond ``max_memory``). ``'nystrom'``: k-means in
@@ -292,6 +248,10 @@ class KernelKMeans(
         The fitted kernel (the RBF width resolved, the adaptive kernels' radii measured).
     sigma_ : float or None
         The RBF width (None for other kernels).
+    sigma_fraction_ : float
+        The fraction used (chosen by 'auto').
+    sigma_fraction_candidates_, sigma_fraction_scores_ : ndarray or None
+        The fractions 'auto' compared and their silhouettes (None otherwise).
     landmark_indices_ : ndarray or None
         Training rows used as Nyström landmarks (None for the exact solver and the landmark
         kernel's own features).
@@ -361,6 +321,7 @@ class KernelKMeans(
       cuts", KDD [Dhillon2004].
     - Chitta, Jin, Havens & Jain (2011), "Approximate kernel k-means: solution to large scale
       kernel clustering", KDD [Chitta2011] (k-means on a Nyström map).
+    - Rousseeuw (1987), "Silhouettes" [Rousseeuw1987] (``sigma_fraction='auto'``).
 
     Examples
     --------
@@ -384,7 +345,7 @@ class KernelKMeans(
         "kernel": [str, callable],
         "kernel_params": [dict, None],
         "sigma": [Interval(Real, RBF_SIGMA_MIN, RBF_SIGMA_MAX, closed="both"), None],
-        "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
+        "sigma_fraction": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "solver": [StrOptions(set(SOLVERS))],
         "n_landmarks": [Interval(Integral, 1, None, closed="left")],
         "landmarks": [StrOptions(set(LANDMARK_METHODS))],
@@ -409,7 +370,7 @@ class KernelKMeans(
         kernel: Any = "rbf",
         kernel_params: dict | None = None,
         sigma: float | None = None,
-        sigma_fraction: float = KERNEL_KMEANS_SIGMA_FRACTION,
+        sigma_fraction: float | str = "auto",
         solver: str = "auto",
         n_landmarks: int = DEFAULT_N_LANDMARKS,
         landmarks: str = "kmeans++",
@@ -494,9 +455,28 @@ class KernelKMeans(
             self.kernel_params,
             seed=seed,
             sigma=self.sigma,
-            sigma_fraction=self.sigma_fraction,
+            sigma_fraction=self.sigma_fraction_,
         )
         return make_kernel(self.kernel, X, **params)
+
+    def _choose_sigma_fraction(self, X: Any, seed: int | None) -> None:
+        """``sigma_fraction_`` and, for 'auto' with a data-chosen rbf width, its evidence."""
+        self.sigma_fraction_candidates_ = self.sigma_fraction_scores_ = None
+        if self.sigma_fraction != "auto":
+            self.sigma_fraction_ = float(self.sigma_fraction)
+            return
+        self.sigma_fraction_ = KERNEL_KMEANS_SIGMA_FRACTION
+        if not (isinstance(self.kernel, str) and self.kernel == "rbf") or self.sigma is not None:
+            return
+        found = choose_sigma_fraction(
+            self,
+            X,
+            seed,
+            n_clusters="auto" if self._auto() else self.n_clusters,
+            kmeans_max_samples=self._kmeans_max_samples(),
+            kmeans_sample=None,
+        )
+        self.sigma_fraction_, self.sigma_fraction_candidates_, self.sigma_fraction_scores_ = found
 
     # -- solver choice -----------------------------------------------------------------------
     def _choose_solver(self, n: int, p: int, kernel: Kernel, k: int) -> str:
@@ -589,6 +569,7 @@ class KernelKMeans(
         n, p = int(X.shape[0]), int(X.shape[1])
         candidates = self._candidates(n)
         seed = seed_from_random_state(self.random_state)
+        self._choose_sigma_fraction(X, seed)
         kernel = self._make_kernel(X, seed)
         self.solver_ = self._choose_solver(n, p, kernel, max(candidates))
         self.landmark_indices_ = None

@@ -12,8 +12,9 @@ from sklearn.datasets import make_blobs
 from dkernel import KernelKMeans
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.rbf import rbf_block
-from dkernel.kmeans.estimator import AUTO_RULE, PRECOMPUTED_AUTO_RULE, normalized_kernel_spectrum
+from dkernel.kmeans.estimator import AUTO_RULE, PRECOMPUTED_AUTO_RULE
 from dkernel.kmeans.lloyd import FeatureSpace, GramSpace
+from dkernel.kmeans.spectrum import normalized_kernel_spectrum
 from dkernel.model_order import RULES, TIMESCALE_FLOOR
 from dkernel.spectral.sparse import GRAPH_NEIGHBORS, ONE_SIDED_WEIGHT
 

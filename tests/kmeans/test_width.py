@@ -1,0 +1,109 @@
+"""``KernelKMeans(sigma_fraction='auto')``: the silhouette in a kernel's feature space against
+the definition, the choice against fitting the chosen width, the evidence, and when the width
+is not chosen."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_wine, make_blobs
+from sklearn.preprocessing import StandardScaler
+
+from dkernel import KernelKMeans
+from dkernel.errors import InvalidInputError
+from dkernel.kernels.widths import KERNEL_KMEANS_SIGMA_FRACTION, KERNEL_KMEANS_SIGMA_FRACTIONS
+from dkernel.kmeans import width
+from dkernel.kmeans.width import UNDEFINED_SILHOUETTE, kernel_silhouette
+
+
+def _slow_silhouette(K: np.ndarray, labels: np.ndarray) -> float:
+    """Rousseeuw's definition, point by point: a(i) the mean distance to the rest of its own
+    cluster, b(i) the smallest mean distance to another cluster, s(i) = (b − a) / max(a, b)
+    (0 for a point alone in its cluster), with ``d(x, y)² = k(x, x) + k(y, y) − 2 k(x, y)``."""
+    n = len(labels)
+    s = []
+    for i in range(n):
+        d = [np.sqrt(max(K[i, i] + K[j, j] - 2 * K[i, j], 0.0)) for j in range(n)]
+        own = [d[j] for j in range(n) if labels[j] == labels[i] and j != i]
+        if not own:
+            s.append(0.0)
+            continue
+        a = np.mean(own)
+        b = min(
+            np.mean([d[j] for j in range(n) if labels[j] == c])
+            for c in set(labels.tolist()) - {labels[i]}
+        )
+        s.append((b - a) / max(a, b))
+    return float(np.mean(s))
+
+
+def _wine() -> np.ndarray:
+    return StandardScaler().fit_transform(load_wine().data)
+
+
+def test_kernel_silhouette_is_the_definition():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    K = np.exp(-((X[:, None, :] - X[None, :, :]) ** 2).sum(-1) / 4.0)
+    labels = rng.integers(0, 3, size=40)
+    labels[0] = 5  # one point alone in its cluster
+    assert kernel_silhouette(K, labels) == pytest.approx(_slow_silhouette(K, labels), abs=1e-12)
+
+
+def test_kernel_silhouette_undefined_for_one_cluster_or_one_per_point():
+    K = np.eye(5)
+    assert kernel_silhouette(K, np.zeros(5, dtype=int)) == UNDEFINED_SILHOUETTE
+    assert kernel_silhouette(K, np.arange(5)) == UNDEFINED_SILHOUETTE
+
+
+def test_auto_keeps_the_best_scored_width_and_equals_fitting_it():
+    X = _wine()
+    auto = KernelKMeans(3, random_state=0).fit(X)
+    np.testing.assert_array_equal(auto.sigma_fraction_candidates_, KERNEL_KMEANS_SIGMA_FRACTIONS)
+    scores = auto.sigma_fraction_scores_
+    assert scores.shape == (len(KERNEL_KMEANS_SIGMA_FRACTIONS),)
+    assert auto.sigma_fraction_ == KERNEL_KMEANS_SIGMA_FRACTIONS[int(np.argmax(scores))]
+    # every score is the silhouette of that width's partition in the narrowest width's kernel
+    narrow = KernelKMeans(3, sigma_fraction=KERNEL_KMEANS_SIGMA_FRACTIONS[0], random_state=0)
+    reference = narrow.fit(X).kernel_(X)
+    for fraction, score in zip(KERNEL_KMEANS_SIGMA_FRACTIONS, scores, strict=True):
+        labels = KernelKMeans(3, sigma_fraction=fraction, random_state=0).fit(X).labels_
+        assert score == pytest.approx(kernel_silhouette(reference, labels), abs=1e-12)
+    fixed = KernelKMeans(3, sigma_fraction=auto.sigma_fraction_, random_state=0).fit(X)
+    np.testing.assert_array_equal(auto.labels_, fixed.labels_)
+    assert auto.sigma_ == pytest.approx(fixed.sigma_)
+
+
+def test_auto_chooses_on_a_sample_above_the_width_sample(monkeypatch):
+    monkeypatch.setattr(width, "WIDTH_SAMPLE", 150)
+    X, _ = make_blobs(600, centers=4, random_state=0)
+    first = KernelKMeans(4, random_state=3).fit(X)
+    again = KernelKMeans(4, random_state=3).fit(X)
+    assert first.sigma_fraction_ in KERNEL_KMEANS_SIGMA_FRACTIONS
+    np.testing.assert_array_equal(first.sigma_fraction_scores_, again.sigma_fraction_scores_)
+    np.testing.assert_array_equal(first.labels_, again.labels_)
+    assert first.labels_.shape == (600,)
+
+
+def test_auto_with_missing_values_and_auto_k():
+    X = _wine()
+    X[np.random.default_rng(1).random(X.shape) < 0.1] = np.nan
+    model = KernelKMeans("auto", random_state=0).fit(X)
+    assert model.sigma_fraction_ in KERNEL_KMEANS_SIGMA_FRACTIONS
+    assert np.all(np.isfinite(model.sigma_fraction_scores_))
+    assert model.n_clusters_ >= 2
+
+
+@pytest.mark.parametrize(
+    "params", [{"sigma": 2.0}, {"kernel": "knn_mean"}, {"sigma_fraction": 1.5}]
+)
+def test_no_choice_without_a_data_chosen_rbf_width(params):
+    model = KernelKMeans(3, random_state=0, **params).fit(_wine())
+    assert model.sigma_fraction_candidates_ is None and model.sigma_fraction_scores_ is None
+    expected = params.get("sigma_fraction", KERNEL_KMEANS_SIGMA_FRACTION)
+    assert model.sigma_fraction_ == expected
+
+
+def test_bad_sigma_fraction_is_a_clear_error():
+    with pytest.raises(InvalidInputError, match="sigma_fraction"):
+        KernelKMeans(3, sigma_fraction="median").fit(_wine())
