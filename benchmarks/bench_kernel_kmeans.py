@@ -4,12 +4,13 @@ and exact kernel k-means, ARI and wall time from one run.
 Issue 31, item 4. Every row is one data set at one size, standardised (``StandardScaler``), with
 the true number of classes as K and one seed; every method sees the same array. Methods:
 
-* ``dk`` — ``dkernel.KernelKMeans(K, random_state=seed)`` at its defaults (RBF, σ = 0.5 × the
-  median distance, ``solver='auto'``: exact kernel k-means when it is the cheaper, else k-means
-  on a Nyström map of 300 landmarks fitted on ≤ 50 000 sampled points, every point assigned);
-  its path and the agreement of ``predict(X)`` with ``labels_`` are recorded;
+* ``dk`` — ``dkernel.KernelKMeans(K, random_state=seed)`` at its defaults (RBF, σ chosen among
+  0.5, 1 and 2 × the median distance by ``sigma_fraction='auto'``, ``solver='auto'``: exact
+  kernel k-means when it is the cheaper, else k-means on a Nyström map of 300 landmarks fitted
+  on ≤ 50 000 sampled points, every point assigned); its path and the agreement of
+  ``predict(X)`` with ``labels_`` are recorded;
 * ``exact`` — ``KernelKMeans(K, solver='exact')``: exact kernel k-means on the Gram matrix with
-  the same kernel (same σ), for N ≤ ``--exact-max`` (10⁴);
+  the same kernel (the σ dk chose), for N ≤ ``--exact-max`` (10⁴);
 * ``sk.Nys+KM`` — scikit-learn ``Nystroem()`` + ``KMeans(K)``, both at their defaults (RBF with
   ``gamma = 1 / n_features``, 100 components; k-means++, ``n_init='auto'``);
 * ``sk.Nys+MB`` — scikit-learn ``Nystroem(gamma = 1 / 2σ², n_components = m)`` +
