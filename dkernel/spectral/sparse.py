@@ -219,7 +219,16 @@ def _bounded_self_loops(W: sp.csr_matrix, mass: np.ndarray) -> tuple[sp.csr_matr
     return (W + sp.diags(loops - diagonal)).tocsr(), loops
 
 
-def _leading_eigenpairs(M: sp.csr_matrix, k: int, seed: int | None) -> tuple:
+#: The sparse eigen-solver's warning: the fix for SpectralClustering's exact graph.
+BIPARTITE_FIX = "Use approximation='bipartite' (the default above 5 000 points) for large sets."
+
+
+def leading_eigenpairs(
+    M: sp.csr_matrix, k: int, seed: int | None, *, fix: str = BIPARTITE_FIX
+) -> tuple:
+    """At least the ``k`` leading eigenpairs of the symmetric sparse ``M`` (unsorted beyond a
+    dense solve), a ``NumericalWarning`` naming ``fix`` when they are not separated from the
+    next."""
     n = M.shape[0]
     block = min(n - 1, k + _SPARE_VECTORS)
     if n <= _DENSE_EIGEN_MAX:
@@ -238,8 +247,7 @@ def _leading_eigenpairs(M: sp.csr_matrix, k: int, seed: int | None) -> tuple:
         warn_caller(
             f"The sparse eigensolver did not separate the {k} leading eigenvectors of the "
             f"{n}-point graph from the next (residual {residual.max():.1e}, eigengap "
-            f"{gap:.1e}): the embedding may mix them and split or merge clusters. Use "
-            "approximation='bipartite' (the default above 5 000 points) for large sets.",
+            f"{gap:.1e}): the embedding may mix them and split or merge clusters. {fix}",
             NumericalWarning,
         )
     return values, vectors
@@ -374,7 +382,7 @@ def fit_sparse_embedding(
     scale = np.sqrt(mass / degrees)
     M = sp.diags(scale) @ W @ sp.diags(scale)
     k = int(n_components)
-    values, vectors = _leading_eigenpairs(M, k, seed)
+    values, vectors = leading_eigenpairs(M, k, seed)
     order = np.argsort(-values, kind="stable")
     spectrum = values[order]
     values, vectors = spectrum[:k], vectors[:, order[:k]]

@@ -210,7 +210,7 @@ def test_lanczos_finds_every_copy_of_eigenvalue_one_or_gives_way(monkeypatch):
     monkeypatch.setattr(sparse, "eigsh", one_copy)
     assert sparse._lanczos_pairs(M, 6, 0) is None
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
-    values, _ = sparse._leading_eigenpairs(M, 3, 0)
+    values, _ = sparse.leading_eigenpairs(M, 3, 0)
     assert np.count_nonzero(values > 1 - 1e-6) == 3
 
 

@@ -1,0 +1,130 @@
+"""The k-NN graph kernels (``knn``, ``knn_mean``) of the training points as a sparse matrix, and
+the leading eigenpairs of its normalized form: ``JointRankingClustering`` beyond the dense limit.
+
+The two kernels are 0 beyond each point's neighbour radius (the distance to its
+``n_neighbors``-th other training point), so ``κ(X, X)`` has about ``n_neighbors`` non-zeros
+per row: ``knn_mean`` is ``½ (A + Aᵀ)`` and ``knn`` ``[A + Aᵀ > 0]`` with
+``A_ij = [‖x_i − x_j‖ ≤ r_i]`` (each point within its own radius). The candidate pairs come
+from a nearest-neighbour search (scikit-learn's tree or blocked brute force), O(N k) memory,
+never N × N; the radii are the kernel's own. Equal to the dense kernel
+(``dkernel.kernels.adaptive``) on complete data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.neighbors import NearestNeighbors
+
+from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
+from dkernel.kernels.adaptive import RadiusKernelBlock
+from dkernel.linalg.eigen import fix_signs
+from dkernel.ranking.ppr import restart_beta
+from dkernel.spectral.sparse import leading_eigenpairs
+
+#: What the eigen-solver's warning proposes when it cannot separate the leading pairs.
+EIGEN_FIX = "Use a larger n_neighbors (a better connected graph) or fewer n_components."
+#: Relative slack of the radius test, as in the dense blocks (a neighbour exactly at the
+#: radius is kept despite round-off).
+RADIUS_SLACK = 1e-9
+
+
+def sparse_radius_kernel(block: RadiusKernelBlock, X: np.ndarray) -> sp.csr_matrix:
+    """``κ(X, X)`` of a ``knn`` or ``knn_mean`` block, as a sparse matrix.
+
+    Parameters
+    ----------
+    block : RadiusKernelBlock
+        Of kind ``'knn'`` or ``'knn_mean'``; each point's radius is measured among its
+        reference rows (every training row, or the registry's uniform sample of them).
+    X : ndarray of shape (n, p)
+        The training rows, complete.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of shape (n, n), symmetric, float64
+        Equal to ``block(X, X)``: the candidate pairs come from a nearest-neighbour search,
+        listing more neighbours for a row until its farthest listed one is beyond its radius,
+        but whether a pair is within a radius is decided with the dense blocks' distances and
+        radii.
+    """
+    if block.kind not in ("knn", "knn_mean"):
+        raise ValueError(f"a sparse kernel needs a k-NN graph kernel, not {block.kind!r}")
+    X = np.asarray(X, dtype=np.float64)
+    radius2 = block.radius(X) ** 2 * (1.0 + RADIUS_SLACK)
+    Xc = X - block.center
+    n = Xc.shape[0]
+    norms = np.einsum("ij,ij->i", Xc, Xc)
+    index = NearestNeighbors().fit(Xc)
+    pending = np.arange(n)
+    width = min(n, 2 * int(block.n_neighbors) + 1)
+    rows_of, columns_of = [], []
+    while pending.size:
+        _, columns = index.kneighbors(Xc[pending], n_neighbors=width)
+        within = _within(Xc, norms, radius2, pending, columns)
+        # a row whose farthest listed point is within its radius may have more (ties, copies)
+        done = ~within[:, -1] if width < n else np.ones(pending.size, dtype=bool)
+        rows_of.append(np.repeat(pending[done], within[done].sum(axis=1)))
+        columns_of.append(columns[done][within[done]])
+        pending = pending[~done]
+        width = min(n, 2 * width)
+    rows, columns = np.concatenate(rows_of), np.concatenate(columns_of)
+    A = sp.csr_matrix((np.ones(rows.size), (rows, columns)), shape=(n, n))
+    if block.kind == "knn_mean":
+        W = 0.5 * (A + A.T)
+    else:
+        W = A + A.T
+        W.data[:] = 1.0
+    return sp.csr_matrix(W)
+
+
+def _within(
+    Xc: np.ndarray, norms: np.ndarray, radius2: np.ndarray, rows: np.ndarray, columns: np.ndarray
+) -> np.ndarray:
+    """``‖x_i − x_j‖² ≤ r_i²`` for each listed pair, with the dense blocks' distances
+    ``|x|² + |y|² − 2 x·y`` (clipped at 0), in blocks of bounded memory."""
+    within = np.empty(columns.shape, dtype=bool)
+    step = rows_for_budget(SCRATCH_BLOCK_BYTES, columns.shape[1] * Xc.shape[1], 8)
+    for r0 in range(0, rows.size, step):
+        part = slice(r0, r0 + step)
+        i, j = rows[part], columns[part]
+        squared = norms[i, None] + norms[j]
+        squared -= 2.0 * np.einsum("ip,ikp->ik", Xc[i], Xc[j])
+        within[part] = np.maximum(squared, 0.0) <= radius2[i, None]
+    return within
+
+
+def sparse_normalized_eigenpairs(
+    W: sp.csr_matrix, d: np.ndarray, n_components: int, seed: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_components`` largest eigenpairs of ``D^{-1/2} W D^{-1/2}``, descending, the first
+    the exact trivial pair ``(1, D^{1/2} 1 / √Vol)`` and the others orthogonal to it (as
+    ``dkernel.ranking.kppr.top_normalized_eigenpairs`` gives them for a dense kernel)."""
+    r = 1.0 / np.sqrt(d)
+    M = sp.csr_matrix(sp.diags(r) @ W @ sp.diags(r))
+    values, vectors = leading_eigenpairs(M, n_components, seed, fix=EIGEN_FIX)
+    order = np.argsort(-values, kind="stable")[:n_components]
+    values, vectors = values[order], vectors[:, order]
+    e1 = np.sqrt(d / d.sum())
+    rest = vectors[:, 1:] - np.outer(e1, e1 @ vectors[:, 1:])
+    rest = fix_signs(np.linalg.qr(rest)[0])
+    return np.concatenate([[1.0], values[1:]]), np.concatenate([e1[:, None], rest], axis=1)
+
+
+def jrc_sparse_embedding(
+    W: sp.csr_matrix, alpha: float, n_components: int, seed: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``jrc_normalized_embedding`` of a sparse affinity: ``Z_β = √(β Vol) D^{-1/2} E*
+    ((1+β)I − Λ*)^{-1/2}`` from the ``n_components`` largest eigenpairs of ``D^{-1/2} W D^{-1/2}``.
+
+    Returns
+    -------
+    Z : (N, k), eigenvalues : (k,) descending, U : (N, k) ``D^{-1/2} E*``, d : (N,)
+    """
+    beta = restart_beta(alpha, "JointRankingClustering")
+    d = np.asarray(W.sum(axis=1), dtype=np.float64).ravel()
+    k = min(int(n_components), d.size)
+    values, vectors = sparse_normalized_eigenpairs(W, d, k, seed)
+    U = vectors / np.sqrt(d)[:, None]
+    Z = np.sqrt(beta * d.sum()) * U / np.sqrt(1.0 + beta - values)[None, :]
+    return Z, values, U, d

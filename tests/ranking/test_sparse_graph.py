@@ -1,0 +1,79 @@
+"""``JointRankingClustering`` beyond the dense limit: the k-NN graph kernels as a sparse matrix
+(against the dense blocks), and the fit on it against the dense fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from dkernel import JointRankingClustering
+from dkernel.errors import ResourceLimitError
+from dkernel.ranking import jrc
+from dkernel.ranking.sparse_graph import sparse_normalized_eigenpairs, sparse_radius_kernel
+
+
+def _blobs(n: int, seed: int = 0) -> np.ndarray:
+    return make_blobs(n, centers=4, n_features=3, cluster_std=1.5, random_state=seed)[0]
+
+
+def _fitted(X: np.ndarray, **params) -> JointRankingClustering:
+    return JointRankingClustering(n_clusters=4, random_state=0, **params).fit(X)
+
+
+@pytest.mark.parametrize("kernel", ["knn_mean", "knn"])
+@pytest.mark.parametrize("n", [300, 2500])  # every row the reference; a sample of 2 000
+def test_sparse_kernel_equals_the_dense_blocks(kernel, n):
+    X = _blobs(n)
+    X[:5] = X[5]  # copies: coinciding points, ties at the radius
+    model = _fitted(X, kernel=kernel)
+    block, X_fit = model.kernel_.fn.kernel.block, model.kernel_.X_fit
+    W = sparse_radius_kernel(block, X_fit)
+    np.testing.assert_array_equal(W.toarray(), block(X_fit, X_fit))
+
+
+def test_sparse_eigenpairs_of_a_disconnected_graph_keep_the_trivial_pair_first():
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(size=(60, 2)), rng.normal(size=(60, 2)) + 100.0]
+    model = _fitted(X, kernel="knn")
+    W = sparse_radius_kernel(model.kernel_.fn.kernel.block, model.kernel_.X_fit)
+    d = np.asarray(W.sum(axis=1)).ravel()
+    values, vectors = sparse_normalized_eigenpairs(W, d, 4, 0)
+    np.testing.assert_allclose(values[:2], 1.0, atol=1e-10)  # two components
+    np.testing.assert_allclose(vectors[:, 0], np.sqrt(d / d.sum()))
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(4), atol=1e-10)
+    Wn = W.toarray() / np.sqrt(np.outer(d, d))
+    np.testing.assert_allclose(Wn @ vectors, vectors * values, atol=1e-8)
+
+
+@pytest.mark.parametrize("kernel", ["knn_mean", "knn"])
+@pytest.mark.parametrize("n_clusters", [4, "auto"])
+def test_sparse_fit_equals_the_dense_fit(monkeypatch, kernel, n_clusters):
+    X = _blobs(2500)
+    dense = JointRankingClustering(kernel=kernel, n_clusters=n_clusters, random_state=0).fit(X)
+    monkeypatch.setattr(jrc, "DENSE_LIMIT_BYTES", 1)
+    sparse = JointRankingClustering(kernel=kernel, n_clusters=n_clusters, random_state=0).fit(X)
+    assert sparse.n_clusters_ == dense.n_clusters_
+    np.testing.assert_array_equal(sparse.labels_, dense.labels_)
+    np.testing.assert_allclose(sparse.eigenvalues_, dense.eigenvalues_, atol=1e-10)
+    np.testing.assert_allclose(np.abs(sparse.embedding_), np.abs(dense.embedding_), atol=1e-8)
+    np.testing.assert_allclose(sparse.degrees_, dense.degrees_)
+    np.testing.assert_allclose(sparse.rank(cluster=0), dense.rank(cluster=0), atol=1e-12)
+    np.testing.assert_array_equal(sparse.predict(X[:200]), sparse.labels_[:200])
+
+
+@pytest.mark.parametrize(
+    "params", [{"kernel": "rbf"}, {"embedding": "laplacian"}, {"kernel": "local_scaling"}]
+)
+def test_beyond_the_dense_limit_other_settings_are_refused_with_the_fix(monkeypatch, params):
+    monkeypatch.setattr(jrc, "DENSE_LIMIT_BYTES", 1)
+    with pytest.raises(ResourceLimitError, match="sparse graph at any N"):
+        _fitted(_blobs(300), **params)
+
+
+def test_beyond_the_dense_limit_missing_values_are_refused(monkeypatch):
+    monkeypatch.setattr(jrc, "DENSE_LIMIT_BYTES", 1)
+    X = _blobs(300)
+    X[0, 0] = np.nan
+    with pytest.raises(ResourceLimitError, match="complete data"):
+        _fitted(X)
