@@ -274,9 +274,10 @@ def test_every_width_default_is_a_declared_fraction():
         getattr(widths, name) for name in widths.__all__ if name.endswith("_SIGMA_FRACTION")
     }
     uses = shared_parameters()["sigma_fraction"]
-    # 'auto': chosen among widths.KERNEL_KMEANS_SIGMA_FRACTIONS (KernelKMeans), declared there
+    # 'auto': chosen among the candidates declared there (KERNEL_KMEANS_, KPCA_SIGMA_FRACTIONS)
     assert set(uses.values()) - {"auto"} <= fractions, uses
-    assert {k for k, v in uses.items() if v == "auto"} <= {"KernelKMeans"}, uses
+    auto = {k for k, v in uses.items() if v == "auto"}
+    assert auto <= {"KernelKMeans", "KernelPCAEmbedding"}, uses
     # the generic rule of thumb, the registry's rbf and KPCA agree (issue 33)
     from dkernel.kernels.registry import make_kernel
 

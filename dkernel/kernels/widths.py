@@ -24,7 +24,9 @@ on every one of them, so none can change without changing their results):
 * ``KERNEL_KMEANS_SIGMA_FRACTION`` = 0.5: ``KernelCCA`` (the best of 0.2, 0.35, 0.5 and 1/√2
   for kernel k-means on the defaults suite, ``benchmarks/bench_kernel_kmeans.py``).
   ``KernelKMeans`` chooses among ``KERNEL_KMEANS_SIGMA_FRACTIONS`` = 0.5, 1 and 2 by default
-  (``sigma_fraction='auto'``, ``dkernel.kmeans.width``): no one width suited both the suite's
+  and ``KernelPCAEmbedding`` with ``n_clusters`` among ``KPCA_SIGMA_FRACTIONS`` = 1/√2, 1 and 2
+  (``sigma_fraction='auto'``, ``dkernel.kernels.width_selection``, scoring each partition in
+  the kernel of ``SILHOUETTE_SIGMA_FRACTION`` = 0.5): no one width suited both the suite's
   shapes and real tables.
 * ``KERNEL_MAD_SIGMA_FRACTION`` = 2.0: kernel MAD's kernel CCA of two dates
   (:func:`~dkernel.detect_change`); change detection needs a wide, nearly linear kernel whose
@@ -83,6 +85,8 @@ __all__ = [
     "RULE_OF_THUMB_SAMPLE",
     "KERNEL_KMEANS_SIGMA_FRACTION",
     "KERNEL_KMEANS_SIGMA_FRACTIONS",
+    "KPCA_SIGMA_FRACTIONS",
+    "SILHOUETTE_SIGMA_FRACTION",
     "THESIS_SIGMA_FRACTION",
     "RBF_SIGMA_MAX",
     "RBF_SIGMA_MIN",
@@ -104,9 +108,13 @@ MSSC_SIGMA_FRACTION = 0.5
 #: Kernel k-means and kernel CCA: half the median distance, the best mean ARI of kernel k-means
 #: among 0.2, 0.35, 0.5 and 1/√2 on the 22 labelled sets of ``benchmarks/bench_defaults.py``.
 KERNEL_KMEANS_SIGMA_FRACTION = 0.5
-#: ``KernelKMeans(sigma_fraction='auto')``'s candidate fractions (``dkernel.kmeans.width``):
+#: ``KernelKMeans(sigma_fraction='auto')``'s candidate fractions (``dkernel.kernels.width_selection``):
 #: the narrowest is also the kernel its partitions are scored in.
 KERNEL_KMEANS_SIGMA_FRACTIONS = (0.5, 1.0, 2.0)
+#: ``KernelPCAEmbedding(sigma_fraction='auto', n_clusters=k)``'s candidate fractions.
+KPCA_SIGMA_FRACTIONS = (DEFAULT_SIGMA_FRACTION, 1.0, 2.0)
+#: The width of the kernel in which 'auto' scores the candidates' partitions.
+SILHOUETTE_SIGMA_FRACTION = 0.5
 KERNEL_MAD_SIGMA_FRACTION = 2.0
 #: The echo state network's kernel PCA of its states (see the module docstring).
 ESN_SIGMA_FRACTION = 1.0

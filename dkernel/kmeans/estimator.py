@@ -42,9 +42,11 @@ from dkernel.kernels.nystrom import (
     landmark_kernel_params,
 )
 from dkernel.kernels.registry import Kernel, kernel_input_tags, kernel_nan_args, make_kernel
+from dkernel.kernels.width_selection import choose_sigma_fraction
 from dkernel.kernels.widths import (
     DEFAULT_LOCAL_SCALING_NEIGHBORS,
     KERNEL_KMEANS_SIGMA_FRACTION,
+    KERNEL_KMEANS_SIGMA_FRACTIONS,
     RBF_SIGMA_MAX,
     RBF_SIGMA_MIN,
 )
@@ -61,7 +63,6 @@ from dkernel.kmeans.lloyd import (
     symmetrize,
 )
 from dkernel.kmeans.spectrum import normalized_kernel_spectrum
-from dkernel.kmeans.width import choose_sigma_fraction
 from dkernel.linalg.threads import map_on_cores, one_blas_thread
 from dkernel.model_order import (
     ModelOrder,
@@ -179,7 +180,7 @@ class KernelKMeans(
         Fraction of the median distance for the RBF rule of thumb. 'auto' (rbf without
         ``sigma`` only): kernel k-means at 0.5, 1 and 2 on at most 3 000 rows, keeping the
         width whose partition has the highest silhouette in the 0.5 kernel's feature space
-        ([Rousseeuw1987]; ``dkernel.kmeans.width``). 0.5 alone follows the suite's shapes
+        ([Rousseeuw1987]; ``dkernel.kernels.width_selection``). 0.5 alone follows the suite's shapes
         (mean ARI 0.578 on ``benchmarks/bench_defaults.py``'s 23 sets) and 2 alone real tables
         (0.404 on ``bench_realdata.py``'s 35, k-means 0.397); 'auto' 0.589 and 0.419. Any
         other kernel: 0.5, unused.
@@ -472,11 +473,14 @@ class KernelKMeans(
             self,
             X,
             seed,
+            KERNEL_KMEANS_SIGMA_FRACTIONS,
             n_clusters="auto" if self._auto() else self.n_clusters,
             kmeans_max_samples=self._kmeans_max_samples(),
             kmeans_sample=None,
         )
-        self.sigma_fraction_, self.sigma_fraction_candidates_, self.sigma_fraction_scores_ = found
+        self.sigma_fraction_, self.sigma_fraction_candidates_, self.sigma_fraction_scores_ = found[
+            :3
+        ]
 
     # -- solver choice -----------------------------------------------------------------------
     def _choose_solver(self, n: int, p: int, kernel: Kernel, k: int) -> str:

@@ -219,3 +219,24 @@ def test_kppr_job_former_n_fit_is_max_samples(monkeypatch):
     assert step._n_fit({"max_samples": 2000, "n_fit": None}, 1000) == 1000
     with pytest.raises(SpecError, match="give max_samples only"):
         step._n_fit({"max_samples": 50, "n_fit": 60}, 1000)
+
+
+@pytest.mark.parametrize(
+    ("params", "sparse"),
+    [
+        ({}, True),
+        ({"kernel": "knn"}, True),
+        ({"kernel": "rbf"}, False),
+        ({"embedding": "laplacian"}, False),
+    ],
+)
+def test_jrc_job_cost_takes_the_sparse_graph_past_the_dense_limit(params, sparse):
+    from dkernel.jobs.steps import jrc as step
+
+    full = _spec("jrc", {"n_clusters": 3, **params}, "x.zarr").params
+    n = 200_000
+    cost = step.estimate(full, n, 4)
+    assert (cost.memory_bytes < 8.0 * n * n) == sparse
+    assert step.estimate(full, 2_000, 4).memory_bytes == 3.0 * 8 * 2_000**2
+    if not sparse:
+        assert "knn_mean" in cost.alternative

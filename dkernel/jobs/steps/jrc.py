@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 # (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
 # without Dask or scikit-learn (tests/test_cli_imports.py)
 ADAPTIVE = constants("dkernel.ranking.kernelmap", "ADAPTIVE")
+DENSE_LIMIT_BYTES = constants("dkernel.ranking.kppr", "DENSE_LIMIT_BYTES")
+SPARSE_BYTES_PER_ROW = constants("dkernel.ranking.sparse_graph", "SPARSE_BYTES_PER_ROW")
 as_numpy = deferred("dkernel._validation", "as_numpy")
 embedding_dataset, labels_dataset, ranking_dataset = deferred(
     "dkernel.storage.layout", "embedding_dataset", "labels_dataset", "ranking_dataset"
@@ -86,10 +88,20 @@ def check_data(params: dict, data: LoadedData) -> None:
 
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
+    dense = 3.0 * 8 * n_samples * n_samples
+    sparse = params["kernel"] in ("knn", "knn_mean") and params["embedding"] == "normalized"
+    if sparse and dense > DENSE_LIMIT_BYTES:
+        # the estimator's sparse k-NN graph path (complete data; with NaN it refuses at fit)
+        return Cost(
+            memory_bytes=float(SPARSE_BYTES_PER_ROW * n_samples),
+            what=f"a sparse {n_samples}-point k-NN graph and its leading eigenvectors",
+            alternative="cluster a sample of rows (or use method: kppr for ranking).",
+        )
     return Cost(
-        memory_bytes=3.0 * 8 * n_samples * n_samples,
+        memory_bytes=dense,
         what=f"a dense {n_samples} x {n_samples} kernel and Laplacian eigen-solve",
-        alternative="cluster a sample of a few thousand rows (or use method: kppr for ranking).",
+        alternative="kernel: knn_mean with embedding: normalized (a sparse graph at any N), or "
+        "cluster a sample of a few thousand rows (or use method: kppr for ranking).",
     )
 
 

@@ -11,9 +11,13 @@ from sklearn.preprocessing import StandardScaler
 
 from dkernel import KernelKMeans
 from dkernel.errors import InvalidInputError
+from dkernel.kernels import width_selection as width
+from dkernel.kernels.width_selection import (
+    UNDEFINED_SILHOUETTE,
+    kernel_silhouette,
+    reference_kernel,
+)
 from dkernel.kernels.widths import KERNEL_KMEANS_SIGMA_FRACTION, KERNEL_KMEANS_SIGMA_FRACTIONS
-from dkernel.kmeans import width
-from dkernel.kmeans.width import UNDEFINED_SILHOUETTE, kernel_silhouette
 
 
 def _slow_silhouette(K: np.ndarray, labels: np.ndarray) -> float:
@@ -63,9 +67,11 @@ def test_auto_keeps_the_best_scored_width_and_equals_fitting_it():
     scores = auto.sigma_fraction_scores_
     assert scores.shape == (len(KERNEL_KMEANS_SIGMA_FRACTIONS),)
     assert auto.sigma_fraction_ == KERNEL_KMEANS_SIGMA_FRACTIONS[int(np.argmax(scores))]
-    # every score is the silhouette of that width's partition in the narrowest width's kernel
-    narrow = KernelKMeans(3, sigma_fraction=KERNEL_KMEANS_SIGMA_FRACTIONS[0], random_state=0)
-    reference = narrow.fit(X).kernel_(X)
+    # every score is the silhouette of that width's partition in the reference kernel, the
+    # kernel k-means' own at 0.5 x the median distance
+    narrow = KernelKMeans(3, sigma_fraction=0.5, random_state=0).fit(X)
+    reference = reference_kernel(X, 0)
+    np.testing.assert_allclose(reference, narrow.kernel_(X))
     for fraction, score in zip(KERNEL_KMEANS_SIGMA_FRACTIONS, scores, strict=True):
         labels = KernelKMeans(3, sigma_fraction=fraction, random_state=0).fit(X).labels_
         assert score == pytest.approx(kernel_silhouette(reference, labels), abs=1e-12)
@@ -107,3 +113,35 @@ def test_no_choice_without_a_data_chosen_rbf_width(params):
 def test_bad_sigma_fraction_is_a_clear_error():
     with pytest.raises(InvalidInputError, match="sigma_fraction"):
         KernelKMeans(3, sigma_fraction="median").fit(_wine())
+
+
+def test_kpca_auto_clusters_at_the_best_scored_width_and_equals_fitting_it():
+    from dkernel import KernelPCAEmbedding
+    from dkernel.kernels.widths import KPCA_SIGMA_FRACTIONS
+
+    X = _wine()
+    auto = KernelPCAEmbedding(n_clusters=3, random_state=0).fit(X)
+    np.testing.assert_array_equal(auto.sigma_fraction_candidates_, KPCA_SIGMA_FRACTIONS)
+    assert auto.sigma_fraction_ == KPCA_SIGMA_FRACTIONS[int(np.argmax(auto.sigma_fraction_scores_))]
+    reference = reference_kernel(X, 0)
+    for fraction, score in zip(KPCA_SIGMA_FRACTIONS, auto.sigma_fraction_scores_, strict=True):
+        labels = KernelPCAEmbedding(n_clusters=3, sigma_fraction=fraction, random_state=0)
+        assert score == pytest.approx(kernel_silhouette(reference, labels.fit(X).labels_))
+    fixed = KernelPCAEmbedding(n_clusters=3, sigma_fraction=auto.sigma_fraction_, random_state=0)
+    fixed.fit(X)
+    np.testing.assert_array_equal(auto.labels_, fixed.labels_)
+    np.testing.assert_allclose(np.abs(auto.embedding_), np.abs(fixed.embedding_), atol=1e-5)
+    np.testing.assert_array_equal(auto.predict(X), auto.labels_)
+    assert not hasattr(auto, "_width_fit") or auto._width_fit is None  # nothing kept twice
+
+
+def test_kpca_auto_without_clusters_and_keca_auto_are_the_median_heuristic():
+    from dkernel import KECA, KernelPCAEmbedding
+    from dkernel.kernels.widths import DEFAULT_SIGMA_FRACTION
+
+    embedding = KernelPCAEmbedding(2, random_state=0).fit(_wine())
+    assert embedding.sigma_fraction_ == DEFAULT_SIGMA_FRACTION
+    assert embedding.sigma_fraction_candidates_ is None
+    keca = KECA(n_clusters=3, sigma_fraction="auto", random_state=0).fit(_wine())
+    assert keca.sigma_fraction_ == DEFAULT_SIGMA_FRACTION
+    assert keca.sigma_fraction_candidates_ is None
