@@ -8,7 +8,7 @@ with what a user would take instead: scikit-learn's `SpectralClustering(affinity
 drawn at each size: five 4-D Gaussian blobs (standard deviation 1.5) and two moons in 2-D
 (noise 0.05). Each fit runs in a fresh process, so its peak resident memory is its own.
 
-Run:  python benchmarks/bench_jrc_scale.py [--sizes 2e3 2e4 2e5] [--seed 0]
+Run:  python benchmarks/bench_jrc_scale.py [--sizes 2e3 2e4 2e5] [--seed 0] [--timeout 600]
 Writes ``benchmarks/results/jrc_scale.md``.
 """
 
@@ -54,15 +54,20 @@ print(json.dumps({"ari": adjusted_rand_score(y, labels), "seconds": seconds, "pe
 """
 
 
-def run_one(method: str, family: str, n: int, seed: int) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, method, family, str(n), str(seed)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def run_one(method: str, family: str, n: int, seed: int, timeout: float) -> dict:
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, method, family, str(n), str(seed)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout ({timeout:.0f} s)"}
     if done.returncode != 0:
-        return {"error": done.stderr.strip().splitlines()[-1][:200]}
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        return {"error": lines[-1][:200]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -70,20 +75,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", type=float, default=[2e3, 2e4, 2e5])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per fit")
     args = parser.parse_args(argv)
     rows = []
     for n in (int(s) for s in args.sizes):
         for family in FAMILIES:
             row = {"family": family, "n": n}
             for method in METHODS:
-                row[method] = run_one(method, family, n, args.seed)
+                row[method] = run_one(method, family, n, args.seed, args.timeout)
                 print(family, n, method, row[method], flush=True)
             rows.append(row)
     lines = [
         "# JointRankingClustering past the dense limit",
         "",
         f"`python benchmarks/bench_jrc_scale.py --sizes {' '.join(f'{s:g}' for s in args.sizes)}"
-        f" --seed {args.seed}` (one run, this 2-core machine; each fit in its own process; "
+        f" --seed {args.seed} --timeout {args.timeout:g}` (one run, this 2-core machine; each fit in its own process; "
         "ARI / fit seconds / peak resident MiB of the process, which includes about 150-250 MiB "
         "of imports). Above about 13 000 points `JointRankingClustering` runs on its sparse "
         "k-NN graph.",
