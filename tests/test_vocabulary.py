@@ -277,7 +277,7 @@ def test_every_width_default_is_a_declared_fraction():
     # 'auto': chosen among the candidates declared there (KERNEL_KMEANS_, KPCA_SIGMA_FRACTIONS)
     assert set(uses.values()) - {"auto"} <= fractions, uses
     auto = {k for k, v in uses.items() if v == "auto"}
-    assert auto <= {"KernelKMeans", "KernelPCAEmbedding"}, uses
+    assert auto <= {"KernelKMeans", "KernelPCAEmbedding", "KECA"}, uses
     # the generic rule of thumb, the registry's rbf and KPCA agree (issue 33)
     from dkernel.kernels.registry import make_kernel
 

@@ -102,7 +102,7 @@ class _DenseKernelEmbedding(
         kernel: str = "rbf",
         scale_neighbors: int = DEFAULT_LOCAL_SCALING_NEIGHBORS,
         sigma: float | None = None,
-        sigma_fraction: float = DEFAULT_SIGMA_FRACTION,
+        sigma_fraction: float | str = "auto",
         n_clusters: int | None = None,
         n_init: int = 10,
         block_rows: int | None = None,
@@ -587,7 +587,8 @@ class KECA(_DenseKernelEmbedding):
     [Agersborg2012]).
 
     Parameters are those of :class:`KernelPCAEmbedding` without ``centered``; its
-    ``sigma_fraction`` defaults to 1/√2, which 'auto' also means here (KECA compares no widths).
+    ``sigma_fraction='auto'`` (the default) is 1/√2 here: KECA compares no widths (choosing
+    them by the silhouette gained little, ``docs/choosing_defaults.md``).
 
     See Also
     --------
