@@ -136,13 +136,17 @@ def local_scaling_log_kernel(
     return -D
 
 
+#: Relative slack of "within the radius" on squared distances: a neighbour exactly at the
+#: radius is kept despite round-off (the dense blocks and ``dkernel.ranking.sparse_graph``).
+RADIUS_SLACK = 1e-9
+
+
 def _within_radii(
     D: np.ndarray, radius_x: np.ndarray, radius_y: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``[y within x's radius]`` and ``[x within y's radius]`` from squared distances ``D``."""
-    # a relative slack so that a neighbour exactly at the radius is kept despite round-off
-    within_x = D <= np.asarray(radius_x, dtype=np.float64)[:, None] ** 2 * (1 + 1e-9)
-    within_y = D <= np.asarray(radius_y, dtype=np.float64)[None, :] ** 2 * (1 + 1e-9)
+    within_x = D <= np.asarray(radius_x, dtype=np.float64)[:, None] ** 2 * (1 + RADIUS_SLACK)
+    within_y = D <= np.asarray(radius_y, dtype=np.float64)[None, :] ** 2 * (1 + RADIUS_SLACK)
     return within_x, within_y
 
 

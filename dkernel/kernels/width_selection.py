@@ -128,3 +128,35 @@ def choose_sigma_fraction(
     scores = np.array([kernel_silhouette(reference, model.labels_) for model in models])
     best = int(np.argmax(scores))
     return float(fractions[best]), fractions, scores, models[best] if rows is None else None
+
+
+def resolve_sigma_fraction(
+    estimator: Any,
+    X: Any,
+    seed: int | None,
+    *,
+    candidates: Sequence[float],
+    fallback: float,
+    chooses: bool,
+    **overrides: Any,
+) -> tuple[float, np.ndarray | None, np.ndarray | None, Any]:
+    """An estimator's ``sigma_fraction``: a number as given; 'auto' chosen among
+    ``candidates`` by :func:`choose_sigma_fraction` when ``chooses`` (the caller's rbf width
+    is left to the data and there is a partition to score), else ``fallback``.
+
+    Returns
+    -------
+    The fraction, the candidates and their scores (None unless chosen), and the adoptable fit
+    of :func:`choose_sigma_fraction` (None unless chosen).
+    """
+    if estimator.sigma_fraction != "auto":
+        return float(estimator.sigma_fraction), None, None, None
+    if not chooses:
+        return float(fallback), None, None, None
+    return choose_sigma_fraction(estimator, X, seed, candidates, **overrides)
+
+
+def rbf_width_from_data(estimator: Any) -> bool:
+    """Whether the estimator's kernel is the rbf with its width left to the rule of thumb."""
+    kernel = estimator.kernel
+    return isinstance(kernel, str) and kernel == "rbf" and estimator.sigma is None

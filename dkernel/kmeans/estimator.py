@@ -42,7 +42,7 @@ from dkernel.kernels.nystrom import (
     landmark_kernel_params,
 )
 from dkernel.kernels.registry import Kernel, kernel_input_tags, kernel_nan_args, make_kernel
-from dkernel.kernels.width_selection import choose_sigma_fraction
+from dkernel.kernels.width_selection import rbf_width_from_data, resolve_sigma_fraction
 from dkernel.kernels.widths import (
     DEFAULT_LOCAL_SCALING_NEIGHBORS,
     KERNEL_KMEANS_SIGMA_FRACTION,
@@ -462,18 +462,13 @@ class KernelKMeans(
 
     def _choose_sigma_fraction(self, X: Any, seed: int | None) -> None:
         """``sigma_fraction_`` and, for 'auto' with a data-chosen rbf width, its evidence."""
-        self.sigma_fraction_candidates_ = self.sigma_fraction_scores_ = None
-        if self.sigma_fraction != "auto":
-            self.sigma_fraction_ = float(self.sigma_fraction)
-            return
-        self.sigma_fraction_ = KERNEL_KMEANS_SIGMA_FRACTION
-        if not (isinstance(self.kernel, str) and self.kernel == "rbf") or self.sigma is not None:
-            return
-        found = choose_sigma_fraction(
+        found = resolve_sigma_fraction(
             self,
             X,
             seed,
-            KERNEL_KMEANS_SIGMA_FRACTIONS,
+            candidates=KERNEL_KMEANS_SIGMA_FRACTIONS,
+            fallback=KERNEL_KMEANS_SIGMA_FRACTION,
+            chooses=rbf_width_from_data(self),
             n_clusters="auto" if self._auto() else self.n_clusters,
             kmeans_max_samples=self._kmeans_max_samples(),
             kmeans_sample=None,

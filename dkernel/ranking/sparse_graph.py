@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
 from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
-from dkernel.kernels.adaptive import RadiusKernelBlock
+from dkernel.kernels.adaptive import RADIUS_SLACK, RadiusKernelBlock
 from dkernel.linalg.eigen import fix_signs
 from dkernel.ranking.ppr import restart_beta
 from dkernel.spectral.sparse import leading_eigenpairs
@@ -27,9 +27,6 @@ from dkernel.spectral.sparse import leading_eigenpairs
 SPARSE_BYTES_PER_ROW = 10 * 2**10
 #: What the eigen-solver's warning proposes when it cannot separate the leading pairs.
 EIGEN_FIX = "Use a larger n_neighbors (a better connected graph) or fewer n_components."
-#: Relative slack of the radius test, as in the dense blocks (a neighbour exactly at the
-#: radius is kept despite round-off).
-RADIUS_SLACK = 1e-9
 
 
 def sparse_radius_kernel(block: RadiusKernelBlock, X: np.ndarray) -> sp.csr_matrix:

@@ -38,7 +38,7 @@ from dkernel.kernels.registry import (
     make_kernel,
     neighbor_parameter,
 )
-from dkernel.kernels.width_selection import choose_sigma_fraction
+from dkernel.kernels.width_selection import rbf_width_from_data, resolve_sigma_fraction
 from dkernel.kernels.widths import (
     DEFAULT_LOCAL_SCALING_NEIGHBORS,
     DEFAULT_SIGMA_FRACTION,
@@ -295,20 +295,14 @@ class _DenseKernelEmbedding(
     def _choose_sigma_fraction(self, X: Any) -> None:
         """``sigma_fraction_`` and, for 'auto' clustering with a data-chosen rbf width, its
         evidence (``dkernel.kernels.width_selection``)."""
-        self.sigma_fraction_candidates_ = self.sigma_fraction_scores_ = None
-        self._width_fit = None
-        if self.sigma_fraction != "auto":
-            self.sigma_fraction_ = float(self.sigma_fraction)
-            return
-        self.sigma_fraction_ = DEFAULT_SIGMA_FRACTION
-        rbf = isinstance(self.kernel, str) and self.kernel == "rbf" and self.sigma is None
-        if self._sigma_fraction_candidates is None or self.n_clusters is None or not rbf:
-            return
-        found = choose_sigma_fraction(
+        candidates = self._sigma_fraction_candidates
+        found = resolve_sigma_fraction(
             self,
             X,
             seed_from_random_state(self.random_state),
-            self._sigma_fraction_candidates,
+            candidates=candidates or (),
+            fallback=DEFAULT_SIGMA_FRACTION,
+            chooses=bool(candidates) and self.n_clusters is not None and rbf_width_from_data(self),
             scale_neighbors=int(resolve_renamed(self, "scale_neighbors")),
             n_neighbors=None,
         )
