@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from sklearn.metrics import silhouette_score
@@ -80,54 +80,72 @@ def reference_kernel(sample: np.ndarray, seed: int | None) -> np.ndarray:
     return np.asarray(kernel(sample), dtype=np.float64)
 
 
-def choose_sigma_fraction(
+class SettingChoice(NamedTuple):
+    """The outcome of :func:`choose_setting`."""
+
+    #: The first of the highest-scoring settings.
+    setting: dict[str, Any]
+    #: Every setting compared, in order, and its :func:`kernel_silhouette`.
+    settings: list[dict[str, Any]]
+    scores: np.ndarray
+    #: The clone fitted with ``setting`` when it saw every row of ``X`` (the fit itself, which
+    #: the caller may adopt), else None.
+    model: Any
+
+
+def choose_setting(
     estimator: Any,
     X: Any,
     seed: int | None,
-    candidates: Sequence[float],
+    settings: Sequence[dict[str, Any]],
     **overrides: Any,
-) -> tuple[float, np.ndarray, np.ndarray, Any]:
-    """The candidate fraction whose partition scores highest.
+) -> SettingChoice:
+    """The parameter setting (a width, with other parameters) whose partition scores highest.
 
     Parameters
     ----------
-    estimator : clusterer with ``sigma_fraction`` and ``labels_``
-        Its clones, one per fraction (with ``overrides`` set), are fitted on at most
+    estimator : clusterer with ``labels_``
+        Its clones, one per setting (with ``overrides`` set), are fitted on at most
         ``WIDTH_SAMPLE`` rows of ``X``; their warnings are left to the final fit.
     X : ndarray or dask array of shape (n, p)
         Validated training data.
     seed : int, optional
         Seeds the sample, the reference width's median and every clone.
-    candidates : sequence of float
-        The fractions of the median distance compared.
-
-    Returns
-    -------
-    fraction : float
-        The first of the highest scores.
-    candidates, scores : ndarray
-        Every fraction and its :func:`kernel_silhouette` in the reference kernel.
-    model : estimator or None
-        The clone fitted at ``fraction`` when it saw every row of ``X`` (the fit itself, which
-        the caller may adopt), else None.
+    settings : sequence of dict
+        The parameter values compared, each a ``set_params`` mapping.
     """
     from sklearn.base import clone
 
     rows = width_sample(int(X.shape[0]), derive_rng(seed, "width-selection"))
     sample = as_numpy(X, np.float64) if rows is None else take_rows(X, rows, np.float64)
-    fractions = np.asarray(candidates, dtype=np.float64)
     models = []
-    for fraction in fractions:
-        model = clone(estimator).set_params(
-            sigma_fraction=float(fraction), random_state=seed, **overrides
-        )
+    for setting in settings:
+        model = clone(estimator).set_params(random_state=seed, **setting, **overrides)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             models.append(model.fit(sample))
     reference = reference_kernel(sample, seed)
     scores = np.array([kernel_silhouette(reference, model.labels_) for model in models])
     best = int(np.argmax(scores))
-    return float(fractions[best]), fractions, scores, models[best] if rows is None else None
+    return SettingChoice(
+        dict(settings[best]),
+        [dict(s) for s in settings],
+        scores,
+        models[best] if rows is None else None,
+    )
+
+
+class WidthResolution(NamedTuple):
+    """An estimator's ``sigma_fraction`` as :func:`resolve_sigma_fraction` settled it."""
+
+    fraction: float
+    #: The fraction of every setting compared and its score (None unless chosen).
+    candidates: np.ndarray | None
+    scores: np.ndarray | None
+    #: The adoptable fit of :func:`choose_setting` (None unless chosen on every row).
+    model: Any
+    #: The chosen setting (None unless chosen).
+    setting: dict[str, Any] | None
 
 
 def resolve_sigma_fraction(
@@ -135,25 +153,32 @@ def resolve_sigma_fraction(
     X: Any,
     seed: int | None,
     *,
-    candidates: Sequence[float],
+    candidates: Sequence[float | dict[str, Any]],
     fallback: float,
     chooses: bool,
     **overrides: Any,
-) -> tuple[float, np.ndarray | None, np.ndarray | None, Any]:
+) -> WidthResolution:
     """An estimator's ``sigma_fraction``: a number as given; 'auto' chosen among
-    ``candidates`` by :func:`choose_sigma_fraction` when ``chooses`` (the caller's rbf width
-    is left to the data and there is a partition to score), else ``fallback``.
+    ``candidates`` by :func:`choose_setting` when ``chooses`` (the caller's rbf width is left
+    to the data and there is a partition to score), else ``fallback``.
 
-    Returns
-    -------
-    The fraction, the candidates and their scores (None unless chosen), and the adoptable fit
-    of :func:`choose_sigma_fraction` (None unless chosen).
+    ``candidates`` are fractions, or settings (``set_params`` mappings with a
+    ``sigma_fraction``) when other parameters are chosen with the width.
     """
     if estimator.sigma_fraction != "auto":
-        return float(estimator.sigma_fraction), None, None, None
+        return WidthResolution(float(estimator.sigma_fraction), None, None, None, None)
     if not chooses:
-        return float(fallback), None, None, None
-    return choose_sigma_fraction(estimator, X, seed, candidates, **overrides)
+        return WidthResolution(float(fallback), None, None, None, None)
+    settings = [c if isinstance(c, dict) else {"sigma_fraction": float(c)} for c in candidates]
+    choice = choose_setting(estimator, X, seed, settings, **overrides)
+    fractions = np.array([s["sigma_fraction"] for s in settings], dtype=np.float64)
+    return WidthResolution(
+        float(choice.setting["sigma_fraction"]),
+        fractions,
+        choice.scores,
+        choice.model,
+        choice.setting,
+    )
 
 
 def rbf_width_from_data(estimator: Any) -> bool:

@@ -24,7 +24,9 @@ on every one of them, so none can change without changing their results):
 * ``KERNEL_KMEANS_SIGMA_FRACTION`` = 0.5: ``KernelCCA`` (the best of 0.2, 0.35, 0.5 and 1/√2
   for kernel k-means on the defaults suite, ``benchmarks/bench_kernel_kmeans.py``).
   ``KernelKMeans`` chooses among ``KERNEL_KMEANS_SIGMA_FRACTIONS`` = 0.5, 1 and 2 by default
-  and ``KernelPCAEmbedding`` with ``n_clusters`` among ``KPCA_SIGMA_FRACTIONS`` = 1/√2, 1 and 2
+  and ``KernelPCAEmbedding`` with ``n_clusters`` among ``KPCA_SIGMA_FRACTIONS`` = 1/√2, 1 and 2,
+  ``KECA`` with ``n_clusters`` among ``KECA_SIGMA_FRACTIONS`` = 0.35, 0.5, 1/√2 and 1 (each with
+  k and 2k entropy components)
   (``sigma_fraction='auto'``, ``dkernel.kernels.width_selection``, scoring each partition in
   the kernel of ``SILHOUETTE_SIGMA_FRACTION`` = 0.5): no one width suited both the suite's
   shapes and real tables.
@@ -85,6 +87,7 @@ __all__ = [
     "RULE_OF_THUMB_SAMPLE",
     "KERNEL_KMEANS_SIGMA_FRACTION",
     "KERNEL_KMEANS_SIGMA_FRACTIONS",
+    "KECA_SIGMA_FRACTIONS",
     "KPCA_SIGMA_FRACTIONS",
     "SILHOUETTE_SIGMA_FRACTION",
     "THESIS_SIGMA_FRACTION",
@@ -113,6 +116,8 @@ KERNEL_KMEANS_SIGMA_FRACTION = 0.5
 KERNEL_KMEANS_SIGMA_FRACTIONS = (0.5, 1.0, 2.0)
 #: ``KernelPCAEmbedding(sigma_fraction='auto', n_clusters=k)``'s candidate fractions.
 KPCA_SIGMA_FRACTIONS = (DEFAULT_SIGMA_FRACTION, 1.0, 2.0)
+#: The fractions ``KECA`` with ``n_clusters`` compares (with its dimension, ``sigma_fraction='auto'``).
+KECA_SIGMA_FRACTIONS = (0.35, 0.5, DEFAULT_SIGMA_FRACTION, 1.0)
 #: The width of the kernel in which 'auto' scores the candidates' partitions.
 SILHOUETTE_SIGMA_FRACTION = 0.5
 KERNEL_MAD_SIGMA_FRACTION = 2.0

@@ -135,13 +135,54 @@ def test_kpca_auto_clusters_at_the_best_scored_width_and_equals_fitting_it():
     assert not hasattr(auto, "_width_fit") or auto._width_fit is None  # nothing kept twice
 
 
-def test_kpca_auto_without_clusters_and_keca_auto_are_the_median_heuristic():
+def test_kpca_and_keca_auto_without_clusters_are_the_median_heuristic():
     from dkernel import KECA, KernelPCAEmbedding
     from dkernel.kernels.widths import DEFAULT_SIGMA_FRACTION
 
-    embedding = KernelPCAEmbedding(2, random_state=0).fit(_wine())
-    assert embedding.sigma_fraction_ == DEFAULT_SIGMA_FRACTION
-    assert embedding.sigma_fraction_candidates_ is None
-    keca = KECA(n_clusters=3, sigma_fraction="auto", random_state=0).fit(_wine())
-    assert keca.sigma_fraction_ == DEFAULT_SIGMA_FRACTION
-    assert keca.sigma_fraction_candidates_ is None
+    for model in (KernelPCAEmbedding(2, random_state=0), KECA(2, random_state=0)):
+        model.fit(_wine())
+        assert model.sigma_fraction_ == DEFAULT_SIGMA_FRACTION
+        assert model.sigma_fraction_candidates_ is None
+
+
+def test_keca_auto_compares_widths_and_dimensions_and_equals_fitting_the_choice():
+    """Every width with k and 2k entropy axes, each score the silhouette of that setting's
+    own fit in the reference kernel; the fit is the chosen setting's."""
+    from dkernel import KECA
+    from dkernel.kernels.widths import KECA_SIGMA_FRACTIONS
+
+    X = _wine()
+    auto = KECA(n_clusters=3, random_state=0).fit(X)
+    settings = [(f, c) for f in KECA_SIGMA_FRACTIONS for c in (3, 6)]
+    np.testing.assert_array_equal(auto.sigma_fraction_candidates_, [f for f, _ in settings])
+    np.testing.assert_array_equal(auto.n_components_candidates_, [c for _, c in settings])
+    reference = reference_kernel(X, 0)
+    for (fraction, dim), score in zip(settings, auto.sigma_fraction_scores_, strict=True):
+        one = KECA(n_clusters=3, sigma_fraction=fraction, n_components=dim, random_state=0)
+        assert score == pytest.approx(kernel_silhouette(reference, one.fit(X).labels_))
+    best = int(np.argmax(auto.sigma_fraction_scores_))
+    assert (auto.sigma_fraction_, auto.n_components_) == settings[best]
+    fixed = KECA(
+        n_clusters=3,
+        sigma_fraction=settings[best][0],
+        n_components=settings[best][1],
+        random_state=0,
+    ).fit(X)
+    np.testing.assert_array_equal(auto.labels_, fixed.labels_)
+    assert auto.embedding_.shape == (len(X), settings[best][1])
+    np.testing.assert_array_equal(auto.predict(X), auto.labels_)
+
+
+def test_keca_auto_with_a_given_dimension_compares_widths_only(monkeypatch):
+    from dkernel import KECA
+    from dkernel.kernels.widths import KECA_SIGMA_FRACTIONS
+
+    given = KECA(n_components=4, n_clusters=3, random_state=0).fit(_wine())
+    np.testing.assert_array_equal(given.sigma_fraction_candidates_, KECA_SIGMA_FRACTIONS)
+    assert given.n_components_candidates_ is None and given.n_components_ == 4
+    # on a sample (above WIDTH_SAMPLE) the chosen dimension is carried to the final fit
+    monkeypatch.setattr(width, "WIDTH_SAMPLE", 100)
+    sampled = KECA(n_clusters=3, random_state=0).fit(_wine())
+    best = int(np.argmax(sampled.sigma_fraction_scores_))
+    assert sampled.n_components_ == sampled.n_components_candidates_[best]
+    assert sampled.embedding_.shape == (178, sampled.n_components_)

@@ -131,9 +131,12 @@ def test_embedding_dimension_defaults_to_the_number_of_clusters():
     X = np.random.default_rng(0).normal(size=(60, 3))
     for cls in (KernelPCAEmbedding, KECA):
         assert cls().fit(X).n_components_ == 2
-        clustered = cls(n_clusters=4, random_state=0).fit(X)
+        clustered = cls(n_clusters=4, sigma_fraction=0.7, random_state=0).fit(X)
         assert clustered.n_components_ == 4 and clustered.embedding_.shape == (60, 4)
         assert cls(n_components=3, n_clusters=4, random_state=0).fit(X).n_components_ == 3
+    # KECA's sigma_fraction='auto' compares k and 2k entropy axes with its widths
+    chosen = KECA(n_clusters=4, random_state=0).fit(X)
+    assert chosen.n_components_ in (4, 8) and chosen.embedding_.shape == (60, chosen.n_components_)
 
 
 @pytest.mark.parametrize(
@@ -164,7 +167,8 @@ def test_auto_takes_the_nystrom_path_above_the_memory_limit(wine):
     for cls in (KernelPCAEmbedding, KECA):
         model = cls(n_clusters=3, random_state=0, max_memory="100kB", n_landmarks=60).fit(X)
         assert model.approximation_ == "nystrom" and model.nystrom_.landmark_indices_.size == 60
-        assert model.embedding_.shape == (178, 3) and model.X_fit_ is None
-        assert model.transform(da.from_array(X, chunks=50)).compute().shape == (178, 3)
+        dim = model.n_components_  # KECA's 'auto' may choose 2k axes
+        assert model.embedding_.shape == (178, dim) and model.X_fit_ is None
+        assert model.transform(da.from_array(X, chunks=50)).compute().shape == (178, dim)
         np.testing.assert_array_equal(model.predict(X), model.labels_)
         assert cls(n_clusters=3).fit(X).approximation_ == "exact"
