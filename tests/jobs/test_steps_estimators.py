@@ -96,6 +96,29 @@ def test_jrc_job_stores_the_estimators_cluster_ranking(tmp_path, client):
     np.testing.assert_array_equal(tree["ranking"]["cluster_top_index"].values, top)
 
 
+@pytest.mark.parametrize(
+    ("embedding", "estimator"), [("keca", "KECA"), ("kpca", "KernelPCAEmbedding")]
+)
+def test_rbf_spectral_job_chooses_the_width_as_the_estimator_and_stores_the_evidence(
+    tmp_path, client, embedding, estimator
+):
+    """The job leaves the dimension to the estimator (KECA's 'auto' compares k and 2k axes)
+    and stores what 'auto' chose and compared."""
+    spec = _spec("rbf-spectral", {"n_clusters": 3, "embedding": embedding})
+    tree = open_results(run_job(spec, output=tmp_path / "r.zarr", client=client, progress=False))
+    _, data = prepare_job(spec)
+    est = getattr(dkernel, estimator)(n_clusters=3, random_state=0)
+    est.fit(np.asarray(data.X, dtype=np.float64))
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)
+    attrs = tree["embedding"].attrs
+    assert tree["embedding"]["embedding"].shape == (178, est.n_components_)
+    assert attrs["sigma_fraction"] == est.sigma_fraction_
+    np.testing.assert_allclose(attrs["sigma_fraction_scores"], est.sigma_fraction_scores_)
+    assert attrs["sigma_fraction_candidates"] == est.sigma_fraction_candidates_.tolist()
+    dims = getattr(est, "n_components_candidates_", None)
+    assert attrs.get("n_components_candidates") == (None if dims is None else dims.tolist())
+
+
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """Forget which former names this process was warned about (the warning is once)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -73,6 +74,18 @@ def _n_components(params: dict) -> int:
     return params["n_components"] or params["n_clusters"]
 
 
+def _width_evidence(est: Any) -> dict[str, Any]:
+    """The width ``sigma_fraction='auto'`` chose and what it compared (store attributes)."""
+    evidence: dict[str, Any] = {"sigma_fraction": float(est.sigma_fraction_)}
+    if est.sigma_fraction_candidates_ is not None:
+        evidence["sigma_fraction_candidates"] = est.sigma_fraction_candidates_.tolist()
+        evidence["sigma_fraction_scores"] = est.sigma_fraction_scores_.tolist()
+    dims = getattr(est, "n_components_candidates_", None)
+    if dims is not None:
+        evidence["n_components_candidates"] = dims.tolist()
+    return evidence
+
+
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
     if n < 2:
@@ -113,7 +126,8 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     embedding = str(resolve_alias(p["embedding"], "embedding", "rbf-spectral"))
     keca = embedding == "keca"
     fixed: dict = dict(
-        n_components=_n_components(p),
+        # None leaves the dimension to the estimator (k; KECA's 'auto' width compares k and 2k)
+        n_components=p["n_components"],
         random_state=ctx.seed,
         max_memory=ctx.limits.get("max_memory"),
     )
@@ -150,6 +164,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
                 "method": embedding,
                 "sigma": est.sigma_,
                 "criterion": "entropy contribution" if keca else "eigenvalue",
+                **_width_evidence(est),
             },
         ),
     )
