@@ -144,8 +144,9 @@ class WidthResolution(NamedTuple):
     scores: np.ndarray | None
     #: The adoptable fit of :func:`choose_setting` (None unless chosen on every row).
     model: Any
-    #: The chosen setting (None unless chosen).
+    #: The chosen setting and every setting compared (None unless chosen).
     setting: dict[str, Any] | None
+    settings: list[dict[str, Any]] | None
 
 
 def resolve_sigma_fraction(
@@ -166,18 +167,19 @@ def resolve_sigma_fraction(
     ``sigma_fraction``) when other parameters are chosen with the width.
     """
     if estimator.sigma_fraction != "auto":
-        return WidthResolution(float(estimator.sigma_fraction), None, None, None, None)
+        return WidthResolution(float(estimator.sigma_fraction), None, None, None, None, None)
     if not chooses:
-        return WidthResolution(float(fallback), None, None, None, None)
+        return WidthResolution(float(fallback), None, None, None, None, None)
     settings = [c if isinstance(c, dict) else {"sigma_fraction": float(c)} for c in candidates]
     choice = choose_setting(estimator, X, seed, settings, **overrides)
-    fractions = np.array([s["sigma_fraction"] for s in settings], dtype=np.float64)
+    fractions = np.array([s["sigma_fraction"] for s in choice.settings], dtype=np.float64)
     return WidthResolution(
         float(choice.setting["sigma_fraction"]),
         fractions,
         choice.scores,
         choice.model,
         choice.setting,
+        choice.settings,
     )
 
 

@@ -473,9 +473,11 @@ class KernelKMeans(
             kmeans_max_samples=self._kmeans_max_samples(),
             kmeans_sample=None,
         )
-        self.sigma_fraction_, self.sigma_fraction_candidates_, self.sigma_fraction_scores_ = found[
-            :3
-        ]
+        self.sigma_fraction_ = found.fraction
+        self.sigma_fraction_candidates_, self.sigma_fraction_scores_ = (
+            found.candidates,
+            found.scores,
+        )
 
     # -- solver choice -----------------------------------------------------------------------
     def _choose_solver(self, n: int, p: int, kernel: Kernel, k: int) -> str:

@@ -40,6 +40,7 @@ from dkernel.kernels.registry import (
 )
 from dkernel.kernels.width_selection import (
     WIDTH_SAMPLE,
+    WidthResolution,
     rbf_width_from_data,
     resolve_sigma_fraction,
 )
@@ -299,7 +300,7 @@ class _DenseKernelEmbedding(
             self.kernel_ = make_kernel(self.kernel, self.X_fit_)
         return self._kernel_graph(X)
 
-    def _choose_sigma_fraction(self, X: Any) -> None:
+    def _choose_sigma_fraction(self, X: Any) -> WidthResolution:
         """``sigma_fraction_`` and, for 'auto' clustering with a data-chosen rbf width, its
         evidence (``dkernel.kernels.width_selection``)."""
         candidates = self._width_settings(int(X.shape[0]))
@@ -321,6 +322,7 @@ class _DenseKernelEmbedding(
         self._width_fit = found.model
         if found.setting is not None and "n_components" in found.setting:
             self.n_components_ = int(found.setting["n_components"])
+        return found
 
     def _width_settings(self, n_samples: int) -> list[float | dict[str, Any]]:
         """What ``sigma_fraction='auto'`` compares when clustering: fractions (or settings)."""
@@ -649,15 +651,15 @@ class KECA(_DenseKernelEmbedding):
             if multiple * self.n_clusters <= min(n_samples, WIDTH_SAMPLE)
         ]
 
-    def _choose_sigma_fraction(self, X: Any) -> None:
-        super()._choose_sigma_fraction(X)
+    def _choose_sigma_fraction(self, X: Any) -> WidthResolution:
+        found = super()._choose_sigma_fraction(X)
+        compared = found.settings or []
         self.n_components_candidates_ = (
-            None
-            if self.sigma_fraction_candidates_ is None or self.n_components is not None
-            else np.array(
-                [s["n_components"] for s in self._width_settings(int(X.shape[0]))], dtype=int
-            )
+            np.array([s["n_components"] for s in compared], dtype=int)
+            if compared and "n_components" in compared[0]
+            else None
         )
+        return found
 
     def _embed(self, K: np.ndarray):
         return keca_embedding(K, self.n_components_)
