@@ -26,8 +26,11 @@ from dkernel.rows import joint_blocks
 from dkernel.storage.layout import change_dataset
 
 METHODS = ("mad", "irmad", "kernel")
-#: Pixels the kernel CCA is fitted on (drawn from the sample by no-change weight).
+#: Pixels the kernel CCA is fitted on at most (drawn from the calm part of the sample).
 KERNEL_FIT_SIZE = 5000
+#: Kernel MAD fits its kernel CCA on this fraction of the sample that IR-MAD ranks least
+#: changed (lowest intensity): change is assumed to be the minority of a scene.
+KERNEL_FIT_CALM_FRACTION = 0.5
 
 
 def _open(image: Any, name: str, chunk_rows: int | None) -> xr.DataArray:
@@ -130,6 +133,17 @@ def _apply_strip(
     return out.reshape(k + 1, rows, cols)
 
 
+def calm_rows(intensity: np.ndarray, *, size: int, min_rows: int, seed: int | None) -> np.ndarray:
+    """Sorted indices of at most ``size`` rows drawn uniformly (``seed``) from the
+    ``KERNEL_FIT_CALM_FRACTION`` of rows with the lowest change ``intensity`` (at least
+    ``min_rows`` of them, ties broken by row order)."""
+    n_rows = intensity.shape[0]
+    n_calm = max(int(KERNEL_FIT_CALM_FRACTION * n_rows), min(n_rows, int(min_rows)))
+    calm = np.argsort(intensity, kind="stable")[:n_calm]
+    picked = derive_rng(seed, "kernel-mad-fit").choice(calm, min(int(size), n_calm), replace=False)
+    return np.sort(picked)
+
+
 def fit_change(
     X: np.ndarray,
     Y: np.ndarray,
@@ -146,8 +160,14 @@ def fit_change(
 ) -> Any:
     """The fitted transformation of ``method`` on sampled pixel rows ``X``, ``Y``.
 
-    ``'kernel'`` fits kernel CCA on ``kernel_fit_size`` rows drawn by their IR-MAD no-change
-    probability, so that changed pixels hardly enter the fit (IR-MAD's idea, applied once).
+    ``'kernel'`` fits kernel CCA on at most ``kernel_fit_size`` rows drawn uniformly from the
+    half of the sample with the lowest IR-MAD intensity (``KERNEL_FIT_CALM_FRACTION``), so
+    that changed pixels hardly enter the fit (IR-MAD's idea, applied once). The rows were
+    drawn by IR-MAD's no-change probability before; on small samples those probabilities
+    collapse onto a few pixels (Taizhou, 3 000 pixels: canonical correlations → 1, seven
+    pixels above 0.01), the draw fell back to every row, changed ones included, and the
+    change map's ARI was 0.71 where this gives 0.93 (0.92 either way on 20 000 pixels).
+    The ranking by intensity stays informative when the probabilities do not.
     """
     if method not in METHODS:
         raise InvalidInputError(f"method must be one of {', '.join(METHODS)}; got {method!r}.")
@@ -157,14 +177,12 @@ def fit_change(
     if method == "irmad":
         return linear
     seed = seed_from_random_state(random_state)
-    p = linear.no_change_probability(linear.intensity(linear.variates(X, Y)))
-    n = min(int(kernel_fit_size), X.shape[0])
-    if p.sum() > 0 and np.count_nonzero(p) >= n:
-        rows = derive_rng(seed, "kernel-mad-fit").choice(
-            X.shape[0], n, replace=False, p=p / p.sum()
-        )
-    else:
-        rows = derive_rng(seed, "kernel-mad-fit").choice(X.shape[0], n, replace=False)
+    rows = calm_rows(
+        linear.intensity(linear.variates(X, Y)),
+        size=kernel_fit_size,
+        min_rows=max(X.shape[1], Y.shape[1]) + 2,
+        seed=seed,
+    )
     return fit_kernel_mad(
         X[rows],
         Y[rows],

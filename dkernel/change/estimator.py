@@ -53,8 +53,8 @@ class ChangeDetection(
     Parameters
     ----------
     method : {'kernel', 'irmad', 'mad'}, default='kernel'
-        kernel: kernel MAD (kernel CCA fitted on IR-MAD no-change pixels); irmad: iteratively
-        re-weighted MAD; mad: MAD.
+        kernel: kernel MAD (kernel CCA fitted on the half of the pixels IR-MAD ranks least
+        changed); irmad: iteratively re-weighted MAD; mad: MAD.
     threshold : {'otsu', 'mixture'}, default='otsu'
         Automatic threshold of sqrt(intensity): Otsu's or a two-Gaussian mixture's.
     threshold_value : float, default=None
@@ -394,8 +394,8 @@ def detect_change(
     method : {'kernel', 'irmad', 'mad'}
         ``'mad'``: MAD, linear CCA of the bands ([Nielsen1998]). ``'irmad'``: iteratively
         re-weighted MAD ([Nielsen2007]). ``'kernel'``: kernel MAD, regularised kernel CCA
-        (:class:`dkernel.KernelCCA`, RBF per date) fitted on pixels drawn by their IR-MAD
-        no-change probability.
+        (:class:`dkernel.KernelCCA`, RBF per date) fitted on pixels drawn from the half
+        of the sample IR-MAD ranks least changed.
     threshold : {'otsu', 'mixture'} or float
         Otsu's threshold or a two-Gaussian mixture's, on ``sqrt(Z)`` of the sample; or a
         fixed intensity (e.g. ``scipy.stats.chi2.isf(0.01, k)`` for a 1 % test of no change).
