@@ -57,6 +57,9 @@ class RealSet:
     #: features computed from the source (text → TF-IDF) after its checksum is taken, so the
     #: checksum names the source, not the numerics of the library that derives them
     derive: Callable[[np.ndarray], np.ndarray] | None = None
+    #: the columns are one scene's bands at two dates (the before date's, then the after
+    #: date's) and the labels are change / no change: ``ChangeDetection``'s data
+    change_pair: bool = False
 
 
 # -- sources ---------------------------------------------------------------------------------
@@ -210,7 +213,13 @@ SETS: list[RealSet] = [
     RealSet(
         "statlog", "pixels", "Statlog Landsat sat.trn (shared)", _shared("load_statlog_landsat")
     ),
-    RealSet("taizhou", "pixels", "Taizhou 2000/2003 change map (benchmarks/data)", _taizhou),
+    RealSet(
+        "taizhou",
+        "pixels",
+        "Taizhou 2000/2003 change map (benchmarks/data)",
+        _taizhou,
+        change_pair=True,
+    ),
     RealSet("bsds3063", "photo", "BSDS500 3063 (shared)", _bsds),
     RealSet("digits", "images", "scikit-learn load_digits", _sklearn("digits")),
     RealSet("mnist5k", "images", "dkernel.data mnist_5k", _mnist),
