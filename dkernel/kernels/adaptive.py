@@ -50,7 +50,13 @@ def _coincidence_tolerance(X: np.ndarray, R: np.ndarray) -> np.ndarray:
     return 1e-10 * (xx + rr) + 1e-300
 
 
-def neighbor_radius(X: Any, reference: Any, n_neighbors: int) -> np.ndarray:
+def neighbor_radius(
+    X: Any,
+    reference: Any,
+    n_neighbors: int,
+    *,
+    copies: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """Distance from each row of X to its ``n_neighbors``-th nearest row of ``reference``.
 
     Reference rows that coincide with the point (its own copy when X is part of the reference,
@@ -64,6 +70,10 @@ def neighbor_radius(X: Any, reference: Any, n_neighbors: int) -> np.ndarray:
     reference : ndarray (m, p)
     n_neighbors : int
         k >= 1.
+    copies : (ndarray (n, q), ndarray (m, q)), optional
+        Rows that coincide exactly where a point and a reference row are copies, when the
+        distances between ``X`` and ``reference`` do not vanish between copies (expected
+        distances of rows with missing entries: ``dkernel.kernels.missing``).
 
     Returns
     -------
@@ -83,7 +93,11 @@ def neighbor_radius(X: Any, reference: Any, n_neighbors: int) -> np.ndarray:
     for r0 in range(0, X.shape[0], rows):
         Xb = X[r0 : r0 + rows]
         D = squared_distances(Xb, R)
-        coincide = D <= _coincidence_tolerance(Xb, R)
+        if copies is None:
+            coincide = D <= _coincidence_tolerance(Xb, R)
+        else:
+            Cb, CR = copies[0][r0 : r0 + rows], copies[1]
+            coincide = squared_distances(Cb, CR) <= _coincidence_tolerance(Cb, CR)
         D[coincide] = np.inf
         distinct = m - coincide.sum(axis=1)
         kk = np.clip(np.minimum(k, distinct), 1, None) - 1
@@ -213,6 +227,12 @@ class RadiusKernelBlock:
 
     def _reference_centred(self) -> np.ndarray:
         return self._reference_c
+
+    def sides(self, A: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Rows ``(left, right)`` whose squared distances (``left`` against ``right``) are the
+        kernel's: here both are the rows shifted by ``center``."""
+        centred = self._centred(A)
+        return centred, centred
 
     def radius(self, A: Any) -> np.ndarray:
         """Neighbour radius of each row of A among the reference rows."""

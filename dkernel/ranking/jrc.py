@@ -271,8 +271,8 @@ callable or transformer, default='knn_mean'
     -----
     Up to the dense limit (about 13 000 points in ``DENSE_LIMIT_BYTES``): O(N^3) time and
     O(N^2) memory (dense kernel and eigen-solver). Beyond it the k-NN graph kernels ('knn_mean',
-    'knn') with the normalized embedding on complete data run on the same kernel as a sparse
-    matrix (``dkernel.ranking.sparse_graph``: a nearest-neighbour search, a sparse
+    'knn') with the normalized embedding run on the same kernel as a sparse matrix, data
+    with NaN too (``dkernel.ranking.sparse_graph``: a nearest-neighbour search, a sparse
     eigen-solver, O(N k) memory; 2·10⁵ points in 81 s (blobs) to 267 s (moons) here); other
     settings are refused there with this fix. k-means O(N k n_init).
     New points: O(n N p) kernel rows in blocks of at most 4096 rows and 64 MiB. ``fit_transform`` (scikit-learn's
@@ -386,9 +386,8 @@ callable or transformer, default='knn_mean'
                 f"{owner} on N={n} points with kernel={self.kernel!r}, "
                 f"embedding={self.embedding!r} needs a dense N×N kernel "
                 f"(~{24 * n * n / 2**30:.1f} GiB). The k-NN graph kernels ('knn_mean', the "
-                "default, or 'knn') with embedding='normalized' on complete data run on a "
-                "sparse graph at any N; or cluster a sample of a few thousand points and "
-                "predict the rest."
+                "default, or 'knn') with embedding='normalized' run on a sparse graph at any "
+                "N; or cluster a sample of a few thousand points and predict the rest."
             )
         seed = seed_from_random_state(self.random_state)
         self.kernel_, self.kernel_params_ = resolve_kernel(
@@ -453,14 +452,14 @@ callable or transformer, default='knn_mean'
         return self
 
     def _sparse_graph(self, X: Any) -> bool:
-        """Whether the fit can run on the sparse k-NN graph: a k-NN graph kernel, the
-        normalized embedding, complete data."""
+        """Whether the fit can run on the sparse k-NN graph: a k-NN graph kernel and the
+        normalized embedding (rows with NaN at their expected distances, as in the dense
+        kernel)."""
         return (
             isinstance(self.kernel, str)
             and self.kernel in ("knn", "knn_mean")
             and self.embedding == "normalized"
             and isinstance(X, np.ndarray)
-            and not np.isnan(X).any()
         )
 
     def _warn_degenerate(self) -> None:

@@ -4,10 +4,12 @@ the leading eigenpairs of its normalized form: ``JointRankingClustering`` beyond
 The two kernels are 0 beyond each point's neighbour radius (the distance to its
 ``n_neighbors``-th other training point), so ``κ(X, X)`` has about ``n_neighbors`` non-zeros
 per row: ``knn_mean`` is ``½ (A + Aᵀ)`` and ``knn`` ``[A + Aᵀ > 0]`` with
-``A_ij = [‖x_i − x_j‖ ≤ r_i]`` (each point within its own radius). The candidate pairs come
+``A_ij = [‖x_i − x_j‖ ≤ r_i]`` for ``i ≠ j`` and ``A_ii = 1``. The candidate pairs come
 from a nearest-neighbour search (scikit-learn's tree or blocked brute force), O(N k) memory,
-never N × N; the radii are the kernel's own. Equal to the dense kernel
-(``dkernel.kernels.adaptive``) on complete data.
+never N × N; the radii are the kernel's own. Equal to the dense kernel: that of
+``dkernel.kernels.adaptive`` on complete data, and on data with NaN that of
+``dkernel.kernels.missing`` (expected squared distances ``‖x̃ − ỹ‖² + r_x + r_y``, searched
+on augmented rows ``[x̃, √r_x, 0]`` against ``[ỹ, 0, √r_y]``).
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ def sparse_radius_kernel(block: RadiusKernelBlock, X: np.ndarray) -> sp.csr_matr
 
     Parameters
     ----------
-    block : RadiusKernelBlock
+    block : RadiusKernelBlock or MissingValueRadiusBlock
         Of kind ``'knn'`` or ``'knn_mean'``; each point's radius is measured among its
         reference rows (every training row, or the registry's uniform sample of them).
     X : ndarray of shape (n, p)
-        The training rows, complete.
+        The training rows (with NaN for a ``MissingValueRadiusBlock``).
 
     Returns
     -------
@@ -52,18 +54,18 @@ def sparse_radius_kernel(block: RadiusKernelBlock, X: np.ndarray) -> sp.csr_matr
         raise ValueError(f"a sparse kernel needs a k-NN graph kernel, not {block.kind!r}")
     X = np.asarray(X, dtype=np.float64)
     radius2 = block.radius(X) ** 2 * (1.0 + RADIUS_SLACK)
-    Xc = X - block.center
-    n = Xc.shape[0]
-    norms = np.einsum("ij,ij->i", Xc, Xc)
-    index = NearestNeighbors().fit(Xc)
+    left, right = block.sides(X)
+    n = left.shape[0]
+    index = NearestNeighbors().fit(right)
     pending = np.arange(n)
     width = min(n, 2 * int(block.n_neighbors) + 1)
-    rows_of, columns_of = [], []
+    rows_of, columns_of = [np.arange(n)], [np.arange(n)]  # A_ii = 1
     while pending.size:
-        _, columns = index.kneighbors(Xc[pending], n_neighbors=width)
-        within = _within(Xc, norms, radius2, pending, columns)
+        _, columns = index.kneighbors(left[pending], n_neighbors=width)
+        within = _within(left, right, radius2, pending, columns)
         # a row whose farthest listed point is within its radius may have more (ties, copies)
         done = ~within[:, -1] if width < n else np.ones(pending.size, dtype=bool)
+        within &= columns != pending[:, None]  # the point itself: the diagonal, set above
         rows_of.append(np.repeat(pending[done], within[done].sum(axis=1)))
         columns_of.append(columns[done][within[done]])
         pending = pending[~done]
@@ -79,17 +81,19 @@ def sparse_radius_kernel(block: RadiusKernelBlock, X: np.ndarray) -> sp.csr_matr
 
 
 def _within(
-    Xc: np.ndarray, norms: np.ndarray, radius2: np.ndarray, rows: np.ndarray, columns: np.ndarray
+    left: np.ndarray, right: np.ndarray, radius2: np.ndarray, rows: np.ndarray, columns: np.ndarray
 ) -> np.ndarray:
-    """``‖x_i − x_j‖² ≤ r_i²`` for each listed pair, with the dense blocks' distances
-    ``|x|² + |y|² − 2 x·y`` (clipped at 0), in blocks of bounded memory."""
+    """``‖l_i − r_j‖² ≤ r_i²`` for each listed pair, with the dense blocks' distances
+    ``|l|² + |r|² − 2 l·r`` (clipped at 0), in blocks of bounded memory."""
     within = np.empty(columns.shape, dtype=bool)
-    step = rows_for_budget(SCRATCH_BLOCK_BYTES, columns.shape[1] * Xc.shape[1], 8)
+    left_norms = np.einsum("ij,ij->i", left, left)
+    right_norms = left_norms if right is left else np.einsum("ij,ij->i", right, right)
+    step = rows_for_budget(SCRATCH_BLOCK_BYTES, columns.shape[1] * left.shape[1], 8)
     for r0 in range(0, rows.size, step):
         part = slice(r0, r0 + step)
         i, j = rows[part], columns[part]
-        squared = norms[i, None] + norms[j]
-        squared -= 2.0 * np.einsum("ip,ikp->ik", Xc[i], Xc[j])
+        squared = left_norms[i, None] + right_norms[j]
+        squared -= 2.0 * np.einsum("ip,ikp->ik", left[i], right[j])
         within[part] = np.maximum(squared, 0.0) <= radius2[i, None]
     return within
 

@@ -157,9 +157,12 @@ def test_registry_radius_kernels_of_rows_with_nan_match_brute_force(kind):
         ra, rb = (np.isnan(M) @ var for M in (A, B))
         return ((fa[:, None, :] - fb[None, :, :]) ** 2).sum(-1) + ra[:, None] + rb[None, :]
 
-    def radius(A):  # 5th nearest reference row, complete copies (distance 0) skipped
+    def radius(A):  # 5th nearest reference row, copies (the row itself too) skipped
         D = expected(A, X)
-        D = np.where(D <= 1e-12, np.inf, D)
+        same = [
+            [np.array_equal(a, b, equal_nan=True) for b in X] for a in A
+        ]  # the same values observed, the same columns missing
+        D = np.where(np.array(same), np.inf, D)
         return np.sqrt(np.sort(D, axis=1)[:, 4])
 
     D, ra, rb = expected(Q, X), radius(Q), radius(X)

@@ -32,6 +32,26 @@ def test_sparse_kernel_equals_the_dense_blocks(kernel, n):
     np.testing.assert_array_equal(W.toarray(), block(X_fit, X_fit))
 
 
+def _holed(n: int) -> np.ndarray:
+    """Blobs with a fifth of the entries missing (and one row missing all but one column)."""
+    X = _blobs(n)
+    X[np.random.default_rng(1).random(X.shape) < 0.2] = np.nan
+    X[7, 1:] = np.nan
+    return X
+
+
+@pytest.mark.parametrize("kernel", ["knn_mean", "knn"])
+@pytest.mark.parametrize("n", [300, 2500])
+def test_sparse_kernel_with_missing_values_equals_the_dense_blocks(kernel, n):
+    """Expected squared distances: a row is 1 with itself (its two draws may be beyond its
+    radius) and otherwise as the dense blocks of ``dkernel.kernels.missing``."""
+    X = _holed(n)
+    model = _fitted(X, kernel=kernel)
+    block, X_fit = model.kernel_.fn.kernel.block, model.kernel_.X_fit
+    W = sparse_radius_kernel(block, X_fit)
+    np.testing.assert_array_equal(W.toarray(), block(X_fit, X_fit))
+
+
 def test_sparse_eigenpairs_of_a_disconnected_graph_keep_the_trivial_pair_first():
     rng = np.random.default_rng(0)
     X = np.r_[rng.normal(size=(60, 2)), rng.normal(size=(60, 2)) + 100.0]
@@ -71,9 +91,12 @@ def test_beyond_the_dense_limit_other_settings_are_refused_with_the_fix(monkeypa
         _fitted(_blobs(300), **params)
 
 
-def test_beyond_the_dense_limit_missing_values_are_refused(monkeypatch):
+def test_beyond_the_dense_limit_missing_values_take_the_sparse_graph(monkeypatch):
+    X = _holed(1200)
+    dense = _fitted(X)
     monkeypatch.setattr(jrc, "DENSE_LIMIT_BYTES", 1)
-    X = _blobs(300)
-    X[0, 0] = np.nan
-    with pytest.raises(ResourceLimitError, match="complete data"):
-        _fitted(X)
+    sparse = _fitted(X)
+    np.testing.assert_array_equal(sparse.labels_, dense.labels_)
+    np.testing.assert_allclose(sparse.eigenvalues_, dense.eigenvalues_, atol=1e-10)
+    np.testing.assert_allclose(sparse.degrees_, dense.degrees_)
+    np.testing.assert_array_equal(sparse.predict(X[:100]), dense.predict(X[:100]))

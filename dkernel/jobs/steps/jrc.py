@@ -91,7 +91,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     dense = 3.0 * 8 * n_samples * n_samples
     sparse = params["kernel"] in ("knn", "knn_mean") and params["embedding"] == "normalized"
     if sparse and dense > DENSE_LIMIT_BYTES:
-        # the estimator's sparse k-NN graph path (complete data; with NaN it refuses at fit)
+        # the estimator's sparse k-NN graph path (with NaN too: expected distances)
         return Cost(
             memory_bytes=float(SPARSE_BYTES_PER_ROW * n_samples),
             what=f"a sparse {n_samples}-point k-NN graph and its leading eigenvectors",
