@@ -221,6 +221,14 @@ def fit_mad(X: np.ndarray, Y: np.ndarray, weights: np.ndarray | None = None) -> 
     return _transform(X, Y, weights, 0, True)
 
 
+#: IR-MAD stops re-weighting before its weights' effective sample ``(Σw)² / Σw²`` would fall
+#: below this fraction of the pixels: on small samples the weights otherwise collapse onto a
+#: few pixels and the CCA of those few fits them exactly (Taizhou, 3 000 pixels: correlations
+#: of 1.0000 and a threshold of 3.7·10¹⁰ after 50 iterations, the change mask's ARI 0.78 / 0.81
+#: on two samples; with the floor 0.9984, 0.805 / 0.815). On 20 000 pixels it never binds.
+IRMAD_MIN_EFFECTIVE_FRACTION = 0.05
+
+
 def fit_irmad(
     X: np.ndarray, Y: np.ndarray, *, max_iter: int = 50, tol: float = 1e-6
 ) -> MADTransform:
@@ -228,7 +236,9 @@ def fit_irmad(
 
     Starts from MAD with equal weights; each iteration weighs every pixel by its no-change
     probability ``1 - F_χ²(Z; k)`` and solves the weighted CCA again, until the largest
-    change of a canonical correlation is below ``tol`` or after ``max_iter`` iterations.
+    change of a canonical correlation is below ``tol``, after ``max_iter`` iterations, or
+    when the new weights' effective sample would be below ``IRMAD_MIN_EFFECTIVE_FRACTION`` of
+    the pixels (then the last transformation is kept, not converged).
 
     Parameters
     ----------
@@ -252,6 +262,8 @@ def fit_irmad(
     t = _transform(X, Y, None, 0, False)
     for it in range(1, int(max_iter) + 1):
         w = t.no_change_probability(t.intensity(t.variates(X, Y)))
+        if w.sum() ** 2 < IRMAD_MIN_EFFECTIVE_FRACTION * X.shape[0] * float(w @ w):
+            return t
         new = _transform(X, Y, w, it, False)
         moved = float(np.max(np.abs(new.correlations - t.correlations)))
         t = new
