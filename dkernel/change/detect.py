@@ -166,7 +166,7 @@ def fit_change(
     drawn by IR-MAD's no-change probability before; on small samples those probabilities
     collapse onto a few pixels (Taizhou, 3 000 pixels: canonical correlations → 1, seven
     pixels above 0.01), the draw fell back to every row, changed ones included, and the
-    change map's ARI was 0.71 where this gives 0.93 (0.92 either way on 20 000 pixels).
+    change map's ARI was 0.71 where this gives 0.92 (0.92 either way on 20 000 pixels).
     The ranking by intensity stays informative when the probabilities do not.
     """
     if method not in METHODS:

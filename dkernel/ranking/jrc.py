@@ -273,7 +273,7 @@ callable or transformer, default='knn_mean'
     O(N^2) memory (dense kernel and eigen-solver). Beyond it the k-NN graph kernels ('knn_mean',
     'knn') with the normalized embedding run on the same kernel as a sparse matrix, data
     with NaN too (``dkernel.ranking.sparse_graph``: a nearest-neighbour search, a sparse
-    eigen-solver, O(N k) memory; 2·10⁵ points in 81 s (blobs) to 267 s (moons) here); other
+    eigen-solver, O(N k) memory; 2·10⁵ points in 78 s (blobs) to 269 s (moons) here); other
     settings are refused there with this fix. k-means O(N k n_init).
     New points: O(n N p) kernel rows in blocks of at most 4096 rows and 64 MiB. ``fit_transform`` (scikit-learn's
     ``TransformerMixin``) is ``fit`` then :meth:`transform` of the same points, which equals
