@@ -119,8 +119,12 @@ def choose_setting(
     rows = width_sample(int(X.shape[0]), derive_rng(seed, "width-selection"))
     sample = as_numpy(X, np.float64) if rows is None else take_rows(X, rows, np.float64)
     models = []
+    # the clones of one comparison fit the same sample: what settings with the same width
+    # have in common (KECA's eigenpairs) may be kept here by the estimator and reused
+    shared: dict[Any, Any] = {}
     for setting in settings:
         model = clone(estimator).set_params(random_state=seed, **setting, **overrides)
+        model._width_selection_shared = shared
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             models.append(model.fit(sample))

@@ -64,7 +64,11 @@ def kpca_embedding(K: np.ndarray, n_components: int, *, centered: bool = True) -
 
 
 def keca_embedding(
-    K: np.ndarray, n_components: int, *, n_candidates: int | None = None
+    K: np.ndarray,
+    n_components: int,
+    *,
+    n_candidates: int | None = None,
+    candidates: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> DenseEmbedding:
     """Kernel entropy component analysis of an uncentered kernel matrix.
 
@@ -77,7 +81,10 @@ def keca_embedding(
     n_candidates : int, optional
         Search ψ among only the leading eigenpairs. By default the axes are those of the
         whole spectrum, found from as few leading pairs as prove it
-        (``_entropy_candidates``).
+        (``entropy_candidates``).
+    candidates : (values, vectors), optional
+        Leading eigenpairs of this K already computed (``entropy_candidates`` for another
+        ``n_components``): used when they prove the axes, as a solve would have found them.
 
     Notes
     -----
@@ -86,7 +93,7 @@ def keca_embedding(
     """
     K = np.asarray(K, dtype=np.float64)
     if n_candidates is None:
-        values, vectors = _entropy_candidates(K, int(n_components))
+        values, vectors = entropy_candidates(K, int(n_components), start=candidates)
     else:
         values, vectors = dense_eigh(K, n_candidates)
     psi = values * (vectors.sum(axis=0) ** 2)
@@ -101,8 +108,13 @@ def keca_embedding(
     )
 
 
-def _entropy_candidates(K: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
+def entropy_candidates(
+    K: np.ndarray, n_components: int, *, start: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Leading eigenpairs of K, enough that no other can hold one of the top ψ.
+
+    ``start``: leading pairs of K already computed (for another ``n_components``), returned
+    as they are when they suffice (the test below), else the solve starts past them.
 
     Over all pairs ``Σ_j ψ_j = 1^T K 1``, and ``ψ_j <= n λ_j`` (``(e_j^T 1)^2 <= n``). Once
     the m leading pairs leave the others less than the ``n_components``-th largest ψ among
@@ -114,14 +126,19 @@ def _entropy_candidates(K: np.ndarray, n_components: int) -> tuple[np.ndarray, n
     n = K.shape[0]
     total = float(K.sum())
     m = min(n, max(64, 8 * n_components))
+    known = start if start is not None and start[0].size >= n_components else None
     while True:
-        values, vectors = dense_eigh(K, m)
+        if known is not None:
+            (values, vectors), known = known, None
+            m = values.size
+        else:
+            values, vectors = dense_eigh(K, m)
         if m == n:
             return values, vectors
         psi = values * vectors.sum(axis=0) ** 2
-        kth = np.sort(psi)[::-1][n_components - 1]  # m >= 8 n_components here
+        kth = np.sort(psi)[::-1][n_components - 1]  # m >= n_components here
         # the pairs not computed may have round-off-level negative ψ, which the sum hides
         rest = total - float(psi.sum()) + 1e-9 * (abs(total) + n * float(values[0]))
         if min(n * float(values[-1]), rest) < kth:
             return values, vectors
-        m = min(n, 4 * m)
+        m = min(n, max(4 * m, 8 * n_components))

@@ -51,7 +51,7 @@ from dkernel.kernels.widths import (
     KPCA_SIGMA_FRACTIONS,
 )
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
-from dkernel.spectral.dense import keca_embedding, kpca_embedding
+from dkernel.spectral.dense import entropy_candidates, keca_embedding, kpca_embedding
 from dkernel.spectral.nystrom import NystromEmbedding
 
 #: How the embedding is computed (see the ``approximation`` parameter).
@@ -662,7 +662,16 @@ class KECA(_DenseKernelEmbedding):
         return found
 
     def _embed(self, K: np.ndarray):
-        return keca_embedding(K, self.n_components_)
+        shared = getattr(self, "_width_selection_shared", None)
+        if shared is None:
+            return keca_embedding(K, self.n_components_)
+        # a clone of sigma_fraction='auto': its k- and 2k-axis settings of one width have the
+        # same kernel, so the leading eigenpairs solved for the first serve the second when
+        # they prove its axes (dkernel.spectral.dense.entropy_candidates)
+        key = ("keca-eigenpairs", self.sigma_)
+        pairs = entropy_candidates(K, self.n_components_, start=shared.get(key))
+        shared[key] = pairs
+        return keca_embedding(K, self.n_components_, candidates=pairs)
 
     def _cluster(self, Z: np.ndarray) -> np.ndarray:
         labels, centers, _ = angular_kmeans(

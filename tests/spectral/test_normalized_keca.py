@@ -14,7 +14,7 @@ from dkernel.kmeans.lloyd import kernel_kmeans
 from dkernel.linalg.kmeans import angular_kmeans, normalize_rows
 from dkernel.metrics import clustering_scores
 from dkernel.spectral.clustering import SpectralClustering
-from dkernel.spectral.dense import keca_embedding
+from dkernel.spectral.dense import entropy_candidates, keca_embedding
 from dkernel.spectral.normalized import eigengap_hint, normalized_embedding
 
 
@@ -167,3 +167,55 @@ def test_keca_default_equals_the_whole_spectrum_search_on_rbf_kernels(seed):
             np.testing.assert_array_equal(emb.indices, _entropy_axes_by_full_search(K, k))
             full = keca_embedding(K, k, n_candidates=K.shape[0])
             np.testing.assert_allclose(np.abs(emb.embedding), np.abs(full.embedding), atol=1e-8)
+
+
+def test_keca_reuses_leading_pairs_that_prove_its_axes():
+    """Pairs solved for one dimension serve another when they prove its axes (the same axes
+    and embedding as its own solve); too few pairs, or pairs that do not prove them, are
+    solved past. The deep-spectrum kernel needs 300 pairs for its third axis."""
+    X, _ = make_blobs(400, n_features=8, centers=6, random_state=0)
+    K = rbf_block(X, X, 2.0)
+    pairs = entropy_candidates(K, 6)
+    again = entropy_candidates(K, 12, start=pairs)
+    assert again is pairs or again[0].size >= pairs[0].size
+    for k in (6, 12):
+        shared = keca_embedding(K, k, candidates=entropy_candidates(K, k, start=pairs))
+        own = keca_embedding(K, k)
+        np.testing.assert_array_equal(shared.indices, own.indices)
+        np.testing.assert_allclose(np.abs(shared.embedding), np.abs(own.embedding), atol=1e-8)
+    few = (pairs[0][:3], pairs[1][:, :3])
+    assert entropy_candidates(K, 6, start=few)[0].size >= 6
+    n = 300
+    rng = np.random.default_rng(0)
+    W, _ = np.linalg.qr(np.c_[np.ones(n), rng.normal(size=(n, n - 1))])
+    Q = W.copy()
+    Q[:, [0, 100, 200]] = W[:, :3] @ np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    Q[:, [1, 2]] = W[:, [100, 200]]
+    deep = (Q / (1.0 + np.arange(n))) @ Q.T
+    deep = 0.5 * (deep + deep.T)
+    start = entropy_candidates(deep, 1)
+    assert entropy_candidates(deep, 3, start=start)[0].size > start[0].size
+    np.testing.assert_array_equal(
+        keca_embedding(deep, 3, candidates=start).indices, _entropy_axes_by_full_search(deep, 3)
+    )
+
+
+def test_keca_auto_solves_each_width_once(monkeypatch):
+    """'auto' compares four widths × k and 2k axes: four eigen-solves on the sample, not
+    eight (and the scores are those of each setting's own fit, tested in test_estimators)."""
+    import dkernel
+    from dkernel.spectral import dense
+
+    X, _ = make_blobs(600, n_features=5, centers=4, random_state=1)
+    calls = []
+    solve = dense.dense_eigh
+
+    def counted(K, n_components=None, **kw):
+        calls.append(n_components)
+        return solve(K, n_components, **kw)
+
+    monkeypatch.setattr(dense, "dense_eigh", counted)
+    model = dkernel.KECA(n_clusters=4, random_state=0).fit(X)
+    assert model.sigma_fraction_candidates_.size == 8
+    # 600 rows: the comparison saw every row and its chosen fit is adopted (eight before)
+    assert len(calls) == 4
