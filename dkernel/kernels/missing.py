@@ -239,14 +239,6 @@ def _sides(X: np.ndarray, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray
     return np.hstack([filled, root, zero]), np.hstack([filled, zero, root])
 
 
-def _copies(X: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
-    """``[x̃, √r]``: rows at distance 0 exactly where they are copies (the same observed
-    values and the same missing columns' variance), as a point and itself in the reference."""
-    filled, extra = imputed_and_extra(X, mean, var)
-    filled -= mean
-    return np.hstack([filled, np.sqrt(extra)[:, None]])
-
-
 class MissingValueRadiusBlock:
     """The registry's radius kernels (``local_scaling``, ``knn``, ``knn_mean``) of the
     expected squared distances, as a picklable block for training data with NaN.
@@ -255,8 +247,9 @@ class MissingValueRadiusBlock:
     training columns' moments, computed by the plain blocks of
     :mod:`dkernel.kernels.adaptive` on augmented rows (:func:`_sides`). A row of a block of
     X against X itself (the Gram matrix) gets the kernel of coinciding points, 1. In the
-    neighbour radius every row skips its copies (:func:`_copies`), itself among the reference
-    rows included, as complete rows do. It had counted its own second draw, at ``sqrt(2 r)``,
+    neighbour radius every row skips its copies (the left sides ``[x̃, √r, 0]`` coincide: the
+    same observed values and missing columns' variance), itself among the reference rows
+    included, as complete rows do. It had counted its own second draw, at ``sqrt(2 r)``,
     as a neighbour: with one reference neighbour (the rank of 10 of 20 000 rows in a reference
     sample of 2 000) that draw was the radius of most reference rows, the k-NN graph of blobs
     with a quarter of the entries missing fell apart into small components and
@@ -275,8 +268,7 @@ class MissingValueRadiusBlock:
         self.n_neighbors = int(n_neighbors)
         self.mean = np.asarray(mean, dtype=np.float64)
         self.var = np.asarray(var, dtype=np.float64)
-        self._reference_right = _sides(self.reference, self.mean, self.var)[1]
-        self._reference_copies = _copies(self.reference, self.mean, self.var)
+        self._reference_left, self._reference_right = _sides(self.reference, self.mean, self.var)
         self._cache: tuple = (None, None)
 
     def sides(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -296,7 +288,7 @@ class MissingValueRadiusBlock:
             left,
             self._reference_right,
             self.n_neighbors,
-            copies=(_copies(A, self.mean, self.var), self._reference_copies),
+            copies=(left, self._reference_left),
         )
         self._cache = (A, radii)
         return radii

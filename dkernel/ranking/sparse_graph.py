@@ -55,6 +55,7 @@ def sparse_radius_kernel(block: RadiusKernelBlock, X: np.ndarray) -> sp.csr_matr
     X = np.asarray(X, dtype=np.float64)
     radius2 = block.radius(X) ** 2 * (1.0 + RADIUS_SLACK)
     left, right = block.sides(X)
+    norms = np.einsum("ij,ij->i", left, left), np.einsum("ij,ij->i", right, right)
     n = left.shape[0]
     index = NearestNeighbors().fit(right)
     pending = np.arange(n)
@@ -62,7 +63,7 @@ def sparse_radius_kernel(block: RadiusKernelBlock, X: np.ndarray) -> sp.csr_matr
     rows_of, columns_of = [np.arange(n)], [np.arange(n)]  # A_ii = 1
     while pending.size:
         _, columns = index.kneighbors(left[pending], n_neighbors=width)
-        within = _within(left, right, radius2, pending, columns)
+        within = _within(left, right, norms, radius2, pending, columns)
         # a row whose farthest listed point is within its radius may have more (ties, copies)
         done = ~within[:, -1] if width < n else np.ones(pending.size, dtype=bool)
         within &= columns != pending[:, None]  # the point itself: the diagonal, set above
@@ -81,13 +82,18 @@ def sparse_radius_kernel(block: RadiusKernelBlock, X: np.ndarray) -> sp.csr_matr
 
 
 def _within(
-    left: np.ndarray, right: np.ndarray, radius2: np.ndarray, rows: np.ndarray, columns: np.ndarray
+    left: np.ndarray,
+    right: np.ndarray,
+    norms: tuple[np.ndarray, np.ndarray],
+    radius2: np.ndarray,
+    rows: np.ndarray,
+    columns: np.ndarray,
 ) -> np.ndarray:
     """``‖l_i − r_j‖² ≤ r_i²`` for each listed pair, with the dense blocks' distances
-    ``|l|² + |r|² − 2 l·r`` (clipped at 0), in blocks of bounded memory."""
+    ``|l|² + |r|² − 2 l·r`` (clipped at 0; ``norms`` the rows' ``|l|²`` and ``|r|²``), in
+    blocks of bounded memory."""
     within = np.empty(columns.shape, dtype=bool)
-    left_norms = np.einsum("ij,ij->i", left, left)
-    right_norms = left_norms if right is left else np.einsum("ij,ij->i", right, right)
+    left_norms, right_norms = norms
     step = rows_for_budget(SCRATCH_BLOCK_BYTES, columns.shape[1] * left.shape[1], 8)
     for r0 in range(0, rows.size, step):
         part = slice(r0, r0 + step)

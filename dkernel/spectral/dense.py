@@ -68,7 +68,6 @@ def keca_embedding(
     n_components: int,
     *,
     n_candidates: int | None = None,
-    candidates: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> DenseEmbedding:
     """Kernel entropy component analysis of an uncentered kernel matrix.
 
@@ -82,9 +81,6 @@ def keca_embedding(
         Search ψ among only the leading eigenpairs. By default the axes are those of the
         whole spectrum, found from as few leading pairs as prove it
         (``entropy_candidates``).
-    candidates : (values, vectors), optional
-        Leading eigenpairs of this K already computed (``entropy_candidates`` for another
-        ``n_components``): used when they prove the axes, as a solve would have found them.
 
     Notes
     -----
@@ -93,9 +89,15 @@ def keca_embedding(
     """
     K = np.asarray(K, dtype=np.float64)
     if n_candidates is None:
-        values, vectors = entropy_candidates(K, int(n_components), start=candidates)
+        values, vectors = entropy_candidates(K, int(n_components))
     else:
         values, vectors = dense_eigh(K, n_candidates)
+    return keca_of_pairs(values, vectors, n_components)
+
+
+def keca_of_pairs(values: np.ndarray, vectors: np.ndarray, n_components: int) -> DenseEmbedding:
+    """The KECA axes among leading eigenpairs of an uncentered kernel (those of
+    ``entropy_candidates``, or a fixed number): the ``n_components`` of largest ψ."""
     psi = values * (vectors.sum(axis=0) ** 2)
     order = np.argsort(-psi, kind="stable")[:n_components]
     vals, vecs = values[order], vectors[:, order]

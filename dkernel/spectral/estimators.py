@@ -51,7 +51,12 @@ from dkernel.kernels.widths import (
     KPCA_SIGMA_FRACTIONS,
 )
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, normalize_rows
-from dkernel.spectral.dense import entropy_candidates, keca_embedding, kpca_embedding
+from dkernel.spectral.dense import (
+    entropy_candidates,
+    keca_embedding,
+    keca_of_pairs,
+    kpca_embedding,
+)
 from dkernel.spectral.nystrom import NystromEmbedding
 
 #: How the embedding is computed (see the ``approximation`` parameter).
@@ -671,7 +676,7 @@ class KECA(_DenseKernelEmbedding):
         key = ("keca-eigenpairs", self.sigma_)
         pairs = entropy_candidates(K, self.n_components_, start=shared.get(key))
         shared[key] = pairs
-        return keca_embedding(K, self.n_components_, candidates=pairs)
+        return keca_of_pairs(*pairs, self.n_components_)
 
     def _cluster(self, Z: np.ndarray) -> np.ndarray:
         labels, centers, _ = angular_kmeans(

@@ -14,7 +14,7 @@ from dkernel.kmeans.lloyd import kernel_kmeans
 from dkernel.linalg.kmeans import angular_kmeans, normalize_rows
 from dkernel.metrics import clustering_scores
 from dkernel.spectral.clustering import SpectralClustering
-from dkernel.spectral.dense import entropy_candidates, keca_embedding
+from dkernel.spectral.dense import entropy_candidates, keca_embedding, keca_of_pairs
 from dkernel.spectral.normalized import eigengap_hint, normalized_embedding
 
 
@@ -179,7 +179,7 @@ def test_keca_reuses_leading_pairs_that_prove_its_axes():
     again = entropy_candidates(K, 12, start=pairs)
     assert again is pairs or again[0].size >= pairs[0].size
     for k in (6, 12):
-        shared = keca_embedding(K, k, candidates=entropy_candidates(K, k, start=pairs))
+        shared = keca_of_pairs(*entropy_candidates(K, k, start=pairs), k)
         own = keca_embedding(K, k)
         np.testing.assert_array_equal(shared.indices, own.indices)
         np.testing.assert_allclose(np.abs(shared.embedding), np.abs(own.embedding), atol=1e-8)
@@ -196,7 +196,8 @@ def test_keca_reuses_leading_pairs_that_prove_its_axes():
     start = entropy_candidates(deep, 1)
     assert entropy_candidates(deep, 3, start=start)[0].size > start[0].size
     np.testing.assert_array_equal(
-        keca_embedding(deep, 3, candidates=start).indices, _entropy_axes_by_full_search(deep, 3)
+        keca_of_pairs(*entropy_candidates(deep, 3, start=start), 3).indices,
+        _entropy_axes_by_full_search(deep, 3),
     )
 
 
