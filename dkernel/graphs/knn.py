@@ -12,7 +12,7 @@ columns ``x`` misses), found by an ordinary tree: the training rows are indexed 
 ``‖q̃ − ỹ‖² + r_y`` and adding ``r_q`` (the same for every candidate) gives the expectation
 exactly, in the same order. No n × n matrix is formed. A training point is at distance 0 from
 itself (:func:`training_neighbors` lists it first), a new point at the expected distance from
-every training point, with the training columns' moments.
+every training point, with the training rows' missing-value model.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ class MissingValueIndex:
 
     The call pattern of :class:`sklearn.neighbors.NearestNeighbors` (``fit``, ``kneighbors``,
     ``n_features_in_``, ``n_samples_fit_``); distances are ``sqrt(E‖q − y‖²)`` with the training
-    columns' moments (:func:`dkernel.kernels.missing.column_moments`), whatever the query's own
-    missing entries. ``kneighbors`` treats every query as a new point (a training row queried
+    rows' missing-value model (:class:`dkernel.kernels.missing.MissingValueModel`), whatever
+    the query's own missing entries. ``kneighbors`` treats every query as a new point (a training row queried
     again is at ``sqrt(2 r)`` from itself, two independent draws of its missing entries); for
     the training graph use :func:`training_neighbors`.
 
@@ -41,20 +41,20 @@ class MissingValueIndex:
 
     Attributes
     ----------
-    mean_, var_ : ndarray (p,)
-        The training columns' mean and variance of their observed values.
+    model_ : dkernel.kernels.missing.MissingValueModel
+        What the missing entries are expected to be, fitted to the training rows.
     extra_ : ndarray (n_train,)
-        Each training row's ``r = Σ_{j missing} σ_j²``.
+        Each training row's ``r``, the total variance of its missing entries given the others.
     """
 
     def __init__(self, algorithm: str = "auto") -> None:
         self.algorithm = algorithm
 
     def fit(self, X: np.ndarray) -> MissingValueIndex:
-        from dkernel.kernels.missing import column_moments
+        from dkernel.kernels.missing_model import MissingValueModel
 
         X = np.asarray(X, dtype=np.float64)
-        self.mean_, self.var_ = column_moments(X)
+        self.model_ = MissingValueModel.fit(X)
         filled, self.extra_ = self.fill(X)
         augmented = np.concatenate([filled, np.sqrt(self.extra_)[:, None]], axis=1)
         self._tree = NearestNeighbors(algorithm=self.algorithm).fit(augmented)
@@ -63,17 +63,9 @@ class MissingValueIndex:
         return self
 
     def fill(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean-imputed rows (training means) and each row's ``r`` (training variances)."""
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.mean_.size:
-            from dkernel.errors import InvalidInputError
-
-            raise InvalidInputError(
-                f"expected rows with {self.mean_.size} columns (those the index was fitted "
-                f"on); got shape {X.shape}."
-            )
-        missing = np.isnan(X)
-        return np.where(missing, self.mean_[None, :], X), missing.astype(np.float64) @ self.var_
+        """Rows filled with their conditional means and each row's ``r`` (the training rows'
+        model, :meth:`dkernel.kernels.missing.MissingValueModel.fill`)."""
+        return self.model_.fill(X)
 
     def kneighbors(self, X: np.ndarray, n_neighbors: int, return_distance: bool = True) -> Any:
         """The ``n_neighbors`` training points of least expected distance to each row of X,

@@ -19,17 +19,17 @@ MISSING_VALUE_KERNELS = frozenset({"pck", "rbf", "local_scaling", "knn", "knn_me
 
 
 #: Kernels of distances that take NaN through expected squared distances when fitted on data
-#: with NaN (whose columns' moments they keep).
+#: with NaN (whose missing-value model they keep).
 _EXPECTED_DISTANCE_KERNELS = frozenset({"rbf", "local_scaling", "knn", "knn_mean"})
 
 
 def _refuse_new_nan(name: str, *arrays: Any) -> None:
-    """A distance kernel fitted on complete rows has no column moments for NaN in new rows."""
+    """A distance kernel fitted on complete rows has no missing-value model for NaN in new rows."""
     for A in arrays:
         if isinstance(A, np.ndarray) and A.dtype.kind == "f" and np.isnan(A).any():
             raise InvalidInputError(
                 f"The {name} kernel got non-finite values (NaN or inf) in X: it was fitted on "
-                "complete rows, so it has no column moments to take the expectation of missing "
+                "complete rows, so it has no missing-value model to take the expectation of missing "
                 "entries over; impute them, or fit on data with NaN."
             )
 

@@ -1,17 +1,20 @@
 """Distances between rows with missing entries (NaN): marginalised, or on co-observed columns.
 
 The shared default for clusterers whose kernel is a function of squared distances (issue 57,
-item 3): a missing entry ``x_j`` is a random variable with the column's mean ``μ_j`` and variance
-``σ_j²`` (the observed values'), independent of everything else, and a distance is its
-expectation:
+item 3): the missing entries of a row are random, drawn from a Gaussian of the columns given
+the row's observed values (``dkernel.kernels.missing_model.MissingValueModel``, fitted
+to the training rows by EM), independently for every row, and a distance is its expectation:
 
-``E‖x − y‖² = ‖x̃ − ỹ‖² + r_x + r_y``,   ``r_x = Σ_{j missing in x} σ_j²``
+``E‖x − y‖² = ‖x̃ − ỹ‖² + r_x + r_y``,   ``x̃_M = E[x_M | x_O]``,   ``r_x = tr Cov[x_M | x_O]``
 
-with ``x̃`` the mean-imputed row: a coordinate observed in both contributes ``(x_j − y_j)²``,
-missing in one ``(μ_j − y_j)² + σ_j²``, missing in both (two independent draws) ``2σ_j²``. A row
-is at distance 0 from itself. Mean imputation alone drops ``r``: it puts every incomplete row
-closer to the centre than it is, which can make rows missing the same columns look alike. For a Gaussian kernel the expectation inside the exponent makes the kernel the
-mean-imputed one scaled by ``exp(−r_x / 2σ²) exp(−r_y / 2σ²)`` (:func:`expected_rbf`).
+with ``x̃`` the row filled with the conditional means: a coordinate observed in both contributes
+``(x_j − y_j)²``, a missing one its conditional mean and variance. A row is at distance 0 from
+itself. Mean imputation alone drops ``r``: it puts every incomplete row closer to the centre
+than it is, which can make rows missing the same columns look alike. For a Gaussian kernel the
+expectation inside the exponent makes the kernel the filled one scaled by
+``exp(−r_x / 2σ²) exp(−r_y / 2σ²)`` (:func:`expected_rbf`). With independent columns (the
+model above ``FULL_COVARIANCE_MAX_COLUMNS`` columns) ``x̃``
+is the mean-imputed row and ``r_x`` the sum of the missing columns' variances.
 
 The partial distance (Dixon 1979 [Dixon1979]) instead compares two rows on the columns both
 observe and scales the sum to all ``p`` columns, ``p / |O_x ∩ O_y| · Σ_{O_x ∩ O_y} (x_j − y_j)²``
@@ -19,10 +22,10 @@ observe and scales the sum to all ``p`` columns, ``p / |O_x ∩ O_y| · Σ_{O_x 
 but with few columns observed in common the distance is noisy.
 
 Measured (``benchmarks/results/missing.md``; one self-tuning 10-NN graph clustered by
-``SpectralClustering``, mean ARI over three seeds): on digits with a 4×4 block of every image
-missing the expected distances score 0.509, the partial 0.490 and the mean-imputed rows 0.491
-(mean-imputed k-means 0.284); on ecoli with 25 % of the entries missing 0.323, 0.112 and 0.290
-(k-means 0.310). The expected distances are the candidate shared default.
+``SpectralClustering``, mean ARI over three seeds; before the conditional moments, with the
+columns' means and variances): on digits with a 4×4 block of every image missing the expected
+distances score 0.509, the partial 0.490 and the mean-imputed rows 0.491 (mean-imputed k-means
+0.284); on ecoli with 25 % of the entries missing 0.323, 0.112 and 0.290 (k-means 0.310).
 
 NumPy only (no Dask, no I/O).
 """
@@ -32,57 +35,37 @@ from __future__ import annotations
 import numpy as np
 
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.missing_model import MissingValueModel, column_moments
 
-
-def column_moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and variance of the observed values of every column (0 and 0 for an empty column).
-
-    Notes
-    -----
-    O(N p).
-    """
-    X = np.asarray(X, dtype=np.float64)
-    observed = ~np.isnan(X)
-    count = observed.sum(axis=0)
-    safe = np.maximum(count, 1)
-    mean = np.where(observed, X, 0.0).sum(axis=0) / safe
-    centred = np.where(observed, X - mean, 0.0)
-    var = (centred * centred).sum(axis=0) / safe
-    return mean, var
-
-
-def imputed_and_extra(
-    X: np.ndarray, mean: np.ndarray, var: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of X with their NaN filled by ``mean``, and each row's ``r``: the sum of ``var``
-    over its missing columns (``E‖x − y‖² = ‖x̃ − ỹ‖² + r_x + r_y``)."""
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != mean.size:
-        raise InvalidInputError(
-            f"expected a 2-D array with {mean.size} columns (those of the data the column "
-            f"moments came from); got shape {X.shape}."
-        )
-    missing = np.isnan(X)
-    return np.where(missing, mean[None, :], X), missing.astype(np.float64) @ var
+__all__ = [
+    "MissingValueModel",
+    "MissingValueRBF",
+    "MissingValueRadiusBlock",
+    "column_moments",
+    "expected_median_distance",
+    "expected_rbf",
+    "expected_sq_distances",
+    "partial_sq_distances",
+]
 
 
 def expected_sq_distances(
     X: np.ndarray,
     Y: np.ndarray | None = None,
     *,
-    mean: np.ndarray | None = None,
-    var: np.ndarray | None = None,
+    model: MissingValueModel | None = None,
 ) -> np.ndarray:
     """Expected squared Euclidean distances ``E‖x − y‖²`` between the rows of X and Y (NaN =
-    missing), under independent per-column Gaussians for the missing entries.
+    missing), the missing entries drawn from ``model`` given each row's observed ones.
 
     Parameters
     ----------
     X : ndarray (n, p)
     Y : ndarray (m, p), optional
         None: X against itself (the diagonal is 0: a row against itself).
-    mean, var : ndarray (p,), optional
-        The columns' mean and variance; by default :func:`column_moments` of X.
+    model : MissingValueModel, optional
+        What the missing entries are expected to be; by default the model fitted to X
+        (``MissingValueModel.fit(X)``).
 
     Returns
     -------
@@ -92,12 +75,10 @@ def expected_sq_distances(
     -----
     One GEMM, O(n m p); memory O(n m + (n + m) p).
     """
-    if mean is None or var is None:
-        mean, var = column_moments(X)
-    mean = np.asarray(mean, dtype=np.float64)
-    var = np.asarray(var, dtype=np.float64)
-    Xi, rx = imputed_and_extra(X, mean, var)
-    Yi, ry = (Xi, rx) if Y is None else imputed_and_extra(Y, mean, var)
+    if model is None:
+        model = MissingValueModel.fit(X)
+    Xi, rx = model.fill(X)
+    Yi, ry = (Xi, rx) if Y is None else model.fill(Y)
     sx = np.einsum("ij,ij->i", Xi, Xi)
     sy = sx if Y is None else np.einsum("ij,ij->i", Yi, Yi)
     D = sx[:, None] + sy[None, :] - 2.0 * (Xi @ Yi.T)
@@ -113,8 +94,7 @@ def expected_rbf(
     Y: np.ndarray | None = None,
     *,
     sigma: float,
-    mean: np.ndarray | None = None,
-    var: np.ndarray | None = None,
+    model: MissingValueModel | None = None,
 ) -> np.ndarray:
     """Gaussian kernel of the expected squared distances, ``exp(−E‖x − y‖² / 2σ²)``.
 
@@ -124,7 +104,7 @@ def expected_rbf(
     """
     if not sigma > 0:
         raise InvalidInputError(f"sigma must be > 0; got {sigma!r}.")
-    return np.exp(expected_sq_distances(X, Y, mean=mean, var=var) / (-2.0 * sigma * sigma))
+    return np.exp(expected_sq_distances(X, Y, model=model) / (-2.0 * sigma * sigma))
 
 
 def partial_sq_distances(X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
@@ -171,8 +151,8 @@ class MissingValueRBF:
     kernel registry's ``rbf`` for training data with NaN.
 
     ``K(x, y) = exp(−‖x̃ − ỹ‖² / 2σ²) · a_x a_y`` with ``a_x = exp(−r_x / 2σ²)``: the
-    mean-imputed kernel scaled per row (:func:`expected_rbf`), with the training columns'
-    ``mean`` and ``var`` for every block, training or new. The same formula holds on the
+    filled kernel scaled per row (:func:`expected_rbf`), with the training rows'
+    ``model`` (:class:`MissingValueModel`) for every block, training or new. The same formula holds on the
     diagonal (``K(x, x) = a_x²``, two independent draws of the missing entries), so every
     block of a blocked kernel agrees and the kernel is positive semi-definite (a Gaussian
     kernel scaled by a rank-one positive factor). Complete rows get the plain Gaussian kernel.
@@ -182,13 +162,12 @@ class MissingValueRBF:
     One GEMM per block, O(n m p), as the plain ``rbf``.
     """
 
-    def __init__(self, sigma: float, mean: np.ndarray, var: np.ndarray) -> None:
+    def __init__(self, sigma: float, model: MissingValueModel) -> None:
         self.sigma = float(sigma)
-        self.mean = np.asarray(mean, dtype=np.float64)
-        self.var = np.asarray(var, dtype=np.float64)
+        self.model = model
 
     def _parts(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        filled, extra = imputed_and_extra(X, self.mean, self.var)
+        filled, extra = self.model.fill(X)
         return filled, extra / (-2.0 * self.sigma * self.sigma)
 
     def __call__(self, X: np.ndarray, Y: np.ndarray, *, dtype: object = np.float64) -> np.ndarray:
@@ -210,9 +189,7 @@ class MissingValueRBF:
         return rbf_log_block(Xf, Yf, self.sigma) + lx[:, None] + ly[None, :]
 
 
-def expected_median_distance(
-    X: np.ndarray, *, mean: np.ndarray | None = None, var: np.ndarray | None = None
-) -> float:
+def expected_median_distance(X: np.ndarray, *, model: MissingValueModel | None = None) -> float:
     """Median over distinct pairs of rows of ``sqrt(E‖x − y‖²)`` (the rule of thumb's median
     distance for rows with NaN).
 
@@ -220,20 +197,20 @@ def expected_median_distance(
     -----
     O(s² p) time, O(s²) memory for ``s`` rows (callers pass a sample).
     """
-    D = expected_sq_distances(X, mean=mean, var=var)
+    D = expected_sq_distances(X, model=model)
     upper = D[np.triu_indices(D.shape[0], k=1)]
     return float(np.sqrt(np.median(upper))) if upper.size else 0.0
 
 
-def _sides(X: np.ndarray, mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sides(X: np.ndarray, model: MissingValueModel) -> tuple[np.ndarray, np.ndarray]:
     """Rows augmented so that one GEMM gives expected squared distances: ``left = [x̃, √r, 0]``
     and ``right = [ỹ, 0, √r]``, whose squared distance ``‖x̃ − ỹ‖² + r_x + r_y`` is
     ``E‖x − y‖²`` (:func:`expected_sq_distances`, but for a row against itself: ``2 r``).
 
-    The rows are centred on the column means first: the distances do not change, and the
+    The rows are centred on the model's mean first: the distances do not change, and the
     GEMM's round-off stays at the scale of the data's spread whatever their offset."""
-    filled, extra = imputed_and_extra(X, mean, var)
-    filled -= mean
+    filled, extra = model.fill(X)
+    filled -= model.mean
     root = np.sqrt(extra)[:, None]
     zero = np.zeros_like(root)
     return np.hstack([filled, root, zero]), np.hstack([filled, zero, root])
@@ -244,11 +221,11 @@ class MissingValueRadiusBlock:
     expected squared distances, as a picklable block for training data with NaN.
 
     Every distance, the kernel's and the neighbour radii's, is ``E‖x − y‖²`` with the
-    training columns' moments, computed by the plain blocks of
+    training rows' :class:`MissingValueModel`, computed by the plain blocks of
     :mod:`dkernel.kernels.adaptive` on augmented rows (:func:`_sides`). A row of a block of
     X against X itself (the Gram matrix) gets the kernel of coinciding points, 1. In the
     neighbour radius every row skips its copies (the left sides ``[x̃, √r, 0]`` coincide: the
-    same observed values and missing columns' variance), itself among the reference rows
+    same observed values and conditional variance), itself among the reference rows
     included, as complete rows do. It had counted its own second draw, at ``sqrt(2 r)``,
     as a neighbour: with one reference neighbour (the rank of 10 of 20 000 rows in a reference
     sample of 2 000) that draw was the radius of most reference rows, the k-NN graph of blobs
@@ -261,20 +238,19 @@ class MissingValueRadiusBlock:
     """
 
     def __init__(
-        self, kind: str, reference: np.ndarray, n_neighbors: int, mean: np.ndarray, var: np.ndarray
+        self, kind: str, reference: np.ndarray, n_neighbors: int, model: MissingValueModel
     ) -> None:
         self.kind = kind
         self.reference = np.asarray(reference, dtype=np.float64)
         self.n_neighbors = int(n_neighbors)
-        self.mean = np.asarray(mean, dtype=np.float64)
-        self.var = np.asarray(var, dtype=np.float64)
-        self._reference_left, self._reference_right = _sides(self.reference, self.mean, self.var)
+        self.model = model
+        self._reference_left, self._reference_right = _sides(self.reference, model)
         self._cache: tuple = (None, None)
 
     def sides(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``(left, right)`` whose squared distances (``left`` against ``right``) are the
         expected ones, ``E‖a − b‖²`` (:func:`_sides`; a row against itself: ``2 r``)."""
-        return _sides(A, self.mean, self.var)
+        return _sides(A, self.model)
 
     def radius(self, A: np.ndarray) -> np.ndarray:
         """Neighbour radius of each row of A among the reference rows (expected distances)."""
@@ -283,7 +259,7 @@ class MissingValueRadiusBlock:
         last, radii = self._cache
         if A is last:
             return radii
-        left = _sides(A, self.mean, self.var)[0]
+        left = _sides(A, self.model)[0]
         radii = neighbor_radius(
             left,
             self._reference_right,
@@ -298,7 +274,7 @@ class MissingValueRadiusBlock:
         ra = rb if A is B else self.radius(A)
         if A is not B:
             self._cache = (B, rb)
-        return _sides(A, self.mean, self.var)[0], _sides(B, self.mean, self.var)[1], ra, rb
+        return _sides(A, self.model)[0], _sides(B, self.model)[1], ra, rb
 
     def __call__(self, A: np.ndarray, B: np.ndarray, *, dtype: object = np.float64) -> np.ndarray:
         from dkernel.kernels.adaptive import _BLOCKS

@@ -19,7 +19,7 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,6 +65,9 @@ from dkernel.kernels.widths import (
 )
 from dkernel.registry import Registry
 from dkernel.rows import take_rows
+
+if TYPE_CHECKING:
+    from dkernel.kernels.missing_model import MissingValueModel
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,9 @@ class Kernel:
             _check_data(self.name, X, landmarks)
             return X[:, landmarks]
         if self.name in KERNELS and self.name != "pck":
-            # the rbf kernel of training data with NaN takes them in new rows too (training
-            # moments); one fitted on complete data has no moments to marginalise with
+            # the rbf kernel of training data with NaN takes them in new rows too (the training
+            # rows' missing-value model); one fitted on complete data has no model to
+            # marginalise with
             _check_data(self.name, X, landmarks, allow_nan=self.takes_nan)
         out = self.block(X, landmarks, dtype=dtype)
         return out
@@ -265,20 +269,20 @@ def _missing_value_rbf(
     X: Any, sample: np.ndarray | None, sigma: float | None, fraction: float
 ) -> Kernel:
     """The rbf kernel of training data with NaN: expected squared distances with the training
-    columns' moments (``dkernel.kernels.missing.MissingValueRBF``); the rule-of-thumb
+    rows' missing-value model (``dkernel.kernels.missing.MissingValueRBF``); the rule-of-thumb
     width is ``fraction`` × the median expected distance of the sample."""
     from dkernel.kernels.missing import MissingValueRBF, expected_median_distance
 
-    mean, var = _column_moments_of(X)
+    model = _missing_model_of(X)
     if sigma is None:
-        med = expected_median_distance(sample, mean=mean, var=var)
+        med = expected_median_distance(sample, model=model)
         if not med > 0:
             raise InvalidInputError(
                 "The rbf kernel's rule of thumb found a median distance of 0; pass sigma."
             )
         sigma = fraction * med
     sigma = check_rbf_sigma(sigma)
-    block = MissingValueRBF(sigma, mean, var)
+    block = MissingValueRBF(sigma, model)
     return Kernel("rbf", block, {"sigma": sigma, "missing_values": "expected"}, log_block=block.log)
 
 
@@ -339,11 +343,10 @@ def _radius_kernel(
     k_ref = reference_neighbors(int(n_neighbors), size, n)
     missing = np.isnan(reference).any() or (isinstance(X, np.ndarray) and np.isnan(X).any())
     if missing:
-        # rows with NaN: expected squared distances with the training columns' moments
+        # rows with NaN: expected squared distances with the training rows' missing-value model
         from dkernel.kernels.missing import MissingValueRadiusBlock
 
-        mean, var = _column_moments_of(X)
-        block_nan = MissingValueRadiusBlock(kind, reference, k_ref, mean, var)
+        block_nan = MissingValueRadiusBlock(kind, reference, k_ref, _missing_model_of(X))
         radii = block_nan.radius(reference)
     else:
         block = RadiusKernelBlock(kind, reference, k_ref)
@@ -374,19 +377,15 @@ def neighbor_count(kernel: Kernel) -> int:
     return int(kernel.params.get("scale_neighbors", kernel.params.get("n_neighbors")))
 
 
-def _column_moments_of(X: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and variance of each column's observed values (NumPy, or one pass over Dask)."""
-    from dkernel.kernels.missing import column_moments
+def _missing_model_of(X: Any) -> MissingValueModel:
+    """What the training rows' missing entries are expected to be
+    (:class:`~dkernel.kernels.missing_model.MissingValueModel`), fitted on at most
+    ``MISSING_MODEL_SAMPLE`` of them (evenly spaced rows; of Dask input only those are read)."""
+    from dkernel.kernels.missing_model import MissingValueModel, model_rows
 
     if isinstance(X, np.ndarray):
-        return column_moments(X)
-    import dask.array as da
-
-    mean, var = da.compute(da.nanmean(X, axis=0), da.nanvar(X, axis=0))
-    return (
-        np.nan_to_num(np.asarray(mean, dtype=np.float64)),
-        np.nan_to_num(np.asarray(var, dtype=np.float64)),
-    )
+        return MissingValueModel.fit(X)
+    return MissingValueModel.fit(take_rows(X, model_rows(int(X.shape[0])), np.float64))
 
 
 def _radius_kernel_of(name: str, block: RadiusKernelBlock, params: dict) -> Kernel:

@@ -168,8 +168,9 @@ class KernelKMeans(
         ``f(X, Y)``.
         X with NaN (missing values): ``'pck'`` models them (PCKID); ``'rbf'`` and the adaptive
         kernels fitted on data with NaN compare rows by their expected squared distance ``‖x̃ −
-        ỹ‖² + r_x + r_y`` (mean-imputed rows plus the variances of the columns each misses,
-        :mod:`dkernel.kernels.missing`), and new rows with the training columns' moments; every
+        ỹ‖² + r_x + r_y`` (missing entries at their conditional means given the observed ones,
+        plus their conditional variance, under a Gaussian of the training rows fitted by EM,
+        :mod:`dkernel.kernels.missing`), and new rows with the same model; every
         other kernel refuses them. Default ``'rbf'``: so NaN is taken at the defaults.
     kernel_params : dict, optional
         Parameters of the kernel (``{'scale_neighbors': 7}`` for 'local_scaling',

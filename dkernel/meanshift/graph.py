@@ -18,6 +18,7 @@ import dask.array as da
 import numpy as np
 
 from dkernel._validation import aligned
+from dkernel.kernels.missing_model import MissingValueModel
 from dkernel.linalg import label_sums
 from dkernel.meanshift import kernels as K
 from dkernel.rows import joint_blocks
@@ -37,8 +38,9 @@ class AssignModel:
     max_iter: int
     tol: float
     dtype: Any = np.float32
-    #: values for missing entries (a row with some NaN starts there); None: such rows are nodata
-    fill: np.ndarray | None = None
+    #: what missing entries are expected to be (a row with some NaN starts at its conditional
+    #: means, ``dkernel.kernels.missing.MissingValueModel``); None: such rows are nodata
+    fill: MissingValueModel | None = None
     #: the principal axes mean shift ran on (rows are centred on ``location`` and projected);
     #: None: the input columns
     location: np.ndarray | None = None
@@ -54,7 +56,7 @@ class AssignModel:
             ok = ~missing.any(axis=1)
         else:
             ok = ~missing.all(axis=1)
-            X = np.where(missing, self.fill[None, :], X)
+            X = self.fill.fill(X)[0]
         if self.components is not None:
             X = (X - self.location) @ self.components  # nodata rows stay NaN, left out
         if ok.any():

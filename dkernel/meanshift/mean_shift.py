@@ -28,7 +28,7 @@ from dkernel.errors import (
     warn_caller,
 )
 from dkernel.kernels.aliases import resolve_renamed
-from dkernel.kernels.missing import column_moments, imputed_and_extra
+from dkernel.kernels.missing_model import MissingValueModel, column_moments
 from dkernel.kernels.widths import neighbour_bandwidth, silverman_thesis
 from dkernel.linalg.pca import principal_axes
 from dkernel.meanshift import kernels as K
@@ -137,9 +137,11 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         Mean shift runs on the leading principal components of the data: this many (an int,
         when X has more columns) or as many as explain this fraction of the variance (a
         float in (0, 1)); None: the input columns. The axes are those of the density sample
-        (missing entries at the column means); a row with missing entries has its expected
-        squared distance there, ``‖W^T(x̃ − y)‖² + Σ_j var_j ‖W_j‖²`` over its missing
-        columns ``j``, and new rows are projected onto the same axes. Default 15: a Gaussian
+        (of its missing-value model's covariance when it has missing entries); a row with
+        missing entries has its expected squared distance there, ``‖W^T(x̃ − y)‖² +
+        tr(W_M^T C W_M)`` (``x̃`` filled with the conditional means of its missing columns
+        ``M`` and ``C`` their conditional covariance, ``missing_model_``), and new rows are
+        projected onto the same axes. Default 15: a Gaussian
         density estimate of a few thousand points resolves no modes in many more dimensions
         (Silverman 1986, Table 4.2: the sample size for a given accuracy grows by orders of
         magnitude with each few dimensions), and the discarded directions carry the least
@@ -174,13 +176,15 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     labels_ : ndarray (N,) or dask array
         Partition of every training point; -1 for rows with every entry NaN (nodata: no part
         of the density, as in :meth:`predict`). Infinite values are refused.
-    fill_values_ : ndarray (d,)
-        The mean of each column's observed values in the density sample. A row with some
-        entries missing enters the density at the expected squared distance
-        ``E‖m − x‖² = ‖m − x̃‖² + r`` (``x̃`` the row filled with these means, ``r`` the
-        variance of its missing columns), which makes its Gaussian that of ``x̃`` weighted
-        by ``exp(−r / 2h²)``; mean shift then runs as on complete rows. Benchmarks: the
-        real-data sets with missing values (``benchmarks/results/realdata.md``).
+    missing_model_ : dkernel.kernels.missing.MissingValueModel or None
+        What missing entries are expected to be given a row's observed ones, fitted to the
+        density sample (None when it had none). A row with some entries missing enters the
+        density at the expected squared distance ``E‖m − x‖² = ‖m − x̃‖² + r`` (``x̃`` the
+        row filled with its conditional means, ``r`` the total conditional variance of its
+        missing entries along the axes mean shift runs on), which makes its Gaussian that of
+        ``x̃`` weighted by ``exp(−r / 2h²)``; mean shift then runs as on complete rows.
+        Benchmarks: the real-data sets with missing values
+        (``benchmarks/results/realdata.md``).
     n_iter_ : int
     converged_ : bool
         Every seed's last step was below ``tol · h``; when not, fit warns
@@ -296,36 +300,40 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         return self
 
     def _fit_projection(
-        self,
-        sample: np.ndarray,
-        missing: np.ndarray,
-        extra: np.ndarray | None,
-        location: np.ndarray,
-        var: np.ndarray,
+        self, sample: np.ndarray, model: MissingValueModel | None, location: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """The density sample in the space mean shift runs in, and each row's expected extra
         squared distance there (None: complete rows). Sets ``location_``,
         ``projection_components_`` and ``projection_variance_ratio_`` (None: the input
         columns).
 
-        ``sample`` has its missing entries filled with the column means ``location`` (of the
-        observed values, whose variances are ``var``); a missing entry
-        drawn from its column's Gaussian adds ``var_j ‖W_j‖²`` to the expected squared
-        distance along the axes ``W`` (``‖W_j‖² = 1`` without a projection: the extra of
-        ``imputed_and_extra``).
+        ``sample`` may have missing entries (NaN; then ``model`` is the sample's
+        :class:`~dkernel.kernels.missing.MissingValueModel` and ``location`` its mean): they
+        are filled with their conditional means, and their conditional covariance adds
+        ``tr(Wᵀ C W)`` to the expected squared distance along the axes ``W`` (``tr C``
+        without a projection). The axes are those of the model's covariance when there is
+        one (the covariance of the filled rows misses the conditional covariances).
         """
         self.location_ = self.projection_components_ = self.projection_variance_ratio_ = None
         p = int(sample.shape[1])
         size = self.projection
         if size is None or (isinstance(size, Integral) and p <= size):
-            return sample, extra
-        centred = sample - location
-        W, ratio = principal_axes(centred.T @ centred / max(sample.shape[0] - 1, 1), size)
+            return (sample, None) if model is None else model.fill(sample)
+        if model is None:
+            centred = sample - location
+            covariance = centred.T @ centred / max(sample.shape[0] - 1, 1)
+        else:
+            covariance = model.covariance
+            if model.independent:  # the columns' variances only: the filled rows' covariance
+                filled = model.fill(sample)[0] - location
+                covariance = filled.T @ filled / max(sample.shape[0] - 1, 1)
+        W, ratio = principal_axes(covariance, size)
         self.location_, self.projection_components_ = location, W
         self.projection_variance_ratio_ = ratio
-        if extra is not None:
-            extra = missing.astype(np.float64) @ (var * np.einsum("jd,jd->j", W, W))
-        return centred @ W, extra
+        if model is None:
+            return (sample - location) @ W, None
+        filled, extra = model.fill(sample, axes=W)
+        return (filled - location) @ W, extra
 
     def _rule_bandwidth(self, sample: np.ndarray) -> float:
         """The bandwidth when ``bandwidth`` is None: ``bandwidth_factor`` × the larger of
@@ -395,15 +403,14 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
                 f"{type(self).__name__} needs at least 2 rows {rows} (the others are nodata) "
                 f"in its density sample; got {sample.shape[0]}.{hint}"
             )
-        location, var = column_moments(sample)  # of the observed values
-        fill, row_weight, partial, extra = None, None, False, None
-        input_sample = sample
-        if not self._partial_rows_are_nodata:
-            fill = location
-            partial = bool(missing.any())
-            if partial:
-                input_sample, extra = imputed_and_extra(sample, fill, var)
-        sample, extra = self._fit_projection(input_sample, missing, extra, location, var)
+        # rows with NaN: expected distances under the sample's missing-value model, which
+        # also fills new rows with NaN in predict (complete samples: only there)
+        fill = None if self._partial_rows_are_nodata else MissingValueModel.fit(sample)
+        partial = fill is not None and bool(missing.any())
+        location = fill.mean if partial else column_moments(sample)[0]
+        input_sample = fill.fill(sample)[0] if partial else sample
+        sample, extra = self._fit_projection(sample, fill if partial else None, location)
+        row_weight = None
 
         # seeds
         if self.seeds == "all":
@@ -467,7 +474,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         path_labels = np.tile(seed_labels, len(keep_it))
 
         self.bandwidth_ = h
-        self.fill_values_ = fill
+        self.missing_model_ = fill
         self._fit_sample_ = input_sample
         self.density_ = density
         self.density_weights_ = dens_w
@@ -520,7 +527,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             max_iter=self.max_iter,
             tol=self.tol,
             dtype=dtype,
-            fill=self.fill_values_,
+            fill=self.missing_model_,
             location=self.location_,
             components=self.projection_components_,
         )
@@ -530,7 +537,8 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
 
         NumPy input gives a NumPy array; Dask input a lazy Dask array (one task per row chunk).
         Nodata rows get -1, as in :meth:`fit` (MeanShift: rows with every entry NaN; the
-        others start from their values with the missing ones filled by ``fill_values_``).
+        others start from their values with the missing ones at their conditional means,
+        ``missing_model_``).
 
         Notes
         -----

@@ -174,8 +174,9 @@ callable or transformer, default='knn_mean'
         'rbf' with ``embedding='laplacian'`` and ``n_components=3``.
         X with NaN (missing values): ``'pck'`` models them (PCKID); ``'rbf'`` and the adaptive
         kernels fitted on data with NaN compare rows by their expected squared distance ``‖x̃ −
-        ỹ‖² + r_x + r_y`` (mean-imputed rows plus the variances of the columns each misses,
-        :mod:`dkernel.kernels.missing`), and new rows with the training columns' moments; every
+        ỹ‖² + r_x + r_y`` (missing entries at their conditional means given the observed ones,
+        plus their conditional variance, under a Gaussian of the training rows fitted by EM,
+        :mod:`dkernel.kernels.missing`), and new rows with the same model; every
         other kernel refuses them. So the default 'knn_mean' takes NaN.
     n_neighbors : int, default=10
         k of the k-NN graph kernels ('knn_mean', 'knn'): the neighbours joined to each point

@@ -284,8 +284,9 @@ callable or transformer, default='rbf'
         (``K = γ γ^T``; fitted on X if not fitted yet), scored in O(F) per new point.
         X with NaN (missing values): ``'pck'`` models them (PCKID); ``'rbf'`` and the adaptive
         kernels fitted on data with NaN compare rows by their expected squared distance ``‖x̃ −
-        ỹ‖² + r_x + r_y`` (mean-imputed rows plus the variances of the columns each misses,
-        :mod:`dkernel.kernels.missing`), and new rows with the training columns' moments; every
+        ỹ‖² + r_x + r_y`` (missing entries at their conditional means given the observed ones,
+        plus their conditional variance, under a Gaussian of the training rows fitted by EM,
+        :mod:`dkernel.kernels.missing`), and new rows with the same model; every
         other kernel refuses them.
     alpha : float, default=0.1
         Restart probability of the random walk ([Lokse2020], Paper II, §4, uses 0.1).

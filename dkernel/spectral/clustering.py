@@ -137,8 +137,8 @@ class SpectralClustering(
         estimates can turn negative with few landmarks. X with NaN (missing values): ``'pck'``
         models them (PCKID); the default exact graph path (up to ``EXACT_MAX_SAMPLES`` points)
         compares rows by the expected squared distance ``‖x̃ − ỹ‖² + r_x + r_y``
-        (mean-imputed rows plus the variances of the columns each misses,
-        :mod:`dkernel.kernels.missing`, ``dkernel.graphs.knn.MissingValueIndex``), and so
+        (missing entries at their conditional means plus their conditional variance, under a
+        Gaussian of the training rows fitted by EM, :mod:`dkernel.kernels.missing`, ``dkernel.graphs.knn.MissingValueIndex``), and so
         does the Nyström path with ``'rbf'`` or an adaptive kernel; the bipartite path (the
         default above ``EXACT_MAX_SAMPLES``) and kernels without a distance (``'linear'``, ...)
         refuse them, naming the fixes.
@@ -679,7 +679,7 @@ class SpectralClustering(
     def transform(self, X: Any) -> Any:
         """Out-of-sample spectral embedding of new points (lazy for Dask input)."""
         check_is_fitted(self, "embedding_")
-        # the fitted kernel or graph refuses NaN it has no column moments for
+        # the fitted kernel or graph refuses NaN it has no missing-value model for
         takes_nan = self.approximation_ != "bipartite" and (
             self.approximation_ == "exact"
             or kernel_allows_nan(self.kernel)

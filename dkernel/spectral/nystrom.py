@@ -260,8 +260,9 @@ class NystromEmbedding(
         ``'precomputed'`` or ``f(X, Y)`` (see :func:`dkernel.kernels.registry.make_kernel`).
         X with NaN (missing values): ``'pck'`` models them (PCKID); ``'rbf'`` and the adaptive
         kernels fitted on data with NaN compare rows by their expected squared distance ``‖x̃ −
-        ỹ‖² + r_x + r_y`` (mean-imputed rows plus the variances of the columns each misses,
-        :mod:`dkernel.kernels.missing`), and new rows with the training columns' moments; every
+        ỹ‖² + r_x + r_y`` (missing entries at their conditional means given the observed ones,
+        plus their conditional variance, under a Gaussian of the training rows fitted by EM,
+        :mod:`dkernel.kernels.missing`), and new rows with the same model; every
         other kernel refuses them.
     kernel_params : dict, optional
         E.g. ``{"sigma": 1.5}`` or ``{"model": fitted_pck}``.

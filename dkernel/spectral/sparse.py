@@ -19,7 +19,7 @@ edges that the symmetrisation added.
 Rows with missing entries (NaN) are compared by the expected squared distance
 ``E‖x − y‖² = ‖x̃ − ỹ‖² + r_x + r_y`` (:mod:`dkernel.kernels.missing`, found by the tree of
 ``dkernel.graphs.knn.MissingValueIndex``, never n × n): the graph and the widths are those of
-these distances, and a new point with NaN is compared with the training columns' moments. A
+these distances, and a new point with NaN is compared with the training rows' model. A
 training row with NaN queried again is a new draw of its missing entries, so it does not find
 itself at distance 0.
 """
@@ -121,7 +121,7 @@ class SparseSpectralModel:
         if not isinstance(self.index, MissingValueIndex) and np.isnan(block).any():
             raise InvalidInputError(
                 "New rows hold NaN, but the graph was built on complete rows, so it has no "
-                "column moments to take the expected distances with; impute them, or fit on "
+                "missing-value model to take the expected distances with; impute them, or fit on "
                 "data with NaN."
             )
         g = self.graph_neighbors

@@ -9,7 +9,7 @@ import pytest
 from sklearn.neighbors import NearestNeighbors
 
 from dkernel.graphs.knn import MissingValueIndex, build_index, knn_search, training_neighbors
-from dkernel.kernels.missing import column_moments, expected_sq_distances
+from dkernel.kernels.missing import MissingValueModel, expected_sq_distances
 
 
 def _holes(n: int, p: int, frac: float, seed: int) -> np.ndarray:
@@ -39,19 +39,19 @@ def test_training_neighbors_match_brute_force(p):
     np.testing.assert_array_equal(ind, ref_i)
 
 
-def test_new_points_match_brute_force_with_training_moments():
+def test_new_points_match_brute_force_with_the_training_model():
     X = _holes(250, 5, 0.25, 1)
     Q = _holes(60, 5, 0.4, 2) + 0.3
     index = build_index(X)
-    mean, var = column_moments(X)
-    D = expected_sq_distances(Q, X, mean=mean, var=var)
+    model = MissingValueModel.fit(X)
+    D = expected_sq_distances(Q, X, model=model)
     ref_d, ref_i = _reference(D, 7)
     dist, ind = index.kneighbors(Q, n_neighbors=7)
     np.testing.assert_allclose(dist, ref_d, rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(ind, ref_i)
-    # the moments are the training data's, whatever the queries hold
-    np.testing.assert_array_equal(index.mean_, mean)
-    np.testing.assert_array_equal(index.var_, var)
+    # the model is the training data's, whatever the queries hold
+    np.testing.assert_array_equal(index.model_.mean, model.mean)
+    np.testing.assert_array_equal(index.model_.covariance, model.covariance)
     # chunk by chunk through Dask, the same lists
     d2, i2 = knn_search(index, da.from_array(Q, chunks=(17, 5)), 7)
     np.testing.assert_allclose(d2.compute(), dist)

@@ -7,6 +7,7 @@ import pytest
 
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.missing import (
+    MissingValueModel,
     column_moments,
     expected_rbf,
     expected_sq_distances,
@@ -49,13 +50,15 @@ def test_column_moments_are_those_of_the_observed_values(rng):
 
 @pytest.mark.parametrize("rate", [0.0, 0.25, 0.6])
 def test_expected_sq_distances_match_the_entrywise_expectation(rng, rate):
+    """With independent columns (the model of rows wider than the full model's limit)."""
     X, Y = _holes(rng, 25, 6, rate), _holes(rng, 9, 6, rate)
     mean, var = column_moments(X)
+    model = MissingValueModel(mean, var)
     np.testing.assert_allclose(
-        expected_sq_distances(X), _slow(X, X, mean, var, True), rtol=1e-10, atol=1e-10
+        expected_sq_distances(X, model=model), _slow(X, X, mean, var, True), rtol=1e-10, atol=1e-10
     )
     np.testing.assert_allclose(
-        expected_sq_distances(X, Y, mean=mean, var=var),
+        expected_sq_distances(X, Y, model=model),
         _slow(X, Y, mean, var, False),
         rtol=1e-10,
         atol=1e-10,
@@ -63,18 +66,30 @@ def test_expected_sq_distances_match_the_entrywise_expectation(rng, rate):
 
 
 def test_expected_sq_distances_is_a_monte_carlo_average(rng):
-    """The expectation over Gaussian draws of the missing entries (independent per row)."""
-    X = _holes(rng, 4, 3, 0.4)
-    X[0, 0] = X[1, 0] = np.nan
-    mean, var = column_moments(X)
-    draws = 200_000
-    total = np.zeros((4, 4))
+    """The expectation over draws of each row's missing entries from the model's Gaussian
+    given its observed ones (independently per row), drawn the slow way: the conditional
+    distribution from the covariance's blocks (the code uses the precision's)."""
+    train = rng.multivariate_normal(
+        [1.0, -2.0, 0.5], [[2, 1.2, 0.3], [1.2, 1.5, 0], [0.3, 0, 1]], 400
+    )
+    train[rng.random(train.shape) < 0.2] = np.nan
+    model = MissingValueModel.fit(train)
+    X = rng.normal(size=(4, 3))
+    X[0, 0] = X[1, 0] = X[2, 1] = X[2, 2] = np.nan
+    S = model.covariance + 1e-3 * np.mean(np.diag(model.covariance)) * np.eye(3)  # the ridge
+    draws = 100_000
     filled = np.repeat(X[None], draws, axis=0)
-    noise = mean + np.sqrt(var) * rng.standard_normal(filled.shape)
-    filled = np.where(np.isnan(filled), noise, filled)
+    for i, x in enumerate(X):
+        M, O = np.flatnonzero(np.isnan(x)), np.flatnonzero(~np.isnan(x))
+        if not M.size:
+            continue
+        gain = S[np.ix_(M, O)] @ np.linalg.inv(S[np.ix_(O, O)])
+        mu = model.mean[M] + gain @ (x[O] - model.mean[O])
+        C = S[np.ix_(M, M)] - gain @ S[np.ix_(O, M)]
+        filled[:, i, M] = rng.multivariate_normal(mu, C, draws)
     total = ((filled[:, :, None, :] - filled[:, None, :, :]) ** 2).sum(-1).mean(0)
     np.fill_diagonal(total, 0)
-    np.testing.assert_allclose(expected_sq_distances(X), total, rtol=0.02, atol=0.02)
+    np.testing.assert_allclose(expected_sq_distances(X, model=model), total, rtol=0.02, atol=0.02)
 
 
 def test_expected_rbf_and_errors(rng):
@@ -124,17 +139,16 @@ def _incomplete(n: int, p: int, seed: int) -> np.ndarray:
 
 
 def test_registry_rbf_of_rows_with_nan_is_the_expected_rbf():
-    from dkernel.kernels.missing import column_moments, expected_rbf, expected_sq_distances
     from dkernel.kernels.registry import make_kernel
 
     X, Q = _incomplete(80, 4, 0), _incomplete(10, 4, 1)
     k = make_kernel("rbf", X, sigma=1.3)
     assert k.params["missing_values"] == "expected"
-    mean, var = column_moments(X)
-    np.testing.assert_allclose(k(Q, X), expected_rbf(Q, X, sigma=1.3, mean=mean, var=var))
+    model = MissingValueModel.fit(X)  # deterministic: the kernel's own
+    np.testing.assert_allclose(k(Q, X), expected_rbf(Q, X, sigma=1.3, model=model))
     np.testing.assert_allclose(np.exp(k.log(Q, X)), k(Q, X), rtol=1e-12)
     # the same formula on the diagonal (two draws): a_x², every block of a blocked kernel agrees
-    D = expected_sq_distances(X, X[:], mean=mean, var=var)
+    D = expected_sq_distances(X, X[:], model=model)
     np.testing.assert_allclose(k(X, X[:].copy()), np.exp(-D / (2 * 1.3**2)), rtol=1e-12)
     # the rule-of-thumb width: a fraction of the median expected distance
     auto = make_kernel("rbf", X, sigma_fraction=0.5)
@@ -145,16 +159,14 @@ def test_registry_rbf_of_rows_with_nan_is_the_expected_rbf():
 
 @pytest.mark.parametrize("kind", ["knn", "knn_mean", "local_scaling"])
 def test_registry_radius_kernels_of_rows_with_nan_match_brute_force(kind):
-    from dkernel.kernels.missing import column_moments
     from dkernel.kernels.registry import make_kernel, neighbor_parameter
 
     X, Q = _incomplete(60, 3, 2), _incomplete(7, 3, 3)
     k = make_kernel(kind, X, n_reference=None, **{neighbor_parameter(kind): 5})
-    mean, var = column_moments(X)
+    model = MissingValueModel.fit(X)  # its fill is tested in test_missing_model.py
 
     def expected(A, B):  # E‖a − b‖² for distinct draws, the obvious way
-        fa, fb = (np.where(np.isnan(M), mean, M) for M in (A, B))
-        ra, rb = (np.isnan(M) @ var for M in (A, B))
+        (fa, ra), (fb, rb) = model.fill(A), model.fill(B)
         return ((fa[:, None, :] - fb[None, :, :]) ** 2).sum(-1) + ra[:, None] + rb[None, :]
 
     def radius(A):  # 5th nearest reference row, copies (the row itself too) skipped

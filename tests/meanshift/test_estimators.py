@@ -80,12 +80,15 @@ def test_nan_rows_get_minus_one(rng):
     ms = MeanShift(0.6).fit(X)
     Z = X[:5].copy()
     Z[2] = np.nan
-    Z[3, 0] = np.nan  # one entry missing: it starts from the training mean in that column
+    Z[3, 0] = np.nan  # one entry missing: it starts from its mean given the other column
     out = ms.predict(Z)
     assert out[2] == -1 and (out[[0, 1, 3, 4]] >= 0).all()
-    np.testing.assert_allclose(ms.fill_values_, X.mean(axis=0))
+    np.testing.assert_allclose(ms.missing_model_.mean, X.mean(axis=0))
+    np.testing.assert_allclose(ms.missing_model_.covariance, np.cov(X.T, bias=True))
     filled = Z[3:4].copy()
-    filled[0, 0] = X[:, 0].mean()
+    C = ms.missing_model_.covariance + 1e-3 * np.trace(ms.missing_model_.covariance) / 2 * np.eye(2)
+    filled[0, 0] = X[:, 0].mean() + C[0, 1] / C[1, 1] * (Z[3, 1] - X[:, 1].mean())
+    np.testing.assert_allclose(ms.missing_model_.fill(Z[3:4])[0], filled)
     assert out[3] == ms.predict(filled)[0]
 
 
@@ -119,25 +122,30 @@ def test_nan_rows_are_nodata_in_fit_as_in_predict(rng, array_kind, est):
         make().fit(np.full((5, 2), np.nan))
 
 
-def _marginal_mean_shift(X: np.ndarray, h: float, n_iter: int = 2000) -> np.ndarray:
+def _marginal_mean_shift(X: np.ndarray, h: float, model, n_iter: int = 2000) -> np.ndarray:
     """Slow reference: Gaussian mean shift from every row, each row's kernel taken at its
-    expected squared distance to the moving point (missing entries drawn from their column's
-    observed mean and variance), iterated to a fixed point."""
-    observed = ~np.isnan(X)
-    mu = np.array([X[observed[:, j], j].mean() for j in range(X.shape[1])])
-    var = np.array([X[observed[:, j], j].var() for j in range(X.shape[1])])
+    expected squared distance to the moving point (missing entries drawn from ``model``'s
+    Gaussian given the row's observed ones: the conditional moments from the covariance's
+    blocks, row by row), iterated to a fixed point."""
+    p = X.shape[1]
+    S = model.covariance + 1e-3 * np.trace(model.covariance) / p * np.eye(p)  # the ridge
+    filled, r = X.copy(), np.zeros(X.shape[0])
+    for i, x in enumerate(X):
+        M, O = np.flatnonzero(np.isnan(x)), np.flatnonzero(~np.isnan(x))
+        if M.size:
+            gain = S[np.ix_(M, O)] @ np.linalg.inv(S[np.ix_(O, O)])
+            filled[i, M] = model.mean[M] + gain @ (x[O] - model.mean[O])
+            r[i] = np.trace(S[np.ix_(M, M)] - gain @ S[np.ix_(O, M)])
     ends = []
     for i in range(X.shape[0]):
-        m = np.where(observed[i], X[i], mu)
+        m = filled[i]
         for _ in range(n_iter):
-            w = np.empty(X.shape[0])
-            for j in range(X.shape[0]):
-                expected = sum(
-                    (m[c] - X[j, c]) ** 2 if observed[j, c] else (m[c] - mu[c]) ** 2 + var[c]
-                    for c in range(X.shape[1])
-                )
-                w[j] = np.exp(-expected / (2 * h * h))
-            filled = np.where(observed, X, mu)
+            w = np.array(
+                [
+                    np.exp(-(((m - filled[j]) ** 2).sum() + r[j]) / (2 * h * h))
+                    for j in range(len(X))
+                ]
+            )
             new = (w[:, None] * filled).sum(axis=0) / w.sum()
             if np.linalg.norm(new - m) < 1e-10:
                 break
@@ -148,14 +156,16 @@ def _marginal_mean_shift(X: np.ndarray, h: float, n_iter: int = 2000) -> np.ndar
 
 def test_partial_rows_climb_the_expected_distance_density(rng):
     """MeanShift with some entries missing: every seed ends where plain mean shift on the
-    density of expected squared distances ends (a slow loop over rows and columns)."""
+    density of expected squared distances ends (a slow loop over rows)."""
     X, _ = _blobs(rng, 40)
     X = np.c_[X, X[:, 0] - X[:, 1]]
     holes = rng.random(X.shape) < 0.2
     holes[holes.all(axis=1), 0] = False
     X[holes] = np.nan
     ms = MeanShift(0.7, tol=1e-9, max_iter=5000, path_radius=0.0).fit(X)
-    np.testing.assert_allclose(ms.seed_ends_, _marginal_mean_shift(X, 0.7), atol=1e-5)
+    model = ms.missing_model_
+    assert not model.independent  # EM's Gaussian: the third column follows the first two
+    np.testing.assert_allclose(ms.seed_ends_, _marginal_mean_shift(X, 0.7, model), atol=1e-5)
     assert (ms.labels_ >= 0).all()
     np.testing.assert_array_equal(ms.predict(X), ms.labels_)
 
@@ -714,25 +724,32 @@ def test_projection_runs_mean_shift_on_the_leading_components(array_kind):
 
 
 def test_projected_rows_with_missing_entries_take_the_expected_distance():
-    """A missing entry drawn from its column's Gaussian: E‖Wᵀ(x − y)‖² is the filled row's
-    squared distance plus Σ var_j ‖W_j‖² over the missing columns (Monte Carlo check)."""
+    """Missing entries drawn from the model's Gaussian given the observed ones: E‖Wᵀ(x − y)‖²
+    is the filled row's squared distance plus tr(W_Mᵀ C W_M) (Monte Carlo check)."""
+    from dkernel.kernels.missing import MissingValueModel
+
     rng = np.random.default_rng(3)
     X = rng.normal(size=(400, 20)) * rng.uniform(0.5, 2.0, 20)
+    X[:, 1] += X[:, 0]
     X[rng.random(X.shape) < 0.1] = np.nan
     ms = MeanShift(projection=4)
-    missing = np.isnan(X)
-    filled = np.where(missing, np.nanmean(X, axis=0), X)
-    mean, var = np.nanmean(X, axis=0), np.nanvar(X, axis=0)
-    Z, extra = ms._fit_projection(filled, missing, np.zeros(len(X)), mean, var)
+    model = MissingValueModel.fit(X)
+    Z, extra = ms._fit_projection(X, model, model.mean)
     W = ms.projection_components_
+    missing = np.isnan(X)
     row = int(np.flatnonzero(missing.sum(axis=1) >= 3)[0])
     y = Z[0]
-    draws = np.repeat(filled[row][None, :], 40000, axis=0)
-    cols = np.flatnonzero(missing[row])
-    draws[:, cols] = mean[cols] + np.sqrt(var[cols]) * rng.normal(size=(40000, cols.size))
+    M, O = np.flatnonzero(missing[row]), np.flatnonzero(~missing[row])
+    S = model.covariance + 1e-3 * np.trace(model.covariance) / 20 * np.eye(20)  # the ridge
+    gain = S[np.ix_(M, O)] @ np.linalg.inv(S[np.ix_(O, O)])
+    C = S[np.ix_(M, M)] - gain @ S[np.ix_(O, M)]
+    draws = np.repeat(X[row][None, :], 40000, axis=0)
+    draws[:, M] = rng.multivariate_normal(
+        model.mean[M] + gain @ (X[row, O] - model.mean[O]), C, 40000
+    )
     monte_carlo = (((draws - ms.location_) @ W - y) ** 2).sum(axis=1).mean()
     np.testing.assert_allclose(((Z[row] - y) ** 2).sum() + extra[row], monte_carlo, rtol=0.02)
-    np.testing.assert_allclose(extra[row], (var[cols] * (W[cols] ** 2).sum(axis=1)).sum())
+    np.testing.assert_allclose(extra[row], np.trace(W[M].T @ C @ W[M]))
 
 
 def test_mssc_keeps_silverman_rule_for_its_first_stage():
