@@ -186,3 +186,22 @@ def test_registry_radius_kernels_of_rows_with_nan_match_brute_force(kind):
     np.testing.assert_allclose(k(Q, X), want, rtol=1e-9, atol=1e-12)
     G = k(X, X)
     np.testing.assert_array_equal(np.diag(G), 1.0)  # a row with itself: coinciding points
+
+
+def test_dask_input_gets_the_model_of_the_same_rows_as_numpy(monkeypatch):
+    """Above ``MISSING_MODEL_SAMPLE`` rows the model is fitted on evenly spaced rows: of Dask
+    input only those are read, and the model (so every kernel of it) is NumPy's."""
+    import dask.array as da
+
+    from dkernel.kernels import missing_model as mm
+    from dkernel.kernels.registry import make_kernel
+
+    monkeypatch.setattr(mm, "MISSING_MODEL_SAMPLE", 300)
+    X = _incomplete(700, 3, 5)
+    X[:, 2] += X[:, 0]
+    lazy = da.from_array(X, chunks=(500, 3))
+    a, b = make_kernel("rbf", X), make_kernel("rbf", lazy)  # NaN found in the width's sample
+    assert not a.block.model.independent
+    np.testing.assert_array_equal(a.block.model.covariance, b.block.model.covariance)
+    Q = _incomplete(5, 3, 6)
+    np.testing.assert_array_equal(a(Q, X[:50]), b(Q, X[:50]))
