@@ -83,6 +83,12 @@ def test_independent_columns_are_the_column_moments(rng):
     wide[::2, 0] = np.nan
     wide[1, 1] = 3.0
     assert MissingValueModel.fit(wide).independent
+    holed = rng.normal(size=(20, mm.FULL_COVARIANCE_MAX_MISSING + 50))
+    holed[:, : mm.FULL_COVARIANCE_MAX_MISSING + 1] = np.nan  # every row misses too many
+    assert MissingValueModel.fit(holed).independent
+    holed[:, : mm.FULL_COVARIANCE_MAX_MISSING + 1] = 0.5
+    holed[::2, :10] = np.nan
+    assert not MissingValueModel.fit(holed).independent
 
 
 def test_model_rows_are_evenly_spaced_and_deterministic():
