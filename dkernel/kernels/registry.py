@@ -255,6 +255,10 @@ def _rbf_factory(
         sigma = sigma_rule_of_thumb(sample, fraction=sigma_fraction, seed=seed)
     elif isinstance(X, np.ndarray) and np.isnan(X).any():
         return _missing_value_rbf(X, None, sigma, sigma_fraction)
+    elif X is not None and not isinstance(X, np.ndarray):
+        # Dask input: NaN is looked for where the rule of thumb looks (a sample, not a pass)
+        if np.isnan(_sample_rows(X, RULE_OF_THUMB_SAMPLE, seed)).any():
+            return _missing_value_rbf(X, None, sigma, sigma_fraction)
     sigma = check_rbf_sigma(sigma)
     # partials of module-level functions, so fitted models pickle (joblib, Dask workers)
     return Kernel(

@@ -205,3 +205,7 @@ def test_dask_input_gets_the_model_of_the_same_rows_as_numpy(monkeypatch):
     np.testing.assert_array_equal(a.block.model.covariance, b.block.model.covariance)
     Q = _incomplete(5, 3, 6)
     np.testing.assert_array_equal(a(Q, X[:50]), b(Q, X[:50]))
+    # a given width: NaN is looked for in the same sample, and the kernel is NumPy's
+    c, d = make_kernel("rbf", X, sigma=1.0), make_kernel("rbf", lazy, sigma=1.0)
+    assert d.params["missing_values"] == "expected"
+    np.testing.assert_array_equal(c(Q, X[:50]), d(Q, X[:50]))
