@@ -52,3 +52,9 @@ def seed_from_random_state(random_state: int | np.random.Generator | None) -> in
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2**31 - 1))
     raise TypeError(f"random_state must be None, an int or a numpy Generator; got {random_state!r}")
+
+
+def systematic_rows(n: int, m: int) -> np.ndarray:
+    """``min(m, n)`` evenly spaced row indices of ``n`` rows, ascending (a systematic sample):
+    a sample that is a function of the data alone, for steps that must not depend on a seed."""
+    return np.unique(np.linspace(0, n - 1, min(int(m), int(n))).round().astype(np.int64))

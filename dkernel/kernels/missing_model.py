@@ -30,6 +30,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from dkernel._random import systematic_rows
 from dkernel.errors import InvalidInputError
 
 #: The full model's conditional moments cost a solve of the missing block per row (and per
@@ -106,9 +107,7 @@ def model_rows(n: int) -> np.ndarray:
     """The rows of ``n`` that :meth:`MissingValueModel.fit` uses: all of them up to
     :data:`MISSING_MODEL_SAMPLE`, else that many evenly spaced (no seed: the model is a
     function of the data)."""
-    if n <= MISSING_MODEL_SAMPLE:
-        return np.arange(n)
-    return np.unique(np.linspace(0, n - 1, MISSING_MODEL_SAMPLE).round().astype(np.int64))
+    return systematic_rows(n, MISSING_MODEL_SAMPLE)
 
 
 def _patterns(missing: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dkernel._feature_maps import make_feature_map
-from dkernel._validation import as_numpy
+from dkernel._validation import as_numpy, is_dask_array
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import (
     DEFAULT_LANDMARK_NEIGHBORS,
@@ -253,12 +253,11 @@ def _rbf_factory(
         if np.isnan(sample).any():
             return _missing_value_rbf(X, sample, None, sigma_fraction)
         sigma = sigma_rule_of_thumb(sample, fraction=sigma_fraction, seed=seed)
-    elif isinstance(X, np.ndarray) and np.isnan(X).any():
-        return _missing_value_rbf(X, None, sigma, sigma_fraction)
-    elif X is not None and not isinstance(X, np.ndarray):
+    elif (isinstance(X, np.ndarray) and np.isnan(X).any()) or (
         # Dask input: NaN is looked for where the rule of thumb looks (a sample, not a pass)
-        if np.isnan(_sample_rows(X, RULE_OF_THUMB_SAMPLE, seed)).any():
-            return _missing_value_rbf(X, None, sigma, sigma_fraction)
+        is_dask_array(X) and np.isnan(_sample_rows(X, RULE_OF_THUMB_SAMPLE, seed)).any()
+    ):
+        return _missing_value_rbf(X, None, sigma, sigma_fraction)
     sigma = check_rbf_sigma(sigma)
     # partials of module-level functions, so fitted models pickle (joblib, Dask workers)
     return Kernel(

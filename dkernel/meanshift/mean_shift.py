@@ -14,6 +14,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from dkernel._random import systematic_rows
 from dkernel._validation import (
     ParameterConstraintsMixin,
     as_numpy,
@@ -47,17 +48,6 @@ PROJECTION_COMPONENTS = 15
 _POSITIVE = Interval(Real, 0, None, closed="neither")
 _NON_NEGATIVE = Interval(Real, 0, None, closed="left")
 _RANDOM_STATE = ["random_state", np.random.Generator]
-
-
-def _systematic(n: int, m: int) -> np.ndarray:
-    """``m`` evenly spaced row indices of ``n`` (a systematic sample).
-
-    The first stage is mean shift, a deterministic mode search; drawing its density sample and
-    its pre-partition's starting centres at random made the partitions, and through them the
-    final clusters, depend on ``random_state`` (on the demo scene five seeds agreed to a
-    pairwise ARI of 0.51). Evenly spaced rows cover an image's raster order uniformly in space.
-    """
-    return np.unique(np.linspace(0, n - 1, m).round().astype(np.int64))
 
 
 def _path_schedule(n_iter: int) -> list[int]:
@@ -178,7 +168,8 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         of the density, as in :meth:`predict`). Infinite values are refused.
     missing_model_ : dkernel.kernels.missing.MissingValueModel or None
         What missing entries are expected to be given a row's observed ones, fitted to the
-        density sample (None when it had none). A row with some entries missing enters the
+        density sample (complete or not; ``predict`` fills new rows' gaps with it; None for
+        MSSC, whose pixels with a missing band are nodata). A row with some entries missing enters the
         density at the expected squared distance ``E‖m − x‖² = ‖m − x̃‖² + r`` (``x̃`` the
         row filled with its conditional means, ``r`` the total conditional variance of its
         missing entries along the axes mean shift runs on), which makes its Gaussian that of
@@ -383,7 +374,11 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         if dense_all:
             sample = as_numpy(X, np.float64)
         else:
-            sample = take_rows(X, _systematic(n, size), np.float64)
+            # evenly spaced, not drawn: mean shift is a deterministic mode search, and a drawn
+            # density sample and pre-partition made MSSC's classes depend on random_state (the
+            # demo scene's five seeds agreed to a pairwise ARI of 0.51); evenly spaced rows
+            # also cover an image's raster order uniformly in space
+            sample = take_rows(X, systematic_rows(n, size), np.float64)
         # rows that are all NaN (for MSSC: any NaN) are nodata: no part of the density, label
         # -1 (as in predict); MeanShift marginalises the missing entries of the other rows
         missing = np.isnan(sample)
@@ -427,7 +422,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             # point it is O(k) and a function of the data alone, like the sample itself
             km = KMeans(
                 n_clusters=k,
-                init=sample[_systematic(sample.shape[0], k)],
+                init=sample[systematic_rows(sample.shape[0], k)],
                 n_init=1,
                 max_iter=10,
             ).fit(sample)
