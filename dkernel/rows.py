@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -297,3 +298,38 @@ def _merge_distinct(
     first = np.full(points.shape[0], np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, inverse, np.concatenate([a.first, b.first]))
     return DistinctRows(points, counts.astype(np.int64), first)
+
+
+#: Dask arrays already searched for NaN, by their graph name (a token of the data's source and
+#: operations): the answer of one pass each, so that kernels built again on the same array
+#: (the widths an 'auto' rule compares) do not read it again.
+_NAN_SEARCHED: dict[str, bool] = {}
+_NAN_SEARCHED_MAX = 64
+_NAN_SEARCH_LOCK = threading.Lock()
+
+
+def holds_nan(X: Any, sample: np.ndarray | None = None) -> bool:
+    """Whether ``X`` (NumPy or Dask) has a NaN anywhere.
+
+    ``sample``, rows of ``X`` already in memory, is looked at first. Dask input is then
+    searched in one pass (``da.isnan(X).any()``), remembered by the array's name: a NaN
+    outside a sample must not reach a kernel of complete rows, which would refuse it in the
+    middle of the computation.
+    """
+    if sample is not None and np.isnan(sample).any():
+        return True
+    if not isinstance(X, dask.array.Array):
+        A = np.asarray(X)
+        return A.dtype.kind in "fc" and bool(np.isnan(A).any())
+    if X.dtype.kind not in "fc":
+        return False
+    with _NAN_SEARCH_LOCK:
+        known = _NAN_SEARCHED.get(X.name)
+    if known is not None:
+        return known
+    found = bool(dask.array.isnan(X).any().compute())
+    with _NAN_SEARCH_LOCK:
+        if len(_NAN_SEARCHED) >= _NAN_SEARCHED_MAX:
+            _NAN_SEARCHED.pop(next(iter(_NAN_SEARCHED)))
+        _NAN_SEARCHED[X.name] = found
+    return found

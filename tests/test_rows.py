@@ -129,3 +129,31 @@ def test_few_distinct_rows_give_up_above_the_limit_with_nan_and_on_continuous_da
     holed[-1, 0] = np.nan
     assert few_distinct_rows(da.from_array(holed, chunks=(7000, 2)), 1000) is None
     assert few_distinct_rows(rng.normal(size=(30_000, 4)), 5000) is None
+
+
+def test_holds_nan_finds_a_nan_outside_the_sample_and_searches_dask_input_once():
+    import dask
+
+    from dkernel import rows
+
+    X = np.zeros((3000, 2))
+    X[2718, 1] = np.nan
+    sample = X[:100]
+    assert rows.holds_nan(X, sample) and not rows.holds_nan(X[:100])
+    assert not rows.holds_nan(np.arange(6).reshape(3, 2))  # integers hold no NaN
+    lazy = da.from_array(X, chunks=(500, 2))
+    assert rows.holds_nan(lazy, sample)  # one pass finds what the sample missed
+    calls = []
+
+    def count(dsk, keys, **kw):
+        calls.append(1)
+        return dask.get(dsk, keys, **kw)
+
+    with dask.config.set(scheduler=count):
+        assert rows.holds_nan(lazy, sample)  # remembered by the array's name: no second pass
+        assert not rows.holds_nan(da.from_array(np.zeros((40, 2)), chunks=10))
+    assert len(calls) == 1
+    # a NaN in the sample is enough: nothing is computed
+    with dask.config.set(scheduler=count):
+        assert rows.holds_nan(da.from_array(X, chunks=(700, 2)), X[2700:2800])
+    assert len(calls) == 1

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dkernel._feature_maps import make_feature_map
-from dkernel._validation import as_numpy, is_dask_array
+from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.landmark import (
     DEFAULT_LANDMARK_NEIGHBORS,
@@ -64,7 +64,7 @@ from dkernel.kernels.widths import (
     sigma_rule_of_thumb,
 )
 from dkernel.registry import Registry
-from dkernel.rows import take_rows
+from dkernel.rows import holds_nan, take_rows
 
 if TYPE_CHECKING:
     from dkernel.kernels.missing_model import MissingValueModel
@@ -250,13 +250,10 @@ def _rbf_factory(
             )
         # the sample first, so that Dask input is not read whole for its median distance
         sample = _sample_rows(X, RULE_OF_THUMB_SAMPLE, seed)
-        if np.isnan(sample).any():
+        if holds_nan(X, sample):
             return _missing_value_rbf(X, sample, None, sigma_fraction)
         sigma = sigma_rule_of_thumb(sample, fraction=sigma_fraction, seed=seed)
-    elif (isinstance(X, np.ndarray) and np.isnan(X).any()) or (
-        # Dask input: NaN is looked for where the rule of thumb looks (a sample, not a pass)
-        is_dask_array(X) and np.isnan(_sample_rows(X, RULE_OF_THUMB_SAMPLE, seed)).any()
-    ):
+    elif X is not None and holds_nan(X):
         return _missing_value_rbf(X, None, sigma, sigma_fraction)
     sigma = check_rbf_sigma(sigma)
     # partials of module-level functions, so fitted models pickle (joblib, Dask workers)
@@ -344,7 +341,7 @@ def _radius_kernel(
             "impute them."
         )
     k_ref = reference_neighbors(int(n_neighbors), size, n)
-    missing = np.isnan(reference).any() or (isinstance(X, np.ndarray) and np.isnan(X).any())
+    missing = holds_nan(X, reference)
     if missing:
         # rows with NaN: expected squared distances with the training rows' missing-value model
         from dkernel.kernels.missing import MissingValueRadiusBlock

@@ -209,3 +209,32 @@ def test_dask_input_gets_the_model_of_the_same_rows_as_numpy(monkeypatch):
     c, d = make_kernel("rbf", X, sigma=1.0), make_kernel("rbf", lazy, sigma=1.0)
     assert d.params["missing_values"] == "expected"
     np.testing.assert_array_equal(c(Q, X[:50]), d(Q, X[:50]))
+
+
+@pytest.mark.parametrize("kind", ["rbf", "knn"])
+def test_dask_input_with_nan_outside_the_width_sample_gets_the_missing_value_kernel(kind):
+    """NaN in rows that the width rule's (or the reference's) sample does not hold: the kernel
+    of Dask input is still the expected-distance one, as for the same rows in memory (a
+    complete-row kernel would refuse the NaN in the middle of the computation)."""
+    import dask.array as da
+
+    from dkernel.kernels.registry import _sample_rows, make_kernel
+    from dkernel.kernels.widths import RULE_OF_THUMB_SAMPLE
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(2600, 3))
+    marked = X.copy()
+    marked[:, 0] = np.arange(len(X))  # which rows the sample takes
+    size = RULE_OF_THUMB_SAMPLE if kind == "rbf" else 500
+    taken = set(_sample_rows(marked, size, 0)[:, 0].astype(int))
+    outside = [i for i in range(len(X)) if i not in taken][:3]
+    X[outside, 1] = np.nan
+    params = {"n_reference": 500} if kind == "knn" else {}
+    a = make_kernel(kind, X, **params)
+    b = make_kernel(kind, da.from_array(X, chunks=(1000, 3)), **params)
+    if kind == "rbf":
+        assert a.params["missing_values"] == b.params["missing_values"] == "expected"
+        assert b.params["sigma"] == a.params["sigma"]
+    Q = X[outside + [0, 1]]
+    np.testing.assert_allclose(b(Q, X[:300]), a(Q, X[:300]), rtol=1e-12)
+    assert np.isfinite(b(Q, Q)).all()
