@@ -53,7 +53,7 @@ def kpca_embedding(K: np.ndarray, n_components: int, *, centered: bool = True) -
     O(n^3) time, O(n^2) memory.
     """
     Kc = center_kernel(K) if centered else np.asarray(K, dtype=np.float64)
-    values, vectors = dense_eigh(Kc, n_components)
+    values, vectors = dense_eigh(Kc, n_components, iterative=True)
     return DenseEmbedding(
         embedding=vectors * np.sqrt(values)[None, :],
         eigenvalues=values,
@@ -134,7 +134,7 @@ def entropy_candidates(
             (values, vectors), known = known, None
             m = values.size
         else:
-            values, vectors = dense_eigh(K, m)
+            values, vectors = dense_eigh(K, m, iterative=True)
         if m == n:
             return values, vectors
         psi = values * vectors.sum(axis=0) ** 2

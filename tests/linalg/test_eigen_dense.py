@@ -70,3 +70,39 @@ def test_dense_eigh_subset_and_full_solvers_agree_with_numpy(rng, k):
     )
     idx = np.argmax(np.abs(vectors), axis=0)
     assert np.all(vectors[idx, np.arange(kk)] > 0)
+
+
+def _rbf(X: np.ndarray, sigma: float) -> np.ndarray:
+    sq = (X**2).sum(1)
+    return np.exp(-np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0) / (2 * sigma**2))
+
+
+def test_iterative_leading_pairs_equal_lapack_s():
+    from dkernel.spectral.dense import center_kernel
+
+    X = np.random.default_rng(3).normal(size=(2400, 4))
+    K = center_kernel(_rbf(X, 1.5))
+    want_values, want_vectors = dense_eigh(K, 7)
+    values, vectors = dense_eigh(K, 7, iterative=True)
+    np.testing.assert_allclose(values, want_values, rtol=1e-10)
+    np.testing.assert_allclose(vectors, want_vectors, atol=1e-8)
+    # past LANCZOS_MAX_FRACTION of the pairs, and below LANCZOS_MIN_ROWS rows: LAPACK
+    np.testing.assert_array_equal(dense_eigh(K, 200, iterative=True)[0], dense_eigh(K, 200)[0])
+    np.testing.assert_array_equal(
+        dense_eigh(K[:500, :500], 3, iterative=True)[1], dense_eigh(K[:500, :500], 3)[1]
+    )
+
+
+def test_lanczos_finds_repeated_eigenvalues_or_says_it_missed_one():
+    from scipy import linalg
+
+    from dkernel.linalg.eigen import lanczos_leading
+
+    block = _rbf(np.random.default_rng(4).normal(size=(700, 3)), 1.0)
+    K = linalg.block_diag(block, block, block)  # every eigenvalue three times
+    want = dense_eigh(K, 6)[0]
+    np.testing.assert_allclose(want[:3], want[0])
+    np.testing.assert_allclose(want[3:], want[3])
+    np.testing.assert_allclose(dense_eigh(K, 6, iterative=True)[0], want, rtol=1e-10)
+    # a start vector alike on the three blocks sees each eigenvalue once: the check notices
+    assert lanczos_leading(K, 6, start=np.ones(len(K))) is None
