@@ -219,7 +219,7 @@ def top_normalized_eigenpairs(
     M = 0.5 * (Kn + Kn.T)
     M -= 3.0 * np.outer(e1, e1)
     if k > 1:
-        values, vectors = dense_eigh(M, k - 1, clip=False)
+        values, vectors = dense_eigh(M, k - 1, clip=False, iterative=True)
     else:
         values, vectors = np.zeros(0), np.zeros((n, 0))
     return np.concatenate([[1.0], values]), np.concatenate([e1[:, None], vectors], axis=1)
