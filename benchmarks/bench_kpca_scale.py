@@ -3,11 +3,12 @@
 Above the memory the dense eigen-solve may use (about 13 000 points at the default 4 GiB),
 ``KernelPCAEmbedding`` and ``KECA`` take the Nyström path (``approximation='auto'``). Five
 10-D Gaussian blobs (standard deviation 2, standardised), every method at its defaults with
-the true k = 5: dkernel's KPCA and KECA with ``n_clusters``, scikit-learn's k-means and its
-``Nystroem`` feature map followed by k-means; ARI, fit seconds and the ratio of each ARI to
-k-means', one seed, in one run.
+the true k = 5: dkernel's KPCA and KECA with ``n_clusters``, scikit-learn's k-means, its
+``Nystroem`` feature map followed by k-means and, up to ``EXACT_PEER_MAX`` points, its exact
+``KernelPCA`` (5 components, ARPACK or a dense solve by its own rule) followed by k-means;
+ARI, fit seconds and the ratio of each ARI to k-means', one seed, in one run.
 
-Run:  python benchmarks/bench_kpca_scale.py [--sizes 2000 20000 200000] [--seed 0]
+Run:  python benchmarks/bench_kpca_scale.py [--sizes 2000 10000 20000 200000] [--seed 0]
 Prints the table and writes ``benchmarks/results/kpca_scale.md``.
 """
 
@@ -26,15 +27,23 @@ from sklearn.preprocessing import StandardScaler
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 K = 5
+#: scikit-learn's exact KernelPCA holds the N x N kernel (and a centred copy): up to this N.
+EXACT_PEER_MAX = 13000
 
 
-def _methods(seed: int) -> dict[str, Callable[[], object]]:
+def _methods(seed: int, n: int) -> dict[str, Callable[[], object]]:
     from sklearn.cluster import KMeans
+    from sklearn.decomposition import KernelPCA
     from sklearn.kernel_approximation import Nystroem
     from sklearn.pipeline import make_pipeline
 
     import dkernel
 
+    exact = {
+        "sk.KernelPCA+KMeans": lambda: make_pipeline(
+            KernelPCA(K, kernel="rbf", random_state=seed), KMeans(K, random_state=seed)
+        )
+    }
     return {
         "sk.KMeans": lambda: KMeans(K, random_state=seed),
         "dk.KernelPCAEmbedding": lambda: dkernel.KernelPCAEmbedding(
@@ -44,6 +53,7 @@ def _methods(seed: int) -> dict[str, Callable[[], object]]:
         "sk.Nystroem+KMeans": lambda: make_pipeline(
             Nystroem(random_state=seed), KMeans(K, random_state=seed)
         ),
+        **(exact if n <= EXACT_PEER_MAX else {}),
     }
 
 
@@ -59,7 +69,8 @@ def run(sizes: list[int], seed: int) -> str:
         f"`python benchmarks/bench_kpca_scale.py --sizes {' '.join(map(str, sizes))} "
         f"--seed {seed}` (one run). Five standardised 10-D blobs (standard deviation 2), every "
         "method at its defaults with k = 5; `path`: dkernel's `approximation_`; `ratio`: ARI "
-        "over k-means' ARI on the same data.",
+        "over k-means' ARI on the same data; scikit-learn's exact `KernelPCA` up to "
+        f"{EXACT_PEER_MAX} points.",
         "",
         "| N | method | ARI | s | ratio | path |",
         "|---:|---|---:|---:|---:|---|",
@@ -68,7 +79,7 @@ def run(sizes: list[int], seed: int) -> str:
         X, y = make_blobs(n, centers=K, n_features=10, cluster_std=2.0, random_state=seed)
         X = StandardScaler().fit_transform(X)
         base = None
-        for name, make in _methods(seed).items():
+        for name, make in _methods(seed, n).items():
             t = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -85,7 +96,7 @@ def run(sizes: list[int], seed: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000, 200000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000, 20000, 200000])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(RESULTS / "kpca_scale.md"))
     args = parser.parse_args()
