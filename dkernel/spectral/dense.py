@@ -50,7 +50,7 @@ def kpca_embedding(K: np.ndarray, n_components: int, *, centered: bool = True) -
 
     Notes
     -----
-    O(n^3) time, O(n^2) memory.
+    O(n^2) memory; O(n^2) per Lanczos product from ``LANCZOS_MIN_ROWS`` rows, else O(n^3).
     """
     Kc = center_kernel(K) if centered else np.asarray(K, dtype=np.float64)
     values, vectors = dense_eigh(Kc, n_components, iterative=True)
