@@ -62,6 +62,11 @@ _DENSE_EIGEN_MAX = 2500
 #: in benchmarks/bench_defaults.py; 0.15 is the personalized-PageRank convention).
 GREEN_ALPHA = 0.15
 _SPARE_VECTORS = 4
+#: Restarts ARPACK may take before the block solver takes over. Converging graphs take a few
+#: hundred (the 3 000-row samples of ``bench_realdata.py``: at most ~250); ARPACK's default,
+#: 10 n, let a graph whose leading eigenvalues crowd at 1 (the email counts: six components,
+#: 2 922 rows) run 409 101 products, 24 s, before LOBPCG solved it in 0.5 s.
+LANCZOS_MAX_RESTARTS = 1000
 #: Neighbours kept per point by SpectralClustering's exact path. With
 #: :data:`ONE_SIDED_WEIGHT`, 8 gave the best mean ARI on the 23 sets of
 #: ``benchmarks/bench_defaults.py`` (0.822; 7: 0.804, 10: 0.809) and kept two moons with three
@@ -259,12 +264,13 @@ def _lanczos_pairs(M: sp.csr_matrix, block: int, seed: int | None) -> tuple | No
 
     Lanczos is about twenty times faster than the block solver here (5 000 points, 55 pairs:
     0.5 s against 12 s, the same eigenvalues to 1e-11), but a single start vector can miss
-    copies of a degenerate eigenvalue. The eigenvalue 1 has one copy per connected component
+    copies of a degenerate eigenvalue, and eigenvalues crowded at 1 can keep it restarting
+    (at most ``LANCZOS_MAX_RESTARTS`` times). The eigenvalue 1 has one copy per connected component
     of the graph, so that count is checked; a miss falls back to the block solver.
     """
     v0 = derive_rng(seed, "sparse-spectral-lanczos").standard_normal(M.shape[0])
     try:
-        values, vectors = eigsh(M, k=block, which="LA", v0=v0)
+        values, vectors = eigsh(M, k=block, which="LA", v0=v0, maxiter=LANCZOS_MAX_RESTARTS)
     except (ArpackNoConvergence, ArpackError):
         return None
     components = connected_components(M, directed=False)[0]

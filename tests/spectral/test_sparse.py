@@ -214,6 +214,17 @@ def test_lanczos_finds_every_copy_of_eigenvalue_one_or_gives_way(monkeypatch):
     assert np.count_nonzero(values > 1 - 1e-6) == 3
 
 
+def test_lanczos_that_runs_out_of_restarts_gives_way_to_the_block_solver(monkeypatch):
+    """ARPACK stopped at ``LANCZOS_MAX_RESTARTS`` (here 1, too few for these cycles) is a
+    failure: the block solver answers, with every copy of the eigenvalue 1."""
+    M = _cycles(3)
+    monkeypatch.setattr(sparse, "LANCZOS_MAX_RESTARTS", 1)
+    assert sparse._lanczos_pairs(M, 6, 0) is None
+    monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
+    values, _ = sparse.leading_eigenpairs(M, 3, 0)
+    assert np.count_nonzero(values > 1 - 1e-6) == 3
+
+
 def test_neighbour_lists_keep_every_point_tied_with_the_last_as_a_brute_force_search():
     """Binary rows tie: 12 others at Hamming distance 1. A list keeps all points at most as
     far as its k-th, and the others of a longer search are not listed."""
