@@ -25,6 +25,12 @@ _SUBSET_MAX_FRACTION = 0.25
 #: four such solves.
 LANCZOS_MIN_ROWS = 2000
 LANCZOS_MAX_FRACTION = 0.05
+#: Restarts ARPACK may take before LAPACK (dense) or the block solver (sparse,
+#: ``dkernel.spectral.sparse``) takes over. Converging matrices take a few hundred (the
+#: 3 000-row samples of ``bench_realdata.py``: at most ~250); ARPACK's default, 10 n, let a
+#: graph whose leading eigenvalues crowd at 1 (the email counts: six components, 2 922 rows)
+#: run 409 101 products, 24 s, before LOBPCG solved it in 0.5 s.
+LANCZOS_MAX_RESTARTS = 1000
 
 
 def fix_signs(vectors: np.ndarray) -> np.ndarray:
@@ -59,15 +65,20 @@ def lanczos_leading(
     Lanczos from one start vector sees each eigenvalue once in exact arithmetic, so a
     repeated eigenvalue's copies come only from round-off and restarts. The largest eigenvalue
     of ``K`` with the found pairs removed is therefore computed too: above the k-th found
-    (beyond 10⁻⁶ relative), a pair was missed, and the caller solves with LAPACK instead.
+    (beyond 10⁻⁶ relative), a pair was missed, and the caller solves with LAPACK instead;
+    so it does when ARPACK has not converged within ``LANCZOS_MAX_RESTARTS`` restarts.
     ``start``: the first Lanczos vector (default: a fixed pseudo-random one, with a component
     along every eigenvector).
     """
-    from scipy.sparse.linalg import LinearOperator, eigsh
+    from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
 
     n = K.shape[0]
     v0 = np.random.default_rng(0).uniform(-1.0, 1.0, n) if start is None else start
-    values, vectors = eigsh(K, k=k, which="LA", v0=v0, tol=0)
+    bound = {"which": "LA", "maxiter": LANCZOS_MAX_RESTARTS}
+    try:
+        values, vectors = eigsh(K, k=k, v0=v0, tol=0, **bound)
+    except (ArpackNoConvergence, ArpackError):
+        return None
 
     def deflated(x: np.ndarray) -> np.ndarray:
         x = x.reshape(n, -1)
@@ -76,7 +87,10 @@ def lanczos_leading(
     rest = LinearOperator((n, n), matvec=deflated, matmat=deflated, dtype=np.float64)
     # its own start: one alike on the missed directions would miss them again
     check = np.random.default_rng(1).uniform(-1.0, 1.0, n)
-    top = float(eigsh(rest, k=1, which="LA", v0=check, tol=1e-8, return_eigenvectors=False)[0])
+    try:
+        top = float(eigsh(rest, k=1, v0=check, tol=1e-8, return_eigenvectors=False, **bound)[0])
+    except (ArpackNoConvergence, ArpackError):
+        return None
     scale = max(float(np.abs(values).max()), np.finfo(float).tiny)
     if top > float(values.min()) + 1e-6 * scale:
         return None

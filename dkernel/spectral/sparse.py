@@ -54,7 +54,7 @@ from dkernel.kernels.adaptive import (
     tie_inclusive_neighbors,
 )
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
-from dkernel.linalg.eigen import dense_eigh, fix_signs
+from dkernel.linalg.eigen import LANCZOS_MAX_RESTARTS, dense_eigh, fix_signs
 from dkernel.rows import DistinctRows
 
 _DENSE_EIGEN_MAX = 2500
@@ -62,11 +62,6 @@ _DENSE_EIGEN_MAX = 2500
 #: in benchmarks/bench_defaults.py; 0.15 is the personalized-PageRank convention).
 GREEN_ALPHA = 0.15
 _SPARE_VECTORS = 4
-#: Restarts ARPACK may take before the block solver takes over. Converging graphs take a few
-#: hundred (the 3 000-row samples of ``bench_realdata.py``: at most ~250); ARPACK's default,
-#: 10 n, let a graph whose leading eigenvalues crowd at 1 (the email counts: six components,
-#: 2 922 rows) run 409 101 products, 24 s, before LOBPCG solved it in 0.5 s.
-LANCZOS_MAX_RESTARTS = 1000
 #: Neighbours kept per point by SpectralClustering's exact path. With
 #: :data:`ONE_SIDED_WEIGHT`, 8 gave the best mean ARI on the 23 sets of
 #: ``benchmarks/bench_defaults.py`` (0.822; 7: 0.804, 10: 0.809) and kept two moons with three

@@ -106,3 +106,15 @@ def test_lanczos_finds_repeated_eigenvalues_or_says_it_missed_one():
     np.testing.assert_allclose(dense_eigh(K, 6, iterative=True)[0], want, rtol=1e-10)
     # a start vector alike on the three blocks sees each eigenvalue once: the check notices
     assert lanczos_leading(K, 6, start=np.ones(len(K))) is None
+
+
+def test_lanczos_that_runs_out_of_restarts_gives_way_to_lapack(monkeypatch):
+    from dkernel.linalg import eigen
+
+    K = _rbf(np.random.default_rng(5).normal(size=(2100, 3)), 1.0)
+    want = dense_eigh(K, 5)
+    monkeypatch.setattr(eigen, "LANCZOS_MAX_RESTARTS", 1)
+    assert eigen.lanczos_leading(K, 5) is None
+    values, vectors = dense_eigh(K, 5, iterative=True)
+    np.testing.assert_array_equal(values, want[0])
+    np.testing.assert_array_equal(vectors, want[1])
