@@ -112,7 +112,7 @@ def sparse_normalized_eigenpairs(
     ``dkernel.ranking.kppr.top_normalized_eigenpairs`` gives them for a dense kernel)."""
     r = 1.0 / np.sqrt(d)
     M = sp.csr_matrix(sp.diags(r) @ W @ sp.diags(r))
-    values, vectors = leading_eigenpairs(M, n_components, seed, fix=EIGEN_FIX)
+    values, vectors = leading_eigenpairs(M, n_components, seed, perron=np.sqrt(d), fix=EIGEN_FIX)
     order = np.argsort(-values, kind="stable")[:n_components]
     values, vectors = values[order], vectors[:, order]
     e1 = np.sqrt(d / d.sum())

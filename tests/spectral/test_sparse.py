@@ -11,6 +11,7 @@ from sklearn.metrics import adjusted_rand_score
 
 import dkernel.spectral.sparse as sparse
 from dkernel import SpectralClustering, clustering_scores
+from dkernel.errors import NumericalWarning
 from dkernel.graphs.knn import build_index, training_neighbors
 from dkernel.kernels.adaptive import tie_inclusive_neighbors
 from dkernel.kernels.registry import make_kernel
@@ -59,7 +60,7 @@ def test_sparse_solvers_match_dense_and_are_deterministic(monkeypatch, lanczos):
     dense = SpectralClustering(3, random_state=0).fit(X)
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
     if not lanczos:
-        monkeypatch.setattr(sparse, "_lanczos_pairs", lambda M, block, seed: None)
+        monkeypatch.setattr(sparse, "_lanczos_pairs", lambda *args: None)
     a = SpectralClustering(3, random_state=0).fit(X)
     b = SpectralClustering(3, random_state=0).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
@@ -212,6 +213,61 @@ def test_lanczos_finds_every_copy_of_eigenvalue_one_or_gives_way(monkeypatch):
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
     values, _ = sparse.leading_eigenpairs(M, 3, 0)
     assert np.count_nonzero(values > 1 - 1e-6) == 3
+
+
+def _normalized(W):
+    d = np.asarray(W.sum(axis=1)).ravel()
+    r = sp.diags(1.0 / np.sqrt(d))
+    return sp.csr_matrix(r @ W @ r), np.sqrt(d)
+
+
+def _two_pieces(n=600, seed=0):
+    """A random geometric graph of two separated groups of points (two components)."""
+    rng = np.random.default_rng(seed)
+    X = np.r_[rng.uniform(0, 5, size=(n, 2)), rng.uniform(10, 15, size=(n, 2))]
+    D2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    return sp.csr_matrix(np.where(D2 < 0.3, np.exp(-D2), 0.0))
+
+
+@pytest.mark.parametrize("solver", ["lanczos", "block"])
+@pytest.mark.parametrize("k", [2, 5])
+def test_the_eigenvalue_one_is_taken_exactly_per_component(monkeypatch, solver, k):
+    """With the Perron vector and no more pairs wanted than components, the pairs are the
+    eigenvalue 1's, one per component, exact; with more wanted, either solver's are LAPACK's."""
+    M, perron = _normalized(_two_pieces())
+    assert sparse.connected_components(M, directed=False)[0] == 2
+    monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
+    if solver == "block":
+        monkeypatch.setattr(sparse, "_lanczos_pairs", lambda *args: None)
+    values, vectors = sparse.leading_eigenpairs(M, k, 0, perron=perron)
+    order = np.argsort(-values)[:k]
+    values, vectors = values[order], vectors[:, order]
+    want_values, want_vectors = np.linalg.eigh(M.toarray())
+    want_values, want_vectors = want_values[::-1][:k], want_vectors[:, ::-1][:, :k]
+    np.testing.assert_allclose(values[:2], 1.0, atol=1e-12)
+    np.testing.assert_allclose(values, want_values, atol=1e-5 if solver == "block" else 1e-10)
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(k), atol=1e-6)
+    # the same leading subspace (the eigenvalue 1's copies in any basis)
+    cosines = np.linalg.svd(want_vectors.T @ vectors, compute_uv=False)
+    np.testing.assert_allclose(cosines, 1.0, atol=1e-5)
+
+
+def test_more_components_than_pairs_leave_no_component_out(monkeypatch):
+    """Four separated cycles and two pairs wanted: the eigenvalue 1's eigenspace, in a basis
+    that gives every row a non-zero embedding (the first two indicators would not), the
+    same for a seed."""
+    M = _cycles(4)
+    monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
+    perron = np.ones(M.shape[0])
+    with pytest.warns(NumericalWarning, match="4 separate components"):
+        values, vectors = sparse.leading_eigenpairs(M, 2, 0, perron=perron)
+    np.testing.assert_allclose(values, 1.0)
+    np.testing.assert_allclose(M @ vectors, vectors, atol=1e-12)
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(4), atol=1e-12)
+    assert np.all(np.linalg.norm(vectors[:, :2], axis=1) > 1e-6)
+    with pytest.warns(NumericalWarning):
+        again = sparse.leading_eigenpairs(M, 2, 0, perron=perron)[1]
+    np.testing.assert_array_equal(vectors, again)
 
 
 def test_lanczos_that_runs_out_of_restarts_gives_way_to_the_block_solver(monkeypatch):
