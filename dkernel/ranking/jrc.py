@@ -63,10 +63,13 @@ from dkernel.ranking.seeds import seed_vector
 from dkernel.ranking.sparse_graph import jrc_sparse_embedding, sparse_radius_kernel
 
 EMBEDDINGS = ("normalized", "laplacian")
+#: A cluster of at most this fraction of an even share (N / n_clusters), or of one point,
+#: raises ``DegenerateClusterWarning``.
+FRAGMENT_SHARE = 0.01
 
 
 class DegenerateClusterWarning(DKernelWarning):
-    """A clustering returned an empty or single-point cluster."""
+    """A clustering returned an empty cluster, or one of a single point or a tiny fragment."""
 
 
 def _green_inputs(
@@ -260,7 +263,9 @@ callable or transformer, default='knn_mean'
     Warns
     -----
     DegenerateClusterWarning
-        When a cluster is empty or holds one point; the message names the fix.
+        When a cluster is empty, holds one point, or holds at most 1 % of an even share
+        (``FRAGMENT_SHARE`` of N / n_clusters: a part the graph cut off); the message names
+        the fix.
 
     See Also
     --------
@@ -465,7 +470,10 @@ callable or transformer, default='knn_mean'
 
     def _warn_degenerate(self) -> None:
         sizes = self.cluster_sizes_
-        bad = np.flatnonzero(sizes <= 1)
+        # under 1 % of an even share: a fragment the graph cut off (3 points of two moons of
+        # 5·10⁴ that had no edge to the rest took one of the two clusters), not a group
+        tiny = max(1.0, FRAGMENT_SHARE * sizes.sum() / sizes.size)
+        bad = np.flatnonzero(sizes <= tiny)
         if bad.size == 0:
             return
         if self.embedding == "laplacian":
@@ -478,9 +486,9 @@ callable or transformer, default='knn_mean'
         else:
             fix = "a larger n_neighbors (the graph has a tiny, nearly separate part)"
         warn_caller(
-            f"{type(self).__name__}: {bad.size} of {sizes.size} clusters are empty or hold a "
-            f"single point (cluster sizes {sizes.tolist()}). Use {fix}, or a smaller "
-            "n_clusters.",
+            f"{type(self).__name__}: {bad.size} of {sizes.size} clusters are empty or hold "
+            f"at most {int(tiny)} point{'s' if int(tiny) != 1 else ''} (cluster sizes "
+            f"{sizes.tolist()}). Use {fix}, or a smaller n_clusters.",
             DegenerateClusterWarning,
         )
 

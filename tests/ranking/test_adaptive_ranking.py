@@ -3,6 +3,8 @@ the JRC defaults (no degenerate clusters), determinism and bad parameters."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs, make_circles, make_moons
@@ -210,6 +212,20 @@ def test_defaults_on_separated_blobs_have_no_degenerate_clusters():
     with pytest.warns(DegenerateClusterWarning, match="embedding='normalized'"):
         paper.fit(X)
     assert paper.cluster_sizes_.min() <= 1
+
+
+def test_a_cluster_of_a_few_points_is_named_not_only_a_singleton():
+    """A fragment the graph cut off (3 of two moons' 5·10⁴ points took one of two clusters)
+    says nothing about the data: a cluster of at most 1 % of an even share warns."""
+    X, _ = make_blobs(600, centers=2, cluster_std=0.5, random_state=0)
+    jrc = JointRankingClustering(n_clusters=2, random_state=0).fit(X)
+    jrc.cluster_sizes_ = np.array([1997, 3])
+    with pytest.warns(DegenerateClusterWarning, match="at most 10 points"):
+        jrc._warn_degenerate()
+    jrc.cluster_sizes_ = np.array([1989, 11])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jrc._warn_degenerate()
 
 
 def _rings(n, seed=0):
