@@ -379,7 +379,11 @@ def _in_process_client_class() -> type:
             try:
                 return super().close(*args, **kwargs)
             finally:
-                self._blas_limits.restore_original_limits()
+                # once: Client.__del__ closes again when the client is collected, and a
+                # second restore would reset whatever limits are in force by then
+                limits, self._blas_limits = self._blas_limits, None
+                if limits is not None:
+                    limits.restore_original_limits()
 
     return InProcessClient
 

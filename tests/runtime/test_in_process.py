@@ -61,6 +61,11 @@ def test_in_process_client_runs_the_blas_on_one_thread_and_restores_it(capsys):
         finally:
             client.close()
         assert _blas_threads() == before
+    # collected later, a client closes again (Client.__del__): that must not reset the
+    # limits in force by then (an in-process scheduler's single BLAS thread flipped to 2)
+    with threadpool_limits(limits=1, user_api="blas"):
+        client.close()
+        assert _blas_threads() == 1
     # no dashboard, so no link is printed (it would point at nothing)
     assert "dashboard" not in capsys.readouterr().err
 
