@@ -261,7 +261,8 @@ def leading_eigenpairs(
     if exact is not None and exact.shape[1] == k:
         values, vectors = np.ones(k), exact
     else:
-        found = _lanczos_pairs(M, block, seed)
+        components = exact.shape[1] if exact is not None else None
+        found = _lanczos_pairs(M, block, seed, components)
         values, vectors = found if found is not None else _block_pairs(M, block, seed)
     order = np.argsort(-values, kind="stable")
     kept = order[:k]
@@ -302,7 +303,9 @@ def _component_pairs(M: sp.csr_matrix, perron: np.ndarray, seed: int | None) -> 
 LANCZOS_BASIS = 40
 
 
-def _lanczos_pairs(M: sp.csr_matrix, block: int, seed: int | None) -> tuple | None:
+def _lanczos_pairs(
+    M: sp.csr_matrix, block: int, seed: int | None, components: int | None = None
+) -> tuple | None:
     """The ``block`` leading pairs by implicitly restarted Lanczos (ARPACK), or None when it
     does not converge or misses a copy of the eigenvalue 1.
 
@@ -310,7 +313,8 @@ def _lanczos_pairs(M: sp.csr_matrix, block: int, seed: int | None) -> tuple | No
     0.5 s against 12 s, the same eigenvalues to 1e-11), but a single start vector can miss
     copies of a degenerate eigenvalue, and eigenvalues crowded at 1 can keep it restarting
     (at most ``LANCZOS_MAX_RESTARTS`` times). The eigenvalue 1 has one copy per connected component
-    of the graph, so that count is checked; a miss falls back to the block solver.
+    of the graph (``components``, counted here unless given), so that count is checked; a
+    miss falls back to the block solver.
     """
     v0 = derive_rng(seed, "sparse-spectral-lanczos").standard_normal(M.shape[0])
     basis = min(M.shape[0], max(2 * block + 1, LANCZOS_BASIS))
@@ -320,7 +324,8 @@ def _lanczos_pairs(M: sp.csr_matrix, block: int, seed: int | None) -> tuple | No
         )
     except (ArpackNoConvergence, ArpackError):
         return None
-    components = connected_components(M, directed=False)[0]
+    if components is None:
+        components = connected_components(M, directed=False)[0]
     if np.count_nonzero(values > 1.0 - 1e-8) < min(components, block):
         return None
     return values, vectors
