@@ -111,6 +111,78 @@ def neighbor_radius(
     return out
 
 
+#: Reference sets of at least this many rows find the neighbour radii through a
+#: nearest-neighbour index (:func:`indexed_neighbor_radius`) instead of all distances.
+INDEX_MIN_REFERENCE = 10_000
+
+
+def indexed_neighbor_radius(
+    X: np.ndarray,
+    reference: np.ndarray,
+    n_neighbors: int,
+    index: Any,
+    *,
+    copies: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """:func:`neighbor_radius` through ``index``, a scikit-learn ``NearestNeighbors`` fitted on
+    ``reference``: O(n k log m) instead of O(n m) distances, for a reference of all the
+    training rows.
+
+    The index lists each row's nearest reference rows, more of them (doubling) until ``n_neighbors``
+    of the listed ones do not coincide with the row; the k-th of those is taken with the same
+    distances (``|x|² + |r|² − 2 x·r``) and coincidence test as :func:`neighbor_radius`, so
+    both give the same radii.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    R = np.asarray(reference, dtype=np.float64)
+    k, m = int(n_neighbors), R.shape[0]
+    x_norms, r_norms = np.einsum("ij,ij->i", X, X), np.einsum("ij,ij->i", R, R)
+    if copies is not None:
+        CX, CR = copies
+        cx_norms, cr_norms = np.einsum("ij,ij->i", CX, CX), np.einsum("ij,ij->i", CR, CR)
+    out = np.zeros(X.shape[0], dtype=np.float64)
+    pending = np.arange(X.shape[0])
+    width = min(m, k + 1)
+    while pending.size:
+        step = rows_for_budget(SCRATCH_BLOCK_BYTES, width * (X.shape[1] + 2), 8)
+        unfinished = []
+        for r0 in range(0, pending.size, step):
+            rows = pending[r0 : r0 + step]
+            _, columns = index.kneighbors(X[rows], n_neighbors=width)
+            D = x_norms[rows, None] + r_norms[columns]
+            D -= 2.0 * np.einsum("ip,ikp->ik", X[rows], R[columns])
+            np.maximum(D, 0.0, out=D)
+            if copies is None:
+                C = D
+                tolerance = 1e-10 * (x_norms[rows, None] + r_norms[columns]) + 1e-300
+            else:
+                C = cx_norms[rows, None] + cr_norms[columns]
+                C -= 2.0 * np.einsum("ip,ikp->ik", CX[rows], CR[columns])
+                np.maximum(C, 0.0, out=C)
+                tolerance = 1e-10 * (cx_norms[rows, None] + cr_norms[columns]) + 1e-300
+            coincide = C <= tolerance
+            D[coincide] = np.inf
+            distinct = width - coincide.sum(axis=1)
+            done = (distinct >= k) | (width == m)
+            D.sort(axis=1)
+            kk = np.clip(np.minimum(k, distinct), 1, None) - 1
+            kth = D[np.arange(rows.size), kk]
+            kth[~np.isfinite(kth)] = 0.0
+            out[rows[done]] = np.sqrt(kth[done])
+            unfinished.append(rows[~done])
+        pending = np.concatenate(unfinished)
+        width = min(m, 2 * width)
+    return out
+
+
+def reference_index(reference: np.ndarray) -> Any:
+    """A nearest-neighbour index of the reference rows (scikit-learn's tree or brute force,
+    as it chooses)."""
+    from sklearn.neighbors import NearestNeighbors
+
+    return NearestNeighbors().fit(np.asarray(reference, dtype=np.float64))
+
+
 def reference_neighbors(n_neighbors: int, n_reference: int, n_train: int) -> int:
     """The neighbour rank in a reference sample of ``n_reference`` of ``n_train`` points that
     matches rank ``n_neighbors`` in the whole data (same density quantile, at least 1)."""
@@ -215,6 +287,7 @@ class RadiusKernelBlock:
     n_neighbors: int
     center: np.ndarray | None = None
     _cache: tuple = field(default=(None, None), repr=False, compare=False)
+    _index: Any = field(default=None, repr=False, compare=False)
     _reference_c: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -239,15 +312,23 @@ class RadiusKernelBlock:
         last, radii = self._cache
         if A is last:
             return radii
-        radii = neighbor_radius(self._centred(A), self._reference_centred(), self.n_neighbors)
+        radii = self._radius(A)
         self._cache = (A, radii)
         return radii
+
+    def _radius(self, A: Any) -> np.ndarray:
+        R = self._reference_centred()
+        if R.shape[0] < INDEX_MIN_REFERENCE:
+            return neighbor_radius(self._centred(A), R, self.n_neighbors)
+        if self._index is None:
+            self._index = reference_index(R)
+        return indexed_neighbor_radius(self._centred(A), R, self.n_neighbors, self._index)
 
     def _radii(self, A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
         rb = self.radius(B)
         if A is B:
             return rb, rb
-        return neighbor_radius(self._centred(A), self._reference_centred(), self.n_neighbors), rb
+        return self._radius(A), rb
 
     def log_block(self, A: Any, B: Any) -> np.ndarray:
         """``log κ(A, B) = -||a - b||² / (σ_a σ_b)`` in float64 (local scaling only)."""
@@ -293,6 +374,7 @@ class RadiusKernelBlock:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_cache"] = (None, None)
+        state["_index"] = None
         return state
 
 

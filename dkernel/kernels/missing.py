@@ -32,6 +32,8 @@ NumPy only (no Dask, no I/O).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from dkernel.errors import InvalidInputError
@@ -246,6 +248,7 @@ class MissingValueRadiusBlock:
         self.model = model
         self._reference_left, self._reference_right = _sides(self.reference, model)
         self._cache: tuple = (None, None)
+        self._index: Any = None
 
     def sides(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``(left, right)`` whose squared distances (``left`` against ``right``) are the
@@ -254,18 +257,23 @@ class MissingValueRadiusBlock:
 
     def radius(self, A: np.ndarray) -> np.ndarray:
         """Neighbour radius of each row of A among the reference rows (expected distances)."""
-        from dkernel.kernels.adaptive import neighbor_radius
+        from dkernel.kernels import adaptive
 
         last, radii = self._cache
         if A is last:
             return radii
         left = _sides(A, self.model)[0]
-        radii = neighbor_radius(
-            left,
-            self._reference_right,
-            self.n_neighbors,
-            copies=(left, self._reference_left),
-        )
+        copies = (left, self._reference_left)
+        if self.reference.shape[0] < adaptive.INDEX_MIN_REFERENCE:
+            radii = adaptive.neighbor_radius(
+                left, self._reference_right, self.n_neighbors, copies=copies
+            )
+        else:
+            if self._index is None:
+                self._index = adaptive.reference_index(self._reference_right)
+            radii = adaptive.indexed_neighbor_radius(
+                left, self._reference_right, self.n_neighbors, self._index, copies=copies
+            )
         self._cache = (A, radii)
         return radii
 
@@ -306,4 +314,5 @@ class MissingValueRadiusBlock:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_cache"] = (None, None)
+        state["_index"] = None
         return state

@@ -189,8 +189,9 @@ callable or transformer, default='knn_mean'
         distance to its ``scale_neighbors``-th neighbour). 10, the rank this kernel had here
         when ``n_neighbors`` set it (formerly ``n_neighbors`` with 'local_scaling').
     kernel_params : dict, optional
-        ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii);
-        ``n_landmarks`` and ``n_neighbors`` for 'landmark' (as for
+        ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii;
+        beyond the dense limit every training row unless given, so the sparse graph keeps
+        ``n_neighbors`` per row at any N); ``n_landmarks`` and ``n_neighbors`` for 'landmark' (as for
         :class:`~dkernel.KernelPersonalizedPageRank`).
     alpha : float, default=0.15
         Restart probability of the random walk ([Lokse2014], §9.1.2, uses 0.15; it only
@@ -279,7 +280,8 @@ callable or transformer, default='knn_mean'
     O(N^2) memory (dense kernel and eigen-solver). Beyond it the k-NN graph kernels ('knn_mean',
     'knn') with the normalized embedding run on the same kernel as a sparse matrix, data
     with NaN too (``dkernel.ranking.sparse_graph``: a nearest-neighbour search, a sparse
-    eigen-solver, O(N k) memory; 2·10⁵ points in 78 s (blobs) to 269 s (moons) here); other
+    eigen-solver, O(N k) memory, each row's radius among all the rows; 2·10⁵ points in 3 s
+    (moons) to 71 s (overlapping blobs) and about 0.5 GiB here); other
     settings are refused there with this fix. k-means O(N k n_init).
     New points: O(n N p) kernel rows in blocks of at most 4096 rows and 64 MiB. ``fit_transform`` (scikit-learn's
     ``TransformerMixin``) is ``fit`` then :meth:`transform` of the same points, which equals
@@ -396,6 +398,11 @@ callable or transformer, default='knn_mean'
                 "N; or cluster a sample of a few thousand points and predict the rest."
             )
         seed = seed_from_random_state(self.random_state)
+        kernel_params = self.kernel_params
+        if not dense and "n_reference" not in (kernel_params or {}):
+            # the sparse graph's radii among all the rows (through an index): a reference
+            # sample's first neighbour stands for N/2 000 of them and the graph densified with N
+            kernel_params = {**(kernel_params or {}), "n_reference": None}
         self.kernel_, self.kernel_params_ = resolve_kernel(
             self.kernel,
             X,
@@ -405,7 +412,7 @@ callable or transformer, default='knn_mean'
             seed=seed,
             owner=owner,
             n_neighbors=kernel_neighbors(self)[1],
-            kernel_params=self.kernel_params,
+            kernel_params=kernel_params,
         )
         self.model_order_ = None
         self.n_clusters_candidates_ = self.n_clusters_scores_ = None

@@ -6,7 +6,9 @@ The two kernels are 0 beyond each point's neighbour radius (the distance to its
 per row: ``knn_mean`` is ``½ (A + Aᵀ)`` and ``knn`` ``[A + Aᵀ > 0]`` with
 ``A_ij = [‖x_i − x_j‖ ≤ r_i]`` for ``i ≠ j`` and ``A_ii = 1``. The candidate pairs come
 from a nearest-neighbour search (scikit-learn's tree or blocked brute force), O(N k) memory,
-never N × N; the radii are the kernel's own. Equal to the dense kernel: that of
+never N × N; the radii are the kernel's own (``JointRankingClustering`` measures them among all
+the training rows here, through an index, so each row keeps about ``n_neighbors`` non-zeros
+at any N). Equal to the dense kernel: that of
 ``dkernel.kernels.adaptive`` on complete data, and on data with NaN that of
 ``dkernel.kernels.missing`` (expected squared distances ``‖x̃ − ỹ‖² + r_x + r_y``, searched
 on augmented rows ``[x̃, √r_x, 0]`` against ``[ỹ, 0, √r_y]``).
@@ -24,9 +26,10 @@ from dkernel.linalg.eigen import fix_signs
 from dkernel.ranking.ppr import restart_beta
 from dkernel.spectral.sparse import leading_eigenpairs
 
-#: Peak memory per training row of a fit on the sparse graph (measured: 0.4 GiB at 5·10⁴
-#: blobs, 2.0 GiB at 2·10⁵, with the interpreter's own 0.3 GiB); the jobs' cost estimate.
-SPARSE_BYTES_PER_ROW = 10 * 2**10
+#: Peak memory per training row of a fit on the sparse graph, the jobs' cost estimate: measured
+#: 1.1–1.4 KiB above the interpreter's own 0.3 GiB at 2·10⁵ rows (blobs, blobs with a quarter
+#: missing, moons; ``benchmarks/results/jrc_scale.md``), with room for wider data.
+SPARSE_BYTES_PER_ROW = 2 * 2**10
 #: What the eigen-solver's warning proposes when it cannot separate the leading pairs.
 EIGEN_FIX = "Use a larger n_neighbors (a better connected graph) or fewer n_components."
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dkernel.errors import InvalidInputError
+from dkernel.kernels import adaptive
 from dkernel.kernels.adaptive import kth_distinct_distance, neighbor_radius
 from dkernel.kernels.registry import make_kernel, neighbor_parameter
 
@@ -50,6 +51,35 @@ def test_radius_with_duplicates_and_few_neighbours():
     np.testing.assert_allclose(neighbor_radius(X, X, 1), [1.0, 1.0, 1.0, 2.0])
     # fewer than k distinct neighbours: the farthest one
     np.testing.assert_allclose(neighbor_radius(X[:1], X, 10), [3.0])
+
+
+def test_indexed_radius_is_the_brute_force_radius(rng):
+    """Through a nearest-neighbour index: copies skipped (rows with more copies than k, so the
+    index must list more), few distinct rows, new points, against the obvious loop."""
+    X = rng.normal(size=(120, 3))
+    X = np.r_[X, X[:30], np.repeat(X[30:32], 14, axis=0), np.zeros((3, 3))]
+    index = adaptive.reference_index(X)
+    for k in (1, 2, 7):
+        got = adaptive.indexed_neighbor_radius(X, X, k, index)
+        np.testing.assert_allclose(got, _naive_radius(X, X, k), rtol=1e-10)
+    Q = rng.normal(size=(25, 3))
+    got = adaptive.indexed_neighbor_radius(Q, X, 5, index)
+    np.testing.assert_allclose(got, _naive_radius(Q, X, 5), rtol=1e-10)
+    few = np.repeat(rng.normal(size=(3, 2)), 10, axis=0)
+    got = adaptive.indexed_neighbor_radius(few, few, 7, adaptive.reference_index(few))
+    np.testing.assert_allclose(got, _naive_radius(few, few, 7), rtol=1e-10)
+
+
+def test_a_large_reference_takes_the_index_with_the_same_kernel(rng, monkeypatch):
+    X = np.r_[rng.normal(size=(300, 2)), np.zeros((4, 2))]
+    Q = rng.normal(size=(20, 2))
+    brute = make_kernel("knn_mean", X, n_neighbors=6, n_reference=None)
+    monkeypatch.setattr(adaptive, "INDEX_MIN_REFERENCE", 100)
+    indexed = make_kernel("knn_mean", X, n_neighbors=6, n_reference=None)
+    assert indexed.block._index is not None and brute.block._index is None
+    np.testing.assert_array_equal(indexed(Q, X), brute(Q, X))
+    np.testing.assert_array_equal(indexed(X, X), brute(X, X))
+    assert pickle.loads(pickle.dumps(indexed.block))._index is None  # rebuilt where it runs
 
 
 def test_kth_distinct_distance_matches_radius(rng):

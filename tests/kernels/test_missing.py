@@ -188,6 +188,22 @@ def test_registry_radius_kernels_of_rows_with_nan_match_brute_force(kind):
     np.testing.assert_array_equal(np.diag(G), 1.0)  # a row with itself: coinciding points
 
 
+@pytest.mark.parametrize("kind", ["knn", "local_scaling"])
+def test_a_large_reference_of_rows_with_nan_takes_the_index_with_the_same_kernel(kind, monkeypatch):
+    from dkernel.kernels import adaptive
+    from dkernel.kernels.registry import make_kernel, neighbor_parameter
+
+    X, Q = _incomplete(150, 3, 2), _incomplete(9, 3, 3)
+    X[:6] = X[6]  # copies
+    params = {"n_reference": None, neighbor_parameter(kind): 5}
+    brute = make_kernel(kind, X, **params)
+    monkeypatch.setattr(adaptive, "INDEX_MIN_REFERENCE", 100)
+    indexed = make_kernel(kind, X, **params)
+    assert indexed.block._index is not None and brute.block._index is None
+    np.testing.assert_allclose(indexed.block.radius(X), brute.block.radius(X), rtol=1e-12)
+    np.testing.assert_allclose(indexed(Q, X), brute(Q, X), rtol=1e-9, atol=1e-12)
+
+
 def test_dask_input_gets_the_model_of_the_same_rows_as_numpy(monkeypatch):
     """Above ``MISSING_MODEL_SAMPLE`` rows the model is fitted on evenly spaced rows: of Dask
     input only those are read, and the model (so every kernel of it) is NumPy's."""

@@ -70,7 +70,10 @@ def test_sparse_eigenpairs_of_a_disconnected_graph_keep_the_trivial_pair_first()
 @pytest.mark.parametrize("n_clusters", [4, "auto"])
 def test_sparse_fit_equals_the_dense_fit(monkeypatch, kernel, n_clusters):
     X = _blobs(2500)
-    dense = JointRankingClustering(kernel=kernel, n_clusters=n_clusters, random_state=0).fit(X)
+    every_row = {"n_reference": None}  # the sparse path's radii (a dense fit samples 2 000)
+    dense = JointRankingClustering(
+        kernel=kernel, n_clusters=n_clusters, kernel_params=every_row, random_state=0
+    ).fit(X)
     monkeypatch.setattr(jrc, "DENSE_LIMIT_BYTES", 1)
     sparse = JointRankingClustering(kernel=kernel, n_clusters=n_clusters, random_state=0).fit(X)
     assert sparse.n_clusters_ == dense.n_clusters_
@@ -100,3 +103,21 @@ def test_beyond_the_dense_limit_missing_values_take_the_sparse_graph(monkeypatch
     np.testing.assert_allclose(sparse.eigenvalues_, dense.eigenvalues_, atol=1e-10)
     np.testing.assert_allclose(sparse.degrees_, dense.degrees_)
     np.testing.assert_array_equal(sparse.predict(X[:100]), dense.predict(X[:100]))
+
+
+def test_beyond_the_dense_limit_the_graph_keeps_n_neighbors_per_row(monkeypatch):
+    """Each radius is the distance to the 10th other row of all of them, so the half-weighted
+    graph's degrees average n_neighbors + 1 at any N (a reference sample's first neighbour
+    stood for N / 2 000 rows and the graph densified with N); a given n_reference is kept."""
+    from dkernel.kernels import adaptive
+
+    monkeypatch.setattr(jrc, "DENSE_LIMIT_BYTES", 1)
+    monkeypatch.setattr(adaptive, "INDEX_MIN_REFERENCE", 1000)
+    X = _blobs(4000)
+    model = _fitted(X)
+    assert model.kernel_params_["n_reference"] == 4000
+    assert model.kernel_params_["reference_neighbors"] == 10
+    assert model.degrees_.mean() == pytest.approx(11.0, abs=1e-9)
+    sampled = _fitted(X, kernel_params={"n_reference": 100})
+    assert sampled.kernel_params_["n_reference"] == 100
+    assert sampled.degrees_.mean() > 25  # the first of 100 rows: about the 40th of 4 000
