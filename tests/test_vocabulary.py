@@ -91,6 +91,7 @@ GLOSSARY: dict[str, str] = {
     "n_clusters": "number of clusters; 'auto' chooses it (dkernel.model_order); None: embed "
     "only (where clustering is optional)",
     "n_components": "dimension of the embedding (components kept)",
+    "init": "how a fit starts: its first centres (KernelKMeans) or weights (DDC)",
     "n_init": "restarts (k-means, factorisations, trainings), the best kept",
     "n_landmarks": "number of landmarks (Nyström features or bipartite graph)",
     "n_neighbors": "the k of a k-NN graph: neighbours joined to each point (scikit-learn's "
@@ -148,6 +149,7 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "'auto' MSSC's, None: embed",
     "n_components": "None follows n_clusters; the deep models', ESN's and CCA's sizes are "
     "their own (docstrings)",
+    "init": "centres (k-means++) for KernelKMeans, a network's weights (spectral) for DDC",
     "n_init": "100 for MSSC's small 2nd stage, 3 factorisations for KDC, 1 DDC training "
     "(each a full fit), else 10",
     "n_landmarks": "None: the estimator's own count (min(N, 1000)); the feature maps take "

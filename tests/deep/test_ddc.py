@@ -16,6 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dkernel import DeepDivergenceClustering  # noqa: E402
+from dkernel._random import derive_seed as _derive_seed  # noqa: E402
 from dkernel.deep._cs_divergence import (  # noqa: E402
     cs_divergence_term,
     ddc_loss,
@@ -23,6 +24,7 @@ from dkernel.deep._cs_divergence import (  # noqa: E402
     orthogonality_term,
     simplex_corner_similarity,
 )
+from dkernel.deep._ddc_training import predict_proba_array  # noqa: E402
 from dkernel.deep._training import mini_batches  # noqa: E402
 from dkernel.errors import DKernelDeprecationWarning, InvalidInputError  # noqa: E402
 from dkernel.metrics import clustering_accuracy  # noqa: E402
@@ -168,11 +170,44 @@ def _fast(**params) -> DeepDivergenceClustering:
     return DeepDivergenceClustering(**{**base, **params})
 
 
-def test_separated_blobs_are_found() -> None:
+def test_separated_blobs_are_found_from_random_weights() -> None:
     X, y = _blobs()
-    model = _fast(max_iter=40).fit(X)
+    model = _fast(max_iter=40, init="random").fit(X)
     assert clustering_accuracy(y, model.labels_) >= 0.95
     assert len(model.loss_curve_) == 40 and model.loss_curve_[-1] < model.loss_curve_[0]
+
+
+def test_the_spectral_start_trains_on_spectral_partitions_of_the_input_then_hidden_layer() -> None:
+    from dkernel import SpectralClustering
+    from dkernel.deep import _ddc_init
+    from dkernel.deep._ddc_training import Architecture, build_network
+
+    X, y = _blobs()
+    net = build_network(Architecture((3,), 3), torch.Generator().manual_seed(0))
+    partitions = _ddc_init.spectral_init(net, X, (3,), 3, 60, seed=5)
+    assert len(partitions) == _ddc_init.INIT_ROUNDS
+    first = SpectralClustering(n_clusters=3, random_state=_derive_seed(5, "ddc-init-spectral", 0))
+    np.testing.assert_array_equal(partitions[0], first.fit(X.astype(np.float64)).labels_)
+    for labels in partitions:
+        assert clustering_accuracy(y, labels) == 1.0
+    proba = predict_proba_array(net, X)  # the network reproduces the partition before DDC
+    assert clustering_accuracy(y, proba.argmax(axis=1)) == 1.0
+    # DDC from that start keeps the blobs after one epoch
+    assert clustering_accuracy(y, _fast(max_iter=1).fit(X).labels_) == 1.0
+
+
+def test_the_spectral_start_samples_large_data_and_skips_tiny_data(monkeypatch) -> None:
+    from dkernel.deep import _ddc_init
+
+    monkeypatch.setattr(_ddc_init, "INIT_MAX_SAMPLES", 50)
+    rows = _ddc_init.init_rows(np.zeros((180, 2)), seed=1)
+    assert rows.size == 50 and np.all(np.diff(rows) > 0)
+    np.testing.assert_array_equal(rows, _ddc_init.init_rows(np.zeros((180, 2)), seed=1))
+    called = []
+    monkeypatch.setattr("dkernel.deep.ddc.spectral_init", lambda *a: called.append(a))
+    X, _ = _blobs(15)  # 45 rows: below INIT_MIN_SAMPLES, random weights
+    _fast(max_iter=1).fit(X)
+    assert not called
 
 
 def test_predict_on_training_rows_equals_labels() -> None:

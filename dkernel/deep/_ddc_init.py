@@ -1,0 +1,125 @@
+"""The spectral initialization of deep divergence-based clustering (``init='spectral'``).
+
+Started from random weights, DDC's network settles within a few epochs on whichever partition
+its first batches favour, and on the MNIST subset that was a different one for every seed
+(ACC 0.53 to 0.74 after ten epochs over nine seeds, ``benchmarks/results/ddc.md``). Here the
+network starts instead from a kernel clustering of the data: it is trained (cross-entropy) to
+reproduce :class:`~dkernel.SpectralClustering`'s partition of a sample of the rows, that sample
+is clustered spectrally again in the network's hidden layer and the network trained on the new
+partition, ``INIT_ROUNDS`` times in all (a partition in learned features, as in DeepCluster,
+Caron et al. 2018); then the DDC loss takes over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dkernel._random import derive_rng, derive_seed
+from dkernel.deep._ddc_training import PREDICT_ROWS
+from dkernel.deep._torch import require_torch
+from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
+from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
+from dkernel.spectral.sparse import GRAPH_NEIGHBORS, ONE_SIDED_WEIGHT, fit_sparse_embedding
+
+#: The rows the initialization clusters and trains on: all of them, or a uniform sample.
+INIT_MAX_SAMPLES = 10_000
+#: Fewer rows than this: no spectral step (a k-NN graph of a few dozen points says little).
+INIT_MIN_SAMPLES = 50
+#: Partitions the network is trained on (the first of the input, the others of its hidden
+#: layer), and the epochs of cross-entropy on each.
+INIT_ROUNDS = 3
+INIT_EPOCHS = 3
+#: Adam's learning rate of the cross-entropy epochs (the CNN's of Section 4.6).
+INIT_LEARNING_RATE = 1e-3
+
+
+def init_rows(X: Any, seed: int) -> np.ndarray:
+    """The rows of ``X`` the initialization uses (sorted indices; all when few enough)."""
+    n = int(X.shape[0])
+    if n <= INIT_MAX_SAMPLES:
+        return np.arange(n)
+    rng = derive_rng(seed, "ddc-init-rows")
+    return np.sort(rng.choice(n, INIT_MAX_SAMPLES, replace=False))
+
+
+def spectral_init(
+    net: Any, X: Any, shape: tuple[int, ...], n_clusters: int, batch_size: int, seed: int
+) -> list[np.ndarray]:
+    """Train ``net`` in place on spectral partitions of a sample of ``X``; returns the
+    partitions it was trained on (of the rows :func:`init_rows` picks)."""
+    torch = require_torch("DeepDivergenceClustering")
+    rows = init_rows(X, seed)
+    picked = X[rows] if rows.size < X.shape[0] else X
+    sample = np.ascontiguousarray(np.asarray(picked), dtype=np.float32).reshape((-1, *shape))
+    optimizer = torch.optim.Adam(net.parameters(), lr=INIT_LEARNING_RATE)
+    features = sample.reshape(len(sample), -1).astype(np.float64)
+    partitions = []
+    for round_ in range(INIT_ROUNDS):
+        labels = spectral_partition(
+            features, n_clusters, derive_seed(seed, "ddc-init-spectral", round_)
+        )
+        partitions.append(labels)
+        target = torch.from_numpy(labels.astype(np.int64))
+        for epoch in range(INIT_EPOCHS):
+            rng = derive_rng(seed, "ddc-init-epoch", round_, epoch)
+            _cross_entropy_epoch(torch, net, optimizer, sample, target, batch_size, rng)
+        if round_ + 1 < INIT_ROUNDS:
+            features = _hidden(torch, net, sample)
+    return partitions
+
+
+def spectral_partition(features: np.ndarray, n_clusters: int, seed: int) -> np.ndarray:
+    """The partition of :class:`~dkernel.SpectralClustering`'s exact path at its defaults
+    (the nearly mutual self-tuning k-NN graph, NJW, k-means), as
+    ``SpectralClustering(n_clusters, random_state=seed).fit(features).labels_`` gives it on up
+    to 5 000 rows; the estimator itself is another family's (``tests/test_layers.py``)."""
+    n_neighbors = DEFAULT_LOCAL_SCALING_NEIGHBORS
+    distinct = np.unique(features, axis=0).shape[0]
+    graph = min(max(GRAPH_NEIGHBORS, n_neighbors), distinct - 1)
+    Z, _ = fit_sparse_embedding(
+        features,
+        n_clusters,
+        n_neighbors=min(n_neighbors, graph),
+        graph_neighbors=graph,
+        seed=seed,
+        coordinates="njw",
+        one_sided_weight=ONE_SIDED_WEIGHT,
+    )
+    labels, _, _ = euclidean_kmeans(
+        normalize_rows(np.asarray(Z)), n_clusters, random_state=derive_seed(seed, "kmeans")
+    )
+    return labels
+
+
+def _cross_entropy_epoch(
+    torch: Any,
+    net: Any,
+    optimizer: Any,
+    sample: np.ndarray,
+    target: Any,
+    batch_size: int,
+    rng: np.random.Generator,
+) -> None:
+    net.train()
+    order = rng.permutation(len(sample))
+    for start in range(0, len(sample), batch_size):
+        batch = order[start : start + batch_size]
+        if batch.size < 2:  # batch normalization needs two rows
+            continue
+        _, assignments = net(torch.from_numpy(sample[batch]))
+        loss = torch.nn.functional.nll_loss(torch.log(assignments + 1e-9), target[batch])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def _hidden(torch: Any, net: Any, sample: np.ndarray) -> np.ndarray:
+    """The hidden layer of every sample row (eval mode), float64."""
+    net.eval()
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(sample), PREDICT_ROWS):
+            out.append(net(torch.from_numpy(sample[start : start + PREDICT_ROWS]))[0].numpy())
+    return np.concatenate(out).astype(np.float64)
