@@ -24,7 +24,7 @@ from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel.kernels.adaptive import RADIUS_SLACK, RadiusKernelBlock
 from dkernel.linalg.eigen import fix_signs
 from dkernel.ranking.ppr import restart_beta
-from dkernel.spectral.sparse import leading_eigenpairs
+from dkernel.spectral.sparse import sparse_leading_eigenpairs
 
 #: Peak memory per training row of a fit on the sparse graph, the jobs' cost estimate: measured
 #: 1.1–1.4 KiB above the interpreter's own 0.3 GiB at 2·10⁵ rows (blobs, blobs with a quarter
@@ -115,7 +115,9 @@ def sparse_normalized_eigenpairs(
     ``dkernel.ranking.kppr.top_normalized_eigenpairs`` gives them for a dense kernel)."""
     r = 1.0 / np.sqrt(d)
     M = sp.csr_matrix(sp.diags(r) @ W @ sp.diags(r))
-    values, vectors = leading_eigenpairs(M, n_components, seed, perron=np.sqrt(d), fix=EIGEN_FIX)
+    values, vectors = sparse_leading_eigenpairs(
+        M, n_components, seed, perron=np.sqrt(d), fix=EIGEN_FIX
+    )
     order = np.argsort(-values, kind="stable")[:n_components]
     values, vectors = values[order], vectors[:, order]
     e1 = np.sqrt(d / d.sum())

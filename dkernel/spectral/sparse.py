@@ -223,7 +223,7 @@ def _bounded_self_loops(W: sp.csr_matrix, mass: np.ndarray) -> tuple[sp.csr_matr
 BIPARTITE_FIX = "Use approximation='bipartite' (the default above 5 000 points) for large sets."
 
 
-def leading_eigenpairs(
+def sparse_leading_eigenpairs(
     M: sp.csr_matrix,
     k: int,
     seed: int | None,
@@ -440,7 +440,7 @@ def fit_sparse_embedding(
     scale = np.sqrt(mass / degrees)
     M = sp.diags(scale) @ W @ sp.diags(scale)
     k = int(n_components)
-    values, vectors = leading_eigenpairs(M, k, seed, perron=np.sqrt(mass * degrees))
+    values, vectors = sparse_leading_eigenpairs(M, k, seed, perron=np.sqrt(mass * degrees))
     order = np.argsort(-values, kind="stable")
     spectrum = values[order]
     values, vectors = spectrum[:k], vectors[:, order[:k]]

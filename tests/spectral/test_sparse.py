@@ -211,7 +211,7 @@ def test_lanczos_finds_every_copy_of_eigenvalue_one_or_gives_way(monkeypatch):
     monkeypatch.setattr(sparse, "eigsh", one_copy)
     assert sparse._lanczos_pairs(M, 6, 0) is None
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
-    values, _ = sparse.leading_eigenpairs(M, 3, 0)
+    values, _ = sparse.sparse_leading_eigenpairs(M, 3, 0)
     assert np.count_nonzero(values > 1 - 1e-6) == 3
 
 
@@ -239,7 +239,7 @@ def test_the_eigenvalue_one_is_taken_exactly_per_component(monkeypatch, solver, 
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
     if solver == "block":
         monkeypatch.setattr(sparse, "_lanczos_pairs", lambda *args: None)
-    values, vectors = sparse.leading_eigenpairs(M, k, 0, perron=perron)
+    values, vectors = sparse.sparse_leading_eigenpairs(M, k, 0, perron=perron)
     order = np.argsort(-values)[:k]
     values, vectors = values[order], vectors[:, order]
     want_values, want_vectors = np.linalg.eigh(M.toarray())
@@ -260,13 +260,13 @@ def test_more_components_than_pairs_leave_no_component_out(monkeypatch):
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
     perron = np.ones(M.shape[0])
     with pytest.warns(NumericalWarning, match="4 separate components"):
-        values, vectors = sparse.leading_eigenpairs(M, 2, 0, perron=perron)
+        values, vectors = sparse.sparse_leading_eigenpairs(M, 2, 0, perron=perron)
     np.testing.assert_allclose(values, 1.0)
     np.testing.assert_allclose(M @ vectors, vectors, atol=1e-12)
     np.testing.assert_allclose(vectors.T @ vectors, np.eye(4), atol=1e-12)
     assert np.all(np.linalg.norm(vectors[:, :2], axis=1) > 1e-6)
     with pytest.warns(NumericalWarning):
-        again = sparse.leading_eigenpairs(M, 2, 0, perron=perron)[1]
+        again = sparse.sparse_leading_eigenpairs(M, 2, 0, perron=perron)[1]
     np.testing.assert_array_equal(vectors, again)
 
 
@@ -277,7 +277,7 @@ def test_lanczos_that_runs_out_of_restarts_gives_way_to_the_block_solver(monkeyp
     monkeypatch.setattr(sparse, "LANCZOS_MAX_RESTARTS", 1)
     assert sparse._lanczos_pairs(M, 6, 0) is None
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
-    values, _ = sparse.leading_eigenpairs(M, 3, 0)
+    values, _ = sparse.sparse_leading_eigenpairs(M, 3, 0)
     assert np.count_nonzero(values > 1 - 1e-6) == 3
 
 
