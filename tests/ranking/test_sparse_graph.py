@@ -121,3 +121,15 @@ def test_beyond_the_dense_limit_the_graph_keeps_n_neighbors_per_row(monkeypatch)
     sampled = _fitted(X, kernel_params={"n_reference": 100})
     assert sampled.kernel_params_["n_reference"] == 100
     assert sampled.degrees_.mean() > 25  # the first of 100 rows: about the 40th of 4 000
+
+
+def test_beyond_the_dense_limit_rows_with_nan_keep_n_neighbors_too(monkeypatch):
+    from dkernel.kernels import adaptive
+
+    monkeypatch.setattr(jrc, "DENSE_LIMIT_BYTES", 1)
+    monkeypatch.setattr(adaptive, "INDEX_MIN_REFERENCE", 1000)
+    X = _holed(3000)
+    model = _fitted(X)
+    assert model.kernel_params_["n_reference"] == 3000
+    assert model.degrees_.mean() == pytest.approx(11.0, abs=0.05)
+    np.testing.assert_array_equal(model.predict(X[:100]), model.labels_[:100])
