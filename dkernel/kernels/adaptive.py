@@ -43,11 +43,30 @@ def squared_distances(X: np.ndarray, Y: np.ndarray, *, dtype: Any = np.float64) 
 
 
 def _coincidence_tolerance(X: np.ndarray, R: np.ndarray) -> np.ndarray:
-    # GEMM-based squared distances carry an absolute error ~ eps (|x|² + |r|²); below this a
-    # reference point counts as the point itself (or an exact duplicate of it).
     xx = np.einsum("ij,ij->i", X, X)[:, None]
     rr = np.einsum("ij,ij->i", R, R)[None, :]
-    return 1e-10 * (xx + rr) + 1e-300
+    return _tolerance_of(xx + rr)
+
+
+def _tolerance_of(norm_sums: np.ndarray) -> np.ndarray:
+    # GEMM-based squared distances carry an absolute error ~ eps (|x|² + |r|²); below this a
+    # reference point counts as the point itself (or an exact duplicate of it).
+    return 1e-10 * norm_sums + 1e-300
+
+
+def listed_squared_distances(
+    X: np.ndarray,
+    R: np.ndarray,
+    norms: tuple[np.ndarray, np.ndarray],
+    rows: np.ndarray,
+    columns: np.ndarray,
+) -> np.ndarray:
+    """``|x_i|² + |r_j|² − 2 x_i·r_j`` (clipped at 0) of the listed pairs: row ``rows[a]`` of
+    ``X`` against rows ``columns[a, :]`` of ``R`` (``norms`` the rows' ``|x|²`` and ``|r|²``),
+    the same formula as the dense blocks' :func:`squared_distances`."""
+    D = norms[0][rows, None] + norms[1][columns]
+    D -= 2.0 * np.einsum("ip,ikp->ik", X[rows], R[columns])
+    return np.maximum(D, 0.0, out=D)
 
 
 def neighbor_radius(
@@ -136,10 +155,9 @@ def indexed_neighbor_radius(
     X = np.asarray(X, dtype=np.float64)
     R = np.asarray(reference, dtype=np.float64)
     k, m = int(n_neighbors), R.shape[0]
-    x_norms, r_norms = np.einsum("ij,ij->i", X, X), np.einsum("ij,ij->i", R, R)
-    if copies is not None:
-        CX, CR = copies
-        cx_norms, cr_norms = np.einsum("ij,ij->i", CX, CX), np.einsum("ij,ij->i", CR, CR)
+    norms = np.einsum("ij,ij->i", X, X), np.einsum("ij,ij->i", R, R)
+    CX, CR = (X, R) if copies is None else copies
+    copy_norms = norms if copies is None else (_norms(CX), _norms(CR))
     out = np.zeros(X.shape[0], dtype=np.float64)
     pending = np.arange(X.shape[0])
     width = min(m, k + 1)
@@ -149,18 +167,9 @@ def indexed_neighbor_radius(
         for r0 in range(0, pending.size, step):
             rows = pending[r0 : r0 + step]
             _, columns = index.kneighbors(X[rows], n_neighbors=width)
-            D = x_norms[rows, None] + r_norms[columns]
-            D -= 2.0 * np.einsum("ip,ikp->ik", X[rows], R[columns])
-            np.maximum(D, 0.0, out=D)
-            if copies is None:
-                C = D
-                tolerance = 1e-10 * (x_norms[rows, None] + r_norms[columns]) + 1e-300
-            else:
-                C = cx_norms[rows, None] + cr_norms[columns]
-                C -= 2.0 * np.einsum("ip,ikp->ik", CX[rows], CR[columns])
-                np.maximum(C, 0.0, out=C)
-                tolerance = 1e-10 * (cx_norms[rows, None] + cr_norms[columns]) + 1e-300
-            coincide = C <= tolerance
+            D = listed_squared_distances(X, R, norms, rows, columns)
+            C = D if copies is None else listed_squared_distances(CX, CR, copy_norms, rows, columns)
+            coincide = C <= _tolerance_of(copy_norms[0][rows, None] + copy_norms[1][columns])
             D[coincide] = np.inf
             distinct = width - coincide.sum(axis=1)
             done = (distinct >= k) | (width == m)
@@ -175,12 +184,30 @@ def indexed_neighbor_radius(
     return out
 
 
-def reference_index(reference: np.ndarray) -> Any:
-    """A nearest-neighbour index of the reference rows (scikit-learn's tree or brute force,
-    as it chooses)."""
-    from sklearn.neighbors import NearestNeighbors
+def _norms(A: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,ij->i", A, A)
 
-    return NearestNeighbors().fit(np.asarray(reference, dtype=np.float64))
+
+def radii_among(
+    X: np.ndarray,
+    reference: np.ndarray,
+    n_neighbors: int,
+    index: Any,
+    *,
+    copies: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, Any]:
+    """The neighbour radii of ``X`` among ``reference`` (:func:`neighbor_radius`), through a
+    nearest-neighbour index when the reference has at least ``INDEX_MIN_REFERENCE`` rows;
+    returns the radii and that index (``index`` when given, built here otherwise; None for a
+    smaller reference), for the radius blocks to keep."""
+    if reference.shape[0] < INDEX_MIN_REFERENCE:
+        return neighbor_radius(X, reference, n_neighbors, copies=copies), None
+    if index is None:
+        from sklearn.neighbors import NearestNeighbors
+
+        index = NearestNeighbors().fit(np.asarray(reference, dtype=np.float64))
+    radii = indexed_neighbor_radius(X, reference, n_neighbors, index, copies=copies)
+    return radii, index
 
 
 def reference_neighbors(n_neighbors: int, n_reference: int, n_train: int) -> int:
@@ -318,11 +345,8 @@ class RadiusKernelBlock:
 
     def _radius(self, A: Any) -> np.ndarray:
         R = self._reference_centred()
-        if R.shape[0] < INDEX_MIN_REFERENCE:
-            return neighbor_radius(self._centred(A), R, self.n_neighbors)
-        if self._index is None:
-            self._index = reference_index(R)
-        return indexed_neighbor_radius(self._centred(A), R, self.n_neighbors, self._index)
+        radii, self._index = radii_among(self._centred(A), R, self.n_neighbors, self._index)
+        return radii
 
     def _radii(self, A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
         rb = self.radius(B)

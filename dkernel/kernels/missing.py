@@ -263,17 +263,13 @@ class MissingValueRadiusBlock:
         if A is last:
             return radii
         left = _sides(A, self.model)[0]
-        copies = (left, self._reference_left)
-        if self.reference.shape[0] < adaptive.INDEX_MIN_REFERENCE:
-            radii = adaptive.neighbor_radius(
-                left, self._reference_right, self.n_neighbors, copies=copies
-            )
-        else:
-            if self._index is None:
-                self._index = adaptive.reference_index(self._reference_right)
-            radii = adaptive.indexed_neighbor_radius(
-                left, self._reference_right, self.n_neighbors, self._index, copies=copies
-            )
+        radii, self._index = adaptive.radii_among(
+            left,
+            self._reference_right,
+            self.n_neighbors,
+            self._index,
+            copies=(left, self._reference_left),
+        )
         self._cache = (A, radii)
         return radii
 

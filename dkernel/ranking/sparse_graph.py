@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
 from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
-from dkernel.kernels.adaptive import RADIUS_SLACK, RadiusKernelBlock
+from dkernel.kernels.adaptive import RADIUS_SLACK, RadiusKernelBlock, listed_squared_distances
 from dkernel.linalg.eigen import fix_signs
 from dkernel.ranking.ppr import restart_beta
 from dkernel.spectral.sparse import sparse_leading_eigenpairs
@@ -96,14 +96,11 @@ def _within(
     ``|l|² + |r|² − 2 l·r`` (clipped at 0; ``norms`` the rows' ``|l|²`` and ``|r|²``), in
     blocks of bounded memory."""
     within = np.empty(columns.shape, dtype=bool)
-    left_norms, right_norms = norms
     step = rows_for_budget(SCRATCH_BLOCK_BYTES, columns.shape[1] * left.shape[1], 8)
     for r0 in range(0, rows.size, step):
         part = slice(r0, r0 + step)
-        i, j = rows[part], columns[part]
-        squared = left_norms[i, None] + right_norms[j]
-        squared -= 2.0 * np.einsum("ip,ikp->ik", left[i], right[j])
-        within[part] = np.maximum(squared, 0.0) <= radius2[i, None]
+        squared = listed_squared_distances(left, right, norms, rows[part], columns[part])
+        within[part] = squared <= radius2[rows[part], None]
     return within
 
 

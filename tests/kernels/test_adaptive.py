@@ -56,9 +56,11 @@ def test_radius_with_duplicates_and_few_neighbours():
 def test_indexed_radius_is_the_brute_force_radius(rng):
     """Through a nearest-neighbour index: copies skipped (rows with more copies than k, so the
     index must list more), few distinct rows, new points, against the obvious loop."""
+    from sklearn.neighbors import NearestNeighbors
+
     X = rng.normal(size=(120, 3))
     X = np.r_[X, X[:30], np.repeat(X[30:32], 14, axis=0), np.zeros((3, 3))]
-    index = adaptive.reference_index(X)
+    index = NearestNeighbors().fit(X)
     for k in (1, 2, 7):
         got = adaptive.indexed_neighbor_radius(X, X, k, index)
         np.testing.assert_allclose(got, _naive_radius(X, X, k), rtol=1e-10)
@@ -66,7 +68,7 @@ def test_indexed_radius_is_the_brute_force_radius(rng):
     got = adaptive.indexed_neighbor_radius(Q, X, 5, index)
     np.testing.assert_allclose(got, _naive_radius(Q, X, 5), rtol=1e-10)
     few = np.repeat(rng.normal(size=(3, 2)), 10, axis=0)
-    got = adaptive.indexed_neighbor_radius(few, few, 7, adaptive.reference_index(few))
+    got = adaptive.indexed_neighbor_radius(few, few, 7, NearestNeighbors().fit(few))
     np.testing.assert_allclose(got, _naive_radius(few, few, 7), rtol=1e-10)
 
 
