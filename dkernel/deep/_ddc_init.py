@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 
 from dkernel._random import derive_rng, derive_seed
-from dkernel.deep._ddc_training import PREDICT_ROWS
+from dkernel.deep._ddc_training import hidden_array
 from dkernel.deep._torch import require_torch
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
 from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
+from dkernel.rows import take_rows
 from dkernel.spectral.sparse import GRAPH_NEIGHBORS, ONE_SIDED_WEIGHT, fit_sparse_embedding
 
 #: The rows the initialization clusters and trains on: all of them, or a uniform sample.
@@ -50,9 +51,7 @@ def spectral_init(
     """Train ``net`` in place on spectral partitions of a sample of ``X``; returns the
     partitions it was trained on (of the rows :func:`init_rows` picks)."""
     torch = require_torch("DeepDivergenceClustering")
-    rows = init_rows(X, seed)
-    picked = X[rows] if rows.size < X.shape[0] else X
-    sample = np.ascontiguousarray(np.asarray(picked), dtype=np.float32).reshape((-1, *shape))
+    sample = take_rows(X, init_rows(X, seed), np.float32).reshape((-1, *shape))
     optimizer = torch.optim.Adam(net.parameters(), lr=INIT_LEARNING_RATE)
     features = sample.reshape(len(sample), -1).astype(np.float64)
     partitions = []
@@ -66,7 +65,7 @@ def spectral_init(
             rng = derive_rng(seed, "ddc-init-epoch", round_, epoch)
             _cross_entropy_epoch(torch, net, optimizer, sample, target, batch_size, rng)
         if round_ + 1 < INIT_ROUNDS:
-            features = _hidden(torch, net, sample)
+            features = hidden_array(net, sample)
     return partitions
 
 
@@ -113,13 +112,3 @@ def _cross_entropy_epoch(
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-
-
-def _hidden(torch: Any, net: Any, sample: np.ndarray) -> np.ndarray:
-    """The hidden layer of every sample row (eval mode), float64."""
-    net.eval()
-    out = []
-    with torch.no_grad():
-        for start in range(0, len(sample), PREDICT_ROWS):
-            out.append(net(torch.from_numpy(sample[start : start + PREDICT_ROWS]))[0].numpy())
-    return np.concatenate(out).astype(np.float64)

@@ -125,13 +125,24 @@ def evaluate_loss(
 
 def predict_proba_array(net: Any, X: np.ndarray) -> np.ndarray:
     """Soft assignments of the rows of ``X`` (already shaped for the network), eval mode."""
+    return _forward_array(net, X, 1, net.output[0].out_features)
+
+
+def hidden_array(net: Any, X: np.ndarray) -> np.ndarray:
+    """The last hidden layer (the loss's representation) of the rows of ``X``, eval mode."""
+    return _forward_array(net, X, 0, net.output[0].in_features)
+
+
+def _forward_array(net: Any, X: np.ndarray, part: int, width: int) -> np.ndarray:
+    """Output ``part`` of ``net(X)`` (0 the hidden layer, 1 the assignments) as float64, in
+    blocks of ``PREDICT_ROWS`` rows."""
     torch = require_torch("DeepDivergenceClustering")
     net.eval()
     out = []
     with torch.no_grad():
         for start in range(0, X.shape[0], PREDICT_ROWS):
             batch = torch.from_numpy(np.ascontiguousarray(X[start : start + PREDICT_ROWS]))
-            out.append(net(batch)[1].numpy().astype(np.float64))
+            out.append(net(batch)[part].numpy().astype(np.float64))
     if not out:
-        return np.zeros((0, net.output[0].out_features))
+        return np.zeros((0, width))
     return np.concatenate(out)
