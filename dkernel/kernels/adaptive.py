@@ -157,7 +157,9 @@ def indexed_neighbor_radius(
     k, m = int(n_neighbors), R.shape[0]
     norms = np.einsum("ij,ij->i", X, X), np.einsum("ij,ij->i", R, R)
     CX, CR = (X, R) if copies is None else copies
-    copy_norms = norms if copies is None else (_norms(CX), _norms(CR))
+    copy_norms = (
+        norms if copies is None else (np.einsum("ij,ij->i", CX, CX), np.einsum("ij,ij->i", CR, CR))
+    )
     out = np.zeros(X.shape[0], dtype=np.float64)
     pending = np.arange(X.shape[0])
     width = min(m, k + 1)
@@ -182,10 +184,6 @@ def indexed_neighbor_radius(
         pending = np.concatenate(unfinished)
         width = min(m, 2 * width)
     return out
-
-
-def _norms(A: np.ndarray) -> np.ndarray:
-    return np.einsum("ij,ij->i", A, A)
 
 
 def radii_among(
