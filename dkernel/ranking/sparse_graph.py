@@ -112,11 +112,8 @@ def sparse_normalized_eigenpairs(
     ``dkernel.ranking.kppr.top_normalized_eigenpairs`` gives them for a dense kernel)."""
     r = 1.0 / np.sqrt(d)
     M = sp.csr_matrix(sp.diags(r) @ W @ sp.diags(r))
-    values, vectors = sparse_leading_eigenpairs(
-        M, n_components, seed, perron=np.sqrt(d), fix=EIGEN_FIX
-    )
-    order = np.argsort(-values, kind="stable")[:n_components]
-    values, vectors = values[order], vectors[:, order]
+    pairs = sparse_leading_eigenpairs(M, n_components, seed, perron=np.sqrt(d), fix=EIGEN_FIX)
+    values, vectors = pairs.values[:n_components], pairs.vectors[:, :n_components]
     e1 = np.sqrt(d / d.sum())
     rest = vectors[:, 1:] - np.outer(e1, e1 @ vectors[:, 1:])
     rest = fix_signs(np.linalg.qr(rest)[0])

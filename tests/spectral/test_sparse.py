@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.datasets import make_circles, make_moons
+from sklearn.datasets import make_blobs, make_circles, make_moons
 from sklearn.metrics import adjusted_rand_score
 
 import dkernel.spectral.sparse as sparse
@@ -211,7 +213,7 @@ def test_lanczos_finds_every_copy_of_eigenvalue_one_or_gives_way(monkeypatch):
     monkeypatch.setattr(sparse, "eigsh", one_copy)
     assert sparse._lanczos_pairs(M, 6, 0) is None
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
-    values, _ = sparse.sparse_leading_eigenpairs(M, 3, 0)
+    values = sparse.sparse_leading_eigenpairs(M, 3, 0).values
     assert np.count_nonzero(values > 1 - 1e-6) == 3
 
 
@@ -239,9 +241,7 @@ def test_the_eigenvalue_one_is_taken_exactly_per_component(monkeypatch, solver, 
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
     if solver == "block":
         monkeypatch.setattr(sparse, "_lanczos_pairs", lambda *args: None)
-    values, vectors = sparse.sparse_leading_eigenpairs(M, k, 0, perron=perron)
-    order = np.argsort(-values)[:k]
-    values, vectors = values[order], vectors[:, order]
+    values, vectors, _ = sparse.sparse_leading_eigenpairs(M, k, 0, perron=perron)
     want_values, want_vectors = np.linalg.eigh(M.toarray())
     want_values, want_vectors = want_values[::-1][:k], want_vectors[:, ::-1][:, :k]
     np.testing.assert_allclose(values[:2], 1.0, atol=1e-12)
@@ -252,6 +252,45 @@ def test_the_eigenvalue_one_is_taken_exactly_per_component(monkeypatch, solver, 
     np.testing.assert_allclose(cosines, 1.0, atol=1e-5)
 
 
+@pytest.mark.parametrize("k", [3, 5])
+def test_lanczos_takes_k_pairs_and_estimates_the_next_eigenvalue(monkeypatch, k):
+    """Lanczos is asked for the k pairs alone; the spectrum's (k+1)-th entry is the next
+    eigenvalue to NEXT_EIGENVALUE_TOL, from below (a Ritz value), as LAPACK gives it."""
+    X, _ = make_blobs(800, centers=4, cluster_std=2.0, random_state=0)
+    K = np.exp(-((X[:, None, :] - X[None, :, :]) ** 2).sum(-1) / 4.0)
+    M, perron = _normalized(sp.csr_matrix(np.where(K > 1e-3, K, 0.0)))
+    asked = []
+    real_eigsh = sparse.eigsh
+
+    def counting(A, k, **kwargs):
+        asked.append(k)
+        return real_eigsh(A, k, **kwargs)
+
+    monkeypatch.setattr(sparse, "eigsh", counting)
+    monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
+    values, vectors, spectrum = sparse.sparse_leading_eigenpairs(M, k, 0, perron=perron)
+    assert asked == [k, 1]
+    want = np.linalg.eigvalsh(M.toarray())[::-1]
+    np.testing.assert_allclose(values, want[:k], atol=1e-10)
+    assert spectrum.shape == (k + 1,)
+    np.testing.assert_array_equal(spectrum[:k], values)
+    assert spectrum[k] <= want[k] + 1e-12
+    assert spectrum[k] >= want[k] - sparse.NEXT_EIGENVALUE_TOL * abs(want[k])
+
+
+def test_a_kth_eigenvalue_shared_with_the_next_is_warned_about(monkeypatch):
+    """A cycle's eigenvalues below 1 come in equal pairs: its 2 leading eigenvectors are not
+    determined (the second could be any of a plane), its 3 are."""
+    M = _cycles(1, length=100)
+    monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
+    perron = np.ones(M.shape[0])
+    with pytest.warns(NumericalWarning, match="did not separate the 2 leading"):
+        sparse.sparse_leading_eigenpairs(M, 2, 0, perron=perron)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)
+        sparse.sparse_leading_eigenpairs(M, 3, 0, perron=perron)
+
+
 def test_more_components_than_pairs_leave_no_component_out(monkeypatch):
     """Four separated cycles and two pairs wanted: the eigenvalue 1's eigenspace, in a basis
     that gives every row a non-zero embedding (the first two indicators would not), the
@@ -260,13 +299,13 @@ def test_more_components_than_pairs_leave_no_component_out(monkeypatch):
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
     perron = np.ones(M.shape[0])
     with pytest.warns(NumericalWarning, match="4 separate components"):
-        values, vectors = sparse.sparse_leading_eigenpairs(M, 2, 0, perron=perron)
+        values, vectors, _ = sparse.sparse_leading_eigenpairs(M, 2, 0, perron=perron)
     np.testing.assert_allclose(values, 1.0)
     np.testing.assert_allclose(M @ vectors, vectors, atol=1e-12)
     np.testing.assert_allclose(vectors.T @ vectors, np.eye(4), atol=1e-12)
     assert np.all(np.linalg.norm(vectors[:, :2], axis=1) > 1e-6)
     with pytest.warns(NumericalWarning):
-        again = sparse.sparse_leading_eigenpairs(M, 2, 0, perron=perron)[1]
+        again = sparse.sparse_leading_eigenpairs(M, 2, 0, perron=perron).vectors
     np.testing.assert_array_equal(vectors, again)
 
 
@@ -277,7 +316,7 @@ def test_lanczos_that_runs_out_of_restarts_gives_way_to_the_block_solver(monkeyp
     monkeypatch.setattr(sparse, "LANCZOS_MAX_RESTARTS", 1)
     assert sparse._lanczos_pairs(M, 6, 0) is None
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
-    values, _ = sparse.sparse_leading_eigenpairs(M, 3, 0)
+    values = sparse.sparse_leading_eigenpairs(M, 3, 0).values
     assert np.count_nonzero(values > 1 - 1e-6) == 3
 
 
