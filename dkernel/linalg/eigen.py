@@ -7,6 +7,8 @@ matrix) clipped to zero with a :class:`~dkernel.errors.NumericalWarning`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy import linalg
 
@@ -56,6 +58,21 @@ def clip_negative(values: np.ndarray, scale: float, *, tol: float = 1e-8) -> np.
     return values
 
 
+def deflated(K: Any, values: np.ndarray, vectors: np.ndarray) -> Any:
+    """``K − V Λ Vᵀ`` as a linear operator: the symmetric ``K`` (dense or sparse) with the
+    orthonormal eigenpairs ``(values, vectors)`` moved to the eigenvalue 0, so that its largest
+    eigenvalue is the largest of the others."""
+    from scipy.sparse.linalg import LinearOperator
+
+    n = K.shape[0]
+
+    def product(x: np.ndarray) -> np.ndarray:
+        x = x.reshape(n, -1)
+        return K @ x - vectors @ (values[:, None] * (vectors.T @ x))
+
+    return LinearOperator((n, n), matvec=product, matmat=product, dtype=np.float64)
+
+
 def lanczos_leading(
     K: np.ndarray, k: int, *, start: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -70,7 +87,7 @@ def lanczos_leading(
     ``start``: the first Lanczos vector (default: a fixed pseudo-random one, with a component
     along every eigenvector).
     """
-    from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh
+    from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigsh
 
     n = K.shape[0]
     v0 = np.random.default_rng(0).uniform(-1.0, 1.0, n) if start is None else start
@@ -80,11 +97,7 @@ def lanczos_leading(
     except (ArpackNoConvergence, ArpackError):
         return None
 
-    def deflated(x: np.ndarray) -> np.ndarray:
-        x = x.reshape(n, -1)
-        return K @ x - vectors @ (values[:, None] * (vectors.T @ x))
-
-    rest = LinearOperator((n, n), matvec=deflated, matmat=deflated, dtype=np.float64)
+    rest = deflated(K, values, vectors)
     # its own start: one alike on the missed directions would miss them again
     check = np.random.default_rng(1).uniform(-1.0, 1.0, n)
     try:

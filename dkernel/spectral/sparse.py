@@ -34,7 +34,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
-from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, LinearOperator, eigsh, lobpcg
+from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigsh, lobpcg
 from sklearn.neighbors import NearestNeighbors
 
 from dkernel._random import derive_rng
@@ -54,7 +54,7 @@ from dkernel.kernels.adaptive import (
     tie_inclusive_neighbors,
 )
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
-from dkernel.linalg.eigen import LANCZOS_MAX_RESTARTS, dense_eigh, fix_signs
+from dkernel.linalg.eigen import LANCZOS_MAX_RESTARTS, deflated, dense_eigh, fix_signs
 from dkernel.rows import DistinctRows
 
 _DENSE_EIGEN_MAX = 2500
@@ -337,15 +337,10 @@ def _next_eigenvalue(
     deflated, ``M − V Λ Vᵀ`` (whose eigenvalue for ``V``'s columns is 0), to ARPACK's relative
     ``tol`` (0: working precision) in at most ``restarts``. A Ritz value, so at most the true
     one; ARPACK's best when it does not converge, -inf when it has none."""
-
-    def product(x: np.ndarray) -> np.ndarray:
-        return M @ x - vectors @ (values * (vectors.T @ x))
-
-    deflated = LinearOperator(M.shape, matvec=product, dtype=np.float64)
     v0 = derive_rng(seed, "sparse-spectral-next").standard_normal(M.shape[0])
     try:
         found = eigsh(
-            deflated,
+            deflated(M, values, vectors),
             k=1,
             which="LA",
             v0=v0,
