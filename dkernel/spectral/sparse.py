@@ -280,11 +280,11 @@ def sparse_leading_eigenpairs(
         ones = np.ones(k)
         return LeadingEigenpairs(ones, exact, ones)
     components = exact.shape[1] if exact is not None else None
-    found = _lanczos_pairs(M, min(n - 1, k), seed, components)
+    found = _lanczos_pairs(M, min(n - 1, k), seed, components, K_PAIRS_RESTARTS)
     block = min(n - 1, k + _SPARE_VECTORS)
     if found is None and block > k:
         # a k-th eigenvalue crowded by the next converges faster with spare vectors (the
-        # hpc counts: 4 pairs not in 1 000 restarts, 8 in 1.3 s)
+        # hpc counts: 4 pairs in 600 restarts, 8 in 1.3 s)
         found = _lanczos_pairs(M, block, seed, components)
     if found is None:
         found = _block_pairs(M, block, seed)
@@ -374,6 +374,11 @@ def _component_pairs(M: sp.csr_matrix, perron: np.ndarray, seed: int | None) -> 
     return E @ np.linalg.qr(rotation)[0]
 
 
+#: Restarts allowed to Lanczos for the k pairs alone before k + 4 are asked: the k pairs took
+#: 11 to 57 restarts on the ten 3 000-row sets of ``bench_realdata.py`` (seeds 0, 1) and 17 on
+#: the blobs above; the hpc counts, whose eigenvalues crowd at 1, 600 (then the spare pairs
+#: converge faster).
+K_PAIRS_RESTARTS = 100
 #: Lanczos basis size of the sparse solver: 40 vectors (ARPACK's default is 2 k + 1, at least
 #: 20) halved the matrix products for two moons of 5·10⁴ points (7 552 → 3 805) and saved a
 #: fifth on four blobs of 10⁵ (642 → 507).
@@ -381,7 +386,11 @@ LANCZOS_BASIS = 40
 
 
 def _lanczos_pairs(
-    M: sp.csr_matrix, block: int, seed: int | None, components: int | None = None
+    M: sp.csr_matrix,
+    block: int,
+    seed: int | None,
+    components: int | None = None,
+    restarts: int | None = None,
 ) -> tuple | None:
     """The ``block`` leading pairs by implicitly restarted Lanczos (ARPACK), or None when it
     does not converge or misses a copy of the eigenvalue 1.
@@ -389,15 +398,15 @@ def _lanczos_pairs(
     Lanczos is about twenty times faster than the block solver here (5 000 points, 55 pairs:
     0.5 s against 12 s, the same eigenvalues to 1e-11), but a single start vector can miss
     copies of a degenerate eigenvalue, and eigenvalues crowded at 1 can keep it restarting
-    (at most ``LANCZOS_MAX_RESTARTS`` times). The eigenvalue 1 has one copy per connected component
-    of the graph (``components``, counted here unless given), so that count is checked; a
-    miss falls back to the block solver.
+    (at most ``restarts`` times, ``LANCZOS_MAX_RESTARTS`` by default). The eigenvalue 1 has
+    one copy per connected component of the graph (``components``, counted here unless
+    given), so that count is checked; a miss falls back to the block solver.
     """
     v0 = derive_rng(seed, "sparse-spectral-lanczos").standard_normal(M.shape[0])
     basis = min(M.shape[0], max(2 * block + 1, LANCZOS_BASIS))
     try:
         values, vectors = eigsh(
-            M, k=block, which="LA", v0=v0, ncv=basis, maxiter=LANCZOS_MAX_RESTARTS
+            M, k=block, which="LA", v0=v0, ncv=basis, maxiter=restarts or LANCZOS_MAX_RESTARTS
         )
     except (ArpackNoConvergence, ArpackError):
         return None
