@@ -191,8 +191,8 @@ callable or transformer, default='knn_mean'
     kernel_params : dict, optional
         ``n_reference`` for the adaptive kernels (reference sample for the neighbour radii;
         beyond the dense limit every training row unless given, so the sparse graph keeps
-        ``n_neighbors`` per row at any N); ``n_landmarks`` and ``n_neighbors`` for 'landmark' (as for
-        :class:`~dkernel.KernelPersonalizedPageRank`).
+        ``n_neighbors`` per row at any N); ``n_landmarks`` and ``n_neighbors`` for 'landmark'
+        (as for :class:`~dkernel.KernelPersonalizedPageRank`).
     alpha : float, default=0.15
         Restart probability of the random walk ([Lokse2014], §9.1.2, uses 0.15; it only
         reweights the kept components, and 0.01 to 0.9 move the suite's mean ARI by under 0.01).
@@ -281,7 +281,8 @@ callable or transformer, default='knn_mean'
     'knn') with the normalized embedding run on the same kernel as a sparse matrix, data
     with NaN too (``dkernel.ranking.sparse_graph``: a nearest-neighbour search, a sparse
     eigen-solver, O(N k) memory, each row's radius among all the rows; 2·10⁵ points in 3 s
-    (moons) to 71 s (overlapping blobs) and about 0.5 GiB here); other
+    (moons) to 14 s (overlapping blobs) and 25 s (the blobs with a quarter of the entries
+    missing), about 0.5 GiB here); other
     settings are refused there with this fix. k-means O(N k n_init).
     New points: O(n N p) kernel rows in blocks of at most 4096 rows and 64 MiB. ``fit_transform`` (scikit-learn's
     ``TransformerMixin``) is ``fit`` then :meth:`transform` of the same points, which equals

@@ -224,7 +224,8 @@ BIPARTITE_FIX = "Use approximation='bipartite' (the default above 5 000 points) 
 
 
 class LeadingEigenpairs(NamedTuple):
-    """The leading eigenpairs of a symmetric matrix, descending (:func:`sparse_leading_eigenpairs`)."""
+    """The leading eigenpairs of a symmetric matrix, descending
+    (:func:`sparse_leading_eigenpairs`)."""
 
     values: np.ndarray
     """(m,), m >= k: the k wanted and any more found (every copy of a degenerate 1)."""
@@ -331,12 +332,13 @@ def _next_eigenvalue(
     vectors: np.ndarray,
     seed: int | None,
     tol: float,
-    restarts: int = LANCZOS_MAX_RESTARTS,
+    restarts: int | None = None,
 ) -> float:
     """The largest eigenvalue of ``M`` after the pairs found: the largest of ``M`` with them
     deflated, ``M − V Λ Vᵀ`` (whose eigenvalue for ``V``'s columns is 0), to ARPACK's relative
-    ``tol`` (0: working precision) in at most ``restarts``. A Ritz value, so at most the true
-    one; ARPACK's best when it does not converge, -inf when it has none."""
+    ``tol`` (0: working precision) in at most ``restarts`` (``LANCZOS_MAX_RESTARTS`` by
+    default). A Ritz value, so at most the true one; ARPACK's best when it does not converge,
+    -inf when it has none."""
     v0 = derive_rng(seed, "sparse-spectral-next").standard_normal(M.shape[0])
     try:
         found = eigsh(
@@ -346,7 +348,7 @@ def _next_eigenvalue(
             v0=v0,
             ncv=min(M.shape[0], 20),
             tol=tol,
-            maxiter=restarts,
+            maxiter=restarts or LANCZOS_MAX_RESTARTS,
             return_eigenvectors=False,
         )
     except ArpackNoConvergence as stopped:
