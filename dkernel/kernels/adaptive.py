@@ -152,6 +152,26 @@ def indexed_neighbor_radius(
     distances (``|x|² + |r|² − 2 x·r``) and coincidence test as :func:`neighbor_radius`, so
     both give the same radii.
     """
+    return _indexed_search(X, reference, n_neighbors, index, copies=copies)[0]
+
+
+#: Reference rows listed per row by the radius search's first pass beyond ``n_neighbors``: the
+#: point itself and one more, so that a row's list also shows its radius closed (its farthest
+#: listed row beyond it), and the sparse k-NN graph (``dkernel.ranking.sparse_graph``) can start
+#: from these lists instead of searching again.
+FIRST_PASS_EXTRA = 2
+
+
+def _indexed_search(
+    X: np.ndarray,
+    reference: np.ndarray,
+    n_neighbors: int,
+    index: Any,
+    *,
+    copies: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`indexed_neighbor_radius`'s radii and its first pass's lists: each row's
+    ``min(m, n_neighbors + FIRST_PASS_EXTRA)`` nearest reference rows, nearest first."""
     X = np.asarray(X, dtype=np.float64)
     R = np.asarray(reference, dtype=np.float64)
     k, m = int(n_neighbors), R.shape[0]
@@ -162,13 +182,17 @@ def indexed_neighbor_radius(
     )
     out = np.zeros(X.shape[0], dtype=np.float64)
     pending = np.arange(X.shape[0])
-    width = min(m, k + 1)
+    width = min(m, k + FIRST_PASS_EXTRA)
+    first: list[np.ndarray] = []  # the first pass's lists, every row's in order
+    first_pass = True
     while pending.size:
         step = rows_for_budget(SCRATCH_BLOCK_BYTES, width * (X.shape[1] + 2), 8)
         unfinished = []
         for r0 in range(0, pending.size, step):
             rows = pending[r0 : r0 + step]
             _, columns = index.kneighbors(X[rows], n_neighbors=width)
+            if first_pass:
+                first.append(columns.astype(_list_dtype(m), copy=False))
             D = listed_squared_distances(X, R, norms, rows, columns)
             C = D if copies is None else listed_squared_distances(CX, CR, copy_norms, rows, columns)
             coincide = C <= _tolerance_of(copy_norms[0][rows, None] + copy_norms[1][columns])
@@ -183,7 +207,14 @@ def indexed_neighbor_radius(
             unfinished.append(rows[~done])
         pending = np.concatenate(unfinished)
         width = min(m, 2 * width)
-    return out
+        first_pass = False
+    empty = np.zeros((0, min(m, k + FIRST_PASS_EXTRA)), _list_dtype(m))
+    lists = np.concatenate(first) if first else empty
+    return out, lists
+
+
+def _list_dtype(m: int) -> type:
+    return np.int32 if m < 2**31 else np.int64
 
 
 def radii_among(
@@ -193,19 +224,20 @@ def radii_among(
     index: Any,
     *,
     copies: tuple[np.ndarray, np.ndarray] | None = None,
-) -> tuple[np.ndarray, Any]:
+) -> tuple[np.ndarray, Any, np.ndarray | None]:
     """The neighbour radii of ``X`` among ``reference`` (:func:`neighbor_radius`), through a
     nearest-neighbour index when the reference has at least ``INDEX_MIN_REFERENCE`` rows;
-    returns the radii and that index (``index`` when given, built here otherwise; None for a
-    smaller reference), for the radius blocks to keep."""
+    returns the radii, that index (``index`` when given, built here otherwise; None for a
+    smaller reference), for the radius blocks to keep, and the index's first lists of nearest
+    reference rows per row of ``X`` (``_indexed_search``; None without an index)."""
     if reference.shape[0] < INDEX_MIN_REFERENCE:
-        return neighbor_radius(X, reference, n_neighbors, copies=copies), None
+        return neighbor_radius(X, reference, n_neighbors, copies=copies), None, None
     if index is None:
         from sklearn.neighbors import NearestNeighbors
 
         index = NearestNeighbors().fit(np.asarray(reference, dtype=np.float64))
-    radii = indexed_neighbor_radius(X, reference, n_neighbors, index, copies=copies)
-    return radii, index
+    radii, lists = _indexed_search(X, reference, n_neighbors, index, copies=copies)
+    return radii, index, lists
 
 
 def reference_neighbors(n_neighbors: int, n_reference: int, n_train: int) -> int:
@@ -295,6 +327,21 @@ def knn_mean_block(
 _BLOCKS = {"local_scaling": local_scaling_block, "knn": knn_block, "knn_mean": knn_mean_block}
 
 
+@dataclass(frozen=True)
+class NeighborLists:
+    """The radius search's first lists: row i of ``rows`` and its ``lists[i]``, its nearest
+    reference rows (nearest first, ``min(m, k + FIRST_PASS_EXTRA)`` of them) in ``index``, the
+    reference's nearest-neighbour index that listed them."""
+
+    rows: Any
+    lists: np.ndarray | None
+    index: Any
+
+    def of(self, rows: Any) -> NeighborLists | None:
+        """These lists when they are those of ``rows`` (the same object) and exist, else None."""
+        return self if self.rows is rows and self.lists is not None else None
+
+
 @dataclass
 class RadiusKernelBlock:
     """A picklable ``block(A, B, dtype=...)`` for the radius-based kernels.
@@ -313,6 +360,7 @@ class RadiusKernelBlock:
     center: np.ndarray | None = None
     _cache: tuple = field(default=(None, None), repr=False, compare=False)
     _index: Any = field(default=None, repr=False, compare=False)
+    _lists: NeighborLists | None = field(default=None, repr=False, compare=False)
     _reference_c: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -337,14 +385,25 @@ class RadiusKernelBlock:
         last, radii = self._cache
         if A is last:
             return radii
-        radii = self._radius(A)
+        radii, lists = self._search(A)
         self._cache = (A, radii)
+        self._lists = NeighborLists(A, lists, self._index)
         return radii
 
     def _radius(self, A: Any) -> np.ndarray:
+        return self._search(A)[0]
+
+    def _search(self, A: Any) -> tuple[np.ndarray, np.ndarray | None]:
         R = self._reference_centred()
-        radii, self._index = radii_among(self._centred(A), R, self.n_neighbors, self._index)
-        return radii
+        radii, self._index, lists = radii_among(self._centred(A), R, self.n_neighbors, self._index)
+        return radii, lists
+
+    def take_neighbor_lists(self, A: Any) -> NeighborLists | None:
+        """The lists of nearest reference rows that measured A's radii (:class:`NeighborLists`),
+        when A is the rows of the last radii measured through an index; else None. Handed over
+        once: the block does not keep them."""
+        held, self._lists = self._lists, None
+        return held.of(A) if held is not None else None
 
     def _radii(self, A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
         rb = self.radius(B)
@@ -397,6 +456,7 @@ class RadiusKernelBlock:
         state = dict(self.__dict__)
         state["_cache"] = (None, None)
         state["_index"] = None
+        state["_lists"] = None
         return state
 
 

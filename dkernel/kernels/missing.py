@@ -249,6 +249,7 @@ class MissingValueRadiusBlock:
         self._reference_left, self._reference_right = _sides(self.reference, model)
         self._cache: tuple = (None, None)
         self._index: Any = None
+        self._lists: Any = None
 
     def sides(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``(left, right)`` whose squared distances (``left`` against ``right``) are the
@@ -263,7 +264,7 @@ class MissingValueRadiusBlock:
         if A is last:
             return radii
         left = _sides(A, self.model)[0]
-        radii, self._index = adaptive.radii_among(
+        radii, self._index, lists = adaptive.radii_among(
             left,
             self._reference_right,
             self.n_neighbors,
@@ -271,7 +272,14 @@ class MissingValueRadiusBlock:
             copies=(left, self._reference_left),
         )
         self._cache = (A, radii)
+        self._lists = adaptive.NeighborLists(A, lists, self._index)
         return radii
+
+    def take_neighbor_lists(self, A: np.ndarray) -> Any:
+        """As :meth:`dkernel.kernels.adaptive.RadiusKernelBlock.take_neighbor_lists`: the
+        lists of nearest reference rows (right sides) that measured the left sides' radii."""
+        held, self._lists = self._lists, None
+        return held.of(A) if held is not None else None
 
     def _pair(self, A: np.ndarray, B: np.ndarray) -> tuple:
         rb = self.radius(B)
@@ -311,4 +319,5 @@ class MissingValueRadiusBlock:
         state = dict(self.__dict__)
         state["_cache"] = (None, None)
         state["_index"] = None
+        state["_lists"] = None
         return state

@@ -60,19 +60,26 @@ def sparse_radius_kernel(block: RadiusKernelBlock, X: np.ndarray) -> sp.csr_matr
     left, right = block.sides(X)
     norms = np.einsum("ij,ij->i", left, left), np.einsum("ij,ij->i", right, right)
     n = left.shape[0]
-    index = NearestNeighbors().fit(right)
+    # the lists that measured the radii, when the reference is X itself: the first pass is free
+    searched = block.take_neighbor_lists(X) if block.reference is X else None
+    if searched is None:
+        index, columns = NearestNeighbors().fit(right), None
+        width = min(n, 2 * int(block.n_neighbors) + 1)
+    else:
+        index, columns = searched.index, searched.lists
+        width = columns.shape[1]
     pending = np.arange(n)
-    width = min(n, 2 * int(block.n_neighbors) + 1)
     rows_of, columns_of = [np.arange(n)], [np.arange(n)]  # A_ii = 1
     while pending.size:
-        _, columns = index.kneighbors(left[pending], n_neighbors=width)
+        if columns is None:
+            _, columns = index.kneighbors(left[pending], n_neighbors=width)
         within = _within(left, right, norms, radius2, pending, columns)
         # a row whose farthest listed point is within its radius may have more (ties, copies)
         done = ~within[:, -1] if width < n else np.ones(pending.size, dtype=bool)
         within &= columns != pending[:, None]  # the point itself: the diagonal, set above
         rows_of.append(np.repeat(pending[done], within[done].sum(axis=1)))
         columns_of.append(columns[done][within[done]])
-        pending = pending[~done]
+        pending, columns = pending[~done], None
         width = min(n, 2 * width)
     rows, columns = np.concatenate(rows_of), np.concatenate(columns_of)
     A = sp.csr_matrix((np.ones(rows.size), (rows, columns)), shape=(n, n))

@@ -52,6 +52,29 @@ def test_sparse_kernel_with_missing_values_equals_the_dense_blocks(kernel, n):
     np.testing.assert_array_equal(W.toarray(), block(X_fit, X_fit))
 
 
+@pytest.mark.parametrize("holed", [False, True])
+def test_sparse_kernel_starts_from_the_radius_search_lists(monkeypatch, holed):
+    """Radii measured among every row through an index: the graph starts from the lists that
+    measured them (no index, no search of its own on the first pass) and is still the dense
+    blocks' kernel; without them (taken already) it searches and gives the same."""
+    from dkernel.kernels import adaptive
+    from dkernel.ranking import sparse_graph
+
+    monkeypatch.setattr(adaptive, "INDEX_MIN_REFERENCE", 1000)
+    X = _holed(2500) if holed else _blobs(2500)
+    if not holed:
+        X[:5] = X[5]
+    model = _fitted(X, kernel="knn_mean", kernel_params={"n_reference": None})
+    block, X_fit = model.kernel_.fn.kernel.block, model.kernel_.X_fit
+    dense = block(X_fit, X_fit)
+    with monkeypatch.context() as patched:
+        patched.setattr(sparse_graph, "NearestNeighbors", None)  # building an index would fail
+        W = sparse_radius_kernel(block, X_fit)
+    np.testing.assert_array_equal(W.toarray(), dense)
+    assert block.take_neighbor_lists(X_fit) is None  # handed over once
+    np.testing.assert_array_equal(sparse_radius_kernel(block, X_fit).toarray(), dense)
+
+
 def test_sparse_eigenpairs_of_a_disconnected_graph_keep_the_trivial_pair_first():
     rng = np.random.default_rng(0)
     X = np.r_[rng.normal(size=(60, 2)), rng.normal(size=(60, 2)) + 100.0]
