@@ -278,6 +278,38 @@ def test_lanczos_takes_k_pairs_and_estimates_the_next_eigenvalue(monkeypatch, k)
     assert spectrum[k] >= want[k] - sparse.NEXT_EIGENVALUE_TOL * abs(want[k])
 
 
+@pytest.mark.parametrize("needed_gap", [1e-6, 1e-3])
+def test_the_next_eigenvalue_is_refined_only_as_far_as_the_warning_needs(monkeypatch, needed_gap):
+    """A next eigenvalue 5e-5 below the k-th, inside the first estimate's error: refined once
+    from its vector, to the accuracy that tells the gap from a narrower ``needed_gap`` (not to
+    working precision); a wider ``needed_gap`` is decided by the first estimate, a Ritz value,
+    at most the eigenvalue. (An exactly repeated one goes on to working precision: the cycle
+    below.)"""
+    rng = np.random.default_rng(0)
+    top = np.array([1.0, 0.99, 0.98])
+    following = top[-1] - 5e-5
+    diagonal = np.r_[top, following, rng.uniform(0.0, 0.979, 3000)]
+    M = sp.diags(diagonal).tocsr()
+    vectors = np.eye(diagonal.size)[:, :3]
+    tolerances = []
+    real = sparse._next_ritz_pair
+
+    def recording(*args, **kwargs):
+        tolerances.append(args[4])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sparse, "_next_ritz_pair", recording)
+    estimate = sparse._next_eigenvalue(M, top, vectors, 0, needed_gap)
+    assert estimate <= following + 1e-12
+    assert tolerances[0] == sparse.NEXT_EIGENVALUE_TOL
+    if needed_gap < 5e-5:
+        assert top[-1] - estimate > needed_gap
+        assert len(tolerances) == 2 and 0.0 < tolerances[1] < sparse.NEXT_EIGENVALUE_TOL
+    else:
+        assert top[-1] - estimate <= needed_gap
+        assert len(tolerances) == 1
+
+
 def test_a_kth_eigenvalue_shared_with_the_next_is_warned_about(monkeypatch):
     """A cycle's eigenvalues below 1 come in equal pairs: its 2 leading eigenvectors are not
     determined (the second could be any of a plane), its 3 are."""
