@@ -218,13 +218,33 @@ def _sides(X: np.ndarray, model: MissingValueModel) -> tuple[np.ndarray, np.ndar
     return np.hstack([filled, root, zero]), np.hstack([filled, zero, root])
 
 
-class MissingValueRadiusBlock:
-    """The registry's radius kernels (``local_scaling``, ``knn``, ``knn_mean``) of the
-    expected squared distances, as a picklable block for training data with NaN.
+#: The radius kernels that are k-NN graphs: their neighbours are ranked by the distance of the
+#: rows filled with their conditional means, ``‖x̃ − ỹ‖`` (:func:`_mean_sides`).
+GRAPH_KINDS = ("knn", "knn_mean")
 
-    Every distance, the kernel's and the neighbour radii's, is ``E‖x − y‖²`` with the
-    training rows' :class:`MissingValueModel`, computed by the plain blocks of
-    :mod:`dkernel.kernels.adaptive` on augmented rows (:func:`_sides`). A row of a block of
+
+def _mean_sides(X: np.ndarray, model: MissingValueModel) -> tuple[np.ndarray, np.ndarray]:
+    """The rows filled with their conditional means and centred on the model's mean, as both
+    sides: their squared distances are ``‖x̃ − ỹ‖²``."""
+    filled = model.fill(X)[0]
+    filled -= model.mean
+    return filled, filled
+
+
+class MissingValueRadiusBlock:
+    """The registry's radius kernels (``local_scaling``, ``knn``, ``knn_mean``) for training
+    data with NaN, as a picklable block.
+
+    ``local_scaling``'s distances, the kernel's and the neighbour radii's, are ``E‖x − y‖²``
+    with the training rows' :class:`MissingValueModel`, computed by the plain blocks of
+    :mod:`dkernel.kernels.adaptive` on augmented rows (:func:`_sides`). The k-NN graphs
+    (``knn``, ``knn_mean``) rank neighbours by the distance of the rows filled with their
+    conditional means, ``‖x̃ − ỹ‖`` (:func:`_mean_sides`): a graph is 0 or 1 and keeps only
+    the ranking, in which ``r_x`` is the same for all of x's candidates and ``r_y`` only
+    pushes the uncertain ones back, so rows with few gaps became every row's neighbours. On
+    hawks, whose two sparsest columns are missing in 92 % of the rows,
+    ``JointRankingClustering`` scored an ARI of 0.73 with the expected distances and 0.89
+    with these (``docs/real_data.md``, "The k-NN graphs rank by the conditional means"). A row of a block of
     X against X itself (the Gram matrix) gets the kernel of coinciding points, 1. In the
     neighbour radius every row skips its copies (the left sides ``[x̃, √r, 0]`` coincide: the
     same observed values and conditional variance), itself among the reference rows
@@ -246,24 +266,26 @@ class MissingValueRadiusBlock:
         self.reference = np.asarray(reference, dtype=np.float64)
         self.n_neighbors = int(n_neighbors)
         self.model = model
-        self._reference_left, self._reference_right = _sides(self.reference, model)
+        self._sides_of = _mean_sides if kind in GRAPH_KINDS else _sides
+        self._reference_left, self._reference_right = self._sides_of(self.reference, model)
         self._cache: tuple = (None, None)
         self._index: Any = None
         self._lists: Any = None
 
     def sides(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``(left, right)`` whose squared distances (``left`` against ``right``) are the
-        expected ones, ``E‖a − b‖²`` (:func:`_sides`; a row against itself: ``2 r``)."""
-        return _sides(A, self.model)
+        kernel's: the expected ones, ``E‖a − b‖²`` (:func:`_sides`; a row against itself:
+        ``2 r``), or for the k-NN graphs those of the conditional means (:func:`_mean_sides`)."""
+        return self._sides_of(A, self.model)
 
     def radius(self, A: np.ndarray) -> np.ndarray:
-        """Neighbour radius of each row of A among the reference rows (expected distances)."""
+        """Neighbour radius of each row of A among the reference rows (the kernel's distances)."""
         from dkernel.kernels import adaptive
 
         last, radii = self._cache
         if A is last:
             return radii
-        left = _sides(A, self.model)[0]
+        left = self.sides(A)[0]
         radii, self._index, lists = adaptive.radii_among(
             left,
             self._reference_right,
@@ -286,7 +308,7 @@ class MissingValueRadiusBlock:
         ra = rb if A is B else self.radius(A)
         if A is not B:
             self._cache = (B, rb)
-        return _sides(A, self.model)[0], _sides(B, self.model)[1], ra, rb
+        return self.sides(A)[0], self.sides(B)[1], ra, rb
 
     def __call__(self, A: np.ndarray, B: np.ndarray, *, dtype: object = np.float64) -> np.ndarray:
         from dkernel.kernels.adaptive import _BLOCKS

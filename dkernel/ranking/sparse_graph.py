@@ -10,8 +10,9 @@ never N × N; the radii are the kernel's own (``JointRankingClustering`` measure
 the training rows here, through an index, so each row keeps about ``n_neighbors`` non-zeros
 at any N). Equal to the dense kernel: that of
 ``dkernel.kernels.adaptive`` on complete data, and on data with NaN that of
-``dkernel.kernels.missing`` (expected squared distances ``‖x̃ − ỹ‖² + r_x + r_y``, searched
-on augmented rows ``[x̃, √r_x, 0]`` against ``[ỹ, 0, √r_y]``).
+``dkernel.kernels.missing`` (the k-NN graphs rank by ``‖x̃ − ỹ‖``, the rows filled with their
+conditional means). The search that measured the radii lists each row's nearest rows; the
+graph starts from those lists (``dkernel.kernels.adaptive.NeighborLists``).
 """
 
 from __future__ import annotations
