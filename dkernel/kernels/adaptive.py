@@ -334,12 +334,20 @@ class NeighborLists:
     reference's nearest-neighbour index that listed them."""
 
     rows: Any
-    lists: np.ndarray | None
+    lists: np.ndarray
     index: Any
 
-    def of(self, rows: Any) -> NeighborLists | None:
-        """These lists when they are those of ``rows`` (the same object) and exist, else None."""
-        return self if self.rows is rows and self.lists is not None else None
+    @classmethod
+    def of_reference(
+        cls, rows: Any, reference: Any, lists: np.ndarray | None, index: Any
+    ) -> NeighborLists | None:
+        """The lists kept by a radius block: only those of its reference rows themselves (the
+        training rows a sparse graph is built on), when an index listed them."""
+        return cls(rows, lists, index) if lists is not None and rows is reference else None
+
+    def for_rows(self, rows: Any) -> NeighborLists | None:
+        """These lists when they are those of ``rows`` (the same object), else None."""
+        return self if self.rows is rows else None
 
 
 @dataclass
@@ -387,7 +395,7 @@ class RadiusKernelBlock:
             return radii
         radii, lists = self._search(A)
         self._cache = (A, radii)
-        self._lists = NeighborLists(A, lists, self._index)
+        self._lists = NeighborLists.of_reference(A, self.reference, lists, self._index)
         return radii
 
     def _radius(self, A: Any) -> np.ndarray:
@@ -400,10 +408,10 @@ class RadiusKernelBlock:
 
     def take_neighbor_lists(self, A: Any) -> NeighborLists | None:
         """The lists of nearest reference rows that measured A's radii (:class:`NeighborLists`),
-        when A is the rows of the last radii measured through an index; else None. Handed over
-        once: the block does not keep them."""
+        when A is the reference rows and an index measured them; else None. Handed over once:
+        the block does not keep them."""
         held, self._lists = self._lists, None
-        return held.of(A) if held is not None else None
+        return held.for_rows(A) if held is not None else None
 
     def _radii(self, A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
         rb = self.radius(B)

@@ -246,8 +246,8 @@ class MissingValueRadiusBlock:
     ``JointRankingClustering`` scored an ARI of 0.73 with the expected distances and 0.89
     with these (``docs/real_data.md``, "The k-NN graphs rank by the conditional means"). A row of a block of
     X against X itself (the Gram matrix) gets the kernel of coinciding points, 1. In the
-    neighbour radius every row skips its copies (the left sides ``[x̃, √r, 0]`` coincide: the
-    same observed values and conditional variance), itself among the reference rows
+    neighbour radius every row skips its copies (the left sides, ``[x̃, √r, 0]`` or ``x̃``,
+    coincide: the same observed values), itself among the reference rows
     included, as complete rows do. It had counted its own second draw, at ``sqrt(2 r)``,
     as a neighbour: with one reference neighbour (the rank of 10 of 20 000 rows in a reference
     sample of 2 000) that draw was the radius of most reference rows, the k-NN graph of blobs
@@ -294,14 +294,14 @@ class MissingValueRadiusBlock:
             copies=(left, self._reference_left),
         )
         self._cache = (A, radii)
-        self._lists = adaptive.NeighborLists(A, lists, self._index)
+        self._lists = adaptive.NeighborLists.of_reference(A, self.reference, lists, self._index)
         return radii
 
     def take_neighbor_lists(self, A: np.ndarray) -> Any:
         """As :meth:`dkernel.kernels.adaptive.RadiusKernelBlock.take_neighbor_lists`: the
         lists of nearest reference rows (right sides) that measured the left sides' radii."""
         held, self._lists = self._lists, None
-        return held.of(A) if held is not None else None
+        return held.for_rows(A) if held is not None else None
 
     def _pair(self, A: np.ndarray, B: np.ndarray) -> tuple:
         rb = self.radius(B)

@@ -62,7 +62,7 @@ def sparse_radius_kernel(block: RadiusKernelBlock, X: np.ndarray) -> sp.csr_matr
     norms = np.einsum("ij,ij->i", left, left), np.einsum("ij,ij->i", right, right)
     n = left.shape[0]
     # the lists that measured the radii, when the reference is X itself: the first pass is free
-    searched = block.take_neighbor_lists(X) if block.reference is X else None
+    searched = block.take_neighbor_lists(X)
     if searched is None:
         index, columns = NearestNeighbors().fit(right), None
         width = min(n, 2 * int(block.n_neighbors) + 1)

@@ -291,15 +291,11 @@ def sparse_leading_eigenpairs(
         found = _block_pairs(M, block, seed)
     order = np.argsort(-found[0], kind="stable")
     values, vectors = found[0][order], found[1][:, order]
+    values, vectors, following = values[:k], vectors[:, :k], values[k:]
     residual = np.linalg.norm(M @ vectors - vectors * values, axis=0)
-    if values.size > k:
-        values, vectors, following = values[:k], vectors[:, :k], values[k:]
-        residual = residual[:k]
-    elif k < n:
+    if not following.size and k < n:
         needed = residual.max() / SUBSPACE_ANGLE_TOL
         following = np.array([_next_eigenvalue(M, values, vectors, seed, needed)])
-    else:
-        following = np.empty(0)
     gap = values[-1] - following[0] if following.size else np.inf
     bound = residual.max() / gap if gap > 0 else np.inf
     if bound > SUBSPACE_ANGLE_TOL:
