@@ -254,8 +254,9 @@ def test_the_eigenvalue_one_is_taken_exactly_per_component(monkeypatch, solver, 
 
 @pytest.mark.parametrize("k", [3, 5])
 def test_lanczos_takes_k_pairs_and_estimates_the_next_eigenvalue(monkeypatch, k):
-    """Lanczos is asked for the k pairs alone; the spectrum's (k+1)-th entry is the next
-    eigenvalue to NEXT_EIGENVALUE_TOL, from below (a Ritz value), as LAPACK gives it."""
+    """Lanczos is asked for the k pairs alone, to LANCZOS_TOL (they pass the gap check: no
+    second solve); the spectrum's (k+1)-th entry is the next eigenvalue to
+    NEXT_EIGENVALUE_TOL, from below (a Ritz value), as LAPACK gives it."""
     X, _ = make_blobs(800, centers=4, cluster_std=2.0, random_state=0)
     K = np.exp(-((X[:, None, :] - X[None, :, :]) ** 2).sum(-1) / 4.0)
     M, perron = _normalized(sp.csr_matrix(np.where(K > 1e-3, K, 0.0)))
@@ -263,13 +264,15 @@ def test_lanczos_takes_k_pairs_and_estimates_the_next_eigenvalue(monkeypatch, k)
     real_eigsh = sparse.eigsh
 
     def counting(A, k, **kwargs):
-        asked.append(k)
+        asked.append((k, kwargs["tol"]))
         return real_eigsh(A, k, **kwargs)
 
     monkeypatch.setattr(sparse, "eigsh", counting)
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
     values, vectors, spectrum = sparse.sparse_leading_eigenpairs(M, k, 0, perron=perron)
-    assert asked == [k, 1]
+    assert asked == [(k, sparse.LANCZOS_TOL), (1, sparse.NEXT_EIGENVALUE_TOL)]
+    residual = np.linalg.norm(M @ vectors - vectors * values, axis=0)
+    assert residual.max() <= sparse.LANCZOS_TOL
     want = np.linalg.eigvalsh(M.toarray())[::-1]
     np.testing.assert_allclose(values, want[:k], atol=1e-10)
     assert spectrum.shape == (k + 1,)
@@ -312,12 +315,22 @@ def test_the_next_eigenvalue_is_refined_only_as_far_as_the_warning_needs(monkeyp
 
 def test_a_kth_eigenvalue_shared_with_the_next_is_warned_about(monkeypatch):
     """A cycle's eigenvalues below 1 come in equal pairs: its 2 leading eigenvectors are not
-    determined (the second could be any of a plane), its 3 are."""
+    determined (the second could be any of a plane), its 3 are. The pairs that fail the gap
+    check at LANCZOS_TOL are solved again to working precision before the warning."""
     M = _cycles(1, length=100)
     monkeypatch.setattr(sparse, "_DENSE_EIGEN_MAX", 10)
     perron = np.ones(M.shape[0])
+    tolerances = []
+    real = sparse._lanczos_pairs
+
+    def recording(*args):
+        tolerances.append(args[5])
+        return real(*args)
+
+    monkeypatch.setattr(sparse, "_lanczos_pairs", recording)
     with pytest.warns(NumericalWarning, match="did not separate the 2 leading"):
         sparse.sparse_leading_eigenpairs(M, 2, 0, perron=perron)
+    assert tolerances == [sparse.LANCZOS_TOL, 0.0]
     with warnings.catch_warnings():
         warnings.simplefilter("error", NumericalWarning)
         sparse.sparse_leading_eigenpairs(M, 3, 0, perron=perron)
