@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -16,6 +15,7 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.utils import funcname
 
+from dkernel._cache import LRUCache
 from dkernel.runtime.shared import share, with_shared
 
 
@@ -303,9 +303,7 @@ def _merge_distinct(
 #: Dask arrays already searched for NaN, by their graph name (a token of the data's source and
 #: operations): the answer of one pass each, so that kernels built again on the same array
 #: (the widths an 'auto' rule compares) do not read it again.
-_NAN_SEARCHED: dict[str, bool] = {}
-_NAN_SEARCHED_MAX = 64
-_NAN_SEARCH_LOCK = threading.Lock()
+_NAN_SEARCHED: LRUCache[bool] = LRUCache(64)
 
 
 def holds_nan(X: Any, sample: np.ndarray | None = None) -> bool:
@@ -323,13 +321,4 @@ def holds_nan(X: Any, sample: np.ndarray | None = None) -> bool:
         return A.dtype.kind in "fc" and bool(np.isnan(A).any())
     if X.dtype.kind not in "fc":
         return False
-    with _NAN_SEARCH_LOCK:
-        known = _NAN_SEARCHED.get(X.name)
-    if known is not None:
-        return known
-    found = bool(dask.array.isnan(X).any().compute())
-    with _NAN_SEARCH_LOCK:
-        if len(_NAN_SEARCHED) >= _NAN_SEARCHED_MAX:
-            _NAN_SEARCHED.pop(next(iter(_NAN_SEARCHED)))
-        _NAN_SEARCHED[X.name] = found
-    return found
+    return _NAN_SEARCHED.get(X.name, lambda: bool(dask.array.isnan(X).any().compute()))

@@ -57,6 +57,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dkernel._lazy",
             "dkernel._files",
             "dkernel._helper",
+            "dkernel._cache",
         ),
     ),
     # compute kernels and graph builders (the two lowest layers): the shared kernels, solvers and

@@ -25,11 +25,10 @@ NumPy only (no Dask, no I/O).
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
+from dkernel._cache import LRUCache
 from dkernel._random import systematic_rows
 from dkernel.errors import InvalidInputError
 
@@ -78,23 +77,8 @@ def column_moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, var
 
 
-_MODELS: OrderedDict = OrderedDict()
-#: The caches are shared by the threads of a Dask worker.
-_LOCK = threading.Lock()
-
-
-def _cached(cache: OrderedDict, key: tuple, size: int, compute) -> object:
-    """``cache[key]``, computed (outside the lock) and kept among the ``size`` latest."""
-    with _LOCK:
-        if key in cache:
-            cache.move_to_end(key)
-            return cache[key]
-    value = compute()
-    with _LOCK:
-        cache[key] = value
-        while len(cache) > size:
-            cache.popitem(last=False)
-    return value
+#: Fitted models by the content of their rows (one per worker process, shared by its threads).
+_MODELS: LRUCache[MissingValueModel] = LRUCache(CACHED_MODELS)
 
 
 def _digest(A: np.ndarray) -> tuple:
@@ -159,7 +143,7 @@ class MissingValueModel:
             )
         self.independent = self.covariance.ndim == 1
         self._precision = None if self.independent else np.linalg.inv(_ridged(self.covariance))
-        self._fills: OrderedDict = OrderedDict()
+        self._fills: LRUCache[tuple[np.ndarray, np.ndarray]] = LRUCache(CACHED_FILLS)
 
     def __getstate__(self) -> dict:
         return {"mean": self.mean, "covariance": self.covariance}
@@ -184,7 +168,7 @@ class MissingValueModel:
         if X.ndim != 2:
             raise InvalidInputError(f"expected a 2-D array; got shape {X.shape}.")
         X = np.ascontiguousarray(X[model_rows(X.shape[0])])
-        return _cached(_MODELS, _digest(X), CACHED_MODELS, lambda: cls._fit_rows(X))
+        return _MODELS.get(_digest(X), lambda: cls._fit_rows(X))
 
     @classmethod
     def _fit_rows(cls, X: np.ndarray) -> MissingValueModel:
@@ -239,7 +223,7 @@ class MissingValueModel:
         if self.independent or X.nbytes > CACHED_FILL_BYTES:
             return self._fill(X, axes)
         key = (_digest(X), None if axes is None else _digest(axes))
-        filled, extra = _cached(self._fills, key, CACHED_FILLS, lambda: self._fill(X, axes))
+        filled, extra = self._fills.get(key, lambda: self._fill(X, axes))
         return filled.copy(), extra.copy()  # callers may change them in place
 
     def _fill(self, X: np.ndarray, axes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
