@@ -51,9 +51,10 @@ class MissingValueIndex:
         self.algorithm = algorithm
 
     def fit(self, X: np.ndarray) -> MissingValueIndex:
-        from dkernel.kernels.missing_model import MissingValueModel
+        from dkernel.kernels.missing_model import MissingValueModel, warn_of_empty_rows
 
         X = np.asarray(X, dtype=np.float64)
+        warn_of_empty_rows(X)
         self.model_ = MissingValueModel.fit(X)
         filled, self.extra_ = self.fill(X)
         augmented = np.concatenate([filled, np.sqrt(self.extra_)[:, None]], axis=1)

@@ -30,7 +30,7 @@ import numpy as np
 
 from dkernel._cache import LRUCache
 from dkernel._random import systematic_rows
-from dkernel.errors import InvalidInputError
+from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
 
 #: The full model's conditional moments cost a solve of the missing block per row (and per
 #: pattern in every EM iteration): O(|M|³). Where rows miss more than this many entries (the
@@ -85,6 +85,24 @@ def _digest(A: np.ndarray) -> tuple:
     """The content of an array, for the caches: shape, dtype and a hash of the bytes."""
     A = np.ascontiguousarray(A)
     return A.shape, A.dtype.str, hashlib.blake2b(A.view(np.uint8).ravel(), digest_size=16).digest()
+
+
+def warn_of_empty_rows(X: np.ndarray) -> None:
+    """Warn, at the caller's line, when rows of the training data ``X`` have no observed value.
+
+    Such a row carries no information: every distance-based kernel and graph puts it at the
+    data's expected value (the model's mean), all of them alike, so it takes the label of
+    whichever cluster lies there. (``MeanShift`` makes them nodata instead, and the PCK gives
+    them the mixture weights; both say so.)
+    """
+    empty = int(np.isnan(X).all(axis=1).sum())
+    if empty:
+        warn_caller(
+            f"{empty} of {X.shape[0]} rows have no observed value: each is placed at the "
+            "data's mean, all of them alike, and takes the label of the cluster there. Drop "
+            "them (X[~np.isnan(X).all(axis=1)]) or treat their labels as unknown.",
+            NumericalWarning,
+        )
 
 
 def model_rows(n: int) -> np.ndarray:

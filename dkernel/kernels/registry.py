@@ -381,9 +381,10 @@ def _missing_model_of(X: Any) -> MissingValueModel:
     """What the training rows' missing entries are expected to be
     (:class:`~dkernel.kernels.missing_model.MissingValueModel`), fitted on at most
     ``MISSING_MODEL_SAMPLE`` of them (evenly spaced rows; of Dask input only those are read)."""
-    from dkernel.kernels.missing_model import MissingValueModel, model_rows
+    from dkernel.kernels.missing_model import MissingValueModel, model_rows, warn_of_empty_rows
 
     if isinstance(X, np.ndarray):
+        warn_of_empty_rows(X)
         return MissingValueModel.fit(X)
     return MissingValueModel.fit(take_rows(X, model_rows(int(X.shape[0])), np.float64))
 

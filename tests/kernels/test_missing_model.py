@@ -124,3 +124,37 @@ def test_a_model_is_fitted_once_per_content_and_fills_are_fresh_copies(rng):
     back = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(back.fill(X)[0], again)
     assert not back._fills or len(back._fills) == 1
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        "SpectralClustering",
+        "JointRankingClustering",
+        "KernelDecompositionClustering",
+        "KernelKMeans",
+    ],
+)
+def test_rows_with_no_observed_value_are_warned_of_at_the_callers_line(rng, estimator):
+    """A row with every entry missing is placed at the data's mean by every distance-based
+    kernel and graph: the clusterers say so, naming the count, where the user called fit."""
+    import warnings
+
+    import dkernel
+    from dkernel.errors import NumericalWarning
+
+    X = _correlated(rng, 200, 0.2)
+    X[[3, 50], :] = np.nan
+    model = getattr(dkernel, estimator)(n_clusters=3, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X)
+    empty = [w for w in caught if "no observed value" in str(w.message)]
+    assert empty, [str(w.message) for w in caught]
+    assert all(w.category is NumericalWarning for w in empty)
+    assert "2 of 200 rows have no observed value" in str(empty[0].message)
+    assert empty[0].filename == __file__
+    X[[3, 50], 0] = 0.0
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "rows have no observed value")
+        getattr(dkernel, estimator)(n_clusters=3, random_state=0).fit(X)
