@@ -281,8 +281,8 @@ callable or transformer, default='knn_mean'
     'knn') with the normalized embedding run on the same kernel as a sparse matrix, data
     with NaN too (``dkernel.ranking.sparse_graph``: a nearest-neighbour search, a sparse
     eigen-solver, O(N k) memory, each row's radius among all the rows; 2·10⁵ points in 2 s
-    (moons) to 14 s (overlapping blobs) and 30-45 s (the blobs with a quarter of the entries
-    missing, whose graph mixes slowly), about 0.5 GiB here); other
+    (moons) to 10-17 s (overlapping blobs) and 18-19 s (the blobs with a quarter of the
+    entries missing, whose graph mixes slowly), about 0.5 GiB here); other
     settings are refused there with this fix. k-means O(N k n_init).
     New points: O(n N p) kernel rows in blocks of at most 4096 rows and 64 MiB. ``fit_transform`` (scikit-learn's
     ``TransformerMixin``) is ``fit`` then :meth:`transform` of the same points, which equals
