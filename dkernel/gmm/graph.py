@@ -26,7 +26,9 @@ from dkernel.gmm.em import (
     MissingnessModel,
     design_matrix,
     diag_em,
+    diag_resp,
     full_em,
+    full_log_prob,
     full_posteriors,
     grouped_posteriors,
     init_diag_mixtures,
@@ -251,6 +253,36 @@ def posterior_block(
         for m, (means, covs, w) in enumerate(ensemble.models):
             out[sl, offs[m] : offs[m + 1]] = full_posteriors(X[sl], means, covs, w)
     out *= np.dtype(dtype).type(scale)
+    return out
+
+
+def log_likelihood_block(X: np.ndarray, ensemble: DiagMixtures | FullMixtures) -> np.ndarray:
+    """Each row's log-likelihood under every model of the ensemble, averaged over the models (N,).
+
+    A row's missing entries (NaN) are marginalised: its likelihood is that of its observed
+    entries (with ``missing_probs``, times that of its missingness pattern).
+
+    Notes
+    -----
+    Diagonal: one GEMM of rows x (2p + 1) x C in float64, in blocks that keep the rows x C
+    log-joint within ``KERNEL_BLOCK_BYTES``. Full covariance: one model at a time.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    out = np.zeros(X.shape[0])
+    n_components = int(ensemble.offsets[-1])
+    step = rows_for_budget(KERNEL_BLOCK_BYTES, n_components, 8, low=1, high=MAX_BLOCK_ROWS)
+    if isinstance(ensemble, DiagMixtures):
+        ensemble = ensemble.astype(np.float64)
+    for start in range(0, X.shape[0], step):
+        sl = slice(start, min(X.shape[0], start + step))
+        if isinstance(ensemble, DiagMixtures):
+            X0, O = split_missing(X[sl])
+            out[sl] = diag_resp(X0, O, ensemble)[1].mean(axis=1)
+            continue
+        for means, covs, weights in ensemble.models:
+            joint = full_log_prob(X[sl], means, covs) + np.log(weights)[None, :]
+            top = joint.max(axis=1, keepdims=True)
+            out[sl] += (top[:, 0] + np.log(np.exp(joint - top).sum(axis=1))) / ensemble.n_models
     return out
 
 

@@ -38,6 +38,7 @@ from dkernel.gmm.em import DiagMixtures, MissingnessModel
 from dkernel.gmm.graph import (
     FullMixtures,
     fit_ensemble,
+    log_likelihood_block,
     posterior_block,
     posterior_feature_map_dask,
     sparse_posteriors,
@@ -553,6 +554,39 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         if is_dask_array(Xc):
             return posterior_feature_map_dask(Xc, self.ensemble_, scale, self._np_dtype)
         return posterior_block(Xc, self.ensemble_, scale, self._np_dtype)
+
+    def score_samples(self, X: Any) -> Any:
+        """Each row's log-likelihood under the ensemble's mixtures, averaged over its models.
+
+        Missing entries (NaN) are marginalised (the density of the observed ones). In the
+        space the mixtures were fitted in: the kept columns, centred (and projected, with
+        ``projection``), so the scores of two fits compare only on the same data.
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray or dask.array.Array (n_samples,)
+            Lazy for Dask input.
+
+        Notes
+        -----
+        O(N p C) for C components in all; float64.
+        """
+        X = self._validate_new(X)
+        Xc = self._prepare(X)
+        if is_dask_array(Xc):
+            ensemble = self.ensemble_
+            return Xc.map_blocks(log_likelihood_block, ensemble, drop_axis=1, dtype=np.float64)
+        return log_likelihood_block(Xc, self.ensemble_)
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean log-likelihood of the rows of ``X`` (:meth:`score_samples`), as scikit-learn's
+        ``GaussianMixture.score``: higher is better, for comparing fits on held-out rows."""
+        scores = self.score_samples(X)
+        return float(scores.mean().compute() if is_dask_array(scores) else scores.mean())
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """Names ``pck_q{q}_g{g}_k{k}`` of the F posterior features."""
