@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import dask.array as da
 import numpy as np
@@ -17,6 +18,7 @@ torch = pytest.importorskip("torch")
 from sklearn.utils._param_validation import InvalidParameterError  # noqa: E402
 
 from dkernel import DeepKernelizedAutoencoder  # noqa: E402
+from dkernel._random import derive_seed  # noqa: E402
 from dkernel.deep import _training  # noqa: E402
 from dkernel.deep._alignment import (  # noqa: E402
     alignment_loss,
@@ -24,8 +26,16 @@ from dkernel.deep._alignment import (  # noqa: E402
     dkae_loss,
     reconstruction_loss,
 )
-from dkernel.deep._prior import PriorBlocks, fit_prior  # noqa: E402
-from dkernel.errors import InvalidInputError, NotFittedError  # noqa: E402
+from dkernel.deep._prior import (  # noqa: E402
+    FLOOR_SCORING_ESTIMATORS,
+    HELD_OUT_ROWS,
+    PRIOR_FLOOR_FRACTIONS,
+    PriorBlocks,
+    choose_pck_floor,
+    fit_prior,
+    held_out_sample,
+)
+from dkernel.errors import InvalidInputError, NotFittedError, NumericalWarning  # noqa: E402
 
 
 def _data(n: int = 120, p: int = 8, seed: int = 0) -> np.ndarray:
@@ -235,6 +245,32 @@ def test_fit_with_the_default_pck_prior():
     assert not np.allclose(again(sample), half(sample))
 
 
+def test_the_pck_prior_floor_is_chosen_on_held_out_rows():
+    X = _data(200, p=20)
+    params = {"n_estimators": FLOOR_SCORING_ESTIMATORS + 2, "max_components": 6}
+    m = _model(prior="pck", prior_params=params).fit(X)
+    idx, held = held_out_sample(X, m.prior_indices_, HELD_OUT_ROWS, 0)
+    assert idx.size == 150 and not np.isin(idx, m.prior_indices_).any()
+    np.testing.assert_array_equal(held, X[idx].astype(np.float64))
+    sample = X[m.prior_indices_].astype(np.float64)
+    told = {**params, "max_samples": 1.0, "random_state": derive_seed(0, "dkae-pck")}
+    best, scores = choose_pck_floor(told, sample, held)
+    assert len(scores) == 1 + len(PRIOR_FLOOR_FRACTIONS)
+    assert m.prior_kernel_.feature_map.reg_covar == best.reg_covar == max(scores, key=scores.get)
+    assert m.prior_kernel_.feature_map.n_estimators == FLOOR_SCORING_ESTIMATORS + 2
+    scoring = {**told, "n_estimators": FLOOR_SCORING_ESTIMATORS}
+    for floor, score in scores.items():  # each candidate: a PCK of that floor, scored
+        with warnings.catch_warnings():  # the large floors are large on purpose
+            warnings.simplefilter("ignore", NumericalWarning)
+            pck = fit_prior("pck", {**scoring, "reg_covar": floor}, sample, 0).feature_map
+        assert pck.score(held) == pytest.approx(score, rel=1e-12)
+    # a floor given is taken as given; no held-out rows: the PCK's own
+    given = _model(prior="pck", prior_params={**params, "reg_covar": 1e-3}).fit(X)
+    assert given.prior_kernel_.feature_map.reg_covar == 1e-3
+    none_left = _model(prior="pck", prior_params=params, prior_samples=200).fit(X)
+    assert none_left.prior_kernel_.feature_map.reg_covar == 1e-6
+
+
 # -- resume -----------------------------------------------------------------------------------
 def _fit_killed_in_epoch(model, X, epoch, monkeypatch):
     """``model.fit(X)`` interrupted (KeyboardInterrupt) as epoch ``epoch`` (from 0) starts."""
@@ -293,7 +329,7 @@ def test_a_checkpoint_of_another_training_is_refused(tmp_path):
     path = tmp_path / "dkae.pt"
     _model(max_iter=1, checkpoint=path).fit(X)
     with pytest.raises(InvalidInputError, match="kernel_weight.*delete it"):
-        _model(max_iter=2, kernel_weight=0.5, checkpoint=path).fit(X)
+        _model(max_iter=2, kernel_weight=0.2, checkpoint=path).fit(X)
     with pytest.raises(InvalidInputError, match="n_samples"):
         _model(max_iter=2, checkpoint=path).fit(X[:100])
     path.write_bytes(b"not a checkpoint")
