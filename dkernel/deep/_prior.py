@@ -126,8 +126,9 @@ def fit_prior(
     sample: np.ndarray,
     seed: int | None,
     held_out: np.ndarray | None = None,
-) -> Kernel:
-    """The prior kernel, fitted on ``sample``.
+) -> tuple[Kernel, dict[float, float] | None]:
+    """The prior kernel, fitted on ``sample``, and the held-out score of every variance floor
+    it was chosen among (None when none was chosen).
 
     ``'pck'``: a :class:`~dkernel.ProbabilisticClusterKernel` with ``params`` (its defaults
     are the paper's Q = G = 30; every GMM on the whole sample, ``max_samples`` =
@@ -143,16 +144,17 @@ def fit_prior(
     if isinstance(prior, str) and prior == "pck" and "model" not in params:
         params.setdefault("random_state", derive_seed(seed, "dkae-pck"))
         params.setdefault("max_samples", PCK_PRIOR_MAX_SAMPLES)
+        scores = None
         if "reg_covar" in params or held_out is None or held_out.shape[0] < 2:
             model = make_feature_map("pck", **params).fit(sample)
         else:
-            model = choose_pck_floor(params, sample, held_out)[0]
-        return make_kernel("pck", model=model)
+            model, scores = choose_pck_floor(params, sample, held_out)
+        return make_kernel("pck", model=model), scores
     if isinstance(prior, str):
         takes = inspect.signature(KERNELS.lookup(prior).factory).parameters
         if "seed" in takes:
             params.setdefault("seed", derive_seed(seed, "dkae-prior"))
-    return make_kernel(prior, sample, **params)
+    return make_kernel(prior, sample, **params), None
 
 
 def _features(model: Any, rows: np.ndarray) -> Any:

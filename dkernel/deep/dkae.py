@@ -196,6 +196,10 @@ class DeepKernelizedAutoencoder(
         The fitted prior (None when ``kernel_weight`` is 0).
     prior_indices_ : ndarray of int64 or None
         Training rows it was fitted on.
+    prior_floor_scores_ : dict of float to float or None
+        The default PCK prior's candidate variance floors (``reg_covar``) and the mean
+        held-out log-likelihood of each; the prior has the best. None when no floor was
+        chosen (another prior, a ``reg_covar`` given, or no training row left to hold out).
     loss_curve_ : list of float
         Mean loss (Eq. 7) of every epoch.
     reconstruction_curve_, alignment_curve_ : list of float
@@ -366,14 +370,16 @@ class DeepKernelizedAutoencoder(
             if saved is not None:
                 check_fingerprint(saved["fingerprint"], fingerprint, self.checkpoint, _OWNER)
 
-        self.prior_kernel_ = self.prior_indices_ = None
+        self.prior_kernel_ = self.prior_indices_ = self.prior_floor_scores_ = None
         blocks = None
         if self.kernel_weight > 0:
             self.prior_indices_, sample = prior_sample(X, self.prior_samples, seed)
             held_out = None
             if chooses_floor(self.prior, self.prior_params):
                 held_out = held_out_sample(X, self.prior_indices_, HELD_OUT_ROWS, seed)[1]
-            self.prior_kernel_ = fit_prior(self.prior, self.prior_params, sample, seed, held_out)
+            self.prior_kernel_, self.prior_floor_scores_ = fit_prior(
+                self.prior, self.prior_params, sample, seed, held_out
+            )
             blocks = PriorBlocks(self.prior_kernel_, X, self.max_memory)
 
         generator = torch.Generator().manual_seed(derive_seed(seed, "dkae-weights"))

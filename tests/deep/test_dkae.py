@@ -220,7 +220,7 @@ def test_alignment_term_pulls_the_codes_towards_the_prior():
 
 def test_pck_prior_blocks_cached_equal_evaluated():
     X = _data(80).astype(np.float64)
-    kernel = fit_prior("pck", {"n_estimators": 3, "max_components": 4}, X[:40], 0)
+    kernel = fit_prior("pck", {"n_estimators": 3, "max_components": 4}, X[:40], 0)[0]
     cached = PriorBlocks(kernel, X)
     assert cached.features is not None
     direct = PriorBlocks(kernel, X, max_memory=1)  # no room: evaluated per batch
@@ -238,9 +238,13 @@ def test_fit_with_the_default_pck_prior():
     pck = m.prior_kernel_.feature_map
     assert pck.max_samples == 1.0
     sample = X[m.prior_indices_].astype(np.float64)
-    again = fit_prior("pck", {"n_estimators": 3, "max_components": 4}, sample, 0)
-    told = fit_prior("pck", {"n_estimators": 3, "max_components": 4, "max_samples": 1.0}, sample, 0)
-    half = fit_prior("pck", {"n_estimators": 3, "max_components": 4, "max_samples": 0.5}, sample, 0)
+    again = fit_prior("pck", {"n_estimators": 3, "max_components": 4}, sample, 0)[0]
+    told = fit_prior(
+        "pck", {"n_estimators": 3, "max_components": 4, "max_samples": 1.0}, sample, 0
+    )[0]
+    half = fit_prior(
+        "pck", {"n_estimators": 3, "max_components": 4, "max_samples": 0.5}, sample, 0
+    )[0]
     np.testing.assert_array_equal(again(sample), told(sample))
     assert not np.allclose(again(sample), half(sample))
 
@@ -255,18 +259,18 @@ def test_the_pck_prior_floor_is_chosen_on_held_out_rows():
     sample = X[m.prior_indices_].astype(np.float64)
     told = {**params, "max_samples": 1.0, "random_state": derive_seed(0, "dkae-pck")}
     best, scores = choose_pck_floor(told, sample, held)
-    assert len(scores) == 1 + len(PRIOR_FLOOR_FRACTIONS)
+    assert len(scores) == 1 + len(PRIOR_FLOOR_FRACTIONS) and m.prior_floor_scores_ == scores
     assert m.prior_kernel_.feature_map.reg_covar == best.reg_covar == max(scores, key=scores.get)
     assert m.prior_kernel_.feature_map.n_estimators == FLOOR_SCORING_ESTIMATORS + 2
     scoring = {**told, "n_estimators": FLOOR_SCORING_ESTIMATORS}
     for floor, score in scores.items():  # each candidate: a PCK of that floor, scored
         with warnings.catch_warnings():  # the large floors are large on purpose
             warnings.simplefilter("ignore", NumericalWarning)
-            pck = fit_prior("pck", {**scoring, "reg_covar": floor}, sample, 0).feature_map
+            pck = fit_prior("pck", {**scoring, "reg_covar": floor}, sample, 0)[0].feature_map
         assert pck.score(held) == pytest.approx(score, rel=1e-12)
     # a floor given is taken as given; no held-out rows: the PCK's own
     given = _model(prior="pck", prior_params={**params, "reg_covar": 1e-3}).fit(X)
-    assert given.prior_kernel_.feature_map.reg_covar == 1e-3
+    assert given.prior_kernel_.feature_map.reg_covar == 1e-3 and given.prior_floor_scores_ is None
     none_left = _model(prior="pck", prior_params=params, prior_samples=200).fit(X)
     assert none_left.prior_kernel_.feature_map.reg_covar == 1e-6
 
