@@ -145,7 +145,7 @@ def fit_prior(
         params.setdefault("random_state", derive_seed(seed, "dkae-pck"))
         params.setdefault("max_samples", PCK_PRIOR_MAX_SAMPLES)
         scores = None
-        if "reg_covar" in params or held_out is None or held_out.shape[0] < 2:
+        if not chooses_floor(prior, params) or held_out is None or held_out.shape[0] < 2:
             model = make_feature_map("pck", **params).fit(sample)
         else:
             model, scores = choose_pck_floor(params, sample, held_out)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import logsumexp
 
 from dkernel._budget import CHUNK_BYTES, KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel._random import derive_rng
@@ -281,9 +282,28 @@ def log_likelihood_block(X: np.ndarray, ensemble: DiagMixtures | FullMixtures) -
             continue
         for means, covs, weights in ensemble.models:
             joint = full_log_prob(X[sl], means, covs) + np.log(weights)[None, :]
-            top = joint.max(axis=1, keepdims=True)
-            out[sl] += (top[:, 0] + np.log(np.exp(joint - top).sum(axis=1))) / ensemble.n_models
+            out[sl] += logsumexp(joint, axis=1) / ensemble.n_models
     return out
+
+
+def log_likelihood_dask(X: Any, ensemble: Any) -> Any:
+    """Lazy :func:`log_likelihood_block` of a Dask array (rows chunked as ``X``).
+
+    The ensemble parameters are on every worker once (``dkernel.runtime.shared.share``), as
+    for :func:`posterior_feature_map_dask`.
+    """
+    import dask.array as da
+
+    from dkernel.runtime.shared import share, with_shared
+
+    return da.map_blocks(
+        with_shared(log_likelihood_block),
+        X,
+        share(ensemble, "pck-ensemble"),
+        drop_axis=1,
+        dtype=np.float64,
+        meta=np.empty((0,), dtype=np.float64),
+    )
 
 
 def _threshold_to_csr(block: np.ndarray, threshold: float) -> Any:

@@ -39,6 +39,7 @@ from dkernel.gmm.graph import (
     FullMixtures,
     fit_ensemble,
     log_likelihood_block,
+    log_likelihood_dask,
     posterior_block,
     posterior_feature_map_dask,
     sparse_posteriors,
@@ -578,8 +579,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         X = self._validate_new(X)
         Xc = self._prepare(X)
         if is_dask_array(Xc):
-            ensemble = self.ensemble_
-            return Xc.map_blocks(log_likelihood_block, ensemble, drop_axis=1, dtype=np.float64)
+            return log_likelihood_dask(Xc, self.ensemble_)
         return log_likelihood_block(Xc, self.ensemble_)
 
     def score(self, X: Any, y: Any = None) -> float:
