@@ -72,6 +72,12 @@ class NumericalWarning(DKernelWarning):
     """A numerical fix-up was applied (clipped eigenvalues, dropped columns, ...)."""
 
 
+class VarianceFloorWarning(NumericalWarning):
+    """A Gaussian mixture's variance floor (``reg_covar``) is not small against a column's
+    variance: every component is wider than the data along it. A floor chosen large on
+    purpose (the deep kernelized autoencoder's PCK prior) filters this category."""
+
+
 class StoreStatusWarning(DKernelWarning):
     """A results store that is not marked complete was opened."""
 

@@ -32,6 +32,7 @@ from dkernel.errors import (
     InvalidInputError,
     NumericalWarning,
     ResourceLimitError,
+    VarianceFloorWarning,
     warn_caller,
 )
 from dkernel.gmm.em import DiagMixtures, MissingnessModel
@@ -372,7 +373,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
             "component is wider than the data there, so the kernel cannot tell points apart "
             "along them. Standardise X (for example sklearn.preprocessing.StandardScaler) or "
             "pass a reg_covar far below the columns' variances.",
-            NumericalWarning,
+            VarianceFloorWarning,
         )
 
     def _effective_max_components(self, n_sub: int, n_usable: int) -> int:

@@ -14,6 +14,7 @@ from dkernel.errors import (
     NotFittedError,
     NumericalWarning,
     ResourceLimitError,
+    VarianceFloorWarning,
 )
 from dkernel.gmm.pck import ProbabilisticClusterKernel, feature_map_degrees
 from dkernel.testing import as_kind, assert_equal_up_to_row_blocking
@@ -186,7 +187,7 @@ def test_data_in_small_units_warn_that_reg_covar_is_too_wide(scale):
     rng = np.random.default_rng(0)
     y = np.repeat([0, 1, 2], 80)
     X = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])[y] + rng.normal(0, 0.3, (240, 2))
-    with pytest.warns(NumericalWarning, match="reg_covar=1e-06 is .* Standardise X"):
+    with pytest.warns(VarianceFloorWarning, match="reg_covar=1e-06 is .* Standardise X"):
         pck = ProbabilisticClusterKernel(**SMALL).fit(X * scale)
     assert pck.feature_mask_.all()
     # the fix the message names
