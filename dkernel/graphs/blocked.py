@@ -10,6 +10,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
+from dkernel.errors import InvalidInputError
 
 
 def as_row_chunked(X: Any, block_rows: int) -> da.Array:
@@ -51,6 +52,13 @@ def blocked_kernel(
     b = block_rows or rows_for_budget(KERNEL_BLOCK_BYTES, None, dtype.itemsize, high=n)
     Xd = as_row_chunked(X, b)
     Yd = Xd if Y is None else as_row_chunked(Y, b)
+    if Xd.shape[1] != Yd.shape[1]:
+        raise InvalidInputError(
+            f"a kernel between rows of {Xd.shape[1]} and of {Yd.shape[1]} features: X and Y "
+            "need the same columns."
+        )
+    # the features are one chunk in both, so the chunks already line up; aligning them
+    # would only warn that an n × n matrix has more chunks than its n rows (it must)
     return da.blockwise(
         _apply_block,
         "ij",
@@ -60,6 +68,7 @@ def blocked_kernel(
         "jk",
         dtype=dtype,
         concatenate=True,
+        align_arrays=False,
         block_fn=block_fn,
         out_dtype=dtype,
         kwargs=kwargs,

@@ -1,3 +1,5 @@
+import warnings
+
 import dask
 import numpy as np
 import pytest
@@ -57,5 +59,12 @@ def test_blocked_rbf_float32_and_rectangular(rng):
 
 def test_default_block_size_targets_64_mib():
     X = np.zeros((10**6, 1))
-    assert blocked_kernel(rbf_block, X, dtype="float32", sigma=1.0).chunks[0][0] == 4096
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # n² blocks from n row blocks: by design, no warning
+        assert blocked_kernel(rbf_block, X, dtype="float32", sigma=1.0).chunks[0][0] == 4096
     assert blocked_kernel(rbf_block, X[:100], sigma=1.0).chunks == ((100,), (100,))
+
+
+def test_rows_of_different_widths_are_a_clear_error():
+    with pytest.raises(InvalidInputError, match="same columns"):
+        blocked_kernel(rbf_block, np.zeros((5, 2)), np.zeros((4, 3)), sigma=1.0)
