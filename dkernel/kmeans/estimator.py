@@ -23,7 +23,6 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from dkernel._budget import check_budget, format_size, memory_limit
@@ -63,6 +62,7 @@ from dkernel.kmeans.lloyd import (
     symmetrize,
 )
 from dkernel.kmeans.spectrum import normalized_kernel_spectrum
+from dkernel.linalg.kmeans import warn_if_clusters_lost
 from dkernel.linalg.threads import map_on_cores, one_blas_thread
 from dkernel.model_order import (
     ModelOrder,
@@ -111,17 +111,6 @@ def _exact_memory(n: int, k: int) -> float:
     """Bytes of the exact solver: the kernel, the columns of moved points (≤ 1/4 of it), the
     (n, k) sums and distances."""
     return 8.0 * n * n * 1.25 + 8.0 * n * k * 6
-
-
-def warn_if_clusters_lost(found: int, n_clusters: int) -> None:
-    """A ``ConvergenceWarning`` when the labels use fewer than ``n_clusters`` clusters."""
-    if found < n_clusters:
-        warn_caller(
-            f"Number of distinct clusters ({found}) found smaller than n_clusters "
-            f"({n_clusters}). Possibly due to duplicate points in X, or a kernel too wide to "
-            "tell them apart.",
-            ConvergenceWarning,
-        )
 
 
 def _distance_block(X: np.ndarray, model: Any, point_norms: bool) -> np.ndarray:

@@ -8,8 +8,25 @@ the point minimising the summed cosine to the chosen centres. Further restarts u
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
+
+from dkernel.errors import warn_caller
+
+
+def warn_if_clusters_lost(found: int, n_clusters: int) -> None:
+    """A ``ConvergenceWarning`` at the user's line when the labels use fewer than
+    ``n_clusters`` clusters."""
+    if found < n_clusters:
+        warn_caller(
+            f"Number of distinct clusters ({found}) found smaller than n_clusters "
+            f"({n_clusters}). Possibly due to duplicate points in X, or a kernel too wide to "
+            "tell them apart.",
+            ConvergenceWarning,
+        )
 
 
 def euclidean_kmeans(
@@ -21,10 +38,17 @@ def euclidean_kmeans(
     sample_weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """k-means (k-means++ seeds), best of ``n_init``; returns labels, centres and inertia
-    (each row counted ``sample_weight`` times)."""
+    (each row counted ``sample_weight`` times). Fewer distinct clusters than ``n_clusters``
+    warn at the user's line (:func:`warn_if_clusters_lost`), not at scikit-learn's."""
     km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state)
-    km.fit(Z, sample_weight=sample_weight)
-    return km.labels_.astype(np.int64), km.cluster_centers_, float(km.inertia_)
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Number of distinct clusters", category=ConvergenceWarning
+        )
+        km.fit(Z, sample_weight=sample_weight)
+    labels = km.labels_.astype(np.int64)
+    warn_if_clusters_lost(int(np.unique(labels).size), n_clusters)
+    return labels, km.cluster_centers_, float(km.inertia_)
 
 
 def normalize_rows(Z: np.ndarray) -> np.ndarray:

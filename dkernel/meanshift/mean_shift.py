@@ -7,11 +7,13 @@ shift against that stored density to a stored mode; ``predict`` does the same fo
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import systematic_rows
@@ -425,7 +427,13 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
                 init=sample[systematic_rows(sample.shape[0], k)],
                 n_init=1,
                 max_iter=10,
-            ).fit(sample)
+            )
+            with warnings.catch_warnings():
+                # repeated rows (flat image regions) leave centres empty: dropped below
+                warnings.filterwarnings(
+                    "ignore", message="Number of distinct clusters", category=ConvergenceWarning
+                )
+                km.fit(sample)
             seeds = km.cluster_centers_
             labels_k = km.labels_
             seed_w = np.bincount(labels_k, minlength=k).astype(np.float64)

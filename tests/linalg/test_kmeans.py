@@ -1,4 +1,8 @@
+import warnings
+
 import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 from dkernel.linalg.kmeans import angular_kmeans, euclidean_kmeans, keca_initial_centers
 from dkernel.metrics import clustering_accuracy
@@ -46,3 +50,16 @@ def test_angular_kmeans_tol_stops_early_and_zero_tol_runs_to_a_fixed_point(rng):
     # a tolerance above any possible shift stops after the first update, like max_iter=1
     np.testing.assert_array_equal(loose[0], one_step[0])
     assert exact[2] <= loose[2]
+
+
+def test_lost_clusters_warn_at_the_callers_line():
+    Z = np.repeat([[0.0, 0.0], [1.0, 1.0]], 10, axis=0)  # two distinct rows, three clusters
+    with pytest.warns(
+        ConvergenceWarning, match=r"\(2\) found smaller than n_clusters \(3\)"
+    ) as seen:
+        labels, _, _ = euclidean_kmeans(Z, 3, n_init=2, random_state=0)
+    assert len(seen) == 1 and seen[0].filename == __file__  # not sklearn/base.py
+    assert np.unique(labels).size == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        euclidean_kmeans(Z, 2, n_init=2, random_state=0)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 
 from dkernel.errors import InvalidInputError, MeanShiftConvergenceWarning, NotFittedError
@@ -756,3 +759,13 @@ def test_mssc_keeps_silverman_rule_for_its_first_stage():
     X, _ = _digits(200)
     mssc = MSSC(2, n_seeds=60, random_state=0).fit_partitions(X)
     assert mssc.bandwidth_ == pytest.approx(0.4 * silverman_thesis(X))
+
+
+def test_a_repeated_row_leaves_a_pre_partition_centre_empty_without_a_warning():
+    # 150 rows, fewer than n_seeds: every row starts a centre, and the repeated one stays empty
+    X = np.random.default_rng(0).uniform(size=(150, 3))
+    X[1] = X[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = MSSC(n_clusters=2, n_init=2, random_state=0).fit(X)
+    assert est.seeds_.shape[0] == 149

@@ -45,7 +45,7 @@ AUTO_COST_RATIO, EXACT_FULL_STEPS, FEATURE_STEPS = constants(
     "dkernel.kmeans.estimator", "AUTO_COST_RATIO", "EXACT_FULL_STEPS", "FEATURE_STEPS"
 )
 da = deferred("dask.array")
-warn_if_clusters_lost = deferred("dkernel.kmeans.estimator", "warn_if_clusters_lost")
+warn_if_clusters_lost = deferred("dkernel.linalg.kmeans", "warn_if_clusters_lost")
 labels_dataset, landmarks_dataset = deferred(
     "dkernel.storage.layout", "labels_dataset", "landmarks_dataset"
 )
