@@ -542,6 +542,7 @@ class SpectralClustering(
                 coordinates="green" if self.embedding_method_ == "green" else "njw",
                 one_sided_weight=ONE_SIDED_WEIGHT,
                 distinct=distinct,
+                neighbors_name="scale_neighbors",
             )
             self.eigenvalues_ = self.graph_model_.eigenvalues
             self.eigengap_hint_ = eigengap_hint(self.graph_model_.spectrum)

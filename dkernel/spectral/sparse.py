@@ -505,6 +505,7 @@ def fit_sparse_embedding(
     coordinates: str = "njw",
     one_sided_weight: float = 1.0,
     distinct: DistinctRows | None = None,
+    neighbors_name: str = "n_neighbors",
 ) -> tuple[Any, SparseSpectralModel]:
     """NJW embedding of the sparse self-tuning k-NN graph of X.
 
@@ -530,6 +531,9 @@ def fit_sparse_embedding(
         (``dkernel.rows.few_distinct_rows``, which never holds X whole): the graph is
         built on them, and each row of X (lazily for Dask input) takes its own point's
         coordinates, found by a nearest-neighbour search at distance 0.
+    neighbors_name : str
+        The caller's name for ``n_neighbors`` in the error when X has too few distinct rows
+        (``SpectralClustering``: ``scale_neighbors``).
 
     Returns
     -------
@@ -568,9 +572,15 @@ def fit_sparse_embedding(
     g = int(graph_neighbors or default_graph_neighbors(n_neighbors))
     g = min(g, m - 1)
     if n_neighbors > g:
+        fix = (
+            f"X has only {m} distinct rows (copies of a row are one point of the graph): "
+            f"lower {neighbors_name} to at most {g}."
+            if g == m - 1
+            else f"raise graph_neighbors or lower {neighbors_name}."
+        )
         raise InvalidInputError(
-            f"n_neighbors ({n_neighbors}) must be <= the neighbours kept per point ({g}); "
-            "raise graph_neighbors or lower n_neighbors."
+            f"{neighbors_name} ({n_neighbors}) must be <= the neighbours kept per point ({g}); "
+            f"{fix}"
         )
     # rows with NaN: the expected squared distances (dkernel.graphs.knn.MissingValueIndex),
     # each point first in its own list at distance 0
