@@ -115,7 +115,8 @@ class SparseSpectralModel:
         if self.coordinates == "njw":
             return U
         beta = GREEN_ALPHA / (1.0 - GREEN_ALPHA)
-        return U / np.sqrt(degrees)[:, None] / np.sqrt(1.0 + beta - self.eigenvalues)[None, :]
+        walk = _divide_rows(U, np.sqrt(degrees))
+        return walk / np.sqrt(1.0 + beta - self.eigenvalues)[None, :]
 
     def _embed_block(self, block: np.ndarray) -> np.ndarray:
         if not isinstance(self.index, MissingValueIndex) and np.isnan(block).any():
@@ -151,9 +152,10 @@ class SparseSpectralModel:
         if self.counts is not None:
             w = w * self.counts[ind]
         d_x = w.sum(axis=1)
-        scaled = w / np.sqrt(self.degrees[ind])
+        root = np.sqrt(self.degrees[ind])
+        scaled = np.divide(w, root, out=np.zeros_like(w), where=root > 0)
         Z = np.einsum("ng,ngc->nc", scaled, self.vectors[ind])
-        U = Z / (np.sqrt(d_x)[:, None] * self.eigenvalues[None, :])
+        U = _divide_rows(Z, np.sqrt(d_x)) / self.eigenvalues[None, :]
         return self.coordinates_of(U, d_x)
 
     def transform(self, X: Any) -> Any:
@@ -168,6 +170,12 @@ class SparseSpectralModel:
                 meta=np.empty((0, 0), dtype=np.float64),
             )
         return self._embed_block(np.asarray(X, dtype=np.float64))
+
+
+def _divide_rows(A: np.ndarray, by: np.ndarray) -> np.ndarray:
+    """``A[i] / by[i]``, and 0 where ``by[i]`` is 0: a point no kernel weight reaches (a far
+    outlier, degree 0) sits at the origin of the embedding, as it does in its eigenvectors."""
+    return np.divide(A, by[:, None], out=np.zeros_like(A), where=by[:, None] > 0)
 
 
 def _affinity(
@@ -600,7 +608,9 @@ def fit_sparse_embedding(
     degrees = W @ mass
     # D^{-1/2} W D^{-1/2} of all rows, on vectors equal on copies, in the distinct points'
     # coordinates u = √c v: diag(√(c/d)) W diag(√(c/d))
-    scale = np.sqrt(mass / degrees)
+    # a point too far for any kernel weight (a far outlier) has degree 0: it stays out of the
+    # eigenvectors (its row of M is 0) instead of dividing by zero
+    scale = np.sqrt(np.divide(mass, degrees, out=np.zeros_like(mass), where=degrees > 0))
     M = sp.diags(scale) @ W @ sp.diags(scale)
     k = int(n_components)
     pairs = sparse_leading_eigenpairs(M, k, seed, perron=np.sqrt(mass * degrees))

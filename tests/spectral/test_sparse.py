@@ -414,3 +414,16 @@ def test_fewer_distinct_rows_than_the_scale_neighbour_is_a_clear_error():
     labels = SpectralClustering(n_clusters=3, scale_neighbors=4, random_state=0).fit(X).labels_
     assert np.unique(labels).size == 3
     assert all(np.unique(labels[i * 200 : (i + 1) * 200]).size == 1 for i in range(5))
+
+
+@pytest.mark.parametrize("embedding", ["normalized", "green"])
+def test_a_point_no_kernel_weight_reaches_sits_at_the_origin(embedding):
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(299, 3)), [[1e6, 1e6, 1e6]]])  # degree 0 in the graph
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no division by a zero degree
+        est = SpectralClustering(n_clusters=3, embedding=embedding, random_state=0).fit(X)
+        new = est.predict(np.array([[1e6, 1e6, 1e6], [-1e6, 0.0, 0.0], [0.0, 0.0, 0.0]]))
+    assert est.graph_model_.degrees[-1] == 0
+    assert np.all(np.isfinite(est.embedding_)) and not est.embedding_[-1].any()
+    assert new[0] == new[1] == est.labels_[-1]  # far new points sit there too
