@@ -116,3 +116,17 @@ def warn_caller(message: str, category: type[Warning] = DKernelWarning) -> None:
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def warn_if_clusters_lost(found: int, n_clusters: int) -> None:
+    """A ``ConvergenceWarning`` at the user's line when the labels use fewer than
+    ``n_clusters`` clusters."""
+    if found < n_clusters:
+        from sklearn.exceptions import ConvergenceWarning  # errors.py imports nothing eagerly
+
+        warn_caller(
+            f"Number of distinct clusters ({found}) found smaller than n_clusters "
+            f"({n_clusters}). Possibly due to duplicate points in X, or a kernel too wide to "
+            "tell them apart.",
+            ConvergenceWarning,
+        )

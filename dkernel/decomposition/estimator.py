@@ -52,7 +52,7 @@ from dkernel.decomposition.kernels import (
 )
 from dkernel.decomposition.nmf import LOSSES, fit_aggregate_markov, spectral_embedding
 from dkernel.decomposition.nmf_posteriors import out_of_sample_rows, posteriors
-from dkernel.errors import InvalidInputError
+from dkernel.errors import InvalidInputError, warn_if_clusters_lost
 from dkernel.graphs.approximate_knn import CellIndex
 from dkernel.graphs.knn import MissingValueIndex, build_index
 from dkernel.graphs.landmark import DEFAULT_LANDMARK_NEIGHBORS, LandmarkGraph
@@ -590,11 +590,11 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         self._kernel_name()
         if self._approximation(int(_num_samples(X))) == "bipartite":
             few = self._few_distinct_rows(X)
-            if few is not None:
-                return self._fit_distinct_rows(*few)
-            return self._fit_bipartite(X)
-        Kc, log_norm, Xn = self.training_kernel(X)
-        return self.fit_kernel(Kc, log_norm, Xn)
+            fitted = self._fit_bipartite(X) if few is None else self._fit_distinct_rows(*few)
+        else:
+            fitted = self.fit_kernel(*self.training_kernel(X))
+        warn_if_clusters_lost(int(np.unique(fitted.labels_).size), fitted.n_clusters_)
+        return fitted
 
     # the exact path on few distinct rows above EXACT_MAX_SAMPLES (_local_scaling_fit)
     _few_distinct_rows = few_distinct_training_rows

@@ -33,7 +33,12 @@ from dkernel._validation import (
     check_is_fitted,
     validate_input,
 )
-from dkernel.errors import DKernelDeprecationWarning, InvalidInputError, warn_caller
+from dkernel.errors import (
+    DKernelDeprecationWarning,
+    InvalidInputError,
+    warn_caller,
+    warn_if_clusters_lost,
+)
 from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.nystrom import (
     NystromFeatureMap,  # noqa: F401  (re-exported by dkernel.kmeans)
@@ -62,7 +67,6 @@ from dkernel.kmeans.lloyd import (
     symmetrize,
 )
 from dkernel.kmeans.spectrum import normalized_kernel_spectrum
-from dkernel.linalg.kmeans import warn_if_clusters_lost
 from dkernel.linalg.threads import map_on_cores, one_blas_thread
 from dkernel.model_order import (
     ModelOrder,

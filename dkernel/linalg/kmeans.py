@@ -14,19 +14,7 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 
-from dkernel.errors import warn_caller
-
-
-def warn_if_clusters_lost(found: int, n_clusters: int) -> None:
-    """A ``ConvergenceWarning`` at the user's line when the labels use fewer than
-    ``n_clusters`` clusters."""
-    if found < n_clusters:
-        warn_caller(
-            f"Number of distinct clusters ({found}) found smaller than n_clusters "
-            f"({n_clusters}). Possibly due to duplicate points in X, or a kernel too wide to "
-            "tell them apart.",
-            ConvergenceWarning,
-        )
+from dkernel.errors import warn_if_clusters_lost
 
 
 def euclidean_kmeans(
@@ -39,7 +27,7 @@ def euclidean_kmeans(
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """k-means (k-means++ seeds), best of ``n_init``; returns labels, centres and inertia
     (each row counted ``sample_weight`` times). Fewer distinct clusters than ``n_clusters``
-    warn at the user's line (:func:`warn_if_clusters_lost`), not at scikit-learn's."""
+    warn at the user's line (``dkernel.errors.warn_if_clusters_lost``), not at scikit-learn's."""
     km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state)
     with warnings.catch_warnings():
         warnings.filterwarnings(

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
 
 from dkernel.decomposition import KernelDecompositionClustering
 from dkernel.errors import InvalidInputError, NotFittedError, ResourceLimitError
@@ -134,3 +135,13 @@ def test_errors(blobs):
     model = KernelDecompositionClustering(2, **PAPER, sigma=0.1).fit(X)
     with pytest.raises(InvalidInputError, match="features"):
         model.predict(np.ones((3, 5)))
+
+
+def test_fewer_clusters_than_asked_warn_at_the_callers_line():
+    X = np.repeat(np.random.default_rng(0).normal(size=(5, 3)), 200, axis=0)  # 5 distinct rows
+    with pytest.warns(
+        ConvergenceWarning, match=r"\(1\) found smaller than n_clusters \(3\)"
+    ) as seen:
+        est = KernelDecompositionClustering(n_clusters=3, random_state=0).fit(X)
+    assert np.unique(est.labels_).size == 1
+    assert seen[0].filename == __file__

@@ -22,7 +22,7 @@ import numpy as np
 
 from dkernel._budget import KERNEL_BLOCK_BYTES, rows_for_budget
 from dkernel._lazy import deferred
-from dkernel.errors import InvalidInputError
+from dkernel.errors import InvalidInputError, warn_if_clusters_lost
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import (
     RASTER_OUTPUT_PARAMS,
@@ -45,7 +45,6 @@ AUTO_COST_RATIO, EXACT_FULL_STEPS, FEATURE_STEPS = constants(
     "dkernel.kmeans.estimator", "AUTO_COST_RATIO", "EXACT_FULL_STEPS", "FEATURE_STEPS"
 )
 da = deferred("dask.array")
-warn_if_clusters_lost = deferred("dkernel.linalg.kmeans", "warn_if_clusters_lost")
 labels_dataset, landmarks_dataset = deferred(
     "dkernel.storage.layout", "labels_dataset", "landmarks_dataset"
 )
