@@ -499,6 +499,10 @@ def fill_zero_scales(sigma: np.ndarray, n_listed: int) -> np.ndarray:
     integer-valued tables) are 0; they get the median scale of the others, which only matters
     for their few edges to distinct points (duplicates are joined with weight 1 whatever σ)."""
     zero = ~(sigma > 0)
+    if zero.all() and n_listed <= 1:  # a list of the point alone: one distinct row
+        raise InvalidInputError(
+            "all rows are identical: there is nothing to cluster; remove the duplicates."
+        )
     if zero.all():
         raise InvalidInputError(
             f"every point coincides with its {n_listed} nearest neighbours: all rows are "

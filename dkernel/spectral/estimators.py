@@ -29,6 +29,7 @@ from sklearn.utils.validation import _num_samples
 from dkernel._budget import check_budget, dense_kernel_cost, memory_limit
 from dkernel._random import seed_from_random_state
 from dkernel._validation import ParameterConstraintsMixin, check_is_fitted, validate_input
+from dkernel.errors import InvalidInputError
 from dkernel.graphs.blocked import blocked_kernel
 from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.registry import (
@@ -161,15 +162,16 @@ class _DenseKernelEmbedding(
             if self.n_components is not None
             else (self.n_clusters if self.n_clusters is not None else 2)
         )
-        if self.n_components_ > n_samples:
-            raise ValueError(
-                f"The 'n_components' parameter of {owner} must be <= n_samples ({n_samples}). "
-                f"Got {self.n_components_} instead."
-            )
+        # n_clusters first: n_components defaults to it, and the user named only n_clusters
         if self.n_clusters is not None and self.n_clusters > n_samples:
-            raise ValueError(
+            raise InvalidInputError(
                 f"The 'n_clusters' parameter of {owner} must be <= n_samples ({n_samples}). "
                 f"Got {self.n_clusters} instead."
+            )
+        if self.n_components_ > n_samples:
+            raise InvalidInputError(
+                f"The 'n_components' parameter of {owner} must be <= n_samples ({n_samples}). "
+                f"Got {self.n_components_} instead."
             )
 
     # -- kernel --------------------------------------------------------------------------

@@ -204,3 +204,10 @@ def test_rows_that_each_have_more_copies_than_listed_neighbours_get_an_error_nam
 
     with pytest.raises(InvalidInputError, match="at least 7 exact copies.*drop the repeated rows"):
         fill_zero_scales(np.zeros(200), 8)
+
+
+def test_one_distinct_row_is_called_identical_rows():
+    from dkernel.kernels.adaptive import fill_zero_scales
+
+    with pytest.raises(InvalidInputError, match="all rows are identical"):
+        fill_zero_scales(np.zeros(50), 1)

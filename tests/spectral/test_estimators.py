@@ -78,6 +78,9 @@ def test_errors_are_specific(wine):
     X, _ = wine
     with pytest.raises(InvalidInputError, match="'n_components' parameter of KernelPCAEmbedding"):
         KernelPCAEmbedding(n_components=0).fit(X)
+    for cls in (KernelPCAEmbedding, KECA):  # n_components follows n_clusters: name the one given
+        with pytest.raises(InvalidInputError, match=f"'n_clusters' parameter of {cls.__name__}"):
+            cls(n_clusters=10).fit(X[:8])
     with pytest.raises(InvalidInputError, match=r"must be a float in the range \(0.0, inf\)"):
         KernelPCAEmbedding(sigma=-1.0).fit(X)
     with pytest.raises(InvalidInputError, match="Expected 2D array"):
