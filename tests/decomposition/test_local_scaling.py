@@ -180,7 +180,9 @@ def test_bad_parameters_raise_clear_errors(small):
             KernelDecompositionClustering(2, **params).fit(X)
     with pytest.raises(InvalidInputError, match="infinite values"):
         KernelDecompositionClustering(2).fit(np.where(X > 1.5, np.inf, X))
-    with pytest.raises(InvalidInputError, match="all rows are identical"):
+    with pytest.raises(
+        InvalidInputError, match="all rows are identical: there is nothing to cluster"
+    ):
         KernelDecompositionClustering(2).fit(np.ones((20, 2)))
 
 

@@ -209,5 +209,7 @@ def test_rows_that_each_have_more_copies_than_listed_neighbours_get_an_error_nam
 def test_one_distinct_row_is_called_identical_rows():
     from dkernel.kernels.adaptive import fill_zero_scales
 
-    with pytest.raises(InvalidInputError, match="all rows are identical"):
+    with pytest.raises(
+        InvalidInputError, match="all rows are identical: there is nothing to cluster"
+    ):
         fill_zero_scales(np.zeros(50), 1)
