@@ -9,12 +9,26 @@ the point minimising the summed cosine to the chosen centres. Further restarts u
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 
 from dkernel.errors import warn_if_clusters_lost
+
+
+@contextmanager
+def without_lost_clusters_warning() -> Iterator[None]:
+    """Silence scikit-learn's KMeans warning that some clusters ended empty ("Number of
+    distinct clusters ... found smaller than n_clusters"), which points at ``sklearn/base.py``:
+    the caller warns at the user's line instead, or drops the empty clusters."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Number of distinct clusters", category=ConvergenceWarning
+        )
+        yield
 
 
 def euclidean_kmeans(
@@ -29,10 +43,7 @@ def euclidean_kmeans(
     (each row counted ``sample_weight`` times). Fewer distinct clusters than ``n_clusters``
     warn at the user's line (``dkernel.errors.warn_if_clusters_lost``), not at scikit-learn's."""
     km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=random_state)
-    with warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore", message="Number of distinct clusters", category=ConvergenceWarning
-        )
+    with without_lost_clusters_warning():
         km.fit(Z, sample_weight=sample_weight)
     labels = km.labels_.astype(np.int64)
     warn_if_clusters_lost(int(np.unique(labels).size), n_clusters)

@@ -7,13 +7,11 @@ shift against that stored density to a stored mode; ``predict`` does the same fo
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from dkernel._random import systematic_rows
@@ -33,6 +31,7 @@ from dkernel.errors import (
 from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.missing_model import MissingValueModel, column_moments
 from dkernel.kernels.widths import neighbour_bandwidth, silverman_thesis
+from dkernel.linalg.kmeans import without_lost_clusters_warning
 from dkernel.linalg.pca import principal_axes
 from dkernel.meanshift import kernels as K
 from dkernel.meanshift.graph import AssignModel, stream_assign
@@ -428,11 +427,8 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
                 n_init=1,
                 max_iter=10,
             )
-            with warnings.catch_warnings():
-                # repeated rows (flat image regions) leave centres empty: dropped below
-                warnings.filterwarnings(
-                    "ignore", message="Number of distinct clusters", category=ConvergenceWarning
-                )
+            # repeated rows (flat image regions) leave centres empty: dropped below
+            with without_lost_clusters_warning():
                 km.fit(sample)
             seeds = km.cluster_centers_
             labels_k = km.labels_

@@ -115,7 +115,7 @@ class SparseSpectralModel:
         if self.coordinates == "njw":
             return U
         beta = GREEN_ALPHA / (1.0 - GREEN_ALPHA)
-        walk = _divide_rows(U, np.sqrt(degrees))
+        walk = _divide_or_zero(U, np.sqrt(degrees)[:, None])
         return walk / np.sqrt(1.0 + beta - self.eigenvalues)[None, :]
 
     def _embed_block(self, block: np.ndarray) -> np.ndarray:
@@ -152,10 +152,9 @@ class SparseSpectralModel:
         if self.counts is not None:
             w = w * self.counts[ind]
         d_x = w.sum(axis=1)
-        root = np.sqrt(self.degrees[ind])
-        scaled = np.divide(w, root, out=np.zeros_like(w), where=root > 0)
+        scaled = _divide_or_zero(w, np.sqrt(self.degrees[ind]))
         Z = np.einsum("ng,ngc->nc", scaled, self.vectors[ind])
-        U = _divide_rows(Z, np.sqrt(d_x)) / self.eigenvalues[None, :]
+        U = _divide_or_zero(Z, np.sqrt(d_x)[:, None]) / self.eigenvalues[None, :]
         return self.coordinates_of(U, d_x)
 
     def transform(self, X: Any) -> Any:
@@ -172,10 +171,11 @@ class SparseSpectralModel:
         return self._embed_block(np.asarray(X, dtype=np.float64))
 
 
-def _divide_rows(A: np.ndarray, by: np.ndarray) -> np.ndarray:
-    """``A[i] / by[i]``, and 0 where ``by[i]`` is 0: a point no kernel weight reaches (a far
+def _divide_or_zero(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a / b`` (broadcast), and 0 where ``b`` is 0: a point no kernel weight reaches (a far
     outlier, degree 0) sits at the origin of the embedding, as it does in its eigenvectors."""
-    return np.divide(A, by[:, None], out=np.zeros_like(A), where=by[:, None] > 0)
+    out = np.zeros(np.broadcast_shapes(a.shape, b.shape))
+    return np.divide(a, b, out=out, where=b > 0)
 
 
 def _affinity(
@@ -610,7 +610,7 @@ def fit_sparse_embedding(
     # coordinates u = √c v: diag(√(c/d)) W diag(√(c/d))
     # a point too far for any kernel weight (a far outlier) has degree 0: it stays out of the
     # eigenvectors (its row of M is 0) instead of dividing by zero
-    scale = np.sqrt(np.divide(mass, degrees, out=np.zeros_like(mass), where=degrees > 0))
+    scale = np.sqrt(_divide_or_zero(mass, degrees))
     M = sp.diags(scale) @ W @ sp.diags(scale)
     k = int(n_components)
     pairs = sparse_leading_eigenpairs(M, k, seed, perron=np.sqrt(mass * degrees))
