@@ -222,16 +222,23 @@ def open_zarr_cube(
         from dkernel.io.zarr_inputs import confined_store
 
         store = confined_store(path)  # every file checked where it is opened, tasks included
-    try:
-        ds = xr.open_zarr(
-            store,
-            chunks={},
-            consolidated=None,
-            decode_coords="all",
-            mask_and_scale=False,
-            **remote,
-        )
-    except Exception:  # noqa: BLE001  (a plain zarr array or group: not an xarray cube)
+    ds = None
+    # consolidated metadata first, else each group's own: xarray's consolidated=None does the
+    # same but warns the user to pass a consolidated= they cannot reach through dkernel
+    for consolidated in (True, False):
+        try:
+            ds = xr.open_zarr(
+                store,
+                chunks={},
+                consolidated=consolidated,
+                decode_coords="all",
+                mask_and_scale=False,
+                **remote,
+            )
+            break
+        except Exception:  # noqa: BLE001, S112  (a plain zarr array or group: not a cube)
+            continue
+    if ds is None:
         return None
     ds = decode_grid_mapping(ds)
     if variable is not None and variable not in ds.data_vars:

@@ -133,3 +133,23 @@ def test_zarr_cube_job_equals_geotiff_job(tmp_path, client):
     assert tifs["zarr"].rio.crs == tifs["tif"].rio.crs == cube.rio.crs
     assert tifs["zarr"].rio.transform() == tifs["tif"].rio.transform()
     np.testing.assert_array_equal(tifs["zarr"].values, tifs["tif"].values)
+
+
+@pytest.mark.parametrize("consolidated", [True, False])
+def test_zarr_cube_opens_without_warnings_either_way(tmp_path, demo_cube, consolidated):
+    """A cube written without consolidated metadata opens quietly: xarray's own fallback warned
+    the user to pass ``consolidated=False``, which dkernel's readers do not take."""
+    import warnings
+
+    from dkernel.io.cube import open_zarr_cube
+
+    path = tmp_path / "cube.zarr"
+    cube = demo_cube.to_dataset(name="reflectance")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr's note on writing consolidated metadata in v3
+        cube.to_zarr(path, mode="w", zarr_format=3, consolidated=consolidated)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opened = open_zarr_cube(str(path))
+    assert opened.dims == ("band", "y", "x")
+    np.testing.assert_array_equal(opened.values, demo_cube.values)
