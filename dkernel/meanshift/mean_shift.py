@@ -71,7 +71,10 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         Kernel width h, the standard deviation of the Gaussian kernel. None: ``bandwidth_factor``
         × the larger of Silverman's rule ([Agersborg2012], Eq. 5.1) and half the median
         distance from a density point to its nearest neighbour
-        (:func:`~dkernel.kernels.neighbour_bandwidth`). Silverman's rule alone is a
+        (:func:`~dkernel.kernels.neighbour_bandwidth`). The rule takes each feature's spread
+        as the smaller of its standard deviation and IQR / 1.349
+        (``silverman_thesis(..., robust=True)``): with the standard deviation, one row 10⁴
+        away from four blobs widened h 67-fold and merged them into one cluster. The rule is a
         fraction of the per-feature spread, which in 64 or more dimensions is a small fraction
         of the distance between neighbours: on the 64-D digits (standardised) it gave 1 774
         modes for 1 797 points; the neighbour floor gives ~200 (ARI 0.55) and takes over only
@@ -329,9 +332,11 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
 
     def _rule_bandwidth(self, sample: np.ndarray) -> float:
         """The bandwidth when ``bandwidth`` is None: ``bandwidth_factor`` × the larger of
-        Silverman's rule and half the median nearest-neighbour distance of the density sample
+        Silverman's rule (with each feature's robust spread) and half the median
+        nearest-neighbour distance of the density sample
         (:func:`~dkernel.kernels.neighbour_bandwidth`)."""
-        return self.bandwidth_factor * max(silverman_thesis(sample), neighbour_bandwidth(sample))
+        rule = silverman_thesis(sample, robust=True)
+        return self.bandwidth_factor * max(rule, neighbour_bandwidth(sample))
 
     def _min_basin_mass(self, total_mass: float) -> float:
         """The seed weight a basin needs to stay a cluster (0: keep every mode)."""

@@ -25,6 +25,35 @@ def test_silverman_thesis_is_eq_5_1(X):
         silverman_thesis(np.ones((1, 2)))
 
 
+def test_robust_silverman_thesis_takes_the_smaller_spread_per_feature(X):
+    n, d = X.shape
+    heavy = X.copy()
+    heavy[:, 0] = np.random.default_rng(1).standard_t(1, size=n)  # Cauchy: σ ≫ IQR / 1.349
+    ties = np.zeros(n)
+    ties[:5] = 1.0  # IQR 0: the standard deviation stays
+    Z = np.c_[heavy, ties]
+    spreads = []
+    for column in Z.T:
+        ordered = np.sort(column)
+        # the quartiles by linear interpolation between order statistics
+        q25, q75 = (np.interp(q * (n - 1), np.arange(n), ordered) for q in (0.25, 0.75))
+        sd = np.std(column, ddof=1)
+        iqr = (q75 - q25) / 1.349
+        spreads.append(min(sd, iqr) if iqr > 0 else sd)
+    p = d + 1
+    expected = np.sqrt(np.mean(np.square(spreads)) * (4 / ((2 * p + 1) * n)) ** (2 / (p + 4)))
+    assert silverman_thesis(Z, robust=True) == pytest.approx(expected)
+    assert silverman_thesis(Z, robust=True) < 0.5 * silverman_thesis(Z)
+    # a normal sample: the two spreads nearly agree
+    assert silverman_thesis(X, robust=True) == pytest.approx(silverman_thesis(X), rel=0.1)
+
+
+def test_robust_silverman_thesis_ignores_one_far_row(X):
+    far = np.vstack([X, X.mean(axis=0) + 1e4])
+    assert silverman_thesis(far, robust=True) == pytest.approx(silverman_thesis(X), rel=0.05)
+    assert silverman_thesis(far) > 20 * silverman_thesis(X)
+
+
 def test_silverman_normal_reference(X):
     n, p = X.shape
     s = np.mean(np.std(X, axis=0, ddof=1))
@@ -46,4 +75,4 @@ def test_the_estimators_use_their_rule(X):
     Xs = X[:200]
     kdc = KernelDecompositionClustering(2, kernel="rbf", random_state=0).fit(Xs)
     assert kdc.sigma_ == silverman_normal_reference(Xs)
-    assert MeanShift(bandwidth_factor=1.0).fit(Xs).bandwidth_ == silverman_thesis(Xs)
+    assert MeanShift(bandwidth_factor=1.0).fit(Xs).bandwidth_ == silverman_thesis(Xs, robust=True)

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 
@@ -46,9 +47,18 @@ def test_meanshift_all_seeds_matches_kernels(rng):
 
 def test_silverman_default_bandwidth(rng):
     X, _ = _blobs(rng, 50)
-    assert MeanShift().fit(X).bandwidth_ == pytest.approx(silverman_thesis(X))
+    assert MeanShift().fit(X).bandwidth_ == pytest.approx(silverman_thesis(X, robust=True))
     ms = MeanShift(bandwidth_factor=0.5).fit(X)
-    assert ms.bandwidth_ == pytest.approx(0.5 * silverman_thesis(X))
+    assert ms.bandwidth_ == pytest.approx(0.5 * silverman_thesis(X, robust=True))
+
+
+def test_one_far_row_does_not_merge_the_clusters():
+    # the standard deviation of Silverman's rule took the far row's distance: one cluster
+    X, y = make_blobs(1000, centers=4, n_features=5, random_state=0)
+    X = np.vstack([X, X.mean(axis=0) + 1e4])
+    ms = MeanShift().fit(X)
+    assert ms.n_partitions_ == 4
+    assert adjusted_rand_score(y, ms.labels_[:-1]) > 0.99
 
 
 @pytest.mark.parametrize("seeds", ["all", "grid", "kmeans"])
