@@ -44,7 +44,7 @@ def test_random_table_equals_the_reference(tmp_path) -> None:
 def test_bad_value_names_its_row_after_a_quoted_field(tmp_path) -> None:
     path = tmp_path / "t.csv"
     path.write_text('x,site\n1,"a, b"\n2,"c, d"\nthree,"e, f"\n')
-    with pytest.raises(InvalidInputError, match=r"row 4, column 0 holds 'three'"):
+    with pytest.raises(InvalidInputError, match=r"row 4, column 0 \('x'\) holds 'three'"):
         load_csv(str(path), header=True, label_column=1)
 
 

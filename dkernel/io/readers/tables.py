@@ -294,7 +294,7 @@ def load_csv(
         )
     for c in keep:
         if table[c].dtype.kind not in "biuf":
-            table[c] = _numeric_column(path, table[c], c, header, missing)
+            table[c] = _numeric_column(path, table[c], c, names, missing)
     X = table[keep].to_numpy(dtype=np.float64)
     y = None
     if label_idx is not None:
@@ -357,9 +357,14 @@ def _field_count_message(path: str, message: str, width: int) -> str:
     )
 
 
-def _numeric_column(path: str, column: Any, c: int, header: bool, missing: list[str]) -> Any:
-    """A text column as numbers, or the error naming its first value that is not one."""
+def _numeric_column(
+    path: str, column: Any, c: int, names: list[str] | None, missing: list[str]
+) -> Any:
+    """A text column as numbers, or the error naming its first value that is not one (and the
+    column by its name where the file has a header)."""
     import pandas as pd
+
+    header = names is not None
 
     numbers = pd.to_numeric(column.str.strip(), errors="coerce")
     bad = numbers.isna() & column.notna() & ~column.str.strip().isin(missing)
@@ -371,10 +376,11 @@ def _numeric_column(path: str, column: Any, c: int, header: bool, missing: list[
             if i == 0 and not header
             else ""
         )
+        named = f" ({_quote_cell(names[c])})" if names is not None else ""
         raise InvalidInputError(
-            f"{path}: row {i + 1 + int(header)}, column {c} holds {_quote_cell(value)}, "
+            f"{path}: row {i + 1 + int(header)}, column {c}{named} holds {_quote_cell(value)}, "
             "which is not a number. Add it to data.missing_values or list the column in "
-            "data.skip_columns." + hint
+            f"data.skip_columns{named}." + hint
         )
     return numbers
 
