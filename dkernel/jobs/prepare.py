@@ -147,7 +147,7 @@ def check_finite(spec: JobSpec, data: LoadedData) -> None:
     needs = method.handles_missing
     allow_nan = method.allows_missing(spec.params)
     X = data.X
-    if hasattr(X, "dask") and allow_nan:
+    if hasattr(X, "dask") and allow_nan and data.raster is not None:
         return  # lazily read rasters: their reader masks nodata; no extra pass over the scene
     n_nan = n_inf = 0
     first: tuple[int, int] | None = None
@@ -190,7 +190,7 @@ def check_finite(spec: JobSpec, data: LoadedData) -> None:
     alternative = (
         f"set params.kernel: {needs}, which handles them"
         if needs
-        else "use method: pck-spectral, which handles them natively"
+        else "use method: kernel-kmeans or pck-spectral, which model them"
     )
     raise InvalidInputError(
         f"{spec.method} does not handle missing values ({n_nan} NaN found) in {source}; "

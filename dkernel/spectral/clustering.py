@@ -410,13 +410,18 @@ class SpectralClustering(
             return kernel_allows_nan(self.kernel)
         return self.approximation != "bipartite"
 
+    def _path_takes_nan(self, path: str, n: int) -> bool:
+        """Whether the fit of ``n`` rows on ``path`` models NaN once the input has been let
+        through (:meth:`_takes_nan`): the exact path, or Nyström with a kernel that does."""
+        return path == "exact" or (
+            path == "nystrom" and kernel_allows_nan(self._resolved_kernel(n))
+        )
+
     def _refuse_nan(self, X: Any, n: int) -> None:
         """After the path is chosen: the bipartite path, or a kernel that cannot take NaN,
         refuses them (in-memory input; Dask input is checked by shape only), naming the
         fixes, before any work."""
-        if self.approximation_ == "exact":
-            return
-        if self.approximation_ == "nystrom" and kernel_allows_nan(self._resolved_kernel(n)):
+        if self._path_takes_nan(self.approximation_, n):
             return
         if isinstance(X, da.Array):
             return

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sklearn.datasets import load_iris
+from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
 
 from dkernel import KernelKMeans
@@ -109,9 +110,24 @@ def test_check_data_refuses_before_any_cluster():
     X = np.ones((5, 2))
     with pytest.raises(InvalidInputError, match="larger than the number of samples"):
         method.check_data({**params, "n_clusters": 6}, LoadedData(X))
-    X[1, 1] = np.nan
-    with pytest.raises(InvalidInputError, match="missing values"):
+    X[1, 1] = np.inf
+    with pytest.raises(InvalidInputError, match="infinite values"):
         method.check_data({**params, "n_clusters": 2}, LoadedData(X))
+    X[1, 1] = np.nan  # a missing value: KernelKMeans models it
+    method.check_data({**params, "n_clusters": 2}, LoadedData(X))
+
+
+@pytest.mark.parametrize("solver", ["exact", "nystrom"])
+def test_missing_values_job_stores_what_the_estimator_fits(tmp_path, client, solver):
+    X, y = _iris()
+    X[np.random.default_rng(0).random(X.shape) < 0.15] = np.nan
+    path = tmp_path / "holes.csv"
+    np.savetxt(path, X, delimiter=",", fmt="%.17g")  # NaN written as 'nan'
+    params = {"n_clusters": 3, "solver": solver, "n_landmarks": 40, "kmeans_max_samples": 100}
+    tree = open_results(_run(tmp_path, client, params, {"reader": "csv", "path": str(path)}))
+    est = KernelKMeans(**params, random_state=0).fit(X)
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)
+    assert adjusted_rand_score(y, est.labels_) > 0.5
 
 
 @pytest.mark.parametrize("n", [200, 3000, 6000, 20_000])

@@ -3,6 +3,9 @@ steps' block sizes are ``dkernel._budget``'s, and former parameter values stay a
 
 import numpy as np
 import pytest
+from sklearn.datasets import load_wine
+from sklearn.metrics import adjusted_rand_score
+from sklearn.preprocessing import StandardScaler
 
 import dkernel
 from dkernel.jobs.prepare import prepare_job
@@ -208,3 +211,78 @@ def test_spectral_chunk_rows_are_the_former_rule(n, landmarks):
     former = int(max(1000, min(n, 64 * 2**20 // (8 * max(m, 1)))))
     assert spectral_clustering._chunk_rows(params, n) == former
     assert spectral_clustering._chunk_rows({**params, "chunk_rows": 77}, n) == 77
+
+
+def _wine_with_holes(tmp_path):
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    X[np.random.default_rng(0).random(X.shape) < 0.15] = np.nan
+    path = tmp_path / "holes.csv"
+    np.savetxt(path, X, delimiter=",", fmt="%.17g")  # NaN written as 'nan'
+    return X, y, {"reader": "csv", "path": str(path)}
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "estimator"),
+    [
+        ("spectral-clustering", {"n_clusters": 3}, "SpectralClustering"),
+        ("rbf-spectral", {"n_clusters": 3, "embedding": "kpca"}, "KernelPCAEmbedding"),
+        ("rbf-spectral", {"n_clusters": 3, "embedding": "keca"}, "KECA"),
+    ],
+)
+def test_job_models_missing_values_as_the_estimator(tmp_path, client, method, params, estimator):
+    """15 % of wine's entries missing: the job stores the labels the estimator fits on the
+    same NaN (expected squared distances), where it refused them before."""
+    X, y, data = _wine_with_holes(tmp_path)
+    spec = _spec(method, params, data)
+    tree = open_results(run_job(spec, output=tmp_path / "s.zarr", client=client, progress=False))
+    est = getattr(dkernel, estimator)(n_clusters=3, random_state=0).fit(X)
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)
+    assert adjusted_rand_score(y, est.labels_) > 0.6
+
+
+def test_spectral_clustering_job_names_the_path_that_takes_missing_values(tmp_path):
+    from dkernel.errors import InvalidInputError
+    from dkernel.io.data import LoadedData
+    from dkernel.jobs.registry import get_method
+
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    X[4, 1] = np.nan
+    method = get_method("spectral-clustering")
+    exact = _spec("spectral-clustering", {"n_clusters": 2}).params
+    method.check_data(exact, LoadedData(X))  # the exact path models them
+    landmarks = _spec("spectral-clustering", {"n_clusters": 2, "approximation": "bipartite"})
+    with pytest.raises(
+        InvalidInputError,
+        match=r"approximation: bipartite on 300 rows.*"
+        r"approximation: exact.*kernel-kmeans or pck-spectral",
+    ):
+        method.check_data(landmarks.params, LoadedData(X))
+
+
+def test_kernel_decomposition_job_models_missing_values_as_the_estimator(tmp_path, client):
+    X, y, data = _wine_with_holes(tmp_path)
+    spec = _spec("kernel-decomposition", {"n_clusters": [3]}, data)
+    tree = open_results(run_job(spec, output=tmp_path / "k.zarr", client=client, progress=False))
+    lo, hi = np.nanmin(X, axis=0), np.nanmax(X, axis=0)  # the job's minmax scale
+    est = dkernel.KernelDecompositionClustering(3, random_state=0).fit((X - lo) / (hi - lo))
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)
+    assert adjusted_rand_score(y, est.labels_) > 0.6
+
+
+def test_kernel_decomposition_job_names_the_path_that_takes_missing_values():
+    from dkernel.errors import InvalidInputError
+    from dkernel.io.data import LoadedData
+    from dkernel.jobs.registry import get_method
+
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    X[4, 1] = np.nan
+    method = get_method("kernel-decomposition")
+    method.check_data(_spec("kernel-decomposition", {"n_clusters": [2]}).params, LoadedData(X))
+    for params, fix in [
+        ({"approximation": "bipartite"}, "landmark path .*set params.approximation: exact"),
+        ({"kernel": "rbf", "n_neighbors": [0]}, "set kernel: local_scaling"),
+    ]:
+        spec = _spec("kernel-decomposition", {"n_clusters": [2], **params})
+        with pytest.raises(InvalidInputError, match=fix + ".*kernel-kmeans or pck-spectral"):
+            method.check_data(spec.params, LoadedData(X))

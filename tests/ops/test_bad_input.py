@@ -119,7 +119,9 @@ def test_nan_where_not_allowed(work):
     rows = _blobs()
     rows[3][1] = "nan"
     _write_csv(work / "data.csv", rows)
-    expect_invalid(work, _spec(), r"does not handle missing values \(1 NaN found\).*pck")
+    # jrc models NaN with kernel: pck only (rbf-spectral, the default here, models them)
+    spec = _spec(method="jrc", params={"n_clusters": 2, "kernel": "rbf"})
+    expect_invalid(work, spec, r"does not handle missing values \(1 NaN found\).*kernel: pck")
 
 
 def test_inf_in_data(work):
@@ -146,6 +148,19 @@ def test_text_in_numeric_column(work):
     rows[2][2] = "abc"
     _write_csv(work / "data.csv", rows)
     expect_invalid(work, _spec(), r"row 3, column 2 holds 'abc', which is not a number")
+
+
+def test_text_in_a_named_column_names_it(work):
+    rows = _blobs()
+    rows[2][2] = "abc"
+    _write_csv(work / "data.csv", [["a", "b", "label"], *rows])
+    spec = _spec(data={"reader": "csv", "path": "data.csv", "header": True})
+    expect_invalid(
+        work,
+        spec,
+        r"row 4, column 2 \('label'\) holds 'abc', which is not a number\. .*"
+        r"data\.skip_columns \('label'\)",
+    )
 
 
 def test_a_header_line_without_header_true_names_the_fix(work):

@@ -340,11 +340,15 @@ def test_nonfinite_check_on_dask_data_is_chunkwise(work) -> None:
 
     X = np.ones((1000, 4))
     X[613, 3] = np.nan
-    spec = validate_spec(_spec())
+    spec = validate_spec(_spec(method="jrc", params={"n_clusters": 2, "kernel": "rbf"}))
     data = LoadedData(X=da.from_array(X, chunks=(100, 4)), meta={"source": "lazy"})
     with pytest.raises(InvalidInputError, match="row 613, column 3"):
         check_finite(spec, data)
-    check_finite(replace(spec, method="pck-spectral"), data)  # handled: not read at all
+    check_finite(replace(spec, method="pck-spectral"), data)  # handled
+    X[77, 0] = np.inf  # a method that models NaN still needs finite values
+    data = LoadedData(X=da.from_array(X, chunks=(100, 4)), meta={"source": "lazy"})
+    with pytest.raises(InvalidInputError, match="1 infinite values.*row 77, column 0"):
+        check_finite(replace(spec, method="pck-spectral"), data)
 
 
 # ------------------------------------------------------------------------------------------

@@ -224,6 +224,29 @@ def check_data(params: dict, data: LoadedData) -> None:
             f"params.n_neighbors contains 0 (dense kernel), which needs an {n} x {n} matrix; "
             "use k-NN graphs (e.g. n_neighbors: [10, 30]) for data this large."
         )
+    if isinstance(data.X, np.ndarray) and np.isnan(data.X).any():
+        _check_missing_values(params, n, int(np.isnan(data.X).sum()))
+
+
+def _check_missing_values(params: dict, n: int, n_nan: int) -> None:
+    """NaN is modelled by the estimator's self-tuning k-NN kernel on the exact path (expected
+    squared distances); elsewhere refused here, naming the fixes."""
+    k = params["n_neighbors"][0]
+    exact = not _bipartite(params, n)
+    if params["kernel"] == "local_scaling" and k != 0 and exact:
+        return
+    why = (
+        f"this job would take the landmark path ({n} rows; 'auto' keeps the exact path up to "
+        f"{EXACT_MAX_SAMPLES}): set params.approximation: exact"
+        if params["kernel"] == "local_scaling" and k != 0
+        else f"this job's kernel is {params['kernel']} with n_neighbors {params['n_neighbors']}: "
+        "set kernel: local_scaling with one n_neighbors above 0"
+    )
+    raise InvalidInputError(
+        f"kernel-decomposition models missing values ({n_nan} NaN found) with its self-tuning "
+        f"k-NN kernel on the exact path only; {why}, impute them, or use method: "
+        "kernel-kmeans or pck-spectral, which model them at any size."
+    )
 
 
 def _bipartite(params: dict, n: int) -> bool:
@@ -267,7 +290,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 def _scale(X: np.ndarray, how: str) -> tuple[np.ndarray, dict]:
     if how == "none":
         return X, {}
-    lo, hi = X.min(axis=0), X.max(axis=0)
+    lo, hi = np.nanmin(X, axis=0), np.nanmax(X, axis=0)  # missing entries stay NaN
     span = np.where(hi > lo, hi - lo, 1.0)
     return (X - lo) / span, {"scale_min": lo.tolist(), "scale_span": span.tolist()}
 
@@ -281,11 +304,13 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     X = np.asarray(
         ctx.data.X.compute() if isinstance(ctx.data.X, da.Array) else ctx.data.X, dtype=np.float64
     )
-    if not np.all(np.isfinite(X)):
+    if np.isinf(X).any():
         raise InvalidInputError(
-            "kernel-decomposition does not handle missing or infinite values; "
-            f"{int(np.sum(~np.isfinite(X)))} found. Impute them or use method: pck-spectral."
+            f"kernel-decomposition needs finite values; {int(np.isinf(X).sum())} infinite "
+            "found. Fix or drop those rows."
         )
+    if np.isnan(X).any():  # lazily read input: not seen by check_data
+        _check_missing_values(p, X.shape[0], int(np.isnan(X).sum()))
     X, scale_attrs = _scale(X, p["scale"])
     neighbors = [None if k == 0 else int(k) for k in p["n_neighbors"]]
     sigmas = p["sigmas"]
@@ -528,6 +553,8 @@ register_method(
         description="Aggregate Markov model (NMF/PLSA of the row-normalised density kernel) with "
         "held-out likelihood selection of width, k-NN graph and number of clusters.",
         estimators=(KDC_SCHEMA,),
+        # the self-tuning k-NN kernel on the exact path (check_data refuses NaN elsewhere)
+        handles_missing=True,
         example={
             "data": {"reader": "sklearn", "name": "iris", "standardize": True},
             "params": {

@@ -97,16 +97,8 @@ def check_data(params: dict, data: LoadedData) -> None:
             f"params.n_clusters ({params['n_clusters']}) is larger than the number of samples "
             f"({n})."
         )
-    if isinstance(data.X, np.ndarray):
-        if np.isnan(data.X).any():
-            raise InvalidInputError(
-                f"kernel-kmeans does not handle missing values ({int(np.isnan(data.X).sum())} "
-                "NaN found); impute them or use method: pck-spectral."
-            )
-        if np.isinf(data.X).any():
-            raise InvalidInputError(
-                "the data holds infinite values; kernel-kmeans needs finite data."
-            )
+    if isinstance(data.X, np.ndarray) and np.isinf(data.X).any():
+        raise InvalidInputError("the data holds infinite values; kernel-kmeans needs finite data.")
 
 
 def _chunk_rows(params: dict, n: int) -> int:
@@ -239,6 +231,8 @@ register_method(
         description="Kernel k-means (any registered kernel; exact, or a Nyström feature map "
         "for large N); K chosen by AIC/BIC with n_clusters: auto; predicts new points.",
         estimators=(KMEANS_SCHEMA,),
+        # a row with missing entries sits at its expected distances (KernelKMeans, any solver)
+        handles_missing=True,
         example={  # the large-N path: Lloyd on a sample, every row assigned after
             "data": {"reader": "sklearn", "name": "iris", "standardize": True},
             "params": {

@@ -42,7 +42,9 @@ else:
 # imported on first use (dkernel._lazy.deferred), constants read from the stored derivation
 # (dkernel.schema.cache): `dkernel validate` and `dkernel methods` import every step,
 # without Dask or scikit-learn (tests/test_cli_imports.py)
-DEFAULT_LANDMARKS = constants("dkernel.spectral.clustering", "DEFAULT_LANDMARKS")
+DEFAULT_LANDMARKS, EXACT_MAX_SAMPLES = constants(
+    "dkernel.spectral.clustering", "DEFAULT_LANDMARKS", "EXACT_MAX_SAMPLES"
+)
 SEARCH_ROWS = constants("dkernel.graphs.landmark", "SEARCH_ROWS")
 embedding_dataset, labels_dataset, landmarks_dataset = deferred(
     "dkernel.storage.layout", "embedding_dataset", "labels_dataset", "landmarks_dataset"
@@ -82,10 +84,18 @@ def check_data(params: dict, data: LoadedData) -> None:
             f"{_landmarks(params, n)}."
         )
     if isinstance(data.X, np.ndarray) and np.isnan(data.X).any():
-        raise InvalidInputError(
-            f"spectral-clustering does not handle missing values ({int(np.isnan(data.X).sum())} "
-            "NaN found); impute them or use method: pck-spectral."
-        )
+        est = SPECTRAL_SCHEMA.build(params)
+        path = est._approximation(n)
+        if not (est._takes_nan() and est._path_takes_nan(path, n)):
+            raise InvalidInputError(
+                f"spectral-clustering models missing values ({int(np.isnan(data.X).sum())} "
+                f"NaN found) on its exact k-NN graph path (params.approximation: exact; 'auto' "
+                f"takes it up to {EXACT_MAX_SAMPLES} rows), with a kernel that takes them; "
+                f"this job would run approximation: {path} on {n} rows"
+                + (f" with kernel: {params['kernel']}" if params.get("kernel") else "")
+                + ". Set params.approximation: exact, impute them, or use method: "
+                "kernel-kmeans or pck-spectral, which model them at any size."
+            )
 
 
 def _landmarks(params: dict, n: int) -> int:
@@ -295,6 +305,8 @@ register_method(
         description="Spectral embedding (self-tuning k-NN graph, landmark bipartite graph or "
         "Nyström kernel) → k-means; scales to millions of rows and predicts new points.",
         estimators=(SPECTRAL_SCHEMA,),
+        # on the exact path (check_data refuses NaN on the others, naming the fixes)
+        handles_missing=True,
         example={
             "data": {"reader": "sklearn", "name": "iris", "standardize": True},
             "params": {"n_clusters": 3, "n_landmarks": 40, "n_init": 5},
