@@ -286,3 +286,31 @@ def test_kernel_decomposition_job_names_the_path_that_takes_missing_values():
         spec = _spec("kernel-decomposition", {"n_clusters": [2], **params})
         with pytest.raises(InvalidInputError, match=fix + ".*kernel-kmeans or pck-spectral"):
             method.check_data(spec.params, LoadedData(X))
+
+
+def test_ranking_jobs_model_missing_values_with_their_default_kernel(tmp_path, client):
+    X, y, data = _wine_with_holes(tmp_path)
+    params = {"n_clusters": 3, "n_components": 3, "top_k": 4, "n_init": 3}
+    spec = _spec("jrc", params, data)
+    tree = open_results(run_job(spec, output=tmp_path / "j.zarr", client=client, progress=False))
+    jrc = dkernel.JointRankingClustering(
+        n_clusters=3, n_components=3, n_init=3, random_state=0
+    ).fit(X)
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, jrc.labels_)
+    assert adjusted_rand_score(y, jrc.labels_) > 0.6
+    spec = _spec("kppr", {"max_samples": 100, "evaluate_max_samples": 0}, data)
+    tree = open_results(run_job(spec, output=tmp_path / "k.zarr", client=client, progress=False))
+    assert np.all(np.isfinite(tree["ranking"]["score"].values))
+
+
+def test_ranking_jobs_name_the_kernels_that_take_missing_values(tmp_path):
+    from dkernel.errors import InvalidInputError
+    from dkernel.io.data import LoadedData
+    from dkernel.jobs.registry import get_method
+
+    X = np.abs(np.random.default_rng(0).normal(size=(100, 3)))
+    X[4, 1] = np.nan
+    for method, params in [("jrc", {"n_clusters": 2}), ("kppr", {})]:
+        spec = _spec(method, {**params, "kernel": "cosine"})
+        with pytest.raises(InvalidInputError, match=r"kernel: cosine .*1 NaN.*kernel: pck"):
+            get_method(method).check_data(spec.params, LoadedData(X))

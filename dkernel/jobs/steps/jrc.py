@@ -182,6 +182,7 @@ register_method(
             "params": {"n_clusters": 3, "n_init": 5, "top_k": 5},
         },
         bad_data={"n_clusters": 2},
-        handles_missing="pck",
+        # with the kernels that model them (refuse_missing_values names the others)
+        handles_missing=True,
     )
 )

@@ -142,10 +142,20 @@ PARAMS = (*KPPR_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
 
 
 def refuse_missing_values(method: str, kernel: str, X: Any) -> None:
-    """Refuse NaN in in-memory ``X`` for a ranking job's ``kernel`` other than ``pck``."""
-    if kernel != "pck" and np.isnan(np.asarray(X)).any():
+    """Refuse NaN in in-memory ``X`` for a ranking job's ``kernel`` that does not model them
+    (``dkernel.kernels.input_policy.MISSING_VALUE_KERNELS`` do: PCKID, or the expected
+    squared distances of the rbf and k-NN kernels)."""
+    n_nan = int(np.isnan(np.asarray(X)).sum())
+    if not n_nan:
+        return
+    from dkernel.kernels.input_policy import MISSING_VALUE_KERNELS
+
+    if kernel not in MISSING_VALUE_KERNELS:
         raise InvalidInputError(
-            f"{method} with kernel: {kernel} does not handle missing values; use kernel: pck."
+            f"{method} with kernel: {kernel} does not handle missing values ({n_nan} NaN "
+            f"found); use kernel: pck (PCKID) or one of "
+            f"{', '.join(sorted(MISSING_VALUE_KERNELS - {'pck'}))} (expected squared "
+            "distances), or impute them."
         )
 
 
@@ -425,6 +435,7 @@ register_method(
             "params": {"max_samples": 60, "seeds": {"global": None, "row_0": 0}, "top_k": 10},
         },
         bad_data={},
-        handles_missing="pck",
+        # with the kernels that model them (refuse_missing_values names the others)
+        handles_missing=True,
     )
 )
