@@ -133,7 +133,8 @@ def select_landmarks(
         if not np.all(np.isfinite(sample)):
             raise InvalidInputError(
                 "The landmark graph needs finite values; X has NaN or infinite entries. Impute "
-                "or drop those rows first."
+                "or drop those rows first, or (NaN only) fit on the exact k-NN graph path, "
+                "approximation='exact', which models missing values."
             )
         return Landmarks(kmeans_landmarks(sample, m, int(rng.integers(2**31 - 1))), None)
     idx = _landmark_rows(X, n, m, method, random_state, precomputed, pool_size)

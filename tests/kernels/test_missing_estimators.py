@@ -159,3 +159,14 @@ def test_complete_fit_refuses_nan_in_new_rows(digits_missing) -> None:
     est = KernelPCAEmbedding(n_clusters=5, random_state=0).fit(imputed)
     with pytest.raises(InvalidInputError, match="complete rows"):
         est.predict(X[:5])
+
+
+@pytest.mark.parametrize("cls", [SpectralClustering, KernelDecompositionClustering])
+def test_landmark_path_on_dask_input_names_the_exact_path(cls) -> None:
+    import dask.array as da
+
+    X = np.random.default_rng(0).normal(size=(600, 3))
+    X[::7, 1] = np.nan
+    est = cls(2, approximation="bipartite", n_landmarks=20, random_state=0)
+    with pytest.raises(InvalidInputError, match="approximation='exact'"):
+        est.fit(da.from_array(X, chunks=(200, 3)))
