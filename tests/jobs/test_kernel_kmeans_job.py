@@ -113,8 +113,14 @@ def test_check_data_refuses_before_any_cluster():
     X[1, 1] = np.inf
     with pytest.raises(InvalidInputError, match="infinite values"):
         method.check_data({**params, "n_clusters": 2}, LoadedData(X))
-    X[1, 1] = np.nan  # a missing value: KernelKMeans models it
+    X[1, 1] = np.nan  # a missing value: KernelKMeans models it, but not with every kernel
     method.check_data({**params, "n_clusters": 2}, LoadedData(X))
+    with pytest.raises(
+        InvalidInputError,
+        match=r"kernel: cosine does not handle missing values \(1 NaN found\); use kernel: "
+        r"rbf or local_scaling or knn or knn_mean,",
+    ):
+        method.check_data({**params, "n_clusters": 2, "kernel": "cosine"}, LoadedData(X))
 
 
 @pytest.mark.parametrize("solver", ["exact", "nystrom"])

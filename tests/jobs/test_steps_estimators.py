@@ -312,5 +312,8 @@ def test_ranking_jobs_name_the_kernels_that_take_missing_values(tmp_path):
     X[4, 1] = np.nan
     for method, params in [("jrc", {"n_clusters": 2}), ("kppr", {})]:
         spec = _spec(method, {**params, "kernel": "cosine"})
-        with pytest.raises(InvalidInputError, match=r"kernel: cosine .*1 NaN.*kernel: pck"):
+        with pytest.raises(
+            InvalidInputError,
+            match=r"kernel: cosine .*1 NaN.*use kernel: .*knn_mean.* or pck, which model",
+        ):
             get_method(method).check_data(spec.params, LoadedData(X))

@@ -121,7 +121,7 @@ def test_nan_where_not_allowed(work):
     _write_csv(work / "data.csv", rows)
     # the cosine kernel does not model NaN (rbf-spectral, the default here, does)
     spec = _spec(method="jrc", params={"n_clusters": 2, "kernel": "cosine"})
-    expect_invalid(work, spec, r"does not handle missing values \(1 NaN found\).*kernel: pck")
+    expect_invalid(work, spec, r"does not handle missing values \(1 NaN found\); use kernel: .*pck")
 
 
 def test_inf_in_data(work):

@@ -35,6 +35,7 @@ from dkernel.jobs.outputs import (
     model_order_outputs,
 )
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
+from dkernel.jobs.steps.kppr import refuse_missing_values
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 
@@ -52,6 +53,9 @@ labels_dataset, landmarks_dataset = deferred(
 logger = logging.getLogger(__name__)
 
 #: KernelKMeans's parameters, derived from the estimator.
+#: The kernels a kernel-kmeans job can name.
+KERNEL_CHOICES = ("rbf", "local_scaling", "knn", "knn_mean", "landmark", "cosine")
+
 KMEANS_SCHEMA = EstimatorSchema(
     "dkernel.kmeans.estimator:KernelKMeans",
     exclude={
@@ -62,7 +66,7 @@ KMEANS_SCHEMA = EstimatorSchema(
     # job cannot pass
     overrides={
         "kernel": {
-            "choices": ("rbf", "local_scaling", "knn", "knn_mean", "landmark", "cosine"),
+            "choices": KERNEL_CHOICES,
             "doc": "A kernel of the registry by name (make_kernel), with its own defaults.",
         }
     },
@@ -97,8 +101,12 @@ def check_data(params: dict, data: LoadedData) -> None:
             f"params.n_clusters ({params['n_clusters']}) is larger than the number of samples "
             f"({n})."
         )
-    if isinstance(data.X, np.ndarray) and np.isinf(data.X).any():
-        raise InvalidInputError("the data holds infinite values; kernel-kmeans needs finite data.")
+    if isinstance(data.X, np.ndarray):
+        if np.isinf(data.X).any():
+            raise InvalidInputError(
+                "the data holds infinite values; kernel-kmeans needs finite data."
+            )
+        refuse_missing_values("kernel-kmeans", params["kernel"], data.X, KERNEL_CHOICES)
 
 
 def _chunk_rows(params: dict, n: int) -> int:
@@ -231,7 +239,8 @@ register_method(
         description="Kernel k-means (any registered kernel; exact, or a Nyström feature map "
         "for large N); K chosen by AIC/BIC with n_clusters: auto; predicts new points.",
         estimators=(KMEANS_SCHEMA,),
-        # a row with missing entries sits at its expected distances (KernelKMeans, any solver)
+        # a row with missing entries sits at its expected distances (KernelKMeans, any solver,
+        # the kernels that model them; refuse_missing_values names the others)
         handles_missing=True,
         example={  # the large-N path: Lloyd on a sample, every row assigned after
             "data": {"reader": "sklearn", "name": "iris", "standardize": True},

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -141,21 +141,23 @@ PARAMS = (*KPPR_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
 )
 
 
-def refuse_missing_values(method: str, kernel: str, X: Any) -> None:
-    """Refuse NaN in in-memory ``X`` for a ranking job's ``kernel`` that does not model them
+def refuse_missing_values(
+    method: str, kernel: str, X: Any, choices: Iterable[str] = KERNEL_CHOICES
+) -> None:
+    """Refuse NaN in in-memory ``X`` for a job's ``kernel`` that does not model them
     (``dkernel.kernels.input_policy.MISSING_VALUE_KERNELS`` do: PCKID, or the expected
-    squared distances of the rbf and k-NN kernels)."""
+    squared distances of the rbf and k-NN kernels), naming those among the job's
+    ``choices``."""
     n_nan = int(np.isnan(np.asarray(X)).sum())
     if not n_nan:
         return
     from dkernel.kernels.input_policy import MISSING_VALUE_KERNELS
 
     if kernel not in MISSING_VALUE_KERNELS:
+        usable = [k for k in choices if k in MISSING_VALUE_KERNELS]
         raise InvalidInputError(
             f"{method} with kernel: {kernel} does not handle missing values ({n_nan} NaN "
-            f"found); use kernel: pck (PCKID) or one of "
-            f"{', '.join(sorted(MISSING_VALUE_KERNELS - {'pck'}))} (expected squared "
-            "distances), or impute them."
+            f"found); use kernel: {' or '.join(usable)}, which model them, or impute them."
         )
 
 
