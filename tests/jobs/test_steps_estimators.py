@@ -258,6 +258,9 @@ def test_spectral_clustering_job_names_the_path_that_takes_missing_values(tmp_pa
         r"approximation: exact.*kernel-kmeans or pck-spectral",
     ):
         method.check_data(landmarks.params, LoadedData(X))
+    cosine = _spec("spectral-clustering", {"n_clusters": 2, "kernel": "cosine"})
+    with pytest.raises(InvalidInputError, match=r"with kernel: cosine\. Leave params\.kernel"):
+        method.check_data(cosine.params, LoadedData(np.abs(X)))
 
 
 def test_kernel_decomposition_job_models_missing_values_as_the_estimator(tmp_path, client):

@@ -87,14 +87,21 @@ def check_data(params: dict, data: LoadedData) -> None:
         est = SPECTRAL_SCHEMA.build(params)
         path = est._approximation(n)
         if not (est._takes_nan() and est._path_takes_nan(path, n)):
+            from dkernel.kernels.input_policy import kernel_allows_nan
+
+            fix = (
+                "Set params.approximation: exact"
+                if est.kernel is None or kernel_allows_nan(est.kernel)
+                else "Leave params.kernel unset (or use rbf, knn, knn_mean or local_scaling)"
+            )
             raise InvalidInputError(
                 f"spectral-clustering models missing values ({int(np.isnan(data.X).sum())} "
                 f"NaN found) on its exact k-NN graph path (params.approximation: exact; 'auto' "
                 f"takes it up to {EXACT_MAX_SAMPLES} rows), with a kernel that takes them; "
                 f"this job would run approximation: {path} on {n} rows"
                 + (f" with kernel: {params['kernel']}" if params.get("kernel") else "")
-                + ". Set params.approximation: exact, impute them, or use method: "
-                "kernel-kmeans or pck-spectral, which model them at any size."
+                + f". {fix}, impute them, or use method: kernel-kmeans or pck-spectral, "
+                "which model them at any size."
             )
 
 
