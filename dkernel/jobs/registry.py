@@ -21,6 +21,7 @@ from dkernel.jobs.types import (  # noqa: F401  (re-exported: the step modules' 
     Method,
     StoreView,
     chunk_rows_param,
+    refuse_missing_values,
 )
 from dkernel.registry import Registry
 from dkernel.runtime.persist import persist, with_own_keys  # noqa: F401  (re-exported)

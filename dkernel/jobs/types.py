@@ -140,6 +140,26 @@ def chunk_rows_param(
     return Param("chunk_rows", "int", default=None, nullable=True, low=16, doc=doc)
 
 
+def refuse_missing_values(method: str, kernel: str, X: Any, choices: Iterable[str]) -> None:
+    """Refuse NaN in in-memory ``X`` for a job whose ``kernel`` does not model them (those of
+    ``dkernel.kernels.input_policy.MISSING_VALUE_KERNELS`` do: PCKID, or the expected squared
+    distances of the rbf and k-NN kernels), naming those among the job's kernel ``choices``."""
+    import numpy as np
+
+    n_nan = int(np.isnan(np.asarray(X)).sum())
+    if not n_nan:
+        return
+    from dkernel.errors import InvalidInputError
+    from dkernel.kernels.input_policy import MISSING_VALUE_KERNELS
+
+    if kernel not in MISSING_VALUE_KERNELS:
+        usable = [k for k in choices if k in MISSING_VALUE_KERNELS]
+        raise InvalidInputError(
+            f"{method} with kernel: {kernel} does not handle missing values ({n_nan} NaN "
+            f"found); use kernel: {' or '.join(usable)}, which model them, or impute them."
+        )
+
+
 @dataclass(frozen=True)
 class Cost:
     """Estimated peak memory (bytes, on one process) and disk (bytes) of a method."""

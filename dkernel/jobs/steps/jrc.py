@@ -28,13 +28,18 @@ from dkernel.jobs.outputs import (
     Timing,
     model_order_outputs,
 )
-from dkernel.jobs.registry import Cost, JobContext, Method, register_method
+from dkernel.jobs.registry import (
+    Cost,
+    JobContext,
+    Method,
+    refuse_missing_values,
+    register_method,
+)
 from dkernel.jobs.steps.kppr import (
     KERNEL_CHOICES,
     PCK_KERNEL_SCHEMA,
     RANKING_EXCLUDE,
     ranking_kernel,
-    refuse_missing_values,
 )
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
@@ -78,7 +83,7 @@ def check_data(params: dict, data: LoadedData) -> None:
             f"({n_components}) must not exceed the number of samples ({n})."
         )
     kernel = params["kernel"]
-    refuse_missing_values("jrc", kernel, data.X)
+    refuse_missing_values("jrc", kernel, data.X, KERNEL_CHOICES)
     # the k-NN graphs' size, or local_scaling's rank (the estimator checks a former spelling)
     name = "scale_neighbors" if kernel == "local_scaling" else "n_neighbors"
     if kernel in ADAPTIVE and params[name] >= n:

@@ -231,14 +231,13 @@ def check_data(params: dict, data: LoadedData) -> None:
 def _check_missing_values(params: dict, n: int, n_nan: int) -> None:
     """NaN is modelled by the estimator's self-tuning k-NN kernel on the exact path (expected
     squared distances); elsewhere refused here, naming the fixes."""
-    k = params["n_neighbors"][0]
-    exact = not _bipartite(params, n)
-    if params["kernel"] == "local_scaling" and k != 0 and exact:
+    self_tuning = params["kernel"] == "local_scaling" and params["n_neighbors"][0] != 0
+    if self_tuning and not _bipartite(params, n):
         return
     why = (
         f"this job would take the landmark path ({n} rows; 'auto' keeps the exact path up to "
         f"{EXACT_MAX_SAMPLES}): set params.approximation: exact"
-        if params["kernel"] == "local_scaling" and k != 0
+        if self_tuning
         else f"this job's kernel is {params['kernel']} with n_neighbors {params['n_neighbors']}: "
         "set kernel: local_scaling with one n_neighbors above 0"
     )

@@ -34,8 +34,14 @@ from dkernel.jobs.outputs import (
     Timing,
     model_order_outputs,
 )
-from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
-from dkernel.jobs.steps.kppr import refuse_missing_values
+from dkernel.jobs.registry import (
+    Cost,
+    JobContext,
+    Method,
+    chunk_rows_param,
+    refuse_missing_values,
+    register_method,
+)
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 
@@ -52,10 +58,10 @@ labels_dataset, landmarks_dataset = deferred(
 
 logger = logging.getLogger(__name__)
 
-#: KernelKMeans's parameters, derived from the estimator.
 #: The kernels a kernel-kmeans job can name.
 KERNEL_CHOICES = ("rbf", "local_scaling", "knn", "knn_mean", "landmark", "cosine")
 
+#: KernelKMeans's parameters, derived from the estimator.
 KMEANS_SCHEMA = EstimatorSchema(
     "dkernel.kmeans.estimator:KernelKMeans",
     exclude={

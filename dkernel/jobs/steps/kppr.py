@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +22,14 @@ from dkernel._random import derive_rng
 from dkernel.errors import InvalidInputError, SpecError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import Group, Output, ScoreMap, Timing
-from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
+from dkernel.jobs.registry import (
+    Cost,
+    JobContext,
+    Method,
+    chunk_rows_param,
+    refuse_missing_values,
+    register_method,
+)
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param, show_value
@@ -141,26 +148,6 @@ PARAMS = (*KPPR_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
 )
 
 
-def refuse_missing_values(
-    method: str, kernel: str, X: Any, choices: Iterable[str] = KERNEL_CHOICES
-) -> None:
-    """Refuse NaN in in-memory ``X`` for a job's ``kernel`` that does not model them
-    (``dkernel.kernels.input_policy.MISSING_VALUE_KERNELS`` do: PCKID, or the expected
-    squared distances of the rbf and k-NN kernels), naming those among the job's
-    ``choices``."""
-    n_nan = int(np.isnan(np.asarray(X)).sum())
-    if not n_nan:
-        return
-    from dkernel.kernels.input_policy import MISSING_VALUE_KERNELS
-
-    if kernel not in MISSING_VALUE_KERNELS:
-        usable = [k for k in choices if k in MISSING_VALUE_KERNELS]
-        raise InvalidInputError(
-            f"{method} with kernel: {kernel} does not handle missing values ({n_nan} NaN "
-            f"found); use kernel: {' or '.join(usable)}, which model them, or impute them."
-        )
-
-
 def _n_fit(params: dict, n: int) -> int:
     """Rows the estimator is fitted on: ``max_samples``, or its former name ``n_fit`` when
     the spec still writes it (warning once per process), at most ``n``."""
@@ -202,7 +189,7 @@ def check_data(params: dict, data: LoadedData) -> None:
                 )
     kernel = params["kernel"]
     if not hasattr(data.X, "dask"):  # a Dask X is not computed here
-        refuse_missing_values("kppr", kernel, data.X)
+        refuse_missing_values("kppr", kernel, data.X, KERNEL_CHOICES)
     # the k-NN graphs' size, or local_scaling's rank (the estimator checks a former spelling)
     name = "scale_neighbors" if kernel == "local_scaling" else "n_neighbors"
     if kernel in ADAPTIVE and params[name] >= _n_fit(params, n):

@@ -27,7 +27,14 @@ from dkernel.jobs.outputs import (
     Timing,
     model_order_outputs,
 )
-from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
+from dkernel.jobs.registry import (
+    Cost,
+    JobContext,
+    Method,
+    chunk_rows_param,
+    refuse_missing_values,
+    register_method,
+)
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 
@@ -52,6 +59,9 @@ embedding_dataset, labels_dataset, landmarks_dataset = deferred(
 
 logger = logging.getLogger(__name__)
 
+#: The kernels a spectral-clustering job can name (unset: the self-tuning k-NN graph).
+KERNEL_CHOICES = ("local_scaling", "knn", "rbf", "cosine")
+
 #: SpectralClustering's parameters, derived from the estimator.
 SPECTRAL_SCHEMA = EstimatorSchema(
     "dkernel.spectral.clustering:SpectralClustering",
@@ -59,7 +69,7 @@ SPECTRAL_SCHEMA = EstimatorSchema(
         "kernel_params": "the kernels' reference samples keep their defaults",
     },
     # the estimator also takes 'pck', 'precomputed' and callables, which a job cannot pass
-    overrides={"kernel": {"choices": ("local_scaling", "knn", "rbf", "cosine")}},
+    overrides={"kernel": {"choices": KERNEL_CHOICES}},
 )
 
 PARAMS = (
@@ -84,24 +94,17 @@ def check_data(params: dict, data: LoadedData) -> None:
             f"{_landmarks(params, n)}."
         )
     if isinstance(data.X, np.ndarray) and np.isnan(data.X).any():
+        if params.get("kernel"):
+            refuse_missing_values("spectral-clustering", params["kernel"], data.X, KERNEL_CHOICES)
         est = SPECTRAL_SCHEMA.build(params)
         path = est._approximation(n)
         if not (est._takes_nan() and est._path_takes_nan(path, n)):
-            from dkernel.kernels.input_policy import kernel_allows_nan
-
-            fix = (
-                "Set params.approximation: exact"
-                if est.kernel is None or kernel_allows_nan(est.kernel)
-                else "Leave params.kernel unset (or use rbf, knn, knn_mean or local_scaling)"
-            )
             raise InvalidInputError(
                 f"spectral-clustering models missing values ({int(np.isnan(data.X).sum())} "
                 f"NaN found) on its exact k-NN graph path (params.approximation: exact; 'auto' "
-                f"takes it up to {EXACT_MAX_SAMPLES} rows), with a kernel that takes them; "
-                f"this job would run approximation: {path} on {n} rows"
-                + (f" with kernel: {params['kernel']}" if params.get("kernel") else "")
-                + f". {fix}, impute them, or use method: kernel-kmeans or pck-spectral, "
-                "which model them at any size."
+                f"takes it up to {EXACT_MAX_SAMPLES} rows); this job would run approximation: "
+                f"{path} on {n} rows. Set params.approximation: exact, impute them, or use "
+                "method: kernel-kmeans or pck-spectral, which model them at any size."
             )
 
 
