@@ -21,8 +21,9 @@ missing entries and seeds the estimators):
   default for rows with NaN), and the distances of the mean-imputed rows (``imputed, same
   graph``), the control.
 
-MeanShift was run when it counted rows with a NaN as nodata (label −1); it now marginalises
-partial rows and only all-NaN rows are nodata (``benchmarks/bench_realdata.py`` measures it).
+MeanShift was run when it counted rows with a NaN as nodata (label −1); it now fills a row's
+missing entries with their conditional means and only all-NaN rows are nodata
+(``benchmarks/bench_realdata.py`` measures it).
 
 Run:  python benchmarks/bench_missing.py [--seeds 0 1 2] [--sets digits ecoli] [--max-n 1797]
       [--timeout 600] [--methods SpectralClustering ...]  (``--methods`` alone: the graphs only)

@@ -144,7 +144,7 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "max_samples": "ChangeDetection samples 20 000 pixels (a count); the PCK trains each member "
     "on half the rows (a fraction)",
     "min_cluster_size": "MSSC's first stage over-partitions on purpose (0: every mode); "
-    "MeanShift prunes under 1 %",
+    "MeanShift prunes under 1 % or 5 points",
     "n_clusters": "2 for the clusterers, 3 for JRC ([Lokse2014]), 8 scikit-learn's KMeans', "
     "'auto' MSSC's, None: embed",
     "n_components": "None follows n_clusters; the deep models', ESN's and CCA's sizes are "

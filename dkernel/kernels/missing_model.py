@@ -215,15 +215,12 @@ class MissingValueModel:
             )
         return X
 
-    def fill(self, X: np.ndarray, axes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def fill(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows of X with their NaN at the conditional means, and each row's ``r``.
 
         Parameters
         ----------
         X : ndarray (n, p)
-        axes : ndarray (p, d), optional
-            ``r`` measured along these axes instead (the rows are to be projected onto
-            them): ``tr(Wᵀ Cov[x_M | x_O] W)``.
 
         Returns
         -------
@@ -239,28 +236,20 @@ class MissingValueModel:
         """
         X = self._check(X)
         if self.independent or X.nbytes > CACHED_FILL_BYTES:
-            return self._fill(X, axes)
-        key = (_digest(X), None if axes is None else _digest(axes))
-        filled, extra = self._fills.get(key, lambda: self._fill(X, axes))
+            return self._fill(X)
+        filled, extra = self._fills.get(_digest(X), lambda: self._fill(X))
         return filled.copy(), extra.copy()  # callers may change them in place
 
-    def _fill(self, X: np.ndarray, axes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _fill(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         missing = np.isnan(X)
         filled = np.where(missing, self.mean[None, :], X)
         extra = np.zeros(X.shape[0])
         if self.independent:
-            weight = self.covariance
-            if axes is not None:
-                weight = self.covariance * np.einsum("jd,jd->j", axes, axes)
-            return filled, missing.astype(np.float64) @ weight
+            return filled, missing.astype(np.float64) @ self.covariance
         for rows, M in _patterns(missing):
             C, shift = _conditional(self._precision, self.mean, X[rows], M)
             filled[np.ix_(rows, M)] = shift
-            if axes is None:
-                extra[rows] = np.trace(C)
-            else:
-                WM = axes[M]
-                extra[rows] = np.einsum("jd,jk,kd->", WM, C, WM)
+            extra[rows] = np.trace(C)
         return filled, extra
 
 
