@@ -3,8 +3,9 @@
 The protocol is what a new user does: standardise the features (``StandardScaler``), pass only
 ``n_clusters`` (the number of true classes) and a seed, keep every other default. dkernel's
 estimators run next to scikit-learn's KMeans, GaussianMixture, SpectralClustering with the RBF
-and the k-NN affinity, and HDBSCAN — each at *its* defaults (HDBSCAN chooses its own number of
-clusters; its noise label −1 counts as one more cluster). The score is the adjusted Rand index
+and the k-NN affinity, and HDBSCAN — each at *its* defaults (HDBSCAN and dkernel's
+``MeanShift`` choose their own number of clusters; HDBSCAN's noise label −1 counts as one more
+cluster). The score is the adjusted Rand index
 against the ground truth; the table gives one ARI per dataset × method, the mean over datasets
 and the mean rank (1 = best on a dataset, ties averaged). MSSC, a method for image pixels, runs on
 the pixel sets only (its mean is over those). For the dkernel estimators with
@@ -262,6 +263,8 @@ def _dk(name: str) -> Callable[[np.ndarray, int, int], tuple[np.ndarray, float |
             est = cls(n_clusters=k, random_state=seed)
         elif name == "JointRankingClustering":
             est = cls(n_clusters=k, random_state=seed)
+        elif name == "MeanShift":  # its own number of clusters, as HDBSCAN
+            est = cls()
         else:
             est = cls(k, random_state=seed)
         return _fit(est, X)
@@ -287,6 +290,8 @@ METHODS: dict[str, Callable[[np.ndarray, int, int], tuple[np.ndarray, float | No
     "dk.KECA": _dk("KECA"),
     "dk.PCK": _pck_labels,
     "dk.MSSC": _dk("MSSC"),
+    "dk.KernelKMeans": _dk("KernelKMeans"),
+    "dk.MeanShift": _dk("MeanShift"),
     "sk.KMeans": _sk(lambda k, s: cluster.KMeans(k, random_state=s)),
     "sk.GMM": _sk(lambda k, s: mixture.GaussianMixture(k, random_state=s)),
     "sk.Spectral-rbf": _sk(lambda k, s: cluster.SpectralClustering(k, random_state=s)),
@@ -350,8 +355,8 @@ def write_markdown(path: Path, rows, methods, names, args) -> str:
         "",
         f"`python benchmarks/bench_defaults.py --seeds {' '.join(map(str, args.seeds))} "
         f"--max-n {args.max_n}`; ARI (mean over seeds; BSDS: mean over the human "
-        "segmentations). Features standardised, only `n_clusters` given. `dk.*` are dkernel, "
-        "`sk.*` scikit-learn. A failed or timed-out cell is shown as such and counts as 0 in "
+        "segmentations). Features standardised, only `n_clusters` given (MeanShift and "
+        "HDBSCAN: nothing). `dk.*` are dkernel, `sk.*` scikit-learn. A failed or timed-out cell is shown as such and counts as 0 in "
         "the mean and last in the rank.",
         "",
         "| dataset | n | k | " + " | ".join(short) + " |",
