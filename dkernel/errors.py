@@ -91,6 +91,11 @@ class DegenerateClusteringWarning(DKernelWarning):
     the parameter to change)."""
 
 
+class DegenerateClusterWarning(DegenerateClusteringWarning):
+    """A clustering returned an empty cluster, or one of a single point or a tiny fragment: a
+    :class:`DegenerateClusteringWarning`, so one filter on that catches both."""
+
+
 class DKernelDeprecationWarning(DKernelWarning, FutureWarning):
     """A former parameter name or value, still accepted for one release: a ``FutureWarning`` (so
     it is shown by default and caught by ``FutureWarning`` filters) that is dkernel's own."""

@@ -41,7 +41,12 @@ from dkernel._validation import (
     is_dask_array,
     resolve_n_components,
 )
-from dkernel.errors import DKernelWarning, InvalidInputError, ResourceLimitError, warn_caller
+from dkernel.errors import (
+    DegenerateClusterWarning,
+    InvalidInputError,
+    ResourceLimitError,
+    warn_caller,
+)
 from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, THESIS_SIGMA_FRACTION
 from dkernel.linalg import euclidean_kmeans
 from dkernel.linalg.eigen import fix_signs
@@ -66,10 +71,6 @@ EMBEDDINGS = ("normalized", "laplacian")
 #: A cluster of at most this fraction of an even share (N / n_clusters), or of one point,
 #: raises ``DegenerateClusterWarning``.
 FRAGMENT_SHARE = 0.01
-
-
-class DegenerateClusterWarning(DKernelWarning):
-    """A clustering returned an empty cluster, or one of a single point or a tiny fragment."""
 
 
 def _green_inputs(
