@@ -140,8 +140,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         float in (0, 1)); None: the input columns. The axes are those of the density sample
         (of its missing-value model's covariance when it has missing entries); a row with
         missing entries is projected filled with its conditional means (``missing_model_``),
-        and new rows are
-        projected onto the same axes. Default 15: a Gaussian
+        and new rows are projected onto the same axes. Default 15: a Gaussian
         density estimate of a few thousand points resolves no modes in many more dimensions
         (Silverman 1986, Table 4.2: the sample size for a given accuracy grows by orders of
         magnitude with each few dimensions), and the discarded directions carry the least
@@ -304,28 +303,25 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         return self
 
     def _fit_projection(
-        self, sample: np.ndarray, model: MissingValueModel | None, location: np.ndarray
+        self, filled: np.ndarray, model: MissingValueModel | None, location: np.ndarray
     ) -> np.ndarray:
-        """The density sample in the space mean shift runs in. Sets ``location_``,
-        ``projection_components_`` and ``projection_variance_ratio_`` (None: the input
-        columns).
+        """The density sample (``filled``: missing entries at their conditional means) in the
+        space mean shift runs in. Sets ``location_``, ``projection_components_`` and
+        ``projection_variance_ratio_`` (None: the input columns).
 
-        ``sample`` may have missing entries (NaN; then ``model`` is the sample's
-        :class:`~dkernel.kernels.missing.MissingValueModel` and ``location`` its mean): they
-        are filled with their conditional means. The axes are those of the model's covariance
-        when there is one (the covariance of the filled rows misses the conditional
-        covariances).
+        With missing entries, ``model`` is the sample's
+        :class:`~dkernel.kernels.missing.MissingValueModel` and ``location`` its mean; the
+        axes are those of its covariance (the covariance of the filled rows misses the
+        conditional covariances), unless it models the columns' variances only.
         """
         self.location_ = self.projection_components_ = self.projection_variance_ratio_ = None
-        filled = sample if model is None else model.fill(sample)[0]
-        p = int(sample.shape[1])
+        p = int(filled.shape[1])
         size = self.projection
         if size is None or (isinstance(size, Integral) and p <= size):
             return filled
         if model is None or model.independent:
-            # without a model, or with the columns' variances only: the filled rows' covariance
             centred = filled - location
-            covariance = centred.T @ centred / max(sample.shape[0] - 1, 1)
+            covariance = centred.T @ centred / max(filled.shape[0] - 1, 1)
         else:
             covariance = model.covariance
         W, ratio = principal_axes(covariance, size)
@@ -415,7 +411,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         partial = fill is not None and bool(missing.any())
         location = fill.mean if partial else column_moments(sample)[0]
         input_sample = fill.fill(sample)[0] if partial else sample
-        sample = self._fit_projection(sample, fill if partial else None, location)
+        sample = self._fit_projection(input_sample, fill if partial else None, location)
 
         # seeds
         if self.seeds == "all":

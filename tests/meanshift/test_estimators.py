@@ -766,7 +766,7 @@ def test_projected_rows_with_missing_entries_are_their_filled_rows_on_the_model_
     X[rng.random(X.shape) < 0.1] = np.nan
     ms = MeanShift(projection=4)
     model = MissingValueModel.fit(X)
-    Z = ms._fit_projection(X, model, model.mean)
+    Z = ms._fit_projection(model.fill(X)[0], model, model.mean)
     W = ms.projection_components_
     values, vectors = np.linalg.eigh(model.covariance)
     leading = vectors[:, np.argsort(values)[::-1][:4]]
