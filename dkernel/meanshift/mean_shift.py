@@ -42,8 +42,8 @@ from dkernel.rows import take_rows
 #: one is not.
 DEGENERATE_MODE_FRACTION = 0.05
 DEGENERATE_MIN_MODES = 20
-#: ... or when more than this share of the points were in basins under ``min_cluster_size``:
-#: then the pruning, not the density, made the partition.
+#: ... or when more than this share of the points were in basins under ``min_cluster_size``
+#: (the fraction; not the 5-point floor): then the pruning, not the density, made the partition.
 DEGENERATE_PRUNED_SHARE = 0.5
 #: ``MeanShift``'s ``min_cluster_size``: basins under 1 % of the points join a larger mode.
 MIN_CLUSTER_FRACTION = 0.01
@@ -209,7 +209,9 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     DegenerateClusteringWarning
         When :meth:`fit` ends with more clusters than 5 % of its seeds (and more than 20):
         nearly every point its own cluster; or when more than half the points were in basins
-        under ``min_cluster_size`` (the pruning, not the density, made the partition). The
+        under ``min_cluster_size``'s fraction (the pruning, not the density, made the
+        partition; the 5-point floor alone prunes most of a few dozen points whatever the
+        bandwidth). The
         message names the fix (a larger ``bandwidth``, or fewer dimensions). Many small
         modes that the pruning joins to larger ones are not a warning: in 10 or more
         dimensions a Gaussian density estimate's tails hold such modes on most tables (the
@@ -483,7 +485,9 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         singles = int(np.count_nonzero(np.bincount(seed_labels) == 1))
         min_mass = self._min_basin_mass(seed_labels.size if seed_w is None else seed_w.sum())
         mass = np.bincount(seed_labels, weights=seed_w, minlength=modes.shape[0])
-        pruned = mass < min_mass
+        # under the fraction alone: on a few dozen points the 5-point floor prunes most of
+        # them whatever the bandwidth, which is no sign of a narrow kernel
+        pruned = mass < float(self.min_cluster_size) * mass.sum()
         pruned[np.argmax(mass)] = False  # the heaviest mode is always kept
         pruned_share = float(mass[pruned].sum() / mass.sum())
         self._modes_before_pruning_ = (int(modes.shape[0]), singles, pruned_share)
