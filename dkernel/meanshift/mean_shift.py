@@ -428,8 +428,8 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
                 f"{type(self).__name__} needs at least 2 rows {rows} (the others are nodata) "
                 f"in its density sample; got {sample.shape[0]}.{hint}"
             )
-        # rows with NaN: expected distances under the sample's missing-value model, which
-        # also fills new rows with NaN in predict (complete samples: only there)
+        # rows with NaN: filled with their conditional means under the sample's missing-value
+        # model, which also fills new rows with NaN in predict (complete samples: only there)
         fill = None if self._partial_rows_are_nodata else MissingValueModel.fit(sample)
         partial = fill is not None and bool(missing.any())
         location = fill.mean if partial else column_moments(sample)[0]
@@ -459,8 +459,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             with without_lost_clusters_warning():
                 km.fit(sample)
             seeds = km.cluster_centers_
-            labels_k = km.labels_
-            seed_w = np.bincount(labels_k, minlength=k).astype(np.float64)
+            seed_w = np.bincount(km.labels_, minlength=k).astype(np.float64)
             keep = seed_w > 0
             seeds, seed_w = seeds[keep], seed_w[keep]
 
