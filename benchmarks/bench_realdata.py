@@ -66,6 +66,8 @@ def _paths(out: str) -> tuple[Path, Path, Path]:
 
 #: MSSC clusters image pixels: it runs on these kinds only.
 PIXEL_KINDS = {"pixels", "photo"}
+#: The digit-image sets of issue 57's MeanShift line (64 and 784 pixels; the holed ones too).
+DIGIT_SETS = ("digits", "mnist5k", "digits_holed", "mnist_holed")
 
 
 # -- methods: (X, k, seed) -> labels ---------------------------------------------------------
@@ -322,10 +324,6 @@ def acceptance(sets: list[str], table: dict, stats: dict) -> list[str]:
             said = "warned" if cell["warned"] else "no warning"
             lines.append(f"  - {mark} {s}: {c:.1f} clusters (mean over seeds) for k = {k}; {said}")
     return lines
-
-
-#: The digit-image sets of issue 57's MeanShift line (64 and 784 pixels; the holed MNIST too).
-DIGIT_SETS = ("digits", "mnist5k", "digits_holed", "mnist_holed")
 
 
 def write_report(cells: list[dict], methods: list[str], args) -> str:
