@@ -22,6 +22,15 @@ CPU time is the cost of the method, the wall time what a user waited.
 
     python benchmarks/bench_ddc.py                       # everything, markdown to stdout
     python benchmarks/bench_ddc.py --only ddc --out benchmarks/results/ddc.md
+
+``--holes``: a random 14 × 14 block of every image is missing (NaN; a quarter of the image, as
+``bench_realdata.py``'s holed MNIST, drawn from ``--seed``), issue 57's "every clusterer ≥
+mean-imputed k-means on data with missing entries". DDC fills each image's hole with its
+conditional means (``missing_model_``) and ``SpectralClustering`` takes the NaN vectors; k-means
+and DEC / IDEC get the mean-imputed vectors (each pixel's mean over the images that show it).
+
+    python benchmarks/bench_ddc.py --holes --only ddc kmeans spectral \
+        --out benchmarks/results/ddc_holes.md
 """
 
 from __future__ import annotations
@@ -85,18 +94,22 @@ def _clustpy(name: str) -> Callable[[np.ndarray, int, int], np.ndarray]:
 RUNNERS: dict[str, tuple[str, str, Callable[[np.ndarray, int, int], np.ndarray]]] = {
     # key: (row name, input, fit)
     "ddc": ("DDC (dkernel, CNN)", "images", _ddc),
-    "kmeans": ("k-means (scikit-learn)", "vectors", _kmeans),
+    "kmeans": ("k-means (scikit-learn)", "imputed", _kmeans),
     "spectral": ("SpectralClustering (dkernel)", "vectors", _spectral),
-    "dec": ("DEC (ClustPy)", "vectors", _clustpy("DEC")),
-    "idec": ("IDEC (ClustPy)", "vectors", _clustpy("IDEC")),
+    "dec": ("DEC (ClustPy)", "imputed", _clustpy("DEC")),
+    "idec": ("IDEC (ClustPy)", "imputed", _clustpy("IDEC")),
 }
 #: The rows ``peer_python`` runs in its own environment.
 CLUSTPY = ("dec", "idec")
 
 
-def _peer_row(python: str, key: str, seed: int, n_images: int | None, verbose: int) -> dict:
+def _peer_row(
+    python: str, key: str, seed: int, n_images: int | None, verbose: int, holes: bool
+) -> dict:
     """One method's row, run by this script under another interpreter (``--json``)."""
     command = [python, __file__, "--only", key, "--seed", str(seed), "--json"]
+    if holes:
+        command.append("--holes")
     if n_images is not None:
         command += ["--n-images", str(n_images)]
     done = subprocess.run(
@@ -120,13 +133,15 @@ def ddc_rows(
     n_images: int | None = None,
     ddc_params: dict[str, Any] | None = None,
     peer_python: str | None = None,
+    holes: bool = False,
 ) -> list[dict[str, Any]]:
     """One run of each method on the MNIST subset: a dict per method with ``method``, ``acc``,
     ``nmi``, ``wall_s``, ``cpu_s`` and ``note`` (why a method did not run); for
     ``benchmarks/bench_deep.py``. ``n_images`` (the first ``n_images / 10`` images of each
     digit) and ``ddc_params`` (parameters other than the defaults) are for a quick
     check only: the acceptance is all 5 000 images at the defaults. ``peer_python`` runs the
-    ClustPy rows with that interpreter (its own environment)."""
+    ClustPy rows with that interpreter (its own environment). ``holes``: a quarter of each
+    image missing (the module docstring)."""
     images, labels = load_mnist_5k()
     if n_images is not None:
         keep = np.sort(
@@ -134,11 +149,16 @@ def ddc_rows(
         )
         images, labels = images[keep], labels[keep]
     data = {"images": (images / 255.0).astype(np.float32)}
+    if holes:
+        data["images"] = _missing_block(data["images"], np.random.default_rng(seed))
     data["vectors"] = data["images"].reshape(len(images), -1)
+    data["imputed"] = np.where(
+        np.isnan(data["vectors"]), np.nanmean(data["vectors"], axis=0), data["vectors"]
+    )
     rows = []
     for key in methods:
         if key in CLUSTPY and peer_python:
-            rows.append(_peer_row(peer_python, key, seed, n_images, verbose))
+            rows.append(_peer_row(peer_python, key, seed, n_images, verbose, holes))
             if verbose:
                 r = rows[-1]
                 print(f"{r['method']}: ACC {r['acc']} NMI {r['nmi']} wall {r['wall_s']} s "
@@ -160,6 +180,17 @@ def ddc_rows(
             print(f"{name}: ACC {scores['acc']:.4f} NMI {scores['nmi']:.4f} "
                   f"wall {wall:.1f} s cpu {cpu:.1f} s", flush=True)  # fmt: skip
     return rows
+
+
+def _missing_block(images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A random (side/2)² block of every square image NaN (a quarter of the image)."""
+    out = images.copy()
+    side = images.shape[1]
+    half = side // 2
+    r, c = rng.integers(0, side - half + 1, (2, len(images)))
+    for i in range(len(images)):
+        out[i, r[i] : r[i] + half, c[i] : c[i] + half] = np.nan
+    return out
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -194,19 +225,30 @@ def main() -> None:
     )
     parser.add_argument("--n-images", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print the rows as JSON only")
+    parser.add_argument(
+        "--holes", action="store_true", help="a quarter of each image missing (NaN)"
+    )
     args = parser.parse_args()
     if args.json:
-        rows = ddc_rows(tuple(args.only), seed=args.seed, verbose=0, n_images=args.n_images)
+        rows = ddc_rows(
+            tuple(args.only), seed=args.seed, verbose=0, n_images=args.n_images, holes=args.holes
+        )
         print(json.dumps(rows))
         return
     import torch
 
     rows = ddc_rows(
-        tuple(args.only), seed=args.seed, verbose=args.verbose, peer_python=args.peer_python
+        tuple(args.only),
+        seed=args.seed,
+        verbose=args.verbose,
+        peer_python=args.peer_python,
+        holes=args.holes,
     )
     table = markdown(rows)
     header = (
-        f"MNIST subset (5 000 images, 500 per digit), seed {args.seed}, one run each; "
+        "MNIST subset (5 000 images, 500 per digit"
+        + ("; a random 14 × 14 block of each missing" if args.holes else "")
+        + f"), seed {args.seed}, one run each; "
         f"{platform.node() or 'this machine'}: {__import__('os').cpu_count()} cores, "
         f"torch {torch.__version__} with {torch.get_num_threads()} threads.\n"
         "Paper Table 1 (all of MNIST, best of 20): "

@@ -37,6 +37,7 @@ from dkernel.deep._ddc_training import (
     predict_proba_array,
     train_epoch,
 )
+from dkernel.deep._missing import filled, fit_missing_model
 from dkernel.deep._torch import require_torch
 from dkernel.deep._training import (
     CHECKPOINT_CONSTRAINT,
@@ -141,6 +142,15 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         width)``.
     n_features_in_ : int
         Values per sample.
+    missing_model_ : dkernel.kernels.missing_model.MissingValueModel
+        The Gaussian model of the training samples (their pixels or features as one vector)
+        that fills missing values (NaN): each sample enters the network, in ``fit`` and in
+        ``predict``, with its missing values at their conditional means given its observed
+        ones (``dkernel.deep._missing``). Fitted on at most 2 000 evenly spaced training
+        samples; a full covariance up to 1 000 values per sample, their means above. On the
+        MNIST subset with a random quarter of each image missing: ACC 0.59 / NMI 0.56 over
+        seeds 0–2, against 0.42 / 0.33 for k-means on mean-imputed pixels
+        (``benchmarks/results/ddc_holes.md``).
 
     See Also
     --------
@@ -153,7 +163,9 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
     200-200-500-C; ``(n_samples, height, width)`` or ``(n_samples, channels, height, width)``
     images (at least 16 × 16) through the paper's CNN. Scale the inputs to about unit range
     (images: grey levels / 255). The loss's orthogonality term assumes clusters of similar
-    sizes (Section 3.1.2).
+    sizes (Section 3.1.2). Missing values (NaN) are filled with their conditional means
+    (``missing_model_``), infinite ones refused; an estimator rebuilt by ``from_weights`` or
+    ``from_results`` has no such model and refuses NaN.
 
     References
     ----------
@@ -231,7 +243,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 f"{ndim}-D array of shape {tuple(X.shape)}."
             )
         if ndim <= 2:  # scikit-learn's checks and messages ("Reshape your data")
-            X = validate_input(self, X, reset=reset, min_samples=2 if reset else 1)
+            X = validate_input(self, X, reset=reset, allow_nan=True, min_samples=2 if reset else 1)
             return X, (int(X.shape[1]),)
         X = _check_images(X, owner, min_samples=2 if reset else 1)
         shape = (1, *X.shape[1:]) if ndim == 3 else tuple(X.shape[1:])
@@ -289,6 +301,8 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         batch_size = min(int(self.batch_size), n)
         # random_state=None: a resumed fit continues with the seed the checkpoint recorded
         fingerprint = self._fingerprint(X, shape, float(lr), fixed)
+        self.missing_model_ = fit_missing_model(X)
+        X = filled(X, self.missing_model_)
         state = None
         if self.checkpoint is not None:
             state = load_checkpoint(torch, self.checkpoint, type(self).__name__)
@@ -407,6 +421,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         """
         check_is_fitted(self, "network_")
         X, shape = self._check_X(X, reset=False)
+        X = self._filled(X)
         if is_dask_array(X):
             X = X.rechunk({i: -1 for i in range(1, X.ndim)})
             k = int(self.n_clusters)
@@ -420,6 +435,15 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 meta=np.empty((0, k), dtype=np.float64),
             )
         return _proba_of(self.network_, X, shape)
+
+    def _filled(self, X: Any) -> Any:
+        """New samples with their NaN at their conditional means under ``missing_model_``."""
+        model = getattr(self, "missing_model_", None)
+        if model is not None:
+            return filled(X, model)
+        if is_dask_array(X):
+            return X.map_blocks(_refuse_nan, dtype=X.dtype)
+        return _refuse_nan(X)
 
     def predict(self, X: Any) -> Any:
         """Cluster of each row of ``X``: the argmax of :meth:`predict_proba`.
@@ -517,6 +541,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = self.random_state is None
+        tags.input_tags.allow_nan = True  # filled with their conditional means
         return tags
 
 
@@ -541,9 +566,22 @@ def _check_images(X: Any, owner: str, *, min_samples: int) -> Any:
             "which looks channels-last. Use X.transpose(0, 3, 1, 2)."
         )
     X = X.astype(np.float32)
-    if not is_dask_array(X) and not np.isfinite(X).all():
-        raise InvalidInputError(f"{owner} got NaN or infinite values in X; replace them.")
+    if not is_dask_array(X) and np.isinf(X).any():
+        raise InvalidInputError(
+            f"{owner} got infinite values in X; replace them (or mark them NaN: missing)."
+        )
     return X
+
+
+def _refuse_nan(block: np.ndarray) -> np.ndarray:
+    if np.isnan(block).any():
+        raise InvalidInputError(
+            "X has missing values (NaN), and this DeepDivergenceClustering has no model to "
+            "fill them with: it was rebuilt from weights (from_weights, from_results), which "
+            "do not hold the training data's missing-value model. Predict with the fitted "
+            "estimator, or fill the NaN first."
+        )
+    return block
 
 
 def _proba_of(net: Any, X: Any, shape: tuple[int, ...]) -> np.ndarray:

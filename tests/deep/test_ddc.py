@@ -268,6 +268,12 @@ def test_a_ddc_job_stores_its_network_and_from_results_predicts_with_it(tmp_path
     )
     with pytest.raises(InvalidInputError, match=r"takes the results tree .* got str"):
         DeepDivergenceClustering.from_results(str(tmp_path))
+    # missing values: the job's estimator fills them (handles_missing), the labels come out
+    X[5, 1] = X[17, 0] = np.nan
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",")
+    holed = open_results(run_job(spec, progress=False, quiet=True, overwrite=True))
+    assert holed["assignments"]["labels"].values.shape == (len(X),)
+    assert np.isfinite(holed["assignments"]["proba"].values).all()
     with pytest.raises(InvalidInputError, match=r"no /network group"):
         DeepDivergenceClustering.from_results(tree["assignments"])
 
@@ -286,6 +292,70 @@ def test_dask_input_trains_and_predicts_chunk_by_chunk() -> None:
     np.testing.assert_allclose(
         one.predict_proba(da.from_array(X, chunks=50)).compute(), one.predict_proba(X), atol=1e-6
     )
+
+
+def _conditional_means(row: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """The textbook Gaussian conditional mean of a row's NaN given its observed entries."""
+    m, o = np.isnan(row), ~np.isnan(row)
+    out = row.copy()
+    out[m] = mean[m] + cov[np.ix_(m, o)] @ np.linalg.solve(cov[np.ix_(o, o)], row[o] - mean[o])
+    return out
+
+
+def test_missing_values_enter_at_their_conditional_means() -> None:
+    from dkernel.kernels.missing_model import MissingValueModel
+
+    rng = np.random.default_rng(3)
+    X, y = _blobs()
+    X = np.c_[X, X[:, :2] + rng.normal(0, 0.1, (len(X), 2))].astype(np.float32)
+    holed = X.copy()
+    holed[rng.random(X.shape) < 0.2] = np.nan
+    empty = np.isnan(holed).all(axis=1)
+    holed[empty, 0] = X[empty, 0]
+    model = _fast(max_iter=20).fit(holed)
+    missing = model.missing_model_
+    reference = MissingValueModel.fit(holed.astype(np.float64))
+    np.testing.assert_allclose(missing.mean, reference.mean)
+    rows = np.flatnonzero(np.isnan(holed).any(axis=1))[:5]
+    by_hand = np.array(
+        [_conditional_means(holed[i].astype(np.float64), missing.mean, missing.covariance)
+         for i in rows]
+    )  # fmt: skip
+    np.testing.assert_allclose(
+        model.predict_proba(holed[rows]), model.predict_proba(by_hand.astype(np.float32)),
+        atol=1e-5,
+    )  # fmt: skip
+    np.testing.assert_array_equal(model.predict(holed), model.labels_)
+    assert clustering_accuracy(y, model.labels_) >= 0.95
+    lazy = model.predict(da.from_array(holed, chunks=(50, 5)))
+    np.testing.assert_array_equal(lazy.compute(), model.labels_)
+
+
+def test_images_with_missing_pixels_train_and_predict() -> None:
+    rng = np.random.default_rng(0)
+    imgs = rng.normal(0, 0.1, (60, 16, 16)).astype(np.float32)
+    imgs[::2, 4:12, 4:12] += 1  # a bright square on every other image
+    holed = imgs.copy()
+    rows, cols = rng.integers(0, 9, (2, 60))
+    for i in range(60):
+        holed[i, rows[i] : rows[i] + 8, cols[i] : cols[i] + 8] = np.nan  # a quarter missing
+    model = DeepDivergenceClustering(n_clusters=2, max_iter=2, random_state=0).fit(holed)
+    assert model.labels_.shape == (60,)
+    assert np.isfinite(model.predict_proba(holed)).all()
+    assert model.missing_model_.mean.shape == (256,)
+    np.testing.assert_array_equal(model.predict(holed), model.labels_)
+    bad = holed.copy()
+    bad[0, 0, 0] = np.inf
+    with pytest.raises(InvalidInputError, match="infinite"):
+        model.predict(bad)
+    copy = DeepDivergenceClustering.from_weights(model.network_weights(), model.input_shape_, 2)
+    np.testing.assert_array_equal(copy.predict(imgs), model.predict(imgs))
+    with pytest.raises(InvalidInputError, match="no model to fill them"):
+        copy.predict(holed)
+    with pytest.raises(InvalidInputError, match="NaN in every sample"):
+        empty = holed.copy()
+        empty[:, 0, 0] = np.nan
+        DeepDivergenceClustering(n_clusters=2, max_iter=1).fit(empty)
 
 
 def test_images_go_through_the_cnn() -> None:
@@ -388,7 +458,7 @@ def test_missing_torch_names_the_extra() -> None:
         (np.zeros((10, 2, 2, 2, 2)), {}, "got a 5-D array"),
         (np.zeros((10, 8, 8)), {}, "at least 16 x 16"),
         (np.zeros((10, 28, 28, 3)), {}, "channels-last"),
-        (np.array([[1.0, np.nan]] * 10), {}, "NaN"),
+        (np.array([[1.0, np.nan]] * 10), {}, "NaN in every sample"),
         (np.zeros((1, 3)), {}, "minimum of 2"),
         (np.zeros((5, 3)), {"n_clusters": 8}, "at least n_clusters=8"),
         (np.zeros((10, 3)), {"n_clusters": "auto"}, "not support n_clusters='auto'"),

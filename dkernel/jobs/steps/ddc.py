@@ -122,6 +122,8 @@ register_method(
         compute=compute,
         check_data=check_data,
         estimate=estimate,
+        # a sample's missing values enter the network at their conditional means
+        handles_missing=True,
         description="Deep divergence-based clustering: a network trained by CS-divergence losses.",
         estimators=(DDC_SCHEMA,),
         example={
