@@ -50,6 +50,7 @@ from dkernel.deep._training import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.aliases import resolve_renamed
+from dkernel.kernels.missing_model import MissingValueModel
 from dkernel.kernels.widths import DDC_SIGMA_FRACTION
 
 logger = logging.getLogger(__name__)
@@ -164,8 +165,8 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
     images (at least 16 × 16) through the paper's CNN. Scale the inputs to about unit range
     (images: grey levels / 255). The loss's orthogonality term assumes clusters of similar
     sizes (Section 3.1.2). Missing values (NaN) are filled with their conditional means
-    (``missing_model_``), infinite ones refused; an estimator rebuilt by ``from_weights`` or
-    ``from_results`` has no such model and refuses NaN.
+    (``missing_model_``), infinite ones refused; ``from_results`` restores the model from a
+    ``ddc`` job's store, and an estimator rebuilt by ``from_weights`` has none and refuses NaN.
 
     References
     ----------
@@ -533,9 +534,17 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
             A store without a ``/network`` group (not a ``ddc`` job's).
         """
         ds = network_of_results(store, "ddc")
-        weights = {ds[v].attrs["parameter"]: ds[v].values for v in ds.data_vars}
+        weights = {
+            ds[v].attrs["parameter"]: ds[v].values
+            for v in ds.data_vars
+            if "parameter" in ds[v].attrs
+        }
         est = cls.from_weights(weights, tuple(ds.attrs["input_shape"]), ds.attrs["n_clusters"])
         est.loss_ = float(ds.attrs["loss"])
+        if "missing_mean" in ds:  # stores older than 6 December 2026 have none
+            est.missing_model_ = MissingValueModel(
+                ds["missing_mean"].values, ds["missing_covariance"].values
+            )
         return est
 
     def __sklearn_tags__(self):
@@ -577,9 +586,9 @@ def _refuse_nan(block: np.ndarray) -> np.ndarray:
     if np.isnan(block).any():
         raise InvalidInputError(
             "X has missing values (NaN), and this DeepDivergenceClustering has no model to "
-            "fill them with: it was rebuilt from weights (from_weights, from_results), which "
-            "do not hold the training data's missing-value model. Predict with the fitted "
-            "estimator, or fill the NaN first."
+            "fill them with: it was rebuilt by from_weights (or from_results of a store older "
+            "than the missing-value model), which does not hold the training data's. Predict "
+            "with the fitted estimator or a store's from_results, or fill the NaN first."
         )
     return block
 

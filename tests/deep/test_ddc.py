@@ -273,7 +273,10 @@ def test_a_ddc_job_stores_its_network_and_from_results_predicts_with_it(tmp_path
     np.savetxt(tmp_path / "x.csv", X, delimiter=",")
     holed = open_results(run_job(spec, progress=False, quiet=True, overwrite=True))
     assert holed["assignments"]["labels"].values.shape == (len(X),)
-    assert np.isfinite(holed["assignments"]["proba"].values).all()
+    restored = DeepDivergenceClustering.from_results(holed)  # with its missing-value model
+    np.testing.assert_allclose(
+        restored.predict_proba(X), holed["assignments"]["proba"].values, rtol=1e-6, atol=1e-7
+    )
     with pytest.raises(InvalidInputError, match=r"no /network group"):
         DeepDivergenceClustering.from_results(tree["assignments"])
 

@@ -99,12 +99,18 @@ def compute(ctx: JobContext) -> Iterator[Output]:
 
 def _network_dataset(model: Any) -> Any:
     """The trained network's weights, one variable per ``state_dict`` entry (its name in the
-    ``parameter`` attribute), read back by ``DeepDivergenceClustering.from_results``."""
+    ``parameter`` attribute), and its missing-value model's ``missing_mean`` and
+    ``missing_covariance``, read back by ``DeepDivergenceClustering.from_results``."""
     variables = {}
     for name, value in model.network_weights().items():
         key = name.replace(".", "_")
         dims = tuple(f"{key}_{axis}" for axis in range(value.ndim))
         variables[key] = xr.Variable(dims, value, attrs={"parameter": name})
+    # the missing-value model that fills new samples' NaN (``missing_model_``)
+    missing = model.missing_model_
+    variables["missing_mean"] = xr.Variable(("missing_feature",), missing.mean)
+    dims = ("missing_feature", "missing_feature_2")[: missing.covariance.ndim]
+    variables["missing_covariance"] = xr.Variable(dims, missing.covariance)
     return xr.Dataset(
         variables,
         attrs={
