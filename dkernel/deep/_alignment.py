@@ -34,12 +34,18 @@ def alignment_loss(C: Any, P: Any) -> Any:
     return difference.norm()
 
 
-def reconstruction_loss(X: Any, X_rec: Any) -> Any:
-    """``1 / (k d) Σ_i ||x_i - x̃_i||²``: the mean squared error over a batch (Eqs. 2 and 7)."""
-    return ((X - X_rec) ** 2).mean()
+def reconstruction_loss(X: Any, X_rec: Any, observed: Any = None) -> Any:
+    """``1 / (k d) Σ_i ||x_i - x̃_i||²``: the mean squared error over a batch (Eqs. 2 and 7);
+    with ``observed`` (1 where an entry was observed, 0 where it was missing), the mean over
+    the observed entries only."""
+    if observed is None:
+        return ((X - X_rec) ** 2).mean()
+    return (((X - X_rec) ** 2) * observed).sum() / observed.sum().clamp(min=1.0)
 
 
-def dkae_loss(X: Any, X_rec: Any, codes: Any, P: Any, weight: float) -> tuple[Any, Any, Any]:
+def dkae_loss(
+    X: Any, X_rec: Any, codes: Any, P: Any, weight: float, observed: Any = None
+) -> tuple[Any, Any, Any]:
     """The mini-batch loss of Eq. 7: ``(1 - λ) L_r + λ L_c(Z Zᵀ, P_k)``.
 
     Parameters
@@ -53,13 +59,16 @@ def dkae_loss(X: Any, X_rec: Any, codes: Any, P: Any, weight: float) -> tuple[An
         ``weight`` is 0 (a plain autoencoder).
     weight : float
         λ in [0, 1].
+    observed : torch.Tensor (k, d), optional
+        1 where an entry of ``X`` was observed, 0 where it was missing (filled): the
+        reconstruction is scored on the observed entries. None: all of them.
 
     Returns
     -------
     total, reconstruction, alignment : torch.Tensor
         Scalars; ``alignment`` is 0 without a prior.
     """
-    reconstruction = reconstruction_loss(X, X_rec)
+    reconstruction = reconstruction_loss(X, X_rec, observed)
     if P is None:
         alignment = reconstruction.new_zeros(())
     else:

@@ -66,3 +66,61 @@ def _fill_block(block: np.ndarray, model: MissingValueModel) -> np.ndarray:
     out = flat.copy()
     out[holes] = model.fill(flat[holes].astype(np.float64))[0]
     return out.reshape(block.shape)
+
+
+def missing_model_of(network: Any) -> MissingValueModel | None:
+    """The missing-value model a ``ddc`` or ``dkae`` job stored beside its network (the
+    ``/network`` group as a Dataset); None for stores written before it was stored."""
+    if "missing_mean" not in network:
+        return None
+    return MissingValueModel(network["missing_mean"].values, network["missing_covariance"].values)
+
+
+def refuse_nan(block: np.ndarray, owner: str) -> np.ndarray:
+    """``block`` itself when it has no NaN; an error naming the fix otherwise (an estimator
+    rebuilt from weights alone has no model to fill missing values with)."""
+    if np.isnan(block).any():
+        raise InvalidInputError(
+            f"X has missing values (NaN), and this {owner} has no model to fill them with: it "
+            "was rebuilt from weights (from_weights, or from_results of a store older than "
+            "the missing-value model), which do not hold the training data's. Use the fitted "
+            "estimator or a newer store's from_results, or fill the NaN first."
+        )
+    return block
+
+
+def fill_or_refuse(X: Any, model: MissingValueModel | None, owner: str) -> Any:
+    """New samples for a fitted deep model: NaN filled with ``model`` (:func:`filled`), or,
+    without one, refused where present (lazily, per chunk, for Dask input)."""
+    if model is not None:
+        return filled(X, model)
+    if is_dask_array(X):
+        return X.map_blocks(refuse_nan, owner, dtype=X.dtype)
+    return refuse_nan(X, owner)
+
+
+def has_missing(X: Any) -> bool:
+    """Whether ``X`` holds a NaN (one pass over a Dask array)."""
+    if is_dask_array(X):
+        import dask.array as da
+
+        return bool(da.isnan(X).any().compute())
+    return bool(np.isnan(X).any())
+
+
+def with_observed(X: Any, model: MissingValueModel) -> Any:
+    """``[filled X, observed mask]`` side by side, float32 (2 × the features): training rows
+    for a network whose reconstruction loss counts the observed entries only (lazy for Dask
+    input, one task per row chunk)."""
+    if is_dask_array(X):
+        X = X.rechunk({1: -1})
+        width = 2 * int(X.shape[1])
+        return X.map_blocks(
+            _with_observed_block, model, dtype=np.float32, chunks=(X.chunks[0], (width,))
+        )
+    return _with_observed_block(X, model)
+
+
+def _with_observed_block(block: np.ndarray, model: MissingValueModel) -> np.ndarray:
+    block = np.asarray(block, dtype=np.float32)
+    return np.concatenate([_fill_block(block, model), ~np.isnan(block)], axis=1, dtype=np.float32)

@@ -37,7 +37,7 @@ from dkernel.deep._ddc_training import (
     predict_proba_array,
     train_epoch,
 )
-from dkernel.deep._missing import filled, fit_missing_model
+from dkernel.deep._missing import fill_or_refuse, filled, fit_missing_model, missing_model_of
 from dkernel.deep._torch import require_torch
 from dkernel.deep._training import (
     CHECKPOINT_CONSTRAINT,
@@ -50,7 +50,6 @@ from dkernel.deep._training import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.aliases import resolve_renamed
-from dkernel.kernels.missing_model import MissingValueModel
 from dkernel.kernels.widths import DDC_SIGMA_FRACTION
 
 logger = logging.getLogger(__name__)
@@ -439,12 +438,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
 
     def _filled(self, X: Any) -> Any:
         """New samples with their NaN at their conditional means under ``missing_model_``."""
-        model = getattr(self, "missing_model_", None)
-        if model is not None:
-            return filled(X, model)
-        if is_dask_array(X):
-            return X.map_blocks(_refuse_nan, dtype=X.dtype)
-        return _refuse_nan(X)
+        return fill_or_refuse(X, getattr(self, "missing_model_", None), type(self).__name__)
 
     def predict(self, X: Any) -> Any:
         """Cluster of each row of ``X``: the argmax of :meth:`predict_proba`.
@@ -541,10 +535,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         }
         est = cls.from_weights(weights, tuple(ds.attrs["input_shape"]), ds.attrs["n_clusters"])
         est.loss_ = float(ds.attrs["loss"])
-        if "missing_mean" in ds:  # stores older than 6 December 2026 have none
-            est.missing_model_ = MissingValueModel(
-                ds["missing_mean"].values, ds["missing_covariance"].values
-            )
+        est.missing_model_ = missing_model_of(ds)
         return est
 
     def __sklearn_tags__(self):
@@ -580,17 +571,6 @@ def _check_images(X: Any, owner: str, *, min_samples: int) -> Any:
             f"{owner} got infinite values in X; replace them (or mark them NaN: missing)."
         )
     return X
-
-
-def _refuse_nan(block: np.ndarray) -> np.ndarray:
-    if np.isnan(block).any():
-        raise InvalidInputError(
-            "X has missing values (NaN), and this DeepDivergenceClustering has no model to "
-            "fill them with: it was rebuilt by from_weights (or from_results of a store older "
-            "than the missing-value model), which does not hold the training data's. Predict "
-            "with the fitted estimator or a store's from_results, or fill the NaN first."
-        )
-    return block
 
 
 def _proba_of(net: Any, X: Any, shape: tuple[int, ...]) -> np.ndarray:

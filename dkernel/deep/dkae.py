@@ -33,6 +33,13 @@ from dkernel._validation import (
 )
 from dkernel.deep import _tied
 from dkernel.deep._alignment import dkae_loss
+from dkernel.deep._missing import (
+    fill_or_refuse,
+    fit_missing_model,
+    has_missing,
+    missing_model_of,
+    with_observed,
+)
 from dkernel.deep._prior import (
     HELD_OUT_ROWS,
     PriorBlocks,
@@ -206,6 +213,13 @@ class DeepKernelizedAutoencoder(
         Its two terms, L_r and L_c, per epoch.
     n_iter_ : int
         Epochs trained (including those of a checkpoint resumed from).
+    missing_model_ : dkernel.kernels.missing_model.MissingValueModel
+        The Gaussian of the training rows (fitted on at most 2 000 evenly spaced rows; a full
+        covariance up to 1 000 features) that fills missing values (NaN): the network takes
+        each row, in ``fit`` and ``transform``, with its missing entries at their conditional
+        means given its observed ones, and ``fit`` scores the reconstruction on the observed
+        entries only; the prior takes the rows as they are (the PCK models missing entries
+        itself: the synergy of Papers I and III that [Lokse2020] names, §1.4).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         When X had string column names.
@@ -308,6 +322,7 @@ class DeepKernelizedAutoencoder(
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float32"]
+        tags.input_tags.allow_nan = True  # filled with their conditional means
         return tags
 
     @property
@@ -359,7 +374,7 @@ class DeepKernelizedAutoencoder(
         """
         hidden = self._hidden()
         _check_rows(X)
-        X = validate_input(self, X, reset=True, min_samples=2)
+        X = validate_input(self, X, reset=True, allow_nan=True, min_samples=2)
         torch = require_torch(_OWNER)
         seed = seed_from_random_state(self.random_state)
         n = int(X.shape[0])
@@ -370,6 +385,13 @@ class DeepKernelizedAutoencoder(
             if saved is not None:
                 check_fingerprint(saved["fingerprint"], fingerprint, self.checkpoint, _OWNER)
 
+        # missing values: the prior takes the rows as they are (PCKID models them, the
+        # registry's kernels by expected distances); the network takes them filled with their
+        # conditional means and is scored on the observed entries
+        self.missing_model_ = fit_missing_model(X)
+        incomplete = has_missing(X)
+        train = with_observed(X, self.missing_model_) if incomplete else X
+        d = int(X.shape[1])
         self.prior_kernel_ = self.prior_indices_ = self.prior_floor_scores_ = None
         blocks = None
         if self.kernel_weight > 0:
@@ -408,12 +430,19 @@ class DeepKernelizedAutoencoder(
         weight = float(self.kernel_weight)
         for epoch in range(start, int(self.max_iter)):
             sums = np.zeros(3)
-            for idx, rows in mini_batches(X, int(self.batch_size), epoch_rng(seed, "dkae", epoch)):
+            rng = epoch_rng(seed, "dkae", epoch)
+            for idx, rows in mini_batches(train, int(self.batch_size), rng):
+                observed = None
+                prior_rows = rows
+                if incomplete:
+                    mask = rows[:, d:]
+                    rows, observed = np.ascontiguousarray(rows[:, :d]), torch.from_numpy(mask)
+                    prior_rows = np.where(mask > 0, rows, np.nan)  # the prior's own NaN
                 xb = torch.from_numpy(rows)
-                P = None if blocks is None else torch.from_numpy(blocks.block(idx, rows))
+                P = None if blocks is None else torch.from_numpy(blocks.block(idx, prior_rows))
                 codes = _tied.encode(torch, params, xb, self.activation)
                 rec = _tied.decode(torch, params, codes, self.activation)
-                total, lr, lc = dkae_loss(xb, rec, codes, P, weight)
+                total, lr, lc = dkae_loss(xb, rec, codes, P, weight, observed=observed)
                 optimizer.zero_grad(set_to_none=True)
                 total.backward()
                 optimizer.step()
@@ -472,6 +501,7 @@ class DeepKernelizedAutoencoder(
             np.asarray(ds[f"decoder_intercept_{i}"].values) for i in range(depth)
         ]
         est.n_features_in_ = int(coefs[0].shape[0])
+        est.missing_model_ = missing_model_of(ds)
         return est
 
     def _params(self) -> dict[str, list[np.ndarray]]:
@@ -508,7 +538,8 @@ class DeepKernelizedAutoencoder(
         """
         check_is_fitted(self, "coefs_")
         _check_rows(X)
-        X = validate_input(self, X, reset=False)
+        X = validate_input(self, X, reset=False, allow_nan=True)
+        X = fill_or_refuse(X, getattr(self, "missing_model_", None), _OWNER)
         return self._map(X, encode_rows, int(self.n_components))
 
     def inverse_transform(self, X: Any) -> Any:

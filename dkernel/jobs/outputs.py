@@ -70,6 +70,19 @@ metrics_dataset, model_order_dataset = deferred(
 )
 
 logger = logging.getLogger(__name__)
+xr = deferred("xarray")
+
+
+def missing_model_variables(model: Any) -> dict[str, Any]:
+    """``missing_mean`` and ``missing_covariance``: the missing-value model of a deep
+    estimator (``missing_model_``), which its ``from_results`` restores to fill new samples'
+    NaN as the training samples were (the ``ddc`` and ``dkae`` jobs' ``/network`` groups)."""
+    missing = model.missing_model_
+    dims = ("missing_feature", "missing_feature_2")[: missing.covariance.ndim]
+    return {
+        "missing_mean": xr.Variable(("missing_feature",), missing.mean),
+        "missing_covariance": xr.Variable(dims, missing.covariance),
+    }
 
 
 def model_order_outputs(estimator: Any) -> list[Output]:

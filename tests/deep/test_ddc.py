@@ -298,7 +298,11 @@ def test_dask_input_trains_and_predicts_chunk_by_chunk() -> None:
 
 
 def _conditional_means(row: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """The textbook Gaussian conditional mean of a row's NaN given its observed entries."""
+    """The textbook Gaussian conditional mean of a row's NaN given its observed entries
+    (under the model's covariance with its ridge, as MissingValueModel conditions)."""
+    from dkernel.kernels.missing_model import _ridged
+
+    cov = _ridged(cov)
     m, o = np.isnan(row), ~np.isnan(row)
     out = row.copy()
     out[m] = mean[m] + cov[np.ix_(m, o)] @ np.linalg.solve(cov[np.ix_(o, o)], row[o] - mean[o])

@@ -97,6 +97,11 @@ def test_batch_loss_matches_equation_7():
     total0, _, lc0 = dkae_loss(*(torch.tensor(a) for a in (X, R, Z)), None, 0.0)
     assert lc0.item() == 0 and total0.item() == pytest.approx(expected_lr)
     assert reconstruction_loss(torch.tensor(X), torch.tensor(X)).item() == 0
+    # missing entries: the reconstruction is scored on the observed ones only
+    observed = (rng.random((6, 4)) > 0.3).astype(np.float64)
+    _, lr_obs, _ = dkae_loss(*(torch.tensor(a) for a in (X, R, Z, P)), lam, torch.tensor(observed))
+    kept = [(X[i, j] - R[i, j]) ** 2 for i in range(6) for j in range(4) if observed[i, j]]
+    assert lr_obs.item() == pytest.approx(sum(kept) / len(kept), rel=1e-12)
 
 
 def test_loss_gradients_by_finite_differences():
@@ -166,6 +171,58 @@ def test_a_dkae_job_stores_its_network_and_from_results_encodes_and_decodes(tmp_
         DeepKernelizedAutoencoder.from_results(str(tmp_path))
     with pytest.raises(InvalidInputError, match=r"no /network group"):
         DeepKernelizedAutoencoder.from_results(tree["codes"])
+    # missing values: the job trains on them (handles_missing) and the store fills new ones
+    X[3, 1] = X[40, 5] = np.nan
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",")
+    holed = open_results(run_job(spec, progress=False, quiet=True, overwrite=True))
+    restored = DeepKernelizedAutoencoder.from_results(holed)
+    np.testing.assert_allclose(
+        restored.transform(X), holed["codes"]["codes"].values, rtol=1e-5, atol=1e-6
+    )
+
+
+def _conditional_means(row: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """The textbook Gaussian conditional mean of a row's NaN given its observed entries
+    (under the model's covariance with its ridge, as MissingValueModel conditions)."""
+    from dkernel.kernels.missing_model import _ridged
+
+    cov = _ridged(cov)
+    m, o = np.isnan(row), ~np.isnan(row)
+    out = row.copy()
+    out[m] = mean[m] + cov[np.ix_(m, o)] @ np.linalg.solve(cov[np.ix_(o, o)], row[o] - mean[o])
+    return out
+
+
+@pytest.mark.parametrize("prior", ["rbf", "pck"])
+def test_missing_values_are_encoded_at_their_conditional_means(prior):
+    rng = np.random.default_rng(4)
+    X = _data(n=150)
+    holed = X.copy()
+    holed[rng.random(X.shape) < 0.15] = np.nan
+    empty = np.isnan(holed).all(axis=1)
+    holed[empty, 0] = X[empty, 0]
+    params = {"prior_params": {"n_estimators": 3}} if prior == "pck" else {}
+    model = _model(prior=prior, max_iter=2, **params).fit(holed)
+    codes = model.transform(holed)
+    assert np.isfinite(codes).all() and np.isfinite(model.loss_curve_).all()
+    missing = model.missing_model_
+    rows = np.flatnonzero(np.isnan(holed).any(axis=1))[:5]
+    by_hand = np.array(
+        [_conditional_means(holed[i].astype(np.float64), missing.mean, missing.covariance)
+         for i in rows]
+    )  # fmt: skip
+    np.testing.assert_allclose(
+        codes[rows], model.transform(by_hand.astype(np.float32)), rtol=1e-5, atol=1e-6
+    )
+    lazy = model.transform(da.from_array(holed, chunks=(40, 8))).compute()
+    np.testing.assert_allclose(lazy, codes, rtol=1e-5, atol=1e-6)
+    again = _model(prior=prior, max_iter=2, **params).fit(da.from_array(holed, chunks=(150, 8)))
+    np.testing.assert_allclose(again.transform(holed), codes, rtol=1e-5, atol=1e-6)
+    copy = DeepKernelizedAutoencoder(n_components=4, hidden_layer_sizes=(16,))
+    copy.coefs_, copy.intercepts_ = model.coefs_, model.intercepts_
+    copy.decoder_intercepts_, copy.n_features_in_ = model.decoder_intercepts_, 8
+    with pytest.raises(InvalidInputError, match="no model to fill them"):
+        copy.transform(holed)
 
 
 def test_dask_transform_equals_numpy_for_any_chunking():

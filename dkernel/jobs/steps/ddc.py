@@ -20,7 +20,7 @@ from typing import Any
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import Group, Metrics, Output, Timing
+from dkernel.jobs.outputs import Group, Metrics, Output, Timing, missing_model_variables
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
 from dkernel.schema.estimator import EstimatorSchema
 
@@ -106,11 +106,7 @@ def _network_dataset(model: Any) -> Any:
         key = name.replace(".", "_")
         dims = tuple(f"{key}_{axis}" for axis in range(value.ndim))
         variables[key] = xr.Variable(dims, value, attrs={"parameter": name})
-    # the missing-value model that fills new samples' NaN (``missing_model_``)
-    missing = model.missing_model_
-    variables["missing_mean"] = xr.Variable(("missing_feature",), missing.mean)
-    dims = ("missing_feature", "missing_feature_2")[: missing.covariance.ndim]
-    variables["missing_covariance"] = xr.Variable(dims, missing.covariance)
+    variables.update(missing_model_variables(model))
     return xr.Dataset(
         variables,
         attrs={

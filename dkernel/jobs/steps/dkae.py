@@ -20,7 +20,7 @@ from typing import Any
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import Group, Output, Timing
+from dkernel.jobs.outputs import Group, Output, Timing, missing_model_variables
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
@@ -107,7 +107,8 @@ def compute(ctx: JobContext) -> Iterator[Output]:
 
 def _network_dataset(model: Any) -> Any:
     """The encoder's weights and both sides' biases (tied weights: the decoder's are their
-    transposes), read back by ``DeepKernelizedAutoencoder.from_results``."""
+    transposes) and the missing-value model, read back by
+    ``DeepKernelizedAutoencoder.from_results``."""
     variables = {}
     for name, arrays in (
         ("coef", model.coefs_),
@@ -117,6 +118,7 @@ def _network_dataset(model: Any) -> Any:
         for i, value in enumerate(arrays):
             key = f"{name}_{i}"
             variables[key] = xr.Variable(tuple(f"{key}_{a}" for a in range(value.ndim)), value)
+    variables.update(missing_model_variables(model))
     return xr.Dataset(
         variables, attrs={"n_layers": len(model.coefs_), "activation": str(model.activation)}
     )
@@ -129,6 +131,8 @@ register_method(
         compute=compute,
         check_data=check_data,
         estimate=estimate,
+        # missing values: the PCK prior models them; the network takes them filled
+        handles_missing=True,
         description="Deep kernelized autoencoder: codes aligned with a prior kernel (PCK).",
         estimators=(DKAE_SCHEMA,),
         example={
