@@ -340,7 +340,7 @@ def test_nonfinite_check_on_dask_data_is_chunkwise(work) -> None:
 
     X = np.ones((1000, 4))
     X[613, 3] = np.nan
-    spec = validate_spec(_spec(method="ddc", params={"n_clusters": 2}))  # refuses NaN
+    spec = validate_spec(_spec(method="esn", params={"washout": 10}))  # refuses NaN
     data = LoadedData(X=da.from_array(X, chunks=(100, 4)), meta={"source": "lazy"})
     with pytest.raises(InvalidInputError, match="row 613, column 3"):
         check_finite(spec, data)
