@@ -147,7 +147,10 @@ class SpectralClustering(
         Rank of the self-tuning widths: each point's σ is the distance to its
         ``scale_neighbors``-th neighbour (the exact path's graph, the ``local_scaling`` kernel;
         the ``knn`` kernel's k unless ``kernel_params`` gives ``n_neighbors``); 7 is the
-        self-tuning paper's choice. Formerly ``n_neighbors``.
+        self-tuning paper's choice. On the exact path, when X has fewer other distinct rows
+        than that (a table of a few values: 909 voters with 7 distinct answers), each σ is
+        the distance to the farthest of them, and a ``NumericalWarning`` says so. Formerly
+        ``n_neighbors``.
     graph_neighbors : int
         Exact sparse path: distinct neighbours listed per point in the self-tuning graph
         (the graph's size), raised to ``scale_neighbors`` when smaller (so a search over

@@ -578,17 +578,23 @@ def fit_sparse_embedding(
             "all rows identical: there is nothing to cluster; remove the duplicates."
         )
     g = int(graph_neighbors or default_graph_neighbors(n_neighbors))
+    if n_neighbors > min(g, m - 1) and g >= n_neighbors:
+        # fewer other distinct points than the width's rank (a table of a few values, many
+        # copies): each point's width is its distance to the farthest, as graph_neighbors is
+        # clamped to them too
+        warn_caller(
+            f"X has only {m} distinct rows (copies of a row are one point of the graph), so "
+            f"{neighbors_name}={n_neighbors} is more than the {m - 1} other points: each "
+            f"point's width is its distance to the farthest of them ({neighbors_name}="
+            f"{m - 1}).",
+            NumericalWarning,
+        )
+        n_neighbors = m - 1
     g = min(g, m - 1)
     if n_neighbors > g:
-        fix = (
-            f"X has only {m} distinct rows (copies of a row are one point of the graph): "
-            f"lower {neighbors_name} to at most {g}."
-            if g == m - 1
-            else f"raise graph_neighbors or lower {neighbors_name}."
-        )
         raise InvalidInputError(
             f"{neighbors_name} ({n_neighbors}) must be <= the neighbours kept per point ({g}); "
-            f"{fix}"
+            f"raise graph_neighbors or lower {neighbors_name}."
         )
     # rows with NaN: the expected squared distances (dkernel.graphs.knn.MissingValueIndex),
     # each point first in its own list at distance 0
