@@ -25,6 +25,11 @@ from dkernel.rows import take_rows
 #: images of 224 × 224 pixels would take 2.4 GB; above 1 000 features the model is the
 #: features' means and variances, which a few hundred samples give.
 MODEL_SAMPLE_BYTES = 256 << 20
+#: A Dask input's filled training rows are persisted when they take at most this many bytes:
+#: the fill solves for each row's missing block (0.4 ms for an MNIST image missing a quarter),
+#: which every epoch's pass over the chunks would repeat: 10 DDC epochs (random start) on the
+#: holed MNIST subset in 1 000-image chunks took 27.9 s filled every epoch, 15.9 s filled once.
+FILLED_CACHE_BYTES = 1 << 30
 
 
 def fit_missing_model(X: Any) -> MissingValueModel:
@@ -124,3 +129,13 @@ def with_observed(X: Any, model: MissingValueModel) -> Any:
 def _with_observed_block(block: np.ndarray, model: MissingValueModel) -> np.ndarray:
     block = np.asarray(block, dtype=np.float32)
     return np.concatenate([_fill_block(block, model), ~np.isnan(block)], axis=1, dtype=np.float32)
+
+
+def training_rows(rows: Any, incomplete: bool) -> Any:
+    """Filled ``rows`` to train on for many epochs: persisted when they are a Dask array, the
+    input had missing values (``incomplete``) and they fit ``FILLED_CACHE_BYTES``, so the fill
+    runs once; else as they are (NumPy rows are filled once already, complete rows need no
+    fill, and larger ones are filled chunk by chunk every epoch, keeping memory flat)."""
+    if incomplete and is_dask_array(rows) and rows.nbytes <= FILLED_CACHE_BYTES:
+        return rows.persist()
+    return rows

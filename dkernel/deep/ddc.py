@@ -37,7 +37,14 @@ from dkernel.deep._ddc_training import (
     predict_proba_array,
     train_epoch,
 )
-from dkernel.deep._missing import fill_or_refuse, filled, fit_missing_model, missing_model_of
+from dkernel.deep._missing import (
+    fill_or_refuse,
+    filled,
+    fit_missing_model,
+    has_missing,
+    missing_model_of,
+    training_rows,
+)
 from dkernel.deep._torch import require_torch
 from dkernel.deep._training import (
     CHECKPOINT_CONSTRAINT,
@@ -302,7 +309,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         # random_state=None: a resumed fit continues with the seed the checkpoint recorded
         fingerprint = self._fingerprint(X, shape, float(lr), fixed)
         self.missing_model_ = fit_missing_model(X)
-        X = filled(X, self.missing_model_)
+        X = training_rows(filled(X, self.missing_model_), has_missing(X))
         state = None
         if self.checkpoint is not None:
             state = load_checkpoint(torch, self.checkpoint, type(self).__name__)

@@ -38,6 +38,7 @@ from dkernel.deep._missing import (
     fit_missing_model,
     has_missing,
     missing_model_of,
+    training_rows,
     with_observed,
 )
 from dkernel.deep._prior import (
@@ -390,7 +391,7 @@ class DeepKernelizedAutoencoder(
         # conditional means and is scored on the observed entries
         self.missing_model_ = fit_missing_model(X)
         incomplete = has_missing(X)
-        train = with_observed(X, self.missing_model_) if incomplete else X
+        train = training_rows(with_observed(X, self.missing_model_), True) if incomplete else X
         d = int(X.shape[1])
         self.prior_kernel_ = self.prior_indices_ = self.prior_floor_scores_ = None
         blocks = None

@@ -324,6 +324,27 @@ def test_missing_values_enter_at_their_conditional_means() -> None:
     np.testing.assert_array_equal(lazy.compute(), model.labels_)
 
 
+def test_dask_rows_with_missing_values_are_filled_once_not_every_epoch(monkeypatch) -> None:
+    """The fill solves for each row's missing block; a Dask input's filled rows are persisted
+    (up to FILLED_CACHE_BYTES) so that the epochs' passes do not repeat it."""
+    from dkernel.deep import _missing
+
+    rng = np.random.default_rng(1)
+    X, _ = _blobs()
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[np.isnan(X).all(axis=1), 0] = 0.0
+    calls = []
+    fill = _missing._fill_block
+    monkeypatch.setattr(_missing, "_fill_block", lambda b, m: calls.append(len(b)) or fill(b, m))
+    lazy = _fast(max_iter=4).fit(da.from_array(X, chunks=(90, 3)))
+    assert sum(calls) == len(X)  # each row filled once, for the four epochs and the labels
+    calls.clear()
+    monkeypatch.setattr(_missing, "FILLED_CACHE_BYTES", 0)  # too large to keep: filled per pass
+    again = _fast(max_iter=4).fit(da.from_array(X, chunks=(90, 3)))
+    assert sum(calls) > 4 * len(X)
+    np.testing.assert_array_equal(again.labels_, lazy.labels_)  # the same fill either way
+
+
 def test_images_with_missing_pixels_train_and_predict() -> None:
     rng = np.random.default_rng(0)
     imgs = rng.normal(0, 0.1, (60, 16, 16)).astype(np.float32)
