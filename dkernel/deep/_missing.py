@@ -44,9 +44,9 @@ def fit_missing_model(X: Any) -> MissingValueModel:
         # a feature never observed in the model's rows has no mean to fill it with
         column = int(np.flatnonzero(np.isnan(sample).all(axis=0))[0])
         raise InvalidInputError(
-            f"feature {column} (counting pixels row by row) is NaN in every sample the "
-            "missing-value model reads: there is nothing to fill it from. Drop it, or crop "
-            "the images."
+            f"value {column} of each sample (counting from 0; an image's pixels row by row) "
+            "is NaN in every sample the missing-value model reads: there is nothing to fill "
+            "it from. Drop that column, or crop the images."
         )
     return MissingValueModel.fit(sample)
 

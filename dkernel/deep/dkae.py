@@ -35,6 +35,7 @@ from dkernel.deep import _tied
 from dkernel.deep._alignment import dkae_loss
 from dkernel.deep._missing import (
     fill_or_refuse,
+    filled,
     fit_missing_model,
     has_missing,
     missing_model_of,
@@ -62,6 +63,7 @@ from dkernel.deep._training import (
     save_checkpoint,
 )
 from dkernel.errors import InvalidInputError
+from dkernel.kernels.input_policy import kernel_allows_nan
 
 logger = logging.getLogger(__name__)
 
@@ -219,8 +221,9 @@ class DeepKernelizedAutoencoder(
         covariance up to 1 000 features) that fills missing values (NaN): the network takes
         each row, in ``fit`` and ``transform``, with its missing entries at their conditional
         means given its observed ones, and ``fit`` scores the reconstruction on the observed
-        entries only; the prior takes the rows as they are (the PCK models missing entries
-        itself: the synergy of Papers I and III that [Lokse2020] names, §1.4).
+        entries only. A prior that models missing entries takes the rows as they are (the
+        default PCK: the synergy of Papers I and III that [Lokse2020] names, §1.4; the rbf
+        and k-NN kernels by expected distances), any other prior the filled rows.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         When X had string column names.
@@ -386,24 +389,26 @@ class DeepKernelizedAutoencoder(
             if saved is not None:
                 check_fingerprint(saved["fingerprint"], fingerprint, self.checkpoint, _OWNER)
 
-        # missing values: the prior takes the rows as they are (PCKID models them, the
-        # registry's kernels by expected distances); the network takes them filled with their
-        # conditional means and is scored on the observed entries
+        # missing values: a prior that models them takes the rows as they are (PCKID, the
+        # rbf kernel's expected distances), any other the filled rows; the network takes them
+        # filled with their conditional means and is scored on the observed entries
         self.missing_model_ = fit_missing_model(X)
         incomplete = has_missing(X)
         train = training_rows(with_observed(X, self.missing_model_), True) if incomplete else X
+        prior_takes_nan = kernel_allows_nan(self.prior)
+        prior_X = X if prior_takes_nan or not incomplete else filled(X, self.missing_model_)
         d = int(X.shape[1])
         self.prior_kernel_ = self.prior_indices_ = self.prior_floor_scores_ = None
         blocks = None
         if self.kernel_weight > 0:
-            self.prior_indices_, sample = prior_sample(X, self.prior_samples, seed)
+            self.prior_indices_, sample = prior_sample(prior_X, self.prior_samples, seed)
             held_out = None
             if chooses_floor(self.prior, self.prior_params):
-                held_out = held_out_sample(X, self.prior_indices_, HELD_OUT_ROWS, seed)[1]
+                held_out = held_out_sample(prior_X, self.prior_indices_, HELD_OUT_ROWS, seed)[1]
             self.prior_kernel_, self.prior_floor_scores_ = fit_prior(
                 self.prior, self.prior_params, sample, seed, held_out
             )
-            blocks = PriorBlocks(self.prior_kernel_, X, self.max_memory)
+            blocks = PriorBlocks(self.prior_kernel_, prior_X, self.max_memory)
 
         generator = torch.Generator().manual_seed(derive_seed(seed, "dkae-weights"))
         sizes = _tied.layer_sizes(X.shape[1], hidden, self.n_components)
@@ -438,7 +443,7 @@ class DeepKernelizedAutoencoder(
                 if incomplete:
                     mask = rows[:, d:]
                     rows, observed = np.ascontiguousarray(rows[:, :d]), torch.from_numpy(mask)
-                    prior_rows = np.where(mask > 0, rows, np.nan)  # the prior's own NaN
+                    prior_rows = np.where(mask > 0, rows, np.nan) if prior_takes_nan else rows
                 xb = torch.from_numpy(rows)
                 P = None if blocks is None else torch.from_numpy(blocks.block(idx, prior_rows))
                 codes = _tied.encode(torch, params, xb, self.activation)

@@ -181,7 +181,7 @@ def test_a_dkae_job_stores_its_network_and_from_results_encodes_and_decodes(tmp_
     )
 
 
-@pytest.mark.parametrize("prior", ["rbf", "pck"])
+@pytest.mark.parametrize("prior", ["rbf", "pck", "cosine"])
 def test_missing_values_are_encoded_at_their_conditional_means(prior):
     rng = np.random.default_rng(4)
     X = _data(n=150)
