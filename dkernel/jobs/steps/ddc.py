@@ -22,9 +22,12 @@ from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import Group, Metrics, Output, Timing, missing_model_variables
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
+from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 
 xr = deferred("xarray")
+#: the filled rows the estimator keeps in memory at most (dkernel.deep._missing)
+FILLED_CACHE_BYTES = constants("dkernel.deep._missing", "FILLED_CACHE_BYTES")
 
 #: DeepDivergenceClustering's parameters, derived from the estimator.
 DDC_SCHEMA = EstimatorSchema(
@@ -57,10 +60,12 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     sizes = [n_features, *_UNITS, int(params["n_clusters"])]
     weights = sum(a * b for a, b in zip(sizes, sizes[1:], strict=False))
     batch = min(params["batch_size"], n_samples)
+    # rows with missing values: their filled float32 copy, kept up to a bound
+    filled = min(n_samples * n_features * 4, FILLED_CACHE_BYTES)
     return Cost(
         # the data, the weights with Adam's moments and gradients, one batch's kernel and layers
         memory_bytes=float(
-            n_samples * n_features * 8 + 4 * weights * 4 + batch * (batch + sum(sizes)) * 8
+            n_samples * n_features * 8 + filled + 4 * weights * 4 + batch * (batch + sum(sizes)) * 8
         ),
         disk_bytes=float(n_samples * (int(params["n_clusters"]) + 1) * 8),
         what=f"deep divergence-based clustering ({weights:,} weights) on {n_samples} samples",

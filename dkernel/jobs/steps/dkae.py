@@ -22,10 +22,13 @@ from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import Group, Output, Timing, missing_model_variables
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
+from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
 
 xr = deferred("xarray")
+#: the filled rows the estimator keeps in memory at most (dkernel.deep._missing)
+FILLED_CACHE_BYTES = constants("dkernel.deep._missing", "FILLED_CACHE_BYTES")
 
 #: DeepKernelizedAutoencoder's parameters, derived from the estimator.
 DKAE_SCHEMA = EstimatorSchema(
@@ -62,9 +65,13 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     sizes = [n_features, *params["hidden_layer_sizes"], params["n_components"]]
     weights = sum(a * b for a, b in zip(sizes, sizes[1:], strict=False))
     batch = min(params["batch_size"], n_samples)
+    # rows with missing values: their filled float32 copy and mask, kept up to a bound
+    filled = min(n_samples * n_features * 8, FILLED_CACHE_BYTES)
     return Cost(
         # the data, the weights with Adam's two moments and their gradients, one batch's layers
-        memory_bytes=float(n_samples * n_features * 8 + 4 * weights * 4 + batch * sum(sizes) * 8),
+        memory_bytes=float(
+            n_samples * n_features * 8 + filled + 4 * weights * 4 + batch * sum(sizes) * 8
+        ),
         disk_bytes=float(n_samples * params["n_components"] * 4),
         what=f"a deep kernelized autoencoder of {weights:,} weights on {n_samples} samples",
     )
