@@ -21,6 +21,7 @@ from dkernel.deep._ddc_training import hidden_array
 from dkernel.deep._torch import require_torch
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
 from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
+from dkernel.model_order import ModelOrder, candidate_range, spectrum_model_order
 from dkernel.rows import take_rows
 from dkernel.spectral.sparse import GRAPH_NEIGHBORS, ONE_SIDED_WEIGHT, fit_sparse_embedding
 
@@ -90,6 +91,30 @@ def spectral_partition(features: np.ndarray, n_clusters: int, seed: int) -> np.n
         normalize_rows(np.asarray(Z)), n_clusters, random_state=derive_seed(seed, "kmeans")
     )
     return labels
+
+
+def spectral_model_order(features: np.ndarray, seed: int) -> ModelOrder:
+    """The number of clusters :class:`~dkernel.SpectralClustering` ``(n_clusters='auto')``
+    chooses on ``features`` on its exact path at its defaults: the timescale-gap rule of
+    :mod:`dkernel.model_order` on the spectrum of the same graph as
+    :func:`spectral_partition`, candidates 2 .. ``round(√n)`` clipped to [10, 50]."""
+    n = int(features.shape[0])
+    candidates = candidate_range(n, owner="DeepDivergenceClustering(n_clusters='auto')")
+    n_neighbors = DEFAULT_LOCAL_SCALING_NEIGHBORS
+    distinct = np.unique(features, axis=0).shape[0]
+    graph = min(max(GRAPH_NEIGHBORS, n_neighbors), distinct - 1)
+    top = min(int(candidates[-1]) + 1, distinct - 1)
+    _, model = fit_sparse_embedding(
+        features,
+        top,
+        n_neighbors=min(n_neighbors, graph),
+        graph_neighbors=graph,
+        seed=seed,
+        coordinates="njw",
+        one_sided_weight=ONE_SIDED_WEIGHT,
+    )
+    candidates = candidates[candidates < model.spectrum.size]
+    return spectrum_model_order(model.spectrum, candidates)
 
 
 def _cross_entropy_epoch(

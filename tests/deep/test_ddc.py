@@ -211,6 +211,21 @@ def test_the_spectral_start_samples_large_data_and_skips_tiny_data(monkeypatch) 
     assert not called
 
 
+def test_auto_chooses_the_number_spectral_clustering_chooses() -> None:
+    from dkernel import SpectralClustering
+
+    X, y = _blobs()
+    model = _fast(n_clusters="auto", max_iter=5).fit(X)
+    reference = SpectralClustering(n_clusters="auto", random_state=_derive_seed(0, "ddc-auto")).fit(
+        X.astype(np.float64)
+    )
+    assert model.n_clusters_ == reference.n_clusters_ == 3
+    np.testing.assert_allclose(model.model_order_.scores, reference.n_clusters_scores_)
+    assert model.predict_proba(X).shape == (len(X), 3)
+    assert clustering_accuracy(y, model.labels_) >= 0.95
+    assert _fast().fit(X).model_order_ is None and _fast().fit(X).n_clusters_ == 3
+
+
 def test_predict_on_training_rows_equals_labels() -> None:
     X, _ = _blobs()
     model = _fast().fit(X)
@@ -244,7 +259,7 @@ def test_a_ddc_job_stores_its_network_and_from_results_predicts_with_it(tmp_path
     import yaml
 
     from dkernel.jobs.runner import run_job
-    from dkernel.storage import open_results
+    from dkernel.storage import open_results, read_model_order
 
     X, _ = _blobs()
     np.savetxt(tmp_path / "x.csv", X, delimiter=",")
@@ -274,6 +289,11 @@ def test_a_ddc_job_stores_its_network_and_from_results_predicts_with_it(tmp_path
     np.savetxt(tmp_path / "x.csv", X, delimiter=",")
     holed = open_results(run_job(spec, progress=False, quiet=True, overwrite=True))
     assert holed["assignments"]["labels"].values.shape == (len(X),)
+    assert "model_order" not in holed.children
+    spec.write_text(spec.read_text().replace("n_clusters: 3", "n_clusters: auto"))
+    auto_store = run_job(spec, progress=False, quiet=True, overwrite=True)
+    assert read_model_order(auto_store).n_clusters == 3  # the evidence, stored
+    assert DeepDivergenceClustering.from_results(open_results(auto_store)).n_clusters_ == 3
     restored = DeepDivergenceClustering.from_results(holed)  # with its missing-value model
     np.testing.assert_allclose(
         restored.predict_proba(X), holed["assignments"]["proba"].values, rtol=1e-6, atol=1e-7
@@ -478,7 +498,7 @@ def test_missing_torch_names_the_extra() -> None:
         (np.array([[1.0, np.nan]] * 10), {}, "NaN in every sample"),
         (np.zeros((1, 3)), {}, "minimum of 2"),
         (np.zeros((5, 3)), {"n_clusters": 8}, "at least n_clusters=8"),
-        (np.zeros((10, 3)), {"n_clusters": "auto"}, "not support n_clusters='auto'"),
+        (np.zeros((10, 3)), {"n_clusters": "auto"}, "at least 50 samples"),
         (np.zeros((10, 3)), {"n_clusters": 0}, "n_clusters"),
         (np.zeros((10, 3)), {"batch_size": 1}, "batch_size"),
         (np.zeros((10, 3)), {"sigma_fraction": 0}, "sigma_fraction"),

@@ -20,7 +20,14 @@ from typing import Any
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
-from dkernel.jobs.outputs import Group, Metrics, Output, Timing, missing_model_variables
+from dkernel.jobs.outputs import (
+    Group,
+    Metrics,
+    Output,
+    Timing,
+    missing_model_variables,
+    model_order_outputs,
+)
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
@@ -56,8 +63,19 @@ def check_data(params: dict, data: LoadedData) -> None:
         )
 
 
+def _largest_k(params: dict, n: int) -> int:
+    """The network's softmax width at most: ``n_clusters``, or with 'auto' the largest
+    candidate."""
+    if params["n_clusters"] == "auto":
+        from dkernel.model_order import candidate_range
+
+        return int(candidate_range(max(n, 3))[-1])
+    return int(params["n_clusters"])
+
+
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
-    sizes = [n_features, *_UNITS, int(params["n_clusters"])]
+    k = _largest_k(params, n_samples)
+    sizes = [n_features, *_UNITS, k]
     weights = sum(a * b for a, b in zip(sizes, sizes[1:], strict=False))
     batch = min(params["batch_size"], n_samples)
     # rows with missing values: their filled float32 copy, kept up to a bound
@@ -67,7 +85,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
         memory_bytes=float(
             n_samples * n_features * 8 + filled + 4 * weights * 4 + batch * (batch + sum(sizes)) * 8
         ),
-        disk_bytes=float(n_samples * (int(params["n_clusters"]) + 1) * 8),
+        disk_bytes=float(n_samples * (k + 1) * 8),
         what=f"deep divergence-based clustering ({weights:,} weights) on {n_samples} samples",
     )
 
@@ -98,6 +116,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         lazy=True,
     )
     yield Timing.since("ddc_assign", t)
+    yield from model_order_outputs(model)
     yield Group("network", _network_dataset(model))
     yield Metrics(ctx.store.read_array("assignments", "labels"))
 
@@ -116,7 +135,7 @@ def _network_dataset(model: Any) -> Any:
         variables,
         attrs={
             "input_shape": list(model.input_shape_),
-            "n_clusters": int(model.n_clusters),
+            "n_clusters": int(model.n_clusters_),
             "loss": float(model.loss_),
         },
     )
