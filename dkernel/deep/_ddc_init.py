@@ -70,23 +70,30 @@ def spectral_init(
     return partitions
 
 
-def spectral_partition(features: np.ndarray, n_clusters: int, seed: int) -> np.ndarray:
-    """The partition of :class:`~dkernel.SpectralClustering`'s exact path at its defaults
-    (the nearly mutual self-tuning k-NN graph, NJW, k-means), as
-    ``SpectralClustering(n_clusters, random_state=seed).fit(features).labels_`` gives it on up
-    to 5 000 rows; the estimator itself is another family's (``tests/test_layers.py``)."""
+def _exact_path_embedding(features: np.ndarray, n_components: int, seed: int) -> tuple:
+    """``fit_sparse_embedding`` as :class:`~dkernel.SpectralClustering`'s exact path runs it at
+    its defaults: the nearly mutual self-tuning k-NN graph (its size clamped to the distinct
+    rows), NJW coordinates."""
     n_neighbors = DEFAULT_LOCAL_SCALING_NEIGHBORS
     distinct = np.unique(features, axis=0).shape[0]
     graph = min(max(GRAPH_NEIGHBORS, n_neighbors), distinct - 1)
-    Z, _ = fit_sparse_embedding(
+    return fit_sparse_embedding(
         features,
-        n_clusters,
+        min(n_components, distinct - 1),
         n_neighbors=min(n_neighbors, graph),
         graph_neighbors=graph,
         seed=seed,
         coordinates="njw",
         one_sided_weight=ONE_SIDED_WEIGHT,
     )
+
+
+def spectral_partition(features: np.ndarray, n_clusters: int, seed: int) -> np.ndarray:
+    """The partition of :class:`~dkernel.SpectralClustering`'s exact path at its defaults
+    (the nearly mutual self-tuning k-NN graph, NJW, k-means), as
+    ``SpectralClustering(n_clusters, random_state=seed).fit(features).labels_`` gives it on up
+    to 5 000 rows; the estimator itself is another family's (``tests/test_layers.py``)."""
+    Z, _ = _exact_path_embedding(features, n_clusters, seed)
     labels, _, _ = euclidean_kmeans(
         normalize_rows(np.asarray(Z)), n_clusters, random_state=derive_seed(seed, "kmeans")
     )
@@ -100,19 +107,7 @@ def spectral_model_order(features: np.ndarray, seed: int) -> ModelOrder:
     :func:`spectral_partition`, candidates 2 .. ``round(√n)`` clipped to [10, 50]."""
     n = int(features.shape[0])
     candidates = candidate_range(n, owner="DeepDivergenceClustering(n_clusters='auto')")
-    n_neighbors = DEFAULT_LOCAL_SCALING_NEIGHBORS
-    distinct = np.unique(features, axis=0).shape[0]
-    graph = min(max(GRAPH_NEIGHBORS, n_neighbors), distinct - 1)
-    top = min(int(candidates[-1]) + 1, distinct - 1)
-    _, model = fit_sparse_embedding(
-        features,
-        top,
-        n_neighbors=min(n_neighbors, graph),
-        graph_neighbors=graph,
-        seed=seed,
-        coordinates="njw",
-        one_sided_weight=ONE_SIDED_WEIGHT,
-    )
+    _, model = _exact_path_embedding(features, int(candidates[-1]) + 1, seed)
     candidates = candidates[candidates < model.spectrum.size]
     return spectrum_model_order(model.spectrum, candidates)
 
