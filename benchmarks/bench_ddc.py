@@ -23,6 +23,11 @@ CPU time is the cost of the method, the wall time what a user waited.
     python benchmarks/bench_ddc.py                       # everything, markdown to stdout
     python benchmarks/bench_ddc.py --only ddc --out benchmarks/results/ddc.md
 
+``--auto``: DDC chooses its number of clusters (``n_clusters='auto'``; the chosen number in the
+note column), the others keep k = 10:
+
+    python benchmarks/bench_ddc.py --auto --only ddc kmeans --out benchmarks/results/ddc_auto.md
+
 ``--holes``: a random 14 × 14 block of every image is missing (NaN; a quarter of the image, as
 ``bench_realdata.py``'s holed MNIST, drawn from ``--seed``), issue 57's "every clusterer ≥
 mean-imputed k-means on data with missing entries". DDC fills each image's hole with its
@@ -63,9 +68,8 @@ def _timed(fit: Callable[[], np.ndarray]) -> tuple[np.ndarray, float, float]:
 def _ddc(images: np.ndarray, seed: int, verbose: int, **params: Any) -> np.ndarray:
     from dkernel import DeepDivergenceClustering
 
-    model = DeepDivergenceClustering(
-        n_clusters=10, random_state=seed, progress=bool(verbose), **params
-    )
+    params.setdefault("n_clusters", 10)
+    model = DeepDivergenceClustering(random_state=seed, progress=bool(verbose), **params)
     return model.fit(images).labels_
 
 
@@ -174,8 +178,11 @@ def ddc_rows(
                          "cpu_s": None, "note": f"not run: {exc}"})  # fmt: skip
             continue
         scores = clustering_scores(labels, pred)
+        note = ""
+        if key == "ddc" and (ddc_params or {}).get("n_clusters") == "auto":
+            note = f"n_clusters='auto': {np.unique(pred).size} clusters"
         rows.append({"method": name, "acc": scores["acc"], "nmi": scores["nmi"],
-                     "wall_s": wall, "cpu_s": cpu, "note": ""})  # fmt: skip
+                     "wall_s": wall, "cpu_s": cpu, "note": note})  # fmt: skip
         if verbose:
             print(f"{name}: ACC {scores['acc']:.4f} NMI {scores['nmi']:.4f} "
                   f"wall {wall:.1f} s cpu {cpu:.1f} s", flush=True)  # fmt: skip
@@ -228,6 +235,9 @@ def main() -> None:
     parser.add_argument(
         "--holes", action="store_true", help="a quarter of each image missing (NaN)"
     )
+    parser.add_argument(
+        "--auto", action="store_true", help="DDC with n_clusters='auto' (the others: k = 10)"
+    )
     args = parser.parse_args()
     if args.json:
         rows = ddc_rows(
@@ -243,6 +253,7 @@ def main() -> None:
         verbose=args.verbose,
         peer_python=args.peer_python,
         holes=args.holes,
+        ddc_params={"n_clusters": "auto"} if args.auto else None,
     )
     table = markdown(rows)
     header = (
