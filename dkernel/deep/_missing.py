@@ -104,15 +104,6 @@ def fill_or_refuse(X: Any, model: MissingValueModel | None, owner: str) -> Any:
     return refuse_nan(X, owner)
 
 
-def has_missing(X: Any) -> bool:
-    """Whether ``X`` holds a NaN (one pass over a Dask array)."""
-    if is_dask_array(X):
-        import dask.array as da
-
-        return bool(da.isnan(X).any().compute())
-    return bool(np.isnan(X).any())
-
-
 def with_observed(X: Any, model: MissingValueModel) -> Any:
     """``[filled X, observed mask]`` side by side, float32 (2 × the features): training rows
     for a network whose reconstruction loss counts the observed entries only (lazy for Dask

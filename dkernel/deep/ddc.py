@@ -46,7 +46,6 @@ from dkernel.deep._missing import (
     fill_or_refuse,
     filled,
     fit_missing_model,
-    has_missing,
     missing_model_of,
     training_rows,
 )
@@ -63,7 +62,7 @@ from dkernel.deep._training import (
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.aliases import resolve_renamed
 from dkernel.kernels.widths import DDC_SIGMA_FRACTION
-from dkernel.rows import take_rows
+from dkernel.rows import holds_nan, take_rows
 
 logger = logging.getLogger(__name__)
 
@@ -324,7 +323,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         # random_state=None: a resumed fit continues with the seed the checkpoint recorded
         fingerprint = self._fingerprint(X, shape, float(lr), fixed)
         self.missing_model_ = fit_missing_model(X)
-        X = training_rows(filled(X, self.missing_model_), has_missing(X))
+        X = training_rows(filled(X, self.missing_model_), holds_nan(X))
         state = None
         if self.checkpoint is not None:
             state = load_checkpoint(torch, self.checkpoint, type(self).__name__)

@@ -37,7 +37,6 @@ from dkernel.deep._missing import (
     fill_or_refuse,
     filled,
     fit_missing_model,
-    has_missing,
     missing_model_of,
     training_rows,
     with_observed,
@@ -64,6 +63,7 @@ from dkernel.deep._training import (
 )
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.input_policy import kernel_allows_nan
+from dkernel.rows import holds_nan
 
 logger = logging.getLogger(__name__)
 
@@ -393,7 +393,7 @@ class DeepKernelizedAutoencoder(
         # rbf kernel's expected distances), any other the filled rows; the network takes them
         # filled with their conditional means and is scored on the observed entries
         self.missing_model_ = fit_missing_model(X)
-        incomplete = has_missing(X)
+        incomplete = holds_nan(X)
         train = training_rows(with_observed(X, self.missing_model_), True) if incomplete else X
         prior_takes_nan = kernel_allows_nan(self.prior)
         prior_X = X if prior_takes_nan or not incomplete else filled(X, self.missing_model_)
