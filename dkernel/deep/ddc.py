@@ -450,7 +450,7 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         """
         check_is_fitted(self, "network_")
         X, shape = self._check_X(X, reset=False)
-        X = self._filled(X)
+        X = fill_or_refuse(X, getattr(self, "missing_model_", None), type(self).__name__)
         if is_dask_array(X):
             X = X.rechunk({i: -1 for i in range(1, X.ndim)})
             k = int(self.n_clusters_)
@@ -464,10 +464,6 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
                 meta=np.empty((0, k), dtype=np.float64),
             )
         return _proba_of(self.network_, X, shape)
-
-    def _filled(self, X: Any) -> Any:
-        """New samples with their NaN at their conditional means under ``missing_model_``."""
-        return fill_or_refuse(X, getattr(self, "missing_model_", None), type(self).__name__)
 
     def predict(self, X: Any) -> Any:
         """Cluster of each row of ``X``: the argmax of :meth:`predict_proba`.
