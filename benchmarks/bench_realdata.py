@@ -468,7 +468,17 @@ def main() -> None:
     ap.add_argument("--report", action="store_true", help="only rewrite the report and figure")
     ap.add_argument("--write-checksums", action="store_true", help="record the sources' SHA-256")
     ap.add_argument("--out", default=DEFAULT_OUT, help="name of the cells, report and figure")
+    ap.add_argument(
+        "--stage",
+        action="store_true",
+        help="download the sets not shipped (BSDS photos, 451 kB) into benchmarks/data/staged",
+    )
     args = ap.parse_args()
+    if args.stage:
+        from dkernel.data.registry import fetch_files
+
+        fetch_files(rs.staged_photos(), rs.STAGED, report=print)
+        return
     if args.write_checksums:
         for name, digest in rs.write_checksums(args.sets).items():
             print(f"{name:16s} {digest}")

@@ -342,12 +342,24 @@ def fetch(
     *,
     report: Callable[[str], None] | None = None,
 ) -> list[Path]:
-    """Download the dataset ``name`` into the data folder ``to``, verified.
+    """Download the dataset ``name`` of :data:`DATASETS` into the data folder ``to``, verified
+    (:func:`fetch_files`; an unknown name raises :class:`InvalidInputError` listing the known
+    ones)."""
+    return fetch_files(get_dataset(name), to, report=report)
+
+
+def fetch_files(
+    dataset: Dataset,
+    to: str | os.PathLike,
+    *,
+    report: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """Download the files of ``dataset`` into the data folder ``to``, verified.
 
     Parameters
     ----------
-    name : str
-        A key of :data:`DATASETS`.
+    dataset : Dataset
+        One of :data:`DATASETS`, or a benchmark's own (``benchmarks/realdata_sets.py``).
     to : path
         The data folder (what ``DKERNEL_DATA`` points to); the dataset's subfolders are made
         in it.
@@ -362,12 +374,11 @@ def fetch(
     Raises
     ------
     InvalidInputError
-        Unknown dataset, or a file already at the target that does not match the registry
-        (it is left alone: move it away to fetch again).
+        A file already at the target that does not match the registry (it is left alone:
+        move it away to fetch again).
     DKernelError
         A download that failed or does not match its size and SHA-256 (nothing is written).
     """
-    dataset = get_dataset(name)
     root = Path(to).expanduser()
     say = report or (lambda line: None)
     paths = []
