@@ -37,6 +37,7 @@ from dkernel.gmm.em import (
     posterior_groups,
     split_missing,
 )
+from dkernel.gmm.stacked_full import stacked_full_em, stacked_posteriors
 from dkernel.linalg.threads import blas_controller, map_on_cores
 from dkernel.runtime.progress import wait_with_progress
 
@@ -54,6 +55,16 @@ class FullMixtures:
     @property
     def n_models(self) -> int:
         return len(self.models)
+
+    @property
+    def means(self) -> np.ndarray:
+        """Every component's mean, stacked ``(C, p)`` as in ``DiagMixtures``."""
+        return np.concatenate([m[0] for m in self.models])
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Every component's weight, stacked ``(C,)``."""
+        return np.concatenate([m[2] for m in self.models])
 
 
 def subsample_rows(seed: int | None, q: int, candidates: np.ndarray, n_sub: int) -> np.ndarray:
@@ -102,12 +113,19 @@ def _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type, missingnes
         mix = init_diag_mixtures(Xs, sizes, rngs, reg_covar)
         fitted, _ = diag_em(Xs, mix, n_iter, reg_covar, missingness=missingness)
         return fitted
-    models = []
-    for g in sizes:
-        means, covs, w = init_full_params(Xs, g, derive_rng(seed, "pck-init", q, g), reg_covar)
-        m, c, w, _ = full_em(Xs, means, covs, w, n_iter, reg_covar)
-        models.append((m, c, w))
-    return FullMixtures(models)
+    starts = [init_full_params(Xs, g, derive_rng(seed, "pck-init", q, g), reg_covar) for g in sizes]
+    if np.isnan(Xs).any():
+        return FullMixtures([full_em(Xs, *start, n_iter, reg_covar)[:3] for start in starts])
+    # complete rows: every model's EM at once (the same updates, tested against full_em)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    stacked = [np.concatenate([start[i] for start in starts]) for i in range(3)]
+    means, covs, weights = stacked_full_em(Xs, *stacked, offsets, n_iter, reg_covar)
+    return FullMixtures(
+        [
+            (means[a:b], covs[a:b], weights[a:b])
+            for a, b in zip(offsets[:-1], offsets[1:], strict=True)
+        ]
+    )
 
 
 def fit_ensemble(
@@ -249,10 +267,18 @@ def posterior_block(
         KERNEL_BLOCK_BYTES, F, np.dtype(dtype).itemsize, low=MIN_BLOCK_ROWS, high=MAX_BLOCK_ROWS
     )
     offs = ensemble.offsets
+    stacked = [np.concatenate([model[i] for model in ensemble.models]) for i in range(3)]
     for start in range(0, X.shape[0], step):
         sl = slice(start, min(X.shape[0], start + step))
-        for m, (means, covs, w) in enumerate(ensemble.models):
-            out[sl, offs[m] : offs[m + 1]] = full_posteriors(X[sl], means, covs, w)
+        block = X[sl]
+        complete = ~np.isnan(block).any(axis=1)
+        if complete.any():
+            out[sl][complete] = stacked_posteriors(block[complete], *stacked, offs)
+        if not complete.all():
+            for m, (means, covs, w) in enumerate(ensemble.models):
+                out[sl, offs[m] : offs[m + 1]][~complete] = full_posteriors(
+                    block[~complete], means, covs, w
+                )
     out *= np.dtype(dtype).type(scale)
     return out
 

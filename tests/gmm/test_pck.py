@@ -323,8 +323,10 @@ def test_integer_coded_columns_get_a_resolution_variance_floor(array_kind):
 # ---- informative missingness ---------------------------------------------------------------
 def test_informative_equals_ignorable_on_complete_training_data():
     X, _ = _blobs(n=200)
-    ign = ProbabilisticClusterKernel(**SMALL).fit(X)
+    # 'informative' is diagonal only ('auto' resolves to it); the same covariance for both
+    ign = ProbabilisticClusterKernel(**SMALL, covariance_type="diag").fit(X)
     inf = ProbabilisticClusterKernel(**SMALL, missingness="informative").fit(X)
+    assert inf.covariance_type_ == "diag"
     assert inf.missingness_model_ is None and inf.ensemble_.missing_probs is None
     Xn = X[:20].copy()
     Xn[::2, 1] = np.nan

@@ -149,7 +149,7 @@ def _projection(value: float | None) -> int | float | None:
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
-    if params["missingness"] == "informative" and params["covariance_type"] != "diag":
+    if params["missingness"] == "informative" and params["covariance_type"] == "full":
         raise InvalidInputError(
             "params.missingness: informative is implemented for covariance_type: diag only; "
             "use covariance_type: diag or missingness: ignorable."
@@ -263,7 +263,7 @@ def _gmm_dataset(est: ProbabilisticClusterKernel, entropy: np.ndarray) -> xr.Dat
         else [probs[offs[m] : offs[m + 1]] for m in range(len(means))],
         n_inits=est._n_estimators(),
         max_components=int(est.max_components_),
-        covariance_type=est.covariance_type,
+        covariance_type=est.covariance_type_,
         location=est.location_,
         feature_index=np.flatnonzero(est.feature_mask_),
         mean_entropy=entropy,
@@ -347,7 +347,7 @@ def _log_fit(p: dict, est: PCKSpectralClustering, n: int) -> None:
     """The ensemble, where Γ was kept, the solver and why, the eigenvalues."""
     pck = est.pck_
     logger.info(
-        f"{est.variant_}: {pck.model_inits_.size} GMMs ({p['covariance_type']}), "
+        f"{est.variant_}: {pck.model_inits_.size} GMMs ({pck.covariance_type_} covariance), "
         f"F = {pck.n_features_out_} features, {est.n_missing_} missing values"
     )
     if est.placement_ == "sparse":

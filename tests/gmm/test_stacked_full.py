@@ -1,0 +1,80 @@
+"""The stacked full-covariance EM (``dkernel.gmm.stacked_full``) against the per-model one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dkernel._random import derive_rng
+from dkernel.gmm.em import full_em, full_posteriors, init_full_params
+from dkernel.gmm.graph import FullMixtures, _fit_rows, posterior_block
+from dkernel.gmm.stacked_full import stacked_full_em, stacked_posteriors
+
+
+def _starts(X, sizes):
+    starts = [init_full_params(X, g, np.random.default_rng(g), 1e-6) for g in sizes]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    return starts, offsets, [np.concatenate([s[i] for s in starts]) for i in range(3)]
+
+
+@pytest.fixture
+def blobs():
+    rng = np.random.default_rng(0)
+    # a tight component far from the origin: the expanded quadratic form must keep its digits
+    return np.r_[
+        rng.normal(size=(300, 4)),
+        rng.normal(3.0, 0.5, size=(200, 4)),
+        rng.normal(-4.0, 1e-3, size=(60, 4)),
+    ]
+
+
+def test_stacked_em_is_every_models_own_em(blobs):
+    sizes = (2, 3, 5)
+    starts, offsets, stacked = _starts(blobs, sizes)
+    means, covs, weights = stacked_full_em(blobs, *stacked, offsets, 10, 1e-6)
+    for m, start in enumerate(starts):
+        ref = full_em(blobs, *start, 10, 1e-6)
+        seg = slice(offsets[m], offsets[m + 1])
+        np.testing.assert_allclose(means[seg], ref[0], atol=1e-9)
+        np.testing.assert_allclose(covs[seg], ref[1], atol=1e-9)
+        np.testing.assert_allclose(weights[seg], ref[2], atol=1e-12)
+        post = stacked_posteriors(blobs, means, covs, weights, offsets)[:, seg]
+        np.testing.assert_allclose(post, full_posteriors(blobs, *ref[:3]), atol=1e-9)
+
+
+def test_float32_data_keeps_a_tight_component(blobs):
+    X = blobs.astype(np.float32)
+    _, offsets, stacked = _starts(blobs, (3,))
+    means, covs, weights = stacked_full_em(X, *stacked, offsets, 10, 1e-6)
+    assert means.dtype == np.float32
+    assert np.all(np.linalg.eigvalsh(covs.astype(np.float64)) > 0)
+    labels = stacked_posteriors(X, means, covs, weights, offsets).argmax(axis=1)
+    assert np.unique(labels[-60:]).size == 1
+
+
+def test_fit_rows_runs_the_stacked_em_on_complete_subsamples(blobs):
+    sizes = (2, 3)
+    fitted = _fit_rows(blobs, 0, sizes, 7, 6, 1e-6, "full", None)
+    for g, model in zip(sizes, fitted.models, strict=True):
+        start = init_full_params(blobs, g, derive_rng(7, "pck-init", 0, g), 1e-6)
+        ref = full_em(blobs, *start, 6, 1e-6)
+        for got, want in zip(model, ref[:3], strict=True):
+            np.testing.assert_allclose(got, want, atol=1e-9)
+
+
+def test_rows_with_and_without_missing_values_are_scored_alike(blobs):
+    sizes = (2, 4)
+    _, offsets, stacked = _starts(blobs, sizes)
+    means, covs, weights = stacked_full_em(blobs, *stacked, offsets, 5, 1e-6)
+    ensemble = FullMixtures(
+        [
+            (means[a:b], covs[a:b], weights[a:b])
+            for a, b in zip(offsets[:-1], offsets[1:], strict=True)
+        ]
+    )
+    X = blobs.copy()
+    X[::7, 1] = np.nan  # every seventh row goes to the per-pattern path
+    got = posterior_block(X, ensemble, 1.0, np.float64)
+    for m, model in enumerate(ensemble.models):
+        ref = full_posteriors(X, *model)
+        np.testing.assert_allclose(got[:, offsets[m] : offsets[m + 1]], ref, atol=1e-9)
