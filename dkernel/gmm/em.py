@@ -525,7 +525,9 @@ def full_log_prob(X: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.ndar
     """
     patterns, inverse = missingness_patterns(X)
     out = np.empty((X.shape[0], means.shape[0]), dtype=X.dtype)
-    for rows, _o, _m, log_prob, _y, _c in _full_pattern_stats(X, means, covs, patterns, inverse):
+    # float64 factors: a tight component's observed block is not positive definite in float32
+    X64, means, covs = (np.asarray(a, dtype=np.float64) for a in (X, means, covs))
+    for rows, _o, _m, log_prob, _y, _c in _full_pattern_stats(X64, means, covs, patterns, inverse):
         out[rows] = log_prob
     return out
 
@@ -558,10 +560,13 @@ def full_em(
     Per iteration O(P g o³ + N g p²) with P distinct missingness patterns; memory O(N g p)
     for one pattern's conditional expectations.
     """
+    # computed in float64 and returned in X's dtype: in float32 the M-step's covariance of a
+    # component with fewer points than columns can lose positive definiteness
     dtype = X.dtype
-    means = means.astype(dtype)
-    covs = covs.astype(dtype)
-    weights = weights.astype(dtype)
+    X = X.astype(np.float64)
+    means = means.astype(np.float64)
+    covs = covs.astype(np.float64)
+    weights = weights.astype(np.float64)
     g, p = means.shape
     n = X.shape[0]
     patterns, inverse = missingness_patterns(X)
@@ -590,8 +595,8 @@ def full_em(
             new_covs += r.sum(axis=0)[:, None, None] * corr
         new_covs /= nk[:, None, None]
         new_covs[:, np.arange(p), np.arange(p)] += reg_covar
-        means, covs, weights = new_means, new_covs, (nk / n).astype(dtype)
-    return means, covs, weights, history
+        means, covs, weights = new_means, new_covs, nk / n
+    return means.astype(dtype), covs.astype(dtype), weights.astype(dtype), history
 
 
 # --------------------------------------------------------------------------------------------

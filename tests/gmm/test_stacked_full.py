@@ -78,3 +78,20 @@ def test_rows_with_and_without_missing_values_are_scored_alike(blobs):
     for m, model in enumerate(ensemble.models):
         ref = full_posteriors(X, *model)
         np.testing.assert_allclose(got[:, offsets[m] : offsets[m + 1]], ref, atol=1e-9)
+
+
+def test_full_covariance_em_with_missing_values_keeps_positive_definite_covariances():
+    # heavy tails put components on a handful of the 80-row subsample's points; in float32
+    # the per-pattern EM's covariance of one of them (init 23, g = 15) stopped being positive
+    # definite (LinAlgError) until the EM ran in float64
+    from dkernel import ProbabilisticClusterKernel
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_t(2, size=(160, 12))
+    X = (X - X.mean(0)) / X.std(0)
+    X[rng.random(X.shape) < 0.015] = np.nan
+    pck = ProbabilisticClusterKernel(
+        n_estimators=24, max_components=15, covariance_type="full", random_state=1
+    ).fit(X)
+    assert pck.ensemble_.means.dtype == np.float32
+    assert np.isfinite(pck.transform(X)).all()
