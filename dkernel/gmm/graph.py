@@ -28,15 +28,13 @@ from dkernel.gmm.em import (
     design_matrix,
     diag_em,
     diag_resp,
-    full_em,
-    full_log_prob,
-    full_posteriors,
     grouped_posteriors,
     init_diag_mixtures,
     init_full_params,
     posterior_groups,
     split_missing,
 )
+from dkernel.gmm.full_patterns import full_em, full_log_prob, full_posteriors
 from dkernel.gmm.stacked_full import stacked_full_em, stacked_posteriors
 from dkernel.linalg.threads import blas_controller, map_on_cores
 from dkernel.runtime.progress import wait_with_progress

@@ -17,14 +17,13 @@ from dkernel.gmm.em import (
     _normalize_segments_t,
     diag_em,
     diag_posteriors,
-    full_em,
-    full_posteriors,
     init_diag_mixtures,
     init_full_params,
     kmeans_plusplus,
     kmeans_plusplus_models,
     mean_impute,
 )
+from dkernel.gmm.full_patterns import full_em, full_posteriors
 
 
 def init_diag_params(X, n_components, rng, reg_covar):

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from dkernel._random import derive_rng
-from dkernel.gmm.em import full_em, full_posteriors, init_full_params
+from dkernel.gmm.em import init_full_params
+from dkernel.gmm.full_patterns import full_em, full_posteriors
 from dkernel.gmm.graph import FullMixtures, _fit_rows, posterior_block
 from dkernel.gmm.stacked_full import stacked_full_em, stacked_posteriors
 
