@@ -92,7 +92,9 @@ def fit_init_batch(
     Notes
     -----
     Diagonal: ``n_iter`` batched EM iterations over ``C = Σ g`` components,
-    O(n_iter · n_sub · p · C). Full: one model at a time, O(n_iter · n_sub · Σ g p²).
+    O(n_iter · n_sub · p · C). Full: the same batched over all models on a complete subsample
+    (``dkernel.gmm.stacked_full``), O(n_iter · n_sub · p² · C); with missing values one model
+    at a time by missingness pattern (``dkernel.gmm.full_patterns``).
     """
     rows = subsample_rows(seed, q, candidates, n_sub)
     Xs = X[rows]
@@ -224,7 +226,9 @@ def posterior_block(
     (:func:`dkernel.gmm.em.grouped_posteriors`), O(rows · p · F), in sub-blocks of
     ``POSTERIOR_BLOCK_ROWS`` rows. The result is Fortran-ordered for diagonal ensembles (the
     posteriors are computed component-major); NumPy and BLAS consume it without a copy.
-    Full covariance: one model at a time, sub-blocks of ~64 MiB.
+    Full covariance: complete rows of all models at once (one float64 GEMM with
+    ``[x ⊗ x, x, 1]``, O(rows · p² · F), twice the sub-block's bytes), rows with missing
+    values one model at a time; sub-blocks of ~64 MiB of the result.
     """
     X = np.asarray(X, dtype=dtype)
     F = int(ensemble.offsets[-1])

@@ -1,6 +1,6 @@
 """Full-covariance EM for many mixtures at once, on complete data (NumPy only).
 
-The per-model, per-missingness-pattern EM of :func:`dkernel.gmm.em.full_em` (Alg. 1 of
+The per-model, per-missingness-pattern EM of :func:`dkernel.gmm.full_patterns.full_em` (Alg. 1 of
 [Lokse2020] Paper I) spends its time in Python and small LAPACK calls when an ensemble holds
 hundreds of models. On rows without missing values every component of every model can be
 scored together: a log-density is linear in ``[x ⊗ x, x, 1]`` (the precision, ``−2Pμ`` and
@@ -75,7 +75,7 @@ def stacked_full_em(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``n_iter`` EM iterations of the stacked full-covariance mixtures on complete ``X``.
 
-    The same updates as :func:`dkernel.gmm.em.full_em` on every model (tested against it),
+    The same updates as :func:`dkernel.gmm.full_patterns.full_em` on every model (tested against it),
     computed in float64 and returned in the dtype of ``X``.
 
     Parameters
