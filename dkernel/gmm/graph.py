@@ -35,7 +35,7 @@ from dkernel.gmm.em import (
     split_missing,
 )
 from dkernel.gmm.full_patterns import full_em, full_log_prob, full_posteriors
-from dkernel.gmm.stacked_full import stacked_full_em, stacked_posteriors
+from dkernel.gmm.stacked_full import log_joint_weights, stacked_full_em, stacked_posteriors
 from dkernel.linalg.threads import blas_controller, map_on_cores
 from dkernel.runtime.progress import wait_with_progress
 
@@ -269,13 +269,16 @@ def posterior_block(
         KERNEL_BLOCK_BYTES, F, np.dtype(dtype).itemsize, low=MIN_BLOCK_ROWS, high=MAX_BLOCK_ROWS
     )
     offs = ensemble.offsets
-    stacked = [np.concatenate([model[i] for model in ensemble.models]) for i in range(3)]
+    W = None  # the log-joints' weights of every component, factorised once for all blocks
     for start in range(0, X.shape[0], step):
         sl = slice(start, min(X.shape[0], start + step))
         block = X[sl]
         complete = ~np.isnan(block).any(axis=1)
         if complete.any():
-            out[sl][complete] = stacked_posteriors(block[complete], *stacked, offs)
+            if W is None:
+                stacked = [np.concatenate([m[i] for m in ensemble.models]) for i in range(3)]
+                W = log_joint_weights(*stacked)
+            out[sl][complete] = stacked_posteriors(block[complete], W, offs)
         if not complete.all():
             for m, (means, covs, w) in enumerate(ensemble.models):
                 out[sl, offs[m] : offs[m + 1]][~complete] = full_posteriors(

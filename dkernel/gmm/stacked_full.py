@@ -30,11 +30,12 @@ def quadratic_design(X: np.ndarray) -> np.ndarray:
     )
 
 
-def log_density_weights(means: np.ndarray, covs: np.ndarray) -> np.ndarray:
-    """``W (C, p² + p + 1)`` with ``quadratic_design(X) @ Wᵀ`` the log-densities ``(n, C)``.
+def log_joint_weights(means: np.ndarray, covs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``W (C, p² + p + 1)`` with ``quadratic_design(X) @ Wᵀ`` the log-joints
+    ``log w_c + log N(x | μ_c, Σ_c)`` ``(n, C)``.
 
     ``log N(x | μ, Σ) = −½ [xᵀPx − 2 μᵀP x + μᵀPμ + log det Σ + p log 2π]``, ``P = Σ⁻¹``
-    from the Cholesky factor (float64).
+    from the Cholesky factor (float64). One factorisation per component, whatever the rows.
     """
     means = np.asarray(means, dtype=np.float64)
     covs = np.asarray(covs, dtype=np.float64)
@@ -45,20 +46,14 @@ def log_density_weights(means: np.ndarray, covs: np.ndarray) -> np.ndarray:
     logdet = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
     p_mu = np.einsum("cpq,cq->cp", precision, means)
     const = np.einsum("cp,cp->c", means, p_mu) + logdet + p * LOG_2PI
-    return -0.5 * np.concatenate([precision.reshape(C, p * p), -2.0 * p_mu, const[:, None]], axis=1)
-
-
-def stacked_posteriors(
-    X: np.ndarray,
-    means: np.ndarray,
-    covs: np.ndarray,
-    weights: np.ndarray,
-    offsets: np.ndarray,
-) -> np.ndarray:
-    """Posteriors ``(n, C)`` of complete rows under every model (each model's sum to 1), in
-    the dtype of ``X``."""
-    W = log_density_weights(means, covs)
+    W = -0.5 * np.concatenate([precision.reshape(C, p * p), -2.0 * p_mu, const[:, None]], axis=1)
     W[:, -1] += np.log(np.asarray(weights, dtype=np.float64))
+    return W
+
+
+def stacked_posteriors(X: np.ndarray, W: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Posteriors ``(n, C)`` of complete rows under every model (each model's sum to 1), in
+    the dtype of ``X``; ``W`` from :func:`log_joint_weights`."""
     Lt = W @ quadratic_design(X).T  # (C, n)
     _normalize_segments_t(Lt, offsets)
     return Lt.T.astype(X.dtype, copy=False)
@@ -109,9 +104,9 @@ def stacked_full_em(
     eps = 10 * np.finfo(dtype).eps
     diag = np.arange(p)
     for _ in range(n_iter):
-        W = log_density_weights(means, covs)
-        W[:, -1] += np.log(weights)
-        R = W @ design.T  # (C, n) log-joint, then responsibilities in place
+        R = (
+            log_joint_weights(means, covs, weights) @ design.T
+        )  # (C, n) log-joint, then responsibilities in place
         _normalize_segments_t(R, offsets)
         moments = R @ design  # (C, p² + p + 1): Σ r x xᵀ, Σ r x, Σ r
         nk = moments[:, -1] + eps

@@ -9,7 +9,7 @@ from dkernel._random import derive_rng
 from dkernel.gmm.em import init_full_params
 from dkernel.gmm.full_patterns import full_em, full_posteriors
 from dkernel.gmm.graph import FullMixtures, _fit_rows, posterior_block
-from dkernel.gmm.stacked_full import stacked_full_em, stacked_posteriors
+from dkernel.gmm.stacked_full import log_joint_weights, stacked_full_em, stacked_posteriors
 
 
 def _starts(X, sizes):
@@ -39,7 +39,7 @@ def test_stacked_em_is_every_models_own_em(blobs):
         np.testing.assert_allclose(means[seg], ref[0], atol=1e-9)
         np.testing.assert_allclose(covs[seg], ref[1], atol=1e-9)
         np.testing.assert_allclose(weights[seg], ref[2], atol=1e-12)
-        post = stacked_posteriors(blobs, means, covs, weights, offsets)[:, seg]
+        post = stacked_posteriors(blobs, log_joint_weights(means, covs, weights), offsets)[:, seg]
         np.testing.assert_allclose(post, full_posteriors(blobs, *ref[:3]), atol=1e-9)
 
 
@@ -49,7 +49,7 @@ def test_float32_data_keeps_a_tight_component(blobs):
     means, covs, weights = stacked_full_em(X, *stacked, offsets, 10, 1e-6)
     assert means.dtype == np.float32
     assert np.all(np.linalg.eigvalsh(covs.astype(np.float64)) > 0)
-    labels = stacked_posteriors(X, means, covs, weights, offsets).argmax(axis=1)
+    labels = stacked_posteriors(X, log_joint_weights(means, covs, weights), offsets).argmax(axis=1)
     assert np.unique(labels[-60:]).size == 1
 
 
