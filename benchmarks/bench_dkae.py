@@ -8,8 +8,8 @@ Data: ``dkernel.data.mnist.load_mnist_5k()`` (5 000 images, 500 per digit; the p
 20 000), pixels / 255, shuffled with seed 0 and split 70 / 15 / 15 % (3 500 / 750 / 750).
 Prior: the PCK with the paper's Q = G = 30 fitted on 200 training rows, its variance floor
 chosen on held-out rows (``DeepKernelizedAutoencoder``'s defaults), architecture
-d-500-500-2000-N_c, tied weights, the estimator's λ (0.5; the paper's 0.1 with
-``--kernel-weight 0.1``), Adam, batches of 200; no layer-wise pretraining, and ``--epochs``
+d-500-500-2000-N_c, tied weights, the estimator's λ (the paper's 0.1; another with
+``--kernel-weight``), Adam, batches of 200; no layer-wise pretraining, and ``--epochs``
 passes (default 60, about 3 minutes a model on this machine; the paper:
 30 pretraining epochs per layer + 100 fine-tuning epochs of (n/k)² batches each). The plain
 autoencoder (AE) is the same network and schedule with λ = 0.
