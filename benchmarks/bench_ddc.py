@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import time
@@ -116,8 +117,18 @@ def _peer_row(
         command.append("--holes")
     if n_images is not None:
         command += ["--n-images", str(n_images)]
+    # the peer's environment has ClustPy, not dkernel: this checkout loads the MNIST subset
+    root = str(Path(__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
     done = subprocess.run(
-        command, stdout=subprocess.PIPE, stderr=None if verbose else subprocess.DEVNULL, text=True
+        command,
+        stdout=subprocess.PIPE,
+        stderr=None if verbose else subprocess.DEVNULL,
+        text=True,
+        env=env,
     )
     if done.returncode != 0:
         name = RUNNERS[key][0]
