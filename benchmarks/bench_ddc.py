@@ -262,16 +262,18 @@ def main() -> None:
         tuple(args.only),
         seed=args.seed,
         verbose=args.verbose,
+        n_images=args.n_images,
         peer_python=args.peer_python,
         holes=args.holes,
         ddc_params={"n_clusters": "auto"} if args.auto else None,
     )
     table = markdown(rows)
+    n_images = args.n_images or 5000
     header = (
-        "MNIST subset (5 000 images, 500 per digit"
+        f"MNIST subset ({f'{n_images:,}'.replace(',', ' ')} images, {n_images // 10} per digit"
         + ("; a random 14 × 14 block of each missing" if args.holes else "")
         + f"), seed {args.seed}, one run each; "
-        f"{platform.node() or 'this machine'}: {__import__('os').cpu_count()} cores, "
+        f"{platform.node() or 'this machine'}: {os.cpu_count()} cores, "
         f"torch {torch.__version__} with {torch.get_num_threads()} threads.\n"
         "Paper Table 1 (all of MNIST, best of 20): "
         + ", ".join(f"{m} {a} % / {n}" for m, (a, n) in PAPER.items())
