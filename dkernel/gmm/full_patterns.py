@@ -114,7 +114,7 @@ def full_em(
     history = np.empty(n_iter)
     for it in range(n_iter):
         stats = list(_full_pattern_stats(X, means, covs, patterns, inverse))
-        L = np.empty((n, g), dtype=dtype)
+        L = np.empty((n, g))
         for rows, _o, _m, log_prob, _y, _c in stats:
             L[rows] = log_prob
         L += np.log(weights)[None, :]
@@ -123,11 +123,11 @@ def full_em(
         history[it] = float(lse.mean())
         R = np.exp(L - lse)
         nk = R.sum(axis=0) + eps
-        sum_y = np.zeros((g, p), dtype=dtype)
+        sum_y = np.zeros((g, p))
         for rows, _o, _m, _lp, yhat, _c in stats:
             sum_y += np.einsum("nk,knp->kp", R[rows], yhat)
         new_means = sum_y / nk[:, None]
-        new_covs = np.zeros((g, p, p), dtype=dtype)
+        new_covs = np.zeros((g, p, p))
         for rows, _o, _m, _lp, yhat, corr in stats:
             r = R[rows]  # (n, g)
             d = yhat - new_means[:, None, :]  # (g, n, p)

@@ -64,6 +64,11 @@ class FullMixtures:
         """Every component's weight, stacked ``(C,)``."""
         return np.concatenate([m[2] for m in self.models])
 
+    @property
+    def covariances(self) -> np.ndarray:
+        """Every component's covariance, stacked ``(C, p, p)``."""
+        return np.concatenate([m[1] for m in self.models])
+
 
 def subsample_rows(seed: int | None, q: int, candidates: np.ndarray, n_sub: int) -> np.ndarray:
     """Sorted row indices of initial condition ``q``'s subsample (derived from ``(seed, q)``)."""
@@ -117,9 +122,11 @@ def _fit_rows(Xs, q, sizes, seed, n_iter, reg_covar, covariance_type, missingnes
     if np.isnan(Xs).any():
         return FullMixtures([full_em(Xs, *start, n_iter, reg_covar)[:3] for start in starts])
     # complete rows: every model's EM at once (the same updates, tested against full_em)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    stacked = [np.concatenate([start[i] for start in starts]) for i in range(3)]
-    means, covs, weights = stacked_full_em(Xs, *stacked, offsets, n_iter, reg_covar)
+    start = FullMixtures(starts)
+    offsets = start.offsets
+    means, covs, weights = stacked_full_em(
+        Xs, start.means, start.covariances, start.weights, offsets, n_iter, reg_covar
+    )
     return FullMixtures(
         [
             (means[a:b], covs[a:b], weights[a:b])
@@ -276,8 +283,7 @@ def posterior_block(
         complete = ~np.isnan(block).any(axis=1)
         if complete.any():
             if W is None:
-                stacked = [np.concatenate([m[i] for m in ensemble.models]) for i in range(3)]
-                W = log_joint_weights(*stacked)
+                W = log_joint_weights(ensemble.means, ensemble.covariances, ensemble.weights)
             out[sl][complete] = stacked_posteriors(block[complete], W, offs)
         if not complete.all():
             for m, (means, covs, w) in enumerate(ensemble.models):
