@@ -45,6 +45,10 @@ DEGENERATE_MIN_MODES = 20
 #: ... or when more than this share of the points were in basins under ``min_cluster_size``
 #: (the fraction; not the 5-point floor): then the pruning, not the density, made the partition.
 DEGENERATE_PRUNED_SHARE = 0.5
+#: ... or when a single cluster is left and more than this share of the points were in the
+#: other, pruned basins: many points with modes of their own, none large enough (holed MNIST,
+#: 26 %; a Gaussian blob's tail modes hold under 1 %, and one cluster is its right answer).
+DEGENERATE_ONE_CLUSTER_SHARE = 0.1
 #: ``MeanShift``'s ``min_cluster_size``: basins under 1 % of the points join a larger mode.
 MIN_CLUSTER_FRACTION = 0.01
 #: ... and, whenever ``min_cluster_size`` > 0, basins under this many points (scikit-learn
@@ -211,8 +215,13 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         nearly every point its own cluster; or when more than half the points were in basins
         under ``min_cluster_size``'s fraction (the pruning, not the density, made the
         partition; the 5-point floor alone prunes most of a few dozen points whatever the
-        bandwidth). The
-        message names the fix (a larger ``bandwidth``, or fewer dimensions). Many small
+        bandwidth): the message names the fix (a larger ``bandwidth``, or fewer
+        dimensions). Also when one cluster is left and more than 10 % of the points were in
+        the other basins, all under ``min_cluster_size`` (holed MNIST: 753 modes, 742 of them
+        single seeds, 26 % of the points, one cluster); the message names a smaller
+        ``bandwidth`` and, for data without density modes, a clusterer given
+        ``n_clusters``. One cluster with a few tail modes pruned into it (a Gaussian blob:
+        under 1 % of the points) is the right answer and no warning. Many small
         modes that the pruning joins to larger ones are not a warning: in 10 or more
         dimensions a Gaussian density estimate's tails hold such modes on most tables (the
         digits: 489 modes for 1 797 points, 19 clusters, ARI 0.58).
@@ -355,8 +364,9 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
 
     def _check_degenerate(self) -> None:
         """Warn when the partition is no clustering: more clusters than
-        ``DEGENERATE_MODE_FRACTION`` of the seeds, or more than ``DEGENERATE_PRUNED_SHARE`` of
-        the points in basins that ``min_cluster_size`` pruned."""
+        ``DEGENERATE_MODE_FRACTION`` of the seeds, more than ``DEGENERATE_PRUNED_SHARE`` of
+        the points in basins that ``min_cluster_size`` pruned, or one cluster left where more
+        than ``DEGENERATE_ONE_CLUSTER_SHARE`` of the points were in basins pruned into it."""
         n_seeds = int(self.seeds_.shape[0])
         m, single, pruned_share = self._modes_before_pruning_
         left = self.n_partitions_
@@ -365,6 +375,10 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             f"hold a single seed) at bandwidth {self.bandwidth_:.4g}"
         )
         clusters = f"{left} cluster{'s' if left != 1 else ''}"
+        narrow = (
+            "which in many dimensions means the kernel is narrow against the distances "
+            "between neighbours. Pass a larger bandwidth (or bandwidth_factor)"
+        )
         if left > max(DEGENERATE_MIN_MODES, DEGENERATE_MODE_FRACTION * n_seeds):
             pruned = (
                 f"; those under min_cluster_size={self.min_cluster_size} joined the nearest "
@@ -374,14 +388,28 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             )
             what = (
                 f"{found}{pruned}, leaving {clusters} ({left / n_seeds:.0%} of the seeds): "
-                "nearly every point is its own cluster"
+                f"nearly every point is its own cluster, {narrow}"
             )
         elif pruned_share > DEGENERATE_PRUNED_SHARE:
             what = (
                 f"{found}; the {pruned_share:.0%} of the points in basins under "
                 f"min_cluster_size={self.min_cluster_size} joined the nearest larger mode, "
-                f"leaving {clusters}: that pruning made the partition more than the density did"
+                f"leaving {clusters}: that pruning made the partition more than the density "
+                f"did, {narrow}"
             )
+        elif left == 1 and pruned_share > DEGENERATE_ONE_CLUSTER_SHARE:
+            # the density has one mode that matters: every other basin was under
+            # min_cluster_size; a wider kernel cannot split it, a narrower one may
+            what = (
+                f"{found}; all but one held under min_cluster_size={self.min_cluster_size} "
+                f"({pruned_share:.0%} of the points) and joined it, leaving a single cluster: "
+                "at this bandwidth the density has one mode. Pass a smaller bandwidth (or "
+                "bandwidth_factor) to separate more; if the modes it finds are single points, "
+                "the data has no density modes to find in these dimensions, and a clusterer "
+                "given n_clusters (SpectralClustering, PCKSpectralClustering) is the tool"
+            )
+            warn_caller(f"{what}.", DegenerateClusteringWarning)
+            return
         else:
             return
         if self.projection_components_ is not None:
@@ -390,11 +418,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             fewer = f", or projection={PROJECTION_COMPONENTS} (the leading principal components)"
         else:
             fewer = ""
-        warn_caller(
-            f"{what}, which in many dimensions means the kernel is narrow against the "
-            f"distances between neighbours. Pass a larger bandwidth (or bandwidth_factor){fewer}.",
-            DegenerateClusteringWarning,
-        )
+        warn_caller(f"{what}{fewer}.", DegenerateClusteringWarning)
 
     def _fit_modes(self, X: Any) -> MeanShift:
         """:meth:`fit` on validated ``X`` (NumPy, or Dask kept lazy)."""

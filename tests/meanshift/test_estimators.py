@@ -715,6 +715,28 @@ def test_pruned_tail_modes_are_not_a_warning_but_a_pruned_majority_is():
     assert narrow.n_partitions_ == 1
 
 
+def test_one_cluster_left_of_many_pruned_modes_warns_but_a_blob_does_not():
+    """Issue 57: on holed MNIST mean shift found 753 modes, 742 of them single points, and
+    pruned them all into one cluster (26 % of the points) without a word; a Gaussian blob's few
+    tail modes (under 1 % of the points) pruned into its one cluster are its right answer."""
+    import warnings
+
+    from dkernel.errors import DegenerateClusteringWarning
+
+    rng = np.random.default_rng(0)
+    blob = rng.normal(size=(400, 12))
+    scattered = rng.uniform(-8.0, 8.0, size=(100, 12))  # each far from the others: own modes
+    with pytest.warns(DegenerateClusteringWarning, match="leaving a single cluster") as seen:
+        ms = MeanShift().fit(np.vstack([blob, scattered]))
+    assert seen[0].filename == __file__
+    assert ms.n_partitions_ == 1 and ms._modes_before_pruning_[2] > 0.1
+    assert "smaller bandwidth" in str(seen[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateClusteringWarning)
+        alone = MeanShift().fit(rng.normal(size=(2000, 12)))
+    assert alone.n_partitions_ == 1 and alone._modes_before_pruning_[0] > 1
+
+
 def test_small_basins_join_the_nearest_larger_mode(rng):
     """Issue 57: an isolated point was a cluster of its own; below ``min_cluster_size`` its basin
     joins the nearest larger mode, in fit and predict alike."""
