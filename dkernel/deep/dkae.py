@@ -148,8 +148,7 @@ class DeepKernelizedAutoencoder(
         41.5 % at 0.1, 32.1, 38.7 and 40.8 % at 0.5 and 36.7, 37.9 and 35.9 % for the plain
         autoencoder; a linear SVM on the standardised codes (C = 0.01) 92.7, 94.0 and 93.3 %
         at 0.1, 92.1, 91.9 and 92.4 % at 0.5 (the plain autoencoder 92.0, 93.9, 94.4 %): a
-        heavier alignment pulls
-        the codes towards the prior's coarser, cluster-like geometry
+        heavier alignment pulls the codes towards the prior's coarser, cluster-like geometry
         (``benchmarks/results/dkae.md``).
     prior : str, callable or transformer, default='pck'
         The prior kernel P. 'pck': a :class:`~dkernel.ProbabilisticClusterKernel` (the paper's;

@@ -375,10 +375,6 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             f"hold a single seed) at bandwidth {self.bandwidth_:.4g}"
         )
         clusters = f"{left} cluster{'s' if left != 1 else ''}"
-        narrow = (
-            "which in many dimensions means the kernel is narrow against the distances "
-            "between neighbours. Pass a larger bandwidth (or bandwidth_factor)"
-        )
         if left > max(DEGENERATE_MIN_MODES, DEGENERATE_MODE_FRACTION * n_seeds):
             pruned = (
                 f"; those under min_cluster_size={self.min_cluster_size} joined the nearest "
@@ -388,37 +384,46 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
             )
             what = (
                 f"{found}{pruned}, leaving {clusters} ({left / n_seeds:.0%} of the seeds): "
-                f"nearly every point is its own cluster, {narrow}"
+                "nearly every point is its own cluster"
             )
+            fix = self._wider_kernel_advice()
         elif pruned_share > DEGENERATE_PRUNED_SHARE:
             what = (
                 f"{found}; the {pruned_share:.0%} of the points in basins under "
                 f"min_cluster_size={self.min_cluster_size} joined the nearest larger mode, "
-                f"leaving {clusters}: that pruning made the partition more than the density "
-                f"did, {narrow}"
+                f"leaving {clusters}: that pruning made the partition more than the density did"
             )
+            fix = self._wider_kernel_advice()
         elif left == 1 and pruned_share > DEGENERATE_ONE_CLUSTER_SHARE:
-            # the density has one mode that matters: every other basin was under
-            # min_cluster_size; a wider kernel cannot split it, a narrower one may
+            # one mode that matters, every other basin under min_cluster_size: a wider
+            # kernel cannot split it, a narrower one may
             what = (
                 f"{found}; all but one held under min_cluster_size={self.min_cluster_size} "
                 f"({pruned_share:.0%} of the points) and joined it, leaving a single cluster: "
-                "at this bandwidth the density has one mode. Pass a smaller bandwidth (or "
-                "bandwidth_factor) to separate more; if the modes it finds are single points, "
-                "the data has no density modes to find in these dimensions, and a clusterer "
-                "given n_clusters (SpectralClustering, PCKSpectralClustering) is the tool"
+                "at this bandwidth the density has one mode"
             )
-            warn_caller(f"{what}.", DegenerateClusteringWarning)
-            return
+            fix = (
+                "Pass a smaller bandwidth (or bandwidth_factor) to separate more; if the modes "
+                "it finds are single points, the data has no density modes to find in these "
+                "dimensions, and a clusterer given n_clusters (SpectralClustering, "
+                "PCKSpectralClustering) is the tool"
+            )
         else:
             return
+        warn_caller(f"{what}. {fix}.", DegenerateClusteringWarning)
+
+    def _wider_kernel_advice(self) -> str:
+        """The fix for a kernel too narrow: a larger bandwidth, or fewer dimensions."""
         if self.projection_components_ is not None:
             fewer = f", or a smaller projection (now {self.projection_components_.shape[1]})"
         elif self.n_features_in_ > PROJECTION_COMPONENTS:
             fewer = f", or projection={PROJECTION_COMPONENTS} (the leading principal components)"
         else:
             fewer = ""
-        warn_caller(f"{what}{fewer}.", DegenerateClusteringWarning)
+        return (
+            "In many dimensions that means the kernel is narrow against the distances between "
+            f"neighbours. Pass a larger bandwidth (or bandwidth_factor){fewer}"
+        )
 
     def _fit_modes(self, X: Any) -> MeanShift:
         """:meth:`fit` on validated ``X`` (NumPy, or Dask kept lazy)."""
