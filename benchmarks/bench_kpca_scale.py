@@ -8,8 +8,17 @@ the true k = 5: dkernel's KPCA and KECA with ``n_clusters``, scikit-learn's k-me
 ``KernelPCA`` (5 components, ARPACK or a dense solve by its own rule) followed by k-means;
 ARI, fit seconds and the ratio of each ARI to k-means', one seed, in one run.
 
+A second table: three overlapping 4-D blobs (centres uniform in [1.5, 4.5], σ = 0.7; the
+unrounded control of ``bench_repeated_rows.py``), seeds ``--overlap-seeds``, at the sizes above
+``WIDTH_SAMPLE`` (3 000 rows), where 'auto' compares its widths on a sample: each estimator at
+its defaults (the chosen setting fitted on every row and verified on the sample,
+``dkernel.kernels.width_selection.verified_fit``) and, in the same run, with that check off
+(``MAX_VERIFIED_FITS`` = 1: the sample's best setting fitted on every row and taken on trust,
+as before 7 December 2026), with k-means and Nystroem + k-means.
+
 Run:  python benchmarks/bench_kpca_scale.py [--sizes 2000 10000 20000 200000] [--seed 0]
-Prints the table and writes ``benchmarks/results/kpca_scale.md``.
+      [--overlap-seeds 0 1 2]
+Prints the tables and writes ``benchmarks/results/kpca_scale.md``.
 """
 
 from __future__ import annotations
@@ -94,13 +103,90 @@ def run(sizes: list[int], seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def overlapping_blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Three 4-D Gaussian blobs, centres uniform in [1.5, 4.5], standard deviation 0.7."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(1.5, 4.5, size=(3, 4))
+    y = rng.integers(0, 3, n)
+    return centres[y] + rng.normal(0, 0.7, (n, 4)), y
+
+
+def run_overlapping(sizes: list[int], seeds: list[int]) -> str:
+    """The verified 'auto' width against the same choice taken on trust, one run."""
+    from sklearn.cluster import KMeans
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.pipeline import make_pipeline
+
+    import dkernel
+    from dkernel.kernels import width_selection
+
+    lines = [
+        "",
+        "## Three overlapping 4-D blobs above the width sample",
+        "",
+        f"`--overlap-seeds {' '.join(map(str, seeds))}`: the verified 'auto' width (the "
+        "default) against the sample's choice taken on trust (`MAX_VERIFIED_FITS` = 1, as "
+        "before 7 December 2026), in the same run. ARI per seed; `fits`: settings fitted on "
+        "every row per seed; s: mean fit seconds.",
+        "",
+        "| N | method | ARI per seed | mean | fits | s |",
+        "|---:|---|---|---:|---|---:|",
+    ]
+    sizes = [n for n in sizes if n > width_selection.WIDTH_SAMPLE]
+    default_fits = width_selection.MAX_VERIFIED_FITS
+    for n in sizes:
+        data = {seed: overlapping_blobs(n, seed) for seed in seeds}
+        methods: list[tuple[str, Callable[[int], object], int]] = [
+            ("sk.KMeans", lambda seed: KMeans(3, random_state=seed), default_fits),
+            (
+                "sk.Nystroem+KMeans",
+                lambda seed: make_pipeline(
+                    Nystroem(random_state=seed), KMeans(3, random_state=seed)
+                ),
+                default_fits,
+            ),
+        ]
+        for name in ("KernelPCAEmbedding", "KECA"):
+            make = getattr(dkernel, name)
+            for label, fits in ((f"dk.{name}", default_fits), (f"dk.{name} on trust", 1)):
+                methods.append(
+                    (label, lambda seed, make=make: make(n_clusters=3, random_state=seed), fits)
+                )
+        for label, make, fits in methods:
+            aris, counts, seconds = [], [], []
+            width_selection.MAX_VERIFIED_FITS = fits
+            try:
+                for seed in seeds:
+                    X, y = data[seed]
+                    t = time.perf_counter()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        model = make(seed).fit(X)
+                    seconds.append(time.perf_counter() - t)
+                    aris.append(adjusted_rand_score(y, _labels(model)))
+                    verified = getattr(model, "sigma_fraction_verified_scores_", None)
+                    counts.append("" if verified is None else str(int(np.isfinite(verified).sum())))
+            finally:
+                width_selection.MAX_VERIFIED_FITS = default_fits
+            fitted = ", ".join(counts) if any(counts) else "—"
+            row = (
+                f"| {n} | {label} | {', '.join(f'{a:.3f}' for a in aris)} | "
+                f"{np.mean(aris):.3f} | {fitted} | {np.mean(seconds):.2f} |"
+            )
+            print(row, flush=True)
+            lines.append(row)
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000, 20000, 200000])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--overlap-seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", default=str(RESULTS / "kpca_scale.md"))
     args = parser.parse_args()
-    Path(args.out).write_text(run(args.sizes, args.seed))
+    report = run(args.sizes, args.seed) + run_overlapping(args.sizes, args.overlap_seeds)
+    Path(args.out).write_text(report)
     print(f"wrote {args.out}")
 
 

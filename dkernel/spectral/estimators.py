@@ -201,19 +201,25 @@ class _DenseKernelEmbedding(
         if self._nystrom(int(_num_samples(X))):
             return self._fit_nystrom(X)
         K = self.prepare_fit(X)
-        if self._width_fit is not None:
-            # 'auto' fitted the chosen width on every row already: the same fit, adopted
-            adopted = {
-                name: value
-                for name, value in vars(self._width_fit).items()
-                if name.endswith("_")
-                and not name.startswith(("sigma_fraction", "n_features", "n_components_cand"))
-                and name != "feature_names_in_"
-            }
-            vars(self).update(adopted)
-            self._width_fit = None
+        if self._adopt_width_fit():
             return self
         return self.fit_kernel(np.asarray(K.compute(), dtype=np.float64))
+
+    def _adopt_width_fit(self) -> bool:
+        """Whether 'auto' had fitted the chosen width on every row already (on a sample's
+        scale, to verify it): that fit is this one, adopted rather than solved again."""
+        if getattr(self, "_width_fit", None) is None:
+            return False
+        adopted = {
+            name: value
+            for name, value in vars(self._width_fit).items()
+            if name.endswith("_")
+            and not name.startswith(("sigma_fraction", "n_features", "n_components_cand"))
+            and name != "feature_names_in_"
+        }
+        vars(self).update(adopted)
+        self._width_fit = None
+        return True
 
     def _nystrom(self, n: int) -> bool:
         """Whether ``fit`` on n points takes the Nyström path (``approximation``)."""
@@ -227,6 +233,8 @@ class _DenseKernelEmbedding(
         X = validate_input(self, X, reset=True, min_samples=2, **kernel_nan_args(self.kernel))
         self._resolve_n_components(int(X.shape[0]))
         self._choose_sigma_fraction(X)
+        if self._adopt_width_fit():
+            return self
         params = None
         if isinstance(self.kernel, str) and self.kernel in ADAPTIVE_KERNELS:
             params = {
@@ -318,6 +326,7 @@ class _DenseKernelEmbedding(
             candidates=candidates,
             fallback=DEFAULT_SIGMA_FRACTION,
             chooses=bool(candidates) and self.n_clusters is not None and rbf_width_from_data(self),
+            verify=True,
             scale_neighbors=int(resolve_renamed(self, "scale_neighbors")),
             n_neighbors=None,
         )
@@ -326,6 +335,7 @@ class _DenseKernelEmbedding(
             found.candidates,
             found.scores,
         )
+        self.sigma_fraction_verified_scores_ = found.verified_scores
         self._width_fit = found.model
         if found.setting is not None and "n_components" in found.setting:
             self.n_components_ = int(found.setting["n_components"])
@@ -338,7 +348,8 @@ class _DenseKernelEmbedding(
     def fit_kernel(self, K: np.ndarray) -> _DenseKernelEmbedding:
         """Finish fitting from the computed training kernel (after :meth:`prepare_fit`)."""
         check_is_fitted(self, "kernel_")
-        self._width_fit = None
+        if self._adopt_width_fit():  # 'auto' solved this very kernel already
+            return self
         self._fit_kernel(np.asarray(K, dtype=np.float64))
         if self.n_clusters is not None:
             self.labels_ = self._cluster(self.embedding_)
@@ -486,7 +497,15 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     sigma_fraction_ : float
         The fraction used (chosen by 'auto').
     sigma_fraction_candidates_, sigma_fraction_scores_ : ndarray or None
-        The fractions 'auto' compared and their silhouettes (None otherwise).
+        The fractions 'auto' compared and their silhouettes (None otherwise). Above
+        ``dkernel.kernels.width_selection.WIDTH_SAMPLE`` rows they are scored on a sample.
+    sigma_fraction_verified_scores_ : ndarray or None
+        Above ``WIDTH_SAMPLE`` rows: the silhouette on the same sample of the partition each
+        setting gives when fitted on every row (NaN: not fitted on every row). The best-scored
+        setting is fitted on every row, and the next ones while their sample score beats
+        that by more than ``VERIFY_TOLERANCE`` (at most ``MAX_VERIFIED_FITS``); the fit kept
+        is the one of highest verified score
+        (``dkernel.kernels.width_selection.verified_fit``). None otherwise.
     kernel_ : Kernel
         The fitted kernel function (used for out-of-sample rows).
     n_components_ : int

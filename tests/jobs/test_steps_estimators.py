@@ -122,6 +122,28 @@ def test_rbf_spectral_job_chooses_the_width_as_the_estimator_and_stores_the_evid
     assert attrs.get("n_components_candidates") == (None if dims is None else dims.tolist())
 
 
+def test_rbf_spectral_job_above_the_width_sample_stores_the_verified_scores(
+    tmp_path, client, monkeypatch
+):
+    """Above the width sample 'auto' fits its choice on every row to verify it; the job
+    adopts that fit (the estimator's labels) and stores the verified scores (null: not
+    fitted on every row)."""
+    from dkernel.kernels import width_selection
+
+    monkeypatch.setattr(width_selection, "WIDTH_SAMPLE", 100)
+    spec = _spec("rbf-spectral", {"n_clusters": 3, "embedding": "keca"})
+    tree = open_results(run_job(spec, output=tmp_path / "r.zarr", client=client, progress=False))
+    _, data = prepare_job(spec)
+    est = dkernel.KECA(n_clusters=3, random_state=0).fit(np.asarray(data.X, dtype=np.float64))
+    np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)
+    stored = tree["embedding"].attrs["sigma_fraction_verified_scores"]
+    expected = est.sigma_fraction_verified_scores_
+    assert [v is None for v in stored] == np.isnan(expected).tolist()
+    np.testing.assert_allclose(
+        [v for v in stored if v is not None], expected[np.isfinite(expected)]
+    )
+
+
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """Forget which former names this process was warned about (the warning is once)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.datasets import load_wine, make_blobs
 from sklearn.preprocessing import StandardScaler
 
@@ -186,3 +187,89 @@ def test_keca_auto_with_a_given_dimension_compares_widths_only(monkeypatch):
     best = int(np.argmax(sampled.sigma_fraction_scores_))
     assert sampled.n_components_ == sampled.n_components_candidates_[best]
     assert sampled.embedding_.shape == (178, sampled.n_components_)
+
+
+class _AxisSplit(ClusterMixin, BaseEstimator):
+    """Two clusters by the sign of column 0; with ``drift`` and more than 100 rows, by the
+    sign of column 1 instead: a setting whose fit on every row is not its sample fit."""
+
+    def __init__(self, sigma_fraction=1.0, drift=False, random_state=None):
+        self.sigma_fraction = sigma_fraction
+        self.drift = drift
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        column = 1 if self.drift and len(X) > 100 else 0
+        self.labels_ = (np.asarray(X)[:, column] > 0).astype(int)
+        return self
+
+
+def _two_groups_along_x(n: int = 400) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 2))
+    X[:, 0] += np.where(np.arange(n) % 2 == 0, -4.0, 4.0)
+    return X
+
+
+def test_verify_takes_the_next_setting_when_the_fit_on_every_row_is_another_partition(
+    monkeypatch,
+):
+    monkeypatch.setattr(width, "WIDTH_SAMPLE", 100)
+    X = _two_groups_along_x()
+    settings = [{"sigma_fraction": 0.5, "drift": True}, {"sigma_fraction": 1.0, "drift": False}]
+    unverified = width.choose_setting(_AxisSplit(), X, 0, settings)
+    assert unverified.setting == settings[0]  # a tie on the sample: the first
+    assert unverified.model is None and unverified.verified_scores is None
+    choice = width.choose_setting(_AxisSplit(), X, 0, settings, verify=True)
+    assert choice.setting == settings[1]
+    np.testing.assert_array_equal(choice.scores, unverified.scores)
+    rows = width.width_sample(len(X), width.derive_rng(0, "width-selection"))
+    reference = reference_kernel(X[rows], 0)
+    drifted = (X[:, 1] > 0).astype(int)
+    assert choice.verified_scores[0] == pytest.approx(kernel_silhouette(reference, drifted[rows]))
+    assert choice.verified_scores[1] == pytest.approx(choice.scores[1])
+    assert choice.verified_scores[0] < choice.verified_scores[1] - width.VERIFY_TOLERANCE
+    np.testing.assert_array_equal(choice.model.labels_, (X[:, 0] > 0).astype(int))
+    assert len(choice.model.labels_) == len(X)  # the fit on every row, to adopt
+
+
+def test_verify_fits_one_setting_on_every_row_when_it_holds(monkeypatch):
+    monkeypatch.setattr(width, "WIDTH_SAMPLE", 100)
+    X = _two_groups_along_x()
+    settings = [{"sigma_fraction": 0.5, "drift": False}, {"sigma_fraction": 1.0, "drift": True}]
+    choice = width.choose_setting(_AxisSplit(), X, 0, settings, verify=True)
+    assert choice.setting == settings[0]
+    assert np.isfinite(choice.verified_scores[0]) and np.isnan(choice.verified_scores[1])
+    # at most MAX_VERIFIED_FITS settings are fitted on every row
+    many = [{"sigma_fraction": 0.1 * (i + 1), "drift": True} for i in range(5)]
+    capped = width.choose_setting(_AxisSplit(), X, 0, many, verify=True)
+    assert np.isfinite(capped.verified_scores).sum() == width.MAX_VERIFIED_FITS
+
+
+def test_keca_above_the_width_sample_keeps_the_verified_fit(monkeypatch):
+    """KECA's 'auto' above the sample: the chosen setting's fit on every row is the one
+    adopted, its verified score the silhouette of its labels on the sample's rows."""
+    from dkernel import KECA
+
+    monkeypatch.setattr(width, "WIDTH_SAMPLE", 100)
+    X = _wine()
+    auto = KECA(n_clusters=3, random_state=0).fit(X)
+    verified = auto.sigma_fraction_verified_scores_
+    chosen = int(np.nanargmax(verified))
+    assert int(np.argmax(auto.sigma_fraction_scores_)) in np.flatnonzero(np.isfinite(verified))
+    assert (auto.sigma_fraction_, auto.n_components_) == (
+        auto.sigma_fraction_candidates_[chosen],
+        auto.n_components_candidates_[chosen],
+    )
+    rows = width.width_sample(len(X), width.derive_rng(0, "width-selection"))
+    reference = reference_kernel(X[rows], 0)
+    assert verified[chosen] == pytest.approx(kernel_silhouette(reference, auto.labels_[rows]))
+    fixed = KECA(
+        n_clusters=3,
+        sigma_fraction=float(auto.sigma_fraction_),
+        n_components=int(auto.n_components_),
+        random_state=0,
+    ).fit(X)
+    np.testing.assert_array_equal(auto.labels_, fixed.labels_)
+    assert fixed.sigma_fraction_verified_scores_ is None
+    assert auto._width_fit is None  # nothing kept twice

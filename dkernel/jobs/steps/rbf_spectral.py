@@ -80,6 +80,11 @@ def _width_evidence(est: Any) -> dict[str, Any]:
     if est.sigma_fraction_candidates_ is not None:
         evidence["sigma_fraction_candidates"] = est.sigma_fraction_candidates_.tolist()
         evidence["sigma_fraction_scores"] = est.sigma_fraction_scores_.tolist()
+    verified = getattr(est, "sigma_fraction_verified_scores_", None)
+    if verified is not None:  # NaN (not fitted on every row) is null in the store's JSON
+        evidence["sigma_fraction_verified_scores"] = [
+            None if np.isnan(v) else float(v) for v in verified
+        ]
     dims = getattr(est, "n_components_candidates_", None)
     if dims is not None:
         evidence["n_components_candidates"] = dims.tolist()
