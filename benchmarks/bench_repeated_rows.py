@@ -62,6 +62,7 @@ def _methods(k: int, seed: int) -> dict[str, Callable[[], object]]:
             k, random_state=seed
         ),
         "dk.KernelKMeans": lambda: dkernel.KernelKMeans(k, random_state=seed),
+        "dk.JointRanking": lambda: dkernel.JointRankingClustering(n_clusters=k, random_state=seed),
         "sk.Spectral-knn": lambda: SpectralClustering(
             k, affinity="nearest_neighbors", random_state=seed
         ),

@@ -170,54 +170,6 @@ def _chunk_counts(y_true, y_pred, classes, clusters) -> np.ndarray:
     return contingency_counts(y_true, y_pred, classes, clusters)[None]
 
 
-@dataclass(frozen=True)
-class RowCopies:
-    """The distinct rows of a training set and how often each occurs.
-
-    Integer-valued data (answers on a scale, counts, 8-bit pixels) repeat rows. In a k-NN graph
-    of all rows a row repeated more than k times has only its own copies as neighbours (an
-    isolated clique; ``KernelDecompositionClustering`` scored ARI 0.04 where k-means scored
-    0.83 on rounded blobs), and landmarks drawn from the rows coincide. The graph builders that
-    meet this work on the distinct rows (``dkernel.graphs.landmark.distinct_rows``,
-    ``dkernel.decomposition._local_scaling_fit``).
-
-    Attributes
-    ----------
-    first : ndarray of int64 (m,)
-        Row index of each distinct row's first occurrence, increasing.
-    inverse : ndarray of int64 (n,)
-        The distinct row (index into ``first``) of every row.
-    counts : ndarray of int64 (m,)
-        Copies of each distinct row.
-    """
-
-    first: np.ndarray
-    inverse: np.ndarray
-    counts: np.ndarray
-
-    def share_isolated(self, n_neighbors: int) -> float:
-        """Share of the rows with at least ``n_neighbors`` copies (themselves included): in a
-        ``n_neighbors``-NN graph of all rows their lists hold only copies."""
-        return float(self.counts[self.counts >= n_neighbors].sum() / self.inverse.size)
-
-    @classmethod
-    def of(cls, X: np.ndarray) -> RowCopies | None:
-        """The copies of the rows of ``X``; None when no row repeats."""
-        _, first, inverse, counts = np.unique(
-            X, axis=0, return_index=True, return_inverse=True, return_counts=True
-        )
-        if first.size == X.shape[0]:
-            return None
-        order = np.argsort(first, kind="stable")  # distinct rows in order of appearance
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        return cls(
-            first[order].astype(np.int64),
-            rank[np.ravel(inverse)].astype(np.int64),
-            counts[order].astype(np.int64),
-        )
-
-
 #: Rows :func:`few_distinct_rows` looks at first: more distinct values than its limit among
 #: them ends the count before any pass over the data.
 DISTINCT_PROBE_ROWS = 20_000

@@ -39,7 +39,8 @@ from dkernel.graphs.knn import (
     training_neighbors,
 )
 from dkernel.kernels.adaptive import tie_inclusive_neighbors
-from dkernel.rows import DistinctRows, RowCopies, few_distinct_rows
+from dkernel.linalg.copies import RowCopies
+from dkernel.rows import DistinctRows, few_distinct_rows
 
 
 def local_scaling_kernel(model: Any, Xv: Any, Xn: np.ndarray, is_dask: bool) -> tuple:

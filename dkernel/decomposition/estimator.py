@@ -59,6 +59,7 @@ from dkernel.graphs.landmark import DEFAULT_LANDMARK_NEIGHBORS, LandmarkGraph
 from dkernel.kernels.aliases import resolve_alias
 from dkernel.kernels.registry import check_kernel_supported
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS, silverman_normal_reference
+from dkernel.linalg.copies import RowCopies
 from dkernel.linalg.threads import map_on_cores
 from dkernel.model_order import (
     ModelOrder,
@@ -66,7 +67,6 @@ from dkernel.model_order import (
     knn_graph_spectrum,
     spectrum_model_order,
 )
-from dkernel.rows import RowCopies
 
 _OWNER = "KernelDecompositionClustering"
 #: Default size of the k-NN graph, chosen on ``bench_defaults.py`` (see the class docstring;

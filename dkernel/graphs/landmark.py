@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dkernel.errors import InvalidInputError
-from dkernel.rows import RowCopies
+from dkernel.linalg.copies import RowCopies
 
 #: Landmarks of the bipartite graph, and landmarks per point (U-SPEC's p and K).
 DEFAULT_N_LANDMARKS = 1000

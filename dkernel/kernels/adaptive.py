@@ -26,6 +26,7 @@ import numpy as np
 
 from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel.errors import InvalidInputError
+from dkernel.linalg.copies import repeated_rows
 from dkernel.linalg.elementwise import exp_flushed
 
 
@@ -171,8 +172,17 @@ def _indexed_search(
     copies: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`indexed_neighbor_radius`'s radii and its first pass's lists: each row's
-    ``min(m, n_neighbors + FIRST_PASS_EXTRA)`` nearest reference rows, nearest first."""
+    ``min(m, n_neighbors + FIRST_PASS_EXTRA)`` nearest reference rows, nearest first.
+
+    Copies of a row have its radius and its lists: they are searched once. A row with c
+    copies in the reference lists past them, c + k rows, so integer-valued data searched
+    every copy (three rounded 4-D blobs, 6·10⁴ rows, 453 distinct: 24 s of a 28 s fit).
+    """
     X = np.asarray(X, dtype=np.float64)
+    repeated = repeated_rows(X) if copies is None else None
+    if repeated is not None:
+        radii, lists = _indexed_search(X[repeated.first], reference, n_neighbors, index)
+        return radii[repeated.inverse], lists[repeated.inverse]
     R = np.asarray(reference, dtype=np.float64)
     k, m = int(n_neighbors), R.shape[0]
     norms = np.einsum("ij,ij->i", X, X), np.einsum("ij,ij->i", R, R)

@@ -49,6 +49,7 @@ from dkernel.errors import (
 )
 from dkernel.kernels.widths import DEFAULT_KNN_NEIGHBORS, THESIS_SIGMA_FRACTION
 from dkernel.linalg import euclidean_kmeans
+from dkernel.linalg.copies import repeated_rows
 from dkernel.linalg.eigen import fix_signs
 from dkernel.model_order import candidate_range, spectrum_model_order
 from dkernel.ranking.kernelmap import ADAPTIVE, resolve_kernel
@@ -65,7 +66,11 @@ from dkernel.ranking.kppr import (
 )
 from dkernel.ranking.ppr import degrees, normalized_kernel, restart_beta
 from dkernel.ranking.seeds import seed_vector
-from dkernel.ranking.sparse_graph import jrc_sparse_embedding, sparse_radius_kernel
+from dkernel.ranking.sparse_graph import (
+    jrc_copies_embedding,
+    jrc_sparse_embedding,
+    sparse_radius_kernel,
+)
 
 EMBEDDINGS = ("normalized", "laplacian")
 #: A cluster of at most this fraction of an even share (N / n_clusters), or of one point,
@@ -284,7 +289,12 @@ callable or transformer, default='knn_mean'
     eigen-solver, O(N k) memory, each row's radius among all the rows; 2·10⁵ points in 2 s
     (moons) to 10-17 s (overlapping blobs) and 18-19 s (the blobs with a quarter of the
     entries missing, whose graph mixes slowly), about 0.5 GiB here); other
-    settings are refused there with this fix. k-means O(N k n_init).
+    settings are refused there with this fix. Rows that repeat (integer-valued data) are
+    searched once per distinct row and the graph is that of the distinct rows, each standing
+    for its copies (``sparse_graph.jrc_copies_embedding``, the same embedding): on all rows
+    every copy within a row's radius is a neighbour, and three 4-D blobs rounded to 1..5
+    at 6·10⁴ rows (453 distinct) took 196 s and 12.7 GiB; now 2.8 s and 0.3 GiB.
+    k-means O(N k n_init).
     New points: O(n N p) kernel rows in blocks of at most 4096 rows and 64 MiB. ``fit_transform`` (scikit-learn's
     ``TransformerMixin``) is ``fit`` then :meth:`transform` of the same points, which equals
     ``embedding_`` to rounding. scikit-learn has no joint ranking and clustering.
@@ -429,8 +439,15 @@ callable or transformer, default='knn_mean'
             top = int(candidates[-1]) + 1
             n_eig = max(top, int(self.n_components or 0))
         if not dense:
-            W = sparse_radius_kernel(self.kernel_.fn.kernel.block, self.kernel_.X_fit)
-            Z, values, vectors, d = jrc_sparse_embedding(W, self.alpha, n_eig, seed)
+            block, X_fit = self.kernel_.fn.kernel.block, self.kernel_.X_fit
+            copies = repeated_rows(X_fit)
+            if copies is None:
+                W = sparse_radius_kernel(block, X_fit)
+                Z, values, vectors, d = jrc_sparse_embedding(W, self.alpha, n_eig, seed)
+            else:  # integer-valued rows: the same embedding from the distinct rows' graph
+                Z, values, vectors, d = jrc_copies_embedding(
+                    block, X_fit, copies, self.alpha, n_eig, seed
+                )
             spectrum = values[:n_eig]
         elif self.embedding == "normalized":
             Z, values, vectors, d = jrc_normalized_embedding(self.kernel_.gram(), self.alpha, n_eig)

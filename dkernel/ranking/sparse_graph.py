@@ -23,6 +23,7 @@ from sklearn.neighbors import NearestNeighbors
 
 from dkernel._budget import SCRATCH_BLOCK_BYTES, rows_for_budget
 from dkernel.kernels.adaptive import RADIUS_SLACK, RadiusKernelBlock, listed_squared_distances
+from dkernel.linalg.copies import RowCopies
 from dkernel.linalg.eigen import fix_signs
 from dkernel.ranking.ppr import restart_beta
 from dkernel.spectral.sparse import sparse_leading_eigenpairs
@@ -113,16 +114,27 @@ def _within(
 
 
 def sparse_normalized_eigenpairs(
-    W: sp.csr_matrix, d: np.ndarray, n_components: int, seed: int | None
+    W: sp.csr_matrix,
+    d: np.ndarray,
+    n_components: int,
+    seed: int | None,
+    counts: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``n_components`` largest eigenpairs of ``D^{-1/2} W D^{-1/2}``, descending, the first
     the exact trivial pair ``(1, D^{1/2} 1 / √Vol)`` and the others orthogonal to it (as
-    ``dkernel.ranking.kppr.top_normalized_eigenpairs`` gives them for a dense kernel)."""
-    r = 1.0 / np.sqrt(d)
-    M = sp.csr_matrix(sp.diags(r) @ W @ sp.diags(r))
-    pairs = sparse_leading_eigenpairs(M, n_components, seed, perron=np.sqrt(d), fix=EIGEN_FIX)
+    ``dkernel.ranking.kppr.top_normalized_eigenpairs`` gives them for a dense kernel).
+
+    ``counts``: W is the graph of distinct rows, row u standing for ``counts[u]`` identical
+    rows and ``d`` the degree of each of them (:func:`jrc_copies_embedding`); the pairs are
+    those of ``C^{1/2} D^{-1/2} W D^{-1/2} C^{1/2}`` (C = diag(counts)), whose vectors ``z``
+    are those of the whole graph's, ``z_u / √c_u`` on each copy of u.
+    """
+    scale = np.sqrt(1.0 / d) if counts is None else np.sqrt(counts / d)
+    M = sp.csr_matrix(sp.diags(scale) @ W @ sp.diags(scale))
+    mass = d if counts is None else counts * d
+    pairs = sparse_leading_eigenpairs(M, n_components, seed, perron=np.sqrt(mass), fix=EIGEN_FIX)
     values, vectors = pairs.values[:n_components], pairs.vectors[:, :n_components]
-    e1 = np.sqrt(d / d.sum())
+    e1 = np.sqrt(mass / mass.sum())
     rest = vectors[:, 1:] - np.outer(e1, e1 @ vectors[:, 1:])
     rest = fix_signs(np.linalg.qr(rest)[0])
     return np.concatenate([[1.0], values[1:]]), np.concatenate([e1[:, None], rest], axis=1)
@@ -143,5 +155,37 @@ def jrc_sparse_embedding(
     k = min(int(n_components), d.size)
     values, vectors = sparse_normalized_eigenpairs(W, d, k, seed)
     U = vectors / np.sqrt(d)[:, None]
+    Z = np.sqrt(beta * d.sum()) * U / np.sqrt(1.0 + beta - values)[None, :]
+    return Z, values, U, d
+
+
+def jrc_copies_embedding(
+    block: RadiusKernelBlock,
+    X: np.ndarray,
+    copies: RowCopies,
+    alpha: float,
+    n_components: int,
+    seed: int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`jrc_sparse_embedding` of ``sparse_radius_kernel(block, X)`` for rows that repeat,
+    built on the distinct rows: the same Z, eigenvalues, U and d, up to the signs of columns.
+
+    Copies of one row have the same radius and lie within it of each other, so the kernel of
+    all rows is ``P W̃ Pᵀ`` with ``W̃`` the kernel of the distinct rows (``P`` the n × m
+    membership of each row): its nonzero eigenpairs are those of an m × m problem
+    (:func:`sparse_normalized_eigenpairs` with ``counts``). On all rows every copy of a row
+    within another's radius is a neighbour, so the graph holds ``Σ c_u Σ_{v near u} c_v``
+    non-zeros: 3·10⁷ for three 4-D blobs rounded to integers at 6·10⁴ rows (453 distinct),
+    12.7 GiB and 196 s, where the distinct rows' graph is a few thousand.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    beta = restart_beta(alpha, "JointRankingClustering")
+    W = sparse_radius_kernel(block, X[copies.first])
+    counts = copies.counts.astype(np.float64)
+    d_distinct = np.asarray(W @ counts, dtype=np.float64).ravel()
+    k = min(int(n_components), copies.first.size)
+    values, z = sparse_normalized_eigenpairs(W, d_distinct, k, seed, counts=counts)
+    U = (z / np.sqrt(counts * d_distinct)[:, None])[copies.inverse]
+    d = d_distinct[copies.inverse]
     Z = np.sqrt(beta * d.sum()) * U / np.sqrt(1.0 + beta - values)[None, :]
     return Z, values, U, d

@@ -213,3 +213,30 @@ def test_one_distinct_row_is_called_identical_rows():
         InvalidInputError, match="all rows are identical: there is nothing to cluster"
     ):
         fill_zero_scales(np.zeros(50), 1)
+
+
+def test_indexed_search_searches_each_copy_once(rng, monkeypatch):
+    """Rows repeated more often than k: the radii and first lists of every row are those of
+    searching every row, from one search per distinct row."""
+    from sklearn.neighbors import NearestNeighbors
+
+    X = np.repeat(np.round(rng.normal(size=(40, 2)), 1), rng.integers(1, 30, 40), axis=0)
+    index = NearestNeighbors().fit(X)
+    queried = []
+    original = index.kneighbors
+
+    def counting(Q, n_neighbors):
+        queried.append(len(Q))
+        return original(Q, n_neighbors=n_neighbors)
+
+    monkeypatch.setattr(index, "kneighbors", counting)
+    radii, lists = adaptive._indexed_search(X, X, 5, index)
+    once = sum(queried)
+    queried.clear()
+    with monkeypatch.context() as every_row:
+        every_row.setattr(adaptive, "repeated_rows", lambda X: None)
+        radii_all, lists_all = adaptive._indexed_search(X, X, 5, index)
+    np.testing.assert_array_equal(radii, radii_all)
+    np.testing.assert_array_equal(lists, lists_all)
+    np.testing.assert_allclose(radii, _naive_radius(X, X, 5), rtol=1e-10)
+    assert once < sum(queried) / 5

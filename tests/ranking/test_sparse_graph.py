@@ -161,3 +161,47 @@ def test_beyond_the_dense_limit_rows_with_nan_keep_n_neighbors_too(monkeypatch):
     assert model.kernel_params_["n_reference"] == X.shape[0]
     assert model.degrees_.mean() == pytest.approx(11.0, abs=0.05)
     np.testing.assert_array_equal(model.predict(X[:100]), model.labels_[:100])
+
+
+def _rounded(n: int, seed: int = 0) -> np.ndarray:
+    """Four 3-D blobs on a grid of step 2: a few hundred distinct rows, most repeated."""
+    return 2.0 * np.round(_blobs(n, seed) / 2.0)
+
+
+def test_repeated_rows_embed_through_the_distinct_rows_graph():
+    """``jrc_copies_embedding`` against the graph of every row (``P W̃ Pᵀ``): the same Z,
+    eigenvalues, U and degrees, up to the signs of columns."""
+    from dkernel.linalg.copies import repeated_rows
+    from dkernel.ranking.sparse_graph import jrc_copies_embedding, jrc_sparse_embedding
+
+    X = _rounded(1500)
+    model = _fitted(X, kernel_params={"n_reference": None})
+    block, X_fit = model.kernel_.fn.kernel.block, model.kernel_.X_fit
+    copies = repeated_rows(X_fit)
+    assert copies is not None and copies.first.size < len(X) / 5
+    every = jrc_sparse_embedding(sparse_radius_kernel(block, X_fit), 0.15, 6, 0)
+    distinct = jrc_copies_embedding(block, X_fit, copies, 0.15, 6, 0)
+    np.testing.assert_allclose(distinct[1], every[1], atol=1e-10)
+    np.testing.assert_array_equal(distinct[3], every[3])
+    for got, expected in zip((distinct[0], distinct[2]), (every[0], every[2]), strict=True):
+        signs = np.sign(np.sum(got * expected, axis=0))
+        np.testing.assert_allclose(got * signs, expected, atol=1e-8)
+
+
+def test_repeated_rows_beyond_the_dense_limit_fit_as_the_dense_path(monkeypatch):
+    """Integer-valued rows on the sparse path take the distinct rows' graph: the fit of the
+    dense path (every row the reference), and of the sparse graph of every row."""
+    X = _rounded(2500)
+    dense = _fitted(X, kernel_params={"n_reference": None})
+    monkeypatch.setattr(jrc, "DENSE_LIMIT_BYTES", 1)
+    sparse = _fitted(X)
+    with monkeypatch.context() as every_row:
+        every_row.setattr(jrc, "repeated_rows", lambda X: None)
+        unreduced = _fitted(X)
+    for other in (dense, unreduced):
+        np.testing.assert_array_equal(sparse.labels_, other.labels_)
+        np.testing.assert_allclose(sparse.eigenvalues_, other.eigenvalues_, atol=1e-10)
+        np.testing.assert_allclose(np.abs(sparse.embedding_), np.abs(other.embedding_), atol=1e-8)
+        np.testing.assert_allclose(sparse.degrees_, other.degrees_)
+        np.testing.assert_allclose(sparse.rank(cluster=0), other.rank(cluster=0), atol=1e-12)
+    np.testing.assert_array_equal(sparse.predict(X[:200]), sparse.labels_[:200])
