@@ -102,12 +102,17 @@ def test_sparse_fit_equals_the_dense_fit(monkeypatch, kernel, n_clusters):
     monkeypatch.setattr(jrc, "DENSE_LIMIT_BYTES", 1)
     sparse = JointRankingClustering(kernel=kernel, n_clusters=n_clusters, random_state=0).fit(X)
     assert sparse.n_clusters_ == dense.n_clusters_
-    np.testing.assert_array_equal(sparse.labels_, dense.labels_)
-    np.testing.assert_allclose(sparse.eigenvalues_, dense.eigenvalues_, atol=1e-10)
-    np.testing.assert_allclose(np.abs(sparse.embedding_), np.abs(dense.embedding_), atol=1e-8)
-    np.testing.assert_allclose(sparse.degrees_, dense.degrees_)
-    np.testing.assert_allclose(sparse.rank(cluster=0), dense.rank(cluster=0), atol=1e-12)
+    _assert_same_fit(sparse, dense)
     np.testing.assert_array_equal(sparse.predict(X[:200]), sparse.labels_[:200])
+
+
+def _assert_same_fit(got: JointRankingClustering, expected: JointRankingClustering) -> None:
+    """The same labels, spectrum, embedding (up to the signs of columns), degrees and ranks."""
+    np.testing.assert_array_equal(got.labels_, expected.labels_)
+    np.testing.assert_allclose(got.eigenvalues_, expected.eigenvalues_, atol=1e-10)
+    np.testing.assert_allclose(np.abs(got.embedding_), np.abs(expected.embedding_), atol=1e-8)
+    np.testing.assert_allclose(got.degrees_, expected.degrees_)
+    np.testing.assert_allclose(got.rank(cluster=0), expected.rank(cluster=0), atol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -198,10 +203,6 @@ def test_repeated_rows_beyond_the_dense_limit_fit_as_the_dense_path(monkeypatch)
     with monkeypatch.context() as every_row:
         every_row.setattr(jrc, "repeated_rows", lambda X: None)
         unreduced = _fitted(X)
-    for other in (dense, unreduced):
-        np.testing.assert_array_equal(sparse.labels_, other.labels_)
-        np.testing.assert_allclose(sparse.eigenvalues_, other.eigenvalues_, atol=1e-10)
-        np.testing.assert_allclose(np.abs(sparse.embedding_), np.abs(other.embedding_), atol=1e-8)
-        np.testing.assert_allclose(sparse.degrees_, other.degrees_)
-        np.testing.assert_allclose(sparse.rank(cluster=0), other.rank(cluster=0), atol=1e-12)
+    _assert_same_fit(sparse, dense)
+    _assert_same_fit(sparse, unreduced)
     np.testing.assert_array_equal(sparse.predict(X[:200]), sparse.labels_[:200])
