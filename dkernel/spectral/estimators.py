@@ -348,8 +348,9 @@ class _DenseKernelEmbedding(
     def fit_kernel(self, K: np.ndarray) -> _DenseKernelEmbedding:
         """Finish fitting from the computed training kernel (after :meth:`prepare_fit`)."""
         check_is_fitted(self, "kernel_")
-        if self._adopt_width_fit():  # 'auto' solved this very kernel already
-            return self
+        # solved from the K given, even where 'auto' fitted this setting already: a job's
+        # kernel is computed on its workers, and its results must not depend on the scheduler
+        self._width_fit = None
         self._fit_kernel(np.asarray(K, dtype=np.float64))
         if self.n_clusters is not None:
             self.labels_ = self._cluster(self.embedding_)
