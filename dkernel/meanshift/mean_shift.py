@@ -8,7 +8,7 @@ shift against that stored density to a stored mode; ``predict`` does the same fo
 from __future__ import annotations
 
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
@@ -428,7 +428,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
     def _fit_modes(self, X: Any) -> MeanShift:
         """:meth:`fit` on validated ``X`` (NumPy, or Dask kept lazy)."""
         n = int(X.shape[0])
-        size = int(resolve_renamed(self, "density_max_samples"))
+        size = int(cast(int, resolve_renamed(self, "density_max_samples")))
         dense_all = n <= size
         if dense_all:
             sample = as_numpy(X, np.float64)
@@ -460,10 +460,12 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         # rows with NaN: filled with their conditional means under the sample's missing-value
         # model, which also fills new rows with NaN in predict (complete samples: only there)
         fill = None if self._partial_rows_are_nodata else MissingValueModel.fit(sample)
-        partial = fill is not None and bool(missing.any())
-        location = fill.mean if partial else column_moments(sample)[0]
-        input_sample = fill.fill(sample)[0] if partial else sample
-        sample = self._fit_projection(input_sample, fill if partial else None, location)
+        partial = fill if fill is not None and bool(missing.any()) else None
+        if partial is not None:
+            location, input_sample = partial.mean, partial.fill(sample)[0]
+        else:
+            location, input_sample = column_moments(sample)[0], sample
+        sample = self._fit_projection(input_sample, partial, location)
 
         # seeds
         if self.seeds == "all":
@@ -522,6 +524,7 @@ class MeanShift(ParameterConstraintsMixin, ClusterMixin, BaseEstimator):
         if min_mass > 0:
             seed_labels, modes = K.merge_small_modes(seed_labels, modes, seed_w, min_mass)
         keep_it = _path_schedule(res.n_iter)
+        assert res.paths is not None  # return_paths=True
         path_points = res.paths[keep_it].reshape(-1, seeds.shape[1])
         path_labels = np.tile(seed_labels, len(keep_it))
 
