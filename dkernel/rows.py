@@ -16,6 +16,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.utils import funcname
 
 from dkernel._cache import LRUCache
+from dkernel.linalg.copies import DISTINCT_PROBE_ROWS
 from dkernel.runtime.shared import share, with_shared
 
 
@@ -170,11 +171,6 @@ def _chunk_counts(y_true, y_pred, classes, clusters) -> np.ndarray:
     return contingency_counts(y_true, y_pred, classes, clusters)[None]
 
 
-#: Rows :func:`few_distinct_rows` looks at first: more distinct values than its limit among
-#: them ends the count before any pass over the data.
-DISTINCT_PROBE_ROWS = 20_000
-
-
 @dataclass(frozen=True)
 class DistinctRows:
     """The distinct rows of a (possibly chunked) matrix, counted without holding its rows.
@@ -197,8 +193,9 @@ class DistinctRows:
 def few_distinct_rows(X: Any, limit: int) -> DistinctRows | None:
     """The distinct rows of ``X`` (NumPy or Dask) when there are at most ``limit``; else None.
 
-    The first :data:`DISTINCT_PROBE_ROWS` rows are looked at first (continuous data end the
-    count there, for the price of one sort of those rows); then each chunk counts its own
+    The first ``DISTINCT_PROBE_ROWS`` rows (``dkernel.linalg.copies``) are looked at first
+    (continuous data end the count there, for the price of one sort of those rows); then each
+    chunk counts its own
     distinct rows where it is, giving up above ``limit``, and the counts are merged pairwise
     in a fixed order (:func:`tree_sum`), so the answer never depends on the workers. Memory:
     at most ``limit`` rows per chunk; X with NaN gives None (a NaN is no value to repeat).

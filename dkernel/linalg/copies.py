@@ -57,15 +57,16 @@ class RowCopies:
         )
 
 
-#: Rows :func:`repeated_rows` looks at first: no repeat among them, no full count.
-COPIES_PROBE_ROWS = 20_000
+#: Rows looked at first when counting a matrix's distinct rows (:func:`repeated_rows`,
+#: ``dkernel.rows.few_distinct_rows``): continuous data end the count there.
+DISTINCT_PROBE_ROWS = 20_000
 
 
 def repeated_rows(X: np.ndarray) -> RowCopies | None:
     """The copies of X's rows when some repeat; None when none does or X has NaN (a missing
-    value is no value to repeat). The first ``COPIES_PROBE_ROWS`` rows are looked at first,
+    value is no value to repeat). The first ``DISTINCT_PROBE_ROWS`` rows are looked at first,
     so continuous data cost one sort of those."""
     X = np.asarray(X, dtype=np.float64)
-    if np.isnan(X).any() or RowCopies.of(X[:COPIES_PROBE_ROWS]) is None:
+    if np.isnan(X).any() or RowCopies.of(X[:DISTINCT_PROBE_ROWS]) is None:
         return None
     return RowCopies.of(X)
