@@ -33,6 +33,7 @@ ref. 21) and the diagonal Eq. 3 have it once, which is what is implemented here.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,24 @@ from dkernel._budget import SWEEP_BLOCK_BYTES, rows_for_budget
 from dkernel.linalg.elementwise import exp_flushed
 
 LOG_2PI = float(np.log(2.0 * np.pi))
+
+#: Added to a full covariance's variances beside ``reg_covar``, as a fraction of the data's mean
+#: column variance. A component on fewer distinct points than columns (outliers, repeated
+#: rows) is singular up to ``reg_covar``; in large units (or after the M-step's
+#: ``E[x xᵀ] − μ μᵀ`` cancels digits) ``reg_covar`` is below the rounding of the other entries
+#: and the Cholesky factorisation fails. 1e-9 of the data's scale keeps the factorisation
+#: sound and is far below ``reg_covar`` on standardised data.
+COVARIANCE_JITTER = 1e-9
+
+
+def full_variance_floor(X: np.ndarray, reg_covar: float | np.ndarray) -> float | np.ndarray:
+    """What the full-covariance EM adds to every variance: ``reg_covar`` plus
+    :data:`COVARIANCE_JITTER` × the mean column variance of ``X`` (NaN ignored)."""
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+        var = np.nanvar(np.asarray(X, dtype=np.float64), axis=0)
+    scale = float(np.mean(var[np.isfinite(var)])) if np.isfinite(var).any() else 0.0
+    return reg_covar + COVARIANCE_JITTER * scale
 
 
 # --------------------------------------------------------------------------------------------
@@ -647,7 +666,7 @@ def init_diag_mixtures(
 
 
 def init_full_params(X: np.ndarray, n_components: int, rng: np.random.Generator, reg_covar):
-    """Full-covariance version of :func:`init_diag_params`: covariances (g, p, p)."""
+    """Full-covariance version of :func:`init_diag_params`: covariances (g, p, p), float64."""
     Xi = mean_impute(X)
     g, p = n_components, X.shape[1]
     seeds = _seed_points(Xi, g, rng)
@@ -657,13 +676,16 @@ def init_full_params(X: np.ndarray, n_components: int, rng: np.random.Generator,
     covs = np.empty((g, p, p))
     gcov = np.atleast_2d(np.cov(Xi, rowvar=False, bias=True))
     counts = np.bincount(labels, minlength=g)
+    floor = full_variance_floor(X, reg_covar)
     for k in range(g):
         pts = Xi[labels == k].astype(np.float64)
         means[k] = pts.mean(axis=0) if len(pts) else seeds[k]
         covs[k] = np.atleast_2d(np.cov(pts, rowvar=False, bias=True)) if len(pts) > p else gcov
-        covs[k].flat[:: p + 1] += reg_covar
+        covs[k].flat[:: p + 1] += floor
     weights = np.maximum(counts, 1) / np.maximum(counts, 1).sum()
-    return means.astype(X.dtype), covs.astype(X.dtype), weights.astype(X.dtype)
+    # float64 whatever X's dtype: a float32 covariance of a near-singular component can round
+    # to an indefinite one, which no Cholesky factorisation takes
+    return means, covs, weights.astype(np.float64)
 
 
 def mean_impute(X: np.ndarray) -> np.ndarray:

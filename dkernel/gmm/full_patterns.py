@@ -1,7 +1,7 @@
 """Full-covariance EM for one mixture on incomplete data (Alg. 1 of [Lokse2020] Paper I).
 
 Points are grouped by missingness pattern so that the Cholesky factors of the observed blocks
-are shared by every point with that pattern. Computed in float64 and returned in the data's
+are shared by every point with that pattern. Computed and returned in float64 whatever the data's
 dtype. On complete rows :mod:`dkernel.gmm.stacked_full` fits many models at once.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dkernel.gmm.em import LOG_2PI
+from dkernel.gmm.em import LOG_2PI, full_variance_floor
 from dkernel.linalg.elementwise import exp_flushed
 
 
@@ -94,15 +94,17 @@ def full_em(
     Returns
     -------
     means (g, p), covs (g, p, p), weights (g,), loglik (n_iter,)
+        float64 whatever the dtype of ``X``.
 
     Notes
     -----
     Per iteration O(P g o³ + N g p²) with P distinct missingness patterns; memory O(N g p)
     for one pattern's conditional expectations.
     """
-    # computed in float64 and returned in X's dtype: in float32 the M-step's covariance of a
+    # computed and returned in float64 whatever X's dtype: in float32 the covariance of a
     # component with fewer points than columns can lose positive definiteness
     dtype = X.dtype
+    floor = full_variance_floor(X, reg_covar)
     X = X.astype(np.float64)
     means = means.astype(np.float64)
     covs = covs.astype(np.float64)
@@ -134,6 +136,6 @@ def full_em(
             new_covs += np.einsum("nk,knp,knq->kpq", r, d, d)
             new_covs += r.sum(axis=0)[:, None, None] * corr
         new_covs /= nk[:, None, None]
-        new_covs[:, np.arange(p), np.arange(p)] += reg_covar
+        new_covs[:, np.arange(p), np.arange(p)] += floor
         means, covs, weights = new_means, new_covs, nk / n
-    return means.astype(dtype), covs.astype(dtype), weights.astype(dtype), history
+    return means, covs, weights, history

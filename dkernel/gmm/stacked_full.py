@@ -10,14 +10,15 @@ expansion cancels digits when a component is tight and far from the origin, so i
 float64 (cheap at the small ``p`` this path is for).
 
 The components are stacked as in :class:`dkernel.gmm.em.DiagMixtures`: model ``m`` owns rows
-``offsets[m]:offsets[m+1]`` and is normalised on its own (one posterior per model).
+``offsets[m]:offsets[m+1]`` and is normalised on its own (one posterior per model). The
+parameters stay float64 whatever the data's dtype (they are small; the posteriors take it).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from dkernel.gmm.em import LOG_2PI, _normalize_segments_t
+from dkernel.gmm.em import LOG_2PI, _normalize_segments_t, full_variance_floor
 
 
 def quadratic_design(X: np.ndarray) -> np.ndarray:
@@ -51,12 +52,29 @@ def log_joint_weights(means: np.ndarray, covs: np.ndarray, weights: np.ndarray) 
     return W
 
 
+#: Rows per GEMM of :func:`stacked_posteriors`; the last block is zero-padded to it.
+POSTERIOR_ROWS = 512
+
+
 def stacked_posteriors(X: np.ndarray, W: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Posteriors ``(n, C)`` of complete rows under every model (each model's sum to 1), in
-    the dtype of ``X``; ``W`` from :func:`log_joint_weights`."""
-    Lt = W @ quadratic_design(X).T  # (C, n)
-    _normalize_segments_t(Lt, offsets)
-    return Lt.T.astype(X.dtype, copy=False)
+    the dtype of ``X``; ``W`` from :func:`log_joint_weights`.
+
+    Every GEMM has ``POSTERIOR_ROWS`` rows, so a row's posteriors are bit-identical in any
+    batch (BLAS sums in another order for another shape, and a float64 log-joint rounded to
+    float32 can then differ in its last bit).
+    """
+    n = X.shape[0]
+    out = np.empty((n, W.shape[0]), dtype=X.dtype)
+    padded = np.zeros((POSTERIOR_ROWS, X.shape[1]), dtype=np.float64)
+    for start in range(0, n, POSTERIOR_ROWS):
+        rows = min(POSTERIOR_ROWS, n - start)
+        padded[:rows] = X[start : start + rows]
+        padded[rows:] = 0.0
+        Lt = W @ quadratic_design(padded).T  # (C, POSTERIOR_ROWS)
+        _normalize_segments_t(Lt, offsets)
+        out[start : start + rows] = Lt[:, :rows].T
+    return out
 
 
 def stacked_full_em(
@@ -83,11 +101,14 @@ def stacked_full_em(
         Model ``m`` owns components ``offsets[m]:offsets[m+1]``.
     n_iter : int
     reg_covar : float or ndarray (p,)
-        Added to every variance after each M-step.
+        Added to every variance after each M-step (with
+        :func:`~dkernel.gmm.em.full_variance_floor`'s jitter).
 
     Returns
     -------
     means (C, p), covs (C, p, p), weights (C,)
+        float64 whatever the dtype of ``X``: rounded to float32 the covariance of a component on
+        fewer points than columns can turn indefinite.
 
     Notes
     -----
@@ -95,13 +116,13 @@ def stacked_full_em(
     the E-step's ``W Dᵀ`` and the M-step's ``R D``, which holds ``Σ r x xᵀ``, ``Σ r x`` and
     ``N_k`` together; O(n p² C) time, O(n C) memory for the responsibilities.
     """
-    dtype = X.dtype
     n, p = X.shape
+    floor = full_variance_floor(X, reg_covar)
     design = quadratic_design(X)
     means = np.asarray(means, dtype=np.float64)
     covs = np.asarray(covs, dtype=np.float64)
     weights = np.asarray(weights, dtype=np.float64)
-    eps = 10 * np.finfo(dtype).eps
+    eps = 10 * np.finfo(X.dtype).eps
     diag = np.arange(p)
     for _ in range(n_iter):
         R = (
@@ -114,6 +135,6 @@ def stacked_full_em(
         covs = moments[:, : p * p].reshape(-1, p, p) / nk[:, None, None]
         covs -= means[:, :, None] * means[:, None, :]
         covs = 0.5 * (covs + np.transpose(covs, (0, 2, 1)))
-        covs[:, diag, diag] += reg_covar
+        covs[:, diag, diag] += floor
         weights = nk / n
-    return means.astype(dtype), covs.astype(dtype), weights.astype(dtype)
+    return means, covs, weights

@@ -47,8 +47,8 @@ def test_float32_data_keeps_a_tight_component(blobs):
     X = blobs.astype(np.float32)
     _, offsets, stacked = _starts(blobs, (3,))
     means, covs, weights = stacked_full_em(X, *stacked, offsets, 10, 1e-6)
-    assert means.dtype == np.float32
-    assert np.all(np.linalg.eigvalsh(covs.astype(np.float64)) > 0)
+    assert means.dtype == covs.dtype == np.float64  # float32 can round them indefinite
+    assert np.all(np.linalg.eigvalsh(covs) > 0)
     labels = stacked_posteriors(X, log_joint_weights(means, covs, weights), offsets).argmax(axis=1)
     assert np.unique(labels[-60:]).size == 1
 
@@ -94,5 +94,28 @@ def test_full_covariance_em_with_missing_values_keeps_positive_definite_covarian
     pck = ProbabilisticClusterKernel(
         n_estimators=24, max_components=15, covariance_type="full", random_state=1
     ).fit(X)
-    assert pck.ensemble_.means.dtype == np.float32
+    assert pck.ensemble_.covariances.dtype == np.float64
     assert np.isfinite(pck.transform(X)).all()
+
+
+@pytest.mark.parametrize("case", ["outliers", "large units", "repeated rows"])
+def test_pck_clusters_data_that_makes_components_singular(case):
+    # a component on fewer distinct points than columns is singular up to reg_covar; rounded to
+    # float32 (the default dtype) its covariance turned indefinite, and fit or transform raised
+    # LinAlgError on each of these (and on 18 of 24 fits of six such kinds of data, seeds 0-3)
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics import adjusted_rand_score
+
+    from dkernel import PCKSpectralClustering
+
+    X, y = make_blobs(600, centers=3, n_features=5, random_state=1)
+    rng = np.random.default_rng(1)
+    if case == "outliers":
+        X[:24] = rng.uniform(-40, 40, (24, 5))
+    elif case == "large units":
+        X = X * 1e12
+    else:
+        X[:120] = X[0]
+    labels = PCKSpectralClustering(3, random_state=1).fit(X).labels_
+    keep = slice(24, None) if case == "outliers" else slice(None)
+    assert adjusted_rand_score(y[keep], labels[keep]) > 0.5
