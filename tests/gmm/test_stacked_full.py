@@ -98,23 +98,24 @@ def test_full_covariance_em_with_missing_values_keeps_positive_definite_covarian
     assert np.isfinite(pck.transform(X)).all()
 
 
-@pytest.mark.parametrize("case", ["outliers", "large units", "repeated rows"])
+@pytest.mark.parametrize("case", ["outliers", "large units", "repeated rows", "unscaled"])
 def test_pck_clusters_data_that_makes_components_singular(case):
     # a component on fewer distinct points than columns is singular up to reg_covar; rounded to
     # float32 (the default dtype) its covariance turned indefinite, and fit or transform raised
-    # LinAlgError on each of these (and on 18 of 24 fits of six such kinds of data, seeds 0-3)
+    # LinAlgError on each of these (and on 18 of 24 fits of six such kinds of data, seeds 0-3,
+    # and on every one of five plain 3 000-row blobs in 5-D as make_blobs draws them)
     from sklearn.datasets import make_blobs
     from sklearn.metrics import adjusted_rand_score
 
     from dkernel import PCKSpectralClustering
 
-    X, y = make_blobs(600, centers=3, n_features=5, random_state=1)
+    X, y = make_blobs(600, centers=3, n_features=5, random_state=1)  # raw: "unscaled"
     rng = np.random.default_rng(1)
     if case == "outliers":
         X[:24] = rng.uniform(-40, 40, (24, 5))
     elif case == "large units":
         X = X * 1e12
-    else:
+    elif case == "repeated rows":
         X[:120] = X[0]
     labels = PCKSpectralClustering(3, random_state=1).fit(X).labels_
     keep = slice(24, None) if case == "outliers" else slice(None)
