@@ -36,6 +36,7 @@ from dkernel.gmm.em import (
 )
 from dkernel.gmm.full_patterns import full_em, full_log_prob, full_posteriors
 from dkernel.gmm.stacked_full import log_joint_weights, stacked_full_em, stacked_posteriors
+from dkernel.linalg.elementwise import flush_for
 from dkernel.linalg.threads import blas_controller, map_on_cores
 from dkernel.runtime.progress import wait_with_progress
 
@@ -287,8 +288,8 @@ def posterior_block(
             out[sl][complete] = stacked_posteriors(block[complete], W, offs)
         if not complete.all():
             for m, (means, covs, w) in enumerate(ensemble.models):
-                out[sl, offs[m] : offs[m + 1]][~complete] = full_posteriors(
-                    block[~complete], means, covs, w
+                out[sl, offs[m] : offs[m + 1]][~complete] = flush_for(
+                    full_posteriors(block[~complete], means, covs, w), out.dtype
                 )
     out *= np.dtype(dtype).type(scale)
     return out

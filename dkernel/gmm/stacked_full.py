@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from dkernel.gmm.em import LOG_2PI, _normalize_segments_t, full_variance_floor
+from dkernel.linalg.elementwise import flush_for
 
 
 def quadratic_design(X: np.ndarray) -> np.ndarray:
@@ -62,7 +63,8 @@ def stacked_posteriors(X: np.ndarray, W: np.ndarray, offsets: np.ndarray) -> np.
 
     Every GEMM has ``POSTERIOR_ROWS`` rows, so a row's posteriors are bit-identical in any
     batch (BLAS sums in another order for another shape, and a float64 log-joint rounded to
-    float32 can then differ in its last bit).
+    float32 can then differ in its last bit). Posteriors that ``X``'s dtype would hold as
+    subnormal numbers are zero (:func:`~dkernel.linalg.elementwise.flush_for`).
     """
     n = X.shape[0]
     Lt = np.empty((W.shape[0], n))  # (C, n) log-joints, then posteriors in place
@@ -75,7 +77,7 @@ def stacked_posteriors(X: np.ndarray, W: np.ndarray, offsets: np.ndarray) -> np.
         padded[: n - full] = X[full:]
         Lt[:, full:] = (W @ quadratic_design(padded).T)[:, : n - full]
     _normalize_segments_t(Lt, offsets)  # column by column: the same in any batch
-    return Lt.T.astype(X.dtype, copy=False)
+    return flush_for(Lt, X.dtype).T.astype(X.dtype, copy=False)
 
 
 def stacked_full_em(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["EXP_FLOOR_MARGIN", "exp_flushed"]
+__all__ = ["EXP_FLOOR_MARGIN", "exp_flushed", "flush_for"]
 
 #: How far above the log of the dtype's smallest normal number :func:`exp_flushed` flushes
 #: to zero: its smallest non-zero result is e⁸ ≈ 3000 times that number, so products of it
@@ -55,3 +55,22 @@ def exp_flushed(G: np.ndarray, *, ceiling: float | None = None) -> np.ndarray:
     np.exp(G, out=G)
     G -= np.exp(floor)
     return G
+
+
+def flush_for(A: np.ndarray, dtype: np.dtype | type) -> np.ndarray:
+    """Zero, in place, the entries of a non-negative float64 ``A`` that ``dtype`` would hold as
+    subnormal numbers or as numbers a product can make subnormal: those below its smallest
+    normal number × e^EXP_FLOOR_MARGIN (about 3.5 · 10⁻³⁵ for float32), as
+    :func:`exp_flushed` leaves them. For results computed in float64 and stored in float32:
+    a float32 posterior of 10⁻⁴⁰ is subnormal, and reading it costs x86 cores a slow path
+    (a pass of PCK's posterior features over 2 · 10⁴ rows took 5.1 s instead of 0.37 s).
+
+    Returns
+    -------
+    ndarray
+        ``A``.
+    """
+    floor = float(np.finfo(dtype).tiny) * float(np.exp(EXP_FLOOR_MARGIN))
+    if floor > np.finfo(A.dtype).tiny:
+        np.copyto(A, 0.0, where=A < floor)
+    return A

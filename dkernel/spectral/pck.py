@@ -88,23 +88,27 @@ def model_entropy(Gamma: Any, offsets: np.ndarray, scale: float) -> np.ndarray:
 
     Notes
     -----
-    O(N F); one pass over a Dask Γ, 4096 rows at a time of a sparse one.
+    O(N F); one pass over a Dask Γ, of a held one ``KERNEL_BLOCK_BYTES`` of float64 rows at a
+    time (the whole float64 Γ and its logarithm were 4x the bytes of a float32 Γ).
     """
 
     def block(G: Any) -> np.ndarray:
         P = np.asarray(G, dtype=np.float64) * scale
-        H = -np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0)
-        return np.add.reduceat(H, offsets[:-1], axis=1).sum(axis=0, keepdims=True)
+        log_p = np.zeros_like(P)
+        np.log(P, out=log_p, where=P > 0)
+        P *= log_p
+        return -np.add.reduceat(P, offsets[:-1], axis=1).sum(axis=0, keepdims=True)
 
     if is_dask_array(Gamma):
         parts = Gamma.map_blocks(
             block, dtype=np.float64, chunks=((1,) * Gamma.numblocks[0], (offsets.size - 1,))
         )
         total = parts.sum(axis=0).compute()
-    elif issparse(Gamma):
-        total = sum(block(Gamma[a : a + 4096].toarray())[0] for a in range(0, Gamma.shape[0], 4096))
     else:
-        total = block(Gamma)[0]
+        n, f = Gamma.shape
+        rows = rows_for_budget(KERNEL_BLOCK_BYTES, f, 8, low=1, high=max(n, 1))
+        dense = (lambda G: G.toarray()) if issparse(Gamma) else (lambda G: G)
+        total = sum(block(dense(Gamma[a : a + rows]))[0] for a in range(0, n, rows))
     return total / Gamma.shape[0]
 
 
@@ -388,9 +392,16 @@ class PCKSpectralClustering(
         if is_dask_array(Gamma):
             Wd = da.from_array(W, chunks=(Gamma.chunks[0], W.shape[1]))
             sums, GtW = da.compute(Gamma.sum(axis=0, dtype=np.float64), Gamma.T @ Wd)
-        else:
+        elif issparse(Gamma):
             sums = Gamma.sum(axis=0, dtype=np.float64)
             GtW = Gamma.T @ W
+        else:  # by row blocks: float32 Γ times float64 W would be cast to float64 whole
+            sums = Gamma.sum(axis=0, dtype=np.float64)
+            n, f = Gamma.shape
+            rows = rows_for_budget(KERNEL_BLOCK_BYTES, f, 8, low=1, high=max(n, 1))
+            GtW = np.zeros((f, W.shape[1]))
+            for a in range(0, n, rows):
+                GtW += Gamma[a : a + rows].T @ W[a : a + rows]
         sums = np.asarray(sums, dtype=np.float64).ravel()
         GtW = np.asarray(GtW, dtype=np.float64)
         safe = np.where(lam > 0, lam, np.inf)

@@ -120,3 +120,20 @@ def test_pck_clusters_data_that_makes_components_singular(case):
     labels = PCKSpectralClustering(3, random_state=1).fit(X).labels_
     keep = slice(24, None) if case == "outliers" else slice(None)
     assert adjusted_rand_score(y[keep], labels[keep]) > 0.5
+
+
+def test_float32_posterior_features_hold_no_subnormal_numbers():
+    # computed in float64 and stored in float32, posteriors of 1e-40 were subnormal: 6.7 % of
+    # the features of 2e4 rows of 5-D blobs, and each pass of the spectral solver over them
+    # took 5.1 s instead of 0.37 s
+    from sklearn.datasets import make_blobs
+
+    from dkernel import ProbabilisticClusterKernel
+
+    X, _ = make_blobs(400, centers=3, n_features=5, random_state=0)
+    X[::9, 2] = np.nan  # the per-pattern path too
+    pck = ProbabilisticClusterKernel(n_estimators=4, covariance_type="full", random_state=0)
+    G = pck.fit(X).transform(X)
+    assert G.dtype == np.float32
+    assert not np.any((G > 0) & (G < np.finfo(np.float32).tiny))
+    assert (G == 0).mean() > 0.1  # the test data has far-apart clusters: many exact zeros

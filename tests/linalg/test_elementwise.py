@@ -1,11 +1,11 @@
-"""exp_flushed against NumPy's exp (dkernel.linalg.elementwise)."""
+"""exp_flushed against NumPy's exp, and flush_for (dkernel.linalg.elementwise)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dkernel.linalg.elementwise import EXP_FLOOR_MARGIN, exp_flushed
+from dkernel.linalg.elementwise import EXP_FLOOR_MARGIN, exp_flushed, flush_for
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -45,3 +45,15 @@ def test_exp_flushed_with_a_ceiling_clips_both_ends_in_one_pass():
 def test_exp_flushed_keeps_the_dtype():
     G = -np.arange(12, dtype=np.float32).reshape(3, 4) * 10
     assert exp_flushed(G).dtype == np.float32
+
+
+def test_flush_for_zeroes_what_float32_would_hold_near_or_below_subnormal():
+    tiny32 = float(np.finfo(np.float32).tiny)
+    floor = tiny32 * np.exp(EXP_FLOOR_MARGIN)
+    A = np.array([0.5, 1e-20, floor * 1.01, floor * 0.99, 1e-40, 1e-300, 0.0])
+    got = flush_for(A.copy(), np.float32)
+    np.testing.assert_array_equal(got, [0.5, 1e-20, floor * 1.01, 0, 0, 0, 0])
+    as32 = got.astype(np.float32)
+    assert not np.any((as32 > 0) & (as32 < tiny32))
+    # float64 results kept in float64: exp_flushed's floor there already holds
+    np.testing.assert_array_equal(flush_for(A.copy(), np.float64), A)

@@ -163,7 +163,7 @@ def test_the_kernel_is_cloned_and_seeded(wine):
     assert est.model_entropy_.shape == (2 * 2,)
 
 
-def test_model_entropy_against_a_loop(wine):
+def test_model_entropy_against_a_loop(wine, monkeypatch):
     X, _ = wine
     pck = small_pck().fit(X)
     G = pck.transform(X)
@@ -178,6 +178,11 @@ def test_model_entropy_against_a_loop(wine):
     np.testing.assert_allclose(lazy, expected, rtol=1e-12)
     sparse = model_entropy(pck.transform(X, sparse_threshold=0.0), offs, scale)
     np.testing.assert_allclose(sparse, expected, rtol=1e-12)
+    # a held Γ is read in row blocks of KERNEL_BLOCK_BYTES float64 rows: here 7 rows each
+    import dkernel.spectral.pck as pck_module
+
+    monkeypatch.setattr(pck_module, "KERNEL_BLOCK_BYTES", 7 * 8 * G.shape[1])
+    np.testing.assert_allclose(model_entropy(G, offs, scale), expected, rtol=1e-12)
 
 
 def test_gamma_placement_rule():
