@@ -94,10 +94,12 @@ def model_entropy(Gamma: Any, offsets: np.ndarray, scale: float) -> np.ndarray:
 
     def block(G: Any) -> np.ndarray:
         P = np.asarray(G, dtype=np.float64) * scale
-        log_p = np.zeros_like(P)
-        np.log(P, out=log_p, where=P > 0)
+        # p log p with 0 log 0 = 0: log(max(p, tiny)) is finite where p = 0 (an unmasked log,
+        # twice as fast as one with where=)
+        log_p = np.maximum(P, np.finfo(np.float64).tiny)
+        np.log(log_p, out=log_p)
         P *= log_p
-        return -np.add.reduceat(P, offsets[:-1], axis=1).sum(axis=0, keepdims=True)
+        return -np.add.reduceat(P.sum(axis=0), offsets[:-1])[None, :]
 
     if is_dask_array(Gamma):
         parts = Gamma.map_blocks(
