@@ -685,7 +685,7 @@ def init_full_params(X: np.ndarray, n_components: int, rng: np.random.Generator,
     weights = np.maximum(counts, 1) / np.maximum(counts, 1).sum()
     # float64 whatever X's dtype: a float32 covariance of a near-singular component can round
     # to an indefinite one, which no Cholesky factorisation takes
-    return means, covs, weights.astype(np.float64)
+    return means, covs, weights
 
 
 def mean_impute(X: np.ndarray) -> np.ndarray:

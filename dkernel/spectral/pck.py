@@ -73,6 +73,12 @@ def default_chunk_rows(n_samples: int, n_features_out: int) -> int:
     return rows_for_budget(KERNEL_BLOCK_BYTES, n_features_out, 4, low=256, high=n_samples)
 
 
+def _float64_block_rows(Gamma: Any) -> int:
+    """Rows of a held Γ per pass block: about ``KERNEL_BLOCK_BYTES`` once cast to float64."""
+    n, f = Gamma.shape
+    return rows_for_budget(KERNEL_BLOCK_BYTES, f, 8, low=1, high=max(n, 1))
+
+
 def model_entropy(Gamma: Any, offsets: np.ndarray, scale: float) -> np.ndarray:
     """Mean over the rows of each model's posterior entropy (nats).
 
@@ -107,10 +113,9 @@ def model_entropy(Gamma: Any, offsets: np.ndarray, scale: float) -> np.ndarray:
         )
         total = parts.sum(axis=0).compute()
     else:
-        n, f = Gamma.shape
-        rows = rows_for_budget(KERNEL_BLOCK_BYTES, f, 8, low=1, high=max(n, 1))
+        rows = _float64_block_rows(Gamma)
         dense = (lambda G: G.toarray()) if issparse(Gamma) else (lambda G: G)
-        total = sum(block(dense(Gamma[a : a + rows]))[0] for a in range(0, n, rows))
+        total = sum(block(dense(Gamma[a : a + rows]))[0] for a in range(0, Gamma.shape[0], rows))
     return total / Gamma.shape[0]
 
 
@@ -399,10 +404,9 @@ class PCKSpectralClustering(
             GtW = Gamma.T @ W
         else:  # by row blocks: float32 Γ times float64 W would be cast to float64 whole
             sums = Gamma.sum(axis=0, dtype=np.float64)
-            n, f = Gamma.shape
-            rows = rows_for_budget(KERNEL_BLOCK_BYTES, f, 8, low=1, high=max(n, 1))
-            GtW = np.zeros((f, W.shape[1]))
-            for a in range(0, n, rows):
+            rows = _float64_block_rows(Gamma)
+            GtW = np.zeros((Gamma.shape[1], W.shape[1]))
+            for a in range(0, Gamma.shape[0], rows):
                 GtW += Gamma[a : a + rows].T @ W[a : a + rows]
         sums = np.asarray(sums, dtype=np.float64).ravel()
         GtW = np.asarray(GtW, dtype=np.float64)
