@@ -85,6 +85,7 @@ def _exact_path_embedding(features: np.ndarray, n_components: int, seed: int) ->
         seed=seed,
         coordinates="njw",
         one_sided_weight=ONE_SIDED_WEIGHT,
+        max_pieces=n_components,
     )
 
 

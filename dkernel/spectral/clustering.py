@@ -551,6 +551,7 @@ class SpectralClustering(
                 one_sided_weight=ONE_SIDED_WEIGHT,
                 distinct=distinct,
                 neighbors_name="scale_neighbors",
+                max_pieces=n_clusters,
             )
             self.eigenvalues_ = self.graph_model_.eigenvalues
             self.eigengap_hint_ = eigengap_hint(self.graph_model_.spectrum)

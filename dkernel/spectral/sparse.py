@@ -40,6 +40,7 @@ from sklearn.neighbors import NearestNeighbors
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
+from dkernel.graphs.components import single_linkage_links
 from dkernel.graphs.knn import (
     MissingValueIndex,
     build_index,
@@ -207,6 +208,58 @@ def _affinity(
         return either, sigma
     both = W.minimum(W.T).tocsr()
     return (both + one_sided_weight * (either - both)).tocsr(), sigma
+
+
+#: Least weight, relative to the lighter side's volume, of an edge that joins two components
+#: (:func:`join_components`): the eigenvalue such an edge moves off 1 is about this, which a
+#: dense eigensolver (rounding ~1e-15) tells apart from the exact 1 of the pieces wanted.
+JOIN_WEIGHT_FLOOR = 1e-6
+
+
+def join_components(
+    W: sp.csr_matrix,
+    points: np.ndarray,
+    index: NearestNeighbors | MissingValueIndex,
+    sigma: np.ndarray,
+    mass: np.ndarray,
+    pieces: int,
+) -> sp.csr_matrix:
+    """W with its connected components joined, by single linkage on their closest points
+    (:func:`dkernel.graphs.components.single_linkage_links`), into ``pieces``; unchanged when
+    it has at most that many. A point with no edge but its self-loop (a far outlier) is not
+    counted: its self-loop is bounded to 0 and it stays out of the eigenvectors.
+
+    Each joining edge weighs its self-tuning weight ``exp(-d² / (σ_i σ_j))``, at least
+    :data:`JOIN_WEIGHT_FLOOR` times the lighter component's volume (its degrees times its
+    multiplicities), at most 1: where the kernel's weight underflows, the pieces joined
+    still separate from the ones wanted in the spectrum.
+    """
+    off_diagonal = (W - sp.diags(W.diagonal())).tocsr()
+    off_diagonal.eliminate_zeros()
+    # a point with no edge but its self-loop is left out (its self-loop is bounded to 0 and
+    # it stays out of the eigenvectors, as without joining)
+    linked = np.flatnonzero(np.diff(off_diagonal.indptr) > 0)
+    _, labels = connected_components(W, directed=False)
+    _, labels = np.unique(labels[linked], return_inverse=True)
+    labels = labels.ravel()
+    count = int(labels.max()) + 1 if linked.size else 0
+    if count <= pieces:
+        return W
+    if isinstance(index, MissingValueIndex):
+        features, extra = index.fill(points[linked])
+    else:
+        features, extra = points[linked], None
+    links = single_linkage_links(features, labels, pieces, extra)
+    volume = np.bincount(labels, weights=(W @ mass)[linked] * mass[linked], minlength=count)
+    a = np.array([link[0] for link in links])
+    b = np.array([link[1] for link in links])
+    d2 = np.array([link[2] for link in links])
+    floor = JOIN_WEIGHT_FLOOR * np.minimum(volume[labels[a]], volume[labels[b]])
+    i, j = linked[a], linked[b]
+    w = np.minimum(np.maximum(np.exp(-d2 / (sigma[i] * sigma[j])), floor), 1.0)
+    n = W.shape[0]
+    joins = sp.csr_matrix((np.r_[w, w], (np.r_[i, j], np.r_[j, i])), shape=(n, n))
+    return (W + joins).tocsr()
 
 
 def _bounded_self_loops(W: sp.csr_matrix, mass: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -434,7 +487,11 @@ def _component_pairs(M: sp.csr_matrix, perron: np.ndarray, seed: int | None) -> 
     n = M.shape[0]
     E = np.zeros((n, count))
     E[np.arange(n), component] = perron
-    E /= np.linalg.norm(E, axis=0)
+    norms = np.linalg.norm(E, axis=0)
+    # a point of degree 0 (a far outlier, its self-loop bounded away) is a component of its
+    # own whose row of M is 0: eigenvalue 0, not 1
+    E = E[:, norms > 0] / norms[norms > 0]
+    count = E.shape[1]
     if count == 1:
         return E
     rotation = derive_rng(seed, "sparse-spectral-components").standard_normal((count, count))
@@ -514,6 +571,7 @@ def fit_sparse_embedding(
     one_sided_weight: float = 1.0,
     distinct: DistinctRows | None = None,
     neighbors_name: str = "n_neighbors",
+    max_pieces: int | None = None,
 ) -> tuple[Any, SparseSpectralModel]:
     """NJW embedding of the sparse self-tuning k-NN graph of X.
 
@@ -542,6 +600,10 @@ def fit_sparse_embedding(
     neighbors_name : str
         The caller's name for ``n_neighbors`` in the error when X has too few distinct rows
         (``SpectralClustering``: ``scale_neighbors``).
+    max_pieces : int, optional
+        The clusters wanted: a graph of more connected components is joined by single linkage
+        (:func:`join_components`) into this many, so that which components share a cluster
+        is decided by their distance, not by the eigensolver's arbitrary basis.
 
     Returns
     -------
@@ -610,6 +672,8 @@ def fit_sparse_embedding(
         dist, ind, n_neighbors, one_sided_weight=one_sided_weight, listed=listed, list_size=g + 1
     )
     mass = counts.astype(np.float64)
+    if max_pieces is not None:
+        W = join_components(W, points, index, sigma, mass, int(max_pieces))
     W, loops = _bounded_self_loops(W, mass)
     degrees = W @ mass
     # D^{-1/2} W D^{-1/2} of all rows, on vectors equal on copies, in the distinct points'

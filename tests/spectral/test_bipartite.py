@@ -1,5 +1,7 @@
 """The landmark bipartite graph path of SpectralClustering against dense references."""
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -111,12 +113,14 @@ def test_a_graph_in_more_pieces_than_clusters_warns():
         SpectralClustering(2, approximation="bipartite", random_state=0).fit(X)
 
 
-def test_exact_path_warns_when_its_eigenvectors_are_not_separated():
-    # three separate blobs and two clusters: the 2nd and 3rd eigenvalues are both 1, and
-    # which blobs share a cluster is arbitrary
-    X, _ = make_blobs(3000, centers=[[-50, 0], [0, 0], [50, 0]], random_state=0)
-    with pytest.warns(NumericalWarning, match="falls into 3 separate components"):
-        SpectralClustering(2, approximation="exact", random_state=0).fit(X)
+def test_exact_path_joins_more_components_than_clusters_by_distance():
+    # three separate blobs and two clusters: the eigenvalue 1 is triple, and which blobs
+    # shared a cluster was arbitrary (a warning said so); the two nearer blobs share one now
+    X, y = make_blobs(3000, centers=[[-50, 0], [0, 0], [60, 0]], random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)
+        sc = SpectralClustering(2, approximation="exact", random_state=0).fit(X)
+    assert adjusted_rand_score(y == 2, sc.labels_) == 1.0
 
 
 @pytest.mark.parametrize(

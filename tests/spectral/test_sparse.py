@@ -431,3 +431,68 @@ def test_a_point_no_kernel_weight_reaches_sits_at_the_origin(embedding):
     assert est.graph_model_.degrees[-1] == 0
     assert np.all(np.isfinite(est.embedding_)) and not est.embedding_[-1].any()
     assert new[0] == new[1] == est.labels_[-1]  # far new points sit there too
+
+
+@pytest.mark.parametrize("n", [2000, 3000])  # the dense eigensolver and the exact pairs
+def test_more_components_than_clusters_are_joined_by_single_linkage(n):
+    """Four groups of one feature, 8 standard deviations apart: the k-NN graph falls into
+    more components than clusters (a group's tail beyond a gap), and which of them shared a
+    cluster was the eigensolver's arbitrary basis (ARI 0.59 at 2 000 points, 0.46 at 3 000,
+    with a warning only at 3 000); joined at their closest points, the tail goes with its
+    group."""
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 4, n)
+    X = (8.0 * y + rng.normal(size=n))[:, None]
+    # SpectralClustering's graph: 8 neighbours kept, the width the 7th's distance
+    index = build_index(X)
+    dist, ind = training_neighbors(index, X, sparse.GRAPH_NEIGHBORS + 1)
+    W, _ = sparse._affinity(dist, ind, 7, one_sided_weight=sparse.ONE_SIDED_WEIGHT)
+    assert sp.csgraph.connected_components(W)[0] > 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)
+        sc = SpectralClustering(4, random_state=0).fit(X)
+    assert adjusted_rand_score(y, sc.labels_) == 1.0
+    np.testing.assert_array_equal(sc.predict(X), sc.labels_)
+    np.testing.assert_allclose(sc.eigenvalues_, 1.0)
+
+
+def test_joining_edges_leave_a_graph_of_as_many_components_as_wanted():
+    rng = np.random.default_rng(0)
+    points = np.r_[
+        rng.normal(size=(30, 2)), rng.normal(size=(5, 2)) + 40, rng.normal(size=(3, 2)) + 4000
+    ]
+    index = build_index(points)
+    dist, ind = training_neighbors(index, points, 3)
+    W, sigma = sparse._affinity(dist, ind, 2, one_sided_weight=1.0)
+    assert sp.csgraph.connected_components(W)[0] == 3
+    mass = np.ones(len(points))
+    assert sparse.join_components(W, points, index, sigma, mass, 3) is W
+    joined = sparse.join_components(W, points, index, sigma, mass, 2)
+    count, labels = sp.csgraph.connected_components(joined)
+    assert count == 2
+    assert labels[0] == labels[30] != labels[35]  # single linkage: the nearest groups first
+    added = (joined - W).tocoo()
+    assert added.nnz == 2  # one edge, both ways, at the groups' closest points
+    assert 0 < added.data[0] <= 1.0
+    np.testing.assert_allclose((joined - joined.T).toarray(), 0.0)
+    # a point with no edge but to itself is not a piece: it stays out, as without joining
+    alone = np.r_[points[:35], [[9000.0, 0.0]]]
+    index = build_index(alone)
+    dist, ind = training_neighbors(index, alone, 3)
+    W, sigma = sparse._affinity(dist, ind, 2, one_sided_weight=1.0)
+    assert sp.csgraph.connected_components(W)[0] == 3
+    assert sparse.join_components(W, alone, index, sigma, np.ones(36), 2) is W
+
+
+def test_a_far_outlier_among_thousands_of_rows_stays_out_of_the_eigenvectors():
+    """Above the dense eigensolver's size a row far from all others (degree 0 once its
+    self-loop is bounded) was a component whose eigenvector divided 0 by 0: NaN embeddings,
+    and k-means failed on them ("Input X contains NaN")."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(scale=5, size=(3, 3))
+    y = rng.integers(0, 3, 3000)
+    X = centres[y] + rng.normal(size=(3000, 3))
+    X[0] = 1000.0
+    sc = SpectralClustering(3, random_state=0).fit(X)
+    assert np.isfinite(sc.embedding_).all()
+    assert adjusted_rand_score(y, sc.labels_) >= 0.8
