@@ -44,6 +44,7 @@ from dkernel.decomposition.kernels import (
     NEIGHBOR_SEARCHES,
     density_log_kernel,
     fit_neighbors,
+    join_components,
     knn_log_kernel,
     knn_to_csr,
     row_normalize_log,
@@ -649,6 +650,9 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
                 self._choose_order(spectrum, candidates)
         else:
             self.n_clusters_ = int(self.n_clusters)
+        if copies is None and embedding is None:
+            index = getattr(self, "_index", None)
+            Kcheck, log_norm = join_components(Kcheck, log_norm, X, index, self.n_clusters_)
         result = fit_aggregate_markov(
             Kcheck,
             log_norm,
@@ -772,16 +776,12 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         return out
 
     def predict_proba(self, X: Any) -> Any:
-        """Out-of-sample class posteriors ``P(c | z)`` (Eq. 8-10), rows sum to 1.
-
-        Returns a Dask array (lazy, one task per row block) for Dask input.
-        """
+        """Out-of-sample class posteriors ``P(c | z)`` (Eq. 8-10), rows sum to 1; lazy for Dask."""
         return self._out_of_sample(X, "posteriors")
 
     def predict(self, X: Any) -> Any:
         """Most probable cluster of each point under :meth:`predict_proba`."""
-        P = self.predict_proba(X)
-        return P.argmax(axis=1)
+        return self.predict_proba(X).argmax(axis=1)
 
     def score_samples(self, X: Any) -> Any:
         """Out-of-sample log-density ``log p(z)`` of each point (Eq. 12-14)."""

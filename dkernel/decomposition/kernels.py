@@ -30,11 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
+from scipy.sparse.csgraph import connected_components
 from scipy.special import logsumexp
 from sklearn.neighbors import KDTree, NearestNeighbors
 
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
+from dkernel.graphs.components import single_linkage_links
+from dkernel.graphs.knn import MissingValueIndex
 from dkernel.kernels.adaptive import (
     fill_zero_scales,
     kth_distinct_distance,
@@ -415,3 +418,47 @@ def knn_to_csr(
     M = sparse.csr_matrix((Kcheck.ravel(), indices.ravel(), indptr), shape=(n, n_train))
     M.sum_duplicates()
     return M, log_norm
+
+
+#: Transition probability of an edge that joins two components of the k-NN graph
+#: (:func:`join_components`): enough to link them in the connectivity graph the
+#: factorisation starts from, too little to move the factorisation.
+JOIN_PROBABILITY = 1e-6
+
+
+def join_components(
+    Kcheck: sparse.csr_matrix | np.ndarray,
+    log_norm: np.ndarray,
+    X: np.ndarray,
+    index: object,
+    pieces: int,
+) -> tuple[sparse.csr_matrix | np.ndarray, np.ndarray]:
+    """A k-NN kernel of more connected components than ``pieces`` clusters, joined by single
+    linkage on the components' closest points (:mod:`dkernel.graphs.components`).
+
+    Otherwise the initialisation's eigenvectors (one per component, eigenvalue 1, any basis)
+    and their merging decide which components share a cluster, arbitrarily: four groups of
+    one feature, 3 000 points, 16 components, ARI 0.29. Each join is an edge of probability
+    :data:`JOIN_PROBABILITY` both ways, its rows renormalised (``log_norm`` grows by their
+    new sum's log). Dense kernels and graphs of at most ``pieces`` components are returned
+    as they are.
+    """
+    if not sparse.issparse(Kcheck):
+        return Kcheck, log_norm
+    count, labels = connected_components(Kcheck, directed=False)
+    if count <= pieces:
+        return Kcheck, log_norm
+    if isinstance(index, MissingValueIndex):
+        features, extra = index.fill(X)
+    else:
+        features, extra = X, None
+    links = single_linkage_links(features, labels, pieces, extra)
+    i = np.array([link[0] for link in links])
+    j = np.array([link[1] for link in links])
+    n = Kcheck.shape[0]
+    joins = sparse.csr_matrix(
+        (np.full(2 * i.size, JOIN_PROBABILITY), (np.r_[i, j], np.r_[j, i])), shape=(n, n)
+    )
+    joined = (Kcheck + joins).tocsr()
+    sums = np.asarray(joined.sum(axis=1)).ravel()
+    return (sparse.diags(1.0 / sums) @ joined).tocsr(), log_norm + np.log(sums)

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import sparse
+from scipy.sparse.csgraph import connected_components
+from sklearn.metrics import adjusted_rand_score
 
+from dkernel import KernelDecompositionClustering
 from dkernel.decomposition.kernels import (
     density_log_kernel,
+    join_components,
     knn_log_kernel,
     knn_to_csr,
     row_normalize_log,
@@ -81,3 +86,43 @@ def test_knn_cosine_matches_brute_force(rng):
     full = density_log_kernel(Q, X, kernel="cosine")
     np.testing.assert_array_equal(ind, np.argsort(-full, axis=1)[:, :4])
     np.testing.assert_allclose(logK, np.take_along_axis(full, ind, 1), atol=1e-12)
+
+
+def _one_feature_groups(n: int = 3000, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 4, n)
+    return (8.0 * y + rng.normal(size=n))[:, None], y
+
+
+def test_more_components_than_clusters_are_joined_by_single_linkage():
+    """Four groups of one feature, 8 standard deviations apart: the 7-NN graph falls into 16
+    components, and which of them shared a cluster was the initialisation's arbitrary basis
+    (ARI 0.29; k-means 1.0)."""
+    X, y = _one_feature_groups()
+    est = KernelDecompositionClustering(4, random_state=0)
+    Kcheck, log_norm, Xn = est.training_kernel(X)
+    assert connected_components(Kcheck, directed=False)[0] > 4
+    est.fit(X)
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+def test_joined_kernel_stays_row_stochastic_with_its_log_row_sums():
+    X, _ = _one_feature_groups(600, seed=2)
+    est = KernelDecompositionClustering(4, random_state=0)
+    Kcheck, log_norm, Xn = est.training_kernel(X)
+    count = connected_components(Kcheck, directed=False)[0]
+    assert count > 4
+    joined, joined_norm = join_components(Kcheck, log_norm, Xn, est._index, 4)
+    assert connected_components(joined, directed=False)[0] == 4
+    np.testing.assert_allclose(np.asarray(joined.sum(axis=1)).ravel(), 1.0)
+    # the un-normalised kernel gains only the joining entries
+    before = sparse.diags(np.exp(log_norm)) @ Kcheck
+    after = sparse.diags(np.exp(joined_norm)) @ joined
+    added = (after - before).tocoo()
+    rounding = 1e-12 * np.abs(before.data).max()
+    changed = np.abs(added.data) > rounding
+    assert changed.sum() == 2 * (count - 4)  # one edge per join, both ways
+    assert (added.data[changed] > 0).all()
+    same, _ = join_components(Kcheck, log_norm, Xn, est._index, count)
+    assert same is Kcheck
