@@ -33,6 +33,32 @@ LANCZOS_MAX_FRACTION = 0.05
 #: graph whose leading eigenvalues crowd at 1 (the email counts: six components, 2 922 rows)
 #: run 409 101 products, 24 s, before LOBPCG solved it in 0.5 s.
 LANCZOS_MAX_RESTARTS = 1000
+#: Products with K that Lanczos may take on a dense K, per row of K, before LAPACK takes over:
+#: a subset solve of 3 000 rows costs about as much as 500-600 of them (1.5 s). The leading 64
+#: pairs of the RBF kernels of 3 000-row real samples took 130-244 products; of one feature
+#: in four groups, whose eigenvalues come in near-equal fours, 1 600-2 200 (up to 6.5 s each,
+#: KECA's width search 27 s).
+LANCZOS_PRODUCTS_PER_ROW = 0.2
+
+
+class _OverBudget(Exception):
+    """Lanczos took more products than a LAPACK solve costs."""
+
+
+def _budgeted(K: np.ndarray, products: int) -> Any:
+    """K as a linear operator that raises :class:`_OverBudget` on its ``products + 1``-th
+    product."""
+    from scipy.sparse.linalg import LinearOperator
+
+    taken = [0]
+
+    def product(x: np.ndarray) -> np.ndarray:
+        taken[0] += 1
+        if taken[0] > products:
+            raise _OverBudget
+        return K @ x
+
+    return LinearOperator(K.shape, matvec=product, matmat=product, dtype=np.float64)
 
 
 def fix_signs(vectors: np.ndarray) -> np.ndarray:
@@ -83,7 +109,8 @@ def lanczos_leading(
     repeated eigenvalue's copies come only from round-off and restarts. The largest eigenvalue
     of ``K`` with the found pairs removed is therefore computed too: above the k-th found
     (beyond 10⁻⁶ relative), a pair was missed, and the caller solves with LAPACK instead;
-    so it does when ARPACK has not converged within ``LANCZOS_MAX_RESTARTS`` restarts.
+    so it does when ARPACK has not converged within ``LANCZOS_MAX_RESTARTS`` restarts or
+    ``LANCZOS_PRODUCTS_PER_ROW`` products per row.
     ``start``: the first Lanczos vector (default: a fixed pseudo-random one, with a component
     along every eigenvector).
     """
@@ -92,9 +119,10 @@ def lanczos_leading(
     n = K.shape[0]
     v0 = np.random.default_rng(0).uniform(-1.0, 1.0, n) if start is None else start
     bound = {"which": "LA", "maxiter": LANCZOS_MAX_RESTARTS}
+    budget = max(int(LANCZOS_PRODUCTS_PER_ROW * n), 4 * k)
     try:
-        values, vectors = eigsh(K, k=k, v0=v0, tol=0, **bound)
-    except (ArpackNoConvergence, ArpackError):
+        values, vectors = eigsh(_budgeted(K, budget), k=k, v0=v0, tol=0, **bound)
+    except (ArpackNoConvergence, ArpackError, _OverBudget):
         return None
 
     rest = deflated(K, values, vectors)

@@ -122,3 +122,31 @@ def test_lanczos_that_runs_out_of_restarts_gives_way_to_lapack(monkeypatch):
     values, vectors = dense_eigh(K, 5, iterative=True)
     np.testing.assert_array_equal(values, want[0])
     np.testing.assert_array_equal(vectors, want[1])
+
+
+def test_lanczos_that_runs_past_its_products_gives_way_to_lapack(monkeypatch):
+    """Four groups of one feature under a kernel as wide as their spacing: past the first
+    few, the 64 leading eigenvalues crowd near 0 and Lanczos took 1 553 products of 2 000
+    rows (130 at a width of 0.5), each a fraction of a LAPACK solve; past
+    LANCZOS_PRODUCTS_PER_ROW per row, LAPACK solves it."""
+    from dkernel.linalg import eigen
+
+    rng = np.random.default_rng(0)
+    X = (8.0 * rng.integers(0, 4, 2000) + rng.normal(size=2000))[:, None]
+    K = _rbf(X, 8.0)
+    taken = []
+    real = eigen._budgeted
+
+    def counted(K, products):
+        taken.append(products)
+        return real(K, products)
+
+    monkeypatch.setattr(eigen, "_budgeted", counted)
+    assert eigen.lanczos_leading(K, 64) is None
+    assert taken == [int(eigen.LANCZOS_PRODUCTS_PER_ROW * 2000)]
+    want = dense_eigh(K, 64)
+    values, vectors = dense_eigh(K, 64, iterative=True)
+    np.testing.assert_array_equal(values, want[0])
+    np.testing.assert_array_equal(vectors, want[1])
+    # a kernel Lanczos converges on within the budget keeps its Lanczos pairs
+    assert eigen.lanczos_leading(_rbf(X, 0.5), 64) is not None
