@@ -220,3 +220,20 @@ def test_large_integer_table_takes_the_exact_path_on_its_distinct_rows(tmp_path,
     )
     np.testing.assert_array_equal(tree["labels"]["labels"].values, est.labels_)
     assert float(tree["metrics"]["ari"]) > 0.7
+
+
+def test_minmax_scaling_leaves_a_column_with_no_observed_value_alone():
+    """An all-NaN column raised NumPy's "All-NaN slice encountered" from the job's scaling
+    and stored NaN as its minimum."""
+    import warnings
+
+    from dkernel.jobs.steps.kernel_decomposition import _scale
+
+    X = np.array([[1.0, np.nan, 5.0], [3.0, np.nan, 5.0], [2.0, np.nan, np.nan]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scaled, attrs = _scale(X, "minmax")
+    np.testing.assert_allclose(scaled[:, 0], [0.0, 1.0, 0.5])
+    assert np.isnan(scaled[:, 1]).all()
+    np.testing.assert_allclose(scaled[:2, 2], 0.0)
+    assert np.isfinite(attrs["scale_min"]).all() and np.isfinite(attrs["scale_span"]).all()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -289,7 +290,11 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
 def _scale(X: np.ndarray, how: str) -> tuple[np.ndarray, dict]:
     if how == "none":
         return X, {}
-    lo, hi = np.nanmin(X, axis=0), np.nanmax(X, axis=0)  # missing entries stay NaN
+    with warnings.catch_warnings():
+        # a column with no observed value has no range: it is left as it is (all NaN)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanmin(X, axis=0), np.nanmax(X, axis=0)  # missing entries stay NaN
+    lo = np.where(np.isnan(lo), 0.0, lo)
     span = np.where(hi > lo, hi - lo, 1.0)
     return (X - lo) / span, {"scale_min": lo.tolist(), "scale_span": span.tolist()}
 
