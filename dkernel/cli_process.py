@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -69,7 +70,8 @@ def setup_logging(level: str = "info", json_lines: bool = False) -> logging.Logg
 
     The modules log to ``logging.getLogger(__name__)``, children of ``dkernel``; this adds one
     handler to ``dkernel`` (replacing one added by an earlier call) that writes plain
-    ``[dkernel] ...`` lines, or one JSON object per line with ``json_lines``.
+    ``[dkernel] ...`` lines, or one JSON object per line with ``json_lines``; Python warnings
+    become lines of the ``dkernel.warnings`` logger (:func:`log_warning`).
 
     Parameters
     ----------
@@ -93,7 +95,22 @@ def setup_logging(level: str = "info", json_lines: bool = False) -> logging.Logg
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     logger.propagate = False
+    warnings.showwarning = log_warning
     return logger
+
+
+def log_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """A Python warning as a line of the ``dkernel.warnings`` logger (``warnings.showwarning``
+    under the command line): with ``--log-json`` a JSON object like every other line, where
+    the interpreter wrote two lines of text naming the ``dkernel`` script as its source."""
+    logging.getLogger("dkernel.warnings").warning(f"{category.__name__}: {message}")
 
 
 # ------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 
 #: One BLAS and OpenMP thread in every process of the suite (pytest's workers, the ``dkernel``
@@ -99,8 +100,11 @@ def _slow_modules_first(items: list) -> list:
 def _reset_dkernel_logger():
     """Undo the ``dkernel`` logger setup of a CLI call (``dkernel.cli.setup_logging``: its own
     handler, a level, no propagation) after each test, so ``caplog`` sees the package's
-    records in the tests that follow."""
+    records in the tests that follow; and ``warnings.showwarning``, which it routes to the
+    logger."""
+    showwarning = warnings.showwarning
     yield
+    warnings.showwarning = showwarning
     logger = logging.getLogger("dkernel")
     for handler in [h for h in logger.handlers if getattr(h, "_dkernel_cli", False)]:
         logger.removeHandler(handler)

@@ -144,6 +144,29 @@ def test_setup_logging_routes_module_loggers_once(capsys):
     assert entry["message"] == "scoring"
 
 
+def test_python_warnings_become_log_lines(capsys):
+    """A warning under the command line (a NumericalWarning of an estimator in a job) was two
+    lines of the interpreter's text naming the ``dkernel`` script, in the middle of
+    ``--log-json``'s JSON lines."""
+    import warnings
+
+    from dkernel.cli import setup_logging
+    from dkernel.errors import NumericalWarning
+
+    setup_logging("info", json_lines=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("drops 1 all-NaN column", NumericalWarning, stacklevel=1)
+    entry = json.loads(capsys.readouterr().err)
+    assert entry["level"] == "warning" and entry["logger"] == "dkernel.warnings"
+    assert entry["message"] == "NumericalWarning: drops 1 all-NaN column"
+    setup_logging("error")  # below the level shown: nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("not shown", NumericalWarning, stacklevel=1)
+    assert capsys.readouterr().err == ""
+
+
 def test_json_formatter_includes_exceptions():
     try:
         raise ValueError("bad thing")
