@@ -240,3 +240,16 @@ def test_jrc_job_cost_takes_the_sparse_graph_past_the_dense_limit(params, sparse
     assert step.estimate(full, 2_000, 4).memory_bytes == 3.0 * 8 * 2_000**2
     if not sparse:
         assert "knn_mean" in cost.alternative
+
+
+def test_class_seed_without_labels_names_the_labels_column(tmp_path):
+    path = tmp_path / "table.csv"
+    np.savetxt(path, np.random.default_rng(0).normal(size=(20, 3)), delimiter=",")
+    spec = _spec(
+        "kppr",
+        {"seeds": {"first": {"class": 1}}},
+        tmp_path / "k.zarr",
+        data={"reader": "csv", "path": str(path)},
+    )
+    with pytest.raises(SpecError, match="data.label_column"):
+        run_job(spec, progress=False)

@@ -179,7 +179,10 @@ def check_data(params: dict, data: LoadedData) -> None:
         if isinstance(spec, Mapping):
             if data.y is None:
                 raise SpecError(
-                    f"seed {name!r} uses a class, but reader gives no labels.", "params.seeds"
+                    f"seed {name!r} uses a class, but the data has no labels: name the labels "
+                    "column (data.label_column of csv and parquet, data.labels_path of npy), or give the "
+                    "seed as row indices.",
+                    "params.seeds",
                 )
             if not np.any(np.asarray(data.y) == spec["class"]):
                 raise SpecError(
