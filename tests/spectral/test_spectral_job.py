@@ -87,6 +87,26 @@ def test_job_rejects_bad_params(tmp_path):
         load_spec(spec)
 
 
+def test_job_refuses_fewer_rows_than_the_scale_rank_before_running(tmp_path):
+    """Five rows and the width's rank 7: the estimator's error came from the running job,
+    in its own words ('The 'scale_neighbors' parameter of SpectralClustering')."""
+    from dkernel.jobs.runner import prepare_job
+
+    table = tmp_path / "t.csv"
+    np.savetxt(table, np.random.default_rng(0).normal(size=(5, 3)), delimiter=",")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        f"name: tiny\nseed: 0\ndata:\n  reader: csv\n  path: {table}\n"
+        "method: spectral-clustering\nparams:\n  n_clusters: 2\noutput: out.zarr\n"
+    )
+    with pytest.raises(InvalidInputError, match=r"params.scale_neighbors \(7\) must be < .* \(5\)"):
+        prepare_job(spec)
+    spec.write_text(
+        spec.read_text().replace("n_clusters: 2", "n_clusters: 2\n  scale_neighbors: 3")
+    )
+    prepare_job(spec)
+
+
 def test_job_defaults_equal_the_estimator_defaults():
     import inspect
 

@@ -93,6 +93,12 @@ def check_data(params: dict, data: LoadedData) -> None:
             f"params.n_components ({k}) must be <= min(n_samples, n_landmarks) = "
             f"{_landmarks(params, n)}."
         )
+    scale = params.get("n_neighbors") or params["scale_neighbors"]
+    if scale >= n and _approximation(params, n) == "exact":
+        raise InvalidInputError(
+            f"params.scale_neighbors ({scale}) must be < the number of samples ({n}) on the "
+            "exact k-NN graph path: lower it."
+        )
     if isinstance(data.X, np.ndarray) and np.isnan(data.X).any():
         if params.get("kernel"):
             refuse_missing_values("spectral-clustering", params["kernel"], data.X, KERNEL_CHOICES)
