@@ -203,7 +203,8 @@ def check_2d_array(
     dtype: Any = None,
     nan_fix: str | None = None,
 ) -> Any:
-    """Validate a 2-D numeric NumPy or Dask array from metadata, without computing.
+    """Validate a 2-D numeric NumPy or Dask array from metadata, without computing (a Dask
+    array split along its features is joined into whole rows).
 
     NaN/inf are checked only for NumPy input (checking Dask input would need a pass over the
     data; the graph builders check per chunk where it matters). ``nan_fix``: the fix a NaN
@@ -220,10 +221,8 @@ def check_2d_array(
                 f"{owner} needs a Dask array with known chunk sizes; call X.compute_chunk_sizes() first."
             )
         if len(X.chunks[1]) != 1:
-            raise InvalidInputError(
-                f"{owner} needs one chunk along the feature axis; got {len(X.chunks[1])} chunks. "
-                f"Use X.rechunk({{1: {X.shape[1]}}})."
-            )
+            # every method reads whole rows: the row blocks keep their sizes
+            X = X.rechunk({1: -1})
         _check_dtype_and_size(X.dtype, X.shape, owner, min_samples)
         return X if dtype is None else X.astype(dtype)
     try:

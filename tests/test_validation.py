@@ -36,3 +36,20 @@ def test_resolve_n_components_follows_n_clusters_and_checks_both():
         resolve_n_components("Est", 10, 11, 2)
     with pytest.raises(InvalidInputError, match=r"'n_components' parameter of Est .*Got 12"):
         resolve_n_components("Est", 10, 3, 12)
+
+
+def test_a_dask_array_split_along_its_features_is_joined_into_whole_rows():
+    """It was refused ("needs one chunk along the feature axis"); every method reads whole
+    rows, so the columns are joined and the row blocks kept."""
+    import dask.array as da
+
+    from dkernel import SpectralClustering
+    from dkernel._validation import check_2d_array
+
+    X = np.random.default_rng(0).normal(size=(300, 4))
+    split = da.from_array(X, chunks=(97, 3))
+    joined = check_2d_array(split, "owner")
+    assert joined.chunks == ((97, 97, 97, 9), (4,))
+    np.testing.assert_array_equal(joined.compute(), X)
+    labels = SpectralClustering(2, random_state=0).fit(split).labels_
+    np.testing.assert_array_equal(labels, SpectralClustering(2, random_state=0).fit(X).labels_)
