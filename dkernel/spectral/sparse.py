@@ -226,8 +226,9 @@ def join_components(
 ) -> sp.csr_matrix:
     """W with its connected components joined, by single linkage on their closest points
     (:func:`dkernel.graphs.components.single_linkage_links`), into ``pieces``; unchanged when
-    it has at most that many. A point with no edge but its self-loop (a far outlier) is not
-    counted: its self-loop is bounded to 0 and it stays out of the eigenvectors.
+    it has at most that many. A point with no edge but its self-loop and no copies (a far
+    outlier) is not counted: its self-loop is bounded to 0 and it stays out of the
+    eigenvectors.
 
     Each joining edge weighs its self-tuning weight ``exp(-d² / (σ_i σ_j))``, at least
     :data:`JOIN_WEIGHT_FLOOR` times the lighter component's volume (its degrees times its
@@ -236,9 +237,9 @@ def join_components(
     """
     off_diagonal = (W - sp.diags(W.diagonal())).tocsr()
     off_diagonal.eliminate_zeros()
-    # a point with no edge but its self-loop is left out (its self-loop is bounded to 0 and
-    # it stays out of the eigenvectors, as without joining)
-    linked = np.flatnonzero(np.diff(off_diagonal.indptr) > 0)
+    # a point with no edge but its self-loop and no copies is left out (its self-loop is
+    # bounded to 0 and it stays out of the eigenvectors, as without joining)
+    linked = np.flatnonzero((np.diff(off_diagonal.indptr) > 0) | (mass != 1.0))
     _, labels = connected_components(W, directed=False)
     _, labels = np.unique(labels[linked], return_inverse=True)
     labels = labels.ravel()

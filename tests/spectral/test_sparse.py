@@ -482,6 +482,12 @@ def test_joining_edges_leave_a_graph_of_as_many_components_as_wanted():
     W, sigma = sparse._affinity(dist, ind, 2, one_sided_weight=1.0)
     assert sp.csgraph.connected_components(W)[0] == 3
     assert sparse.join_components(W, alone, index, sigma, np.ones(36), 2) is W
+    # with copies it keeps its self-loop and degree: a piece like the others
+    copies = np.r_[np.ones(35), 3.0]
+    count, labels = sp.csgraph.connected_components(
+        sparse.join_components(W, alone, index, sigma, copies, 2)
+    )
+    assert count == 2 and labels[0] == labels[30] != labels[35]
 
 
 def test_a_far_outlier_among_thousands_of_rows_stays_out_of_the_eigenvectors():
