@@ -37,7 +37,6 @@ from sklearn.neighbors import KDTree, NearestNeighbors
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
 from dkernel.graphs.components import single_linkage_links
-from dkernel.graphs.knn import MissingValueIndex
 from dkernel.kernels.adaptive import (
     fill_zero_scales,
     kth_distinct_distance,
@@ -448,10 +447,10 @@ def join_components(
     count, labels = connected_components(Kcheck, directed=False)
     if count <= pieces:
         return Kcheck, log_norm
-    if isinstance(index, MissingValueIndex):
-        features, extra = index.fill(X)
-    else:
-        features, extra = X, None
+    # rows with NaN are at their conditional means under the index's missing-value model
+    # (dkernel.graphs.knn.MissingValueIndex, not imported: that module needs Dask)
+    fill = getattr(index, "fill", None)
+    features, extra = fill(X) if fill is not None else (X, None)
     links = single_linkage_links(features, labels, pieces, extra)
     i = np.array([link[0] for link in links])
     j = np.array([link[1] for link in links])
