@@ -47,6 +47,26 @@ _LAYOUT = (
 )
 
 
+def _refuse_gaps(owner: str, name: str, series: np.ndarray) -> None:
+    """An error naming the first NaN or infinite value of ``series`` (n_series, n_steps, ...)
+    and the fix: the reservoir cannot step over a gap."""
+    bad = ~np.isfinite(series)
+    if bad.any():
+        first = np.argwhere(bad)[0]
+        where = f"step {first[1]}" + (f" of series {first[0]}" if series.shape[0] > 1 else "")
+        raise InvalidInputError(
+            f"{owner}: {name} holds {int(bad.sum())} NaN or infinite values (the first at "
+            f"{where}). "
+            + (
+                "The reservoir's state carries every earlier input, so it cannot step over a gap"
+                if name == "X"
+                else "The readout is fitted to every step's target"
+            )
+            + ": fill the gaps first (for example pandas.Series.interpolate along time), or "
+            "split the series at them."
+        )
+
+
 class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator):
     """Echo state network whose readout sees a PCA or kernel PCA of the reservoir states.
 
@@ -228,8 +248,7 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
                 raise InvalidInputError(
                     f"{owner} needs series of at least 2 steps; got shape {X.shape}. {_LAYOUT}"
                 )
-            if not np.all(np.isfinite(X)):
-                raise InvalidInputError(f"{owner}: X contains NaN or infinity; fill them first.")
+            _refuse_gaps(owner, "X", X)
             if reset:
                 self.n_features_in_ = X.shape[2]
             elif X.shape[2] != self.n_features_in_:
@@ -246,8 +265,7 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
                 raise InvalidInputError(
                     f"{owner}: y of shape {y.shape} does not match X of shape {X.shape}. {_LAYOUT}"
                 )
-            if not np.all(np.isfinite(y)):
-                raise InvalidInputError(f"{owner}: y contains NaN or infinity.")
+            _refuse_gaps(owner, "y", y)
             return X, y, False
         if ndim == 1:
             raise InvalidInputError(
@@ -256,6 +274,13 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
             )
         if ndim != 2:
             raise InvalidInputError(f"{owner} got X with {ndim} dimension(s). {_LAYOUT}")
+        for name, A in (("X", X), ("y", y)):
+            try:
+                values = None if A is None else np.asarray(A, dtype=np.float64)
+            except (TypeError, ValueError):  # not numbers: validate_data names the problem
+                values = None
+            if values is not None:
+                _refuse_gaps(owner, name, values[None] if values.ndim <= 2 else values)
         try:
             if y is None and not reset:
                 X = validate_data(self, X, reset=False, dtype=np.float64, ensure_min_samples=2)

@@ -243,6 +243,18 @@ def test_dask_series_across_workers_equal_numpy(threads_client):
         (np.zeros((3, 50, 1)), np.zeros((3, 40)), "does not match"),
         (np.zeros((50, 1)), np.zeros(40), "inconsistent numbers of samples"),
         (np.full((50, 1), np.nan), np.zeros(50), "NaN"),
+        # a gap: sklearn's generic message pointed at HistGradientBoosting
+        (
+            np.r_[np.zeros(20), np.full(3, np.nan), np.zeros(27)][:, None],
+            np.zeros(50),
+            r"3 NaN or infinite values \(the first at step 20\).*interpolate",
+        ),
+        (np.zeros((50, 1)), np.r_[np.zeros(7), np.inf, np.zeros(42)], "y holds 1 .* step 7"),
+        (
+            np.r_[np.zeros((2, 50)), np.r_[np.zeros(9), np.nan, np.zeros(40)][None]][:, :, None],
+            np.zeros((3, 50)),
+            "step 9 of series 2",
+        ),
         (np.zeros((3, 1, 1)), np.zeros((3, 1)), "at least 2 steps"),
     ],
 )
