@@ -101,8 +101,20 @@ def sample_pixels(
     ``size / valid pixels``): the before and after band values, ``(n, bands)`` each."""
     n_valid = int(valid.sum().compute())
     if n_valid < 3:
+        empty = [
+            f"{name} band {i + 1}"
+            for name, image in (("before", before), ("after", after))
+            for i, count in enumerate(da.isfinite(image).sum(axis=(1, 2)).compute())
+            if count == 0
+        ]
+        fix = (
+            f" No value (all NaN or nodata) in {', '.join(empty)}: drop those bands from both "
+            "dates."
+            if empty
+            else " Check the images' nodata values and that they overlap."
+        )
         raise InvalidInputError(
-            f"only {n_valid} pixel(s) have data at both dates; change detection needs more."
+            f"only {n_valid} pixel(s) have data at both dates; change detection needs more." + fix
         )
     rate = min(1.0, size / n_valid)
     # the mask derives from both dates' reads: unoptimised, each strip is read once

@@ -69,6 +69,15 @@ def test_detect_change_finds_the_changed_block(pair, method):
     assert ds["variates"].shape == (3, ROWS, COLS)
 
 
+def test_a_band_with_no_value_is_named(pair):
+    """One band all NaN leaves no pixel valid at both dates: the error said only that."""
+    b, a, _ = pair
+    before = rioxarray.open_rasterio(b).load()
+    before[1] = np.nan
+    with pytest.raises(InvalidInputError, match=r"No value .* in before band 2: drop those"):
+        dkernel.detect_change(before, a, method="mad")
+
+
 def test_paths_and_in_memory_dataarrays_agree(pair):
     b, a, _ = pair
     from_paths = dkernel.detect_change(b, a, method="irmad", random_state=0)
