@@ -299,7 +299,8 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
     neighbours per point; NumPy input is searched on threads, in k-d-tree order; from
     2·10^5 points approximately, see ``neighbor_search``).
     Out-of-sample posteriors and log-likelihoods cost O(N C) per new point (O(k C) with the
-    k-NN kernel).
+    k-NN kernel). A k-NN graph of more components than ``n_clusters`` is joined by single
+    linkage (``dkernel.decomposition.kernels.join_components``).
 
     Bipartite path (the default above 5 000 points): O(N p d) for the links (two passes over
     the data: the landmark walk, then the posteriors), O(p^2 C) per factorisation step, memory
@@ -634,8 +635,7 @@ class KernelDecompositionClustering(ParameterConstraintsMixin, ClusterMixin, Bas
         spectrum = None
         self._set_model_order(None)
         if self.n_clusters == "auto":
-            # the spectrum of max_clusters + 1 vectors; the factorisation then computes the
-            # C (n_init + 1) it starts from (rows scaled to unit norm over those only)
+            # max_clusters + 1 eigenvalues; the factorisation computes its own C (n_init + 1)
             candidates = self._candidates(n)
             top = min(int(candidates[-1]) + 1, n - 1)
             seed = seed_from_random_state(self.random_state)

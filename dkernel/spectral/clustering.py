@@ -159,7 +159,11 @@ class SpectralClustering(
         k-NN graph: edges through noise dimensions and hubs, which join clusters, are
         one-sided. 8 gave the best mean ARI on the 23 sets of ``bench_defaults.py`` (0.822;
         7: 0.804, 10: 0.809; the symmetrised 10-NN graph: 0.741) and two moons with three
-        noise features 0.982 at 2 000 points (the symmetrised graph: 0.778).
+        noise features 0.982 at 2 000 points (the symmetrised graph: 0.778). A graph of more
+        connected components than ``n_clusters`` (data of one feature or low intrinsic
+        dimension, a group's tail beyond a gap) is joined by single linkage: the components
+        nearest each other by their closest points share a cluster
+        (``dkernel.spectral.sparse.join_components``).
     sigma : float, optional
         RBF width; ``sigma_fraction`` × median pairwise distance when None.
     sigma_fraction : float
