@@ -145,6 +145,7 @@ NUMERIC = [
     "kernels/rbf.py",
     "kernels/widths.py",
     "linalg/eigen.py",
+    "linalg/components.py",
     "linalg/groups.py",
     "linalg/kmeans.py",
     "spectral/dense.py",

@@ -36,7 +36,6 @@ from sklearn.neighbors import KDTree, NearestNeighbors
 
 from dkernel.errors import InvalidInputError
 from dkernel.graphs.approximate_knn import CellIndex
-from dkernel.graphs.components import single_linkage_links
 from dkernel.kernels.adaptive import (
     fill_zero_scales,
     kth_distinct_distance,
@@ -46,6 +45,7 @@ from dkernel.kernels.adaptive import (
 )
 from dkernel.kernels.cosine import cosine_log_block, cosine_log_of_unit_distance
 from dkernel.kernels.rbf import rbf_log_block, rbf_log_of_distance
+from dkernel.linalg.components import single_linkage_links
 from dkernel.linalg.threads import map_on_cores
 
 #: The kernels of the kernel decomposition (names of the kernel registry).
@@ -433,7 +433,7 @@ def join_components(
     pieces: int,
 ) -> tuple[sparse.csr_matrix | np.ndarray, np.ndarray]:
     """A k-NN kernel of more connected components than ``pieces`` clusters, joined by single
-    linkage on the components' closest points (:mod:`dkernel.graphs.components`).
+    linkage on the components' closest points (:mod:`dkernel.linalg.components`).
 
     Otherwise the initialisation's eigenvectors (one per component, eigenvalue 1, any basis)
     and their merging decide which components share a cluster, arbitrarily: four groups of

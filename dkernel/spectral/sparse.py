@@ -40,7 +40,6 @@ from sklearn.neighbors import NearestNeighbors
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy
 from dkernel.errors import InvalidInputError, NumericalWarning, warn_caller
-from dkernel.graphs.components import single_linkage_links
 from dkernel.graphs.knn import (
     MissingValueIndex,
     build_index,
@@ -55,6 +54,7 @@ from dkernel.kernels.adaptive import (
     tie_inclusive_neighbors,
 )
 from dkernel.kernels.widths import DEFAULT_LOCAL_SCALING_NEIGHBORS
+from dkernel.linalg.components import single_linkage_links
 from dkernel.linalg.eigen import LANCZOS_MAX_RESTARTS, deflated, dense_eigh, fix_signs
 from dkernel.rows import DistinctRows
 
@@ -225,7 +225,7 @@ def join_components(
     pieces: int,
 ) -> sp.csr_matrix:
     """W with its connected components joined, by single linkage on their closest points
-    (:func:`dkernel.graphs.components.single_linkage_links`), into ``pieces``; unchanged when
+    (:func:`dkernel.linalg.components.single_linkage_links`), into ``pieces``; unchanged when
     it has at most that many. A point with no edge but its self-loop and no copies (a far
     outlier) is not counted: its self-loop is bounded to 0 and it stays out of the
     eigenvectors.

@@ -6,7 +6,7 @@ import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 
-from dkernel.graphs.components import component_distances, single_linkage_links
+from dkernel.linalg.components import component_distances, single_linkage_links
 
 
 def _data(seed: int = 0, m: int = 60, count: int = 7):
@@ -34,7 +34,7 @@ def test_component_distances_are_the_least_over_pairs_of_points(monkeypatch):
     )
     np.fill_diagonal(expected, 0.0)
     # blocks of 7 rows: the minimum is taken across blocks as within one
-    monkeypatch.setattr("dkernel.graphs.components.SCRATCH_BLOCK_BYTES", 7 * 8 * len(labels))
+    monkeypatch.setattr("dkernel.linalg.components.SCRATCH_BLOCK_BYTES", 7 * 8 * len(labels))
     np.testing.assert_allclose(component_distances(features, labels, extra), expected, atol=1e-10)
     np.testing.assert_allclose(
         component_distances(features, labels),
