@@ -451,9 +451,7 @@ def join_components(
     # (dkernel.graphs.knn.MissingValueIndex, not imported: that module needs Dask)
     fill = getattr(index, "fill", None)
     features, extra = fill(X) if fill is not None else (X, None)
-    links = single_linkage_links(features, labels, pieces, extra)
-    i = np.array([link[0] for link in links])
-    j = np.array([link[1] for link in links])
+    i, j, _ = single_linkage_links(features, labels, pieces, extra)
     n = Kcheck.shape[0]
     joins = sparse.csr_matrix(
         (np.full(2 * i.size, JOIN_PROBABILITY), (np.r_[i, j], np.r_[j, i])), shape=(n, n)

@@ -81,11 +81,12 @@ def single_linkage_links(
     labels: np.ndarray,
     n_groups: int,
     extra: np.ndarray | None = None,
-) -> list[tuple[int, int, float]]:
-    """The point pairs ``(i, j, squared distance)`` that join a graph's components into
-    ``n_groups`` pieces by single linkage: the ``count − n_groups`` shortest edges of the
-    minimum spanning tree of the components' least distances, each as its closest pair of
-    points. Empty when there are at most ``n_groups`` components.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The point pairs that join a graph's components into ``n_groups`` pieces by single
+    linkage: the ``count − n_groups`` shortest edges of the minimum spanning tree of the
+    components' least distances, each as its closest pair of points. Returns their ends
+    ``i``, ``j`` (int arrays) and squared distances, empty when there are at most
+    ``n_groups`` components.
 
     Parameters
     ----------
@@ -101,7 +102,7 @@ def single_linkage_links(
     labels = np.asarray(labels)
     count = int(labels.max()) + 1
     if count <= max(int(n_groups), 1):
-        return []
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
     features = np.asarray(features, dtype=np.float64)
     extra = np.zeros(features.shape[0]) if extra is None else np.asarray(extra, np.float64)
     D = component_distances(features, labels, extra)
@@ -112,6 +113,8 @@ def single_linkage_links(
     # ties broken by the components' numbers, so the joins do not depend on the sort
     order = np.lexsort((tree.col, tree.row, tree.data))[: count - max(int(n_groups), 1)]
     members = [np.flatnonzero(labels == c) for c in range(count)]
-    return [
+    pairs = [
         _closest_pair(features, extra, members[tree.row[e]], members[tree.col[e]]) for e in order
     ]
+    i, j, d2 = (np.array(column) for column in zip(*pairs, strict=True))
+    return i.astype(np.int64), j.astype(np.int64), d2.astype(np.float64)

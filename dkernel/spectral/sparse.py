@@ -250,11 +250,8 @@ def join_components(
         features, extra = index.fill(points[linked])
     else:
         features, extra = points[linked], None
-    links = single_linkage_links(features, labels, pieces, extra)
+    a, b, d2 = single_linkage_links(features, labels, pieces, extra)
     volume = np.bincount(labels, weights=(W @ mass)[linked] * mass[linked], minlength=count)
-    a = np.array([link[0] for link in links])
-    b = np.array([link[1] for link in links])
-    d2 = np.array([link[2] for link in links])
     floor = JOIN_WEIGHT_FLOOR * np.minimum(volume[labels[a]], volume[labels[b]])
     i, j = linked[a], linked[b]
     w = np.minimum(np.maximum(np.exp(-d2 / (sigma[i] * sigma[j])), floor), 1.0)

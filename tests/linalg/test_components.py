@@ -72,7 +72,7 @@ def test_links_give_the_single_linkage_partition_of_the_components():
         for n_groups in (1, 2, 4, 6):
             by_points = fcluster(tree, n_groups, criterion="maxclust")
             reference = np.array([by_points[labels == c][0] for c in range(labels.max() + 1)])
-            links = single_linkage_links(features, labels, n_groups, extra)
+            links = list(zip(*single_linkage_links(features, labels, n_groups, extra), strict=True))
             assert len(links) == labels.max() + 1 - n_groups
             assert _same_partition(_groups(labels, links), reference)
             for i, j, d2 in links:  # each link is its two components' closest pair
@@ -85,5 +85,5 @@ def test_links_give_the_single_linkage_partition_of_the_components():
 
 def test_no_links_when_there_are_no_more_components_than_groups():
     features, labels, extra = _data(count=4)
-    assert single_linkage_links(features, labels, 4, extra) == []
-    assert single_linkage_links(features, labels, 9, extra) == []
+    for n_groups in (4, 9):
+        assert all(a.size == 0 for a in single_linkage_links(features, labels, n_groups, extra))
