@@ -72,6 +72,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dkernel.graphs",
             "dkernel.runtime.progress",
             "dkernel.runtime.shared",
+            "dkernel.runtime.persist",
             "dkernel.gmm.em",
             "dkernel.meanshift.kernels",
             "dkernel.meanshift.stage_two",

@@ -238,8 +238,8 @@ class JobContext:
         """The data as a float64 Dask array of ``rows``-row chunks.
 
         In-memory data are always persisted on the cluster (sent once, not with every
-        task). Data a reader keeps in a store (a Dask array) are persisted only with
-        ``persist``: a method that reads every row a few times (the spectral embedding, kernel
+        task: ``dkernel.runtime.persist.rows_in_memory``). Data a reader keeps in a store (a
+        Dask array) are persisted only with ``persist``: a method that reads every row a few times (the spectral embedding, kernel
         k-means) leaves them where they are stored and each pass reads its chunks again, so
         that memory per worker stays flat as the table grows (issue 56); a method that reads
         them many times over (a network's epochs) persists them.
@@ -248,17 +248,15 @@ class JobContext:
         import numpy as np
 
         from dkernel.runtime.persist import persist as persist_on
-        from dkernel.runtime.persist import with_own_keys
+        from dkernel.runtime.persist import rows_in_memory, with_own_keys
 
         X = self.data.X
-        if isinstance(X, da.Array):
-            Xd = X.rechunk({0: rows, 1: -1}).astype(np.float64)
-            if not persist:
-                return Xd
-            Xd = with_own_keys(Xd)
-        else:  # name=False: keys of this job's own (see with_own_keys)
-            Xd = da.from_array(np.asarray(X, dtype=np.float64), chunks=(rows, -1), name=False)
-        return persist_on(Xd, self.client)
+        if not isinstance(X, da.Array):
+            return rows_in_memory(np.asarray(X, dtype=np.float64), rows, self.client)
+        Xd = X.rechunk({0: rows, 1: -1}).astype(np.float64)
+        if not persist:
+            return Xd
+        return persist_on(with_own_keys(Xd), self.client)
 
 
 @dataclass(frozen=True)

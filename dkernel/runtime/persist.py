@@ -15,6 +15,34 @@ def persist(X: Any, client: Any) -> Any:
     return client.persist(X)
 
 
+#: ``distributed``'s setting for the size of a graph above which ``Client.persist`` and
+#: ``compute`` warn ("Sending large graph ... Consider loading the data with Dask directly").
+LARGE_GRAPH_SETTING = "distributed.admin.large-graph-warning-threshold"
+
+
+def rows_in_memory(X: Any, rows: int, client: Any) -> Any:
+    """In-memory ``X`` as a Dask array of ``rows``-row chunks under keys of its own, sent to
+    ``client``'s workers once (``client`` None: chunks that are views of ``X``).
+
+    A Dask array made by ``da.from_array`` carries its data in its graph: computed on a
+    ``distributed`` cluster it is sent again with every computation (each pass of an
+    iterative method), and ``distributed`` warns of the graph's size each time. Persisted,
+    it is sent once, through the scheduler, which keeps each chunk's data so that a chunk
+    lost with its worker is made again (a scatter would lose it); ``distributed``'s warning
+    is not raised for that one deliberate send, whose size is the data's.
+    """
+    import dask
+    import dask.array as da
+    from dask.utils import parse_bytes
+
+    Xd = da.from_array(X, chunks=(rows, -1), name=False)
+    if client is None:
+        return Xd
+    threshold = parse_bytes(dask.config.get(LARGE_GRAPH_SETTING)) + int(X.nbytes)
+    with dask.config.set({LARGE_GRAPH_SETTING: threshold}):
+        return client.persist(Xd)
+
+
 def persist_spread(X: Any, client: Any) -> Any:
     """``X`` (a Dask array) persisted on ``client``'s workers with its row chunks dealt out in
     turn (chunk i on worker i mod W; another worker only if that one is gone).

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
+import dask
 import dask.array as da
 import numpy as np
 
-from dkernel.runtime.persist import persist_spread
+from dkernel.runtime.persist import LARGE_GRAPH_SETTING, persist_spread, rows_in_memory
 
 
 def _where(block: np.ndarray) -> np.ndarray:
@@ -24,3 +27,43 @@ def test_row_chunks_are_dealt_out_to_the_workers_in_turn(client):
     places = held.map_blocks(_where, dtype=object, chunks=((1,) * 6,), drop_axis=1).compute()
     workers = sorted(client.scheduler_info()["workers"])
     assert list(places) == [workers[i % 2] for i in range(6)]
+
+
+def _graph_warnings(record) -> list[str]:
+    return [str(w.message).split("\n")[0] for w in record if "large graph" in str(w.message)]
+
+
+def test_rows_in_memory_are_sent_to_the_workers_once(client):
+    values = np.random.default_rng(0).normal(size=(4000, 8))  # 256 kB
+    with dask.config.set({LARGE_GRAPH_SETTING: "64kB"}), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        held = rows_in_memory(values, 1000, client)
+        assert held.chunks == ((1000,) * 4, (8,))
+        for _ in range(2):  # every pass reads the workers' copies: its graph is small
+            np.testing.assert_array_equal((held * 2).compute(), values * 2)
+        # the graph-embedded array distributed warns about, for contrast
+        da.from_array(values, chunks=(1000, -1)).sum().compute()
+    assert len(_graph_warnings(w)) == 1
+
+
+def test_rows_in_memory_without_a_client_are_views():
+    values = np.arange(60.0).reshape(20, 3)
+    held = rows_in_memory(values, 8, None)
+    assert held.chunks == ((8, 8, 4), (3,))
+    np.testing.assert_array_equal(held.compute(scheduler="sync"), values)
+
+
+def test_pck_on_a_cluster_sends_in_memory_rows_once(client):
+    """Every pass over a lazy Γ recomputed it from a graph that held the data: a send of the
+    rows (and ``distributed``'s warning) per pass. What a pass still sends is its iterate
+    (F × l, about 150 kB here)."""
+    from dkernel import PCKSpectralClustering, ProbabilisticClusterKernel
+
+    X = np.random.default_rng(0).normal(size=(4000, 20))  # 640 kB
+    pck = ProbabilisticClusterKernel(n_estimators=3, random_state=0)
+    est = PCKSpectralClustering(n_clusters=3, pck=pck, placement="lazy", random_state=0)
+    with dask.config.set({LARGE_GRAPH_SETTING: "400kB"}), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        est.fit(X)
+    assert est.placement_ == "lazy"
+    assert _graph_warnings(w) == []

@@ -30,6 +30,7 @@ from dkernel.jobs.registry import (
     refuse_missing_values,
     register_method,
 )
+from dkernel.runtime.persist import rows_in_memory
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param, show_value
@@ -284,7 +285,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     store_projection = p["store_projection"]
     if store_projection is None:
         store_projection = bool(kppr.kernel_.is_feature_map)
-    Xd = _row_chunks(p, X, kppr)
+    Xd = _row_chunks(p, X, kppr, ctx.client)
     if store_projection:
         Z = kppr.project(Xd)
         scores = scores_from_projection(Z, seed_weights)
@@ -366,13 +367,13 @@ def _seed_weights(
     return names, kppr.seed_weights_for_mean(np.stack(means, axis=1))
 
 
-def _row_chunks(p: dict, X: Any, kppr: KernelPersonalizedPageRank) -> da.Array:
+def _row_chunks(p: dict, X: Any, kppr: KernelPersonalizedPageRank, client: Any) -> da.Array:
     """The data as a Dask array of scoring tasks: ``chunk_rows`` rows each, or about
     ``KERNEL_BLOCK_BYTES`` of kernel rows (``scoring_chunk_rows``; a Dask input keeps its
-    chunks unless ``chunk_rows`` is given)."""
+    chunks unless ``chunk_rows`` is given; in-memory data are sent to the workers once)."""
     rows = p["chunk_rows"] or scoring_chunk_rows(kppr, int(X.shape[0]))
     if not isinstance(X, da.Array):
-        return da.from_array(np.asarray(X), chunks=(rows, X.shape[1]))
+        return rows_in_memory(np.asarray(X), rows, client)
     return X.rechunk({0: rows}) if p["chunk_rows"] else X
 
 
