@@ -20,9 +20,10 @@ def persist(X: Any, client: Any) -> Any:
 LARGE_GRAPH_SETTING = "distributed.admin.large-graph-warning-threshold"
 
 
-def rows_in_memory(X: Any, rows: int, client: Any) -> Any:
-    """In-memory ``X`` as a Dask array of ``rows``-row chunks under keys of its own, sent to
-    ``client``'s workers once (``client`` None: chunks that are views of ``X``).
+def rows_in_memory(X: Any, rows: int | tuple[int, ...], client: Any) -> Any:
+    """In-memory ``X`` (rows along its first axis) as a Dask array of ``rows``-row chunks
+    under keys of its own (``rows`` a tuple: those chunks), sent to ``client``'s workers once
+    (``client`` None: chunks that are views of ``X``).
 
     A Dask array made by ``da.from_array`` carries its data in its graph: computed on a
     ``distributed`` cluster it is sent again with every computation (each pass of an
@@ -35,7 +36,7 @@ def rows_in_memory(X: Any, rows: int, client: Any) -> Any:
     import dask.array as da
     from dask.utils import parse_bytes
 
-    Xd = da.from_array(X, chunks=(rows, -1), name=False)
+    Xd = da.from_array(X, chunks=(rows,) + (-1,) * (X.ndim - 1), name=False)
     if client is None:
         return Xd
     threshold = parse_bytes(dask.config.get(LARGE_GRAPH_SETTING)) + int(X.nbytes)

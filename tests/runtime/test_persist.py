@@ -51,19 +51,3 @@ def test_rows_in_memory_without_a_client_are_views():
     held = rows_in_memory(values, 8, None)
     assert held.chunks == ((8, 8, 4), (3,))
     np.testing.assert_array_equal(held.compute(scheduler="sync"), values)
-
-
-def test_pck_on_a_cluster_sends_in_memory_rows_once(client):
-    """Every pass over a lazy Γ recomputed it from a graph that held the data: a send of the
-    rows (and ``distributed``'s warning) per pass. What a pass still sends is its iterate
-    (F × l, about 150 kB here)."""
-    from dkernel import PCKSpectralClustering, ProbabilisticClusterKernel
-
-    X = np.random.default_rng(0).normal(size=(4000, 20))  # 640 kB
-    pck = ProbabilisticClusterKernel(n_estimators=3, random_state=0)
-    est = PCKSpectralClustering(n_clusters=3, pck=pck, placement="lazy", random_state=0)
-    with dask.config.set({LARGE_GRAPH_SETTING: "400kB"}), warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        est.fit(X)
-    assert est.placement_ == "lazy"
-    assert _graph_warnings(w) == []

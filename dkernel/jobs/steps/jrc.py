@@ -122,7 +122,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         f"JRC: kernel {jrc.kernel_params_}, cluster sizes "
         f"{np.bincount(jrc.labels_, minlength=jrc.n_clusters_).tolist()}"
     )
-    yield Group("ranking", _ranking(jrc, p))
+    yield Group("ranking", _ranking(jrc, p, ctx.client))
     yield Group(
         "embedding",
         embedding_dataset(
@@ -159,10 +159,18 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     yield Metrics(jrc.labels_)
 
 
-def _ranking(jrc: JointRankingClustering, p: dict) -> Any:
+def _ranking(jrc: JointRankingClustering, p: dict, client: Any) -> Any:
     """``/ranking``: scores for the global seed and each cluster's, the overall top-k and the
-    top-k inside every cluster (``JointRankingClustering.cluster_ranking``)."""
+    top-k inside every cluster (``JointRankingClustering.cluster_ranking``). The scores, in
+    memory, are sent to the workers that write them once (in the write's graph they made
+    ``distributed`` warn of its size: 30 MiB at 10⁶ rows)."""
+    from dask.array.core import normalize_chunks
+
+    from dkernel.runtime.persist import rows_in_memory
+
     names, scores, per_cluster = jrc.cluster_ranking(p["top_k"])
+    rows = normalize_chunks("auto", scores.shape, dtype=scores.dtype)[0][0]
+    scores = rows_in_memory(np.asarray(scores), rows, client)
     return ranking_dataset(
         scores,
         names,

@@ -35,7 +35,6 @@ from dkernel.jobs.outputs import (
     model_order_outputs,
 )
 from dkernel.jobs.registry import Cost, JobContext, Method, chunk_rows_param, register_method
-from dkernel.runtime.persist import rows_in_memory
 from dkernel.schema.cache import constants
 from dkernel.schema.estimator import EstimatorSchema
 from dkernel.schema.params import Param
@@ -337,7 +336,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
             inertia=est.inertia_,
         ),
     )
-    yield from _gamma_groups(p, est, X, ctx.client)
+    yield from _gamma_groups(p, est, X)
     yield from model_order_outputs(est)
     yield Timing.since("write", t)
     yield LabelMap(est.labels_, "PCK spectral clustering")
@@ -362,7 +361,7 @@ def _log_fit(p: dict, est: PCKSpectralClustering, n: int) -> None:
     logger.info(f"{p['embedding']} eigenvalues {np.round(est.eigenvalues_, 4).tolist()}")
 
 
-def _gamma_groups(p: dict, est: PCKSpectralClustering, X: Any, client: Any) -> Iterator[Output]:
+def _gamma_groups(p: dict, est: PCKSpectralClustering, X: Any) -> Iterator[Output]:
     """``/features`` (Γ/√Z) and ``/kernel`` (K = Γ Γᵀ, blocked) when asked for, written by
     the workers. Γ is computed again as the estimator computed it for the embedding (dense
     from the data in memory, or lazy in ``chunk_rows_`` chunks); stored, it is never sparse
@@ -374,7 +373,7 @@ def _gamma_groups(p: dict, est: PCKSpectralClustering, X: Any, client: Any) -> I
         Xd = (
             X.rechunk({0: rows, 1: -1})
             if isinstance(X, da.Array)
-            else rows_in_memory(np.asarray(X), rows, client)
+            else da.from_array(np.asarray(X), chunks=(rows, -1))
         )
         G = est.pck_.transform(Xd)
     else:
