@@ -239,10 +239,11 @@ class JobContext:
 
         In-memory data are always persisted on the cluster (sent once, not with every
         task: ``dkernel.runtime.persist.rows_in_memory``). Data a reader keeps in a store (a
-        Dask array) are persisted only with ``persist``: a method that reads every row a few times (the spectral embedding, kernel
-        k-means) leaves them where they are stored and each pass reads its chunks again, so
-        that memory per worker stays flat as the table grows (issue 56); a method that reads
-        them many times over (a network's epochs) persists them.
+        Dask array) are persisted only with ``persist``: a method that reads every row a few
+        times (the spectral embedding, kernel k-means) leaves them where they are stored and
+        each pass reads its chunks again, so that memory per worker stays flat as the table
+        grows (issue 56); a method that reads them many times over (a network's epochs)
+        persists them.
         """
         import dask.array as da
         import numpy as np
