@@ -32,6 +32,7 @@ from dkernel.jobs.prepare import check_cost, estimate_cost, open_data
 from dkernel.jobs.registry import get_method
 from dkernel.jobs.spec import JobSpec, OutputPolicy, load_spec
 from dkernel.jobs.types import Cost, JobContext, Method, Output, StoreView
+from dkernel.runtime.persist import graphs_may_carry
 from dkernel.storage.paths import check_writable
 from dkernel.storage.remote import Location, as_location, check_job_store, is_remote
 
@@ -265,6 +266,11 @@ def compute(plan: Plan) -> None:
     plan.monitoring = plan.exit.enter_context(ExitStack())
     recorder.monitor = plan.monitoring.enter_context(monitor)
     plan.data = data = written_input(result, data, client)
+    if client is not None and not hasattr(data.X, "dask"):
+        # a table read whole travels in the job's graphs by design (its rows persisted once,
+        # or inside a pass's graph, with n-vectors of the same order): distributed's warning
+        # and its advice to load the data with Dask were noise in the job's log
+        plan.exit.enter_context(graphs_may_carry(2 * 8 * data.n_samples * data.n_features))
     plan.ctx = JobContext(
         method=spec.method,
         params=spec.params,

@@ -20,6 +20,18 @@ def persist(X: Any, client: Any) -> Any:
 LARGE_GRAPH_SETTING = "distributed.admin.large-graph-warning-threshold"
 
 
+def graphs_may_carry(nbytes: int) -> Any:
+    """A context in which ``distributed`` sends graphs up to ``nbytes`` beyond its threshold
+    (:data:`LARGE_GRAPH_SETTING`, 10 MB by default) without its "Sending large graph ...
+    Consider loading the data with Dask directly" warning: for graphs that carry in-memory
+    data on purpose (the warning's advice does not apply to data already read whole)."""
+    import dask
+    from dask.utils import parse_bytes
+
+    threshold = parse_bytes(dask.config.get(LARGE_GRAPH_SETTING)) + int(nbytes)
+    return dask.config.set({LARGE_GRAPH_SETTING: threshold})
+
+
 def rows_in_memory(X: Any, rows: int | tuple[int, ...], client: Any) -> Any:
     """In-memory ``X`` (rows along its first axis) as a Dask array of ``rows``-row chunks
     under keys of its own (``rows`` a tuple: those chunks), sent to ``client``'s workers once
@@ -32,15 +44,12 @@ def rows_in_memory(X: Any, rows: int | tuple[int, ...], client: Any) -> Any:
     lost with its worker is made again (a scatter would lose it); ``distributed``'s warning
     is not raised for that one deliberate send, whose size is the data's.
     """
-    import dask
     import dask.array as da
-    from dask.utils import parse_bytes
 
     Xd = da.from_array(X, chunks=(rows,) + (-1,) * (X.ndim - 1), name=False)
     if client is None:
         return Xd
-    threshold = parse_bytes(dask.config.get(LARGE_GRAPH_SETTING)) + int(X.nbytes)
-    with dask.config.set({LARGE_GRAPH_SETTING: threshold}):
+    with graphs_may_carry(X.nbytes):
         return client.persist(Xd)
 
 

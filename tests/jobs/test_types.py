@@ -44,3 +44,26 @@ def test_in_memory_rows_reach_the_workers_without_a_large_graph_warning(
         out = run_job(spec, output=tmp_path / "x.zarr", client=client, progress=False)
     assert open_results(out).attrs["status"] == "complete"
     assert [str(x.message) for x in w if "large graph" in str(x.message)] == []
+
+
+def test_a_table_read_whole_travels_in_the_jobs_graphs_without_a_warning(tmp_path, client):
+    """``kernel-decomposition``'s exact path hands the rows to the estimator as a Dask array
+    whose graph holds them: by design for a table read whole, and no warning of it."""
+    X = np.random.default_rng(0).normal(size=(3000, 60))  # 1.4 MB as float64
+    np.save(tmp_path / "x.npy", X)
+    spec = validate_spec(
+        {
+            "name": "t",
+            "data": {"reader": "npy", "path": str(tmp_path / "x.npy")},
+            "method": "kernel-decomposition",
+            "params": {"n_clusters": 3},
+            "output": "unused.zarr",
+        }
+    )
+    with dask.config.set({LARGE_GRAPH_SETTING: "1MB"}), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = run_job(spec, output=tmp_path / "x.zarr", client=client, progress=False)
+        # the allowance lasts as long as the job
+        assert dask.config.get(LARGE_GRAPH_SETTING) == "1MB"
+    assert open_results(out).attrs["status"] == "complete"
+    assert [str(x.message) for x in w if "large graph" in str(x.message)] == []
