@@ -250,6 +250,7 @@ def store(plan: Plan) -> None:
 
 def compute(plan: Plan) -> None:
     """The method's ``compute`` over the data held where the job runs (its input recorded)."""
+    from dkernel._validation import is_dask_array  # scikit-learn: not at `dkernel validate`
     from dkernel.jobs.cluster import runtime_info, written_input
     from dkernel.runtime.monitor import InProcessMonitor, ResourceMonitor
 
@@ -266,7 +267,7 @@ def compute(plan: Plan) -> None:
     plan.monitoring = plan.exit.enter_context(ExitStack())
     recorder.monitor = plan.monitoring.enter_context(monitor)
     plan.data = data = written_input(result, data, client)
-    if client is not None and not hasattr(data.X, "dask"):
+    if client is not None and not is_dask_array(data.X):
         # a table read whole travels in the job's graphs by design (its rows persisted once,
         # or inside a pass's graph, with n-vectors of the same order): distributed's warning
         # and its advice to load the data with Dask were noise in the job's log

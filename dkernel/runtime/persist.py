@@ -32,10 +32,10 @@ def graphs_may_carry(nbytes: int) -> Any:
     return dask.config.set({LARGE_GRAPH_SETTING: threshold})
 
 
-def rows_in_memory(X: Any, rows: int | tuple[int, ...], client: Any) -> Any:
+def rows_in_memory(X: Any, rows: int | tuple[int, ...] | str, client: Any) -> Any:
     """In-memory ``X`` (rows along its first axis) as a Dask array of ``rows``-row chunks
-    under keys of its own (``rows`` a tuple: those chunks), sent to ``client``'s workers once
-    (``client`` None: chunks that are views of ``X``).
+    under keys of its own (``rows`` a tuple: those chunks; ``'auto'``: Dask's size), sent to
+    ``client``'s workers once (``client`` None: chunks that are views of ``X``).
 
     A Dask array made by ``da.from_array`` carries its data in its graph: computed on a
     ``distributed`` cluster it is sent again with every computation (each pass of an

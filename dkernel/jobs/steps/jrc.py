@@ -164,13 +164,10 @@ def _ranking(jrc: JointRankingClustering, p: dict, client: Any) -> Any:
     top-k inside every cluster (``JointRankingClustering.cluster_ranking``). The scores, in
     memory, are sent to the workers that write them once (in the write's graph they made
     ``distributed`` warn of its size: 30 MiB at 10⁶ rows)."""
-    from dask.array.core import normalize_chunks
-
     from dkernel.runtime.persist import rows_in_memory
 
     names, scores, per_cluster = jrc.cluster_ranking(p["top_k"])
-    rows = normalize_chunks("auto", scores.shape, dtype=scores.dtype)[0][0]
-    scores = rows_in_memory(np.asarray(scores), rows, client)
+    scores = rows_in_memory(np.asarray(scores), "auto", client)
     return ranking_dataset(
         scores,
         names,
