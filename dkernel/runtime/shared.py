@@ -13,8 +13,12 @@ chunk, and it runs where the chunk is.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 from dask.base import tokenize
 
 from dkernel.runtime.progress import active_client
@@ -115,6 +119,63 @@ def share(obj: Any, what: str = "object") -> Shared:
         return Shared(name, obj, on_workers=False)
     client.register_plugin(_plugin_type()(obj), name=name)
     return Shared(name, obj, on_workers=True)
+
+
+def unshare(handle: Shared) -> None:
+    """Remove the object behind ``handle`` from the workers :func:`share` put it on (nothing
+    when it stayed in this process or the client is gone)."""
+    if not handle.on_workers:
+        return
+    client = active_client()
+    if client is not None and handle.name in client.run_on_scheduler(_shared_names):
+        client.unregister_worker_plugin(handle.name)
+
+
+@contextmanager
+def shared_rows(X: np.ndarray, rows: int | tuple[int, ...]) -> Iterator[Any]:
+    """In-memory ``X`` (2-D) as a Dask array of ``rows``-row chunks (a tuple: those chunks,
+    to pair with another array's) whose tasks read ``X`` from
+    every worker (:func:`share`, sent once), for as long as the context lasts; without a
+    ``distributed`` client, chunks that are views of ``X``.
+
+    A ``da.from_array`` carries ``X`` in its graph, which a ``distributed`` cluster is sent
+    again with every computation (each pass of an iterative method, with ``distributed``'s
+    large-graph warning above 10 MB). Persisted as row chunks it is sent once, but then
+    the tasks computed from it are no longer root tasks, which the scheduler starts a few at a
+    time per worker: it starts them all, and a wide result per chunk (a feature map) fills
+    the workers' memory. Here each chunk is a task with no inputs, fused with what is
+    computed from it, so it stays a root task.
+    """
+    import dask.array as da
+
+    client = active_client()
+    if client is None:
+        yield da.from_array(X, chunks=(rows, -1))
+        return
+    chunks = da.core.normalize_chunks((rows, -1), X.shape)
+    bounds = np.cumsum((0, *chunks[0]))
+    handle = share(X, f"rows-{uuid.uuid4().hex}")
+    try:
+        index = da.from_array(np.arange(len(chunks[0])), chunks=1, inline_array=True)
+        yield da.blockwise(
+            with_shared(_row_block),
+            "ij",
+            index,
+            "i",
+            whole=handle,
+            bounds=bounds,
+            new_axes={"j": X.shape[1]},
+            adjust_chunks={"i": chunks[0]},
+            dtype=X.dtype,
+            meta=np.empty((0, 0), dtype=X.dtype),
+        )
+    finally:
+        unshare(handle)
+
+
+def _row_block(index: np.ndarray, whole: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    i = int(index[0])
+    return whole[bounds[i] : bounds[i + 1]]
 
 
 def release_shared(client: Any) -> None:

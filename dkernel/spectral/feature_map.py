@@ -30,6 +30,7 @@ Written for any explicit feature map (PCK posteriors, random Fourier features, N
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ from dkernel._validation import check_options, check_scalar, is_dask_array
 from dkernel.errors import InvalidInputError
 from dkernel.linalg.eigen import clip_negative, dense_eigh, fix_signs
 from dkernel.linalg.threads import map_on_cores, one_blas_thread
+from dkernel.runtime.shared import shared_rows
 
 EXACT_LIMIT = 4000  # largest min(N, F) for which a Dask Φ is gathered for the Gram route
 GRAM_MEMORY_LIMIT = 2 * 2**30  # bytes of the float64 Gram matrix 'auto' accepts
@@ -307,37 +309,10 @@ def _pass(
     """One pass over Φ: ``Z = A Q`` (N × l) and, when ``back``, ``Aᵀ Z`` (F × l), float64."""
     Qc = Q.astype(Phi.dtype if Phi.dtype in (np.float32, np.float64) else np.float64)
     if is_dask_array(Phi):
-        import dask
-        import dask.array as da
-
-        P = Phi.map_blocks(
-            _block_times, Qc, dtype=np.float64, chunks=(Phi.chunks[0], (Q.shape[1],))
-        )
-        if mean is not None:
-            P = P - (mean @ Q)[None, :]
-        if w is not None:
-            P = P * da.from_array(w[:, None], chunks=(Phi.chunks[0], 1))
-        if not back:
-            return np.asarray(P.compute()), None
-        Y = P if w is None else P * da.from_array(w[:, None], chunks=(Phi.chunks[0], 1))
-        f, l = Phi.shape[1], Q.shape[1]
-        Y = Y.rechunk({1: -1})
-        parts = [
-            da.from_delayed(
-                dask.delayed(_block_transpose_times, pure=True)(b, y),
-                shape=(f, l),
-                dtype=np.float64,
-            )
-            for b, y in zip(
-                Phi.to_delayed(optimize_graph=False).ravel(),
-                Y.to_delayed(optimize_graph=False).ravel(),
-                strict=True,
-            )
-        ]
-        back_prod = da.stack(parts).sum(axis=0)
-        col = Y.sum(axis=0)
-        Z, W, c = dask.compute(P, back_prod, col)
-        Z, W = np.asarray(Z), np.asarray(W)
+        Z, back_product, column_sums = _pass_dask(Phi, Q, Qc, mean, w, back)
+        if back_product is None or column_sums is None:
+            return Z, None
+        W, c = back_product, column_sums
     else:
         mQ = None if mean is None else mean @ Q
         parts = map_on_cores(
@@ -355,6 +330,50 @@ def _pass(
     if mean is not None:
         W -= np.outer(mean, c)
     return Z, W
+
+
+def _pass_dask(
+    Phi: Any,
+    Q: np.ndarray,
+    Qc: np.ndarray,
+    mean: np.ndarray | None,
+    w: np.ndarray | None,
+    back: bool,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """:func:`_pass` over a Dask Φ: ``(Z, Aᵀ Z, column sums)``, the last two None unless
+    ``back``."""
+    import dask
+    import dask.array as da
+
+    with contextlib.ExitStack() as held:
+        P = Phi.map_blocks(
+            _block_times, Qc, dtype=np.float64, chunks=(Phi.chunks[0], (Q.shape[1],))
+        )
+        if mean is not None:
+            P = P - (mean @ Q)[None, :]
+        # the row weights on the workers, not inside every pass's graph
+        wd = None if w is None else held.enter_context(shared_rows(w[:, None], Phi.chunks[0]))
+        if wd is not None:
+            P = P * wd
+        if not back:
+            return np.asarray(P.compute()), None, None
+        Y = P if wd is None else P * wd
+        f, l = Phi.shape[1], Q.shape[1]
+        Y = Y.rechunk({1: -1})
+        parts = [
+            da.from_delayed(
+                dask.delayed(_block_transpose_times, pure=True)(b, y),
+                shape=(f, l),
+                dtype=np.float64,
+            )
+            for b, y in zip(
+                Phi.to_delayed(optimize_graph=False).ravel(),
+                Y.to_delayed(optimize_graph=False).ravel(),
+                strict=True,
+            )
+        ]
+        Z, W, c = dask.compute(P, da.stack(parts).sum(axis=0), Y.sum(axis=0))
+    return np.asarray(Z), np.asarray(W), np.asarray(c)
 
 
 def right_basis(

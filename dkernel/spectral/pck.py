@@ -18,6 +18,7 @@ estimators.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from numbers import Integral
@@ -42,6 +43,7 @@ from dkernel._validation import (
 from dkernel.linalg.kmeans import euclidean_kmeans, normalize_rows
 from dkernel.model_order import candidate_range, spectrum_model_order
 from dkernel.rows import take_rows
+from dkernel.runtime.shared import shared_rows
 from dkernel.spectral.clustering import assign_to_centers
 from dkernel.spectral.feature_map import (
     FeatureMapEmbedding,
@@ -350,32 +352,33 @@ class PCKSpectralClustering(
         pck.fit(X)
         timings["fit_ensemble"] = time.perf_counter() - t
 
-        t = time.perf_counter()
-        Gamma = self._features(X, pck)
-        emb = self._choose_n_clusters(X, Gamma, pck, candidates, seed)
-        k = int(self.n_components or self.n_clusters_)
-        if emb is not None and emb.eigenvalues.size >= k:
-            # the normalized embedding has one column per eigenpair: the spectrum's, truncated
-            emb = dataclasses.replace(
-                emb,
-                embedding=emb.embedding[:, :k],
-                eigenvalues=emb.eigenvalues[:k],
-                eigenvectors=emb.eigenvectors[:, :k],
-            )
-        else:
-            emb = self._embed(X, Gamma, pck, k, seed)
-        Z = emb.embedding if self.embedding == "kpca" else normalize_rows(emb.embedding)
-        self.feature_sums_, self.feature_projection_ = self._extension(Gamma, emb)
-        timings["embedding"] = time.perf_counter() - t
+        with contextlib.ExitStack() as held:  # rows shared with the workers for lazy Γ
+            t = time.perf_counter()
+            Gamma = self._features(X, pck, held)
+            emb = self._choose_n_clusters(X, Gamma, pck, candidates, seed)
+            k = int(self.n_components or self.n_clusters_)
+            if emb is not None and emb.eigenvalues.size >= k:
+                # the normalized embedding has one column per eigenpair: the spectrum's, truncated
+                emb = dataclasses.replace(
+                    emb,
+                    embedding=emb.embedding[:, :k],
+                    eigenvalues=emb.eigenvalues[:k],
+                    eigenvectors=emb.eigenvectors[:, :k],
+                )
+            else:
+                emb = self._embed(X, Gamma, pck, k, seed)
+            Z = emb.embedding if self.embedding == "kpca" else normalize_rows(emb.embedding)
+            self.feature_sums_, self.feature_projection_ = self._extension(Gamma, emb)
+            timings["embedding"] = time.perf_counter() - t
 
-        t = time.perf_counter()
-        labels, centers, inertia = euclidean_kmeans(
-            Z, self.n_clusters_, n_init=self.n_init, random_state=derive_seed(seed, "kmeans")
-        )
-        timings["kmeans"] = time.perf_counter() - t
-        self.model_entropy_ = model_entropy(
-            Gamma, pck.ensemble_.offsets, float(np.sqrt(pck.normalizer_))
-        )
+            t = time.perf_counter()
+            labels, centers, inertia = euclidean_kmeans(
+                Z, self.n_clusters_, n_init=self.n_init, random_state=derive_seed(seed, "kmeans")
+            )
+            timings["kmeans"] = time.perf_counter() - t
+            self.model_entropy_ = model_entropy(
+                Gamma, pck.ensemble_.offsets, float(np.sqrt(pck.normalizer_))
+            )
         self.pck_ = pck
         self.embedding_, self.eigenvalues_, self.degrees_ = (
             emb.embedding,
@@ -397,8 +400,8 @@ class PCKSpectralClustering(
         U, lam = emb.eigenvectors, np.asarray(emb.eigenvalues, dtype=np.float64)
         W = U / np.sqrt(emb.degrees)[:, None] if self.embedding == "normalized" else U
         if is_dask_array(Gamma):
-            Wd = da.from_array(W, chunks=(Gamma.chunks[0], W.shape[1]))
-            sums, GtW = da.compute(Gamma.sum(axis=0, dtype=np.float64), Gamma.T @ Wd)
+            with shared_rows(W, Gamma.chunks[0]) as Wd:  # N × k: not inside the graph
+                sums, GtW = da.compute(Gamma.sum(axis=0, dtype=np.float64), Gamma.T @ Wd)
         elif issparse(Gamma):
             sums = Gamma.sum(axis=0, dtype=np.float64)
             GtW = Gamma.T @ W
@@ -462,8 +465,9 @@ class PCKSpectralClustering(
     def _assign(self, Z: np.ndarray) -> np.ndarray:
         return assign_to_centers(Z, self.cluster_centers_, self.embedding, "kmeans")
 
-    def _features(self, X: Any, pck: Any) -> Any:
-        """Γ/√Z of the training rows, held (dense or sparse) or lazy (sets ``placement_``)."""
+    def _features(self, X: Any, pck: Any, held: contextlib.ExitStack) -> Any:
+        """Γ/√Z of the training rows, held (dense or sparse) or lazy (sets ``placement_``; in-memory
+        rows are then on the workers until ``held`` closes)."""
         n = int(X.shape[0])
         itemsize = np.dtype(pck.dtype).itemsize
         F = int(pck.n_features_out_)
@@ -479,11 +483,11 @@ class PCKSpectralClustering(
             if is_dask_array(X):
                 Xd = X.rechunk({0: rows, 1: -1})
             else:
-                # in the graph, not persisted on the workers (runtime.persist.rows_in_memory):
-                # Γ's chunks are then root tasks, which the scheduler releases a few at a time
-                # per worker; computed from persisted rows they all started at once (300 000 x
-                # 4 rows, F = 13 920: 7.7 GB a worker, 1.5 GB this way). Each pass sends the rows.
-                Xd = da.from_array(np.asarray(X), chunks=(rows, -1))
+                # each chunk a root task reading the rows shared once (runtime.shared): from
+                # rows persisted as chunks the scheduler started every Γ chunk at once (300 000
+                # x 4 rows, F = 13 920: 7.7 GB a worker, 1.5 GB as root tasks); from rows
+                # in the graph (da.from_array) every pass sent them again
+                Xd = held.enter_context(shared_rows(np.asarray(X), rows))
             return pck.transform(Xd)
         # from the N × p data here: gathering Γ from the workers would move F / p times more
         # bytes (700x for PCK's defaults on 20 columns) than it takes to compute

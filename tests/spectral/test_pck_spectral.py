@@ -339,3 +339,28 @@ def test_new_rows_with_missing_values_are_predicted(wine):
     assert adjusted_rand_score(y[test], est.predict(Xm[test])) > 0.7
     with pytest.raises(InvalidInputError, match="features"):
         est.predict(Xm[:, :5])
+
+
+def test_lazy_rows_in_memory_go_to_the_workers_once(client, wine):
+    # a lazy Γ is recomputed every pass: from NumPy rows in its graph, each pass sent them to
+    # the cluster again (distributed warned of every graph above its threshold)
+    import warnings
+
+    import dask
+
+    from dkernel.runtime.persist import LARGE_GRAPH_SETTING
+    from dkernel.runtime.shared import SHARED_PREFIX
+
+    X, _ = wine
+    X = np.tile(X, (8, 1))  # 1 424 rows, 148 kB
+    with dask.config.set({LARGE_GRAPH_SETTING: "100kB"}), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        lazy = PCKSpectralClustering(3, pck=small_pck(), placement="lazy", random_state=SEED)
+        lazy.fit(X)
+    assert not [m for m in w if "large graph" in str(m.message)]
+    on_dask = PCKSpectralClustering(3, pck=small_pck(), placement="lazy", random_state=SEED)
+    on_dask.fit(da.from_array(X, chunks=(lazy.chunk_rows_, -1)))
+    np.testing.assert_array_equal(lazy.labels_, on_dask.labels_)
+    np.testing.assert_array_equal(lazy.embedding_, on_dask.embedding_)
+    plugins = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.worker_plugins))
+    assert not [p for p in plugins if p.startswith(SHARED_PREFIX + "rows-")]  # released
