@@ -92,13 +92,13 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         spectral start clusters (at most 10 000; the timescale-gap rule of
         :mod:`dkernel.model_order` on the exact path's graph, candidates 2 .. round(√n)
         clipped to [10, 50]), whatever ``init``; the evidence is ``model_order_``. It needs
-        50 samples. On the MNIST subset it chooses 3 (ACC 0.30 / NMI 0.39, seed 0; the true
-        10 gives 0.80 / 0.85): the rule is weak on digits (issue 52).
+        50 samples. On the MNIST subset it chooses 3 (ACC 0.30 / NMI 0.54, seed 0; the true
+        10 gives 0.84 / 0.83): the rule is weak on digits (issue 52).
     max_iter : int
         Training epochs (passes over the data) of each restart. The paper trains for 70 000
         iterations of 100 samples. The default, 50 epochs (2 500 iterations on 5 000 samples,
-        about 85 s of one CPU core for the CNN on 28 x 28 images with the spectral start),
-        gave ACC 0.80–0.81 / NMI 0.84–0.85 on the MNIST subset over seeds 0–4 (from random
+        about 115 s of one CPU core for the CNN on 28 x 28 images with the spectral start),
+        gave ACC 0.84–0.88 / NMI 0.83–0.87 on the MNIST subset over seeds 0–4 (from random
         weights 0.53 / 0.57; ``benchmarks/results/ddc.md``).
     batch_size : int
         Mini-batch size (Section 4.6: 100). The last, short remainder of an epoch joins the
@@ -120,12 +120,13 @@ class DeepDivergenceClustering(ParameterConstraintsMixin, ClusterMixin, BaseEsti
         How each restart's network starts. 'random': He-initialized weights, as in the paper
         (Section 4.6). 'spectral' (default): then trained to reproduce
         :class:`~dkernel.SpectralClustering`'s partition of (a sample of at most 10 000 of)
-        the rows, re-clustered spectrally in its hidden layer and trained again, three
-        partitions of three epochs each (``dkernel.deep._ddc_init``), before the DDC loss
-        takes over; 'random' below 50 rows. From random weights the network settles within
-        a few epochs on a partition that differs with the seed: ACC 0.53 to 0.74 on the
-        MNIST subset after ten epochs over nine seeds, where the spectral start reaches
-        0.80–0.81 (NMI 0.84–0.85) after 50 on seeds 0–4 (``benchmarks/results/ddc.md``).
+        the rows in 1.5 × ``n_clusters`` dimensions, re-clustered spectrally in its hidden
+        layer and trained again, three partitions of three epochs each
+        (``dkernel.deep._ddc_init``), before the DDC loss takes over; 'random' below 50 rows.
+        From random weights the network settles within a few epochs on a partition that
+        differs with the seed: ACC 0.53 to 0.74 on the MNIST subset after ten epochs over nine
+        seeds, where the spectral start reaches 0.84–0.88 (NMI 0.83–0.87) after 50 on seeds
+        0–4 (``benchmarks/results/ddc.md``).
     checkpoint : str, path, checkpoint target or None
         File to save the training state to after every epoch (weights, Adam's state, the
         restarts done). When it holds one, ``fit`` resumes from it; a checkpoint written for

@@ -187,7 +187,11 @@ def test_the_spectral_start_trains_on_spectral_partitions_of_the_input_then_hidd
     net = build_network(Architecture((3,), 3), torch.Generator().manual_seed(0))
     partitions = _ddc_init.spectral_init(net, X, (3,), 3, 60, seed=5)
     assert len(partitions) == _ddc_init.INIT_ROUNDS
-    first = SpectralClustering(n_clusters=3, random_state=_derive_seed(5, "ddc-init-spectral", 0))
+    first = SpectralClustering(
+        n_clusters=3,
+        n_components=_ddc_init.init_components(3),
+        random_state=_derive_seed(5, "ddc-init-spectral", 0),
+    )
     np.testing.assert_array_equal(partitions[0], first.fit(X.astype(np.float64)).labels_)
     for labels in partitions:
         assert clustering_accuracy(y, labels) == 1.0
