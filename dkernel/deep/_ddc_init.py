@@ -82,10 +82,13 @@ def spectral_init(
     return partitions
 
 
-def _exact_path_embedding(features: np.ndarray, n_components: int, seed: int) -> tuple:
+def _exact_path_embedding(
+    features: np.ndarray, n_components: int, seed: int, max_pieces: int | None = None
+) -> tuple:
     """``fit_sparse_embedding`` as :class:`~dkernel.SpectralClustering`'s exact path runs it at
     its defaults: the nearly mutual self-tuning k-NN graph (its size clamped to the distinct
-    rows), NJW coordinates."""
+    rows, its pieces joined down to ``max_pieces``, by default ``n_components``), NJW
+    coordinates."""
     n_neighbors = DEFAULT_LOCAL_SCALING_NEIGHBORS
     distinct = np.unique(features, axis=0).shape[0]
     graph = min(max(GRAPH_NEIGHBORS, n_neighbors), distinct - 1)
@@ -97,7 +100,7 @@ def _exact_path_embedding(features: np.ndarray, n_components: int, seed: int) ->
         seed=seed,
         coordinates="njw",
         one_sided_weight=ONE_SIDED_WEIGHT,
-        max_pieces=n_components,
+        max_pieces=n_components if max_pieces is None else max_pieces,
     )
 
 
@@ -113,7 +116,8 @@ def spectral_partition(features: np.ndarray, n_clusters: int, seed: int) -> np.n
     dimensions, as ``SpectralClustering(n_clusters, n_components=init_components(n_clusters),
     random_state=seed).fit(features).labels_`` gives it on up to 5 000 rows; the estimator
     itself is another family's (``tests/test_layers.py``)."""
-    Z, _ = _exact_path_embedding(features, init_components(n_clusters), seed)
+    # the graph's pieces joined down to n_clusters, as SpectralClustering joins them
+    Z, _ = _exact_path_embedding(features, init_components(n_clusters), seed, n_clusters)
     labels, _, _ = euclidean_kmeans(
         normalize_rows(np.asarray(Z)), n_clusters, random_state=derive_seed(seed, "kmeans")
     )

@@ -42,7 +42,9 @@ def rows_in_memory(X: Any, rows: int | tuple[int, ...] | str, client: Any) -> An
     iterative method), and ``distributed`` warns of the graph's size each time. Persisted,
     it is sent once, through the scheduler, which keeps each chunk's data so that a chunk
     lost with its worker is made again (a scatter would lose it); ``distributed``'s warning
-    is not raised for that one deliberate send, whose size is the data's.
+    is not raised for that one deliberate send, whose size is the data's. Tasks computed
+    from persisted chunks are not root tasks, which the scheduler would start a few at a
+    time: for a wide result per chunk use ``dkernel.runtime.shared.shared_rows``.
     """
     import dask.array as da
 

@@ -134,9 +134,9 @@ def unshare(handle: Shared) -> None:
 @contextmanager
 def shared_rows(X: np.ndarray, rows: int | tuple[int, ...]) -> Iterator[Any]:
     """In-memory ``X`` (2-D) as a Dask array of ``rows``-row chunks (a tuple: those chunks,
-    to pair with another array's) whose tasks read ``X`` from
-    every worker (:func:`share`, sent once), for as long as the context lasts; without a
-    ``distributed`` client, chunks that are views of ``X``.
+    to pair with another array's) whose tasks read ``X`` from every worker (:func:`share`,
+    sent once), for as long as the context lasts; without a ``distributed`` client, chunks
+    that are views of ``X``.
 
     A ``da.from_array`` carries ``X`` in its graph, which a ``distributed`` cluster is sent
     again with every computation (each pass of an iterative method, with ``distributed``'s
@@ -144,7 +144,9 @@ def shared_rows(X: np.ndarray, rows: int | tuple[int, ...]) -> Iterator[Any]:
     the tasks computed from it are no longer root tasks, which the scheduler starts a few at a
     time per worker: it starts them all, and a wide result per chunk (a feature map) fills
     the workers' memory. Here each chunk is a task with no inputs, fused with what is
-    computed from it, so it stays a root task.
+    computed from it, so it stays a root task. The price: a copy of ``X`` on every worker,
+    and a chunk read where any worker is free (``dkernel.runtime.persist.rows_in_memory``
+    keeps each chunk on one worker, for passes that should run where their chunk is).
     """
     import dask.array as da
 

@@ -201,6 +201,20 @@ def test_the_spectral_start_trains_on_spectral_partitions_of_the_input_then_hidd
     assert clustering_accuracy(y, _fast(max_iter=1).fit(X).labels_) == 1.0
 
 
+def test_the_spectral_partition_joins_the_graph_as_spectral_clustering_does() -> None:
+    # five separate blobs, four clusters: the graph's pieces are joined down to n_clusters,
+    # not to the wider embedding's dimension
+    from dkernel import SpectralClustering
+    from dkernel.deep import _ddc_init
+
+    rng = np.random.default_rng(3)
+    centres = np.array([[0.0, 0.0], [12.0, 0.0], [0.0, 12.0], [12.0, 12.0], [30.0, 30.0]])
+    X = np.vstack([rng.normal(c, 0.5, size=(40, 2)) for c in centres])
+    labels = _ddc_init.spectral_partition(X, 4, seed=2)
+    sc = SpectralClustering(n_clusters=4, n_components=_ddc_init.init_components(4), random_state=2)
+    np.testing.assert_array_equal(labels, sc.fit(X).labels_)
+
+
 def test_the_spectral_start_samples_large_data_and_skips_tiny_data(monkeypatch) -> None:
     from dkernel.deep import _ddc_init
 
