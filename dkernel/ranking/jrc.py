@@ -37,6 +37,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from dkernel._random import derive_seed, seed_from_random_state
 from dkernel._validation import (
     ParameterConstraintsMixin,
+    ParameterError,
     check_is_fitted,
     is_dask_array,
     resolve_n_components,
@@ -52,7 +53,7 @@ from dkernel.linalg import euclidean_kmeans
 from dkernel.linalg.copies import repeated_rows
 from dkernel.linalg.eigen import fix_signs
 from dkernel.model_order import candidate_range, spectrum_model_order
-from dkernel.ranking.kernelmap import ADAPTIVE, resolve_kernel
+from dkernel.ranking.kernelmap import ADAPTIVE, KERNEL_NAMES, resolve_kernel
 from dkernel.ranking.kppr import (
     DENSE_LIMIT_BYTES,
     KERNEL_CONSTRAINT,
@@ -171,6 +172,18 @@ class JointRankingClustering(
 
     Parameters
     ----------
+    n_clusters : int or 'auto', default=3
+        Number of k-means clusters. 'auto': the number of eigenvalues of the transition matrix
+        ``P = D^{-1} K`` (those of ``D^{-1/2} K D^{-1/2}``) close to 1 with a gap to the next
+        ([Lokse2014], ch. 10: one slowly mixing set of the walk per cluster), scored by
+        :mod:`dkernel.model_order`'s timescale-gap rule — the largest ratio
+        ``(1 − λ_{k+1}) / (1 − λ_k)`` — over k = 2 .. ``max_clusters``, from the
+        ``max_clusters + 1`` leading eigenvalues. The evidence: ``n_clusters_``,
+        ``n_clusters_candidates_``, ``n_clusters_scores_``, ``model_order_``.
+    max_clusters : int, optional
+        Largest k compared by ``n_clusters='auto'``. None (default): derived from the data,
+        ``round(√N)`` clipped to [10, 50] and at most N − 1
+        (:func:`dkernel.model_order.candidate_range`).
     kernel : {'knn_mean', 'knn', 'local_scaling', 'landmark', 'rbf', 'precomputed', 'pck'}, \
 callable or transformer, default='knn_mean'
         Affinity kernel (knn_mean, knn and local_scaling adapt to each point's neighbours).
@@ -210,18 +223,6 @@ callable or transformer, default='knn_mean'
     n_components : int, optional
         Embedding dimensions used for clustering and ranking; ``n_clusters`` when None ([Lokse2014]
         used 3: with 10 or 31 clusters that loses clusters, mean ARI 0.719).
-    n_clusters : int or 'auto', default=3
-        Number of k-means clusters. 'auto': the number of eigenvalues of the transition matrix
-        ``P = D^{-1} K`` (those of ``D^{-1/2} K D^{-1/2}``) close to 1 with a gap to the next
-        ([Lokse2014], ch. 10: one slowly mixing set of the walk per cluster), scored by
-        :mod:`dkernel.model_order`'s timescale-gap rule — the largest ratio
-        ``(1 − λ_{k+1}) / (1 − λ_k)`` — over k = 2 .. ``max_clusters``, from the
-        ``max_clusters + 1`` leading eigenvalues. The evidence: ``n_clusters_``,
-        ``n_clusters_candidates_``, ``n_clusters_scores_``, ``model_order_``.
-    max_clusters : int, optional
-        Largest k compared by ``n_clusters='auto'``. None (default): derived from the data,
-        ``round(√N)`` clipped to [10, 50] and at most N − 1
-        (:func:`dkernel.model_order.candidate_range`).
     n_init : int, default=10
         k-means restarts (best by inertia; [Lokse2014] used 100, which costs seconds, not
         quality, here).
@@ -320,21 +321,23 @@ callable or transformer, default='knn_mean'
 
     def __init__(
         self,
-        kernel: Any = "knn_mean",
+        n_clusters: int | str = 3,
         *,
+        max_clusters: int | None = None,
+        kernel: Any = "knn_mean",
         n_neighbors: int = DEFAULT_KNN_NEIGHBORS,
         scale_neighbors: int = DEFAULT_KNN_NEIGHBORS,
         kernel_params: dict | None = None,
         alpha: float = 0.15,
         embedding: str = "normalized",
         n_components: int | None = None,
-        n_clusters: int | str = 3,
-        max_clusters: int | None = None,
         n_init: int = 10,
         sigma: float | None = None,
         sigma_fraction: float = THESIS_SIGMA_FRACTION,
         random_state: int | None = None,
     ) -> None:
+        self.n_clusters = n_clusters
+        self.max_clusters = max_clusters
         self.kernel = kernel
         self.n_neighbors = n_neighbors
         self.scale_neighbors = scale_neighbors
@@ -342,8 +345,6 @@ callable or transformer, default='knn_mean'
         self.alpha = alpha
         self.embedding = embedding
         self.n_components = n_components
-        self.n_clusters = n_clusters
-        self.max_clusters = max_clusters
         self.n_init = n_init
         self.sigma = sigma
         self.sigma_fraction = sigma_fraction
@@ -372,6 +373,18 @@ callable or transformer, default='knn_mean'
 
     def __sklearn_tags__(self) -> Any:
         return ranking_tags(self, super().__sklearn_tags__())
+
+    def _validate_params(self) -> None:
+        # n_clusters became the first positional argument (as on every other clusterer);
+        # a kernel in its place is code written for the former order
+        value = self.n_clusters
+        if value in KERNEL_NAMES or callable(value) or hasattr(value, "fit"):
+            raise ParameterError(
+                f"JointRankingClustering's first argument is n_clusters (an int or 'auto'); got "
+                f"{value!r}. Pass the kernel by name: "
+                f"JointRankingClustering(n_clusters, kernel={value!r})."
+            )
+        super()._validate_params()
 
     def _check_sizes(self, n: int) -> np.ndarray | None:
         """The candidates of 'auto' (None for an integer ``n_clusters``), after checking the

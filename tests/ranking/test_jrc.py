@@ -75,6 +75,15 @@ def test_jrc_precomputed_and_validation(iris):
         JointRankingClustering(alpha=1.5).fit(X)
 
 
+def test_n_clusters_is_the_first_argument_as_on_every_clusterer(iris):
+    X, _ = iris
+    jrc = JointRankingClustering(2, n_init=3, random_state=0).fit(X)
+    assert jrc.n_clusters_ == 2 and np.unique(jrc.labels_).size == 2
+    # a kernel where it used to go names the fix
+    with pytest.raises(InvalidInputError, match=r"kernel='rbf'"):
+        JointRankingClustering("rbf").fit(X)
+
+
 def _blobs(n=300, k=4, seed=0):
     from sklearn.datasets import make_blobs
 
@@ -109,7 +118,7 @@ def test_auto_spectrum_is_that_of_the_normalized_kernel(embedding):
     X, _ = _blobs(n=100, k=3, seed=1)
     K = rbf_block(X, X, 2.0)
     auto = JointRankingClustering(
-        "precomputed", n_clusters="auto", max_clusters=6, embedding=embedding, random_state=0
+        "auto", kernel="precomputed", max_clusters=6, embedding=embedding, random_state=0
     ).fit(K)
     d = K.sum(axis=1)
     P_sym = K / np.sqrt(np.outer(d, d))
@@ -123,7 +132,7 @@ def test_auto_spectrum_is_that_of_the_normalized_kernel(embedding):
     )
     assert auto.n_clusters_ == 3
     fixed = JointRankingClustering(
-        "precomputed", n_clusters=3, embedding=embedding, random_state=0
+        3, kernel="precomputed", embedding=embedding, random_state=0
     ).fit(K)
     assert fixed.model_order_ is None and fixed.n_clusters_candidates_ is None
     assert fixed.n_clusters_scores_ is None and fixed.n_clusters_ == 3
