@@ -13,6 +13,7 @@ chunk, and it runs where the chunk is.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,11 +110,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def share(obj: Any, what: str = "object") -> Shared:
+def share(obj: Any, what: str = "object", *, unique: bool = False) -> Shared:
     """``obj`` on every worker of the active ``distributed`` client, or in this process when
     there is none (Dask's local schedulers share memory). Costs one copy per worker, sent
-    once; release with :func:`release_shared`."""
-    name = f"{SHARED_PREFIX}{what}-{tokenize(obj)}"
+    once; release with :func:`release_shared`.
+
+    The handle's name is ``what`` and a hash of ``obj`` (the same object shared twice is one
+    plugin); ``unique=True`` names it ``what`` and a random suffix instead, for an object
+    shared once whose hash would cost a pass over it (about 1 s per GB of rows).
+    """
+    suffix = uuid.uuid4().hex if unique else tokenize(obj)
+    name = f"{SHARED_PREFIX}{what}-{suffix}"
     client = active_client()
     if client is None:
         return Shared(name, obj, on_workers=False)
@@ -156,7 +163,7 @@ def shared_rows(X: np.ndarray, rows: int | tuple[int, ...]) -> Iterator[Any]:
         return
     chunks = da.core.normalize_chunks((rows, -1), X.shape)
     bounds = np.cumsum((0, *chunks[0]))
-    handle = share(X, f"rows-{uuid.uuid4().hex}")
+    handle = share(X, "rows", unique=True)
     try:
         index = da.from_array(np.arange(len(chunks[0])), chunks=1, inline_array=True)
         yield da.blockwise(
@@ -171,8 +178,13 @@ def shared_rows(X: np.ndarray, rows: int | tuple[int, ...]) -> Iterator[Any]:
             dtype=X.dtype,
             meta=np.empty((0, 0), dtype=X.dtype),
         )
-    finally:
-        unshare(handle)
+    except BaseException:
+        # the fit's own error is the one to see, not a failed clean-up after it (a client
+        # that died mid-fit); a job's cluster releases what is left when it closes
+        with contextlib.suppress(Exception):
+            unshare(handle)
+        raise
+    unshare(handle)
 
 
 def _row_block(index: np.ndarray, whole: np.ndarray, bounds: np.ndarray) -> np.ndarray:

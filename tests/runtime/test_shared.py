@@ -77,3 +77,23 @@ def test_shared_rows_without_a_client_are_views():
     with dask.config.set(scheduler="threads"), shared_rows(values, 8) as rows:
         assert rows.chunks == ((8, 8, 4), (3,))
         np.testing.assert_array_equal(rows.compute(), values)
+
+
+def test_an_error_in_the_body_is_the_one_raised_and_the_rows_are_released(client):
+    values = np.ones((100, 2))
+    try:
+        with shared_rows(values, 50) as rows:
+            assert len(_rows_on_workers(client)) == 1
+            raise KeyError(rows.shape)
+    except KeyError as error:
+        assert error.args == ((100, 2),)
+    assert _rows_on_workers(client) == []
+
+
+def test_unique_names_skip_hashing_the_object():
+    obj = np.arange(10.0)
+    with dask.config.set(scheduler="threads"):
+        same = share(obj, "numbers").name, share(obj, "numbers").name
+        unique = share(obj, "numbers", unique=True).name, share(obj, "numbers", unique=True).name
+    assert same[0] == same[1]
+    assert unique[0] != unique[1] and all(n.startswith(SHARED_PREFIX + "numbers-") for n in unique)
