@@ -7,6 +7,8 @@ float > 0. Got -1 instead.``
 from __future__ import annotations
 
 import numbers
+import threading
+import warnings
 from typing import Any
 
 import numpy as np
@@ -14,7 +16,7 @@ from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import validate_data
 
-from dkernel.errors import InvalidInputError, NotFittedError
+from dkernel.errors import InvalidInputError, NotFittedError, warn_caller
 
 
 class EstimatorNotFittedError(NotFittedError, SklearnNotFittedError):
@@ -93,12 +95,12 @@ def validate_input(
             X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype, nan_fix=nan_fix
         )
         try:
-            validate_data(estimator, X, reset=reset, skip_check_array=True)
+            _validate_data(estimator, X, reset=reset, skip_check_array=True)
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from exc
         return X
     try:
-        X = validate_data(
+        X = _validate_data(
             estimator,
             X,
             reset=reset,
@@ -114,6 +116,25 @@ def validate_input(
     return check_2d_array(
         X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype, nan_fix=nan_fix
     )
+
+
+def _validate_data(estimator: Any, X: Any, **kwargs: Any) -> Any:
+    """scikit-learn's ``validate_data``, with its warnings ("X does not have valid feature
+    names, but ... was fitted with feature names") raised at the user's line
+    (:func:`~dkernel.errors.warn_caller`), not at ``sklearn/utils/validation.py``.
+
+    Only in the main thread: ``warnings.catch_warnings`` swaps process-wide state, and a Dask
+    task validating its block in a worker thread would catch (and move) the warnings of every
+    other thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return validate_data(estimator, X, **kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        validated = validate_data(estimator, X, **kwargs)
+    for w in caught:
+        warn_caller(str(w.message), w.category)
+    return validated
 
 
 def check_scalar(

@@ -46,3 +46,16 @@ def test_estimator_warnings_name_the_callers_line(fit, category):
     X, _ = make_blobs(200, centers=3, random_state=0)
     w = _caught(lambda: fit(X), category)
     assert w.filename == __file__, (w.filename, w.lineno, str(w.message))
+
+
+def test_scikit_learns_feature_name_warning_names_the_callers_line():
+    import pandas as pd
+
+    from dkernel import SpectralClustering
+
+    X, _ = make_blobs(120, centers=3, random_state=0)
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    est = SpectralClustering(3, random_state=0).fit(frame)
+    w = _caught(lambda: est.predict(X), UserWarning)
+    assert "feature names" in str(w.message)
+    assert w.filename == __file__, (w.filename, w.lineno, str(w.message))
