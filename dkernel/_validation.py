@@ -88,9 +88,8 @@ def validate_input(
     :func:`check_2d_array`).
     """
     owner = type(estimator).__name__
+    refuse_complex(X, owner)
     if is_dask_array(X):
-        if np.issubdtype(X.dtype, np.complexfloating):
-            raise InvalidInputError(f"{owner} does not accept complex data.")
         X = check_2d_array(
             X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype, nan_fix=nan_fix
         )
@@ -116,6 +115,19 @@ def validate_input(
     return check_2d_array(
         X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype, nan_fix=nan_fix
     )
+
+
+def refuse_complex(X: Any, owner: str, name: str = "X") -> None:
+    """Refuse complex input by name and dtype, with the fix (scikit-learn's message, whose
+    first words these are, prints the whole array); checked from the dtype alone, so a Dask array
+    stays lazy and a list is left to scikit-learn's check."""
+    dtype = getattr(X, "dtype", None)
+    if dtype is not None and np.issubdtype(dtype, np.complexfloating):
+        raise InvalidInputError(
+            f"Complex data not supported: {owner} got {name} of dtype {dtype}. Pass real "
+            f"values: the real part ({name}.real) or the magnitude (np.abs({name})), "
+            "whichever you mean."
+        )
 
 
 def _validate_data(estimator: Any, X: Any, **kwargs: Any) -> Any:

@@ -1,5 +1,7 @@
 """Shared validation helpers."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -53,3 +55,19 @@ def test_a_dask_array_split_along_its_features_is_joined_into_whole_rows():
     np.testing.assert_array_equal(joined.compute(), X)
     labels = SpectralClustering(2, random_state=0).fit(split).labels_
     np.testing.assert_array_equal(labels, SpectralClustering(2, random_state=0).fit(X).labels_)
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_complex_input_is_refused_by_dtype_with_the_fix_not_printed(lazy):
+    import dask.array as da
+
+    from dkernel import EchoStateNetwork, SpectralClustering
+
+    X = np.ones((400, 2)) + 1j
+    X = da.from_array(X, chunks=100) if lazy else X
+    for est, args in ((SpectralClustering(2), ()), (EchoStateNetwork(), (np.ones((400, 1)),))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no ComplexWarning on the way to the error
+            with pytest.raises(InvalidInputError, match=r"complex128\. Pass real values") as info:
+                est.fit(X, *args)
+        assert "[" not in str(info.value)  # the array is not printed

@@ -21,7 +21,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
 from dkernel._random import derive_rng, seed_from_random_state
-from dkernel._validation import ParameterConstraintsMixin, as_numpy, check_is_fitted
+from dkernel._validation import (
+    ParameterConstraintsMixin,
+    as_numpy,
+    check_is_fitted,
+    refuse_complex,
+)
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.nystrom import landmark_kernel_params
 from dkernel.kernels.registry import kernel_input_tags, make_kernel
@@ -275,6 +280,7 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
         if ndim != 2:
             raise InvalidInputError(f"{owner} got X with {ndim} dimension(s). {_LAYOUT}")
         for name, A in (("X", X), ("y", y)):
+            refuse_complex(A, owner, name)
             try:
                 values = None if A is None else np.asarray(A, dtype=np.float64)
             except (TypeError, ValueError):  # not numbers: validate_data names the problem
