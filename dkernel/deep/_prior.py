@@ -22,7 +22,7 @@ from dkernel._budget import memory_limit
 from dkernel._feature_maps import make_feature_map
 from dkernel._random import derive_rng, derive_seed
 from dkernel.deep._training import read_rows, row_blocks
-from dkernel.errors import VarianceFloorWarning
+from dkernel.errors import NumericalWarning, VarianceFloorWarning
 from dkernel.kernels.registry import KERNELS, Kernel, make_kernel
 from dkernel.rows import take_rows
 
@@ -111,8 +111,22 @@ def choose_pck_floor(
     with warnings.catch_warnings():
         # a floor chosen on held-out rows is large against some columns on purpose
         warnings.simplefilter("ignore", VarianceFloorWarning)
-        best = make_feature_map("pck", **{**params, "reg_covar": chosen}).fit(sample)
+        best = _fit_pck_prior({**params, "reg_covar": chosen}, sample)
     return best, scores
+
+
+def _fit_pck_prior(params: dict, sample: np.ndarray) -> Any:
+    """The PCK prior fitted on ``sample``, without the PCK's note that it dropped the
+    sample's constant columns: the autoencoder's user did not choose the PCK's columns, and a
+    pixel blank in every sampled image (the digits' borders) has nothing for the prior to
+    model. Its other warnings are raised."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore",
+            message=r".* drops \d+ all-NaN and \d+ zero-variance columns",
+            category=NumericalWarning,
+        )
+        return make_feature_map("pck", **params).fit(sample)
 
 
 def fit_prior(
@@ -141,7 +155,7 @@ def fit_prior(
         params.setdefault("max_samples", PCK_PRIOR_MAX_SAMPLES)
         scores = None
         if not chooses_floor(prior, params) or held_out is None or held_out.shape[0] < 2:
-            model = make_feature_map("pck", **params).fit(sample)
+            model = _fit_pck_prior(params, sample)
         else:
             model, scores = choose_pck_floor(params, sample, held_out)
         return make_kernel("pck", model=model), scores

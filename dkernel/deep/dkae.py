@@ -158,7 +158,8 @@ class DeepKernelizedAutoencoder(
         log-likelihood of up to 1 000 other training rows, among the PCK's own and fractions
         of the sample's mean column variance: 200 rows in 784 dimensions overfit at the PCK's
         own floor (``benchmarks/results/dkae.md``). A ``reg_covar`` in ``prior_params`` is
-        taken as given. Any other kernel of the registry
+        taken as given. Columns constant on the sample (the digits' blank borders) are left
+        out of the PCK without the PCK's warning. Any other kernel of the registry
         (:func:`dkernel.kernels.registry.make_kernel`: 'rbf', 'cosine', 'local_scaling', 'knn',
         ...), fitted on the same rows (widths, radii), a function ``f(X, Y)`` returning the
         kernel block, or a transformer γ (``k(x, y) = γ(x)·γ(y)``).

@@ -292,6 +292,22 @@ def test_fit_with_the_default_pck_prior():
     assert not np.allclose(again(sample), half(sample))
 
 
+@pytest.mark.parametrize("held_out", [True, False])
+def test_the_pck_prior_drops_constant_columns_without_a_warning(held_out):
+    """A pixel blank in every image (the digits' borders) is the PCK's to drop, not the
+    autoencoder's user's to hear about; the fit equals the one on the varying columns."""
+    X = _data(90)
+    blank = np.column_stack([np.zeros(len(X), np.float32), X])
+    params = {"n_estimators": 3, "max_components": 4}
+    kw = {} if held_out else {"prior_samples": 90}  # all rows sampled: no floor to choose
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)
+        m = _model(prior="pck", prior_params=params, **kw).fit(blank)
+    pck = m.prior_kernel_.feature_map
+    assert not pck.feature_mask_[0] and pck.feature_mask_[1:].all()
+    assert (m.prior_floor_scores_ is not None) == held_out
+
+
 def test_the_pck_prior_floor_is_chosen_on_held_out_rows():
     X = _data(200, p=20)
     params = {"n_estimators": FLOOR_SCORING_ESTIMATORS + 2, "max_components": 6}
