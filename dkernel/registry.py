@@ -35,6 +35,10 @@ class Registry(Mapping[str, T], Generic[T]):
         or listing.
     suffix : str
         Text appended to the list of valid names (``", or a callable f(X, Y)"``).
+    suggest : callable, optional
+        ``suggest(name) -> str | None``: an entry that an unknown name means by another
+        spelling (a job method named by its estimator's class); offered before the close
+        match of the names.
 
     Examples
     --------
@@ -54,11 +58,13 @@ class Registry(Mapping[str, T], Generic[T]):
         error: Callable[[str], Exception],
         discover: str | None = None,
         suffix: str = "",
+        suggest: Callable[[str], str | None] | None = None,
     ) -> None:
         self.kind = kind
         self._error = error
         self._discover = discover
         self._suffix = suffix
+        self._suggest = suggest
         self._entries: dict[str, T] = {}
         self._discovered = discover is None
 
@@ -100,8 +106,10 @@ class Registry(Mapping[str, T], Generic[T]):
         from dkernel.schema.params import did_you_mean, show_value
 
         names = self.names()
+        meant = self._suggest(name) if self._suggest and isinstance(name, str) else None
+        hint = f" Did you mean {meant!r}?" if meant else did_you_mean(name, names)
         return (
-            f"unknown {self.kind} {show_value(name)}.{did_you_mean(name, names)} "
+            f"unknown {self.kind} {show_value(name)}.{hint} "
             f"Valid {self.kind}s: {', '.join(names)}{self._suffix}."
         )
 

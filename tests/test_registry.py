@@ -74,3 +74,13 @@ def test_kernel_registry_keeps_its_message():
         InvalidInputError, match=r"Did you mean 'rbf'\? .*, or a callable f\(X, Y\)"
     ):
         make_kernel("rbff")
+
+
+def test_a_suggestion_by_another_spelling_comes_before_the_close_match():
+    colours = Registry("colour", error=KeyError, suggest={"rouge": "red"}.get)
+    colours.register("red", 1)
+    colours.register("rose", 2)
+    with pytest.raises(KeyError, match="Did you mean 'red'"):
+        colours.lookup("rouge")
+    with pytest.raises(KeyError, match="Did you mean 'rose'"):  # no other spelling: difflib
+        colours.lookup("rosy")

@@ -26,9 +26,46 @@ from dkernel.jobs.types import (  # noqa: F401  (re-exported: the step modules' 
 from dkernel.registry import Registry
 from dkernel.runtime.persist import persist, with_own_keys  # noqa: F401  (re-exported)
 
+
 #: The job methods; every module of ``dkernel.jobs.steps`` registers its own on import.
+def _letters(name: str) -> str:
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
+def method_of_estimator(name: str) -> str | None:
+    """The one job method that ``name`` spells otherwise: its estimator's class
+    (``JointRankingClustering``, ``joint-ranking-clustering``, ``kernel_pca``: in any case and
+    separators, or the start of it), a longer form of its own name
+    (``PCKSpectralClustering``) or the start of it (``pck``); for the message of an unknown
+    method. None when no method,
+    or more than one, matches."""
+    wanted = _letters(name)
+    if len(wanted) < 3:
+        return None
+    found = set()
+    for method_name in METHODS.names():
+        own = _letters(method_name)
+        spellings = [
+            _letters(
+                s.source.rsplit(":", 1)[-1] if isinstance(s.source, str) else s.source.__name__
+            )
+            for s in METHODS[method_name].estimators
+            if not s.prefix  # a second estimator the step configures (the PCK of kppr)
+        ]
+        if (
+            wanted.startswith(own)
+            or own.startswith(wanted)
+            or any(cls.startswith(wanted) for cls in spellings)
+        ):
+            found.add(method_name)
+    return found.pop() if len(found) == 1 else None
+
+
 METHODS: Registry[Method] = Registry(
-    "method", error=lambda message: SpecError(message, "method"), discover="dkernel.jobs.steps"
+    "method",
+    error=lambda message: SpecError(message, "method"),
+    discover="dkernel.jobs.steps",
+    suggest=method_of_estimator,
 )
 
 

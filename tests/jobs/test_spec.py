@@ -44,6 +44,16 @@ MALFORMED = [
         _with(method="kmeans-magic"),
         r"unknown method 'kmeans-magic'. Valid methods: .*rbf-spectral",
     ),
+    (
+        "method named by its estimator",
+        _with(method="JointRankingClustering"),
+        r"unknown method 'JointRankingClustering'. Did you mean 'jrc'\? Valid methods",
+    ),
+    (
+        "method named by its estimator's words",
+        _with(method="kernel-pca"),
+        r"unknown method 'kernel-pca'. Did you mean 'rbf-spectral'\?",
+    ),
     ("wrong type for seed", _with(seed="zero"), r"seed: must be an int >= 0 .*got 'zero' \(str\)"),
     ("negative seed", _with(seed=-1), r"seed: must be an int >= 0"),
     (
