@@ -148,8 +148,9 @@ def _show_lines(info: dict[str, Any]) -> list[str]:
     runtime = attrs.get("runtime")
     if isinstance(runtime, dict) and runtime:
         lines.append(
-            f"cluster:  {_safe(runtime.get('scheduler'))}, {_safe(runtime.get('n_workers'))} "
-            f"workers, {_safe(runtime.get('n_threads'))} threads"
+            f"cluster:  {_safe(runtime.get('scheduler'))}, "
+            f"{_count(runtime.get('n_workers'), 'worker')}, "
+            f"{_count(runtime.get('n_threads'), 'thread')}"
         )
     elif runtime:
         lines.append(f"cluster:  {_safe(runtime)}")
@@ -201,14 +202,21 @@ def _model_order_lines(order: Any) -> list[str]:
     return lines
 
 
+def _count(n: Any, noun: str) -> str:
+    """``1 worker``, ``2 workers``; a stored value that is not a count as it is."""
+    plural = "" if isinstance(n, int) and not isinstance(n, bool) and n == 1 else "s"
+    return f"{_safe(n)} {noun}{plural}"
+
+
 def _resource_lines(resources: Any) -> list[str]:
     if not resources:
         return []
     if not isinstance(resources, dict):
         return [f"tasks:    {_safe(resources)}"]
     lines = [
-        f"tasks:    {_safe(resources.get('n_tasks'))} on {_safe(resources.get('n_workers'))} "
-        f"workers; peak worker memory {_fmt_bytes(resources.get('peak_worker_memory'))}"
+        f"tasks:    {_safe(resources.get('n_tasks'))} on "
+        f"{_count(resources.get('n_workers'), 'worker')}; "
+        f"peak worker memory {_fmt_bytes(resources.get('peak_worker_memory'))}"
     ]
     workers = resources.get("workers")
     if isinstance(workers, dict):

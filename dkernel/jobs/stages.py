@@ -351,8 +351,13 @@ def _check_cluster_memory(spec: JobSpec, data: LoadedData, cost: Cost, client: A
         return
     capped = SizeLimit(
         total,
-        f"{current.note}, capped at the {len(limits)} workers' total memory limit "
-        f"{format_size(total)}",
+        f"{current.note}, capped at the "
+        + (
+            "worker's memory limit"
+            if len(limits) == 1
+            else f"{len(limits)} workers' total memory limit"
+        )
+        + f" {format_size(total)}",
     )
     check_cost(replace(spec, limits={**spec.limits, "max_memory": capped}), data, cost)
 

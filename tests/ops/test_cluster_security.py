@@ -522,5 +522,5 @@ def test_max_memory_is_capped_at_the_workers_total(tmp_path, monkeypatch) -> Non
     with redirect_stderr(err), redirect_stdout(io.StringIO()):
         code = main(["run", "job.yaml", "--no-progress"])
     assert code == 2, err.getvalue()
-    assert re.search(r"capped at the 1 workers' total memory limit 256\.00 MiB", err.getvalue())
+    assert re.search(r"capped at the worker's memory limit 256\.00 MiB", err.getvalue())
     assert "Traceback" not in err.getvalue() and not (work / "out.zarr").exists()

@@ -187,6 +187,8 @@ def test_a_long_escape_run_is_cut_after_escaping(tmp_path) -> None:
         ({"versions": "dkernel 9"}, "versions: dkernel 9"),
         ({"runtime": "somewhere"}, "cluster:  somewhere"),
         ({"runtime": {"n_workers": [1]}}, "cluster:  -, [1] workers, - threads"),
+        ({"runtime": {"n_workers": 1, "n_threads": 1}}, "cluster:  -, 1 worker, 1 thread"),
+        ({"resources": {"n_tasks": 3, "n_workers": 1}}, "tasks:    3 on 1 worker; peak"),
         ({"resources": 42}, "tasks:    42"),
         (
             {"resources": {"peak_worker_memory": "lots", "workers": {"w": "x"}}},
