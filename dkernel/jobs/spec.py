@@ -561,7 +561,13 @@ def _existing_file(value: str, key: str) -> Path:
         )
         from dkernel.data.registry import missing_path_hint
 
-        raise SpecError(f"file not found: {shown}.{missing_path_hint(value)}", key)
+        where = (
+            ""
+            if expanded.is_absolute()
+            else f" A relative path is read from the working directory ({os.getcwd()}), not "
+            "from the spec's folder."
+        )
+        raise SpecError(f"file not found: {shown}.{where}{missing_path_hint(value)}", key)
     if not os.access(expanded, os.R_OK):
         raise SpecError(f"file is not readable: {str(expanded)!r}; check its permissions.", key)
     from dkernel.io.files import check_regular

@@ -258,8 +258,9 @@ def compute(plan: Plan) -> None:
     assert data is not None and result is not None
     result.update_attrs(runtime=runtime_info(plan.client, plan.options.scheduler, plan.threads))
     logger.info(
-        f"job {spec.name!r}: method {spec.method}, {data.n_samples} samples × "
-        f"{data.n_features} features → {spec.output}"
+        f"job {spec.name!r}: method {spec.method}, {data.n_samples} "
+        f"sample{'s' * (data.n_samples != 1)} × {data.n_features} "
+        f"feature{'s' * (data.n_features != 1)} → {spec.output}"
     )
     client, recorder = plan.client, plan.recorder
     assert recorder is not None

@@ -145,6 +145,16 @@ def test_yaml_files_that_are_not_specs(tmp_path, text, message):
         load_spec(path)
 
 
+def test_a_missing_relative_path_names_the_directory_it_was_read_from(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError, match="read from the working directory") as info:
+        validate_spec(_with(data={"reader": "csv", "path": "data/x.csv"}))
+    assert str(tmp_path) in str(info.value)
+    with pytest.raises(SpecError) as absolute:  # an absolute path names no directory
+        validate_spec(_with(data={"reader": "csv", "path": str(tmp_path / "x.csv")}))
+    assert "working directory" not in str(absolute.value)
+
+
 def test_missing_spec_file(tmp_path):
     with pytest.raises(SpecError, match="does not exist"):
         load_spec(tmp_path / "nope.yaml")

@@ -318,7 +318,8 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     )
     t = time.perf_counter()
     logger.info(
-        f"scoring {n} rows for {len(names)} seeds in {Xd.numblocks[0]} tasks"
+        f"scoring {n} rows for {len(names)} seed{'s' * (len(names) != 1)} in "
+        f"{Xd.numblocks[0]} task{'s' * (Xd.numblocks[0] != 1)}"
         + (" (projected: O(k) per seed)" if projected else "")
     )
     yield Group("ranking", ds, lazy=True)
