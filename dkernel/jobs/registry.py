@@ -27,7 +27,6 @@ from dkernel.registry import Registry
 from dkernel.runtime.persist import persist, with_own_keys  # noqa: F401  (re-exported)
 
 
-#: The job methods; every module of ``dkernel.jobs.steps`` registers its own on import.
 def _letters(name: str) -> str:
     return "".join(c for c in name.lower() if c.isalnum())
 
@@ -37,8 +36,7 @@ def method_of_estimator(name: str) -> str | None:
     (``JointRankingClustering``, ``joint-ranking-clustering``, ``kernel_pca``: in any case and
     separators, or the start of it), a longer form of its own name
     (``PCKSpectralClustering``) or the start of it (``pck``); for the message of an unknown
-    method. None when no method,
-    or more than one, matches."""
+    method. None when no method, or more than one, matches."""
     wanted = _letters(name)
     if len(wanted) < 3:
         return None
@@ -61,6 +59,7 @@ def method_of_estimator(name: str) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+#: The job methods; every module of ``dkernel.jobs.steps`` registers its own on import.
 METHODS: Registry[Method] = Registry(
     "method",
     error=lambda message: SpecError(message, "method"),
