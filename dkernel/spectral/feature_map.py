@@ -345,14 +345,14 @@ def _pass_dask(
     import dask
     import dask.array as da
 
-    with contextlib.ExitStack() as held:
+    # the row weights on the workers, not inside every pass's graph
+    weights = contextlib.nullcontext() if w is None else shared_rows(w[:, None], Phi.chunks[0])
+    with weights as wd:
         P = Phi.map_blocks(
             _block_times, Qc, dtype=np.float64, chunks=(Phi.chunks[0], (Q.shape[1],))
         )
         if mean is not None:
             P = P - (mean @ Q)[None, :]
-        # the row weights on the workers, not inside every pass's graph
-        wd = None if w is None else held.enter_context(shared_rows(w[:, None], Phi.chunks[0]))
         if wd is not None:
             P = P * wd
         if not back:
