@@ -94,12 +94,12 @@ def validate_input(
             X, owner, allow_nan=allow_nan, min_samples=min_samples, dtype=dtype, nan_fix=nan_fix
         )
         try:
-            _validate_data(estimator, X, reset=reset, skip_check_array=True)
+            validate_data_at_caller(estimator, X, reset=reset, skip_check_array=True)
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from exc
         return X
     try:
-        X = _validate_data(
+        X = validate_data_at_caller(
             estimator,
             X,
             reset=reset,
@@ -130,7 +130,7 @@ def refuse_complex(X: Any, owner: str, name: str = "X") -> None:
         )
 
 
-def _validate_data(estimator: Any, X: Any, **kwargs: Any) -> Any:
+def validate_data_at_caller(estimator: Any, *args: Any, **kwargs: Any) -> Any:
     """scikit-learn's ``validate_data``, with its warnings ("X does not have valid feature
     names, but ... was fitted with feature names") raised at the user's line
     (:func:`~dkernel.errors.warn_caller`), not at ``sklearn/utils/validation.py``.
@@ -140,10 +140,10 @@ def _validate_data(estimator: Any, X: Any, **kwargs: Any) -> Any:
     other thread.
     """
     if threading.current_thread() is not threading.main_thread():
-        return validate_data(estimator, X, **kwargs)
+        return validate_data(estimator, *args, **kwargs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        validated = validate_data(estimator, X, **kwargs)
+        validated = validate_data(estimator, *args, **kwargs)
     for w in caught:
         warn_caller(str(w.message), w.category)
     return validated

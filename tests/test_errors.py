@@ -59,3 +59,11 @@ def test_scikit_learns_feature_name_warning_names_the_callers_line():
     w = _caught(lambda: est.predict(X), UserWarning)
     assert "feature names" in str(w.message)
     assert w.filename == __file__, (w.filename, w.lineno, str(w.message))
+    # the echo state network validates its series through the same path
+    from dkernel import EchoStateNetwork
+
+    series = pd.DataFrame({"u": np.sin(np.arange(300) / 5.0)})
+    esn = EchoStateNetwork(n_components=20, random_state=0).fit(series, series)
+    w = _caught(lambda: esn.predict(series.to_numpy()), UserWarning)
+    assert "feature names" in str(w.message)
+    assert w.filename == __file__, (w.filename, w.lineno, str(w.message))

@@ -18,7 +18,6 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.metrics import r2_score
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import validate_data
 
 from dkernel._random import derive_rng, seed_from_random_state
 from dkernel._validation import (
@@ -26,6 +25,7 @@ from dkernel._validation import (
     as_numpy,
     check_is_fitted,
     refuse_complex,
+    validate_data_at_caller,
 )
 from dkernel.errors import InvalidInputError
 from dkernel.kernels.nystrom import landmark_kernel_params
@@ -289,9 +289,11 @@ class EchoStateNetwork(ParameterConstraintsMixin, RegressorMixin, BaseEstimator)
                 _refuse_gaps(owner, name, values[None] if values.ndim <= 2 else values)
         try:
             if y is None and not reset:
-                X = validate_data(self, X, reset=False, dtype=np.float64, ensure_min_samples=2)
+                X = validate_data_at_caller(
+                    self, X, reset=False, dtype=np.float64, ensure_min_samples=2
+                )
             else:
-                X, y = validate_data(
+                X, y = validate_data_at_caller(
                     self,
                     X,
                     y,
