@@ -10,6 +10,7 @@ blocked loop and chunking uses. No Dask here: the NumPy kernel modules import th
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import shutil
 from pathlib import Path
@@ -374,3 +375,11 @@ def rows_for_budget(
     if high is not None:
         rows = min(rows, int(high))
     return max(int(low), rows)
+
+
+def rows_of_max_samples(max_samples: int | float, n_rows: int) -> int:
+    """Rows a fit draws out of ``n_rows`` (scikit-learn's meaning of ``max_samples``): at most
+    a count (an int; all rows when there are fewer), or ``round(fraction × n_rows)`` (a float)."""
+    if isinstance(max_samples, numbers.Integral) and not isinstance(max_samples, bool):
+        return min(int(max_samples), int(n_rows))
+    return int(round(float(max_samples) * n_rows))

@@ -311,3 +311,16 @@ def aligned(a: Any) -> Any:
     if isinstance(a, np.ndarray) and not a.flags.aligned:
         return np.require(a, requirements="A")
     return a
+
+
+def max_samples_constraint(least: int = 1) -> list:
+    """scikit-learn's ``max_samples`` constraints: a count (an int >= ``least``) or a fraction
+    of the rows (a float in (0, 1]); ``1`` is one row, ``1.0`` all of them."""
+    from numbers import Integral
+
+    from sklearn.utils._param_validation import Interval, RealNotInt
+
+    return [
+        Interval(Integral, least, None, closed="left"),
+        Interval(RealNotInt, 0, 1, closed="right"),
+    ]

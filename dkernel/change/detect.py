@@ -15,6 +15,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
+from dkernel._budget import rows_of_max_samples
 from dkernel._random import derive_rng, derive_seed, seed_from_random_state
 from dkernel.change.kernel import fit_kernel_mad
 from dkernel.change.mad import fit_irmad, fit_mad
@@ -95,10 +96,15 @@ def _sample_strip(
 
 
 def sample_pixels(
-    before: da.Array, after: da.Array, valid: da.Array, size: int, seed: int | None
+    before: da.Array,
+    after: da.Array,
+    valid: da.Array,
+    max_samples: int | float,
+    seed: int | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """About ``size`` pixels valid at both dates, drawn strip by strip (Bernoulli at the rate
-    ``size / valid pixels``): the before and after band values, ``(n, bands)`` each."""
+    """About ``max_samples`` pixels valid at both dates (a count, or a fraction of them),
+    drawn strip by strip (Bernoulli at the rate ``size / valid pixels``): the before and after
+    band values, ``(n, bands)`` each."""
     n_valid = int(valid.sum().compute())
     if n_valid < 3:
         empty = [
@@ -116,7 +122,7 @@ def sample_pixels(
         raise InvalidInputError(
             f"only {n_valid} pixel(s) have data at both dates; change detection needs more." + fix
         )
-    rate = min(1.0, size / n_valid)
+    rate = min(1.0, rows_of_max_samples(max_samples, n_valid) / n_valid)
     # the mask derives from both dates' reads: unoptimised, each strip is read once
     blocks = zip(*(b.ravel() for b in joint_blocks(before, after, valid)), strict=True)
     draw = dask.delayed(_sample_strip, pure=True, nout=2)

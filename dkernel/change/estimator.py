@@ -14,11 +14,13 @@ import xarray as xr
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from dkernel._budget import rows_of_max_samples
 from dkernel._random import derive_rng, seed_from_random_state
 from dkernel._validation import (
     ParameterConstraintsMixin,
     as_numpy,
     check_is_fitted,
+    max_samples_constraint,
     validate_input,
 )
 from dkernel.change.detect import METHODS, change_maps, fit_change, open_pair, sample_pixels
@@ -61,9 +63,10 @@ class ChangeDetection(
         A fixed intensity threshold instead (e.g. the chi-squared 99 % quantile).
     n_components : int, default=None
         Kernel MAD's canonical pairs (default: the smaller band count).
-    max_samples : int, default=20000
-        Pixels the fit and the threshold see (a uniform sample of the valid pixels; all of
-        them when there are fewer). Formerly ``sample_size``.
+    max_samples : int or float, default=20000
+        Pixels the fit and the threshold see, a uniform sample of the valid pixels:
+        scikit-learn's ``max_samples``, at most this many (int; all of them when there are
+        fewer) or this fraction of them (float). Formerly ``sample_size``.
     regularization : float, default=0.01
         Kernel MAD: kernel CCA's regularisation κ.
     sigma_fraction : float, default=KERNEL_MAD_SIGMA_FRACTION
@@ -118,7 +121,7 @@ class ChangeDetection(
         "threshold": [StrOptions(set(THRESHOLDS))],
         "threshold_value": [Interval(Real, 0, None, closed="left"), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
-        "max_samples": [Interval(Integral, 10, None, closed="left")],
+        "max_samples": max_samples_constraint(10),
         "regularization": [Interval(Real, 0, None, closed="left")],
         "sigma_fraction": [Interval(Real, 0, None, closed="neither")],
         "n_landmarks": [Interval(Integral, 2, None, closed="left")],
@@ -136,7 +139,7 @@ class ChangeDetection(
         threshold: str = "otsu",
         threshold_value: float | None = None,
         n_components: int | None = None,
-        max_samples: int = 20_000,
+        max_samples: int | float = 20_000,
         regularization: float = 0.01,
         sigma_fraction: float = KERNEL_MAD_SIGMA_FRACTION,
         n_landmarks: int = 300,
@@ -200,7 +203,7 @@ class ChangeDetection(
             self._validate_params()
             before, after = self._halves(X, reset=True)
             seed = seed_from_random_state(self.random_state)
-            size = self._max_samples()
+            size = rows_of_max_samples(self._max_samples(), before.shape[0])
             if before.shape[0] > size:
                 rows = np.sort(
                     derive_rng(seed, "change-sample").choice(before.shape[0], size, replace=False)
@@ -302,9 +305,9 @@ class ChangeDetection(
             )
         return block(np.asarray(X), t, threshold)
 
-    def _max_samples(self) -> int:
+    def _max_samples(self) -> int | float:
         """``max_samples``, or its former name ``sample_size`` when given (warns)."""
-        return int(resolve_renamed(self, "max_samples"))
+        return resolve_renamed(self, "max_samples")
 
     def _fit(self, before: Any, after: Any) -> tuple[Any, Any, Any]:
         self._validate_params()
@@ -373,7 +376,7 @@ def detect_change(
     method: str = _DEFAULTS["method"],
     threshold: str | float = _DEFAULTS["threshold"],
     n_components: int | None = _DEFAULTS["n_components"],
-    max_samples: int = _DEFAULTS["max_samples"],
+    max_samples: int | float = _DEFAULTS["max_samples"],
     regularization: float = _DEFAULTS["regularization"],
     sigma_fraction: float = _DEFAULTS["sigma_fraction"],
     n_landmarks: int = _DEFAULTS["n_landmarks"],
@@ -402,8 +405,9 @@ def detect_change(
     n_components : int, optional
         Kernel MAD's canonical pairs (min of the band counts by default; linear MAD always
         has that many).
-    max_samples : int
-        Pixels (about) the fit and the threshold see. Formerly ``sample_size``.
+    max_samples : int or float
+        Pixels (about) the fit and the threshold see: at most this many (int) or this
+        fraction of the valid pixels (float). Formerly ``sample_size``.
     regularization, sigma_fraction, n_landmarks : float, float, int
         Kernel MAD: κ, RBF width as a fraction of the median distance, Nyström landmarks.
     max_iter, tol : int, float

@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from dkernel._budget import rows_of_max_samples
 from dkernel._random import derive_rng, seed_from_random_state
 from dkernel._validation import (
     ParameterConstraintsMixin,
@@ -25,6 +26,7 @@ from dkernel._validation import (
     check_options,
     check_scalar,
     is_dask_array,
+    max_samples_constraint,
     validate_input,
 )
 from dkernel.errors import (
@@ -76,10 +78,11 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         than 2 rows are refused.
     n_iter : int, default=10
         EM iterations per model (a weak learner; not run to convergence).
-    max_samples : float, default=0.5
-        Fraction of the rows each initial condition is trained on (the models of one ``q``
-        share its subsample; the kernel is evaluated on all rows): scikit-learn's
-        ``max_samples`` of a bagging ensemble. Formerly ``subsample``.
+    max_samples : int or float, default=0.5
+        Rows each initial condition is trained on (the models of one ``q`` share its
+        subsample; the kernel is evaluated on all rows): scikit-learn's ``max_samples`` of a
+        bagging ensemble, a fraction of the usable rows (float) or at most this many (int).
+        Formerly ``subsample``.
     covariance_type : {'auto', 'full', 'diag'}, default='auto'
         Covariance of every mixture component. 'full' is Alg. 1 of [Lokse2020] Paper I
         (points grouped by missingness pattern; on complete rows every model of an initial
@@ -230,7 +233,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
         "max_components": [Interval(Integral, 2, None, closed="left")],
         "n_iter": [Interval(Integral, 1, None, closed="left")],
-        "max_samples": [Interval(Real, 0, 1, closed="right")],
+        "max_samples": max_samples_constraint(2),
         "covariance_type": [StrOptions({"auto", "diag", "full"})],
         "reg_covar": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state", np.random.Generator],
@@ -252,7 +255,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         *,
         max_components: int = 30,
         n_iter: int = 10,
-        max_samples: float = 0.5,
+        max_samples: int | float = 0.5,
         covariance_type: str = "auto",
         reg_covar: float = 1e-6,
         random_state: int | np.random.Generator | None = None,
@@ -374,9 +377,9 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         """``n_estimators``, or its former name ``n_inits`` when given (warns)."""
         return int(resolve_renamed(self, "n_estimators"))
 
-    def _max_samples(self) -> float:
+    def _max_samples(self) -> int | float:
         """``max_samples``, or its former name ``subsample`` when given (warns)."""
-        return float(resolve_renamed(self, "max_samples"))
+        return resolve_renamed(self, "max_samples")
 
     def _check_reg_covar_scale(self, var: np.ndarray, keep: np.ndarray) -> None:
         """Warn when ``reg_covar`` is not small against the variance of a used column: every
@@ -406,8 +409,8 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
         """
         G = int(self.max_components)
         where = (
-            f"The subsample of {_OWNER} has {n_sub} rows ({self._max_samples()} of {n_usable} "
-            "usable rows)"
+            f"The subsample of {_OWNER} has {n_sub} rows (max_samples={self._max_samples()} of "
+            f"{n_usable} usable rows)"
         )
         if n_sub < 2:
             raise InvalidInputError(
@@ -512,7 +515,7 @@ class ProbabilisticClusterKernel(ParameterConstraintsMixin, TransformerMixin, Ba
                 ),
                 NumericalWarning,
             )
-        n_sub = int(round(self._max_samples() * candidates.size))
+        n_sub = rows_of_max_samples(self._max_samples(), candidates.size)
         G = self._effective_max_components(n_sub, candidates.size)
         sizes = tuple(range(2, G + 1))
         seed = seed_from_random_state(self.random_state)

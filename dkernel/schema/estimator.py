@@ -12,7 +12,9 @@ Constraint → ``Param``: ``Interval(Integral, ...)`` → ``'int'``, ``Interval(
 ``'float'`` (bounds and open/closed ends kept), ``StrOptions`` → ``'str'`` with choices (the
 default first, then sorted), ``"boolean"`` → ``'bool'``, ``str`` / ``dict`` → ``'str'`` /
 ``'mapping'``, ``None`` → nullable, an interval together with ``StrOptions`` → the
-interval's kind with ``str_options`` (``n_clusters``: an int >= 1, or ``'auto'``). Alternatives that only Python can pass (callables,
+interval's kind with ``str_options`` (``n_clusters``: an int >= 1, or ``'auto'``), an int
+interval together with a float one of (0, 1] → ``'count_or_fraction'`` (scikit-learn's
+``max_samples``). Alternatives that only Python can pass (callables,
 classes such as ``np.dtype``, fitted transformers) are left out: a job spec cannot write them.
 Anything else (two numeric kinds, array-likes, ``"random_state"``) cannot be written as one
 ``Param`` and raises at derivation unless the step excludes the parameter.
@@ -200,7 +202,7 @@ def derive_param(estimator: type, name: str, *, prefix: str = "") -> Param:
         kind = _kind_of(c, owner, name)
         if kind is not None:
             kinds.append(kind)
-    kinds = _merge_str_options(kinds)
+    kinds = _merge_str_options(_merge_count_or_fraction(kinds))
     if len(kinds) != 1:
         what = "no constraint a job spec can express" if not kinds else "several kinds"
         raise SchemaDerivationError(
@@ -217,6 +219,22 @@ def derive_param(estimator: type, name: str, *, prefix: str = "") -> Param:
         doc=parameter_doc(estimator, name),
         **spec,
     )
+
+
+def _merge_count_or_fraction(kinds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """scikit-learn's ``max_samples`` (an int interval and a float interval (0, 1],
+    ``dkernel._validation.max_samples_constraint``) as one 'count_or_fraction' ``Param``;
+    other lists unchanged."""
+    ints = [k for k in kinds if k["kind"] == "int"]
+    interval = (0, 1, True, False)  # (0, 1]
+    fractions = [
+        k
+        for k in kinds
+        if k["kind"] == "float" and (k["low"], k["high"], k["low_open"], k["high_open"]) == interval
+    ]
+    if len(kinds) != 2 or len(ints) != 1 or len(fractions) != 1:
+        return kinds
+    return [{"kind": "count_or_fraction", "low": ints[0]["low"]}]
 
 
 def _merge_str_options(kinds: list[dict[str, Any]]) -> list[dict[str, Any]]:

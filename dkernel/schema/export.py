@@ -30,6 +30,7 @@ _TYPES: dict[str, dict[str, Any]] = {
         "type": ["integer", "string", "array"],
         "items": {"type": ["integer", "string"]},
     },
+    "count_or_fraction": {"type": "number"},
 }
 
 
@@ -56,6 +57,12 @@ def param_schema(param: Param) -> dict[str, Any]:
         high = effective_high(param)
         if high is not None:
             out["exclusiveMaximum" if param.high_open else "maximum"] = high
+    if param.kind == "count_or_fraction":
+        count = {"type": "integer", "minimum": param.low, "maximum": effective_high(param)}
+        fraction = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+        out = {"anyOf": [count, fraction]}
+        if param.nullable:
+            out["anyOf"].append({"type": "null"})
     if param.str_options:
         out = {"anyOf": [out, {"type": "string", "enum": list(param.str_options)}]}
     if param.default is not REQUIRED:

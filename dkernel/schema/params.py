@@ -36,6 +36,7 @@ _KIND_NAMES = {
     "float_list": "a number or a list of numbers",
     "column": "a column index (an int) or name (a string)",
     "column_list": "a column index or name, or a list of them",
+    "count_or_fraction": "a count (an int) or a fraction of the rows (a number)",
 }
 
 
@@ -48,9 +49,10 @@ class Param:
     name : str
         Key in the mapping.
     kind : {'int', 'float', 'str', 'bool', 'list', 'mapping', 'int_list', 'float_list', \
-'column', 'column_list'}
+'column', 'column_list', 'count_or_fraction'}
         Expected type ('float' accepts ints too; 'column': a table's column by index or by
-        header name).
+        header name; 'count_or_fraction': scikit-learn's ``max_samples``, an int >= ``low``
+        rows or a float in (0, 1] of them, so ``1`` is one row and ``1.0`` all).
     default : Any
         Value used when the key is absent; ``REQUIRED`` makes the key mandatory.
     low, high : float, optional
@@ -85,6 +87,11 @@ class Param:
         """``an int >= 1`` etc.; ``with_cap`` adds a :data:`COUNT_CAPS` / :data:`INT_MAX`
         bound that the schema does not state itself."""
         text = _KIND_NAMES[self.kind]
+        if self.kind == "count_or_fraction":
+            text = (
+                f"a count (an int >= {self.low}) or a fraction of the rows (a number > 0 and <= 1)"
+            )
+            return text + (" (or null)" if self.nullable else "")
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         bounds = []
@@ -131,7 +138,7 @@ def effective_high(param: Param) -> float | None:
     """``param.high``, else its :data:`COUNT_CAPS` entry, else :data:`INT_MAX` for ints."""
     if param.high is not None:
         return param.high
-    if param.kind == "int":
+    if param.kind in ("int", "count_or_fraction"):
         return COUNT_CAPS.get(param.name, INT_MAX)
     return None
 
@@ -161,6 +168,8 @@ def _type_ok(kind: str, value: Any) -> bool:
         return _type_ok("int", value) or isinstance(value, str)
     if kind == "column_list":
         return isinstance(value, list) and all(_type_ok("column", v) for v in value)
+    if kind == "count_or_fraction":
+        return _type_ok("float", value)
     raise ValueError(f"unknown parameter kind {kind!r}")
 
 
@@ -256,6 +265,16 @@ def check_value(param: Param, value: Any, where: str) -> Any:
             raise SpecError(f"must be {shown}; got {_show(value)}.", key)
         if param.kind == "float":
             value = float(value)
+    if param.kind == "count_or_fraction":
+        count = isinstance(value, numbers.Integral)
+        in_range = (
+            (param.low is None or value >= param.low) and value <= effective_high(param)
+            if count
+            else math.isfinite(value) and 0 < value <= 1
+        )
+        if not in_range:
+            raise SpecError(f"must be {param.describe()}; got {_show(value)}.", key)
+        value = int(value) if count else float(value)
     if param.kind in ("int_list", "float_list"):
         high = INT_MAX if param.kind == "int_list" else None
         if high is not None and any(abs(v) > high for v in value):

@@ -106,3 +106,22 @@ def test_what_a_pixel_table_cannot_be():
         est.transform(np.ones((5, 4)))
     with pytest.raises(InvalidInputError, match="needs the after raster"):
         est.fit(_raster(before))
+
+
+def test_max_samples_is_a_count_or_a_fraction_of_the_pixels():
+    before, after, _ = _scene()
+    table = _table(before, after)
+    n = table.shape[0]
+
+    def fitted(max_samples):
+        return dkernel.ChangeDetection(method="mad", max_samples=max_samples, random_state=0).fit(
+            table
+        )
+
+    half = fitted(0.5).transform(table)
+    np.testing.assert_array_equal(half, fitted(n // 2).transform(table))
+    assert not np.array_equal(half, fitted(1.0).transform(table))
+    # a count above the pixels is all of them, as the fraction 1.0
+    np.testing.assert_array_equal(fitted(1.0).transform(table), fitted(10 * n).transform(table))
+    with pytest.raises(ValueError, match="max_samples"):
+        fitted(1.5)

@@ -247,6 +247,19 @@ def test_subsample_smaller_than_max_components_caps_them_with_a_warning():
     np.testing.assert_array_equal(model.transform(X), direct.transform(X))
 
 
+def test_max_samples_is_a_count_or_a_fraction_as_in_scikit_learn():
+    X, _ = _blobs(n=240)
+
+    def kernel(max_samples):
+        return ProbabilisticClusterKernel(**SMALL, max_samples=max_samples).fit(X).transform(X)
+
+    half = kernel(0.5)
+    np.testing.assert_array_equal(half, kernel(120))
+    assert not np.array_equal(half, kernel(100))
+    # a count above the rows trains on all of them, as the fraction 1.0
+    np.testing.assert_array_equal(kernel(1.0), kernel(10_000))
+
+
 def test_a_subsample_of_fewer_than_two_rows_is_an_error():
     X, _ = _blobs(n=40)
     with pytest.raises(InvalidInputError, match="smallest model .* needs at least 2"):
@@ -260,6 +273,7 @@ def test_a_subsample_of_fewer_than_two_rows_is_an_error():
         ({"max_components": 1}, "'max_components'"),
         ({"max_samples": 0.0}, "'max_samples'"),
         ({"max_samples": 1.5}, "'max_samples'"),
+        ({"max_samples": 1}, "'max_samples'"),  # one row: a count, unlike 1.0
         ({"covariance_type": "tied"}, "'covariance_type'"),
         ({"dtype": "int8"}, "'dtype'"),
         ({"reg_covar": -1.0}, "'reg_covar'"),

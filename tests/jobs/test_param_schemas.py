@@ -270,3 +270,26 @@ def test_one_value_of_a_list_parameter_is_a_one_entry_list():
     assert validate_mapping({"sigmas": 0.5}, (sigmas,), "params")["sigmas"] == [0.5]
     with pytest.raises(SpecError, match="an int or a list of ints"):
         validate_mapping({"n_clusters": 2.5}, (param,), "params")
+
+
+def test_max_samples_is_a_count_or_a_fraction_as_in_scikit_learn():
+    # one meaning of max_samples across the package (tests/test_vocabulary.py): an int is a
+    # count, a float in (0, 1] a fraction of the rows, so 1 is one row and 1.0 all of them
+    from dkernel.errors import SpecError
+    from dkernel.schema import cache
+    from dkernel.schema.export import param_schema
+
+    for method, least in (("pck-spectral", 2), ("change-detection", 10), ("kppr", 3)):
+        (param,) = [p for p in METHODS[method].params if p.name == "max_samples"]
+        assert (param.kind, param.low) == ("count_or_fraction", least)
+        assert cache.decode_param("max_samples", cache.encode_param(param)) == param
+        schema = (param,)
+        assert validate_mapping({"max_samples": 500}, schema, "params") == {"max_samples": 500}
+        fraction = validate_mapping({"max_samples": 1.0}, schema, "params")["max_samples"]
+        assert fraction == 1.0 and isinstance(fraction, float)
+        for bad in (1.5, 0.0, -0.5, least - 1, float("nan"), "half", True):
+            with pytest.raises(SpecError, match=rf"a count \(an int >= {least}\) or a fraction"):
+                validate_mapping({"max_samples": bad}, schema, "params")
+        count, share = param_schema(param)["anyOf"]
+        assert count["type"] == "integer" and count["minimum"] == least
+        assert share == {"type": "number", "exclusiveMinimum": 0, "maximum": 1}

@@ -221,6 +221,18 @@ def test_kppr_job_former_n_fit_is_max_samples(monkeypatch):
         step._n_fit({"max_samples": 50, "n_fit": 60}, 1000)
 
 
+def test_kppr_job_max_samples_is_a_count_or_a_fraction():
+    from dkernel.io.data import LoadedData
+    from dkernel.jobs.steps import kppr as step
+
+    assert step._n_fit({"max_samples": 0.25, "n_fit": None}, 1000) == 250
+    assert step._n_fit({"max_samples": 1.0, "n_fit": None}, 1000) == 1000
+    params = _spec("kppr", {"max_samples": 0.001}, "x.zarr").params
+    X = np.random.default_rng(0).normal(size=(1000, 2))
+    with pytest.raises(SpecError, match=r"max_samples \(0\.001\) of 1000 rows draws 1;"):
+        step.check_data(params, LoadedData(X=X))
+
+
 @pytest.mark.parametrize(
     ("params", "sparse"),
     [

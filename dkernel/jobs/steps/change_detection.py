@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+from dkernel._budget import rows_of_max_samples
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
 from dkernel.jobs.outputs import RASTER_OUTPUT_PARAMS, Group, MapFiles, Output, Timing
@@ -48,7 +49,8 @@ def check_data(params: dict, data: LoadedData) -> None:
 
 def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     # max_samples, or its former name sample_size when the spec still writes it
-    m, s = params["n_landmarks"], min(n_samples, params.get("sample_size") or params["max_samples"])
+    m = params["n_landmarks"]
+    s = rows_of_max_samples(params.get("sample_size") or params["max_samples"], n_samples)
     return Cost(
         memory_bytes=float(s * n_features * 8 * 4 + 2 * m * m * 8 + n_samples * 4),
         disk_bytes=float(n_samples * (n_features // 2 + 2) * 4),

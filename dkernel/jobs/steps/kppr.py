@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dkernel._budget import rows_of_max_samples
 from dkernel._lazy import deferred
 from dkernel._random import derive_rng
 from dkernel.errors import InvalidInputError, SpecError
@@ -107,11 +108,11 @@ KPPR_SCHEMA = EstimatorSchema(
 PARAMS = (*KPPR_SCHEMA.params, *PCK_KERNEL_SCHEMA.params) + (
     Param(
         "max_samples",
-        "int",
+        "count_or_fraction",
         default=2000,
         low=3,
-        doc="In-sample subset size (uniform sample); all rows when the data are smaller. "
-        "Formerly n_fit.",
+        doc="In-sample subset, a uniform sample of at most this many rows (an int; all rows when "
+        "the data are smaller) or this fraction of them (a float). Formerly n_fit.",
     ),
     Param(
         "seeds",
@@ -162,13 +163,19 @@ def _n_fit(params: dict, n: int) -> int:
             )
         size = params["n_fit"]
         warn_former_name("kppr job", "n_fit", "max_samples", size)
-    return min(int(size), n)
+    return rows_of_max_samples(size, n)
 
 
 def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
     if n < 2:
         raise InvalidInputError(f"kppr needs at least 2 samples; the data has {n}.")
+    if _n_fit(params, n) < min(3, n):
+        raise SpecError(
+            f"max_samples ({params['max_samples']}) of {n} rows draws {_n_fit(params, n)}; "
+            "the fit needs at least 3 rows: raise it.",
+            "params.max_samples",
+        )
     for name, spec in params["seeds"].items():
         rows = [spec] if isinstance(spec, int) else spec if isinstance(spec, list) else []
         bad = [r for r in rows if not 0 <= r < n]

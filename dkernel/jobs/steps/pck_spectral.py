@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from dkernel._budget import KERNEL_BLOCK_BYTES
+from dkernel._budget import KERNEL_BLOCK_BYTES, rows_of_max_samples
 from dkernel._lazy import deferred
 from dkernel.errors import InvalidInputError
 from dkernel.io.data import LoadedData
@@ -131,10 +131,10 @@ def _Q(params: dict) -> int:
     return int(params.get("n_inits") or params["n_estimators"])
 
 
-def _fraction(params: dict) -> float:
-    """The rows each ensemble member trains on: ``max_samples``, or its former name
-    ``subsample`` when the spec still writes it."""
-    return float(params.get("subsample") or params["max_samples"])
+def _max_samples(params: dict) -> int | float:
+    """The rows each ensemble member trains on (a count or a fraction): ``max_samples``, or
+    its former name ``subsample`` when the spec still writes it."""
+    return params.get("subsample") or params["max_samples"]
 
 
 def _F(params: dict) -> int:
@@ -167,10 +167,10 @@ def check_data(params: dict, data: LoadedData) -> None:
     k = params["n_components"] or _largest_k(params, n)
     if k > n:
         raise InvalidInputError(f"params.n_components ({k}) must be <= n_samples ({n}).")
-    n_sub = int(round(_fraction(params) * n))
+    n_sub = rows_of_max_samples(_max_samples(params), n)
     if n_sub < params["max_components"]:
         raise InvalidInputError(
-            f"params.max_samples ({_fraction(params)}) of {n} rows gives {n_sub} rows, fewer "
+            f"params.max_samples ({_max_samples(params)}) of {n} rows gives {n_sub} rows, fewer "
             f"than params.max_components ({params['max_components']}); lower max_components or "
             "raise max_samples."
         )
@@ -208,7 +208,7 @@ def estimate(params: dict, n_samples: int, n_features: int) -> Cost:
     G = params["max_components"]
     C = G * (G + 1) // 2 - 1  # components of one task
     item = 4 if params["dtype"] == "float32" else 8
-    n_sub = _fraction(params) * n_samples
+    n_sub = rows_of_max_samples(_max_samples(params), n_samples)
     task = 8.0 * n_sub * n_features * 3 + 4 * KERNEL_BLOCK_BYTES + 8.0 * C * n_features * 4
     k = params["n_components"] or _largest_k(params, n_samples)
     l = k + 20  # the randomized solver's basis (n_oversamples = 20)
