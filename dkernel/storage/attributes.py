@@ -40,7 +40,7 @@ VARIABLES: dict[str, tuple[str, str, str]] = {
     "mssc/affinity": (
         "partition affinity",
         "1",
-        "Cauchy-Schwarz affinity between partitions (normalized as the normalization attribute)",
+        "Cauchy-Schwarz affinity between partitions (normalized as normalization_chosen says)",
     ),
     "mssc/embedding": ("partition embedding", "1", "spectral embedding of the partitions"),
     "mssc/density": (

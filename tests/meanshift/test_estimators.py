@@ -606,7 +606,7 @@ def test_wide_limit_never_and_always(rng):
         3,
         "normalized",
         seed=0,
-        sizes=never.partition_sizes_,
+        sizes=never.partition_sizes_ if never.normalization_ == "size" else None,
         regularization=never.degree_regularization,
     )[0]
     np.testing.assert_array_equal(never.partition_labels_, labels)
@@ -619,6 +619,54 @@ def test_wide_limit_never_and_always(rng):
     # 'auto' with fewer columns than clusters: no k-th axis, so no ratio; the limit is no candidate
     few = MSSC(4, random_state=0).fit(X[:, :3])
     assert not few.wide_limit_ and np.isnan(few.eigengap_ratios_[1])
+
+
+@pytest.mark.parametrize("margin", [None, 0.0])
+def test_normalization_auto_keeps_the_labelling_of_higher_silhouette(rng, monkeypatch, margin):
+    """'auto' runs stage two on the 'size' and the 'cs' graph and keeps the 'cs' labelling when
+    its Euclidean silhouette on (a sample of) the rows is higher by more than the margin: the
+    same model as naming that graph. (With no margin the linear mixture takes 'cs'.)"""
+    from sklearn.metrics import silhouette_score
+
+    from dkernel.meanshift import estimators
+
+    if margin is not None:
+        monkeypatch.setattr(estimators, "SILHOUETTE_MARGIN", margin)
+    margin = estimators.SILHOUETTE_MARGIN
+    X, _ = _linear_mixture(rng, n=1500)
+    chosen = []
+    for data, k in ((X, 3), (X[:, :3], 4), (_blobs(rng)[0], 3), (_scene()[0], 4)):
+        auto = MSSC(k, random_state=0, normalization="auto").fit(data)
+        named = {n: MSSC(k, random_state=0, normalization=n).fit(data) for n in ("size", "cs")}
+        # every row here (fewer than SILHOUETTE_ROWS), in the clustered space
+        Z = auto._scale_bands(data)[:, : auto.affinity_columns_]
+        scores = {n: silhouette_score(Z, m.labels_) for n, m in named.items()}
+        assert auto.normalization_silhouettes_ == pytest.approx(scores, rel=1e-9)
+        assert auto.normalization_ == ("cs" if scores["cs"] > scores["size"] + margin else "size")
+        np.testing.assert_array_equal(auto.labels_, named[auto.normalization_].labels_)
+        assert auto.wide_limit_ == named[auto.normalization_].wide_limit_
+        for norm, model in named.items():
+            assert model.normalization_ == norm and model.normalization_silhouettes_ is None
+        chosen.append(auto.normalization_)
+    assert chosen == (["size"] * 4 if margin else ["cs", "size", "size", "size"])
+    # the sampled affinity scores its stratified sample; random features hold no rows: 'size'
+    sampled = MSSC(3, random_state=0, affinity="sample", normalization="auto").fit(X)
+    assert set(sampled.normalization_silhouettes_) == {"size", "cs"}
+    streamed = MSSC(3, random_state=0, affinity="rff", normalization="auto").fit(X)
+    assert streamed.normalization_ == "size" and streamed.normalization_silhouettes_ is None
+
+
+def test_weighted_silhouette_against_scikit_learn(rng):
+    from sklearn.metrics import silhouette_samples
+
+    from dkernel.meanshift.stage_two import UNDEFINED_SILHOUETTE, weighted_silhouette
+
+    X, y = _blobs(rng)
+    w = rng.uniform(0.5, 3.0, size=y.size)
+    expected = np.sum(silhouette_samples(X, y) * w) / np.sum(w)
+    assert weighted_silhouette(X, y, w) == pytest.approx(expected, rel=1e-12)
+    assert weighted_silhouette(X, np.zeros(y.size, int)) == UNDEFINED_SILHOUETTE
+    assert weighted_silhouette(X[:3], np.arange(3)) == UNDEFINED_SILHOUETTE
 
 
 def test_wide_limit_from_streamed_partition_sums(rng, array_kind):

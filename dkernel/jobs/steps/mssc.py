@@ -156,6 +156,7 @@ def _attrs(ctx: JobContext, est: Any) -> dict[str, Any]:
         "n_clusters_chosen": int(est.n_clusters_),
         "embedding": p["embedding"],
         "normalization": p["normalization"],
+        "normalization_chosen": est.normalization_,
         "degree_regularization": est._degree_regularization(),
         "regularization": est._degree_regularization(),  # the key before: kept for readers
         "wide_limit": p["wide_limit"],
