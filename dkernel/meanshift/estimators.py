@@ -164,8 +164,9 @@ class MSSC(MeanShift):
         and ``normalization_silhouettes_`` record it); k is chosen on the 'size' graph; with
         ``affinity='rff'``, which holds no rows, 'size'. Measured by
         ``benchmarks/bench_mssc_normalization.py`` on the nine pixel and photo sets of
-        ``bench_realdata.py`` (3 000 rows, seeds 0–2), mean ARI and sets at or above k-means: 'size' 0.409, 5; 'cs' 0.439, 5; 'auto' 0.456, 7 (Taizhou's change
-        pair 0.303 → 0.678; at full size 0.406, 6 → 0.462, 8); Samson, Jasper Ridge and the
+        ``bench_realdata.py`` (3 000 rows, seeds 0–2), mean ARI and sets at or above
+        k-means: 'size' 0.409, 5; 'cs' 0.439, 5; 'auto' 0.456, 7 (Taizhou's change pair
+        0.303 → 0.678; at full size 0.406, 6 → 0.462, 8); Samson, Jasper Ridge and the
         six-class synthetic scene keep 'size' and their ARI. Not the default: on the demo
         scene it draws bright surfaces (clouds, sand) against the rest where 'size' draws land
         and clouds against water, at the same colour-consistency (halves-swapped ARI 0.975
@@ -657,9 +658,10 @@ class MSSC(MeanShift):
         affinities: dict[str, np.ndarray],
         rows: tuple | None = None,
     ) -> None:
-        """Stage two on each of ``affinities`` (normalization -> partition affinity); with
-        ``rows`` (points, their partitions, weights) the labelling whose silhouette there is
-        highest is kept (the first on a tie), else the first. k is chosen on the first."""
+        """Stage two on each of ``affinities`` (normalization -> partition affinity), k chosen
+        on the first. With ``rows`` (points, their partitions, weights) another graph's
+        labelling is kept when its silhouette there beats the first's by more than
+        ``SILHOUETTE_MARGIN``; else the first's."""
         first = next(iter(affinities))
         spectrum = normalized_spectrum(
             affinities[first],

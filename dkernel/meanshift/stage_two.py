@@ -1,7 +1,8 @@
 """MSSC's second stage on an m × m partition affinity (NumPy; the numerics layer).
 
-Normalized spectral clustering, KPCA or KECA of the partition graph, its wide (σ → ∞) limit and
-the sampled Cauchy–Schwarz pair sums ([Agersborg2012], ch. 5). :class:`~dkernel.MSSC` builds
+Normalized spectral clustering, KPCA or KECA of the partition graph, its wide (σ → ∞) limit,
+the sampled Cauchy–Schwarz pair sums ([Agersborg2012], ch. 5) and the silhouette by which
+``normalization='auto'`` compares two graphs' labellings. :class:`~dkernel.MSSC` builds
 the affinity and calls these; they know nothing of Dask or estimators.
 """
 
