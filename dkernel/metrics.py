@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-from sklearn.metrics import adjusted_rand_score, mutual_info_score, normalized_mutual_info_score
+from sklearn.metrics import (
+    adjusted_rand_score,
+    mutual_info_score,
+    normalized_mutual_info_score,
+    silhouette_samples,
+)
 
 
 def clustering_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -98,3 +103,30 @@ def _entropy(sizes: np.ndarray) -> float:
     sizes = sizes[sizes > 0].astype(np.float64)
     total = sizes.sum()
     return float(-np.sum((sizes / total) * (np.log(sizes) - np.log(total))))
+
+
+#: The silhouette of a labelling it is not defined for (one cluster, or one per point).
+UNDEFINED_SILHOUETTE = -1.0
+
+
+def mean_silhouette(
+    X: np.ndarray,
+    labels: np.ndarray,
+    *,
+    weights: np.ndarray | None = None,
+    metric: str = "euclidean",
+) -> float:
+    """Mean silhouette ([Rousseeuw1987]) of ``labels``, each point's weighted by ``weights``
+    (None: equally); ``X`` are points, or distances with ``metric='precomputed'``.
+    ``UNDEFINED_SILHOUETTE`` for one cluster or one per point.
+
+    Notes
+    -----
+    O(n² d) for n points of d columns.
+    """
+    labels = np.asarray(labels)
+    n_labels = np.unique(labels).size
+    if n_labels < 2 or n_labels >= labels.size:
+        return UNDEFINED_SILHOUETTE
+    values = silhouette_samples(np.asarray(X, dtype=np.float64), labels, metric=metric)
+    return float(np.average(values, weights=weights))

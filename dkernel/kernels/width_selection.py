@@ -29,19 +29,17 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-from sklearn.metrics import silhouette_score
 
 from dkernel._random import derive_rng
 from dkernel._validation import as_numpy
 from dkernel.errors import warn_caller
 from dkernel.kernels.registry import make_kernel
 from dkernel.kernels.widths import SILHOUETTE_SIGMA_FRACTION
+from dkernel.metrics import mean_silhouette
 from dkernel.rows import take_rows
 
 #: Rows the widths are compared on (a uniform sample above; O(rows²) kernel and distances).
 WIDTH_SAMPLE = 3000
-#: Score of a partition the silhouette is not defined for (one cluster, or one per point).
-UNDEFINED_SILHOUETTE = -1.0
 #: ``verify``: the next setting is fitted on every row while its sample score exceeds the
 #: best score verified so far by more than this.
 VERIFY_TOLERANCE = 0.01
@@ -63,13 +61,9 @@ def kernel_silhouette(K: np.ndarray, labels: np.ndarray) -> float:
     float
         In [-1, 1]; ``UNDEFINED_SILHOUETTE`` when ``labels`` has one cluster or one per point.
     """
-    labels = np.asarray(labels)
-    n_labels = np.unique(labels).size
-    if n_labels < 2 or n_labels >= labels.size:
-        return UNDEFINED_SILHOUETTE
     D = np.sqrt(np.clip(2.0 - 2.0 * np.asarray(K, dtype=np.float64), 0.0, None))
     np.fill_diagonal(D, 0.0)
-    return float(silhouette_score(D, labels, metric="precomputed"))
+    return mean_silhouette(D, labels, metric="precomputed")
 
 
 def width_sample(n: int, rng: np.random.Generator) -> np.ndarray | None:

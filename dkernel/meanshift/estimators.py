@@ -54,13 +54,13 @@ from dkernel.meanshift.stage_two import (
     normalized_spectrum,
     second_stage,
     silhouette_rows,
-    weighted_silhouette,
     wide_limit_axes,
     wide_limit_stage,
 )
 from dkernel.meanshift.stage_two import (
     _normalized_graph as _normalized_graph,  # re-exported: tests reach it by this path
 )
+from dkernel.metrics import mean_silhouette
 from dkernel.model_order import IMAGE_FINEST_FRACTION, candidate_range, spectrum_model_order
 from dkernel.runtime.progress import compute_with_progress
 
@@ -712,7 +712,7 @@ class MSSC(MeanShift):
         if rows is not None:
             points, partitions, weights = rows
             scores = {
-                norm: weighted_silhouette(points, stage.labels[partitions], weights)
+                norm: mean_silhouette(points, stage.labels[partitions], weights=weights)
                 for norm, stage in stages.items()
             }
             # 'size' (first) is kept unless another is clearly better

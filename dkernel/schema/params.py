@@ -36,7 +36,6 @@ _KIND_NAMES = {
     "float_list": "a number or a list of numbers",
     "column": "a column index (an int) or name (a string)",
     "column_list": "a column index or name, or a list of them",
-    "count_or_fraction": "a count (an int) or a fraction of the rows (a number)",
 }
 
 
@@ -86,12 +85,12 @@ class Param:
     def describe(self, *, with_cap: bool = False) -> str:
         """``an int >= 1`` etc.; ``with_cap`` adds a :data:`COUNT_CAPS` / :data:`INT_MAX`
         bound that the schema does not state itself."""
-        text = _KIND_NAMES[self.kind]
         if self.kind == "count_or_fraction":
             text = (
                 f"a count (an int >= {self.low}) or a fraction of the rows (a number > 0 and <= 1)"
             )
             return text + (" (or null)" if self.nullable else "")
+        text = _KIND_NAMES[self.kind]
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         bounds = []

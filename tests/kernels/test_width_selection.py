@@ -13,12 +13,9 @@ from sklearn.preprocessing import StandardScaler
 from dkernel import KernelKMeans
 from dkernel.errors import InvalidInputError
 from dkernel.kernels import width_selection as width
-from dkernel.kernels.width_selection import (
-    UNDEFINED_SILHOUETTE,
-    kernel_silhouette,
-    reference_kernel,
-)
+from dkernel.kernels.width_selection import kernel_silhouette, reference_kernel
 from dkernel.kernels.widths import KERNEL_KMEANS_SIGMA_FRACTION, KERNEL_KMEANS_SIGMA_FRACTIONS
+from dkernel.metrics import UNDEFINED_SILHOUETTE
 
 
 def _slow_silhouette(K: np.ndarray, labels: np.ndarray) -> float:

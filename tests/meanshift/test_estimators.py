@@ -656,17 +656,17 @@ def test_normalization_auto_keeps_the_labelling_of_higher_silhouette(rng, monkey
     assert streamed.normalization_ == "size" and streamed.normalization_silhouettes_ is None
 
 
-def test_weighted_silhouette_against_scikit_learn(rng):
+def test_mean_silhouette_against_scikit_learn(rng):
     from sklearn.metrics import silhouette_samples
 
-    from dkernel.meanshift.stage_two import UNDEFINED_SILHOUETTE, weighted_silhouette
+    from dkernel.metrics import UNDEFINED_SILHOUETTE, mean_silhouette
 
     X, y = _blobs(rng)
     w = rng.uniform(0.5, 3.0, size=y.size)
     expected = np.sum(silhouette_samples(X, y) * w) / np.sum(w)
-    assert weighted_silhouette(X, y, w) == pytest.approx(expected, rel=1e-12)
-    assert weighted_silhouette(X, np.zeros(y.size, int)) == UNDEFINED_SILHOUETTE
-    assert weighted_silhouette(X[:3], np.arange(3)) == UNDEFINED_SILHOUETTE
+    assert mean_silhouette(X, y, weights=w) == pytest.approx(expected, rel=1e-12)
+    assert mean_silhouette(X, np.zeros(y.size, int)) == UNDEFINED_SILHOUETTE
+    assert mean_silhouette(X[:3], np.arange(3)) == UNDEFINED_SILHOUETTE
 
 
 def test_wide_limit_from_streamed_partition_sums(rng, array_kind):
