@@ -473,12 +473,21 @@ def main() -> None:
         action="store_true",
         help="download the sets not shipped (BSDS photos, 451 kB) into benchmarks/data/staged",
     )
+    ap.add_argument(
+        "--from",
+        dest="from_folder",
+        metavar="DIR",
+        help="with --stage: copy them from DIR (e.g. a checkout of the photos' repository), "
+        "found by size and SHA-256, instead of downloading",
+    )
     args = ap.parse_args()
     if args.stage:
         from dkernel.data.registry import fetch_files
 
-        fetch_files(rs.staged_photos(), rs.STAGED, report=print)
+        fetch_files(rs.staged_photos(), rs.STAGED, from_folder=args.from_folder, report=print)
         return
+    if args.from_folder:
+        ap.error("--from goes with --stage")
     if args.write_checksums:
         for name, digest in rs.write_checksums(args.sets).items():
             print(f"{name:16s} {digest}")

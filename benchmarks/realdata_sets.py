@@ -193,7 +193,8 @@ def _bsds(image: str) -> Callable:
         if not found:
             raise MissingSource(
                 f"BSDS photo {image} is neither in $DKERNEL_DATA nor staged: "
-                "python benchmarks/bench_realdata.py --stage"
+                "python benchmarks/bench_realdata.py --stage (offline: add --from DIR, a "
+                "folder holding the files, e.g. a checkout of their repository)"
             )
         img = np.asarray(imread(found[0] / f"{image}.jpg"), dtype=np.float64)
         truth = loadmat(found[0] / f"{image}_groundTruth.mat")["groundTruth"][0]

@@ -196,6 +196,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the data folder (default $DKERNEL_DATA, else ./dkernel-data); jobs read it "
         "through DKERNEL_DATA",
     )
+    f.add_argument(
+        "--from",
+        dest="from_folder",
+        type=Path,
+        metavar="DIR",
+        help="copy the files from DIR instead of downloading them (a checkout of the source "
+        "repository, another data folder): each is found by its size and SHA-256",
+    )
     return parser
 
 
@@ -413,7 +421,12 @@ def _cmd_data(args: argparse.Namespace) -> int:
             print(f"{'':10} {'':>10}  licence: {d.licence}; used by {', '.join(d.used_by)}")
         return EXIT_OK
     to = args.to or Path(os.environ.get("DKERNEL_DATA") or "dkernel-data")
-    fetch(args.name, to, report=lambda line: print(line, file=sys.stderr, flush=True))
+    fetch(
+        args.name,
+        to,
+        from_folder=args.from_folder,
+        report=lambda line: print(line, file=sys.stderr, flush=True),
+    )
     if Path(os.environ.get("DKERNEL_DATA") or "").expanduser().resolve() != to.resolve():
         print(f"now: export DKERNEL_DATA={to.resolve()}", file=sys.stderr)
     return EXIT_OK

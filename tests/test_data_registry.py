@@ -173,6 +173,65 @@ def test_only_https_sources_leave_the_machine(tmp_path, registered):
         fetch("example", tmp_path / "data")
 
 
+def _two_files(tmp_path: Path) -> tuple[Dataset, dict[str, bytes]]:
+    """A dataset of two files whose sources cannot be reached: only a copy can provide them."""
+    contents = {"pair/a.bin": b"a" * 700, "pair/b.bin": bytes(range(200)) * 3}
+    files = tuple(
+        DataFile(path, len(data), hashlib.sha256(data).hexdigest(), "https://unreachable.invalid/x")
+        for path, data in contents.items()
+    )
+    return Dataset("pair", "two files", "CC0", files, used_by=("nothing",)), contents
+
+
+def test_fetch_from_a_folder_finds_each_file_by_content_and_downloads_nothing(tmp_path, registered):
+    dataset, contents = _two_files(tmp_path)
+    registered(dataset)
+    checkout = tmp_path / "checkout"
+    (checkout / "images" / "deep").mkdir(parents=True)
+    (checkout / "images" / "deep" / "renamed.dat").write_bytes(contents["pair/a.bin"])
+    (checkout / "b.bin").write_bytes(contents["pair/b.bin"])
+    # same size as a.bin, other bytes: must not be taken for it
+    (checkout / "a.bin").write_bytes(b"z" * 700)
+    lines: list[str] = []
+    paths = fetch("pair", tmp_path / "data", from_folder=checkout, report=lines.append)
+    assert [p.read_bytes() for p in paths] == list(contents.values())
+    assert "copied from" in lines[0] and "renamed.dat" in lines[0] and "checksum ok" in lines[0]
+    # the verified copies are kept on a second call, which needs no folder
+    fetch("pair", tmp_path / "data", report=lines.append)
+    assert all("present, checksum ok" in line for line in lines[-2:])
+
+
+def test_fetch_from_a_folder_without_every_file_copies_nothing_and_names_the_missing(
+    tmp_path, registered
+):
+    dataset, contents = _two_files(tmp_path)
+    registered(dataset)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "a.bin").write_bytes(contents["pair/a.bin"])
+    with pytest.raises(InvalidInputError, match=r"pair/b\.bin \(600 bytes\)") as info:
+        fetch("pair", tmp_path / "data", from_folder=checkout)
+    assert "pair/a.bin" not in str(info.value)
+    assert not (tmp_path / "data" / "pair" / "a.bin").exists()
+    with pytest.raises(InvalidInputError, match="not a folder"):
+        fetch("pair", tmp_path / "data", from_folder=checkout / "a.bin")
+
+
+def test_cli_data_fetch_from_a_folder(tmp_path, registered, capsys):
+    dataset, contents = _two_files(tmp_path)
+    registered(dataset)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for n, data in enumerate(contents.values()):
+        (checkout / f"{n}.bin").write_bytes(data)
+    target = tmp_path / "d"
+    assert main(["data", "fetch", "pair", "--to", str(target), "--from", str(checkout)]) == 0
+    assert (target / "pair" / "b.bin").read_bytes() == contents["pair/b.bin"]
+    assert "copied from" in capsys.readouterr().err
+    assert main(["data", "fetch", "pair", "--to", str(tmp_path / "e"), "--from", "nowhere"]) == 2
+    assert "not a folder" in capsys.readouterr().err
+
+
 def test_unknown_dataset_lists_the_known_ones():
     with pytest.raises(InvalidInputError, match="frey.*samson|known: "):
         get_dataset("nope")

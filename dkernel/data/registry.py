@@ -5,7 +5,9 @@ Every file is a byte-for-byte copy of a file in a public GitHub repository at a 
 (the sources of ``$DKERNEL_DATA/MANIFEST.md``), fetched into the folder layout the readers
 expect (``DKERNEL_DATA/<folder>/<file>``). A download is written beside its target, checked
 against its size and SHA-256 and only then moved into place; a file already there is checked
-the same way and kept when it matches, refused when it does not.
+the same way and kept when it matches, refused when it does not. On a machine that cannot
+reach the sources, ``--from DIR`` copies the files from a folder that already holds them
+(a checkout of the source repository, another machine's data folder), found by content.
 """
 
 from __future__ import annotations
@@ -340,18 +342,20 @@ def fetch(
     name: str,
     to: str | os.PathLike,
     *,
+    from_folder: str | os.PathLike | None = None,
     report: Callable[[str], None] | None = None,
 ) -> list[Path]:
-    """Download the dataset ``name`` of :data:`DATASETS` into the data folder ``to``, verified
-    (:func:`fetch_files`; an unknown name raises :class:`InvalidInputError` listing the known
-    ones)."""
-    return fetch_files(get_dataset(name), to, report=report)
+    """Download the dataset ``name`` of :data:`DATASETS` into the data folder ``to``, or copy
+    it from ``from_folder``, verified (:func:`fetch_files`; an unknown name raises
+    :class:`InvalidInputError` listing the known ones)."""
+    return fetch_files(get_dataset(name), to, from_folder=from_folder, report=report)
 
 
 def fetch_files(
     dataset: Dataset,
     to: str | os.PathLike,
     *,
+    from_folder: str | os.PathLike | None = None,
     report: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Download the files of ``dataset`` into the data folder ``to``, verified.
@@ -363,8 +367,13 @@ def fetch_files(
     to : path
         The data folder (what ``DKERNEL_DATA`` points to); the dataset's subfolders are made
         in it.
+    from_folder : path, optional
+        Copy the files from this folder instead of downloading them: each is the file under
+        it (at any depth, under any name) with the registry's size and SHA-256, so a checkout
+        of the source repository or another machine's data folder will do. Every missing
+        file must be found there before any is copied.
     report : callable, optional
-        Called with one line per file (kept, downloaded).
+        Called with one line per file (kept, downloaded, copied).
 
     Returns
     -------
@@ -375,42 +384,97 @@ def fetch_files(
     ------
     InvalidInputError
         A file already at the target that does not match the registry (it is left alone:
-        move it away to fetch again).
+        move it away to fetch again); ``from_folder`` not a folder, or without a file the
+        registry names (all such files are listed; nothing is copied).
     DKernelError
         A download that failed or does not match its size and SHA-256 (nothing is written).
     """
     root = Path(to).expanduser()
     say = report or (lambda line: None)
-    paths = []
+    paths, missing = [], []
     for entry in dataset.files:
         target = root / entry.path
         paths.append(target)
-        if target.exists():
-            problem = check_file(target, entry)
-            if problem is not None:
-                raise InvalidInputError(
-                    f"{target} exists but is not the registry's file ({problem}); it is left "
-                    "as it is: move it away and fetch again."
-                )
-            say(f"{entry.path}: present, checksum ok")
+        if not target.exists():
+            missing.append((entry, target))
             continue
+        problem = check_file(target, entry)
+        if problem is not None:
+            raise InvalidInputError(
+                f"{target} exists but is not the registry's file ({problem}); it is left "
+                "as it is: move it away and fetch again."
+            )
+        say(f"{entry.path}: present, checksum ok")
+    copies = (
+        _copies_in(Path(from_folder).expanduser(), [entry for entry, _ in missing])
+        if from_folder is not None
+        else {}
+    )
+    for entry, target in missing:
         tmp = _temporary_beside(target, root)
         try:
-            try:
-                _download(entry.url, tmp, entry.size)
-            except OSError as exc:
-                raise DKernelError(f"could not download {entry.url}: {exc}") from exc
+            if entry.path in copies:
+                shutil.copyfile(copies[entry.path], tmp)
+                origin, what = f"copied from {copies[entry.path]}", f"{copies[entry.path]}"
+            else:
+                try:
+                    _download(entry.url, tmp, entry.size)
+                except OSError as exc:
+                    raise DKernelError(f"could not download {entry.url}: {exc}") from exc
+                origin, what = "downloaded", f"the download of {entry.url}"
             problem = check_file(tmp, entry)
             if problem is not None:
                 raise DKernelError(
-                    f"the download of {entry.url} does not match the registry ({problem}); "
-                    "nothing was written."
+                    f"{what} does not match the registry ({problem}); nothing was written."
                 )
             shutil.move(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
-        say(f"{entry.path}: downloaded, {entry.size:,} bytes, checksum ok")
+        say(f"{entry.path}: {origin}, {entry.size:,} bytes, checksum ok")
     return paths
+
+
+def _copies_in(folder: Path, entries: list[DataFile]) -> dict[str, Path]:
+    """The file under ``folder`` (any depth, any name) with each entry's size and SHA-256,
+    by entry path; only files of a wanted size are hashed.
+
+    Raises
+    ------
+    InvalidInputError
+        ``folder`` is not a folder, or holds no copy of some entries (all of them named).
+    """
+    if not folder.is_dir():
+        raise InvalidInputError(
+            f"--from {folder}: not a folder. Pass the folder that holds the dataset's files "
+            "(a checkout of its source repository, or another data folder)."
+        )
+    wanted: dict[int, list[DataFile]] = {}
+    for entry in entries:
+        wanted.setdefault(entry.size, []).append(entry)
+    found: dict[str, Path] = {}
+    for parent, _, names in os.walk(folder):
+        for name in sorted(names):
+            path = Path(parent) / name
+            try:
+                candidates = wanted.get(path.stat().st_size, [])
+            except OSError:
+                continue
+            open_ones = [e for e in candidates if e.path not in found]
+            if not open_ones:
+                continue
+            digest = sha256_of(path)
+            for entry in open_ones:
+                if entry.sha256 == digest:
+                    found[entry.path] = path
+    absent = [e for e in entries if e.path not in found]
+    if absent:
+        listed = "; ".join(f"{e.path} ({e.size:,} bytes)" for e in absent)
+        raise InvalidInputError(
+            f"no file under {folder} has the size and SHA-256 the registry gives for: "
+            f"{listed}. Nothing was copied; pass the folder that holds them, or fetch "
+            "without --from to download them."
+        )
+    return found
 
 
 #: Error texts that mean a reader did not find its data.
