@@ -10,6 +10,7 @@ import rioxarray
 
 from dkernel.io import raster as R
 from dkernel.jobs.runner import prepare_job, run_job
+from dkernel.meanshift.stage_two import SILHOUETTE_MARGIN
 from dkernel.storage.store import open_results, recorded_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +75,15 @@ def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
     assert 0 < at_sigma < 1 and 0 < at_limit < 1
     assert ms.attrs["wide_limit"] == "auto"
     assert ms.attrs["wide_limit_chosen"] is bool(at_limit < at_sigma)
+    # the partition graph kept and its evidence (none where the rff affinity holds no rows)
+    assert ms.attrs["normalization"] == "auto"
+    silhouettes = ms.attrs["normalization_silhouettes"]
+    if affinity == "rff":
+        assert silhouettes is None and ms.attrs["normalization_chosen"] == "size"
+    else:
+        assert set(silhouettes) == {"size", "cs"}
+        best = max(silhouettes, key=lambda g: silhouettes[g] - SILHOUETTE_MARGIN * (g != "size"))
+        assert ms.attrs["normalization_chosen"] == best
     m = ms.attrs["n_partitions"]
     assert ms["affinity"].shape == (m, m) and ms["modes"].shape == (m, 5)
     part = ms["partition"].values

@@ -114,7 +114,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
         f"mean shift: h_ms={est.bandwidth_:.4g}, {est.n_partitions_} partitions "
         f"({est.n_iter_} iterations); affinity {est.affinity_method_}, "
         f"h_spec={est.sigma_:.4g}{' (stage two: its wide limit)' if est.wide_limit_ else ''}; "
-        f"bands {est.band_norm_}"
+        f"bands {est.band_norm_}; {_partition_graph_text(est)}"
     )
 
     counts = strip_counts(image, X)
@@ -144,6 +144,15 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     yield Metrics(labels)
 
 
+def _partition_graph_text(est: Any) -> str:
+    """The partition graph stage two kept, with the silhouettes that chose it."""
+    scores = est.normalization_silhouettes_
+    if not scores:
+        return f"partition graph '{est.normalization_}'"
+    listed = ", ".join(f"'{name}' {score:.3f}" for name, score in scores.items())
+    return f"partition graph '{est.normalization_}' (silhouettes {listed})"
+
+
 def _attrs(ctx: JobContext, est: Any) -> dict[str, Any]:
     """The ``/mssc`` group's attributes."""
     p = ctx.params
@@ -157,6 +166,12 @@ def _attrs(ctx: JobContext, est: Any) -> dict[str, Any]:
         "embedding": p["embedding"],
         "normalization": p["normalization"],
         "normalization_chosen": est.normalization_,
+        # normalization='auto': each partition graph's silhouette, the evidence of the choice
+        "normalization_silhouettes": (
+            None
+            if est.normalization_silhouettes_ is None
+            else {name: float(s) for name, s in est.normalization_silhouettes_.items()}
+        ),
         "degree_regularization": est._degree_regularization(),
         "regularization": est._degree_regularization(),  # the key before: kept for readers
         "wide_limit": p["wide_limit"],
