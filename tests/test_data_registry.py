@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import os
 import re
 import threading
 from pathlib import Path
@@ -192,6 +193,8 @@ def test_fetch_from_a_folder_finds_each_file_by_content_and_downloads_nothing(tm
     (checkout / "b.bin").write_bytes(contents["pair/b.bin"])
     # same size as a.bin, other bytes: must not be taken for it
     (checkout / "a.bin").write_bytes(b"z" * 700)
+    (checkout / "images" / "gone.bin").symlink_to(tmp_path / "nowhere")  # skipped
+    os.mkfifo(checkout / "images" / "pipe")  # not opened: a read would block
     lines: list[str] = []
     paths = fetch("pair", tmp_path / "data", from_folder=checkout, report=lines.append)
     assert [p.read_bytes() for p in paths] == list(contents.values())

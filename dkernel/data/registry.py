@@ -16,6 +16,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 import urllib.request
 from collections.abc import Callable
@@ -407,7 +408,7 @@ def fetch_files(
         say(f"{entry.path}: present, checksum ok")
     copies = (
         _copies_in(Path(from_folder).expanduser(), [entry for entry, _ in missing])
-        if from_folder is not None
+        if from_folder is not None and missing
         else {}
     )
     for entry, target in missing:
@@ -456,13 +457,19 @@ def _copies_in(folder: Path, entries: list[DataFile]) -> dict[str, Path]:
         for name in sorted(names):
             path = Path(parent) / name
             try:
-                candidates = wanted.get(path.stat().st_size, [])
-            except OSError:
+                status = path.stat()
+            except OSError:  # a dangling link, a vanished file
                 continue
+            if not stat.S_ISREG(status.st_mode):  # a FIFO would block the read
+                continue
+            candidates = wanted.get(status.st_size, [])
             open_ones = [e for e in candidates if e.path not in found]
             if not open_ones:
                 continue
-            digest = sha256_of(path)
+            try:
+                digest = sha256_of(path)
+            except OSError:  # unreadable (permissions, a vanished file): not a copy
+                continue
             for entry in open_ones:
                 if entry.sha256 == digest:
                     found[entry.path] = path
