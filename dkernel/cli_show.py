@@ -170,6 +170,7 @@ def _show_lines(info: dict[str, Any]) -> list[str]:
         else:
             lines.append(f"  {name}: ({dims}) {_safe(a['dtype'])}{chunks}")
     lines += _model_order_lines(info.get("model_order"))
+    lines += _stage_two_lines(info.get("stage_two"))
     return lines
 
 
@@ -199,6 +200,41 @@ def _model_order_lines(order: Any) -> list[str]:
     lines.append("  k: score")
     for i in range(0, len(cells), SHOW_CANDIDATES_PER_LINE):
         lines.append("  " + "  ".join(cells[i : i + SHOW_CANDIDATES_PER_LINE]))
+    return lines
+
+
+def _score(value: Any) -> str:
+    return f"{value:.3f}" if _is_number(value) else _safe(value, 20)
+
+
+def _stage_two_lines(stage: Any) -> list[str]:
+    """MSSC's stage-two choices (``/mssc``): the partition graph kept with each graph's
+    silhouette, and the affinity's wide limit or its width with their eigengap ratios."""
+    if not isinstance(stage, dict):
+        return []
+    lines = []
+    graph = stage.get("normalization_chosen")
+    if graph is not None:
+        scores = stage.get("normalization_silhouettes")
+        evidence = ""
+        if isinstance(scores, dict) and scores:
+            listed = ", ".join(
+                f"{_safe(name, 20)} {_score(score)}"
+                for name, score in list(scores.items())[:SHOW_ENTRIES_MAX]
+            )
+            evidence = f" (silhouettes {listed})"
+        lines.append(f"partition graph: {_safe(graph, 20)}{evidence}")
+    wide = stage.get("wide_limit_chosen")
+    if isinstance(wide, bool):
+        ratios = stage.get("eigengap_ratios")
+        evidence = ""
+        if isinstance(ratios, list) and len(ratios) == 2:
+            evidence = (
+                f" (eigengap ratios {_score(ratios[0])} at sigma, {_score(ratios[1])} in the "
+                "wide limit; the smaller wins)"
+            )
+        kept = "the wide limit of the affinity" if wide else "the affinity at sigma"
+        lines.append(f"stage two: {kept}{evidence}")
     return lines
 
 

@@ -205,7 +205,20 @@ def describe_store(
     info: dict[str, Any] = {"path": str(path), "attrs": attrs, "arrays": arrays}
     if "model_order" in tree.children:
         info["model_order"] = _model_order_summary(tree["model_order"].to_dataset(), fits)
+    if "mssc" in tree.children:
+        group = tree["mssc"].attrs
+        info["stage_two"] = {key: group.get(key) for key in STAGE_TWO_EVIDENCE}
     return info
+
+
+#: The ``/mssc`` attributes that say which partition graph and which limit of its affinity
+#: MSSC's stage two kept, and the evidence of each choice (``dkernel show`` prints them).
+STAGE_TWO_EVIDENCE = (
+    "normalization_chosen",
+    "normalization_silhouettes",
+    "wide_limit_chosen",
+    "eigengap_ratios",
+)
 
 
 #: Most candidates of ``/model_order`` whose scores :func:`describe_store` reads.

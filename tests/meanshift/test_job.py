@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import rioxarray
 
+from dkernel.cli import main
 from dkernel.io import raster as R
 from dkernel.jobs.runner import prepare_job, run_job
 from dkernel.meanshift.stage_two import SILHOUETTE_MARGIN
@@ -51,7 +52,7 @@ def _spec(tmp_path, tif, **params):
 
 
 @pytest.mark.parametrize("affinity", ["exact", "rff", "sample"])
-def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
+def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity, capsys):
     out = run_job(
         _spec(tmp_path, small_tif, affinity=affinity),
         client=client,
@@ -84,6 +85,13 @@ def test_mssc_job_end_to_end(tmp_path, small_tif, client, affinity):
         assert set(silhouettes) == {"size", "cs"}
         best = max(silhouettes, key=lambda g: silhouettes[g] - SILHOUETTE_MARGIN * (g != "size"))
         assert ms.attrs["normalization_chosen"] == best
+        # `dkernel show` prints both choices of stage two with their evidence
+        assert main(["show", str(out)]) == 0
+        shown = capsys.readouterr().out
+        size, cs = silhouettes["size"], silhouettes["cs"]
+        assert f"partition graph: {best} (silhouettes size {size:.3f}, cs {cs:.3f})" in shown
+        kept = "the wide limit of the affinity" if at_limit < at_sigma else "the affinity at sigma"
+        assert f"stage two: {kept} (eigengap ratios {at_sigma:.3f} at sigma, " in shown
     m = ms.attrs["n_partitions"]
     assert ms["affinity"].shape == (m, m) and ms["modes"].shape == (m, 5)
     part = ms["partition"].values

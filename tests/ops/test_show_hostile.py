@@ -151,6 +151,30 @@ def test_log_lines_are_escaped() -> None:
     assert err.getvalue() == "[dkernel] job 'x\\x1b]0;pwned\\x07'\nsecond line\n"
 
 
+def _store_with_mssc(path: Path, attrs: dict[str, Any]) -> Path:
+    """A complete store with an ``/mssc`` group holding ``attrs`` (as a hand edit would)."""
+    store = ResultsStore.create(path, job={"name": "other", "method": "mssc"}, seed=0)
+    zarr.open_group(str(path / "mssc"), mode="w").attrs.update(attrs)
+    store.mark_complete()
+    return path
+
+
+def test_stage_two_evidence_is_printed_escaped_whatever_its_type(tmp_path) -> None:
+    hostile = {
+        "normalization_chosen": "cs\x1b[2J",
+        "normalization_silhouettes": {"size\u202e": "high", "cs": 0.5, "x": None},
+        "wide_limit_chosen": True,
+        "eigengap_ratios": [float("nan"), "\x07"],
+    }
+    out = shown(_store_with_mssc(tmp_path / "a.zarr", hostile))
+    assert r"partition graph: cs\x1b[2J (silhouettes size\u202e high, cs 0.500, x -)" in out
+    assert r"stage two: the wide limit of the affinity (eigengap ratios nan at sigma, \x07" in out
+    wrong_types = {**hostile, "normalization_silhouettes": "none", "eigengap_ratios": 3}
+    out = shown(_store_with_mssc(tmp_path / "b.zarr", wrong_types))
+    assert "partition graph: cs\\x1b[2J\n" in out
+    assert "stage two: the wide limit of the affinity\n" in out
+
+
 def test_huge_attribute_is_cut(tmp_path) -> None:
     huge = "A" * (2 << 20)
     path = _store(tmp_path / "s.zarr", lambda a: a.update(error=huge, git_revision=huge), name=huge)
