@@ -52,9 +52,9 @@ def _safe(value: Any, limit: int = SHOW_FIELD_MAX) -> str:
     else:
         from dkernel.schema.params import show_value
 
-        text = value if isinstance(value, int | float) else show_value(value)
+        plain = value if isinstance(value, int | float) else show_value(value)
         try:
-            text = str(text)
+            text = str(plain)
         except ValueError:  # an int past Python's digit limit
             text = f"<{type(value).__name__}>"
     return _escape(text, limit)
