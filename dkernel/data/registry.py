@@ -415,7 +415,10 @@ def fetch_files(
         tmp = _temporary_beside(target, root)
         try:
             if entry.path in copies:
-                shutil.copyfile(copies[entry.path], tmp)
+                try:
+                    shutil.copyfile(copies[entry.path], tmp)
+                except OSError as exc:
+                    raise DKernelError(f"could not copy {copies[entry.path]}: {exc}") from exc
                 origin, what = f"copied from {copies[entry.path]}", f"{copies[entry.path]}"
             else:
                 try:
