@@ -557,12 +557,7 @@ class MSSC(MeanShift):
         self.affinity_method_ = method
         self.partition_sizes_ = np.asarray(sizes, dtype=np.int64)
         normalizations = NORMALIZATIONS if self.normalization == "auto" else (self.normalization,)
-        affinities = {
-            norm: K.cs_normalize(S)
-            if norm == "cs"
-            else S / np.sqrt(np.outer(np.maximum(sizes, 1), np.maximum(sizes, 1)))
-            for norm in normalizations
-        }
+        affinities = {norm: K.partition_affinity(S, sizes, norm) for norm in normalizations}
         if len(affinities) < 2:
             rows = None
         elif method == "exact":

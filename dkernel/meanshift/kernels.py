@@ -588,6 +588,15 @@ def cs_normalize(S: np.ndarray) -> np.ndarray:
     return A
 
 
+def partition_affinity(S: np.ndarray, sizes: np.ndarray, normalization: str) -> np.ndarray:
+    """The partition graph of the pair sums ``S``: 'cs' (:func:`cs_normalize`) or 'size',
+    ``S_ij / sqrt(n_i n_j)`` with ``sizes`` the partitions' point counts (at least 1)."""
+    if normalization == "cs":
+        return cs_normalize(S)
+    n = np.maximum(np.asarray(sizes, dtype=np.float64), 1)
+    return S / np.sqrt(np.outer(n, n))
+
+
 def rff_params(
     n_features: int, n_components: int, bandwidth: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
