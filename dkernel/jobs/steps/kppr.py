@@ -170,9 +170,10 @@ def check_data(params: dict, data: LoadedData) -> None:
     n = data.n_samples
     if n < 2:
         raise InvalidInputError(f"kppr needs at least 2 samples; the data has {n}.")
-    if _n_fit(params, n) < min(3, n):
+    n_fit = _n_fit(params, n)
+    if n_fit < min(3, n):
         raise SpecError(
-            f"max_samples ({params['max_samples']}) of {n} rows draws {_n_fit(params, n)}; "
+            f"max_samples ({params['max_samples']}) of {n} rows draws {n_fit}; "
             "the fit needs at least 3 rows: raise it.",
             "params.max_samples",
         )
@@ -203,10 +204,10 @@ def check_data(params: dict, data: LoadedData) -> None:
         refuse_missing_values("kppr", kernel, data.X, KERNEL_CHOICES)
     # the k-NN graphs' size, or local_scaling's rank (the estimator checks a former spelling)
     name = "scale_neighbors" if kernel == "local_scaling" else "n_neighbors"
-    if kernel in ADAPTIVE and params[name] >= _n_fit(params, n):
+    if kernel in ADAPTIVE and params[name] >= n_fit:
         raise SpecError(
             f"{name} ({params[name]}) must be < the in-sample rows "
-            f"({_n_fit(params, n)}); lower {name} or raise max_samples.",
+            f"({n_fit}); lower {name} or raise max_samples.",
             f"params.{name}",
         )
 
