@@ -88,6 +88,8 @@ GLOSSARY: dict[str, str] = {
     "of the rows (float)",
     "min_cluster_size": "mean-shift basins holding less than this fraction of the points join "
     "the nearest larger mode",
+    "saddle_ratio": "a mean-shift basin whose highest pass into a higher mode's basin reaches "
+    "this fraction of its own peak density joins it; None: no such merging",
     "n_clusters": "number of clusters; 'auto' chooses it (dkernel.model_order); None: embed "
     "only (where clustering is optional)",
     "n_components": "dimension of the embedding (components kept)",
@@ -145,6 +147,8 @@ DIFFERENT_DEFAULTS: dict[str, str] = {
     "on half the rows (a fraction)",
     "min_cluster_size": "MSSC's first stage over-partitions on purpose (0: every mode); "
     "MeanShift prunes under 1 % or 5 points",
+    "saddle_ratio": "MSSC's first stage keeps every basin (None), MeanShift joins shallow ones "
+    "(0.8)",
     "n_clusters": "2 for the clusterers, 3 for JRC ([Lokse2014]), 8 scikit-learn's KMeans', "
     "'auto' MSSC's, None: embed",
     "n_components": "None follows n_clusters; the deep models', ESN's and CCA's sizes are "

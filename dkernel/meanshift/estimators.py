@@ -245,6 +245,9 @@ class MSSC(MeanShift):
     min_cluster_size : float
         See :class:`MeanShift`; default 0: every mode of the first stage is a partition (stage
         two merges them, weighing each by its size).
+    saddle_ratio : float or None
+        See :class:`MeanShift`; default None: no merging of basins by their passes (stage two
+        merges the partitions).
     projection : int, float or None
         See :class:`MeanShift`; default None: the first stage runs on the bands themselves (the
         scenes' 156-198 bands included: the partitions are refined by stage two, which
@@ -359,6 +362,7 @@ class MSSC(MeanShift):
         path_radius: float = 0.5,
         bandwidth_factor: float = 0.4,
         min_cluster_size: float = 0.0,
+        saddle_ratio: float | None = None,
         projection: int | float | None = None,
         random_state: int | None = None,
         progress: bool = False,
@@ -379,6 +383,7 @@ class MSSC(MeanShift):
             path_radius=path_radius,
             bandwidth_factor=bandwidth_factor,
             min_cluster_size=min_cluster_size,
+            saddle_ratio=saddle_ratio,
             projection=projection,
             random_state=random_state,
             n_density=n_density,

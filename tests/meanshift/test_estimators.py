@@ -787,12 +787,13 @@ def test_one_cluster_left_of_many_pruned_modes_warns_but_a_blob_does_not():
 
 def test_small_basins_join_the_nearest_larger_mode(rng):
     """Issue 57: an isolated point was a cluster of its own; below ``min_cluster_size`` its basin
-    joins the nearest larger mode, in fit and predict alike."""
+    joins the nearest larger mode, in fit and predict alike (the pruning alone: no merging of
+    basins by their passes)."""
     X, y = _blobs(rng, 100)
     X = np.vstack([X, [[9.0, 0.5], [-5.0, 4.2]]])  # two far points, each its own mode
-    kept = MeanShift(0.6, min_cluster_size=0).fit(X)
+    kept = MeanShift(0.6, min_cluster_size=0, saddle_ratio=None).fit(X)
     assert kept.n_partitions_ == 5
-    pruned = MeanShift(0.6).fit(X)
+    pruned = MeanShift(0.6, saddle_ratio=None).fit(X)
     assert pruned.n_partitions_ == 3
     # the far points go to the modes nearest theirs: (4, 0) and (0, 4)
     np.testing.assert_array_equal(pruned.labels_[-2:], pruned.labels_[[100, 200]])
@@ -804,11 +805,11 @@ def test_small_basins_join_the_nearest_larger_mode(rng):
     # a tight group of 6 points of 308 is over 1 % and 5 points: a cluster of its own
     corner = [[-8.0, -8.0], [-8.1, -8.0], [-8.0, -8.1], [-8.1, -8.1], [-8.05, -8.05]]
     group = np.vstack([X, corner, [[-8.02, -8.08]]])
-    assert MeanShift(0.6).fit(group).n_partitions_ == 4
+    assert MeanShift(0.6, saddle_ratio=None).fit(group).n_partitions_ == 4
     # on 60 points 1 % is under one point; the floor of 5 still joins a pair far away
     small = np.vstack([X[:300:5], [[9.0, 9.0], [9.1, 9.0]]])
-    assert MeanShift(0.6, min_cluster_size=0).fit(small).n_partitions_ == 4
-    assert MeanShift(0.6).fit(small).n_partitions_ == 3
+    assert MeanShift(0.6, min_cluster_size=0, saddle_ratio=None).fit(small).n_partitions_ == 4
+    assert MeanShift(0.6, saddle_ratio=None).fit(small).n_partitions_ == 3
 
 
 def test_min_cluster_size_must_be_a_count_or_a_fraction(rng):
