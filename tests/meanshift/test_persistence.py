@@ -7,7 +7,8 @@ import pytest
 
 from dkernel import MeanShift
 from dkernel.errors import DegenerateClusteringWarning
-from dkernel.meanshift.persistence import basin_passes, log_density, merge_by_persistence
+from dkernel.meanshift.kernels import log_density
+from dkernel.meanshift.persistence import basin_passes, merge_by_persistence
 
 
 def _slow_log_density(P, D, h, w=None):
