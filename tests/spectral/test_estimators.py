@@ -130,13 +130,18 @@ def test_rbf_models_pickle():
     np.testing.assert_allclose(pickle.loads(pickle.dumps(est)).transform(X), est.transform(X))
 
 
-def test_embedding_dimension_defaults_to_the_number_of_clusters():
+def test_embedding_dimension_follows_the_number_of_clusters():
     X = np.random.default_rng(0).normal(size=(60, 3))
-    for cls in (KernelPCAEmbedding, KECA):
+    # KPCA: two axes per cluster; KECA (without its 'auto' width): one
+    for cls, per_cluster in ((KernelPCAEmbedding, 2), (KECA, 1)):
         assert cls().fit(X).n_components_ == 2
         clustered = cls(n_clusters=4, sigma_fraction=0.7, random_state=0).fit(X)
-        assert clustered.n_components_ == 4 and clustered.embedding_.shape == (60, 4)
+        dim = 4 * per_cluster
+        assert clustered.n_components_ == dim and clustered.embedding_.shape == (60, dim)
         assert cls(n_components=3, n_clusters=4, random_state=0).fit(X).n_components_ == 3
+    # never more axes than points, where 2k would exceed them
+    few = KernelPCAEmbedding(n_clusters=4, sigma_fraction=0.7, random_state=0).fit(X[:6])
+    assert few.n_components_ == 6 and few.labels_.shape == (6,)
     # KECA's sigma_fraction='auto' compares k and 2k entropy axes with its widths
     chosen = KECA(n_clusters=4, random_state=0).fit(X)
     assert chosen.n_components_ in (4, 8) and chosen.embedding_.shape == (60, chosen.n_components_)

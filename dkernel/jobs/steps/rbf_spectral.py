@@ -70,10 +70,6 @@ PARAMS = (
 )
 
 
-def _n_components(params: dict) -> int:
-    return params["n_components"] or params["n_clusters"]
-
-
 def _width_evidence(est: Any) -> dict[str, Any]:
     """The width ``sigma_fraction='auto'`` chose and what it compared (store attributes)."""
     evidence: dict[str, Any] = {"sigma_fraction": float(est.sigma_fraction_)}
@@ -99,9 +95,11 @@ def check_data(params: dict, data: LoadedData) -> None:
         raise InvalidInputError(
             f"params.n_clusters ({params['n_clusters']}) is larger than the number of samples ({n})."
         )
-    if _n_components(params) > n:
+    # None: the estimator's default, which never exceeds the number of samples
+    if params["n_components"] is not None and params["n_components"] > n:
         raise InvalidInputError(
-            f"params.n_components ({_n_components(params)}) is larger than the number of samples ({n})."
+            f"params.n_components ({params['n_components']}) is larger than the number of "
+            f"samples ({n})."
         )
     X = np.asarray(data.X)
     if np.isinf(X).any():
@@ -126,7 +124,7 @@ def compute(ctx: JobContext) -> Iterator[Output]:
     embedding = str(resolve_alias(p["embedding"], "embedding", "rbf-spectral"))
     keca = embedding == "keca"
     fixed: dict = dict(
-        # None leaves the dimension to the estimator (k; KECA's 'auto' width compares k and 2k)
+        # None leaves the dimension to the estimator (KPCA 2k; KECA's 'auto' width compares k and 2k)
         n_components=p["n_components"],
         random_state=ctx.seed,
         max_memory=ctx.limits.get("max_memory"),
