@@ -169,9 +169,50 @@ def _show_lines(info: dict[str, Any]) -> list[str]:
             lines.append(f"  {name} = {shown}  ({dims}) {_safe(a['dtype'])}")
         else:
             lines.append(f"  {name}: ({dims}) {_safe(a['dtype'])}{chunks}")
+    lines += _group_attribute_lines(info.get("groups"))
     lines += _model_order_lines(info.get("model_order"))
     lines += _stage_two_lines(info.get("stage_two"))
     return lines
+
+
+#: Leading items of a list of numbers that ``dkernel show`` prints.
+SHOW_LIST_MAX = 8
+
+
+def _attribute_value(value: Any) -> str:
+    """A group attribute as ``dkernel show`` prints it: numbers to 4 significant digits,
+    lists of numbers by their first ``SHOW_LIST_MAX`` items, anything else escaped and cut."""
+    if isinstance(value, float) and _is_number(value):
+        return f"{value:.4g}"
+    if isinstance(value, list) and value and all(_is_number(v) for v in value[:SHOW_LIST_MAX]):
+        head = ", ".join(
+            f"{v:.4g}" if isinstance(v, float) else str(v) for v in value[:SHOW_LIST_MAX]
+        )
+        more = len(value) - SHOW_LIST_MAX
+        return f"[{head}" + (f", … ({more} more)]" if more > 0 else "]")
+    return _safe(value, 80)
+
+
+def _group_attribute_lines(groups: Any) -> list[str]:
+    """Each group's attributes (``/embedding: sigma 3.538, sigma_fraction 0.7071, ...``), but
+    the model-order and stage-two evidence, which have lines of their own."""
+    if not isinstance(groups, list) or not groups:
+        return []
+    from dkernel.storage.reader import MODEL_ORDER_SUMMARY, STAGE_TWO_EVIDENCE
+
+    elsewhere = {"/model_order": set(MODEL_ORDER_SUMMARY), "/mssc": set(STAGE_TWO_EVIDENCE)}
+    lines = []
+    for entry in groups[:SHOW_ENTRIES_MAX]:
+        group, attrs = _get(entry, "group"), _get(entry, "attrs")
+        if not isinstance(attrs, dict):
+            continue
+        skip = elsewhere.get(group, set()) if isinstance(group, str) else set()
+        kept = {key: value for key, value in attrs.items() if key not in skip}
+        if kept:
+            lines.append(f"  {_safe(group, 100)}: {_listing(kept, _attribute_value)}")
+    if len(groups) > SHOW_ENTRIES_MAX:
+        lines.append(f"  … and {len(groups) - SHOW_ENTRIES_MAX} more groups")
+    return ["group attributes:", *lines] if lines else []
 
 
 #: Candidates per line of ``dkernel show``'s model-order table.

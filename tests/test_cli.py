@@ -84,6 +84,10 @@ def test_run_and_show_through_the_installed_command(tmp_path):
     assert "status:   complete" in show.stdout
     assert "/kernel/kernel: (sample=178, sample_=178)" in show.stdout
     assert "timings:" in show.stdout
+    # what the job recorded beside its arrays: the width 'auto' chose and what it compared
+    embedding = next(ln for ln in show.stdout.splitlines() if ln.startswith("  /embedding: "))
+    assert "sigma_fraction_candidates [0.7071, 1, 2]" in embedding, embedding
+    assert "  /labels: n_clusters 3, clustering k-means" in show.stdout
 
 
 def test_methods_lists_registries_and_parameters(capsys):

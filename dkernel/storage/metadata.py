@@ -19,6 +19,8 @@ from dkernel.storage.provenance import one_line
 from dkernel.storage.remote import as_location
 
 STORE_FORMAT = "dkernel-results/1"
+#: A group's attribute saying whether its write finished (``"writing"``, ``"complete"``).
+GROUP_MARKER = "dkernel_write"
 STATUSES = ("running", "complete", "failed")
 
 

@@ -17,7 +17,7 @@ from dkernel.errors import StoreError, StoreNotFoundError, StoreStatusWarning, w
 from dkernel.storage import remote
 from dkernel.storage.lock import lease_objects_unlisted
 from dkernel.storage.manifest import MANIFEST_ATTR, check_manifest
-from dkernel.storage.metadata import STORE_FORMAT, _zarr_kwargs, check_metadata
+from dkernel.storage.metadata import GROUP_MARKER, STORE_FORMAT, _zarr_kwargs, check_metadata
 from dkernel.storage.remote import as_location
 
 
@@ -202,13 +202,31 @@ def describe_store(
                     ),
                 }
             )
-    info: dict[str, Any] = {"path": str(path), "attrs": attrs, "arrays": arrays}
+    info: dict[str, Any] = {
+        "path": str(path),
+        "attrs": attrs,
+        "arrays": arrays,
+        "groups": _group_attributes(tree),
+    }
     if "model_order" in tree.children:
         info["model_order"] = _model_order_summary(tree["model_order"].to_dataset(), fits)
     if "mssc" in tree.children:
         group = tree["mssc"].attrs
         info["stage_two"] = {key: group.get(key) for key in STAGE_TWO_EVIDENCE}
     return info
+
+
+def _group_attributes(tree: Any) -> list[dict[str, Any]]:
+    """Each group's attributes below the root (what a job recorded beside its arrays: widths,
+    the rule that chose them, the input's shape), without the write marker."""
+    groups = []
+    for node in tree.subtree:
+        if node is tree:
+            continue
+        attrs = {key: value for key, value in node.attrs.items() if key != GROUP_MARKER}
+        if attrs:
+            groups.append({"group": node.path, "attrs": attrs})
+    return groups
 
 
 #: The ``/mssc`` attributes that say which partition graph and which limit of its affinity
@@ -221,6 +239,8 @@ STAGE_TWO_EVIDENCE = (
 )
 
 
+#: The ``/model_order`` attributes that ``dkernel show`` prints on its model-order line.
+MODEL_ORDER_SUMMARY = ("rule", "n_clusters_chosen", "higher_is_better")
 #: Most candidates of ``/model_order`` whose scores :func:`describe_store` reads.
 SHOW_CANDIDATES_MAX = 200
 
@@ -228,9 +248,7 @@ SHOW_CANDIDATES_MAX = 200
 def _model_order_summary(ds: xr.Dataset, fits: Callable[[str, str, int], bool]) -> dict:
     """The ``/model_order`` evidence for ``dkernel show``: the rule, the chosen k, and every
     candidate with its score (None where the arrays are missing, too long or damaged)."""
-    out: dict[str, Any] = {
-        key: ds.attrs.get(key) for key in ("rule", "n_clusters_chosen", "higher_is_better")
-    }
+    out: dict[str, Any] = {key: ds.attrs.get(key) for key in MODEL_ORDER_SUMMARY}
     for name in ("n_clusters", "score"):
         var = ds.get(name)
         if (

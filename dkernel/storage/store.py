@@ -51,6 +51,7 @@ from dkernel.storage.geo import CONVENTIONS
 from dkernel.storage.local_target import _clear_keeping_lease  # noqa: F401  (where it was)
 from dkernel.storage.manifest import MANIFEST_ATTR, manifest_of
 from dkernel.storage.metadata import (  # noqa: F401  (where they were)
+    GROUP_MARKER,
     MAX_METADATA_BYTES,
     STATUSES,
     STORE_FORMAT,
@@ -560,7 +561,6 @@ def _stored_form(group: str, dataset: xr.Dataset) -> xr.Dataset:
     return describe_variables(group, _variable_length_strings(_regular_chunks(dataset.copy())))
 
 
-GROUP_MARKER = "dkernel_write"
 _NOT_RESUMABLE = object()
 
 

@@ -175,6 +175,37 @@ def test_stage_two_evidence_is_printed_escaped_whatever_its_type(tmp_path) -> No
     assert "stage two: the wide limit of the affinity\n" in out
 
 
+def test_group_attributes_are_printed_escaped_and_cut(tmp_path) -> None:
+    path = _store_with_mssc(
+        tmp_path / "a.zarr",
+        {
+            "normalization_chosen": "cs",
+            "sigma\x1b[2J": "w\u202e",
+            "widths": list(range(10_000)),
+            "scores": [0.123456, float("nan")],
+            "nested": {"a": "\x07" * 500},
+        },
+    )
+    out = shown(path)
+    line = next(ln for ln in out.splitlines() if ln.startswith("  /mssc: "))
+    assert r"sigma\x1b[2J w\u202e" in line
+    assert "widths [0, 1, 2, 3, 4, 5, 6, 7, … (9992 more)]" in line
+    assert "scores [0.123456, nan]" in line and "characters cut" in line
+    # the stage-two evidence has its own line, not a second one here
+    assert "normalization_chosen" not in line and "partition graph: cs" in out
+
+
+def test_thousands_of_groups_are_listed_briefly(tmp_path) -> None:
+    path = _store(tmp_path / "s.zarr")
+    root = zarr.open_group(str(path), mode="a")
+    for i in range(100):
+        root.create_group(f"g{i:03d}").attrs["i"] = i
+    ResultsStore(path).mark_complete()
+    out = shown(path)
+    assert "  /g000: i 0" in out and "  … and 68 more groups" in out
+    assert "/g099" not in out
+
+
 def test_huge_attribute_is_cut(tmp_path) -> None:
     huge = "A" * (2 << 20)
     path = _store(tmp_path / "s.zarr", lambda a: a.update(error=huge, git_revision=huge), name=huge)
