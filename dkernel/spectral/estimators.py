@@ -168,7 +168,8 @@ class _DenseKernelEmbedding(
             self.n_components_ = min(self._components_per_cluster * int(self.n_clusters), n_samples)
         else:
             self.n_components_ = 2
-        # n_clusters first: n_components defaults to it, and the user named only n_clusters
+        # n_clusters first: n_components defaults to a multiple of it, and the user named only
+        # n_clusters
         if self.n_clusters is not None and self.n_clusters > n_samples:
             raise InvalidInputError(
                 f"The 'n_clusters' parameter of {owner} must be <= n_samples ({n_samples}). "
@@ -431,10 +432,10 @@ class KernelPCAEmbedding(_DenseKernelEmbedding):
     Parameters
     ----------
     n_components : int, optional
-        Dimension of the embedding. Default: two axes per cluster, ``2 × n_clusters`` (at
-        most N; ``KPCA_COMPONENTS_PER_CLUSTER``) when ``n_clusters`` is set, else 2 (KECA:
-        ``n_clusters``, or k and 2k compared by its 'auto' width). Measured against k axes
-        on ``benchmarks/bench_realdata.py``'s 14 full-size sets mean ARI 0.290 → 0.295, ≥ k-means
+        Dimension of the embedding (default: two axes per cluster, ``2 × n_clusters`` at most
+        N, when ``n_clusters`` is set, else 2; KECA: ``n_clusters``, or k and 2k compared by
+        its 'auto' width). Two axes per cluster (``KPCA_COMPONENTS_PER_CLUSTER``), measured
+        against one on ``benchmarks/bench_realdata.py``'s 14 full-size sets mean ARI 0.290 → 0.295, ≥ k-means
         on 8 → 10 (Jasper Ridge 0.757 → 0.760, BSDS 5096 0.334 → 0.341); 60 held-out sets
         0.100 → 0.102, 34 → 37 ≥ k-means; the 23-set suite 0.560 → 0.567; at 3 000 rows 0.406
         → 0.403 (24 of 39 ≥ k-means). One axis per cluster had replaced 2 axes in all (D31
