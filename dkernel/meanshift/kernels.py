@@ -39,6 +39,14 @@ def _sq_norms(A: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", A, A)
 
 
+def _centred(points: np.ndarray, density: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Points and density (float64) centred on the density's mean, and that mean: squared norms
+    stay small beside the distances (float32 blocks, and the GEMM form of the distances)."""
+    D = np.asarray(density, dtype=np.float64)
+    centre = D.mean(axis=0)
+    return np.asarray(points, dtype=np.float64) - centre, D - centre, centre
+
+
 def gaussian_shift(
     points: np.ndarray,
     density: np.ndarray,
@@ -76,10 +84,7 @@ def gaussian_shift(
     and their normaliser. Points and density are centred on the density's mean first, so the
     squared norms stay small beside the distances in float32.
     """
-    D = np.asarray(density, dtype=np.float64)
-    centre = D.mean(axis=0)
-    D = D - centre
-    P = np.asarray(points, dtype=np.float64) - centre
+    P, D, centre = _centred(points, density)
     out = np.empty(P.shape, dtype=np.float64)
     gamma = 0.5 / float(bandwidth) ** 2
     bias = gamma * _sq_norms(D)
@@ -130,10 +135,7 @@ def log_density(
     :func:`gaussian_shift`); :func:`dkernel.meanshift.persistence.merge_by_persistence` reads
     basins' peaks and passes from it.
     """
-    D = np.asarray(density, dtype=np.float64)
-    centre = D.mean(axis=0)
-    D = D - centre
-    P = np.asarray(points, dtype=np.float64) - centre
+    P, D, _ = _centred(points, density)
     gamma = 0.5 / float(bandwidth) ** 2
     d_norms = _sq_norms(D)
     log_w = None
@@ -387,13 +389,23 @@ def merge_small_modes(
     target[small_idx] = kept_idx[
         nearest_centre(modes[small_idx], modes[kept_idx], dtype=np.float64)
     ]
-    merged = target[labels]
-    # heaviest first again (the merged mass counts), ties by the kept mode's former rank
-    new_mass = np.bincount(merged, weights=w, minlength=modes.shape[0])[kept_idx]
-    order = np.lexsort((kept_idx, -new_mass))
+    return relabel_heaviest_first(target[labels], kept_idx, modes, w)
+
+
+def relabel_heaviest_first(
+    merged: np.ndarray, kept: np.ndarray, modes: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Labels 0..k-1 for seeds merged into the ``kept`` modes, heaviest first.
+
+    ``merged`` is each seed's kept mode (an index into ``modes``), ``kept`` the kept modes'
+    indices in ascending order; the merged mass (``weights`` summed) orders them, ties by the
+    kept mode's former rank. Returns the labels and the kept modes in that order.
+    """
+    mass = np.bincount(merged, weights=weights, minlength=modes.shape[0])[kept]
+    order = kept[np.lexsort((kept, -mass))]
     relabel = np.full(modes.shape[0], -1, dtype=np.int64)
-    relabel[kept_idx[order]] = np.arange(kept_idx.size)
-    return relabel[merged], modes[kept_idx[order]]
+    relabel[order] = np.arange(order.size)
+    return relabel[merged], modes[order]
 
 
 def grid_seeds(

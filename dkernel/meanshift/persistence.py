@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
-from dkernel.meanshift.kernels import log_density
+from dkernel.meanshift.kernels import log_density, relabel_heaviest_first
 
 
 def basin_passes(
@@ -130,11 +130,5 @@ def merge_by_persistence(
         parent[low] = high
         groups -= 1
     roots = np.array([root(i) for i in range(m)])
-    merged = roots[labels]
     w = np.ones(labels.size) if seed_weights is None else np.asarray(seed_weights, np.float64)
-    kept = np.unique(roots)
-    mass = np.bincount(merged, weights=w, minlength=m)[kept]
-    order = kept[np.lexsort((kept, -mass))]
-    relabel = np.full(m, -1, dtype=np.int64)
-    relabel[order] = np.arange(order.size)
-    return relabel[merged], modes[order]
+    return relabel_heaviest_first(roots[labels], np.unique(roots), modes, w)
